@@ -1,0 +1,160 @@
+"""The HTTP API (quart-trio on hypercorn's trio worker): create, get and list jobs.
+
+Successful responses are the raw resource; every error is ``{"error": "..."}`` with the
+matching status and a JSON content type. Error classes map to statuses in one table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import trio
+from quart import Response, g, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
+from .model import (
+    is_job_id,
+    job_to_json,
+    loads_json_body,
+    parse_create_request,
+    parse_list_query,
+)
+from .observability import serve_asgi
+from .runtime import Deps
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+
+# Project error -> HTTP status. Anything else is a 500 with a generic message.
+ERROR_STATUS: dict[type[JobSchedulerError], int] = {
+    ValidationError: 400,
+    JobNotFound: 404,
+    DuplicateJob: 409,
+    StoreError: 503,
+}
+
+
+def _json(body: Any, status: int) -> Response:
+    return Response(
+        json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def error_response(message: str, status: int) -> Response:
+    return _json({"error": message}, status)
+
+
+def create_app(deps: Deps) -> QuartTrio:
+    """Build the API app around ``deps`` (no I/O happens here)."""
+    app = QuartTrio(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    metrics = deps.metrics
+    job_types = deps.registry.validators()
+
+    @app.before_request
+    async def _start_timer() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    async def _observe(response: Response) -> Response:
+        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        started: float | None = g.get("started")
+        metrics.api_requests.labels(
+            method=request.method, route=rule, status=str(response.status_code)
+        ).inc()
+        if started is not None:
+            metrics.api_request_duration.labels(method=request.method, route=rule).observe(
+                time.perf_counter() - started
+            )
+        return response
+
+    @app.errorhandler(JobSchedulerError)
+    async def _project_error(exc: JobSchedulerError) -> Response:
+        for cls, status in ERROR_STATUS.items():
+            if isinstance(exc, cls):
+                if status >= 500:
+                    log.error("request failed", extra={"error": str(exc), "path": request.path})
+                    return error_response("job store unavailable, retry later", status)
+                return error_response(str(exc), status)
+        log.exception("unexpected project error", extra={"path": request.path})
+        return error_response("internal error", 500)
+
+    @app.errorhandler(HTTPException)
+    async def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        messages = {
+            404: "not found",
+            405: "method not allowed",
+            413: f"request body larger than {MAX_BODY_BYTES} bytes",
+        }
+        return error_response(messages.get(status, exc.description or exc.name), status)
+
+    @app.errorhandler(Exception)
+    async def _unexpected(exc: Exception) -> Response:
+        log.exception("unhandled error", extra={"path": request.path})
+        return error_response("internal error", 500)
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return Response("ok", status=200, content_type="text/plain; charset=utf-8")
+
+    @app.post("/jobs")
+    async def create_job() -> Response:
+        mimetype = request.mimetype
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            return error_response("Content-Type must be application/json", 415)
+        raw = await request.get_data(cache=False)
+        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+        job = parse_create_request(body, now=deps.clock.now(), job_types=job_types)
+        try:
+            stored = await deps.store.insert(job)
+        except DuplicateJob:
+            raise DuplicateJob(
+                f"idempotencyKey {job.idempotency_key!r} is already used by another job"
+            ) from None
+        if deps.waker is not None:
+            deps.waker.notify(stored.scheduled_at)
+        log.info(
+            "job created",
+            extra={
+                "job_id": stored.id,
+                "tenant": stored.tenant_id,
+                "job_type": stored.job_type,
+                "cron": stored.cron,
+                "scheduled_at": stored.scheduled_at.isoformat(),
+            },
+        )
+        return _json(job_to_json(stored), 201)
+
+    @app.get("/jobs/<job_id>")
+    async def get_job(job_id: str) -> Response:
+        if not is_job_id(job_id.lower()):
+            raise ValidationError("id: must be a 24-character hex ObjectId")
+        return _json(job_to_json(await deps.store.get(job_id.lower())), 200)
+
+    @app.get("/jobs")
+    async def list_jobs() -> Response:
+        tenant, status, limit = parse_list_query(request.args)
+        jobs = await deps.store.list_jobs(tenant, status, limit)
+        return _json([job_to_json(job) for job in jobs], 200)
+
+    return app
+
+
+async def run_api(
+    deps: Deps,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """The API role: serve until cancelled; ``task_status`` gets the bound addresses."""
+    app = create_app(deps)
+    await serve_asgi(app, deps.settings.api_host, deps.settings.api_port, task_status=task_status)

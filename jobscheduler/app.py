@@ -1,0 +1,151 @@
+"""Process assembly: build the adapters for a deployment and run roles in one nursery tree.
+
+``dev`` runs every role on the embedded adapters (SQLite, in-process bus, always-leader).
+``run-<role>`` runs one role on the production adapters (MongoDB, Kafka, etcd). Adapter
+modules are imported here only, so roles never know which adapters they hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import trio
+
+from .api import run_api
+from .bus import Bus
+from .clock import SystemClock
+from .config import Settings
+from .election import Elector
+from .executor import run_executor
+from .handlers import HandlerRegistry, default_registry
+from .observability import Metrics, run_metrics_server
+from .reaper import run_reaper
+from .runtime import Deps, Waker
+from .scheduler import run_scheduler
+from .store import JobStore
+
+log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT = 5.0
+
+
+def embedded_deps(settings: Settings, registry: HandlerRegistry | None = None) -> Deps:
+    from .bus.local import LocalBus
+    from .election.local import LocalElector
+    from .store.sqlite import SQLiteJobStore
+
+    clock = SystemClock()
+    return Deps(
+        settings=settings,
+        store=SQLiteJobStore(settings.sqlite_path),
+        bus=LocalBus(),
+        elector=LocalElector(settings.worker_id),
+        registry=registry or default_registry(),
+        metrics=Metrics(),
+        clock=clock,
+        waker=Waker(clock),
+    )
+
+
+def production_store(settings: Settings) -> JobStore:
+    from .store.mongo import MongoJobStore
+
+    return MongoJobStore(settings.mongo_uri, settings.mongo_db)
+
+
+def production_bus(settings: Settings) -> Bus:
+    from .bus.kafka import KafkaBus
+
+    return KafkaBus(settings.kafka_brokers, partitions=settings.kafka_partitions)
+
+
+def production_elector(settings: Settings) -> Elector:
+    from .election.etcd import EtcdElector
+
+    return EtcdElector(
+        settings.etcd_endpoints,
+        name=settings.election_name,
+        candidate_id=settings.worker_id,
+        ttl=settings.election_ttl,
+    )
+
+
+def production_deps(
+    settings: Settings, registry: HandlerRegistry | None = None, *, role: str
+) -> Deps:
+    """Adapters for one production role; a role gets real connections only to what it uses."""
+    from .bus.local import LocalBus
+    from .election.local import LocalElector
+
+    needs_bus = role in ("scheduler", "executor", "reaper")
+    return Deps(
+        settings=settings,
+        store=production_store(settings),
+        bus=production_bus(settings) if needs_bus else LocalBus(),
+        elector=production_elector(settings) if role == "scheduler" else LocalElector(),
+        registry=registry or default_registry(),
+        metrics=Metrics(),
+        clock=SystemClock(),
+        waker=None,
+    )
+
+
+@asynccontextmanager
+async def started(deps: Deps) -> AsyncIterator[Deps]:
+    """Start the adapters; close them (shielded, bounded) however the block ends."""
+    closers: list[Callable[[], Awaitable[None]]] = []
+    try:
+        for port in (deps.store, deps.bus, deps.elector):
+            await port.start()
+            closers.append(port.close)
+        yield deps
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
+            for close in reversed(closers):
+                try:
+                    await close()
+                except Exception:
+                    log.exception("error while closing an adapter")
+
+
+async def _cancel_on_signal(scope: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            if not scope.cancel_called:
+                log.info("shutting down", extra={"signal": signal.Signals(signum).name})
+                scope.cancel()
+            else:
+                log.info("already shutting down", extra={"signal": signal.Signals(signum).name})
+
+
+Role = Callable[..., Awaitable[None]]
+
+
+async def run_roles(deps: Deps, roles: list[str], *, with_signals: bool = True) -> None:
+    """Start the adapters, the metrics listener and ``roles`` in one nursery; run until a
+    signal (or cancellation) ends them, then close the adapters."""
+    settings = deps.settings
+    async with trio.open_nursery() as nursery:
+        if with_signals:
+            await nursery.start(_cancel_on_signal, nursery.cancel_scope)
+        async with started(deps), trio.open_nursery() as roles_nursery:
+            bound = await roles_nursery.start(
+                run_metrics_server, deps.metrics, settings.metrics_host, settings.metrics_port
+            )
+            log.info("metrics listening", extra={"addresses": bound})
+            if "reaper" in roles:
+                await roles_nursery.start(run_reaper, deps)
+            if "executor" in roles:
+                job_types = [settings.job_type] if settings.job_type else deps.registry.names()
+                await roles_nursery.start(run_executor, deps, job_types)
+            if "scheduler" in roles:
+                await roles_nursery.start(run_scheduler, deps)
+            if "api" in roles:
+                addresses = await roles_nursery.start(run_api, deps)
+                log.info("api listening", extra={"addresses": addresses})
+            log.info("ready", extra={"roles": ",".join(roles)})
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,127 @@
+"""The Bus port: wake-up messages only (``jobId``, ``jobType``, ``priority``), never job state.
+
+A lost message costs latency (the reaper re-pends the job after QUEUED_TIMEOUT); a duplicated
+or stale one is harmless (the executor's pick is a conditional update). Every adapter passes
+``tests/contract/test_bus_contract.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import attrs
+
+from ..errors import BusError
+
+DLQ_TOPIC = "jobs.dlq"
+
+
+def dispatch_topic(job_type: str) -> str:
+    """The per-type topic the scheduler publishes to and ``executor-<jobType>`` consumes."""
+    return f"jobs.dispatch.{job_type}"
+
+
+def consumer_group(job_type: str) -> str:
+    return f"executor-{job_type}"
+
+
+@attrs.frozen(kw_only=True)
+class WakeUp:
+    """A dispatch message: a job is queued and should be picked."""
+
+    job_id: str
+    job_type: str
+    priority: int
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"jobId": self.job_id, "jobType": self.job_type, "priority": self.priority},
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> WakeUp:
+        """Parse a message; raise BusError for anything that is not a valid wake-up."""
+        try:
+            raw: Any = json.loads(data)
+            job_id, job_type, priority = raw["jobId"], raw["jobType"], raw.get("priority", 0)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BusError(f"malformed wake-up message: {exc}") from None
+        if not isinstance(job_id, str) or not isinstance(job_type, str):
+            raise BusError("malformed wake-up message: jobId/jobType must be strings")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise BusError("malformed wake-up message: priority must be an integer")
+        return cls(job_id=job_id, job_type=job_type, priority=priority)
+
+
+@attrs.frozen(kw_only=True)
+class DeadLetter:
+    """Published on ``jobs.dlq`` when a job is dead-lettered, for external inspection."""
+
+    job_id: str
+    job_type: str
+    tenant_id: str
+    attempts: int
+    last_error: str | None
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "jobId": self.job_id,
+                "jobType": self.job_type,
+                "tenantId": self.tenant_id,
+                "attempts": self.attempts,
+                "lastError": self.last_error,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+
+class Delivery(abc.ABC):
+    """One received wake-up. ``ack`` after the job's outcome is written (at-least-once)."""
+
+    message: WakeUp
+
+    @abc.abstractmethod
+    async def ack(self) -> None:
+        """Mark this message done. Adapters commit offsets only up to contiguous acks."""
+
+
+class Subscription(abc.ABC):
+    """Messages of one job type for one consumer group."""
+
+    @abc.abstractmethod
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        """Deliveries in arrival order; iteration ends when the bus is closed."""
+
+
+class Bus(abc.ABC):
+    """Carries wake-ups from the scheduler to executors, and dead letters to ``jobs.dlq``."""
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Connect. No I/O happens before this."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Flush what can be flushed and disconnect. Safe to call twice."""
+
+    @abc.abstractmethod
+    async def publish(self, messages: Sequence[WakeUp]) -> None:
+        """Publish each message to ``dispatch_topic(message.job_type)``.
+
+        Returns once every message is durably accepted; raises BusError if any was not
+        (some may still have been delivered: wake-ups are idempotent).
+        """
+
+    @abc.abstractmethod
+    async def publish_dead_letter(self, letter: DeadLetter) -> None:
+        """Publish to ``jobs.dlq``; raises BusError on failure."""
+
+    @abc.abstractmethod
+    def subscribe(self, job_type: str) -> AbstractAsyncContextManager[Subscription]:
+        """Consume ``dispatch_topic(job_type)`` in group ``consumer_group(job_type)``."""

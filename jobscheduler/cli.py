@@ -1,0 +1,91 @@
+"""``jobscheduler`` command line: dev, run-<role>, seed, loadtest, bench."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import trio
+
+from .app import embedded_deps, production_deps, run_roles
+from .config import Settings
+from .errors import ConfigError, JobSchedulerError
+from .observability import configure_logging
+
+ROLES = ("api", "scheduler", "executor", "reaper")
+
+log = logging.getLogger("jobscheduler")
+
+
+def _settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except ConfigError as exc:
+        print(f"jobscheduler: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _dev(args: argparse.Namespace) -> int:
+    settings = _settings()
+    configure_logging(settings.log_level, settings.log_format, "dev")
+    log.info(
+        "starting jobscheduler dev",
+        extra={"sqlite_path": settings.sqlite_path, "api_port": settings.api_port},
+    )
+    trio.run(run_roles, embedded_deps(settings), list(ROLES))
+    return 0
+
+
+def _role(role: str) -> int:
+    settings = _settings()
+    if role == "executor" and not settings.job_type:
+        print(
+            "jobscheduler: configuration error: JOB_TYPE: required for run-executor",
+            file=sys.stderr,
+        )
+        return 2
+    configure_logging(settings.log_level, settings.log_format, role)
+    deps = production_deps(settings, role=role)
+    if role == "executor" and settings.job_type not in deps.registry:
+        print(
+            f"jobscheduler: configuration error: JOB_TYPE: unknown job type {settings.job_type!r} "
+            f"(known: {', '.join(deps.registry.names())})",
+            file=sys.stderr,
+        )
+        return 2
+    trio.run(run_roles, deps, [role])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jobscheduler",
+        description="Distributed one-off and cron job scheduler. Configuration comes from "
+        "the environment (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("dev", help="run every role in one process on SQLite (the embedded default)")
+    for role in ROLES:
+        sub.add_parser(f"run-{role}", help=f"run the {role} role on MongoDB/Kafka/etcd")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "dev":
+            return _dev(args)
+        if args.command.startswith("run-"):
+            return _role(args.command.removeprefix("run-"))
+    except KeyboardInterrupt:
+        return 130
+    except JobSchedulerError as exc:
+        print(f"jobscheduler: {exc}", file=sys.stderr)
+        return 1
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

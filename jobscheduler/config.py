@@ -1,0 +1,176 @@
+"""One frozen settings object, built once from the environment at start-up.
+
+Nothing else in the package reads ``os.environ``. Every variable has an explicit default and
+unit; a malformed value raises :class:`~jobscheduler.errors.ConfigError` whose message names
+the variable, and the CLI prints that one line and exits.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from .errors import ConfigError
+
+T = TypeVar("T")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``500ms``, ``30s``, ``5m``, ``1h`` (or a bare number of seconds) into seconds."""
+    match = _DURATION.match(text)
+    if match:
+        return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 30s, 5m)") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"not a duration: {text!r}")
+    return value
+
+
+def _positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise ValueError(f"must be greater than zero, got {text!r}")
+    return seconds
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"not a TCP port: {text!r}")
+    return port
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip()
+        for choice in choices:
+            if value.upper() == choice.upper():
+                return choice
+        raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+
+    return parse
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text.strip()
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    items = tuple(item.strip() for item in text.split(",") if item.strip())
+    if not items:
+        raise ValueError("must list at least one item")
+    return items
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """Every knob of every role. Durations are seconds (floats)."""
+
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9100
+    sqlite_path: str = "./data/jobscheduler.db"
+    scheduler_tick: float = 0.5
+    claim_batch: int = 20
+    queued_timeout: float = 30.0
+    claim_timeout: float = 300.0
+    reaper_interval: float = 30.0
+    heartbeat_interval: float = 10.0
+    executor_concurrency: int = 32
+    shutdown_grace: float = 10.0
+    log_level: str = "INFO"
+    log_format: str = "text"
+    worker_id: str = attrs.field(factory=_default_worker_id)
+    # Production adapters (run-<role>).
+    mongo_uri: str = "mongodb://127.0.0.1:27017"
+    mongo_db: str = "jobscheduler"
+    kafka_brokers: str = "127.0.0.1:9092"
+    kafka_partitions: int = 3
+    etcd_endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
+    election_name: str = "jobscheduler/scheduler-leader"
+    election_ttl: int = 10
+    job_type: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``env`` (default: ``os.environ``).
+
+        Raises ConfigError whose message names the offending variable.
+        """
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name, (field, parse) in _VARIABLES.items():
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[field] = parse(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc}") from None
+        settings = cls(**values)
+        if settings.heartbeat_interval >= settings.claim_timeout:
+            raise ConfigError(
+                "HEARTBEAT_INTERVAL: must be shorter than CLAIM_TIMEOUT "
+                f"({settings.heartbeat_interval}s >= {settings.claim_timeout}s), "
+                "or every running job would look lost"
+            )
+        return settings
+
+
+# Environment variable -> (Settings field, parser). The README's configuration table and the
+# compose/k8s checks are built from this one mapping.
+_VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "API_HOST": ("api_host", _non_empty),
+    "API_PORT": ("api_port", _port),
+    "METRICS_HOST": ("metrics_host", _non_empty),
+    "METRICS_PORT": ("metrics_port", _port),
+    "SQLITE_PATH": ("sqlite_path", _non_empty),
+    "SCHEDULER_TICK": ("scheduler_tick", _positive_duration),
+    "CLAIM_BATCH": ("claim_batch", _positive_int),
+    "QUEUED_TIMEOUT": ("queued_timeout", _positive_duration),
+    "CLAIM_TIMEOUT": ("claim_timeout", _positive_duration),
+    "REAPER_INTERVAL": ("reaper_interval", _positive_duration),
+    "HEARTBEAT_INTERVAL": ("heartbeat_interval", _positive_duration),
+    "EXECUTOR_CONCURRENCY": ("executor_concurrency", _positive_int),
+    "SHUTDOWN_GRACE": ("shutdown_grace", _positive_duration),
+    "LOG_LEVEL": ("log_level", _choice(*LOG_LEVELS)),
+    "LOG_FORMAT": ("log_format", _choice(*LOG_FORMATS)),
+    "WORKER_ID": ("worker_id", _non_empty),
+    "MONGO_URI": ("mongo_uri", _non_empty),
+    "MONGO_DB": ("mongo_db", _non_empty),
+    "KAFKA_BROKERS": ("kafka_brokers", _non_empty),
+    "KAFKA_PARTITIONS": ("kafka_partitions", _positive_int),
+    "ETCD_ENDPOINTS": ("etcd_endpoints", _csv),
+    "ELECTION_NAME": ("election_name", _non_empty),
+    "ELECTION_TTL": ("election_ttl", _positive_int),
+    "JOB_TYPE": ("job_type", _non_empty),
+}
+
+ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)

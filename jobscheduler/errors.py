@@ -1,0 +1,47 @@
+"""The project's exceptions: one root, small leaves that also inherit the nearest builtin.
+
+Third-party errors (sqlite3, pymongo, confluent-kafka, grpc) are translated into these at
+the adapter edge, so roles and the HTTP layer never see a driver's exception type.
+"""
+
+from __future__ import annotations
+
+
+class JobSchedulerError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class ConfigError(JobSchedulerError, ValueError):
+    """A setting from the environment is missing or malformed."""
+
+
+class ValidationError(JobSchedulerError, ValueError):
+    """A job request does not satisfy the contract; the message is safe to show to clients."""
+
+
+class JobNotFound(JobSchedulerError, LookupError):
+    """No job has the requested id."""
+
+
+class DuplicateJob(JobSchedulerError, ValueError):
+    """The idempotencyKey is already used by another job."""
+
+
+class StoreError(JobSchedulerError, RuntimeError):
+    """The job store failed; the outcome of the operation may be unknown."""
+
+
+class BusError(JobSchedulerError, RuntimeError):
+    """The message bus could not publish or consume."""
+
+
+class ElectionError(JobSchedulerError, RuntimeError):
+    """Leadership could not be obtained or confirmed."""
+
+
+class HandlerError(JobSchedulerError, RuntimeError):
+    """A job handler reported a failure (the job is retried or dead-lettered)."""
+
+
+class UnknownHandler(JobSchedulerError, LookupError):
+    """No handler is registered under that job type."""

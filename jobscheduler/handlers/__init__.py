@@ -1,0 +1,6 @@
+"""Handler registry and the built-in handlers."""
+
+from .builtin import default_registry as default_registry
+from .registry import Handler as Handler
+from .registry import HandlerRegistry as HandlerRegistry
+from .registry import JobContext as JobContext

@@ -1,0 +1,350 @@
+"""The job model, its JSON shape, and validation of create requests.
+
+A job is one record in the store. Its JSON shape (the HTTP contract) is produced in exactly
+one function, :func:`job_to_json`. Timestamps are always timezone-aware UTC.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+from bson import ObjectId
+
+from . import cron
+from .errors import ValidationError
+
+MAX_STRING_LENGTH = 256
+MAX_ATTEMPTS_LIMIT = 100
+MAX_PRIORITY = 1_000_000
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_LIST_LIMIT = 100
+MAX_LIST_LIMIT = 5000
+MAX_ERROR_LENGTH = 2000
+
+_OBJECT_ID = re.compile(r"^[0-9a-f]{24}$")
+
+
+class Status(enum.StrEnum):
+    """Where a job is in its lifecycle. Only :mod:`jobscheduler.states` moves a job between them."""
+
+    #: Stored, waiting for ``scheduledAt``; cron templates stay here between fire times.
+    PENDING = "pending"
+    #: Claimed by the scheduler and announced on the bus; no executor has it yet.
+    QUEUED = "queued"
+    #: An executor took it (``claimedBy``/``claimedAt``/claim token set) and is about to run it.
+    CLAIMED = "claimed"
+    #: The handler is running; the executor refreshes ``heartbeatAt``.
+    RUNNING = "running"
+    #: The handler returned successfully. Final.
+    COMPLETED = "completed"
+    #: Defined by the seed's model but never written: failures go to pending or dlq.
+    FAILED = "failed"
+    #: Attempts exhausted (or a cron template that no longer parses). Final; never claimed.
+    DLQ = "dlq"
+
+
+LISTABLE_STATUSES = tuple(s.value for s in Status)
+IN_FLIGHT = (Status.CLAIMED, Status.RUNNING)
+
+
+def _aware(instance: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
+    if value is not None and (value.tzinfo is None or value.utcoffset() != timedelta(0)):
+        raise ValueError(f"{attribute.name} must be timezone-aware UTC, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Job:
+    """One job document. Immutable: every change produces a new value from the store."""
+
+    id: str
+    idempotency_key: str
+    tenant_id: str
+    job_type: str
+    payload: dict[str, Any] = attrs.field(factory=dict)
+    priority: int = 0
+    status: Status = Status.PENDING
+    scheduled_at: datetime = attrs.field(validator=_aware)
+    cron: str | None = None
+    attempts: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    last_error: str | None = None
+    claimed_by: str | None = None
+    claimed_at: datetime | None = attrs.field(default=None, validator=_aware)
+    claim_token: str | None = None
+    heartbeat_at: datetime | None = attrs.field(default=None, validator=_aware)
+    queued_at: datetime | None = attrs.field(default=None, validator=_aware)
+    created_at: datetime = attrs.field(validator=_aware)
+    updated_at: datetime = attrs.field(validator=_aware)
+
+    @property
+    def is_template(self) -> bool:
+        return self.cron is not None
+
+
+def new_job_id() -> str:
+    """A fresh 24-hex ObjectId, the id format of the contract (and Mongo's ``_id``)."""
+    return str(ObjectId())
+
+
+def is_job_id(text: str) -> bool:
+    return bool(_OBJECT_ID.match(text))
+
+
+def utc(dt: datetime) -> datetime:
+    """Normalise an aware datetime to UTC, truncated to milliseconds.
+
+    Milliseconds are what MongoDB keeps; truncating everywhere makes every store return
+    exactly the timestamps it was given, so equality conditions on them are portable.
+    """
+    if dt.tzinfo is None:
+        raise ValueError("naive datetime")
+    dt = dt.astimezone(UTC)
+    return dt.replace(microsecond=dt.microsecond - dt.microsecond % 1000)
+
+
+def format_time(dt: datetime) -> str:
+    """RFC3339 UTC with ``Z``; fractional seconds only when present."""
+    dt = dt.astimezone(UTC)
+    if dt.microsecond:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|z|[+-]\d{2}:\d{2})$"
+)
+
+
+def parse_time(text: str, field: str) -> datetime:
+    """Parse an RFC3339 timestamp; a missing timezone is a ValidationError."""
+    match = _RFC3339.match(text)
+    if not match:
+        raise ValidationError(
+            f"{field}: must be an RFC3339 timestamp with a timezone, e.g. 2026-09-29T18:00:00Z"
+        )
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    fraction, zone = match.group(7), match.group(8)
+    micros = int((fraction[1:] + "000000")[:6]) if fraction else 0
+    if zone in ("Z", "z"):
+        offset = timedelta(0)
+    else:
+        sign = 1 if zone[0] == "+" else -1
+        hours, minutes = int(zone[1:3]), int(zone[4:6])
+        if hours > 23 or minutes > 59:
+            raise ValidationError(f"{field}: invalid timezone offset {zone!r}")
+        offset = sign * timedelta(hours=hours, minutes=minutes)
+    if second == 60:  # leap second: RFC3339 allows it, datetime does not
+        second = 59
+    try:
+        local = datetime(year, month, day, hour, minute, second, micros, tzinfo=UTC)
+    except ValueError as exc:
+        raise ValidationError(f"{field}: {exc}") from None
+    return utc(local - offset)
+
+
+def job_to_json(job: Job) -> dict[str, Any]:
+    """The contract's JSON shape of a job (absent optional fields are omitted)."""
+    out: dict[str, Any] = {
+        "id": job.id,
+        "idempotencyKey": job.idempotency_key,
+        "tenantId": job.tenant_id,
+        "jobType": job.job_type,
+        "payload": job.payload,
+        "priority": job.priority,
+        "status": job.status.value,
+        "scheduledAt": format_time(job.scheduled_at),
+    }
+    if job.cron is not None:
+        out["cron"] = job.cron
+    if job.claimed_by is not None:
+        out["claimedBy"] = job.claimed_by
+    if job.claimed_at is not None:
+        out["claimedAt"] = format_time(job.claimed_at)
+    out["attempts"] = job.attempts
+    out["maxAttempts"] = job.max_attempts
+    if job.last_error is not None:
+        out["lastError"] = job.last_error
+    out["createdAt"] = format_time(job.created_at)
+    out["updatedAt"] = format_time(job.updated_at)
+    return out
+
+
+# --------------------------------------------------------------------------- requests
+
+_CREATE_FIELDS = frozenset(
+    {
+        "idempotencyKey",
+        "tenantId",
+        "jobType",
+        "payload",
+        "priority",
+        "scheduledAt",
+        "cron",
+        "maxAttempts",
+    }
+)
+
+PayloadValidator = Callable[[Mapping[str, Any]], None]
+
+
+def _string(body: Mapping[str, Any], field: str, *, required: bool) -> str | None:
+    value = body.get(field)
+    if value is None:
+        if required:
+            raise ValidationError(f"{field} is required")
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{field}: must be a string")
+    if not value.strip():
+        raise ValidationError(f"{field}: must not be empty")
+    if len(value) > MAX_STRING_LENGTH:
+        raise ValidationError(f"{field}: longer than {MAX_STRING_LENGTH} characters")
+    if any(ord(ch) < 32 for ch in value):
+        raise ValidationError(f"{field}: must not contain control characters")
+    return value
+
+
+def _integer(body: Mapping[str, Any], field: str) -> int | None:
+    value = body.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"{field}: must be an integer")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise ValidationError(f"{field}: must be an integer")
+        value = int(value)
+    return value
+
+
+def parse_create_request(
+    body: Any,
+    *,
+    now: datetime,
+    job_types: Mapping[str, PayloadValidator | None],
+) -> Job:
+    """Validate a ``POST /jobs`` body and build the pending job it describes.
+
+    ``job_types`` maps every known job type to its payload validator (or None). Raises
+    ValidationError with a client-safe message for anything outside the contract.
+    """
+    if not isinstance(body, dict):
+        raise ValidationError("request body must be a JSON object")
+    unknown = sorted(set(body) - _CREATE_FIELDS)
+    if unknown:
+        raise ValidationError(f"unknown field(s): {', '.join(unknown)}")
+
+    key = _string(body, "idempotencyKey", required=True)
+    tenant = _string(body, "tenantId", required=True)
+    job_type = _string(body, "jobType", required=True)
+    assert key is not None
+    assert tenant is not None
+    assert job_type is not None
+    if job_type not in job_types:
+        raise ValidationError(
+            f"jobType: unknown job type {job_type!r} (known: {', '.join(sorted(job_types))})"
+        )
+
+    payload = body.get("payload")
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise ValidationError("payload: must be a JSON object")
+    validator = job_types[job_type]
+    if validator is not None:
+        validator(payload)
+
+    priority = _integer(body, "priority")
+    if priority is None:
+        priority = 0
+    if abs(priority) > MAX_PRIORITY:
+        raise ValidationError(f"priority: must be between {-MAX_PRIORITY} and {MAX_PRIORITY}")
+
+    max_attempts = _integer(body, "maxAttempts")
+    if max_attempts is None or max_attempts <= 0:
+        max_attempts = DEFAULT_MAX_ATTEMPTS
+    if max_attempts > MAX_ATTEMPTS_LIMIT:
+        raise ValidationError(f"maxAttempts: must be at most {MAX_ATTEMPTS_LIMIT}")
+
+    cron_expr = _string(body, "cron", required=False)
+    scheduled_raw = body.get("scheduledAt")
+    if cron_expr is not None:
+        if scheduled_raw is not None:
+            raise ValidationError("give either cron or scheduledAt, not both")
+        cron_expr = cron.validate(cron_expr)
+        scheduled_at = utc(cron.next_fire(cron_expr, now))
+    else:
+        if scheduled_raw is None:
+            raise ValidationError("scheduledAt is required unless cron is set")
+        if not isinstance(scheduled_raw, str):
+            raise ValidationError("scheduledAt: must be an RFC3339 string")
+        scheduled_at = parse_time(scheduled_raw, "scheduledAt")
+
+    now = utc(now)
+    return Job(
+        id=new_job_id(),
+        idempotency_key=key,
+        tenant_id=tenant,
+        job_type=job_type,
+        payload=payload,
+        priority=priority,
+        status=Status.PENDING,
+        scheduled_at=scheduled_at,
+        cron=cron_expr,
+        max_attempts=max_attempts,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def loads_json_body(data: bytes) -> Any:
+    """Parse a request body as strict JSON (no NaN/Infinity); ValidationError if malformed."""
+
+    def reject_constant(name: str) -> Any:
+        raise ValidationError(f"malformed JSON: {name} is not allowed")
+
+    try:
+        return json.loads(data, parse_constant=reject_constant)
+    except ValidationError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise ValidationError(f"malformed JSON: {exc}") from None
+
+
+def parse_list_query(args: Mapping[str, str]) -> tuple[str, Status | None, int]:
+    """Validate ``GET /jobs`` query arguments into (tenant, status filter, limit)."""
+    tenant = args.get("tenantId")
+    if tenant is None or not tenant.strip():
+        raise ValidationError("tenantId is required")
+    if len(tenant) > MAX_STRING_LENGTH:
+        raise ValidationError(f"tenantId: longer than {MAX_STRING_LENGTH} characters")
+    status_raw = args.get("status")
+    status: Status | None = None
+    if status_raw:
+        try:
+            status = Status(status_raw)
+        except ValueError:
+            raise ValidationError(
+                f"status: must be one of {', '.join(LISTABLE_STATUSES)}"
+            ) from None
+    limit = DEFAULT_LIST_LIMIT
+    raw_limit = args.get("limit")
+    if raw_limit:
+        try:
+            parsed = int(raw_limit)
+        except ValueError:
+            parsed = 0
+        if parsed > 0:
+            limit = min(parsed, MAX_LIST_LIMIT)
+    return tenant, status, limit
+
+
+def truncate_error(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_LENGTH else text[: MAX_ERROR_LENGTH - 1] + "…"

@@ -1,0 +1,221 @@
+"""Prometheus metrics, the :9100 metrics/health listener, and structured logging."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_HANDLER_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900)
+
+
+class Metrics:
+    """Every metric the roles export, on one registry owned by the process (not global)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.scheduler_tick_duration = Histogram(
+            "scheduler_tick_duration_seconds",
+            "Time spent in one scheduler tick (claiming, publishing, spawning).",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.scheduler_jobs_claimed = Counter(
+            "scheduler_jobs_claimed_total", "Jobs moved from pending to queued.", registry=r
+        )
+        self.scheduler_dispatch_errors = Counter(
+            "scheduler_dispatch_errors_total",
+            "Claimed jobs whose wake-up could not be published (the reaper re-pends them).",
+            registry=r,
+        )
+        self.scheduler_cron_spawned = Counter(
+            "scheduler_cron_instances_spawned_total",
+            "One-off instances inserted by cron templates.",
+            registry=r,
+        )
+        self.scheduler_invalid_cron = Counter(
+            "scheduler_invalid_cron_templates_total",
+            "Cron templates dead-lettered because their expression no longer parses.",
+            registry=r,
+        )
+        self.scheduler_is_leader = Gauge(
+            "scheduler_is_leader", "1 while this scheduler instance holds leadership.", registry=r
+        )
+        self.executor_processed = Counter(
+            "executor_jobs_processed_total",
+            "Bus messages handled, by job type and result "
+            "(completed, retried, dlq, stale, released).",
+            ["job_type", "result"],
+            registry=r,
+        )
+        self.executor_handler_duration = Histogram(
+            "executor_handler_duration_seconds",
+            "Handler run time.",
+            ["job_type"],
+            buckets=_HANDLER_BUCKETS,
+            registry=r,
+        )
+        self.reaper_recovered = Counter(
+            "reaper_recovered_jobs_total",
+            "Stuck jobs returned to pending (or dead-lettered), by sweep (queued, claimed).",
+            ["sweep"],
+            registry=r,
+        )
+        self.transitions_lost = Counter(
+            "jobs_transitions_lost_total",
+            "Conditional updates that matched nothing (a race lost, or a stale claim token).",
+            ["transition"],
+            registry=r,
+        )
+        self.api_requests = Counter(
+            "api_requests_total",
+            "HTTP requests served by the API.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.api_request_duration = Histogram(
+            "api_request_duration_seconds",
+            "HTTP request latency.",
+            ["method", "route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        for sweep in ("queued", "claimed"):
+            self.reaper_recovered.labels(sweep=sweep)
+
+
+ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
+ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def metrics_app(metrics: Metrics) -> Callable[[dict[str, Any], ASGIReceive, ASGISend], Any]:
+    """A minimal ASGI app: ``/metrics`` (Prometheus text) and ``/healthz`` (``ok``)."""
+
+    async def app(scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/metrics":
+            status, ctype, body = 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
+        elif path == "/healthz":
+            status, ctype, body = 200, "text/plain; charset=utf-8", b"ok"
+        else:
+            status, ctype, body = 404, "application/json", b'{"error":"not found"}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", ctype.encode()),
+                    (b"content-length", b"%d" % len(body)),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+def hypercorn_config(host: str, port: int) -> HypercornConfig:
+    config = HypercornConfig()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 5.0
+    config.keep_alive_timeout = 75.0
+    return config
+
+
+async def serve_asgi(
+    app: Any,
+    host: str,
+    port: int,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve an ASGI app with hypercorn's trio worker inside the caller's nursery.
+
+    ``task_status.started`` receives the bound addresses (port 0 picks a free port).
+    """
+    await serve(app, hypercorn_config(host, port), task_status=task_status)
+
+
+async def run_metrics_server(
+    metrics: Metrics,
+    host: str,
+    port: int,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve_asgi(metrics_app(metrics), host, port, task_status=task_status)
+
+
+# --------------------------------------------------------------------------- logging
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class _Formatter(logging.Formatter):
+    """One line per event: the message plus every ``extra={...}`` field, text or JSON."""
+
+    def __init__(self, fmt: str, role: str) -> None:
+        super().__init__()
+        self._json = fmt == "json"
+        self._role = role
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "role": getattr(record, "role", self._role),
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and key != "role":
+                fields[key] = value
+        if record.exc_info:
+            fields["exc"] = self.formatException(record.exc_info)
+        if self._json:
+            return json.dumps(fields, default=str)
+        head = f"{fields.pop('ts')} {fields.pop('level'):<7} {fields.pop('msg')}"
+        rest = " ".join(f"{k}={_logfmt(v)}" for k, v in fields.items())
+        return f"{head} {rest}"
+
+
+def _logfmt(value: Any) -> str:
+    text = str(value)
+    if not text or any(c in text for c in ' "=\n'):
+        return json.dumps(text)
+    return text
+
+
+def configure_logging(level: str, fmt: str, role: str) -> None:
+    """Route every log record to stderr as one structured line."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(fmt, role))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("hypercorn.error", "hypercorn.access", "quart.serving"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -1,0 +1,100 @@
+"""The reaper role: return stuck jobs to pending.
+
+Two sweeps: ``queued`` longer than QUEUED_TIMEOUT (the wake-up was lost; attempt count
+kept) and ``claimed``/``running`` without a heartbeat for CLAIM_TIMEOUT (the executor died;
+counts as a failed attempt, so a job that kills its executor ends in dlq). Each recovery
+is conditional on exactly what the sweep observed, so several reapers are safe.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import trio
+
+from . import states
+from .errors import StoreError
+from .executor import publish_dead_letter
+from .model import Status
+from .runtime import Deps
+
+log = logging.getLogger(__name__)
+
+SWEEP_BATCH = 500
+
+
+class Reaper:
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+
+    async def sweep(self) -> dict[str, int]:
+        """Run both sweeps once; returns how many jobs each recovered."""
+        deps = self._deps
+        settings = deps.settings
+        recovered = {"queued": 0, "claimed": 0}
+        while True:
+            now = deps.clock.now()
+            stale = await deps.store.find_stale(
+                [Status.QUEUED],
+                "queued_at",
+                now - timedelta(seconds=settings.queued_timeout),
+                SWEEP_BATCH,
+            )
+            results = await deps.store.apply_many([states.requeue(job, now=now) for job in stale])
+            for job in results:
+                if job is not None:
+                    recovered["queued"] += 1
+                    log.warning(
+                        "re-pended job stuck in queued",
+                        extra={"job_id": job.id, "tenant": job.tenant_id, "sweep": "queued"},
+                    )
+            if len(stale) < SWEEP_BATCH:
+                break
+        while True:
+            now = deps.clock.now()
+            lost = await deps.store.find_stale(
+                [Status.CLAIMED, Status.RUNNING],
+                "heartbeat_at",
+                now - timedelta(seconds=settings.claim_timeout),
+                SWEEP_BATCH,
+            )
+            results = await deps.store.apply_many([states.recover(job, now=now) for job in lost])
+            for job in results:
+                if job is None:
+                    continue
+                recovered["claimed"] += 1
+                log.warning(
+                    "recovered job whose executor stopped heartbeating",
+                    extra={
+                        "job_id": job.id,
+                        "tenant": job.tenant_id,
+                        "sweep": "claimed",
+                        "status": job.status.value,
+                        "attempts": job.attempts,
+                    },
+                )
+                if job.status is Status.DLQ:
+                    await publish_dead_letter(deps, job)
+            if len(lost) < SWEEP_BATCH:
+                break
+        for sweep, count in recovered.items():
+            if count:
+                deps.metrics.reaper_recovered.labels(sweep=sweep).inc(count)
+        if any(recovered.values()) and deps.waker is not None:
+            deps.waker.notify(deps.clock.now())
+        return recovered
+
+
+async def run_reaper(
+    deps: Deps, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """The reaper role: sweep every REAPER_INTERVAL until cancelled."""
+    reaper = Reaper(deps)
+    task_status.started()
+    while True:
+        try:
+            await reaper.sweep()
+        except StoreError as exc:
+            log.error("reaper sweep failed", extra={"error": str(exc)})
+        await trio.sleep(deps.settings.reaper_interval)

@@ -1,0 +1,61 @@
+"""What every role receives: its ports, settings, metrics, clock, and the scheduler's waker."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import attrs
+import trio
+
+from .bus import Bus
+from .clock import Clock, SystemClock
+from .config import Settings
+from .election import Elector
+from .handlers import HandlerRegistry
+from .observability import Metrics
+from .store import JobStore
+
+
+class Waker:
+    """Wakes the scheduler early when a job becomes due before its planned wake-up.
+
+    In the single-process deployment the API calls :meth:`notify` after storing a job; the
+    scheduler sleeps in :meth:`sleep_until`. With separate processes nobody notifies and
+    the scheduler falls back to its tick.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._event = trio.Event()
+        self._planned: datetime | None = None
+
+    def notify(self, due_at: datetime) -> None:
+        """A job is due at ``due_at``: wake the scheduler if it planned to sleep past that."""
+        if self._planned is None or due_at < self._planned:
+            self._event.set()
+
+    async def sleep_until(self, deadline: datetime) -> None:
+        """Sleep until ``deadline`` or an earlier :meth:`notify`, whichever comes first."""
+        self._planned = deadline
+        try:
+            if not self._event.is_set():
+                delay = (deadline - self._clock.now()).total_seconds()
+                with trio.move_on_after(max(delay, 0.0)):
+                    await self._event.wait()
+        finally:
+            self._planned = None
+            self._event = trio.Event()
+
+
+@attrs.frozen(kw_only=True)
+class Deps:
+    """The dependencies of the roles. Roles never know which adapters they hold."""
+
+    settings: Settings
+    store: JobStore
+    bus: Bus
+    elector: Elector
+    registry: HandlerRegistry
+    metrics: Metrics = attrs.field(factory=Metrics)
+    clock: Clock = attrs.field(factory=SystemClock)
+    waker: Waker | None = None

@@ -1,0 +1,159 @@
+"""The scheduler role: while leading, claim due jobs, publish wake-ups, fire cron templates.
+
+Only the elected leader dispatches; its loop runs inside the scope :func:`election.lead`
+cancels the moment leadership is lost. Every write is safe if two instances briefly both
+believe they lead: claims are conditional updates, instance keys derive from the fire time,
+template moves are conditional on the old fire time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+import trio
+
+from . import cron, states
+from .bus import WakeUp
+from .election import Term, lead
+from .errors import BusError, DuplicateJob, StoreError, ValidationError
+from .model import Job
+from .runtime import Deps
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_BATCH = 100
+ERROR_BACKOFF = 1.0
+
+
+class Scheduler:
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+        self._tick = timedelta(seconds=deps.settings.scheduler_tick)
+
+    async def dispatch_loop(self, term: Term) -> None:
+        """Tick until cancelled: spawn due cron instances, claim and publish every due job,
+        then sleep until the next job is due, the tick elapses, or the waker fires."""
+        log.info("dispatching", extra={"term": term.token, "leader_id": term.leader_id})
+        metrics = self._deps.metrics
+        while True:
+            started = time.perf_counter()
+            try:
+                await self.tick()
+            except StoreError as exc:
+                log.error("scheduler tick failed", extra={"error": str(exc)})
+                await trio.sleep(ERROR_BACKOFF)
+                continue
+            finally:
+                metrics.scheduler_tick_duration.observe(time.perf_counter() - started)
+            await self._sleep()
+
+    async def tick(self) -> int:
+        """One pass: fire due templates, then claim and publish until no due job is left.
+
+        Returns how many jobs were claimed.
+        """
+        deps = self._deps
+        await self._fire_templates()
+        batch = deps.settings.claim_batch
+        claimed_total = 0
+        while True:
+            jobs = await deps.store.claim_due(deps.clock.now(), batch)
+            if jobs:
+                claimed_total += len(jobs)
+                deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
+                await self._publish(jobs)
+            if len(jobs) < batch:
+                return claimed_total
+
+    async def _publish(self, jobs: list[Job]) -> None:
+        messages = [WakeUp(job_id=j.id, job_type=j.job_type, priority=j.priority) for j in jobs]
+        try:
+            await self._deps.bus.publish(messages)
+        except BusError as exc:
+            # The jobs stay queued; the reaper re-pends them after QUEUED_TIMEOUT.
+            self._deps.metrics.scheduler_dispatch_errors.inc(len(jobs))
+            log.error(
+                "dispatch failed; reaper will re-pend",
+                extra={"jobs": len(jobs), "error": str(exc), "job_ids": [j.id for j in jobs[:5]]},
+            )
+            return
+        for job in jobs:
+            log.debug(
+                "dispatched",
+                extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
+            )
+
+    async def _fire_templates(self) -> None:
+        deps = self._deps
+        while True:
+            now = deps.clock.now()
+            templates = await deps.store.due_templates(now, TEMPLATE_BATCH)
+            for template in templates:
+                await self._fire(template)
+            if len(templates) < TEMPLATE_BATCH:
+                return
+
+    async def _fire(self, template: Job) -> None:
+        """Insert the instance for the template's current fire time, then move the template.
+
+        Missed fire times (the scheduler was down) coalesce into this one run: the template
+        moves to the first fire time after now.
+        """
+        deps = self._deps
+        now = deps.clock.now()
+        fields = {"job_id": template.id, "tenant": template.tenant_id}
+        assert template.cron is not None
+        try:
+            next_at = cron.next_fire(template.cron, max(now, template.scheduled_at))
+        except ValidationError as exc:
+            dead = await deps.store.apply(
+                states.dead_letter_template(template, error=str(exc), now=now)
+            )
+            if dead is not None:
+                deps.metrics.scheduler_invalid_cron.inc()
+                log.error("cron template dead-lettered", extra={**fields, "error": str(exc)})
+            return
+        instance = states.spawn_instance(template, fire_at=template.scheduled_at, now=now)
+        try:
+            await deps.store.insert(instance)
+        except DuplicateJob:
+            log.debug(
+                "cron instance already spawned", extra={**fields, "key": instance.idempotency_key}
+            )
+        else:
+            deps.metrics.scheduler_cron_spawned.inc()
+            log.info(
+                "cron instance spawned",
+                extra={**fields, "instance_id": instance.id, "key": instance.idempotency_key},
+            )
+        moved = await deps.store.apply(states.advance_template(template, next_at=next_at, now=now))
+        if moved is None:
+            deps.metrics.transitions_lost.labels(transition="advance_template").inc()
+            log.debug("template already advanced", extra=fields)
+
+    async def _sleep(self) -> None:
+        deps = self._deps
+        now = deps.clock.now()
+        deadline = now + self._tick
+        next_due = await deps.store.next_due_at()
+        if next_due is not None and now < next_due < deadline:
+            deadline = next_due
+        if deps.waker is not None:
+            await deps.waker.sleep_until(deadline)
+        else:
+            await deps.clock.sleep_until(deadline)
+
+
+async def run_scheduler(
+    deps: Deps, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """The scheduler role: campaign, and dispatch while leading."""
+    scheduler = Scheduler(deps)
+    gauge = deps.metrics.scheduler_is_leader
+    gauge.set(0)
+    task_status.started()
+    await lead(
+        deps.elector, scheduler.dispatch_loop, on_leadership=lambda leading: gauge.set(int(leading))
+    )

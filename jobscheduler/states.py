@@ -1,0 +1,229 @@
+"""The job state machine: every status change is built here, and nowhere else.
+
+Each transition is a pure function returning a :class:`Change`: ONE conditional update of
+one job, whose ``expect`` names the job's current status (and, from ``claimed`` on, the
+claim token) and whose ``set`` is what the update writes. Stores only know how to apply a
+Change atomically ("update where every expectation holds"); when it matches nothing the
+transition lost a race and the caller must not act on it.
+
+::
+
+    pending -claim-> queued -pick-> claimed -start-> running -complete-> completed
+      ^  ^  ^          |                 |              |-fail, attempts < max-> pending
+      |  |  '-requeue--'                 |              '-fail, attempts >= max-> dlq
+      |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
+      '-----release: shutdown hands the job back (attempt not counted) ---'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+
+from .backoff import backoff_seconds
+from .model import Job, Status, new_job_id, truncate_error, utc
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@attrs.frozen(kw_only=True)
+class Change:
+    """One conditional update of one job.
+
+    ``expect`` maps a Job field name to the value it must currently hold (a tuple of Status
+    values means "any of these"). ``set`` maps Job field names to their new values.
+    """
+
+    transition: str
+    job_id: str
+    expect: Mapping[str, Any]
+    set: Mapping[str, Any]
+
+
+def claim_fields(now: datetime) -> dict[str, Any]:
+    """pending -> queued: what the scheduler's claim writes on each due one-off job.
+
+    The claim itself is a batch query in each store (due = ``status == pending``, no cron,
+    ``scheduledAt <= now``; highest priority first, then oldest ``scheduledAt``).
+    """
+    now = utc(now)
+    return {"status": Status.QUEUED, "queued_at": now, "updated_at": now}
+
+
+def pick(job_id: str, *, worker: str, token: str, now: datetime) -> Change:
+    """queued -> claimed: an executor takes the job announced by a bus message."""
+    now = utc(now)
+    return Change(
+        transition="pick",
+        job_id=job_id,
+        expect={"status": Status.QUEUED},
+        set={
+            "status": Status.CLAIMED,
+            "claimed_by": worker,
+            "claimed_at": now,
+            "claim_token": token,
+            "heartbeat_at": now,
+            "updated_at": now,
+        },
+    )
+
+
+def start(job: Job, *, token: str, now: datetime) -> Change:
+    """claimed -> running: the handler is about to be called."""
+    now = utc(now)
+    return Change(
+        transition="start",
+        job_id=job.id,
+        expect={"status": Status.CLAIMED, "claim_token": token},
+        set={"status": Status.RUNNING, "heartbeat_at": now, "updated_at": now},
+    )
+
+
+def heartbeat(job: Job, *, token: str, now: datetime) -> Change:
+    """running -> running: proof of life, so the reaper leaves a long job alone."""
+    now = utc(now)
+    return Change(
+        transition="heartbeat",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": token},
+        set={"heartbeat_at": now, "updated_at": now},
+    )
+
+
+def complete(job: Job, *, token: str, now: datetime) -> Change:
+    """running -> completed."""
+    now = utc(now)
+    return Change(
+        transition="complete",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": token},
+        set={"status": Status.COMPLETED, "claim_token": None, "updated_at": now},
+    )
+
+
+def _failure_set(job: Job, *, now: datetime, error: str) -> dict[str, Any]:
+    attempts = job.attempts + 1
+    changes: dict[str, Any] = {
+        "attempts": attempts,
+        "last_error": truncate_error(error),
+        "claim_token": None,
+        "updated_at": now,
+    }
+    if attempts >= job.max_attempts:
+        changes["status"] = Status.DLQ
+    else:
+        changes["status"] = Status.PENDING
+        changes["scheduled_at"] = utc(now + timedelta(seconds=backoff_seconds(attempts)))
+    return changes
+
+
+def fail(job: Job, *, token: str, now: datetime, error: str) -> Change:
+    """running -> pending with backoff, or -> dlq once attempts reach maxAttempts."""
+    now = utc(now)
+    return Change(
+        transition="fail",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts},
+        set=_failure_set(job, now=now, error=error),
+    )
+
+
+def release(job: Job, *, token: str, now: datetime) -> Change:
+    """claimed/running -> pending at once, attempt not counted: an executor shutting down
+    hands back a job it could not finish."""
+    now = utc(now)
+    return Change(
+        transition="release",
+        job_id=job.id,
+        expect={"status": (Status.CLAIMED, Status.RUNNING), "claim_token": token},
+        set={
+            "status": Status.PENDING,
+            "scheduled_at": now,
+            "claim_token": None,
+            "updated_at": now,
+        },
+    )
+
+
+def requeue(job: Job, *, now: datetime) -> Change:
+    """queued -> pending (reaper): the wake-up was lost; the job never started, so the attempt
+    count is unchanged."""
+    now = utc(now)
+    return Change(
+        transition="requeue",
+        job_id=job.id,
+        expect={"status": Status.QUEUED, "queued_at": job.queued_at},
+        set={"status": Status.PENDING, "queued_at": None, "updated_at": now},
+    )
+
+
+def recover(job: Job, *, now: datetime) -> Change:
+    """claimed/running without a heartbeat for CLAIM_TIMEOUT -> pending or dlq (reaper).
+
+    Counts as a failed attempt, so a job that kills its executor every time ends in dlq
+    instead of looping. Conditioned on the exact claim token and heartbeat the reaper saw.
+    """
+    now = utc(now)
+    seen = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
+    error = f"lost: executor {job.claimed_by or '?'} stopped heartbeating (last heartbeat {seen})"
+    return Change(
+        transition="recover",
+        job_id=job.id,
+        expect={
+            "status": job.status,
+            "claim_token": job.claim_token,
+            "heartbeat_at": job.heartbeat_at,
+        },
+        set=_failure_set(job, now=now, error=error),
+    )
+
+
+def advance_template(template: Job, *, next_at: datetime, now: datetime) -> Change:
+    """A cron template stays pending and moves to its next fire time. Conditioned on the
+    fire time it had, so two schedulers overlapping during a leader change move it once."""
+    now = utc(now)
+    return Change(
+        transition="advance_template",
+        job_id=template.id,
+        expect={"status": Status.PENDING, "scheduled_at": template.scheduled_at},
+        set={"scheduled_at": utc(next_at), "updated_at": now},
+    )
+
+
+def dead_letter_template(template: Job, *, error: str, now: datetime) -> Change:
+    """pending -> dlq for a template whose expression no longer parses."""
+    now = utc(now)
+    return Change(
+        transition="dead_letter_template",
+        job_id=template.id,
+        expect={"status": Status.PENDING, "scheduled_at": template.scheduled_at},
+        set={"status": Status.DLQ, "last_error": truncate_error(error), "updated_at": now},
+    )
+
+
+def instance_key(template: Job, fire_at: datetime) -> str:
+    """``<template-key>-run-<unixnano of the fire time>``: the same fire time always yields
+    the same key, so a repeated spawn hits the unique index and is a no-op."""
+    nanos = (utc(fire_at) - _EPOCH) // timedelta(microseconds=1) * 1000
+    return f"{template.idempotency_key}-run-{nanos}"
+
+
+def spawn_instance(template: Job, *, fire_at: datetime, now: datetime) -> Job:
+    """The one-off job a cron template fires at ``fire_at``."""
+    now = utc(now)
+    return Job(
+        id=new_job_id(),
+        idempotency_key=instance_key(template, fire_at),
+        tenant_id=template.tenant_id,
+        job_type=template.job_type,
+        payload=dict(template.payload),
+        priority=template.priority,
+        status=Status.PENDING,
+        scheduled_at=utc(fire_at),
+        max_attempts=template.max_attempts,
+        created_at=now,
+        updated_at=now,
+    )
