@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,15 @@ from .errors import ConfigError, JobSchedulerError
 from .observability import configure_logging
 
 ROLES = ("api", "scheduler", "executor", "reaper")
+
+# Tool subcommands: each module jobscheduler.tools.<name> exposes ``HELP: str``,
+# ``configure(parser) -> None`` and ``run(args) -> int``. A tool's module is imported only
+# when that tool runs, so the roles start without loading HTTP clients and the like.
+TOOLS = {
+    "seed": "insert a realistic mix of demo jobs straight into the configured store",
+    "loadtest": "send jobs over HTTP at a target rate and report latency percentiles",
+    "bench": "benchmark a fresh `jobscheduler dev` (throughput, start delay, API latency, RSS)",
+}
 
 log = logging.getLogger("jobscheduler")
 
@@ -59,7 +69,8 @@ def _role(role: str) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI parser; the tool named ``command`` (if any) gets its full argument set."""
     parser = argparse.ArgumentParser(
         prog="jobscheduler",
         description="Distributed one-off and cron job scheduler. Configuration comes from "
@@ -69,16 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("dev", help="run every role in one process on SQLite (the embedded default)")
     for role in ROLES:
         sub.add_parser(f"run-{role}", help=f"run the {role} role on MongoDB/Kafka/etcd")
+    for tool, help_text in TOOLS.items():
+        tool_parser = sub.add_parser(tool, help=help_text, description=help_text)
+        if tool == command:
+            importlib.import_module(f"jobscheduler.tools.{tool}").configure(tool_parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    args = build_parser(command).parse_args(argv)
     try:
         if args.command == "dev":
             return _dev(args)
         if args.command.startswith("run-"):
             return _role(args.command.removeprefix("run-"))
+        if args.command in TOOLS:
+            result: int = importlib.import_module(f"jobscheduler.tools.{args.command}").run(args)
+            return result
     except KeyboardInterrupt:
         return 130
     except JobSchedulerError as exc:

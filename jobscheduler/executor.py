@@ -104,19 +104,16 @@ class Executor:
             log, {"job_id": running.id, "tenant": running.tenant_id, "job_type": running.job_type}
         )
         logger.debug("job started", extra={"attempt": running.attempts + 1})
+        finished = False
         try:
             error, lost = await self._run_handler(running, token, logger)
-        except trio.Cancelled:
-            with trio.CancelScope(shield=True), trio.move_on_after(OUTCOME_TIMEOUT):
-                released = await deps.store.apply(
-                    states.release(running, token=token, now=deps.clock.now())
-                )
-                if released is not None:
-                    deps.metrics.executor_processed.labels(
-                        job_type=job_type, result="released"
-                    ).inc()
-                    logger.info("job handed back on shutdown")
-            raise
+            finished = True
+        finally:
+            # Cancelled (shutdown) or an unexpected error: hand the job back at once instead
+            # of leaving it for the reaper. Cancellation arrives wrapped in exception groups
+            # from nested nurseries, so this is a flag, not an ``except Cancelled``.
+            if not finished:
+                await self._release(running, token, logger)
         if lost:
             deps.metrics.executor_processed.labels(job_type=job_type, result="stale").inc()
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
@@ -124,6 +121,20 @@ class Executor:
         with trio.CancelScope(shield=True), trio.move_on_after(OUTCOME_TIMEOUT):
             return await self._write_outcome(running, token, error, logger)
         return "unknown"  # the outcome write timed out; the reaper will settle the job
+
+    async def _release(
+        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        deps = self._deps
+        with trio.CancelScope(shield=True), trio.move_on_after(OUTCOME_TIMEOUT):
+            released = await deps.store.apply(
+                states.release(job, token=token, now=deps.clock.now())
+            )
+            if released is not None:
+                deps.metrics.executor_processed.labels(
+                    job_type=job.job_type, result="released"
+                ).inc()
+                logger.info("job handed back on shutdown")
 
     async def _run_handler(
         self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]

@@ -1,0 +1,1 @@
+"""Operator tooling: ``seed``, ``loadtest`` and ``bench`` subcommands."""

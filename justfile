@@ -1,0 +1,92 @@
+# jobscheduler — every set-up step lives here. `just dev` and `just test` work on a fresh clone.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+venv := ".venv"
+bin := venv / "bin"
+
+# Show the recipes.
+default:
+    @just --list
+
+# Create the virtualenv if needed and install the package with its dev tools (skipped when up to date).
+install:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ ! -x {{bin}}/python ]; then
+        python3 -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+        python3 -m venv {{venv}}
+    fi
+    stamp={{venv}}/.installed
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        {{bin}}/python -m pip install --quiet --upgrade pip
+        {{bin}}/python -m pip install --quiet -e '.[dev]'
+        echo "$want" > "$stamp"
+    fi
+
+# Run the whole system in one process on SQLite: API :8080, metrics :9100.
+dev: install
+    {{bin}}/jobscheduler dev
+
+# Install everything the tests need, start etcd/Kafka/FerretDB, run lint + every test, stop them.
+test *ARGS: install
+    #!/usr/bin/env bash
+    set -euo pipefail
+    scripts/deps.sh up
+    trap 'scripts/deps.sh down' EXIT
+    just lint
+    {{bin}}/python -m pytest {{ARGS}}
+
+# Tests that need no external server (fast inner loop).
+test-unit *ARGS: install
+    {{bin}}/python -m pytest -m "not integration and not e2e" {{ARGS}}
+
+# ruff + mypy.
+lint: install
+    {{bin}}/ruff check jobscheduler tests
+    {{bin}}/ruff format --check jobscheduler tests
+    {{bin}}/mypy
+
+# Format the code.
+fmt: install
+    {{bin}}/ruff format jobscheduler tests
+    {{bin}}/ruff check --fix jobscheduler tests
+
+# Benchmarks against a fresh `jobscheduler dev` (prints figures; not a test).
+bench *ARGS: install
+    {{bin}}/jobscheduler bench {{ARGS}}
+
+# Install (if missing) and start etcd, Kafka and FerretDB on 127.0.0.1.
+deps-up:
+    scripts/deps.sh up
+
+# Stop etcd, Kafka and FerretDB.
+deps-down:
+    scripts/deps.sh down
+
+# One role on MongoDB/Kafka/etcd, configured from the environment (.env is read if present).
+run-api: install
+    set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-api
+
+run-scheduler: install
+    set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-scheduler
+
+# JOB_TYPE selects the handler, e.g. `JOB_TYPE=noop just run-executor`.
+run-executor: install
+    set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-executor
+
+run-reaper: install
+    set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-reaper
+
+# Insert a realistic mix of demo jobs into the configured store.
+seed *ARGS: install
+    {{bin}}/jobscheduler seed {{ARGS}}
+
+# Send jobs over HTTP at a target rate and report latencies.
+loadtest *ARGS: install
+    {{bin}}/jobscheduler loadtest {{ARGS}}
+
+# Regenerate the etcd gRPC stubs from protos/etcd/.
+protos: install
+    scripts/gen-protos.sh

@@ -1,0 +1,163 @@
+"""A real ``jobscheduler dev`` subprocess per test, driven over HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+STARTUP_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class DevServer:
+    """One ``python -m jobscheduler dev`` process with its own SQLite file and ports."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.db_path = tmp_path / "jobs.db"
+        self.log_path = tmp_path / "dev.log"
+        self.api_port = free_port()
+        self.metrics_port = free_port()
+        self.env = {
+            **os.environ,
+            "SQLITE_PATH": str(self.db_path),
+            "API_PORT": str(self.api_port),
+            "METRICS_PORT": str(self.metrics_port),
+            "LOG_LEVEL": "DEBUG",
+            **env,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = f"http://127.0.0.1:{self.api_port}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}"
+
+    async def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jobscheduler", "dev"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        with trio.fail_after(STARTUP_TIMEOUT):
+            async with httpx.AsyncClient() as client:
+                while True:
+                    if self.proc.poll() is not None:
+                        raise AssertionError(f"dev exited early:\n{self.log()}")
+                    try:
+                        api = await client.get(f"{self.url}/healthz")
+                        metrics = await client.get(f"{self.metrics_url}/healthz")
+                        if api.status_code == metrics.status_code == 200:
+                            return
+                    except httpx.TransportError:
+                        pass
+                    await trio.sleep(0.05)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Signal the process and wait for it; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            deadline = time.monotonic() + timeout
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                await trio.sleep(0.05)
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise AssertionError(f"dev did not stop within {timeout}s:\n{self.log()[-4000:]}")
+        return self.proc.returncode
+
+    def db(self) -> sqlite3.Connection:
+        """A direct connection to the dev server's SQLite file (for arranging faults)."""
+        conn = sqlite3.connect(self.db_path, isolation_level=None, timeout=10)
+        conn.execute("PRAGMA busy_timeout=10000")
+        return conn
+
+
+@pytest.fixture
+async def dev_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[DevServer]]]:
+    """``await dev_factory(ENV=...)`` starts a dev server; all are stopped (SIGTERM) after
+    the test, and each must exit 0 — a clean shutdown is part of every e2e test."""
+    servers: list[DevServer] = []
+
+    async def start(**env: str) -> DevServer:
+        server = DevServer(tmp_path, env)
+        servers.append(server)
+        await server.start()
+        return server
+
+    yield start
+    for server in servers:
+        if server.proc is not None and server.proc.poll() is None:
+            code = await server.stop()
+            assert code == 0, f"dev exited {code} on SIGTERM:\n{server.log()[-4000:]}"
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10.0) as http:
+        yield http
+
+
+@pytest.fixture
+def job_body() -> Callable[..., dict[str, Any]]:
+    counter = iter(range(1_000_000))
+
+    def make(**fields: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "idempotencyKey": f"e2e-{time.time_ns()}-{next(counter)}",
+            "tenantId": "tenant-e2e",
+            "jobType": "noop",
+            "scheduledAt": "2020-01-01T00:00:00Z",
+        }
+        body.update(fields)
+        return body
+
+    return make
+
+
+async def wait_for_job(
+    http: httpx.AsyncClient,
+    server: DevServer,
+    job_id: str,
+    predicate: Callable[[dict[str, Any]], bool],
+    timeout: float = 20.0,
+) -> dict[str, Any]:
+    """Poll GET /jobs/{id} until ``predicate(job)``; fail with the last state seen."""
+    last: dict[str, Any] = {}
+    try:
+        with trio.fail_after(timeout):
+            while True:
+                response = await http.get(f"{server.url}/jobs/{job_id}")
+                assert response.status_code == 200, response.text
+                last = response.json()
+                if predicate(last):
+                    return last
+                await trio.sleep(0.05)
+    except trio.TooSlowError:
+        raise AssertionError(f"job never satisfied the condition; last state: {last}") from None
