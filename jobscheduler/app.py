@@ -23,7 +23,7 @@ from .executor import run_executor
 from .handlers import HandlerRegistry, default_registry
 from .observability import Metrics, run_metrics_server
 from .reaper import run_reaper
-from .runtime import Deps, Waker
+from .runtime import Deps, Waker, shielded
 from .scheduler import run_scheduler
 from .store import JobStore
 
@@ -103,7 +103,7 @@ async def started(deps: Deps) -> AsyncIterator[Deps]:
             closers.append(port.close)
         yield deps
     finally:
-        with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
+        with shielded(CLOSE_TIMEOUT):
             for close in reversed(closers):
                 try:
                     await close()

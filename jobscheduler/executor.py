@@ -10,9 +10,10 @@ On shutdown a running job is handed back (release) without counting an attempt.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import Sequence
 
 import trio
@@ -23,7 +24,7 @@ from .bus.base import DeadLetter
 from .errors import BusError, StoreError, UnknownHandler
 from .handlers import JobContext
 from .model import Job, Status
-from .runtime import Deps
+from .runtime import Deps, shielded
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +53,55 @@ async def publish_dead_letter(deps: Deps, job: Job) -> None:
         )
 
 
+class _InFlight:
+    """A running job, as the executor's shared heartbeat loop sees it."""
+
+    __slots__ = ("job_id", "lost", "scope", "token")
+
+    def __init__(self, job_id: str, token: str) -> None:
+        self.job_id = job_id
+        self.token = token
+        self.scope = trio.CancelScope()
+        self.lost = False
+
+
 class Executor:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
         self._worker = deps.settings.worker_id
+        self._in_flight: dict[str, _InFlight] = {}
+        # Claim tokens: unique per process (random prefix) and per claim (counter); cheaper
+        # than a uuid4 per job and just as unguessable across processes.
+        self._token_prefix = secrets.token_hex(8)
+        self._token_seq = itertools.count()
+
+    def _new_token(self) -> str:
+        return f"{self._token_prefix}-{next(self._token_seq)}"
+
+    async def heartbeat_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Every HEARTBEAT_INTERVAL, refresh every running job in one batch. A job whose
+        token no longer matches was taken back by the reaper: cancel its handler."""
+        deps = self._deps
+        task_status.started()
+        while True:
+            await trio.sleep(deps.settings.heartbeat_interval)
+            entries = list(self._in_flight.values())
+            if not entries:
+                continue
+            now = deps.clock.now()
+            try:
+                results = await deps.store.apply_many(
+                    [states.heartbeat(e.job_id, token=e.token, now=now) for e in entries]
+                )
+            except StoreError as exc:
+                log.warning("heartbeat failed", extra={"jobs": len(entries), "error": str(exc)})
+                continue
+            for entry, beat in zip(entries, results, strict=True):
+                if beat is None and entry.token in self._in_flight:
+                    entry.lost = True
+                    entry.scope.cancel()
 
     async def consume(
         self, job_type: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -84,63 +130,58 @@ class Executor:
             return
         finally:
             limiter.release_on_behalf_of(delivery)
-        with trio.CancelScope(shield=True), trio.move_on_after(OUTCOME_TIMEOUT):
+        with shielded(OUTCOME_TIMEOUT):
             await delivery.ack()
 
     async def run(self, message: WakeUp) -> str:
         """Process one wake-up; returns the result label counted in the metrics."""
         deps = self._deps
         job_type = message.job_type
-        token = uuid.uuid4().hex
-        picked = await deps.store.apply(
-            states.pick(message.job_id, worker=self._worker, token=token, now=deps.clock.now())
+        token = self._new_token()
+        now = deps.clock.now()
+        # queued -> claimed -> running: two transitions, sent in one round trip.
+        picked, running = await deps.store.apply_many(
+            [
+                states.pick(message.job_id, worker=self._worker, token=token, now=now),
+                states.start(message.job_id, token=token, now=now),
+            ]
         )
         if picked is None:
             return self._count_lost(job_type, "pick", message.job_id)
-        running = await deps.store.apply(states.start(picked, token=token, now=deps.clock.now()))
         if running is None:
             return self._count_lost(job_type, "start", message.job_id)
         logger = logging.LoggerAdapter(
             log, {"job_id": running.id, "tenant": running.tenant_id, "job_type": running.job_type}
         )
-        logger.debug("job started", extra={"attempt": running.attempts + 1})
+        entry = _InFlight(running.id, token)
+        self._in_flight[token] = entry
         finished = False
+        started = time.perf_counter()
         try:
-            error, lost = await self._run_handler(running, token, logger)
+            error = await self._run_handler(running, entry, logger)
             finished = True
         finally:
+            del self._in_flight[token]
             # Cancelled (shutdown) or an unexpected error: hand the job back at once instead
             # of leaving it for the reaper. Cancellation arrives wrapped in exception groups
             # from nested nurseries, so this is a flag, not an ``except Cancelled``.
             if not finished:
                 await self._release(running, token, logger)
-        if lost:
+        deps.metrics.executor_handler_duration.labels(job_type=job_type).observe(
+            time.perf_counter() - started
+        )
+        if entry.lost:
             deps.metrics.executor_processed.labels(job_type=job_type, result="stale").inc()
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
             return "stale"
-        with trio.CancelScope(shield=True), trio.move_on_after(OUTCOME_TIMEOUT):
+        with shielded(OUTCOME_TIMEOUT):
             return await self._write_outcome(running, token, error, logger)
         return "unknown"  # the outcome write timed out; the reaper will settle the job
 
-    async def _release(
-        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> None:
-        deps = self._deps
-        with trio.CancelScope(shield=True), trio.move_on_after(OUTCOME_TIMEOUT):
-            released = await deps.store.apply(
-                states.release(job, token=token, now=deps.clock.now())
-            )
-            if released is not None:
-                deps.metrics.executor_processed.labels(
-                    job_type=job.job_type, result="released"
-                ).inc()
-                logger.info("job handed back on shutdown")
-
     async def _run_handler(
-        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> tuple[str | None, bool]:
-        """Run the handler with a heartbeat beside it. Returns (error or None, lost)."""
-        deps = self._deps
+        self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> str | None:
+        """Run the handler inside the entry's cancel scope; returns the error, if any."""
         ctx = JobContext(
             job_id=job.id,
             tenant_id=job.tenant_id,
@@ -150,40 +191,28 @@ class Executor:
             max_attempts=job.max_attempts,
             logger=logger,
         )
-        error: str | None = None
-        lost = False
-        started = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-
-            async def heartbeat() -> None:
-                nonlocal lost
-                while True:
-                    await trio.sleep(deps.settings.heartbeat_interval)
-                    try:
-                        beat = await deps.store.apply(
-                            states.heartbeat(job, token=token, now=deps.clock.now())
-                        )
-                    except StoreError as exc:
-                        logger.warning("heartbeat failed", extra={"error": str(exc)})
-                        continue
-                    if beat is None:
-                        lost = True
-                        nursery.cancel_scope.cancel()
-                        return
-
-            nursery.start_soon(heartbeat)
+        with entry.scope:
             try:
-                handler = deps.registry.get(job.job_type)
-                await handler.run(ctx)
+                await self._deps.registry.get(job.job_type).run(ctx)
             except UnknownHandler as exc:
-                error = str(exc)
+                return str(exc)
             except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            nursery.cancel_scope.cancel()
-        deps.metrics.executor_handler_duration.labels(job_type=job.job_type).observe(
-            time.perf_counter() - started
-        )
-        return error, lost
+                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return None
+
+    async def _release(
+        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        deps = self._deps
+        with shielded(OUTCOME_TIMEOUT):
+            released = await deps.store.apply(
+                states.release(job, token=token, now=deps.clock.now())
+            )
+            if released is not None:
+                deps.metrics.executor_processed.labels(
+                    job_type=job.job_type, result="released"
+                ).inc()
+                logger.info("job handed back on shutdown")
 
     async def _write_outcome(
         self,
@@ -243,6 +272,7 @@ async def run_executor(
     """The executor role: one consumer per job type, all in this role's nursery."""
     executor = Executor(deps)
     async with trio.open_nursery() as nursery:
+        await nursery.start(executor.heartbeat_loop)
         for job_type in job_types:
             await nursery.start(executor.consume, job_type)
         task_status.started()

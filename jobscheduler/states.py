@@ -71,23 +71,26 @@ def pick(job_id: str, *, worker: str, token: str, now: datetime) -> Change:
     )
 
 
-def start(job: Job, *, token: str, now: datetime) -> Change:
-    """claimed -> running: the handler is about to be called."""
+def start(job_id: str, *, token: str, now: datetime) -> Change:
+    """claimed -> running: the handler is about to be called.
+
+    Needs only the id and token, so an executor can send it together with its pick.
+    """
     now = utc(now)
     return Change(
         transition="start",
-        job_id=job.id,
+        job_id=job_id,
         expect={"status": Status.CLAIMED, "claim_token": token},
         set={"status": Status.RUNNING, "heartbeat_at": now, "updated_at": now},
     )
 
 
-def heartbeat(job: Job, *, token: str, now: datetime) -> Change:
+def heartbeat(job_id: str, *, token: str, now: datetime) -> Change:
     """running -> running: proof of life, so the reaper leaves a long job alone."""
     now = utc(now)
     return Change(
         transition="heartbeat",
-        job_id=job.id,
+        job_id=job_id,
         expect={"status": Status.RUNNING, "claim_token": token},
         set={"heartbeat_at": now, "updated_at": now},
     )

@@ -11,6 +11,7 @@ run beside the writer).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -23,7 +24,7 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from ..errors import DuplicateJob, JobNotFound, StoreError
-from ..model import Job, Status, utc
+from ..model import Job, Status
 from ..states import Change, claim_fields
 from .base import JobStore
 
@@ -92,7 +93,8 @@ def _to_db(field: str, value: Any) -> Any:
     if value is None:
         return None
     if field in _TIME_FIELDS:
-        return (utc(value) - _EPOCH) // timedelta(milliseconds=1)
+        # Values come from model.utc (whole milliseconds), so rounding is exact.
+        return round(value.timestamp() * 1000)
     if field == "payload":
         return json.dumps(value, separators=(",", ":"))
     if field == "status":
@@ -108,6 +110,25 @@ def _from_row(row: Sequence[Any]) -> Job:
     values["payload"] = json.loads(values["payload"])
     values["status"] = Status(values["status"])
     return Job(**values)
+
+
+@functools.lru_cache(maxsize=256)
+def _update_sql(set_fields: tuple[str, ...], expect_shape: tuple[tuple[str, int], ...]) -> str:
+    """The UPDATE for a Change of this shape (cached: transitions have a handful of shapes).
+
+    ``expect_shape`` is (field, n): n > 0 is ``IN`` with n values, 0 is ``=``, -1 is NULL.
+    """
+    assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in set_fields)
+    conditions = ["id = ?"]
+    for field, n in expect_shape:
+        column = _COLUMNS[field]
+        if n > 0:
+            conditions.append(f"{column} IN ({', '.join('?' * n)})")
+        elif n < 0:
+            conditions.append(f"{column} IS NULL")
+        else:
+            conditions.append(f"{column} = ?")
+    return f"UPDATE jobs SET {assignments} WHERE {' AND '.join(conditions)} RETURNING {_SELECT}"
 
 
 class _Slot(Generic[T]):
@@ -320,21 +341,19 @@ class SQLiteJobStore(JobStore):
 
     @staticmethod
     def _change_op(change: Change) -> Callable[[sqlite3.Connection], Job | None]:
-        assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in change.set)
         params: list[Any] = [_to_db(f, v) for f, v in change.set.items()]
-        conditions = ["id = ?"]
         params.append(change.job_id)
+        shape: list[tuple[str, int]] = []
         for field, expected in change.expect.items():
-            column = _COLUMNS[field]
             if isinstance(expected, tuple):
-                conditions.append(f"{column} IN ({', '.join('?' * len(expected))})")
+                shape.append((field, len(expected)))
                 params.extend(_to_db(field, v) for v in expected)
             elif expected is None:
-                conditions.append(f"{column} IS NULL")
+                shape.append((field, -1))
             else:
-                conditions.append(f"{column} = ?")
+                shape.append((field, 0))
                 params.append(_to_db(field, expected))
-        sql = f"UPDATE jobs SET {assignments} WHERE {' AND '.join(conditions)} RETURNING {_SELECT}"
+        sql = _update_sql(tuple(change.set), tuple(shape))
 
         def op(conn: sqlite3.Connection) -> Job | None:
             row = conn.execute(sql, params).fetchone()

@@ -64,7 +64,7 @@ async def running_job(store: JobStore, *, token: str = "tok-1", **kwargs: object
     assert queued.id == job.id
     claimed = await store.apply(states.pick(job.id, worker="w1", token=token, now=NOW))
     assert claimed is not None
-    running = await store.apply(states.start(claimed, token=token, now=NOW))
+    running = await store.apply(states.start(claimed.id, token=token, now=NOW))
     assert running is not None
     return running
 
@@ -202,7 +202,7 @@ async def test_stale_claim_token_cannot_complete_fail_or_heartbeat(store: JobSto
     assert newer is not None
     assert await store.apply(states.complete(running, token="old", now=later)) is None
     assert await store.apply(states.fail(running, token="old", now=later, error="x")) is None
-    assert await store.apply(states.heartbeat(running, token="old", now=later)) is None
+    assert await store.apply(states.heartbeat(running.id, token="old", now=later)) is None
     current = await store.get(running.id)
     assert current.status is Status.CLAIMED
     assert current.claimed_by == "w2"
@@ -221,7 +221,7 @@ async def test_fail_retries_with_backoff_then_dead_letters(store: JobStore) -> N
     [again] = await store.claim_due(NOW + timedelta(seconds=2), 10)
     picked = await store.apply(states.pick(again.id, worker="w", token="t2", now=NOW))
     assert picked is not None
-    started = await store.apply(states.start(picked, token="t2", now=NOW))
+    started = await store.apply(states.start(picked.id, token="t2", now=NOW))
     assert started is not None
     dead = await store.apply(states.fail(started, token="t2", now=NOW, error="boom again"))
     assert dead is not None
@@ -256,7 +256,7 @@ async def test_find_stale_and_requeue_queued(store: JobStore) -> None:
 async def test_heartbeat_keeps_a_running_job_out_of_the_stale_set(store: JobStore) -> None:
     running = await running_job(store)
     later = NOW + timedelta(minutes=4)
-    beat = await store.apply(states.heartbeat(running, token="tok-1", now=later))
+    beat = await store.apply(states.heartbeat(running.id, token="tok-1", now=later))
     assert beat is not None
     assert beat.heartbeat_at == later
     cutoff = NOW + timedelta(minutes=1)
