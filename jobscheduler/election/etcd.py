@@ -1,0 +1,491 @@
+"""The production elector: etcd v3's own Election service, spoken over gRPC.
+
+Stubs come from ``jobscheduler._etcdpb`` (generated from ``protos/etcd/``). grpc's Python
+API is blocking, so every call leaves trio through ``trio.to_thread.run_sync`` with this
+elector's own :class:`trio.CapacityLimiter`; a long read (the keep-alive stream) therefore
+never takes a token from the default thread pool that the stores and the bus share.
+Unary calls are started as grpc futures in such a thread and awaited without holding one:
+the future's done-callback wakes a :class:`trio.Event`, and trio cancellation cancels the
+RPC itself (never an abandoned blocking call that could go on to win an election).
+
+Contract implemented (see :class:`EtcdElector`):
+
+* ``campaign()`` grants a fresh lease (TTL ``ttl``) for every campaign and keeps it alive
+  with ``LeaseKeepAlive`` in a nursery it owns for as long as it waits in ``Campaign``.
+  When it returns, nothing it started is still running: the term's lease is then only kept
+  alive by ``watch(term)``, which :func:`~jobscheduler.election.base.lead` calls at once. A
+  caller that never watches loses the term after at most ``ttl`` seconds — fail-safe.
+* A cancelled or failed campaign cancels the ``Campaign`` RPC (etcd then deletes the
+  candidate key) and revokes the lease (shielded, at most ``REVOKE_TIMEOUT``), so no
+  candidacy survives it.
+* ``watch(term)`` owns the term's keep-alive (one refresh every ``ttl/3`` s) and polls the
+  leader key (``Range``, every ``min(ttl/10, 0.5)`` s). It returns when the term is
+  definitely over (keep-alive TTL 0, leader key deleted or re-created) and raises
+  :class:`~jobscheduler.errors.ElectionError` when it cannot be confirmed (no keep-alive
+  answer within ``ttl/3`` s, any RPC error).
+* ``resign(term)`` deletes the leader key (``Resign``) and revokes its lease, concurrently,
+  each bounded by ``REVOKE_TIMEOUT``. A term that is already gone is not an error.
+* ``close()`` revokes leases this elector still holds (bounded, shielded) and closes the
+  channel, so a held leadership ends with the session rather than ``ttl`` seconds later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ipaddress
+import logging
+import queue
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import grpc
+import trio
+
+from .._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
+from ..clock import Clock, SystemClock
+from ..errors import ConfigError, ElectionError
+from .base import Elector, Term
+
+log = logging.getLogger(__name__)
+
+#: Threads this elector may occupy at once (stream reads, starting calls, closing).
+THREAD_TOKENS = 8
+#: Deadline of LeaseGrant and of the other short control calls.
+RPC_TIMEOUT = 5.0
+#: Deadline of each call that ends a candidacy or a term (Resign, LeaseRevoke).
+REVOKE_TIMEOUT = 2.0
+#: A waiting ``Campaign`` is re-issued (same lease, so a win is never lost) after this long.
+CAMPAIGN_DEADLINE = 300.0
+#: Upper bound of the leader-key poll period, so an out-of-band revocation is seen in ~1 s.
+MAX_POLL_INTERVAL = 0.5
+
+
+class EtcdElector(Elector):
+    """Leader election through etcd's ``v3electionpb.Election`` service.
+
+    ``endpoints`` are ``host:port`` strings (an ``http://`` prefix is accepted; TLS is not
+    supported). Several IP-literal endpoints become one channel that fails over between
+    them; with host names only the first is used. ``name`` is the election (the leader key
+    is ``<name>/<lease id in hex>``), ``candidate_id`` the value proclaimed when winning and
+    the :attr:`Term.leader_id`. ``ttl`` is the lease TTL in seconds: a leader that stops
+    refreshing (crash, partition, freeze) is replaced after at most that long. ``clock``
+    supplies the wall time logged with a term; all timing uses trio's clock.
+
+    ``poll_interval`` (default ``min(ttl/10, 0.5)`` s) and ``campaign_deadline`` (default
+    :data:`CAMPAIGN_DEADLINE`) tune how fast a lost term is noticed and how often a waiting
+    campaign is re-issued.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        *,
+        name: str,
+        candidate_id: str,
+        ttl: int = 10,
+        clock: Clock | None = None,
+        poll_interval: float | None = None,
+        campaign_deadline: float = CAMPAIGN_DEADLINE,
+    ) -> None:
+        if ttl < 1:
+            raise ConfigError(f"etcd election ttl must be at least 1 s, got {ttl}")
+        if not name:
+            raise ConfigError("etcd election name must not be empty")
+        self._target = channel_target(endpoints)
+        self._name = name
+        self._candidate_id = candidate_id
+        self._ttl = ttl
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._keepalive_interval = ttl / 3
+        self._poll_interval = (
+            poll_interval if poll_interval is not None else min(ttl / 10, MAX_POLL_INTERVAL)
+        )
+        self._campaign_deadline = campaign_deadline
+        self._limiter = trio.CapacityLimiter(THREAD_TOKENS)
+        self._channel: Any = None
+        self._kv: Any = None
+        self._lease: Any = None
+        self._election: Any = None
+        self._leases: set[int] = set()  # granted here, not yet known to be gone
+
+    @property
+    def _log_fields(self) -> dict[str, object]:
+        return {"election": self._name, "candidate_id": self._candidate_id}
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the gRPC channel (it connects lazily, on the first call) and the stubs."""
+        if self._channel is not None:
+            await trio.lowlevel.checkpoint()
+            return
+        channel = await trio.to_thread.run_sync(
+            grpc.insecure_channel, self._target, limiter=self._limiter
+        )
+        self._channel = channel
+        self._kv = rpc_pb2_grpc.KVStub(channel)
+        self._lease = rpc_pb2_grpc.LeaseStub(channel)
+        self._election = v3election_pb2_grpc.ElectionStub(channel)
+        log.debug("etcd elector started", extra={**self._log_fields, "target": self._target})
+
+    async def close(self) -> None:
+        """Revoke the leases still held (shielded, bounded) and close the channel. Safe to
+        call twice; RPCs still running in other tasks fail with ElectionError."""
+        channel = self._channel
+        if channel is None:
+            await trio.lowlevel.checkpoint()
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(REVOKE_TIMEOUT):
+            for lease_id in sorted(self._leases):
+                with contextlib.suppress(ElectionError):
+                    await self._revoke(lease_id)
+        self._channel = None
+        self._kv = self._lease = self._election = None
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(channel.close, limiter=self._limiter)
+        log.debug("etcd elector closed", extra=self._log_fields)
+
+    # -- the Elector port -----------------------------------------------------------------
+
+    async def campaign(self) -> Term:
+        """Block until this candidate leads; return its term (``token`` = the leader key's
+        creation revision, ``lease`` = the term's lease).
+
+        The campaign's lease is kept alive while waiting; on return nothing started here
+        is still running and ``watch(term)`` must follow to keep the term alive. Cancelled
+        or failed, the campaign cancels its ``Campaign`` RPC and revokes its lease. (Only a
+        cancellation during the initial ``LeaseGrant`` can leave a lease behind: one with no
+        key, which expires after ``ttl``.) Raises ElectionError when etcd fails or the lease
+        is lost while waiting.
+        """
+        self._require_started()
+        granted = await self._unary(
+            self._lease.LeaseGrant,
+            rpc_pb2.LeaseGrantRequest(TTL=self._ttl),
+            deadline=RPC_TIMEOUT,
+            what="LeaseGrant",
+        )
+        if granted.error or granted.ID == 0:
+            raise ElectionError(f"etcd LeaseGrant refused: {granted.error or 'no lease id'}")
+        lease_id = int(granted.ID)
+        self._leases.add(lease_id)
+        fields = {**self._log_fields, "lease": f"{lease_id:x}"}
+        log.debug("campaigning", extra=fields)
+        try:
+            leader = await self._campaign_keeping_lease_alive(lease_id)
+        except BaseException as exc:
+            # debug: the caller (``lead``) reports a failure; a cancellation is expected
+            log.debug("campaign ended without a win", extra={**fields, "reason": repr(exc)})
+            with trio.CancelScope(shield=True), trio.move_on_after(REVOKE_TIMEOUT):
+                try:
+                    await self._revoke(lease_id)
+                except ElectionError as revoke_exc:
+                    log.warning(
+                        "could not revoke campaign lease; it expires within its ttl",
+                        extra={**fields, "error": str(revoke_exc), "ttl": self._ttl},
+                    )
+            raise
+        term = Term(
+            leader_id=self._candidate_id,
+            token=int(leader.rev),
+            key=bytes(leader.key),
+            lease=int(leader.lease) or lease_id,
+        )
+        log.debug(
+            "campaign won",
+            extra={**fields, "term": term.token, "elected_at": self._clock.now().isoformat()},
+        )
+        return term
+
+    async def watch(self, term: Term) -> None:
+        """Keep ``term``'s lease alive and confirm the leader key until the term ends.
+
+        Returns when the term is definitely over (lease expired or revoked, leader key
+        deleted or re-created); raises ElectionError when it cannot be confirmed (no
+        keep-alive answer within ttl/3, any RPC error). Runs forever while leading.
+        """
+        self._require_started()
+        outcome: str | ElectionError = "watch ended"
+
+        async with trio.open_nursery() as nursery:
+
+            async def first_to_end(check: Callable[[], Any]) -> None:
+                nonlocal outcome
+                try:
+                    outcome = await check()
+                except ElectionError as exc:
+                    outcome = exc
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(first_to_end, functools.partial(self._keep_alive, term.lease))
+            nursery.start_soon(first_to_end, functools.partial(self._confirm_leader_key, term))
+
+        fields = {**self._log_fields, "term": term.token, "lease": f"{term.lease:x}"}
+        if isinstance(outcome, ElectionError):
+            log.warning("leadership unconfirmed", extra={**fields, "error": str(outcome)})
+            raise outcome
+        log.info("leadership lost", extra={**fields, "reason": outcome})
+
+    async def resign(self, term: Term) -> None:
+        """Delete the leader key and revoke the term's lease (concurrently, each bounded by
+        REVOKE_TIMEOUT). Idempotent: a term already gone is fine. Raises ElectionError
+        only if the lease may still exist (etcd unreachable, or closed before the lease
+        could be revoked)."""
+        if self._channel is None and term.lease not in self._leases:
+            await trio.lowlevel.checkpoint()  # close() already ended it
+            return
+        self._require_started()
+        revoke_error: ElectionError | None = None
+        fields = {**self._log_fields, "term": term.token, "lease": f"{term.lease:x}"}
+
+        async def resign_key() -> None:
+            request = v3election_pb2.ResignRequest(
+                leader=v3election_pb2.LeaderKey(
+                    name=self._name.encode(), key=term.key, rev=term.token, lease=term.lease
+                )
+            )
+            try:
+                await self._unary(
+                    self._election.Resign, request, deadline=REVOKE_TIMEOUT, what="Resign"
+                )
+            except ElectionError as exc:  # the revocation below settles the term anyway
+                log.debug("resign rpc failed", extra={**fields, "error": str(exc)})
+
+        async def revoke_lease() -> None:
+            nonlocal revoke_error
+            try:
+                await self._revoke(term.lease)
+            except ElectionError as exc:
+                revoke_error = exc
+
+        async with trio.open_nursery() as nursery:
+            if term.key:
+                nursery.start_soon(resign_key)
+            if term.lease:
+                nursery.start_soon(revoke_lease)
+        if revoke_error is not None:
+            raise revoke_error
+        log.info("resigned", extra=fields)
+
+    # -- building blocks ------------------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if self._channel is None:
+            raise ElectionError("etcd elector is not started (or already closed)")
+
+    async def _campaign_keeping_lease_alive(self, lease_id: int) -> Any:
+        """Wait in ``Campaign`` while a sibling task keeps ``lease_id`` alive; whichever
+        ends first cancels the other. Returns the won ``LeaderKey``."""
+        request = v3election_pb2.CampaignRequest(
+            name=self._name.encode(), lease=lease_id, value=self._candidate_id.encode()
+        )
+        leader: Any = None
+        failure: ElectionError | None = None
+
+        async with trio.open_nursery() as nursery:
+
+            async def keep_alive() -> None:
+                nonlocal failure
+                try:
+                    reason = await self._keep_alive(lease_id)
+                    failure = ElectionError(f"campaign lease lost while waiting: {reason}")
+                except ElectionError as exc:
+                    failure = exc
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(keep_alive)
+            while True:
+                try:
+                    response = await self._unary(
+                        self._election.Campaign,
+                        request,
+                        deadline=self._campaign_deadline,
+                        what="Campaign",
+                    )
+                except ElectionError as exc:
+                    if grpc_code(exc) is grpc.StatusCode.DEADLINE_EXCEEDED:
+                        # etcd dropped the waiting key; the same lease re-joins (and finds
+                        # its key if the win raced the deadline).
+                        log.debug("campaign re-issued", extra=self._log_fields)
+                        continue
+                    failure = exc
+                else:
+                    leader = response.leader
+                break
+            nursery.cancel_scope.cancel()
+
+        if failure is not None:
+            raise failure
+        return leader
+
+    async def _keep_alive(self, lease_id: int) -> str:
+        """Refresh ``lease_id`` through the ``LeaseKeepAlive`` stream every ttl/3 s.
+
+        Returns the reason when the lease is gone (a response with TTL 0); raises
+        ElectionError when refreshing is unconfirmed (no answer within ttl/3, stream error).
+        Runs until then or until cancelled; the stream is cancelled on the way out.
+        """
+        requests: queue.SimpleQueue[rpc_pb2.LeaseKeepAliveRequest | None] = queue.SimpleQueue()
+
+        def request_stream() -> Iterator[rpc_pb2.LeaseKeepAliveRequest]:
+            while (item := requests.get()) is not None:
+                yield item
+
+        responses = await self._start_call(
+            functools.partial(self._lease.LeaseKeepAlive, request_stream()), "LeaseKeepAlive"
+        )
+        try:
+            while True:
+                sent_at = trio.current_time()
+                requests.put(rpc_pb2.LeaseKeepAliveRequest(ID=lease_id))
+                response: Any = None
+                with trio.move_on_after(self._keepalive_interval) as silence:
+                    try:
+                        response = await trio.to_thread.run_sync(
+                            _next_or_none, responses, abandon_on_cancel=True, limiter=self._limiter
+                        )
+                    except grpc.RpcError as exc:
+                        raise _election_error("LeaseKeepAlive", exc) from exc
+                if silence.cancelled_caught:
+                    raise ElectionError(
+                        f"no keep-alive answer for lease {lease_id:x} "
+                        f"within {self._keepalive_interval:.2f} s"
+                    )
+                if response is None:
+                    raise ElectionError("etcd LeaseKeepAlive stream ended")
+                if response.TTL <= 0:
+                    self._leases.discard(lease_id)
+                    return f"lease {lease_id:x} expired or revoked"
+                await trio.sleep_until(sent_at + self._keepalive_interval)
+        finally:
+            requests.put(None)  # ends grpc's request-consuming thread
+            responses.cancel()  # wakes a read abandoned above
+
+    async def _confirm_leader_key(self, term: Term) -> str:
+        """Poll the leader key; return why once it no longer proves ``term``.
+
+        The election's leader is the key with the lowest creation revision under the
+        prefix, and revisions only grow: while our key exists with our creation revision
+        and lease, no other key can lead.
+        """
+        while True:
+            response = await self._unary(
+                self._kv.Range,
+                rpc_pb2.RangeRequest(key=term.key),
+                deadline=self._keepalive_interval,
+                what="Range",
+            )
+            if not response.kvs:
+                return "leader key deleted"
+            kv = response.kvs[0]
+            if kv.create_revision != term.token or kv.lease != term.lease:
+                return "leader key re-created"
+            await trio.sleep(self._poll_interval)
+
+    async def _revoke(self, lease_id: int) -> None:
+        """Revoke ``lease_id`` (deleting its keys); a lease already gone is success."""
+        try:
+            await self._unary(
+                self._lease.LeaseRevoke,
+                rpc_pb2.LeaseRevokeRequest(ID=lease_id),
+                deadline=REVOKE_TIMEOUT,
+                what="LeaseRevoke",
+            )
+        except ElectionError as exc:
+            if grpc_code(exc) is not grpc.StatusCode.NOT_FOUND:
+                raise
+        self._leases.discard(lease_id)
+
+    async def _start_call(self, start: Callable[[], Any], what: str) -> Any:
+        """Start a grpc call (future or stream) in a thread. Shielded: it returns at once,
+        and a call started but never handed back could not be cancelled."""
+        self._require_started()
+        with trio.CancelScope(shield=True):
+            try:
+                return await trio.to_thread.run_sync(start, limiter=self._limiter)
+            except grpc.RpcError as exc:
+                raise _election_error(what, exc) from exc
+            except ValueError as exc:  # "Cannot invoke RPC on closed channel!"
+                raise ElectionError(f"etcd {what}: {exc}") from exc
+
+    async def _unary(self, method: Any, request: object, *, deadline: float, what: str) -> Any:
+        """Run one unary call with a deadline, holding no thread while it is in flight.
+        Cancellation cancels the RPC."""
+        future = await self._start_call(
+            functools.partial(method.future, request, timeout=deadline), what
+        )
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+
+        def wake(_: object) -> None:  # runs in a grpc thread (or here, if already done)
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(done.set)
+
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        finally:
+            future.cancel()  # no-op once done
+        try:
+            return future.result()
+        except grpc.RpcError as exc:
+            raise _election_error(what, exc) from exc
+        except grpc.FutureCancelledError as exc:
+            raise ElectionError(f"etcd {what} cancelled") from exc
+
+
+def channel_target(endpoints: Sequence[str] | str) -> str:
+    """The grpc target for ``endpoints`` (``host:port``, optional ``http://``; a single
+    comma-separated string is accepted too). Raises ConfigError."""
+    if isinstance(endpoints, str):
+        endpoints = endpoints.split(",")
+    hosts: list[str] = []
+    for raw in endpoints:
+        endpoint = raw.strip().rstrip("/")
+        if endpoint.startswith("https://"):
+            raise ConfigError(f"TLS etcd endpoints are not supported: {raw!r}")
+        endpoint = endpoint.removeprefix("http://")
+        if endpoint:
+            hosts.append(endpoint)
+    if not hosts:
+        raise ConfigError("no etcd endpoint given")
+    if len(hosts) == 1:
+        return hosts[0]
+    families = {_ip_family(host) for host in hosts}
+    if families == {4}:
+        return "ipv4:" + ",".join(hosts)
+    if families == {6}:
+        return "ipv6:" + ",".join(hosts)
+    log.warning("several etcd host names given; using the first", extra={"endpoints": hosts})
+    return hosts[0]
+
+
+def grpc_code(exc: BaseException) -> grpc.StatusCode | None:
+    """The gRPC status code behind an ElectionError raised by this module, if any."""
+    cause = exc.__cause__
+    if isinstance(cause, grpc.Call):
+        code: grpc.StatusCode = cause.code()
+        return code
+    return None
+
+
+def _ip_family(host_port: str) -> int | None:
+    host = host_port.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
+
+
+def _next_or_none(responses: Iterator[Any]) -> Any:
+    try:
+        return next(responses)
+    except StopIteration:
+        return None
+
+
+def _election_error(what: str, exc: grpc.RpcError) -> ElectionError:
+    if isinstance(exc, grpc.Call):
+        return ElectionError(f"etcd {what} failed: {exc.code().name}: {exc.details()}")
+    return ElectionError(f"etcd {what} failed: {exc}")

@@ -1,0 +1,435 @@
+"""The Elector contract: ONE suite, run against every adapter.
+
+What a scheduler relies on: a campaign yields a term with a fencing token that grows from
+term to term; ``watch`` stays quiet while the term holds and returns (or raises) promptly
+once it is lost; ``resign`` is idempotent and hands over at once; a cancelled campaign
+leaves nothing behind that could win later; ``lead()`` runs the work only while leading.
+
+Single-candidate behaviour runs on every adapter. Tests that need several candidates, or
+a term ended out of band, are parametrised over the adapters with that capability (see
+``elector_fixtures``). etcd runs against a real server and uses wall-clock waits, each
+test bounded by ``trio.fail_after``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from jobscheduler.election import Elector, Term, lead
+from jobscheduler.election.etcd import EtcdElector, channel_target
+from jobscheduler.errors import ConfigError, ElectionError
+
+from .elector_fixtures import (
+    ADAPTER_PARAMS,
+    ElectorFactory,
+    RecordingElector,
+    etcd_endpoints,
+    open_factory,
+    params_with,
+)
+
+TEST_BOUND = 30.0
+#: Generous bound for a hand-over on a noisy machine (expected: tens of milliseconds
+#: after a resign, under a second after an out-of-band revoke).
+TAKEOVER_BOUND = 3.0
+#: A short lease, so "held longer than the TTL" proves the keep-alive works (etcd's
+#: minimum TTL with default settings is 2 s).
+SHORT_TTL = 2
+#: An out-of-band revocation must be noticed by polling the leader key, well before the
+#: next keep-alive (ttl/3 = 3.3 s with the default TTL) would report it.
+REVOKE_NOTICE_BOUND = 2.0
+
+
+@pytest.fixture(params=ADAPTER_PARAMS)
+async def elector_factory(request: pytest.FixtureRequest) -> AsyncIterator[ElectorFactory]:
+    async with open_factory(request.param) as factory:
+        yield factory
+
+
+def adapters_with(*capabilities: str) -> pytest.MarkDecorator:
+    """Run a test only over the adapters with ``capabilities`` (a parametrisation, not a
+    skip: an adapter without them never appears in the test's ids)."""
+    return pytest.mark.parametrize("elector_factory", params_with(*capabilities), indirect=True)
+
+
+multi_candidate = adapters_with("multi_candidate")
+out_of_band = adapters_with("out_of_band_revoke")
+
+
+async def campaign_in_background(
+    nursery: trio.Nursery, elector: Elector
+) -> tuple[trio.Event, list[Term]]:
+    """Start ``elector.campaign()``; the event fires (and the list holds the term) once won."""
+    won = trio.Event()
+    terms: list[Term] = []
+
+    async def run() -> None:
+        terms.append(await elector.campaign())
+        won.set()
+
+    nursery.start_soon(run)
+    return won, terms
+
+
+# -- every adapter ---------------------------------------------------------------------------
+
+
+async def test_campaign_returns_term_with_positive_token(elector_factory: ElectorFactory) -> None:
+    with trio.fail_after(TEST_BOUND):
+        elector = await elector_factory("a")
+        term = await elector.campaign()
+        assert term.token > 0
+        assert term.leader_id == "a"
+        await elector.resign(term)
+
+
+async def test_watch_does_not_return_while_leading_beyond_the_lease_ttl(
+    elector_factory: ElectorFactory,
+) -> None:
+    with trio.fail_after(TEST_BOUND):
+        elector = await elector_factory("a", ttl=SHORT_TTL)
+        term = await elector.campaign()
+        with trio.move_on_after(2.5 * SHORT_TTL) as hold:
+            await elector.watch(term)
+        assert hold.cancelled_caught, "watch returned although nobody took the term away"
+        await elector.resign(term)
+
+
+async def test_resign_is_idempotent(elector_factory: ElectorFactory) -> None:
+    with trio.fail_after(TEST_BOUND):
+        elector = await elector_factory("a")
+        term = await elector.campaign()
+        await elector.resign(term)
+        await elector.resign(term)
+
+
+async def test_resign_after_close_is_harmless(elector_factory: ElectorFactory) -> None:
+    with trio.fail_after(TEST_BOUND):
+        elector = await elector_factory("a")
+        term = await elector.campaign()
+        await elector.close()
+        await elector.resign(term)
+        await elector.close()
+
+
+async def test_tokens_increase_across_terms(elector_factory: ElectorFactory) -> None:
+    with trio.fail_after(TEST_BOUND):
+        elector = await elector_factory("a")
+        first = await elector.campaign()
+        await elector.resign(first)
+        second = await elector.campaign()
+        await elector.resign(second)
+        assert second.token > first.token
+
+
+async def test_lead_runs_work_with_the_term_and_resigns_when_cancelled(
+    elector_factory: ElectorFactory,
+) -> None:
+    with trio.fail_after(TEST_BOUND):
+        elector = RecordingElector(await elector_factory("a"))
+        working = trio.Event()
+        seen: list[Term] = []
+
+        async def work(term: Term) -> None:
+            seen.append(term)
+            working.set()
+            await trio.sleep_forever()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lead, elector, work)
+            await working.wait()
+            nursery.cancel_scope.cancel()
+
+        campaigned = [t for call, t in elector.calls if call == "campaign"]
+        assert seen == campaigned
+        assert elector.calls[-1] == ("resign", seen[0])
+
+
+async def test_work_returning_ends_the_term_and_lead_campaigns_again(
+    elector_factory: ElectorFactory,
+) -> None:
+    with trio.fail_after(TEST_BOUND):
+        elector = RecordingElector(await elector_factory("a"))
+        seen: list[Term] = []
+        second_term = trio.Event()
+
+        async def work(term: Term) -> None:
+            seen.append(term)
+            if len(seen) == 2:
+                second_term.set()
+                await trio.sleep_forever()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lead, elector, work)
+            await second_term.wait()
+            nursery.cancel_scope.cancel()
+
+        assert seen[1].token > seen[0].token
+        assert ("resign", seen[0]) in elector.calls
+
+
+# -- several candidates ----------------------------------------------------------------------
+
+
+@multi_candidate
+async def test_only_one_candidate_leads_and_standby_takes_over_after_resign(
+    elector_factory: ElectorFactory,
+) -> None:
+    assert elector_factory.multi_candidate
+    with trio.fail_after(TEST_BOUND):
+        a = await elector_factory("a")
+        b = await elector_factory("b")
+        term_a = await a.campaign()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.watch, term_a)  # returns once a resigns
+            b_won, b_terms = await campaign_in_background(nursery, b)
+            with trio.move_on_after(1.0):
+                await b_won.wait()
+            assert not b_won.is_set(), "two candidates lead at once"
+            assert await elector_factory.leader() == (term_a.key, term_a.token, b"a")
+
+            resigned_at = trio.current_time()
+            await a.resign(term_a)
+            await b_won.wait()
+            takeover = trio.current_time() - resigned_at
+        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after a resign"
+        term_b = b_terms[0]
+        assert term_b.leader_id == "b"
+        assert term_b.token > term_a.token
+        assert await elector_factory.leader() == (term_b.key, term_b.token, b"b")
+        await b.resign(term_b)
+
+
+@multi_candidate
+async def test_waiting_campaign_keeps_its_lease_alive(elector_factory: ElectorFactory) -> None:
+    assert elector_factory.multi_candidate
+    with trio.fail_after(TEST_BOUND):
+        a = await elector_factory("a", ttl=SHORT_TTL)
+        b = await elector_factory("b", ttl=SHORT_TTL)
+        term_a = await a.campaign()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.watch, term_a)
+            b_won, b_terms = await campaign_in_background(nursery, b)
+            await trio.sleep(2.5 * SHORT_TTL)  # b's lease would have expired by now
+            await a.resign(term_a)
+            await b_won.wait()
+            term_b = b_terms[0]
+            # the won key is alive, and stays so while b watches
+            assert await elector_factory.leader() == (term_b.key, term_b.token, b"b")
+            with trio.move_on_after(1.5 * SHORT_TTL) as hold:
+                await b.watch(term_b)
+            assert hold.cancelled_caught
+        assert await elector_factory.require_admin().lease_ttl(term_b.lease) > 0
+        await b.resign(term_b)
+
+
+@multi_candidate
+async def test_cancelling_lead_hands_over_to_standby(elector_factory: ElectorFactory) -> None:
+    assert elector_factory.multi_candidate
+    with trio.fail_after(TEST_BOUND):
+        a = await elector_factory("a")
+        b = await elector_factory("b")
+        a_working = trio.Event()
+
+        async def work(term: Term) -> None:
+            a_working.set()
+            await trio.sleep_forever()
+
+        async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as a_nursery:
+                a_nursery.start_soon(lead, a, work)
+                await a_working.wait()
+                b_won, b_terms = await campaign_in_background(nursery, b)
+                await trio.sleep(0.5)
+                assert not b_won.is_set()
+                cancelled_at = trio.current_time()
+                a_nursery.cancel_scope.cancel()
+            await b_won.wait()
+            takeover = trio.current_time() - cancelled_at
+        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after lead() ended"
+        await b.resign(b_terms[0])
+
+
+@multi_candidate
+async def test_closing_the_leader_hands_over_at_once(elector_factory: ElectorFactory) -> None:
+    assert elector_factory.multi_candidate
+    with trio.fail_after(TEST_BOUND):
+        a = await elector_factory("a")
+        b = await elector_factory("b")
+        await a.campaign()
+        async with trio.open_nursery() as nursery:
+            b_won, b_terms = await campaign_in_background(nursery, b)
+            await trio.sleep(0.5)
+            closed_at = trio.current_time()
+            await a.close()
+            await b_won.wait()
+            takeover = trio.current_time() - closed_at
+        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after close()"
+        await b.resign(b_terms[0])
+
+
+@multi_candidate
+async def test_cancelled_campaign_leaves_no_candidacy_behind(
+    elector_factory: ElectorFactory,
+) -> None:
+    assert elector_factory.multi_candidate
+    with trio.fail_after(TEST_BOUND):
+        a = await elector_factory("a")
+        b = await elector_factory("b")
+        c = await elector_factory("c")
+        term_a = await a.campaign()
+        with trio.move_on_after(0.5) as waited:
+            await b.campaign()
+        assert waited.cancelled_caught
+        await a.resign(term_a)
+        await trio.sleep(1.0)  # time for a leftover candidate key of b to win
+        assert await elector_factory.leader() is None
+        term_c = await c.campaign()
+        assert term_c.leader_id == "c"
+        assert await elector_factory.leader() == (term_c.key, term_c.token, b"c")
+        await c.resign(term_c)
+
+
+# -- terms ended out of band -----------------------------------------------------------------
+
+
+@out_of_band
+async def test_revoked_lease_ends_watch_and_cancels_lead_work(
+    elector_factory: ElectorFactory,
+) -> None:
+    assert elector_factory.out_of_band_revoke
+    with trio.fail_after(TEST_BOUND):
+        elector = RecordingElector(await elector_factory("a"))
+        seen: list[Term] = []
+        first_running = trio.Event()
+        second_running = trio.Event()
+        work_cancelled_at: list[float] = []
+
+        async def work(term: Term) -> None:
+            seen.append(term)
+            (second_running if len(seen) == 2 else first_running).set()
+            try:
+                await trio.sleep_forever()
+            finally:
+                work_cancelled_at.append(trio.current_time())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lead, elector, work)
+            await first_running.wait()
+            await trio.sleep(0.2)  # let watch settle in
+            revoked_at = trio.current_time()
+            await elector_factory.revoke_out_of_band(seen[0])
+            await second_running.wait()  # lead() campaigned again and won a new term
+            nursery.cancel_scope.cancel()
+
+        noticed = work_cancelled_at[0] - revoked_at
+        assert noticed < REVOKE_NOTICE_BOUND, (
+            f"work ran {noticed:.3f} s after its lease was revoked"
+        )
+        assert seen[1].token > seen[0].token
+        assert ("resign", seen[0]) in elector.calls
+
+
+@out_of_band
+async def test_watch_returns_soon_after_lease_revoked(elector_factory: ElectorFactory) -> None:
+    assert elector_factory.out_of_band_revoke
+    with trio.fail_after(TEST_BOUND):
+        elector = await elector_factory("a")
+        term = await elector.campaign()
+        revoked_at: list[float] = []
+
+        async def revoke_later() -> None:
+            await trio.sleep(0.5)  # watch's first keep-alive exchange is over by now
+            revoked_at.append(trio.current_time())
+            await elector_factory.revoke_out_of_band(term)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(revoke_later)
+            await elector.watch(term)
+        noticed = trio.current_time() - revoked_at[0]
+        assert noticed < REVOKE_NOTICE_BOUND, f"watch noticed the revoke after {noticed:.3f} s"
+        await elector.resign(term)  # already gone: not an error
+
+
+@adapters_with("multi_candidate", "out_of_band_revoke")
+async def test_standby_takes_over_after_leader_lease_revoked(
+    elector_factory: ElectorFactory,
+) -> None:
+    assert elector_factory.multi_candidate
+    assert elector_factory.out_of_band_revoke
+    with trio.fail_after(TEST_BOUND):
+        a = await elector_factory("a")
+        b = await elector_factory("b")
+        term_a = await a.campaign()
+        async with trio.open_nursery() as nursery:
+            b_won, b_terms = await campaign_in_background(nursery, b)
+            await trio.sleep(0.5)
+            revoked_at = trio.current_time()
+            await elector_factory.revoke_out_of_band(term_a)
+            await b_won.wait()
+            takeover = trio.current_time() - revoked_at
+        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after a revoke"
+        assert b_terms[0].token > term_a.token
+        await b.resign(b_terms[0])
+
+
+# -- EtcdElector specifics (no server needed) ------------------------------------------------
+
+
+async def test_etcd_campaign_against_unreachable_endpoint_raises_election_error() -> None:
+    elector = EtcdElector(["127.0.0.1:1"], name="nobody-home", candidate_id="a", ttl=2)
+    await elector.start()
+    try:
+        with trio.fail_after(TEST_BOUND), pytest.raises(ElectionError):
+            await elector.campaign()
+    finally:
+        await elector.close()
+        await elector.close()
+
+
+async def test_etcd_elector_must_be_started() -> None:
+    elector = EtcdElector(["127.0.0.1:1"], name="x", candidate_id="a")
+    with pytest.raises(ElectionError):
+        await elector.campaign()
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "target"),
+    [
+        (["127.0.0.1:2379"], "127.0.0.1:2379"),
+        (["http://127.0.0.1:2379/"], "127.0.0.1:2379"),
+        ("http://10.0.0.1:2379,10.0.0.2:2379", "ipv4:10.0.0.1:2379,10.0.0.2:2379"),
+        (["etcd-0:2379", "etcd-1:2379"], "etcd-0:2379"),
+    ],
+)
+def test_etcd_endpoints_become_one_grpc_target(endpoints: list[str] | str, target: str) -> None:
+    assert channel_target(endpoints) == target
+
+
+@pytest.mark.parametrize("endpoints", [[], [""], ["https://127.0.0.1:2379"]])
+def test_etcd_rejects_unusable_endpoints(endpoints: list[str]) -> None:
+    with pytest.raises(ConfigError):
+        channel_target(endpoints)
+
+
+@pytest.mark.integration
+async def test_etcd_campaign_outliving_its_deadline_is_reissued_and_still_wins() -> None:
+    async with open_factory("etcd") as factory:
+        factory.make = lambda election, candidate_id, ttl: EtcdElector(
+            etcd_endpoints(), name=election, candidate_id=candidate_id, campaign_deadline=0.5
+        )
+        with trio.fail_after(TEST_BOUND):
+            a = await factory("a")
+            b = await factory("b")
+            term_a = await a.campaign()
+            async with trio.open_nursery() as nursery:
+                b_won, b_terms = await campaign_in_background(nursery, b)
+                await trio.sleep(2.0)  # several deadlines pass while b waits
+                assert not b_won.is_set()
+                await a.resign(term_a)
+                await b_won.wait()
+            assert await factory.leader() == (b_terms[0].key, b_terms[0].token, b"b")
+            await b.resign(b_terms[0])
