@@ -1,0 +1,171 @@
+"""The operator tools as an operator runs them: ``python -m jobscheduler seed|loadtest``."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from jobscheduler.model import Job
+from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.tools.seed import TENANTS, kind_counts
+from jobscheduler.tools.stats import percentile, percentiles
+
+from .conftest import DevServer, free_port
+
+Factory = Callable[..., Awaitable[DevServer]]
+TOOL_TIMEOUT = 90.0
+
+
+async def run_tool(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m jobscheduler <args>``, bounded in time, output captured."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("MONGO_URI", None)  # the seed default must pick SQLite here
+    with trio.fail_after(TOOL_TIMEOUT):
+        return await trio.run_process(
+            [sys.executable, "-m", "jobscheduler", *args],
+            env=full_env,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+
+
+async def stored_jobs(path: Path) -> list[Job]:
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        jobs: list[Job] = []
+        for tenant in TENANTS:
+            jobs += await store.list_jobs(tenant, None, 5000)
+        return jobs
+    finally:
+        await store.close()
+
+
+def kind_of(job: Job) -> str:
+    """The seed kind of a stored job, recovered from what the store holds."""
+    if job.cron is not None:
+        return "cron"
+    if job.job_type == "noop":
+        return "future" if job.scheduled_at > job.created_at else "immediate"
+    return job.job_type
+
+
+def printed_tenant_counts(stdout: str) -> dict[str, int]:
+    return {m[1]: int(m[2]) for m in re.finditer(r"^\s+(tenant-\w)\s+(\d+)$", stdout, re.M)}
+
+
+# --------------------------------------------------------------------------- seed
+
+
+@pytest.mark.e2e
+async def test_seed_writes_the_documented_mix_and_can_run_twice(tmp_path: Path) -> None:
+    db = tmp_path / "seed.db"
+    env = {"SQLITE_PATH": str(db)}
+    first = await run_tool("seed", "--count", "60", "--random-seed", "7", env=env)
+    assert first.returncode == 0, first.stderr.decode()
+    out = first.stdout.decode()
+    assert f"sqlite {db}" in out
+
+    jobs = await stored_jobs(db)
+    expected = {**kind_counts(60), "cron": 3}
+    assert expected == {"immediate": 24, "future": 15, "flaky": 9, "slow": 6,
+                        "log-message": 6, "cron": 3}  # fmt: skip
+    assert Counter(kind_of(job) for job in jobs) == expected
+    by_tenant = Counter(job.tenant_id for job in jobs)
+    assert set(by_tenant) == set(TENANTS)
+    assert printed_tenant_counts(out) == dict(by_tenant)
+    assert len({job.idempotency_key for job in jobs}) == 63
+
+    for job in jobs:
+        if job.job_type == "flaky":
+            assert 0.3 <= job.payload["failRate"] <= 1.0
+        if job.job_type == "slow":
+            assert 50 <= job.payload["sleepMs"] <= 3000
+        if job.job_type == "log-message":
+            assert job.payload["message"]
+    crons = {job.cron for job in jobs if job.cron is not None}
+    assert {"*/1 * * * *", "*/5 * * * *", "0 2 * * *"} == crons
+
+    # Same random seed, Go-style flag spelling: a second batch with fresh keys and the
+    # same mix per tenant.
+    second = await run_tool("seed", "-count", "60", "-random-seed", "7", env=env)
+    assert second.returncode == 0, second.stderr.decode()
+    assert printed_tenant_counts(second.stdout.decode()) == dict(by_tenant)
+    again = await stored_jobs(db)
+    assert len(again) == 126
+    assert Counter(kind_of(job) for job in again) == {k: 2 * n for k, n in expected.items()}
+
+
+# --------------------------------------------------------------------------- loadtest
+
+
+@pytest.mark.e2e
+async def test_loadtest_reports_percentiles_and_passes_against_dev(dev_factory: Factory) -> None:
+    server = await dev_factory(LOG_LEVEL="INFO")
+    result = await run_tool(
+        "loadtest", "--url", server.url, "-rate", "20", "-duration", "3s", "--timeout", "30s"
+    )
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 0, out + err
+    assert re.search(r"sent\s+60\s+accepted \(201\)\s+60\s+errors\s+0", out), out
+    assert re.search(r"completed\s+60\b", out), out
+    for row in ("ack (POST round trip)", "end-to-end", "start delay"):
+        line = next(line for line in out.splitlines() if line.strip().startswith(row))
+        p50, p95, p99, high = (float(v) for v in line.split()[-5:-1])
+        assert 0 <= p50 <= p95 <= p99 <= high, line
+    assert "completed/s" in out
+    assert "PASS: all 60 accepted jobs finished" in out
+    assert re.search(r"\[\s*1\.0s\] sending: sent \d+/60", err), err
+
+
+@pytest.mark.e2e
+async def test_loadtest_exits_1_when_jobs_do_not_finish_in_time(dev_factory: Factory) -> None:
+    server = await dev_factory(LOG_LEVEL="INFO")
+    # failRate 1 retries with 2s and 4s backoff before the DLQ: longer than the 1s timeout.
+    result = await run_tool(
+        "loadtest", "--url", server.url, "--rate", "10", "--duration", "1s",
+        "--job-type", "flaky", "--payload", '{"failRate": 1}', "--timeout", "1s",
+    )  # fmt: skip
+    out = result.stdout.decode()
+    assert result.returncode == 1, out + result.stderr.decode()
+    assert "FAIL: 10 of 10 accepted jobs did not finish within 1s" in out
+    assert "unfinished by last seen status: pending 10" in out
+
+
+@pytest.mark.e2e
+async def test_loadtest_exits_1_when_the_api_is_unreachable() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = await run_tool("loadtest", "--url", url, "-duration", "1s")
+    assert result.returncode == 1
+    assert f"cannot reach the API at {url}" in result.stderr.decode()
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def test_percentile_interpolates_linearly_between_ranks() -> None:
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 4.0
+    assert percentile(values, 50) == 2.5
+    assert percentile(values, 25) == pytest.approx(1.75)
+    assert percentile([7.0], 99) == 7.0
+    assert percentiles(values, (50, 100)) == {50: 2.5, 100: 4.0}
+
+
+def test_percentile_rejects_empty_input_and_out_of_range_p() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        percentile([], 50)
+    with pytest.raises(ValueError, match="between 0 and 100"):
+        percentile([1.0], 101)
