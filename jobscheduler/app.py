@@ -111,41 +111,64 @@ async def started(deps: Deps) -> AsyncIterator[Deps]:
                     log.exception("error while closing an adapter")
 
 
-async def _cancel_on_signal(scope: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:
+async def _stop_on_signals(
+    stop: Callable[[bool], None], *, task_status: trio.TaskStatus[None]
+) -> None:
+    """First SIGINT/SIGTERM: graceful stop. A second one: stop now."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
+        force = False
         async for signum in signals:
-            if not scope.cancel_called:
-                log.info("shutting down", extra={"signal": signal.Signals(signum).name})
-                scope.cancel()
-            else:
-                log.info("already shutting down", extra={"signal": signal.Signals(signum).name})
-
-
-Role = Callable[..., Awaitable[None]]
+            name = signal.Signals(signum).name
+            log.info("forcing shutdown" if force else "shutting down", extra={"signal": name})
+            stop(force)
+            force = True
 
 
 async def run_roles(deps: Deps, roles: list[str], *, with_signals: bool = True) -> None:
-    """Start the adapters, the metrics listener and ``roles`` in one nursery; run until a
-    signal (or cancellation) ends them, then close the adapters."""
+    """Start the adapters, the metrics listener and ``roles``; run until a signal or
+    cancellation, then close the adapters.
+
+    Shutdown order on a signal: the API, scheduler and reaper stop at once; executors stop
+    receiving and get SHUTDOWN_GRACE to finish running handlers (then hand the jobs back);
+    then the adapters close (the elector resigns as the scheduler stops).
+    """
     settings = deps.settings
-    async with trio.open_nursery() as nursery:
+    drain = trio.Event()
+    front = trio.CancelScope()
+    workers = trio.CancelScope()
+
+    def stop(force: bool) -> None:
+        drain.set()
+        front.cancel()
+        if force:
+            workers.cancel()
+
+    async with trio.open_nursery() as outer:
         if with_signals:
-            await nursery.start(_cancel_on_signal, nursery.cancel_scope)
-        async with started(deps), trio.open_nursery() as roles_nursery:
-            bound = await roles_nursery.start(
+            await outer.start(_stop_on_signals, stop)
+        async with started(deps):
+            bound = await outer.start(
                 run_metrics_server, deps.metrics, settings.metrics_host, settings.metrics_port
             )
             log.info("metrics listening", extra={"addresses": bound})
-            if "reaper" in roles:
-                await roles_nursery.start(run_reaper, deps)
-            if "executor" in roles:
-                job_types = [settings.job_type] if settings.job_type else deps.registry.names()
-                await roles_nursery.start(run_executor, deps, job_types)
-            if "scheduler" in roles:
-                await roles_nursery.start(run_scheduler, deps)
-            if "api" in roles:
-                addresses = await roles_nursery.start(run_api, deps)
-                log.info("api listening", extra={"addresses": addresses})
-            log.info("ready", extra={"roles": ",".join(roles)})
-        nursery.cancel_scope.cancel()
+            with workers:
+                async with trio.open_nursery() as workers_nursery:
+                    if "executor" in roles:
+                        job_types = (
+                            [settings.job_type] if settings.job_type else deps.registry.names()
+                        )
+                        await workers_nursery.start(run_executor, deps, job_types, drain)
+                    with front:
+                        async with trio.open_nursery() as front_nursery:
+                            if "reaper" in roles:
+                                await front_nursery.start(run_reaper, deps)
+                            if "scheduler" in roles:
+                                await front_nursery.start(run_scheduler, deps)
+                            if "api" in roles:
+                                addresses = await front_nursery.start(run_api, deps)
+                                log.info("api listening", extra={"addresses": addresses})
+                            log.info("ready", extra={"roles": ",".join(roles)})
+                    drain.set()
+        log.info("stopped", extra={"roles": ",".join(roles)})
+        outer.cancel_scope.cancel()

@@ -70,6 +70,8 @@ class Executor:
         self._deps = deps
         self._worker = deps.settings.worker_id
         self._in_flight: dict[str, _InFlight] = {}
+        # Per consumer: the scope of its receive loop and the scope of its handlers.
+        self._consumers: list[tuple[trio.CancelScope, trio.CancelScope]] = []
         # Claim tokens: unique per process (random prefix) and per claim (counter); cheaper
         # than a uuid4 per job and just as unguessable across processes.
         self._token_prefix = secrets.token_hex(8)
@@ -108,15 +110,28 @@ class Executor:
     ) -> None:
         """Consume ``job_type``'s wake-ups, running up to EXECUTOR_CONCURRENCY at once."""
         limiter = trio.CapacityLimiter(self._deps.settings.executor_concurrency)
+        receiving = trio.CancelScope()
         async with (
             self._deps.bus.subscribe(job_type) as subscription,
-            trio.open_nursery() as nursery,
+            trio.open_nursery() as handlers,
         ):
+            self._consumers.append((receiving, handlers.cancel_scope))
             log.info("executor consuming", extra={"job_type": job_type, "worker": self._worker})
             task_status.started()
-            async for delivery in subscription:
-                await limiter.acquire_on_behalf_of(delivery)
-                nursery.start_soon(self._process, delivery, limiter)
+            with receiving:
+                async for delivery in subscription:
+                    await limiter.acquire_on_behalf_of(delivery)
+                    handlers.start_soon(self._process, delivery, limiter)
+            # Draining: no new messages; running handlers finish (or are cancelled at the
+            # grace deadline and hand their jobs back) before the subscription closes.
+
+    def drain(self, grace: float) -> None:
+        """Stop receiving; give running handlers ``grace`` seconds, then cancel them."""
+        deadline = trio.current_time() + grace
+        log.info("executor draining", extra={"running": len(self._in_flight), "grace": grace})
+        for receiving, handlers in self._consumers:
+            receiving.cancel()
+            handlers.deadline = min(handlers.deadline, deadline)
 
     async def _process(self, delivery: Delivery, limiter: trio.CapacityLimiter) -> None:
         try:
@@ -266,13 +281,23 @@ class Executor:
 async def run_executor(
     deps: Deps,
     job_types: Sequence[str],
+    drain: trio.Event | None = None,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The executor role: one consumer per job type, all in this role's nursery."""
+    """The executor role: one consumer per job type, all in this role's nursery.
+
+    When ``drain`` is set, stop receiving and return once running handlers have finished,
+    or SHUTDOWN_GRACE later (cancelled handlers hand their jobs back).
+    """
     executor = Executor(deps)
     async with trio.open_nursery() as nursery:
         await nursery.start(executor.heartbeat_loop)
-        for job_type in job_types:
-            await nursery.start(executor.consume, job_type)
-        task_status.started()
+        async with trio.open_nursery() as consumers:
+            for job_type in job_types:
+                await consumers.start(executor.consume, job_type)
+            task_status.started()
+            if drain is not None:
+                await drain.wait()
+                executor.drain(deps.settings.shutdown_grace)
+        nursery.cancel_scope.cancel()

@@ -28,17 +28,22 @@ class Reaper:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    async def sweep(self) -> dict[str, int]:
-        """Run both sweeps once; returns how many jobs each recovered."""
+    async def sweep(self, *, queued_timeout: float | None = None) -> dict[str, int]:
+        """Run both sweeps once; returns how many jobs each recovered.
+
+        ``queued_timeout`` overrides QUEUED_TIMEOUT (0 re-pends every queued job).
+        """
         deps = self._deps
         settings = deps.settings
+        if queued_timeout is None:
+            queued_timeout = settings.queued_timeout
         recovered = {"queued": 0, "claimed": 0}
         while True:
             now = deps.clock.now()
             stale = await deps.store.find_stale(
                 [Status.QUEUED],
                 "queued_at",
-                now - timedelta(seconds=settings.queued_timeout),
+                now - timedelta(seconds=queued_timeout),
                 SWEEP_BATCH,
             )
             results = await deps.store.apply_many([states.requeue(job, now=now) for job in stale])
@@ -91,6 +96,14 @@ async def run_reaper(
 ) -> None:
     """The reaper role: sweep every REAPER_INTERVAL until cancelled."""
     reaper = Reaper(deps)
+    if not deps.bus.durable:
+        # A bus that forgets wake-ups on restart (the in-process one): every job queued
+        # before this start lost its wake-up. Re-pend them now, before reporting started (so
+        # before this process's scheduler queues anything), not after QUEUED_TIMEOUT.
+        try:
+            await reaper.sweep(queued_timeout=0.0)
+        except StoreError as exc:
+            log.error("reaper start-up sweep failed", extra={"error": str(exc)})
     task_status.started()
     while True:
         try:

@@ -102,6 +102,11 @@ class Subscription(abc.ABC):
 class Bus(abc.ABC):
     """Carries wake-ups from the scheduler to executors, and dead letters to ``jobs.dlq``."""
 
+    #: Whether published wake-ups survive a restart of this process. When False (the
+    #: in-process bus), every job still ``queued`` at start-up has lost its wake-up for sure,
+    #: and the reaper re-pends it at once instead of after QUEUED_TIMEOUT.
+    durable: bool = True
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Connect. No I/O happens before this."""

@@ -31,16 +31,27 @@ class _LocalDelivery(Delivery):
 
 
 class _LocalSubscription(Subscription):
+    # An iterator object rather than an async generator: a receive cancelled by a timeout
+    # (or an abandoned ``async for``) neither finishes the iterator nor leaves an
+    # un-finalized generator behind for trio to warn about.
     def __init__(self, receive: trio.MemoryReceiveChannel[WakeUp]) -> None:
         self._receive = receive
 
-    async def __aiter__(self) -> AsyncIterator[Delivery]:
-        async for message in self._receive:
-            yield _LocalDelivery(message)
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        try:
+            message = await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
+        return _LocalDelivery(message)
 
 
 class LocalBus(Bus):
     """One unbounded channel per job type; one group per type (competing consumers)."""
+
+    durable = False
 
     def __init__(self) -> None:
         self._channels: dict[

@@ -96,23 +96,25 @@ async def test_cron_template_spawns_one_instance_per_fire_time(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
     server = await dev_factory()
+    # Yearly, so no second fire time can come due while the test watches (a per-minute
+    # template would legitimately fire again when the test straddles a minute boundary).
     template = await create(
-        client, server, job_body(cron="* * * * *", scheduledAt=None, idempotencyKey="every-minute")
+        client, server, job_body(cron="0 0 1 1 *", scheduledAt=None, idempotencyKey="yearly")
     )
     first_fire = parse_time(template["scheduledAt"], "s")
     assert first_fire > datetime.now(UTC)
-    # Make the template due now (a fire time in the past) instead of waiting for the minute.
-    fire = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=3)
+    # Make the template due now (its previous fire time) instead of waiting for next year.
+    fire = datetime(datetime.now(UTC).year, 1, 1, tzinfo=UTC)
     with server.db() as db:
         db.execute(
             "UPDATE jobs SET scheduled_at = ? WHERE id = ?",
             (int(fire.timestamp() * 1000), template["id"]),
         )
-    expected_key = f"every-minute-run-{int(fire.timestamp()) * 1_000_000_000}"
+    expected_key = f"yearly-run-{int(fire.timestamp()) * 1_000_000_000}"
 
     async def instances() -> list[dict[str, Any]]:
         response = await client.get(f"{server.url}/jobs", params={"tenantId": "tenant-e2e"})
-        return [j for j in response.json() if j["idempotencyKey"].startswith("every-minute-run-")]
+        return [j for j in response.json() if j["idempotencyKey"].startswith("yearly-run-")]
 
     with trio.fail_after(10):
         while not (found := await instances()) or found[0]["status"] != "completed":
@@ -257,19 +259,52 @@ async def test_kill9_and_restart_completes_every_accepted_job(
     assert set(statuses) == set(accepted)
 
 
-async def test_sigterm_shuts_down_cleanly_and_hands_back_running_jobs(
+async def job_row(server: DevServer, job_id: str) -> tuple[str, int]:
+    with sqlite3.connect(server.db_path) as db:
+        status, attempts = db.execute(
+            "SELECT status, attempts FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+    return status, attempts
+
+
+async def test_sigterm_lets_a_running_job_finish_within_the_grace(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
-    server = await dev_factory()
+    server = await dev_factory(SHUTDOWN_GRACE="10s")
+    job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 1500}))
+    await wait_for_job(client, server, job["id"], is_status("running"))
+    assert await server.stop() == 0
+    assert await job_row(server, job["id"]) == ("completed", 0)
+
+
+async def test_sigterm_hands_back_a_job_still_running_at_the_grace_deadline(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> None:
+    server = await dev_factory(SHUTDOWN_GRACE="500ms")
     job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 60000}))
     await wait_for_job(client, server, job["id"], is_status("running"))
     assert await server.stop() == 0
-    with sqlite3.connect(server.db_path) as db:
-        status, attempts = db.execute(
-            "SELECT status, attempts FROM jobs WHERE id = ?", (job["id"],)
-        ).fetchone()
-    assert (status, attempts) == ("pending", 0)
+    assert await job_row(server, job["id"]) == ("pending", 0)
     assert "job handed back on shutdown" in server.log()
+
+
+async def test_restart_repends_jobs_whose_in_process_wake_up_was_lost(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> None:
+    # QUEUED_TIMEOUT is long: only the start-up sweep (the in-process bus is not durable)
+    # can explain a prompt recovery.
+    env = {"QUEUED_TIMEOUT": "5m"}
+    server = await dev_factory(**env)
+    job = await create(client, server, job_body(scheduledAt="2099-01-01T00:00:00Z"))
+    await server.stop()
+    with server.db() as db:
+        db.execute(
+            "UPDATE jobs SET status = 'queued', queued_at = 1, scheduled_at = 0 WHERE id = ?",
+            (job["id"],),
+        )
+    restarted = await dev_factory(SQLITE_PATH=str(server.db_path), **env)
+    done = await wait_for_job(client, restarted, job["id"], is_status("completed"), timeout=10)
+    assert done["attempts"] == 0
 
 
 async def test_metrics_listener_serves_every_metric_name(
