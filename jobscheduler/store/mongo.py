@@ -1,0 +1,656 @@
+"""The production JobStore: MongoDB through pymongo, every call in a trio worker thread.
+
+One document per job in the ``jobs`` collection: ``_id`` is ``ObjectId(job.id)``, the other
+fields use the camelCase names of the HTTP contract (:data:`FIELDS`), timestamps are BSON
+dates (milliseconds, which is why :func:`jobscheduler.model.utc` truncates to them) read back
+timezone-aware UTC. Every transition is one ``findAndModify`` whose filter is ``_id`` plus the
+Change's expectations; claims are a loop of ``findAndModify`` calls, one per job, so each job
+is handed out atomically without a multi-document transaction.
+
+Durability: writes use write concern ``{w: "majority", j: true}``, reads use read concern
+``majority`` (the claim, reaper and API reads all go through the same collection handle),
+and the client asks for retryable writes. pymongo uses retryable writes only where the
+server supports them (replica sets, sharded clusters); on a standalone server it does not.
+
+Unknown outcomes: a network error (``AutoReconnect``/``NetworkTimeout``/
+``ConnectionFailure``) during a write means the server may or may not have applied it.
+:meth:`MongoJobStore.apply` then re-reads the job: if the document now holds every value of
+``change.set`` the write landed and the job is returned; otherwise the update is sent once
+more (still conditional, so it cannot apply twice). :meth:`MongoJobStore.insert` retries
+once; a duplicate-key error on that retry whose stored document has this job's ``_id`` and
+key means the first attempt landed, and the job is returned. :meth:`MongoJobStore.claim_due`
+returns the jobs it already claimed when a later claim in its loop fails (a job whose claim
+landed unseen stays ``queued`` until the reaper's ``QUEUED_TIMEOUT`` sweep requeues it).
+Anything still failing is raised as :class:`~jobscheduler.errors.StoreError`.
+
+FerretDB v1.24 (the MongoDB wire-protocol server on SQLite that the tests use), as measured
+against it and read in its source:
+
+- it accepts ``writeConcern`` (even ``w: 3``) and ``readConcern`` (even ``linearizable``) and
+  ignores them, as it ignores ``lsid``/``txnNumber``: it has one node and no replication, so
+  the production settings above stay as they are and cost nothing there;
+- it reports itself as a standalone server, so pymongo sends it no retryable writes; if it
+  were started with ``--repl-set-name`` pymongo would, and FerretDB would execute a retried
+  write twice, so in that one case the client is rebuilt with ``retryWrites=false``;
+- it has no transactions (we use none) and rejects payload keys containing ``.`` or starting
+  with ``$``, which MongoDB 5+ stores: that becomes a ValidationError here;
+- its ``findAndModify`` is NOT atomic: it reads and filters the documents, then overwrites
+  the chosen one by ``_id`` unconditionally, so two concurrent conditional updates of one
+  document can both "succeed" (two claimers get the same job, two racing picks both win).
+  When the server identifies itself as FerretDB (``buildInfo`` carries ``ferretdbVersion``),
+  or when ``serialize_writes=True``, this store therefore runs its conditional writes
+  (claims and transitions) one at a time. That restores the contract for everything that
+  goes through one store (one process); across processes FerretDB cannot give it, which is
+  one reason production runs on MongoDB. Inserts are not serialized: FerretDB enforces
+  unique indexes atomically in SQLite;
+- it filters and sorts in memory (only a lone ``_id`` equality is pushed down to SQLite), so
+  every query scans the collection. With writes serialized anyway, claims are made in
+  batches there (``batch_claims``): one sorted read, one ``updateMany``, one read back,
+  instead of one collection sort per claimed job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
+
+import trio
+from bson import ObjectId
+from bson.errors import BSONError
+from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
+from pymongo.collection import Collection
+from pymongo.errors import (
+    AutoReconnect,
+    ConnectionFailure,
+    DuplicateKeyError,
+    NetworkTimeout,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+    WriteError,
+)
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
+from ..model import Job, Status, utc
+from ..states import Change, claim_fields
+from .base import JobStore
+
+T = TypeVar("T")
+Document = dict[str, Any]
+
+log = logging.getLogger(__name__)
+
+COLLECTION: Final = "jobs"
+
+#: Job field name -> document field name: the one place the mapping lives.
+FIELDS: Final[Mapping[str, str]] = {
+    "id": "_id",
+    "idempotency_key": "idempotencyKey",
+    "tenant_id": "tenantId",
+    "job_type": "jobType",
+    "payload": "payload",
+    "priority": "priority",
+    "status": "status",
+    "scheduled_at": "scheduledAt",
+    "cron": "cron",
+    "attempts": "attempts",
+    "max_attempts": "maxAttempts",
+    "last_error": "lastError",
+    "claimed_by": "claimedBy",
+    "claimed_at": "claimedAt",
+    "claim_token": "claimToken",
+    "heartbeat_at": "heartbeatAt",
+    "queued_at": "queuedAt",
+    "created_at": "createdAt",
+    "updated_at": "updatedAt",
+}
+_TIME_FIELDS: Final = frozenset(
+    {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+)
+_STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
+
+#: The order claims hand jobs out in (highest priority, then oldest, then oldest id).
+CLAIM_SORT: Final = [
+    (FIELDS["priority"], DESCENDING),
+    (FIELDS["scheduled_at"], ASCENDING),
+    ("_id", ASCENDING),
+]
+
+#: Created by :meth:`MongoJobStore.start` (``createIndexes`` is a no-op for an existing,
+#: identical index, so starting twice is harmless; an index whose definition changed under
+#: the same name fails the start with StoreError instead of being silently kept).
+INDEXES: Final = [
+    IndexModel([(FIELDS["idempotency_key"], ASCENDING)], name="idempotencyKey_unique", unique=True),
+    # Claims: equality on status, then exactly the claim sort, so the first due job is the
+    # first index entry that passes the scheduledAt/cron filter (no in-memory sort).
+    IndexModel([(FIELDS["status"], ASCENDING), *CLAIM_SORT], name="claim"),
+    # next_due_at / due_templates: pending jobs by fire time.
+    IndexModel(
+        [(FIELDS["status"], ASCENDING), (FIELDS["scheduled_at"], ASCENDING)],
+        name="status_scheduledAt",
+    ),
+    # list_jobs, with and without a status filter.
+    IndexModel(
+        [(FIELDS["tenant_id"], ASCENDING), (FIELDS["created_at"], DESCENDING), ("_id", DESCENDING)],
+        name="tenant_createdAt",
+    ),
+    IndexModel(
+        [
+            (FIELDS["tenant_id"], ASCENDING),
+            (FIELDS["status"], ASCENDING),
+            (FIELDS["created_at"], DESCENDING),
+            ("_id", DESCENDING),
+        ],
+        name="tenant_status_createdAt",
+    ),
+    # The reaper's two sweeps.
+    IndexModel(
+        [(FIELDS["status"], ASCENDING), (FIELDS["queued_at"], ASCENDING)], name="status_queuedAt"
+    ),
+    IndexModel(
+        [(FIELDS["status"], ASCENDING), (FIELDS["heartbeat_at"], ASCENDING)],
+        name="status_heartbeatAt",
+    ),
+]
+
+#: Write errors that mean "this document is not storable" (BadValue — FerretDB's answer to
+#: payload keys with "." or a leading "$" —, DollarPrefixedFieldName, DottedFieldName).
+_INVALID_DOCUMENT_CODES: Final = frozenset({2, 52, 57})
+
+#: Errors after which a write may or may not have been applied.
+_OUTCOME_UNKNOWN = (AutoReconnect, NetworkTimeout, ConnectionFailure)
+
+
+#: Ids per ``updateMany`` of a batch claim (see :meth:`MongoJobStore._claim_batch_sync`).
+_CLAIM_CHUNK: Final = 100
+
+
+def _outcome_unknown(exc: PyMongoError) -> bool:
+    """A network failure during a write; not a server-selection timeout (nothing was sent,
+    and retrying would only wait for another timeout)."""
+    return isinstance(exc, _OUTCOME_UNKNOWN) and not isinstance(exc, ServerSelectionTimeoutError)
+
+
+def _to_doc(field: str, value: Any) -> Any:
+    """A Job field value as stored in the document."""
+    if value is None:
+        return None
+    if field == "id":
+        return ObjectId(value)
+    if field in _TIME_FIELDS:
+        return utc(value)
+    if field == "status":
+        return Status(value).value
+    return value
+
+
+def job_to_document(job: Job) -> Document:
+    """The document stored for ``job`` (every field present; absent values are null)."""
+    return {doc_field: _to_doc(field, getattr(job, field)) for field, doc_field in FIELDS.items()}
+
+
+def document_to_job(doc: Mapping[str, Any]) -> Job:
+    """The Job a stored document describes (a missing optional field reads as None)."""
+    values: dict[str, Any] = {}
+    for field, doc_field in FIELDS.items():
+        value = doc.get(doc_field)
+        if value is None:
+            continue
+        if field == "id":
+            value = str(value)
+        elif field in _TIME_FIELDS:
+            value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        elif field == "status":
+            value = Status(value)
+        values[field] = value
+    return Job(**values)
+
+
+def _set_document(values: Mapping[str, Any]) -> Document:
+    return {FIELDS[field]: _to_doc(field, value) for field, value in values.items()}
+
+
+def _change_filter(change: Change) -> Document:
+    """``{_id, **expectations}``: None matches null or missing, a tuple means ``$in``."""
+    query: Document = {"_id": ObjectId(change.job_id)}
+    for field, expected in change.expect.items():
+        doc_field = FIELDS[field]
+        if isinstance(expected, tuple):
+            query[doc_field] = {"$in": [_to_doc(field, value) for value in expected]}
+        else:
+            query[doc_field] = _to_doc(field, expected)
+    return query
+
+
+def _due_filter(now: datetime) -> Document:
+    """Due one-off jobs: pending, no cron (null or missing), ``scheduledAt <= now``."""
+    return {
+        FIELDS["status"]: Status.PENDING.value,
+        FIELDS["cron"]: None,
+        FIELDS["scheduled_at"]: {"$lte": utc(now)},
+    }
+
+
+def _holds(doc: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    """Whether ``doc`` holds every value the update would have written."""
+    return all(doc.get(doc_field) == value for doc_field, value in values.items())
+
+
+class MongoJobStore(JobStore):
+    """JobStore on a MongoDB (or MongoDB wire-protocol) server.
+
+    ``server_selection_timeout`` (seconds) bounds how long any call waits for a reachable
+    server before raising StoreError; it is also the connect timeout. ``socket_timeout``
+    bounds one round trip on an established connection (a write whose reply does not come
+    back in time is an unknown outcome, handled as described in the module docstring).
+    ``limiter_tokens`` is the number of worker threads (and so pooled connections) this store
+    uses at once.
+
+    Server quirks (see the module docstring): ``serialize_writes`` forces (True) or forbids
+    (False) running conditional writes one at a time; None (the default) enables it only when
+    the server is FerretDB. ``batch_claims`` lets a store whose writes are serialized claim a
+    whole batch with one sorted read, conditional ``updateMany`` calls (100 ids each) and one
+    read back instead of one sorted ``findAndModify`` per job (FerretDB v1 sorts in memory on
+    every call, so the per-job loop costs a full collection sort per claimed job). It has no
+    effect on a store whose writes are not serialized: there only the per-job loop is safe.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        database: str = "jobscheduler",
+        *,
+        server_selection_timeout: float = 5.0,
+        socket_timeout: float = 30.0,
+        limiter_tokens: int = 16,
+        serialize_writes: bool | None = None,
+        batch_claims: bool = True,
+    ) -> None:
+        self._uri = uri
+        self._database = database
+        self._server_selection_timeout = server_selection_timeout
+        self._socket_timeout = socket_timeout
+        self._limiter = trio.CapacityLimiter(limiter_tokens)
+        self._serialize_option = serialize_writes
+        self._batch_option = batch_claims
+        self._serialize = bool(serialize_writes)
+        self._write_lock = trio.Lock()
+        self._start_lock = trio.Lock()
+        self._client: MongoClient[Document] | None = None
+        self._jobs: Collection[Document] | None = None
+        #: The server's ``buildInfo`` (set by :meth:`start`).
+        self.server_info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def is_ferretdb(self) -> bool:
+        """True when the server identified itself as FerretDB (after :meth:`start`)."""
+        return "ferretdbVersion" in self.server_info
+
+    @property
+    def serializes_writes(self) -> bool:
+        """True when conditional writes run one at a time (FerretDB, or forced)."""
+        return self._serialize
+
+    @property
+    def batches_claims(self) -> bool:
+        """True when :meth:`claim_due` claims a batch per round trip (serialized stores)."""
+        return self._serialize and self._batch_option
+
+    async def start(self) -> None:
+        """Connect, detect FerretDB, and create the indexes. Idempotent.
+
+        Raises StoreError (after about ``server_selection_timeout``) if no server answers.
+        """
+        async with self._start_lock:
+            if self._client is None:
+                await self._start()
+
+    def _new_client(self, *, retry_writes: bool) -> MongoClient[Document]:
+        timeout_ms = max(1, int(self._server_selection_timeout * 1000))
+        return MongoClient(
+            self._uri,
+            tz_aware=True,
+            tzinfo=UTC,
+            serverSelectionTimeoutMS=timeout_ms,
+            connectTimeoutMS=timeout_ms,
+            socketTimeoutMS=max(1, int(self._socket_timeout * 1000)),
+            retryWrites=retry_writes,
+            maxPoolSize=self._limiter.total_tokens + 2,
+            appname="jobscheduler",
+            connect=False,
+        )
+
+    def _connect_sync(self) -> tuple[MongoClient[Document], dict[str, Any]]:
+        client = self._new_client(retry_writes=True)
+        try:
+            info: dict[str, Any] = client.admin.command("buildInfo")
+            hello: dict[str, Any] = client.admin.command("hello")
+            if "ferretdbVersion" in info and hello.get("setName"):
+                # A FerretDB started with --repl-set-name looks like a replica set, so pymongo
+                # would retry a write whose reply was lost with the same txnNumber; FerretDB
+                # ignores txnNumber and runs the write twice (a conditional update's retry
+                # then reports "lost the race" although the first attempt won). Standalone
+                # FerretDB gets no retryable writes anyway, so only this case degrades.
+                client.close()
+                client = self._new_client(retry_writes=False)
+            jobs = self._jobs_of(client)
+            for index in INDEXES:
+                # One index per createIndexes: FerretDB v1.24 panics (and drops the
+                # connection) when one command names two or more indexes that already
+                # exist — its "skip identical index" step deletes from a shrinking slice by
+                # the original position. One at a time is standard and costs 7 round trips.
+                jobs.create_indexes([index])
+        except BaseException:
+            client.close()
+            raise
+        return client, info
+
+    def _jobs_of(self, client: MongoClient[Document]) -> Collection[Document]:
+        return client.get_database(self._database).get_collection(
+            COLLECTION,
+            write_concern=WriteConcern(w="majority", j=True),
+            read_concern=ReadConcern("majority"),
+        )
+
+    async def _start(self) -> None:
+        client, info = await self._call(self._connect_sync, "start")
+        self.server_info = info
+        ferretdb = self.is_ferretdb
+        self._serialize = ferretdb if self._serialize_option is None else self._serialize_option
+        self._client, self._jobs = client, self._jobs_of(client)
+        log.info(
+            "mongo store started database=%s server=%s serialize_writes=%s batch_claims=%s",
+            self._database,
+            f"FerretDB {info['ferretdbVersion']}" if ferretdb else f"MongoDB {info.get('version')}",
+            self._serialize,
+            self.batches_claims,
+        )
+
+    async def close(self) -> None:
+        """Close the client. Safe to call twice."""
+        client, self._client, self._jobs = self._client, None, None
+        if client is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(client.close, limiter=self._limiter)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _collection(self) -> Collection[Document]:
+        if self._jobs is None:
+            raise StoreError("MongoDB store is not started")
+        return self._jobs
+
+    async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T:
+        """Run ``fn`` in a worker thread under this store's limiter; map driver errors.
+
+        Reads may be abandoned on cancellation (they have no effect); writes are waited for,
+        so a cancelled caller never leaves a write running unseen (bounded by the timeouts).
+        """
+        try:
+            return await trio.to_thread.run_sync(fn, limiter=self._limiter, abandon_on_cancel=read)
+        except PyMongoError as exc:
+            raise StoreError(f"MongoDB {what} failed: {exc}") from exc
+        except BSONError as exc:
+            raise StoreError(f"MongoDB {what}: cannot encode/decode document: {exc}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _conditional_write(self) -> AsyncIterator[None]:
+        if self._serialize:
+            async with self._write_lock:
+                yield
+        else:
+            yield
+
+    # ------------------------------------------------------------------ JobStore
+
+    async def insert(self, job: Job) -> Job:
+        """Insert; DuplicateJob if the idempotencyKey is used (see module doc for retries)."""
+        jobs = self._collection()
+        doc = job_to_document(job)
+
+        def duplicate(exc: DuplicateKeyError, retried: bool) -> Job:
+            if retried:
+                stored = jobs.find_one({"_id": doc["_id"]})
+                if stored is not None and stored.get(FIELDS["idempotency_key"]) == (
+                    job.idempotency_key
+                ):
+                    return job  # the attempt whose reply was lost did land
+            key_pattern = (exc.details or {}).get("keyPattern") or {}
+            if key_pattern and FIELDS["idempotency_key"] not in key_pattern:
+                raise StoreError(f"insert of job {job.id} failed: {exc}") from None
+            # FerretDB names no index in its E11000 errors; _id collisions of fresh
+            # ObjectIds do not happen, so an unnamed duplicate is the idempotency key.
+            raise DuplicateJob(f"idempotencyKey {job.idempotency_key!r} is already used") from None
+
+        def op() -> Job:
+            try:
+                jobs.insert_one(dict(doc))
+            except DuplicateKeyError as exc:
+                return duplicate(exc, retried=False)
+            except WriteError as exc:
+                if exc.code in _INVALID_DOCUMENT_CODES:
+                    message = (exc.details or {}).get("errmsg") or str(exc)
+                    raise ValidationError(f"payload: rejected by the store: {message}") from None
+                raise
+            except PyMongoError as exc:
+                if not _outcome_unknown(exc):
+                    raise
+                log.warning("insert outcome unknown job_id=%s, retrying: %s", job.id, exc)
+                try:
+                    jobs.insert_one(dict(doc))
+                except DuplicateKeyError as again:
+                    return duplicate(again, retried=True)
+            return job
+
+        return await self._call(op, "insert")
+
+    async def get(self, job_id: str) -> Job:
+        if not ObjectId.is_valid(job_id):
+            raise JobNotFound(f"job {job_id} not found")
+        jobs = self._collection()
+        doc = await self._call(lambda: jobs.find_one({"_id": ObjectId(job_id)}), "get", read=True)
+        if doc is None:
+            raise JobNotFound(f"job {job_id} not found")
+        return document_to_job(doc)
+
+    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
+        jobs = self._collection()
+        query: Document = {FIELDS["tenant_id"]: tenant_id}
+        if status is not None:
+            query[FIELDS["status"]] = Status(status).value
+        sort = [(FIELDS["created_at"], DESCENDING), ("_id", DESCENDING)]
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "list", read=True)
+
+    async def claim_due(self, now: datetime, limit: int) -> list[Job]:
+        """Claim up to ``limit`` due jobs in one thread hop.
+
+        Normally a loop of ``findAndModify`` (due filter, claim sort, ``$set`` of
+        ``claim_fields(now)``), one job per call, stopping at the first call that matches
+        nothing; each call is atomic, so concurrent claimers never share a job. On a store
+        whose writes are serialized (FerretDB) a batch is claimed instead: see
+        :meth:`_claim_batch_sync`. If a call fails after some jobs were claimed, those jobs
+        are returned (they are queued and must be announced); a failure before any claim
+        raises StoreError.
+        """
+        if limit <= 0:
+            return []
+        jobs = self._collection()
+        query = _due_filter(now)
+        update = {"$set": _set_document(claim_fields(now))}
+
+        def claim_loop() -> list[Job]:
+            claimed: list[Job] = []
+            for _ in range(limit):
+                try:
+                    doc = jobs.find_one_and_update(
+                        query, update, sort=CLAIM_SORT, return_document=ReturnDocument.AFTER
+                    )
+                except PyMongoError as exc:
+                    if not claimed:
+                        raise
+                    log.warning("claim stopped after %d jobs: %s", len(claimed), exc)
+                    break
+                if doc is None:
+                    break
+                claimed.append(document_to_job(doc))
+            return claimed
+
+        async with self._conditional_write():
+            if self.batches_claims:
+                return await self._call(lambda: self._claim_batch_sync(now, limit), "claim")
+            return await self._call(claim_loop, "claim")
+
+    def _claim_batch_sync(self, now: datetime, limit: int) -> list[Job]:
+        """Serialized stores only: read the due ids in claim order, flip them with one
+        conditional ``updateMany`` (the due filter again, plus ``_id $in``), read them back.
+
+        The update goes in chunks of ``_CLAIM_CHUNK`` ids so that no single round trip runs
+        long (FerretDB v1 pays a table scan per document it writes). Only correct while no
+        other writer of this store runs between the steps, which the write lock guarantees;
+        that is why it is never used when writes are not serialized. Whatever fails during
+        the updates, the read back decides what was claimed (an ``updateMany`` is not atomic
+        as a whole and may have flipped part of its chunk); the error is raised only when
+        nothing was. Returned in claim order.
+        """
+        jobs = self._collection()
+        query = _due_filter(now)
+        values = _set_document(claim_fields(now))
+        ids = [
+            doc["_id"]
+            for doc in jobs.find(query, projection={"_id": True}, sort=CLAIM_SORT, limit=limit)
+        ]
+        error: PyMongoError | None = None
+        for start in range(0, len(ids), _CLAIM_CHUNK):
+            chunk = ids[start : start + _CLAIM_CHUNK]
+            try:
+                jobs.update_many({**query, "_id": {"$in": chunk}}, {"$set": values})
+            except PyMongoError as exc:
+                log.warning("batch claim interrupted, re-reading %d jobs: %s", len(ids), exc)
+                error = exc
+                break
+        if not ids:
+            return []
+        docs = {doc["_id"]: doc for doc in jobs.find({"_id": {"$in": ids}})}
+        claimed = [
+            document_to_job(docs[_id]) for _id in ids if _id in docs and _holds(docs[_id], values)
+        ]
+        if error is not None and not claimed and not _outcome_unknown(error):
+            raise error
+        return claimed
+
+    async def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        jobs = self._collection()
+        query: Document = {
+            FIELDS["status"]: Status.PENDING.value,
+            FIELDS["cron"]: {"$ne": None},
+            FIELDS["scheduled_at"]: {"$lte": utc(now)},
+        }
+        sort = [(FIELDS["scheduled_at"], ASCENDING), ("_id", ASCENDING)]
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "due_templates", read=True)
+
+    async def next_due_at(self) -> datetime | None:
+        jobs = self._collection()
+        field = FIELDS["scheduled_at"]
+
+        def op() -> datetime | None:
+            cursor = jobs.find(
+                {FIELDS["status"]: Status.PENDING.value},
+                projection={field: True},
+                sort=[(field, ASCENDING)],
+                limit=1,
+            )
+            for doc in cursor:
+                value: datetime = doc[field]
+                return value.astimezone(UTC)
+            return None
+
+        return await self._call(op, "next_due_at", read=True)
+
+    def _apply_sync(self, change: Change) -> Job | None:
+        """One conditional ``findAndModify`` (runs in a worker thread); see module doc."""
+        jobs = self._collection()
+        query = _change_filter(change)
+        values = _set_document(change.set)
+        update = {"$set": values}
+
+        def attempt() -> Job | None:
+            doc = jobs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
+            return None if doc is None else document_to_job(doc)
+
+        try:
+            return attempt()
+        except PyMongoError as exc:
+            if not _outcome_unknown(exc):
+                raise
+            log.warning(
+                "%s outcome unknown job_id=%s, re-reading: %s",
+                change.transition,
+                change.job_id,
+                exc,
+            )
+        current = jobs.find_one({"_id": query["_id"]})
+        if current is not None and _holds(current, values):
+            return document_to_job(current)
+        return attempt()
+
+    async def apply(self, change: Change) -> Job | None:
+        async with self._conditional_write():
+            return await self._call(lambda: self._apply_sync(change), change.transition)
+
+    async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
+        """Apply the changes one after another in a single thread hop (not a transaction)."""
+        if not changes:
+            return []
+        async with self._conditional_write():
+            return await self._call(
+                lambda: [self._apply_sync(change) for change in changes], "apply_many"
+            )
+
+    async def find_stale(
+        self, statuses: Sequence[Status], field: str, before: datetime, limit: int
+    ) -> list[Job]:
+        """A null or missing ``field`` counts as stale; oldest (nulls) first."""
+        if field not in _STALE_FIELDS:
+            raise ValueError(f"find_stale: field must be one of {sorted(_STALE_FIELDS)}")
+        jobs = self._collection()
+        doc_field = FIELDS[field]
+        query: Document = {
+            FIELDS["status"]: {"$in": [Status(s).value for s in statuses]},
+            "$or": [{doc_field: None}, {doc_field: {"$lt": utc(before)}}],
+        }
+        sort = [(doc_field, ASCENDING), ("_id", ASCENDING)]
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "find_stale", read=True)
+
+    async def count_by_status(self) -> dict[Status, int]:
+        jobs = self._collection()
+        pipeline = [{"$group": {"_id": f"${FIELDS['status']}", "n": {"$sum": 1}}}]
+
+        def op() -> list[Document]:
+            return list(jobs.aggregate(pipeline))
+
+        rows = await self._call(op, "count_by_status", read=True)
+        counts = dict.fromkeys(Status, 0)
+        for row in rows:
+            counts[Status(row["_id"])] = int(row["n"])
+        return counts
+
+
+__all__ = ["FIELDS", "INDEXES", "MongoJobStore", "document_to_job", "job_to_document"]

@@ -1,0 +1,440 @@
+"""MongoJobStore behaviour beyond the shared store contract, against a real server.
+
+The server is ``MONGO_URI`` (default ``mongodb://127.0.0.1:27017``: FerretDB from
+``scripts/deps.sh up``, or a real MongoDB). Nothing here skips: an unreachable server fails
+every test. Lost requests and replies are provoked with a small TCP proxy between the store
+and the server that drops one chosen request, or swallows the server's reply to it after the
+server has executed it, and then cuts the connection.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import pymongo
+import pytest
+import trio
+from bson import ObjectId
+
+from jobscheduler import states
+from jobscheduler.errors import StoreError, ValidationError
+from jobscheduler.model import Status
+from jobscheduler.store.mongo import COLLECTION, FIELDS, INDEXES, MongoJobStore
+from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
+from tests.contract.test_store_contract import NOW, make_job
+
+pytestmark = pytest.mark.integration
+
+# A command's name is the first element of its OP_MSG body: BSON string type, key, NUL.
+FIND_AND_MODIFY = b"\x02findAndModify\x00"
+INSERT = b"\x02insert\x00"
+UPDATE = b"\x02update\x00"
+
+
+def _server_address(uri: str) -> tuple[str, int]:
+    host, port = pymongo.uri_parser.parse_uri(uri)["nodelist"][0]
+    return host, port
+
+
+def _via(uri: str, port: int) -> str:
+    """``uri`` with its host list replaced by the proxy (and a direct connection to it)."""
+    match = re.match(r"^mongodb://(?:([^@/]*)@)?([^/?]*)(/[^?]*)?(?:\?(.*))?$", uri)
+    if match is None:
+        raise ValueError(f"the fault-injection tests need a mongodb:// URI, got {uri!r}")
+    userinfo, _hosts, path, query = match.groups()
+    options = [opt for opt in (query or "").split("&") if opt and "replicaSet" not in opt]
+    options.append("directConnection=true")
+    auth = f"{userinfo}@" if userinfo else ""
+    return f"mongodb://{auth}127.0.0.1:{port}{path or '/'}?{'&'.join(options)}"
+
+
+class FaultProxy:
+    """TCP proxy to the server that can lose one request, or one reply, on purpose."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self._upstream = upstream
+        self._rule: tuple[bytes, Literal["request", "reply"]] | None = None
+        self.fired = trio.Event()
+        self._scope = trio.CancelScope()
+
+    def lose_next(self, marker: bytes, what: Literal["request", "reply"]) -> None:
+        """Lose the next request containing ``marker`` (never sent), or its reply (sent,
+        executed, reply swallowed); either way the client's connection is then cut."""
+        self._rule, self.fired = (marker, what), trio.Event()
+
+    def stop(self) -> None:
+        """Close the listener and every connection: the server looks down."""
+        self._scope.cancel()
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        with self._scope:
+            listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+            task_status.started(listeners[0].socket.getsockname()[1])
+            await trio.serve_listeners(self._handle, listeners)
+
+    async def _handle(self, client: trio.SocketStream) -> None:
+        swallow = False
+        try:
+            async with (
+                client,
+                await trio.open_tcp_stream(*self._upstream) as upstream,
+                trio.open_nursery() as nursery,
+            ):
+
+                async def requests() -> None:
+                    nonlocal swallow
+                    while chunk := await client.receive_some(1 << 16):
+                        rule = self._rule
+                        if rule is not None and rule[0] in chunk:
+                            self._rule = None
+                            if rule[1] == "request":
+                                self.fired.set()
+                                break
+                            swallow = True
+                        await upstream.send_all(chunk)
+                    nursery.cancel_scope.cancel()
+
+                async def replies() -> None:
+                    while chunk := await upstream.receive_some(1 << 16):
+                        if swallow:
+                            self.fired.set()
+                            break
+                        await client.send_all(chunk)
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(requests)
+                nursery.start_soon(replies)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+
+
+async def _raw(uri: str, database: str, fn: Any) -> Any:
+    """Run ``fn(collection)`` with a separate plain client (to look behind the store)."""
+
+    def call() -> Any:
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            uri, serverSelectionTimeoutMS=5000, tz_aware=True
+        )
+        try:
+            return fn(client[database][COLLECTION])
+        finally:
+            client.close()
+
+    return await trio.to_thread.run_sync(call)
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[str]:
+    name = unique_database_name("js_mongo")
+    try:
+        yield name
+    finally:
+        await drop_database(mongo_uri(), name)
+
+
+@pytest.fixture
+async def store(database: str) -> AsyncIterator[MongoJobStore]:
+    store = MongoJobStore(mongo_uri(), database)
+    await store.start()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+async def proxy(nursery: trio.Nursery) -> AsyncIterator[tuple[FaultProxy, str]]:
+    """A fault proxy in front of the server, and the store URI that goes through it."""
+    fault_proxy = FaultProxy(_server_address(mongo_uri()))
+    port = await nursery.start(fault_proxy.run)
+    yield fault_proxy, _via(mongo_uri(), port)
+    fault_proxy.stop()
+
+
+@pytest.fixture
+async def proxied_store(
+    proxy: tuple[FaultProxy, str], database: str
+) -> AsyncIterator[tuple[MongoJobStore, FaultProxy]]:
+    fault_proxy, uri = proxy
+    store = MongoJobStore(uri, database, server_selection_timeout=5.0, socket_timeout=5.0)
+    await store.start()
+    try:
+        yield store, fault_proxy
+    finally:
+        await store.close()
+
+
+def _index_keys(index: Mapping[str, Any]) -> list[tuple[str, int]]:
+    return [(field, int(direction)) for field, direction in index["key"].items()]
+
+
+# ---------------------------------------------------------------------------- lifecycle
+
+
+async def test_start_creates_every_index(store: MongoJobStore, database: str) -> None:
+    existing = {
+        ix["name"]: ix for ix in await _raw(mongo_uri(), database, lambda c: c.list_indexes())
+    }
+    for model in INDEXES:
+        wanted = model.document
+        assert wanted["name"] in existing, f"index {wanted['name']} missing"
+        found = existing[wanted["name"]]
+        assert _index_keys(found) == _index_keys(wanted)
+        assert bool(found.get("unique")) == bool(wanted.get("unique"))
+    unique = existing["idempotencyKey_unique"]
+    assert _index_keys(unique) == [("idempotencyKey", 1)]
+    assert unique.get("unique") is True
+
+
+async def test_start_is_idempotent_on_one_store_and_across_stores(
+    store: MongoJobStore, database: str
+) -> None:
+    before = sorted(
+        ix["name"] for ix in await _raw(mongo_uri(), database, lambda c: c.list_indexes())
+    )
+    job = await store.insert(make_job())
+    await store.start()  # the same store again: a no-op
+    second = MongoJobStore(mongo_uri(), database)
+    await second.start()  # another process starting on an existing database
+    try:
+        await second.start()
+        assert await second.get(job.id) == job
+    finally:
+        await second.close()
+        await second.close()  # closing twice is fine too
+    after = sorted(
+        ix["name"] for ix in await _raw(mongo_uri(), database, lambda c: c.list_indexes())
+    )
+    assert after == before
+
+
+async def test_unreachable_server_fails_with_store_error_within_the_timeout() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    store = MongoJobStore(f"mongodb://127.0.0.1:{port}", "unused", server_selection_timeout=0.5)
+    started = trio.current_time()
+    with trio.fail_after(5), pytest.raises(StoreError) as info:
+        await store.start()
+    assert trio.current_time() - started < 3.0
+    assert not isinstance(info.value, pymongo.errors.PyMongoError)
+    assert isinstance(info.value.__cause__, pymongo.errors.ServerSelectionTimeoutError)
+    await store.close()  # nothing to close, still fine
+
+
+async def test_calls_before_start_raise_store_error() -> None:
+    store = MongoJobStore(mongo_uri(), unique_database_name())
+    with pytest.raises(StoreError):
+        await store.get(str(ObjectId()))
+    with pytest.raises(StoreError):
+        await store.claim_due(NOW, 10)
+
+
+async def test_server_going_away_gives_store_error_within_the_timeout(
+    proxy: tuple[FaultProxy, str], database: str
+) -> None:
+    fault_proxy, uri = proxy
+    store = MongoJobStore(uri, database, server_selection_timeout=0.5)
+    await store.start()
+    try:
+        job = await store.insert(make_job())
+        fault_proxy.stop()
+        for call in (
+            lambda: store.get(job.id),
+            lambda: store.apply(states.pick(job.id, worker="w", token="t", now=NOW)),
+            lambda: store.claim_due(NOW, 10),
+            lambda: store.insert(make_job()),
+        ):
+            started = trio.current_time()
+            with trio.fail_after(10), pytest.raises(StoreError):
+                await call()
+            assert trio.current_time() - started < 5.0
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------------- documents
+
+
+async def test_documents_use_object_ids_camel_case_fields_and_bson_dates(
+    store: MongoJobStore, database: str
+) -> None:
+    job = await store.insert(make_job(key="shape"))
+    [claimed] = await store.claim_due(NOW, 1)
+    doc = await _raw(mongo_uri(), database, lambda c: c.find_one({"_id": ObjectId(job.id)}))
+    assert doc["_id"] == ObjectId(job.id)
+    assert set(doc) == set(FIELDS.values())
+    assert doc["idempotencyKey"] == "shape"
+    assert doc["status"] == "queued"
+    for field in ("scheduledAt", "queuedAt", "createdAt", "updatedAt"):
+        assert isinstance(doc[field], datetime)
+        assert doc[field] == NOW
+    assert doc["claimToken"] is None
+    assert claimed.queued_at == NOW
+
+
+async def test_a_missing_optional_field_reads_as_none_and_matches_a_none_expectation(
+    store: MongoJobStore, database: str
+) -> None:
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    # Documents written by other tools may omit null fields altogether.
+    await _raw(
+        mongo_uri(),
+        database,
+        lambda c: c.update_one(
+            {"_id": ObjectId(job.id)}, {"$unset": {"claimToken": "", "lastError": ""}}
+        ),
+    )
+    loaded = await store.get(job.id)
+    assert loaded.claim_token is None
+    assert loaded.last_error is None
+    change = states.Change(
+        transition="test",
+        job_id=job.id,
+        expect={"status": Status.QUEUED, "claim_token": None},
+        set={"last_error": "seen"},
+    )
+    updated = await store.apply(change)
+    assert updated is not None
+    assert updated.last_error == "seen"
+
+
+async def test_a_payload_the_server_cannot_store_is_a_validation_error_not_a_driver_error(
+    store: MongoJobStore,
+) -> None:
+    # MongoDB 5+ stores dotted keys inside documents; FerretDB v1 rejects them.
+    job = make_job(payload={"a.b": 1})
+    if store.is_ferretdb:
+        with pytest.raises(ValidationError, match=r"a\.b"):
+            await store.insert(job)
+    else:
+        await store.insert(job)
+        assert await store.get(job.id) == job
+
+
+async def test_serializes_conditional_writes_exactly_when_the_server_is_ferretdb(
+    store: MongoJobStore,
+) -> None:
+    assert store.serializes_writes is store.is_ferretdb
+    assert store.batches_claims is store.is_ferretdb
+
+
+async def test_the_per_job_find_and_modify_claim_loop_orders_and_never_double_claims(
+    database: str,
+) -> None:
+    # The production claim path (on FerretDB the default is the batch path).
+    store = MongoJobStore(mongo_uri(), database, batch_claims=False)
+    await store.start()
+    try:
+        assert not store.batches_claims
+        high = await store.insert(make_job(priority=5))
+        for i in range(40):
+            await store.insert(make_job(priority=i % 3))
+        first = await store.claim_due(NOW, 1)
+        assert [j.id for j in first] == [high.id]
+        claimed: list[str] = []
+
+        async def claimer() -> None:
+            while batch := await store.claim_due(NOW, 3):
+                assert [j.priority for j in batch] == sorted(
+                    (j.priority for j in batch), reverse=True
+                )
+                claimed.extend(j.id for j in batch)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(claimer)
+        assert len(claimed) == 40
+        assert len(set(claimed)) == 40
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------------- lost replies
+
+
+async def test_apply_whose_reply_was_lost_returns_the_job_it_updated(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    fault_proxy.lose_next(FIND_AND_MODIFY, "reply")
+    picked = await store.apply(states.pick(job.id, worker="w1", token="t1", now=NOW))
+    assert fault_proxy.fired.is_set()
+    assert picked is not None
+    assert picked.status is Status.CLAIMED
+    assert picked.claim_token == "t1"
+    # The write is not applied twice and a second picker still loses.
+    assert await store.apply(states.pick(job.id, worker="w2", token="t2", now=NOW)) is None
+
+
+async def test_apply_whose_request_was_lost_is_sent_again(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    fault_proxy.lose_next(FIND_AND_MODIFY, "request")
+    picked = await store.apply(states.pick(job.id, worker="w1", token="t1", now=NOW))
+    assert fault_proxy.fired.is_set()
+    assert picked is not None
+    assert picked.claim_token == "t1"
+    assert (await store.get(job.id)).claim_token == "t1"
+
+
+async def test_apply_that_lost_the_race_still_returns_none_after_a_lost_reply(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    job = await store.insert(make_job())  # pending: a pick's expectation does not hold
+    fault_proxy.lose_next(FIND_AND_MODIFY, "reply")
+    assert await store.apply(states.pick(job.id, worker="w", token="t", now=NOW)) is None
+    assert fault_proxy.fired.is_set()
+    assert (await store.get(job.id)).status is Status.PENDING
+
+
+async def test_insert_whose_reply_was_lost_returns_the_job_not_a_duplicate(
+    proxied_store: tuple[MongoJobStore, FaultProxy], database: str
+) -> None:
+    store, fault_proxy = proxied_store
+    job = make_job(key="once")
+    fault_proxy.lose_next(INSERT, "reply")
+    assert await store.insert(job) == job
+    assert fault_proxy.fired.is_set()
+    count = await _raw(
+        mongo_uri(), database, lambda c: c.count_documents({"idempotencyKey": "once"})
+    )
+    assert count == 1
+
+
+async def test_claim_whose_reply_was_lost_neither_loses_nor_doubles_a_job(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
+    # The batch path (FerretDB) updates with one updateMany, the loop with findAndModify.
+    fault_proxy.lose_next(UPDATE if store.batches_claims else FIND_AND_MODIFY, "reply")
+    try:
+        claimed = await store.claim_due(NOW, 10)
+    except StoreError:
+        claimed = []  # the loop could not tell which job its lost claim took
+    assert fault_proxy.fired.is_set()
+    if store.batches_claims:
+        assert [j.id for j in claimed] == [j.id for j in jobs]
+    # Every job is returned by this claim, or left queued for the reaper (a lost claim the
+    # loop could not attribute), or still pending for the next claim: exactly one of them.
+    returned = {j.id for j in claimed}
+    assert len(returned) == len(claimed)
+    stale = await store.find_stale([Status.QUEUED], "queued_at", NOW + timedelta(days=1), 10)
+    unannounced = {j.id for j in stale} - returned
+    rest = {j.id for j in await store.claim_due(NOW, 10)}
+    assert not returned & rest
+    assert not unannounced & rest
+    assert returned | unannounced | rest == {j.id for j in jobs}
+    assert len(unannounced) <= 1
