@@ -28,7 +28,7 @@ DEFAULT_LIST_LIMIT = 100
 MAX_LIST_LIMIT = 5000
 MAX_ERROR_LENGTH = 2000
 
-_OBJECT_ID = re.compile(r"^[0-9a-f]{24}$")
+_OBJECT_ID = re.compile(r"[0-9a-f]{24}")
 
 
 class Status(enum.StrEnum):
@@ -94,7 +94,7 @@ def new_job_id() -> str:
 
 
 def is_job_id(text: str) -> bool:
-    return bool(_OBJECT_ID.match(text))
+    return bool(_OBJECT_ID.fullmatch(text))
 
 
 def utc(dt: datetime) -> datetime:
@@ -112,19 +112,24 @@ def utc(dt: datetime) -> datetime:
 def format_time(dt: datetime) -> str:
     """RFC3339 UTC with ``Z``; fractional seconds only when present."""
     dt = dt.astimezone(UTC)
+    # strftime's %Y does not zero-pad years before 1000; RFC3339 needs four digits.
+    text = (
+        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
+    )
     if dt.microsecond:
-        return dt.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+        text += f".{dt.microsecond // 1000:03d}"
+    return text + "Z"
 
 
 _RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|z|[+-]\d{2}:\d{2})$"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?"
+    r"(Z|z|[+-][0-9]{2}:[0-9]{2})"
 )
 
 
 def parse_time(text: str, field: str) -> datetime:
     """Parse an RFC3339 timestamp; a missing timezone is a ValidationError."""
-    match = _RFC3339.match(text)
+    match = _RFC3339.fullmatch(text)
     if not match:
         raise ValidationError(
             f"{field}: must be an RFC3339 timestamp with a timezone, e.g. 2026-09-29T18:00:00Z"
@@ -143,10 +148,9 @@ def parse_time(text: str, field: str) -> datetime:
     if second == 60:  # leap second: RFC3339 allows it, datetime does not
         second = 59
     try:
-        local = datetime(year, month, day, hour, minute, second, micros, tzinfo=UTC)
-    except ValueError as exc:
-        raise ValidationError(f"{field}: {exc}") from None
-    return utc(local - offset)
+        return utc(datetime(year, month, day, hour, minute, second, micros, tzinfo=UTC) - offset)
+    except (ValueError, OverflowError) as exc:
+        raise ValidationError(f"{field}: out of range: {exc}") from None
 
 
 def job_to_json(job: Job) -> dict[str, Any]:

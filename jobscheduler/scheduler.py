@@ -47,7 +47,11 @@ class Scheduler:
                 continue
             finally:
                 metrics.scheduler_tick_duration.observe(time.perf_counter() - started)
-            await self._sleep()
+            try:
+                await self._sleep()
+            except StoreError as exc:
+                log.error("scheduler could not read the next due time", extra={"error": str(exc)})
+                await trio.sleep(ERROR_BACKOFF)
 
     async def tick(self) -> int:
         """One pass: fire due templates, then claim and publish until no due job is left.

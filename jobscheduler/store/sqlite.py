@@ -228,10 +228,19 @@ class SQLiteJobStore(JobStore):
     async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         slot: _Slot[T] = _Slot(op)
         self._pending.append(slot)
-        async with self._write_lock:
-            if not slot.done:
-                batch, self._pending = self._pending, []
-                await trio.to_thread.run_sync(self._run_batch, batch, limiter=self._write_limiter)
+        try:
+            async with self._write_lock:
+                if not slot.done:
+                    batch, self._pending = self._pending, []
+                    await trio.to_thread.run_sync(
+                        self._run_batch, batch, limiter=self._write_limiter
+                    )
+        except BaseException:
+            # Cancelled while waiting for the lock: withdraw the operation unless another
+            # writer's batch already took it (then its outcome is unknown, like a lost reply).
+            if slot in self._pending:
+                self._pending.remove(slot)
+            raise
         if slot.error is not None:
             raise slot.error
         return slot.result  # type: ignore[return-value]

@@ -1,0 +1,221 @@
+"""Shared fixtures and helpers of the unit tests.
+
+Roles are built on the embedded adapters (a real SQLite file under ``tmp_path``, the
+in-process bus, the always-leader elector) with a clock that follows trio's clock, so a test
+that asks for a ``MockClock`` fixture runs in virtual time.
+
+SQLite calls run in real threads. While a thread works every task may be blocked, and
+``autojump_clock`` (pytest-trio's ``MockClock(autojump_threshold=0)``) then jumps at once to
+the next deadline, whatever it is: a ``fail_after``, or the executor's 10 s outcome shield,
+which then expires around a write that took microseconds. So:
+
+- ``autojump_clock`` is used where a single role step runs with no deadline of its own
+  (one tick, one sweep, the waker): time then moves only when the test sleeps, exactly.
+- ``patient_clock`` (autojump after 20 ms of real idleness) is used where role loops or the
+  executor run: a worker-thread SQLite call (well under a millisecond) never makes virtual
+  time leap, while idle waits still take a few real milliseconds each.
+
+Assertions are about outcomes and ordering; exact times only where nothing else runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from trio.testing import MockClock
+
+from jobscheduler.bus.local import LocalBus
+from jobscheduler.clock import Clock, TrioClock
+from jobscheduler.config import Settings
+from jobscheduler.election import Elector
+from jobscheduler.election.local import LocalElector
+from jobscheduler.handlers import HandlerRegistry, default_registry
+from jobscheduler.model import Job, Status, new_job_id, utc
+from jobscheduler.observability import Metrics
+from jobscheduler.runtime import Deps, Waker
+from jobscheduler.states import Change
+from jobscheduler.store import JobStore
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+#: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+
+#: Real idle time after which ``patient_clock`` jumps to the next deadline.
+PATIENT_AUTOJUMP = 0.02
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    """Test settings: short, explicit values; anything can be overridden."""
+    values: dict[str, Any] = {
+        "sqlite_path": str(tmp_path / "jobs.db"),
+        "worker_id": "worker-test",
+        "scheduler_tick": 0.5,
+        "claim_batch": 20,
+        "queued_timeout": 30.0,
+        "claim_timeout": 300.0,
+        "reaper_interval": 30.0,
+        "heartbeat_interval": 10.0,
+        "executor_concurrency": 8,
+        "shutdown_grace": 5.0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def make_job(
+    *,
+    key: str | None = None,
+    tenant: str = "tenant-a",
+    job_type: str = "noop",
+    priority: int = 0,
+    status: Status = Status.PENDING,
+    scheduled_at: datetime = BASE,
+    created_at: datetime = BASE,
+    cron: str | None = None,
+    attempts: int = 0,
+    max_attempts: int = 3,
+    payload: dict[str, Any] | None = None,
+) -> Job:
+    """A job as the store would hold it (defaults: a pending noop due at BASE)."""
+    job_id = new_job_id()
+    return Job(
+        id=job_id,
+        idempotency_key=key or f"key-{job_id}",
+        tenant_id=tenant,
+        job_type=job_type,
+        payload=payload if payload is not None else {},
+        priority=priority,
+        status=status,
+        scheduled_at=utc(scheduled_at),
+        cron=cron,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        created_at=utc(created_at),
+        updated_at=utc(created_at),
+    )
+
+
+def sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
+    """A metric's current value (0.0 when the labelled child was never touched)."""
+    value = metrics.registry.get_sample_value(name, labels or {})
+    return 0.0 if value is None else value
+
+
+class ProxyStore(JobStore):
+    """A JobStore that forwards every call to ``inner``; tests override single methods to
+    inject failures or observe calls."""
+
+    def __init__(self, inner: JobStore) -> None:
+        self.inner = inner
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def insert(self, job: Job) -> Job:
+        return await self.inner.insert(job)
+
+    async def get(self, job_id: str) -> Job:
+        return await self.inner.get(job_id)
+
+    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
+        return await self.inner.list_jobs(tenant_id, status, limit)
+
+    async def claim_due(self, now: datetime, limit: int) -> list[Job]:
+        return await self.inner.claim_due(now, limit)
+
+    async def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        return await self.inner.due_templates(now, limit)
+
+    async def next_due_at(self) -> datetime | None:
+        return await self.inner.next_due_at()
+
+    async def apply(self, change: Change) -> Job | None:
+        return await self.inner.apply(change)
+
+    async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
+        return await self.inner.apply_many(changes)
+
+    async def find_stale(
+        self, statuses: Sequence[Status], field: str, before: datetime, limit: int
+    ) -> list[Job]:
+        return await self.inner.find_stale(statuses, field, before, limit)
+
+    async def count_by_status(self) -> dict[Status, int]:
+        return await self.inner.count_by_status()
+
+
+@attrs.define(kw_only=True)
+class DepsFactory:
+    """Builds Deps around the test's store; every port can be swapped per call."""
+
+    settings: Settings
+    store: JobStore
+
+    def __call__(
+        self,
+        *,
+        store: JobStore | None = None,
+        bus: LocalBus | None = None,
+        registry: HandlerRegistry | None = None,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+        waker: bool = True,
+        elector: Elector | None = None,
+    ) -> Deps:
+        clock = clock or make_clock()
+        return Deps(
+            settings=settings or self.settings,
+            store=store or self.store,
+            bus=bus if bus is not None else LocalBus(),
+            elector=elector or LocalElector("leader-test"),
+            registry=registry or default_registry(),
+            metrics=metrics or Metrics(),
+            clock=clock,
+            waker=Waker(clock) if waker else None,
+        )
+
+
+def make_clock() -> TrioClock:
+    """Wall time = BASE + trio time elapsed since now (call inside trio)."""
+    return TrioClock(base=BASE)
+
+
+@pytest.fixture
+def patient_clock() -> MockClock:
+    """Virtual time that autojumps only after PATIENT_AUTOJUMP real seconds of idleness."""
+    return MockClock(autojump_threshold=PATIENT_AUTOJUMP)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
+    """A started SQLite store on a fresh file, closed after the test."""
+    sqlite_store = SQLiteJobStore(tmp_path / "jobs.db")
+    await sqlite_store.start()
+    try:
+        yield sqlite_store
+    finally:
+        await sqlite_store.close()
+
+
+@pytest.fixture
+def make_deps(settings: Settings, store: SQLiteJobStore) -> DepsFactory:
+    return DepsFactory(settings=settings, store=store)
+
+
+def after(seconds: float) -> datetime:
+    """BASE + ``seconds``."""
+    return BASE + timedelta(seconds=seconds)

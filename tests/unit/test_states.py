@@ -1,0 +1,255 @@
+"""The state machine: what each transition expects and what it writes.
+
+Each transition is a pure function; these tests pin its conditions (status, claim token,
+and the extra fields that make races safe) and the fields it sets.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import pytest
+
+from jobscheduler import states
+from jobscheduler.model import MAX_ERROR_LENGTH, Job, Status
+
+from .conftest import make_job
+
+NOW = datetime(2026, 9, 29, 18, 0, 0, 123456, tzinfo=UTC)
+NOW_MS = datetime(2026, 9, 29, 18, 0, 0, 123000, tzinfo=UTC)
+TOKEN = "token-1"
+
+
+def running(**overrides: object) -> Job:
+    job = make_job(status=Status.RUNNING)
+    fields: dict[str, object] = {
+        "claim_token": TOKEN,
+        "claimed_by": "worker-1",
+        "claimed_at": NOW_MS - timedelta(seconds=5),
+        "heartbeat_at": NOW_MS - timedelta(seconds=1),
+    }
+    fields.update(overrides)
+    return attrs.evolve(job, **fields)
+
+
+def test_claim_fields_move_pending_to_queued_and_stamp_queued_at() -> None:
+    assert states.claim_fields(NOW) == {
+        "status": Status.QUEUED,
+        "queued_at": NOW_MS,
+        "updated_at": NOW_MS,
+    }
+
+
+def test_pick_expects_queued_and_records_the_claim() -> None:
+    change = states.pick("job-1", worker="worker-1", token=TOKEN, now=NOW)
+    assert change.transition == "pick"
+    assert change.job_id == "job-1"
+    assert change.expect == {"status": Status.QUEUED}
+    assert change.set == {
+        "status": Status.CLAIMED,
+        "claimed_by": "worker-1",
+        "claimed_at": NOW_MS,
+        "claim_token": TOKEN,
+        "heartbeat_at": NOW_MS,
+        "updated_at": NOW_MS,
+    }
+
+
+def test_start_expects_claimed_with_the_same_token() -> None:
+    change = states.start("job-1", token=TOKEN, now=NOW)
+    assert change.transition == "start"
+    assert change.expect == {"status": Status.CLAIMED, "claim_token": TOKEN}
+    assert change.set == {"status": Status.RUNNING, "heartbeat_at": NOW_MS, "updated_at": NOW_MS}
+
+
+def test_heartbeat_expects_running_with_the_token_and_only_refreshes_times() -> None:
+    change = states.heartbeat("job-1", token=TOKEN, now=NOW)
+    assert change.transition == "heartbeat"
+    assert change.expect == {"status": Status.RUNNING, "claim_token": TOKEN}
+    assert change.set == {"heartbeat_at": NOW_MS, "updated_at": NOW_MS}
+
+
+def test_complete_expects_running_with_the_token_and_drops_the_token() -> None:
+    job = running()
+    change = states.complete(job, token=TOKEN, now=NOW)
+    assert change.transition == "complete"
+    assert change.job_id == job.id
+    assert change.expect == {"status": Status.RUNNING, "claim_token": TOKEN}
+    assert change.set == {"status": Status.COMPLETED, "claim_token": None, "updated_at": NOW_MS}
+
+
+@pytest.mark.parametrize(
+    ("attempts", "backoff"),
+    [(0, 2), (1, 4), (2, 8), (5, 64), (8, 300), (20, 300)],
+)
+def test_fail_below_max_attempts_counts_the_attempt_and_backs_off(
+    attempts: int, backoff: int
+) -> None:
+    job = running(attempts=attempts, max_attempts=100)
+    change = states.fail(job, token=TOKEN, now=NOW, error="boom")
+    assert change.transition == "fail"
+    assert change.expect == {
+        "status": Status.RUNNING,
+        "claim_token": TOKEN,
+        "attempts": attempts,
+    }
+    assert change.set == {
+        "status": Status.PENDING,
+        "attempts": attempts + 1,
+        "last_error": "boom",
+        "claim_token": None,
+        "scheduled_at": NOW_MS + timedelta(seconds=backoff),
+        "updated_at": NOW_MS,
+    }
+
+
+@pytest.mark.parametrize(("attempts", "max_attempts"), [(2, 3), (0, 1), (4, 5), (5, 3)])
+def test_fail_reaching_max_attempts_dead_letters(attempts: int, max_attempts: int) -> None:
+    job = running(attempts=attempts, max_attempts=max_attempts)
+    change = states.fail(job, token=TOKEN, now=NOW, error="boom")
+    assert change.set["status"] is Status.DLQ
+    assert change.set["attempts"] == attempts + 1
+    assert change.set["last_error"] == "boom"
+    assert change.set["claim_token"] is None
+    assert "scheduled_at" not in change.set
+
+
+def test_fail_truncates_very_long_errors() -> None:
+    change = states.fail(running(), token=TOKEN, now=NOW, error="x" * 10_000)
+    assert len(change.set["last_error"]) == MAX_ERROR_LENGTH
+    assert change.set["last_error"].endswith("…")
+
+
+@pytest.mark.parametrize("attempts", [0, 2])
+def test_release_hands_back_without_counting_an_attempt(attempts: int) -> None:
+    job = running(attempts=attempts)
+    change = states.release(job, token=TOKEN, now=NOW)
+    assert change.transition == "release"
+    assert change.expect == {
+        "status": (Status.CLAIMED, Status.RUNNING),
+        "claim_token": TOKEN,
+    }
+    assert change.set == {
+        "status": Status.PENDING,
+        "scheduled_at": NOW_MS,
+        "claim_token": None,
+        "updated_at": NOW_MS,
+    }
+    assert "attempts" not in change.set
+
+
+def test_requeue_is_conditioned_on_the_observed_queued_at_and_keeps_attempts() -> None:
+    queued_at = NOW_MS - timedelta(seconds=31)
+    job = attrs.evolve(make_job(status=Status.QUEUED, attempts=2), queued_at=queued_at)
+    change = states.requeue(job, now=NOW)
+    assert change.transition == "requeue"
+    assert change.expect == {"status": Status.QUEUED, "queued_at": queued_at}
+    assert change.set == {"status": Status.PENDING, "queued_at": None, "updated_at": NOW_MS}
+
+
+@pytest.mark.parametrize("status", [Status.CLAIMED, Status.RUNNING])
+def test_recover_counts_an_attempt_and_says_lost(status: Status) -> None:
+    job = running(status=status, attempts=1, max_attempts=3)
+    change = states.recover(job, now=NOW)
+    assert change.transition == "recover"
+    assert change.expect == {
+        "status": status,
+        "claim_token": TOKEN,
+        "heartbeat_at": job.heartbeat_at,
+    }
+    assert change.set["status"] is Status.PENDING
+    assert change.set["attempts"] == 2
+    assert change.set["scheduled_at"] == NOW_MS + timedelta(seconds=4)
+    assert change.set["claim_token"] is None
+    assert change.set["last_error"].startswith("lost: executor worker-1 stopped heartbeating")
+    assert job.heartbeat_at is not None
+    assert job.heartbeat_at.isoformat() in change.set["last_error"]
+
+
+def test_recover_at_max_attempts_dead_letters() -> None:
+    change = states.recover(running(attempts=2, max_attempts=3), now=NOW)
+    assert change.set["status"] is Status.DLQ
+    assert change.set["attempts"] == 3
+    assert change.set["last_error"].startswith("lost:")
+
+
+def test_recover_of_a_job_that_never_heartbeat_expects_a_null_heartbeat() -> None:
+    job = running(heartbeat_at=None, claimed_by=None)
+    change = states.recover(job, now=NOW)
+    assert change.expect["heartbeat_at"] is None
+    assert "executor ? stopped heartbeating (last heartbeat never)" in change.set["last_error"]
+
+
+def test_advance_template_is_conditioned_on_the_old_fire_time() -> None:
+    old = datetime(2026, 9, 29, 2, 0, tzinfo=UTC)
+    template = make_job(cron="0 2 * * *", scheduled_at=old)
+    next_at = datetime(2026, 9, 30, 2, 0, tzinfo=UTC)
+    change = states.advance_template(template, next_at=next_at, now=NOW)
+    assert change.transition == "advance_template"
+    assert change.job_id == template.id
+    assert change.expect == {"status": Status.PENDING, "scheduled_at": old}
+    assert change.set == {"scheduled_at": next_at, "updated_at": NOW_MS}
+
+
+def test_dead_letter_template_is_conditioned_on_the_old_fire_time_and_records_why() -> None:
+    template = make_job(cron="not a cron", scheduled_at=NOW_MS)
+    change = states.dead_letter_template(template, error="cron: invalid", now=NOW)
+    assert change.transition == "dead_letter_template"
+    assert change.expect == {"status": Status.PENDING, "scheduled_at": NOW_MS}
+    assert change.set == {
+        "status": Status.DLQ,
+        "last_error": "cron: invalid",
+        "updated_at": NOW_MS,
+    }
+
+
+def test_instance_key_is_template_key_run_unix_nanoseconds_of_the_fire_time() -> None:
+    template = make_job(key="nightly-report", cron="0 2 * * *")
+    fire_at = datetime(2026, 9, 30, 2, 0, tzinfo=UTC)
+    assert states.instance_key(template, fire_at) == "nightly-report-run-1790733600000000000"
+
+
+def test_instance_key_is_the_same_for_the_same_fire_time_in_any_zone() -> None:
+    template = make_job(key="k", cron="0 2 * * *")
+    utc_fire = datetime(2026, 9, 30, 2, 0, tzinfo=UTC)
+    local_fire = utc_fire.astimezone(datetime.now().astimezone().tzinfo)
+    assert states.instance_key(template, utc_fire) == states.instance_key(template, local_fire)
+    later = states.instance_key(template, utc_fire + timedelta(milliseconds=1))
+    assert later == "k-run-1790733600001000000"
+
+
+def test_instance_key_before_the_epoch_is_negative_nanoseconds() -> None:
+    template = make_job(key="k", cron="0 2 * * *")
+    assert states.instance_key(template, datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)) == (
+        "k-run--1000000000"
+    )
+
+
+def test_spawn_instance_copies_the_template_as_a_one_off_at_the_fire_time() -> None:
+    template = make_job(
+        key="nightly",
+        tenant="tenant-b",
+        job_type="log-message",
+        payload={"message": "hi", "nested": {"a": 1}},
+        priority=7,
+        max_attempts=5,
+        cron="0 2 * * *",
+    )
+    fire_at = datetime(2026, 9, 30, 2, 0, tzinfo=UTC)
+    instance = states.spawn_instance(template, fire_at=fire_at, now=NOW)
+    assert instance.id != template.id
+    assert instance.idempotency_key == states.instance_key(template, fire_at)
+    assert instance.cron is None
+    assert instance.status is Status.PENDING
+    assert instance.scheduled_at == fire_at
+    assert (instance.tenant_id, instance.job_type, instance.priority) == (
+        "tenant-b",
+        "log-message",
+        7,
+    )
+    assert instance.payload == template.payload
+    assert instance.payload is not template.payload
+    assert instance.max_attempts == 5
+    assert instance.attempts == 0
+    assert instance.created_at == instance.updated_at == NOW_MS
