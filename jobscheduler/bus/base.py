@@ -88,7 +88,12 @@ class Delivery(abc.ABC):
 
     @abc.abstractmethod
     async def ack(self) -> None:
-        """Mark this message done. Adapters commit offsets only up to contiguous acks."""
+        """Mark this message done. Adapters commit offsets only up to contiguous acks.
+
+        Idempotent. Ack inside the subscription's ``async with``: an ack after it closed
+        (or after its partition moved to another consumer) is a no-op, and the message
+        may be delivered again.
+        """
 
 
 class Subscription(abc.ABC):
@@ -96,7 +101,11 @@ class Subscription(abc.ABC):
 
     @abc.abstractmethod
     def __aiter__(self) -> AsyncIterator[Delivery]:
-        """Deliveries in arrival order; iteration ends when the bus is closed."""
+        """Deliveries in arrival order; iteration ends when the bus is closed.
+
+        Raises BusError if the adapter can no longer consume. A receive cancelled by a
+        timeout loses nothing, and the subscription stays usable.
+        """
 
 
 class Bus(abc.ABC):

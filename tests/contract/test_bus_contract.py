@@ -1,0 +1,534 @@
+"""The Bus contract: ONE suite, run against every adapter.
+
+What the roles rely on: wake-ups reach the subscribers of their type (and only those),
+competing subscribers of a type share the stream without losing anything, delivery is
+at-least-once across subscriptions (an offset is committed only past contiguous acks), a
+receive step can be timed out without losing a message, dead letters are published,
+failures surface as BusError, and shutdown is orderly.
+
+The adapters differ in what "a crash" can lose, and the suite states that difference as
+capabilities of the harness instead of skipping:
+
+- ``redelivers_unacked``: Kafka keeps un-acked messages and hands them to the next
+  subscription of the group. The local bus never redelivers: a message leaves its channel
+  exactly once and cannot be lost while the process lives; if the process dies, the reaper
+  re-pends the queued job (the store, not the bus, is the source of truth).
+- ``max_in_flight``: Kafka pauses a subscription with that many un-acked deliveries; the
+  local bus is unbounded (``None``).
+
+The Kafka parametrisation needs the broker at ``KAFKA_BROKERS`` (``scripts/deps.sh up``);
+it fails, never skips, when the broker is unreachable.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import pytest
+import trio
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from jobscheduler.bus import Bus, DeadLetter, Delivery, Subscription, WakeUp
+from jobscheduler.bus.base import DLQ_TOPIC, dispatch_topic
+from jobscheduler.bus.kafka import KafkaBus
+from jobscheduler.bus.local import LocalBus
+from jobscheduler.errors import BusError
+
+KAFKA_BROKERS = os.environ.get("KAFKA_BROKERS", "127.0.0.1:9092")
+#: Upper bound on waiting for any one expected delivery (a Kafka group join included).
+RECEIVE_TIMEOUT = 30.0
+
+
+def new_type() -> str:
+    """A job type no other test (or earlier run) uses: its own topic and group."""
+    return f"contract-{uuid.uuid4().hex[:12]}"
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+# -- adapters under test -------------------------------------------------------------------
+
+
+class BusHarness(abc.ABC):
+    """How the suite builds and inspects one adapter; test bodies never branch on its name."""
+
+    #: Un-acked messages reach the next subscription of the group (see the module docstring).
+    redelivers_unacked: bool
+    #: Un-acked deliveries one subscription holds before it stops receiving, or None.
+    max_in_flight: int | None
+
+    @abc.abstractmethod
+    async def open_bus(self) -> Bus:
+        """A started bus."""
+
+    @abc.abstractmethod
+    async def open_bus_that_cannot_deliver(self) -> Bus:
+        """A started bus whose publish must fail with BusError within the test's bound."""
+
+    @abc.abstractmethod
+    async def read_dead_letter(self, bus: Bus, job_id: str) -> dict[str, Any]:
+        """The JSON body of the dead letter for ``job_id``, as an outside reader sees it."""
+
+    @abc.abstractmethod
+    async def inject_malformed(self, job_type: str, key: str) -> None:
+        """Put a message that is not a wake-up on the type's stream, if the adapter can."""
+
+    @abc.abstractmethod
+    async def settle(self, *subscriptions: Subscription) -> None:
+        """Wait until the subscriptions of one group have divided the stream among them."""
+
+
+class LocalHarness(BusHarness):
+    redelivers_unacked = False
+    max_in_flight = None
+
+    async def open_bus(self) -> Bus:
+        bus = LocalBus()
+        await bus.start()
+        return bus
+
+    async def open_bus_that_cannot_deliver(self) -> Bus:
+        # An in-process channel cannot be unreachable; a closed bus is its one failure mode.
+        bus = await self.open_bus()
+        await bus.close()
+        return bus
+
+    async def read_dead_letter(self, bus: Bus, job_id: str) -> dict[str, Any]:
+        assert isinstance(bus, LocalBus)
+        await trio.lowlevel.checkpoint()
+        found = [letter for letter in bus.dead_letters if letter.job_id == job_id]
+        assert found, f"no dead letter for {job_id}"
+        body: dict[str, Any] = json.loads(found[-1].encode())
+        return body
+
+    async def inject_malformed(self, job_type: str, key: str) -> None:
+        # Local messages are WakeUp objects: there are no bytes that could be malformed.
+        await trio.lowlevel.checkpoint()
+
+    async def settle(self, *subscriptions: Subscription) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+class KafkaHarness(BusHarness):
+    redelivers_unacked = True
+    max_in_flight = 8
+    partitions = 2
+
+    def __init__(self, brokers: str) -> None:
+        self.brokers = brokers
+
+    async def check_reachable(self) -> None:
+        def probe() -> None:
+            AdminClient({"bootstrap.servers": self.brokers}).list_topics(timeout=5)
+
+        try:
+            await trio.to_thread.run_sync(probe)
+        except KafkaException as exc:
+            pytest.fail(
+                f"Kafka broker at {self.brokers} is unreachable ({exc}); "
+                "start it with `scripts/deps.sh up` or set KAFKA_BROKERS"
+            )
+
+    async def open_bus(self) -> Bus:
+        bus = KafkaBus(
+            self.brokers,
+            partitions=self.partitions,
+            client_id="contract-tests",
+            poll_timeout=0.1,
+            max_in_flight_per_subscription=self.max_in_flight,
+        )
+        await bus.start()
+        return bus
+
+    async def open_bus_that_cannot_deliver(self) -> Bus:
+        bus = KafkaBus("127.0.0.1:1", message_timeout=3.0)
+        await bus.start()
+        return bus
+
+    async def read_dead_letter(self, bus: Bus, job_id: str) -> dict[str, Any]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.brokers,
+                "group.id": f"contract-dlq-reader-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            await trio.to_thread.run_sync(consumer.subscribe, [DLQ_TOPIC])
+            with trio.fail_after(RECEIVE_TIMEOUT):
+                while True:
+                    msg = await trio.to_thread.run_sync(consumer.poll, 0.2)
+                    if msg is not None and msg.error() is None and msg.key() == job_id.encode():
+                        value = msg.value()
+                        assert value is not None
+                        body: dict[str, Any] = json.loads(value)
+                        return body
+        finally:
+            await trio.to_thread.run_sync(consumer.close)
+
+    async def inject_malformed(self, job_type: str, key: str) -> None:
+        def produce() -> None:
+            producer = Producer({"bootstrap.servers": self.brokers, "acks": "all"})
+            producer.produce(dispatch_topic(job_type), key=key.encode(), value=b"{not a wake-up")
+            assert producer.flush(10) == 0
+
+        await trio.to_thread.run_sync(produce)
+
+    async def settle(self, *subscriptions: Subscription) -> None:
+        # The port does not expose assignments; the harness may look inside its adapter.
+        with trio.fail_after(RECEIVE_TIMEOUT):
+            while True:
+                owned = [len(sub._parts) for sub in subscriptions]  # type: ignore[attr-defined]
+                if all(owned) and sum(owned) == self.partitions:
+                    return
+                await trio.sleep(0.05)
+
+
+ADAPTERS = [
+    pytest.param("local", id="local"),
+    pytest.param("kafka", id="kafka", marks=pytest.mark.integration),
+]
+
+
+@pytest.fixture(params=ADAPTERS)
+async def harness(request: pytest.FixtureRequest) -> BusHarness:
+    if request.param == "local":
+        return LocalHarness()
+    kafka = KafkaHarness(KAFKA_BROKERS)
+    await kafka.check_reachable()
+    return kafka
+
+
+@pytest.fixture
+async def bus(harness: BusHarness) -> AsyncIterator[Bus]:
+    adapter = await harness.open_bus()
+    try:
+        yield adapter
+    finally:
+        await adapter.close()
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+async def next_delivery(deliveries: AsyncIterator[Delivery]) -> Delivery:
+    with trio.fail_after(RECEIVE_TIMEOUT):
+        return await anext(deliveries)
+
+
+async def receive_until(
+    deliveries: AsyncIterator[Delivery], expected: Iterable[WakeUp], *, ack: bool = True
+) -> list[WakeUp]:
+    """Receive (and ack) until every expected message was seen; return all received."""
+    missing = set(expected)
+    received = []
+    while missing:
+        delivery = await next_delivery(deliveries)
+        received.append(delivery.message)
+        missing.discard(delivery.message)
+        if ack:
+            await delivery.ack()
+    return received
+
+
+def wake_ups(job_type: str, count: int) -> list[WakeUp]:
+    return [WakeUp(job_id=new_id(), job_type=job_type, priority=i % 7 - 3) for i in range(count)]
+
+
+# -- the contract --------------------------------------------------------------------------
+
+
+async def test_wakeups_reach_subscribers_of_their_own_type_intact(bus: Bus) -> None:
+    mine, other = new_type(), new_type()
+    sent = [
+        WakeUp(job_id=new_id(), job_type=mine, priority=5),
+        WakeUp(job_id=new_id(), job_type=mine, priority=0),
+        WakeUp(job_id=new_id(), job_type=mine, priority=-3),
+    ]
+    sent_other = WakeUp(job_id=new_id(), job_type=other, priority=9)
+    async with bus.subscribe(mine) as sub, bus.subscribe(other) as sub_other:
+        deliveries = aiter(sub)
+        await bus.publish([sent[0], sent_other, sent[1], sent[2]])
+        received = await receive_until(deliveries, sent)
+        # Same key = same partition, so everything published before the marker precedes it.
+        marker = WakeUp(job_id=sent[2].job_id, job_type=mine, priority=100)
+        await bus.publish([marker])
+        received += await receive_until(deliveries, [marker])
+        received_other = await receive_until(aiter(sub_other), [sent_other])
+
+    assert sorted(received, key=lambda m: m.priority) == [sent[2], sent[1], sent[0], marker]
+    assert received_other == [sent_other]
+
+
+async def test_subscribers_of_one_type_share_the_stream_and_lose_nothing(
+    harness: BusHarness, bus: Bus
+) -> None:
+    job_type = new_type()
+    sent = wake_ups(job_type, 40)
+    per_subscriber: list[list[WakeUp]] = [[], []]
+    all_seen = trio.Event()
+
+    async def drain(sub: Subscription, sink: list[WakeUp]) -> None:
+        async for delivery in sub:
+            sink.append(delivery.message)
+            await delivery.ack()
+            if set(sent) <= {*per_subscriber[0], *per_subscriber[1]}:
+                all_seen.set()
+
+    async with bus.subscribe(job_type) as first, bus.subscribe(job_type) as second:
+        await harness.settle(first, second)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain, first, per_subscriber[0])
+            nursery.start_soon(drain, second, per_subscriber[1])
+            await bus.publish(sent)
+            with trio.fail_after(RECEIVE_TIMEOUT * 2):
+                await all_seen.wait()
+            nursery.cancel_scope.cancel()
+
+    assert {*per_subscriber[0], *per_subscriber[1]} == set(sent)
+    assert per_subscriber[0], "the first subscriber received nothing: the stream is not shared"
+    assert per_subscriber[1], "the second subscriber received nothing: the stream is not shared"
+
+
+async def test_unacked_message_goes_to_the_next_subscription_and_acked_one_does_not(
+    harness: BusHarness, bus: Bus
+) -> None:
+    job_type = new_type()
+    acked = WakeUp(job_id=new_id(), job_type=job_type, priority=1)
+    unacked = WakeUp(job_id=new_id(), job_type=job_type, priority=2)
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish([acked, unacked])
+        deliveries = aiter(sub)
+        by_message = {}
+        while len(by_message) < 2:
+            delivery = await next_delivery(deliveries)
+            by_message[delivery.message] = delivery
+        await by_message[acked].ack()
+
+    # One marker per key: each follows its message in that message's partition, so once
+    # both markers arrive, any redelivery of either message has arrived too.
+    markers = [WakeUp(job_id=m.job_id, job_type=job_type, priority=100) for m in (acked, unacked)]
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish(markers)
+        received = await receive_until(aiter(sub), markers)
+
+    assert acked not in received
+    assert (unacked in received) == harness.redelivers_unacked
+
+
+async def test_out_of_order_ack_never_commits_past_the_earlier_unacked_message(
+    harness: BusHarness, bus: Bus
+) -> None:
+    job_type = new_type()
+    job_id = new_id()  # one key, so one partition, in this order
+    first, second, marker = (
+        WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
+    )
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish([first, second])
+        deliveries = aiter(sub)
+        d_first = await next_delivery(deliveries)
+        d_second = await next_delivery(deliveries)
+        assert [d_first.message, d_second.message] == [first, second]
+        await d_second.ack()
+
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish([marker])
+        received = await receive_until(aiter(sub), [marker])
+
+    # The second message may come again too (its offset is behind the uncommitted first).
+    assert (first in received) == harness.redelivers_unacked
+    if first in received:
+        assert received.index(first) < received.index(marker)
+
+
+async def test_acks_that_close_the_gap_commit_past_every_message(bus: Bus) -> None:
+    job_type = new_type()
+    job_id = new_id()
+    sent = [WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 3)]
+    marker = WakeUp(job_id=job_id, job_type=job_type, priority=100)
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish(sent)
+        deliveries = aiter(sub)
+        held = [await next_delivery(deliveries) for _ in sent]
+        assert [d.message for d in held] == sent
+        for index in (2, 0, 1, 1):  # last, first, middle, and an ack repeated harmlessly
+            await held[index].ack()
+
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish([marker])
+        received = await receive_until(aiter(sub), [marker])
+
+    assert received == [marker]
+
+
+async def test_a_receive_cancelled_by_a_timeout_loses_nothing(bus: Bus) -> None:
+    job_type = new_type()
+    sent = wake_ups(job_type, 3)
+    async with bus.subscribe(job_type) as sub:
+        deliveries = aiter(sub)
+        with trio.move_on_after(0.3) as timed_out:
+            await anext(deliveries)
+        assert timed_out.cancelled_caught, "received a message nobody published"
+        await bus.publish(sent)
+        received = await receive_until(deliveries, sent)
+    assert sorted(received, key=lambda m: m.priority) == sorted(sent, key=lambda m: m.priority)
+
+
+async def test_malformed_message_is_skipped_without_blocking_its_partition(
+    harness: BusHarness, bus: Bus
+) -> None:
+    job_type = new_type()
+    key = new_id()
+    valid = WakeUp(job_id=key, job_type=job_type, priority=1)
+    marker = WakeUp(job_id=key, job_type=job_type, priority=100)
+    async with bus.subscribe(job_type) as sub:
+        await harness.inject_malformed(job_type, key)
+        await bus.publish([valid])
+        assert await receive_until(aiter(sub), [valid]) == [valid]
+
+    # Had the malformed message not been committed past, the valid one behind it would
+    # come back before the marker.
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish([marker])
+        assert await receive_until(aiter(sub), [marker]) == [marker]
+
+
+async def test_unacked_deliveries_are_bounded_and_flow_resumes_after_acks(
+    harness: BusHarness, bus: Bus
+) -> None:
+    job_type = new_type()
+    sent = wake_ups(job_type, 20)
+    held: list[Delivery] = []
+    async with bus.subscribe(job_type) as sub:
+        deliveries = aiter(sub)
+        await bus.publish(sent)
+        limit = harness.max_in_flight
+        while len(held) < (limit if limit is not None else len(sent)):
+            held.append(await next_delivery(deliveries))
+        if limit is not None:
+            with trio.move_on_after(1.5):
+                extra = await anext(deliveries)
+                pytest.fail(f"delivery beyond the in-flight limit of {limit}: {extra.message}")
+        for delivery in held:
+            await delivery.ack()
+        rest = await receive_until(deliveries, set(sent) - {d.message for d in held})
+    assert {d.message for d in held} | set(rest) == set(sent)
+
+
+async def test_dead_letter_is_published_to_the_dlq(harness: BusHarness, bus: Bus) -> None:
+    letter = DeadLetter(
+        job_id=new_id(),
+        job_type=new_type(),
+        tenant_id="tenant-a",
+        attempts=3,
+        last_error="boom: handler raised",
+    )
+    await bus.publish_dead_letter(letter)
+    body = await harness.read_dead_letter(bus, letter.job_id)
+    assert body == {
+        "jobId": letter.job_id,
+        "jobType": letter.job_type,
+        "tenantId": "tenant-a",
+        "attempts": 3,
+        "lastError": "boom: handler raised",
+    }
+
+
+async def test_publish_raises_bus_error_when_it_cannot_deliver(harness: BusHarness) -> None:
+    broken = await harness.open_bus_that_cannot_deliver()
+    started = time.monotonic()
+    try:
+        with trio.fail_after(20), pytest.raises(BusError):
+            await broken.publish([WakeUp(job_id=new_id(), job_type=new_type(), priority=0)])
+    finally:
+        await broken.close()
+    assert time.monotonic() - started < 15
+
+
+async def test_a_publish_that_cannot_complete_is_cancelled_promptly(
+    harness: BusHarness,
+) -> None:
+    broken = await harness.open_bus_that_cannot_deliver()
+    try:
+        started = trio.current_time()
+        # Failing at once with BusError is prompt too.
+        with trio.move_on_after(0.5), contextlib.suppress(BusError):
+            await broken.publish([WakeUp(job_id=new_id(), job_type=new_type(), priority=0)])
+        assert trio.current_time() - started < 1.5
+    finally:
+        await broken.close()
+
+
+async def test_close_lets_running_publishes_finish_or_fail_with_bus_error(
+    harness: BusHarness,
+) -> None:
+    bus = await harness.open_bus()
+    job_type = new_type()
+    await bus.publish(wake_ups(job_type, 1))  # the topic exists: publishes are under way
+    outcomes: list[str] = []
+
+    async def publish() -> None:
+        try:
+            await bus.publish(wake_ups(job_type, 200))
+        except BusError:
+            outcomes.append("BusError")
+        else:
+            outcomes.append("ok")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(5):
+            nursery.start_soon(publish)
+        await trio.sleep(0.01)
+        await bus.close()
+    assert len(outcomes) == 5
+
+
+async def test_publish_after_close_raises_bus_error(harness: BusHarness) -> None:
+    bus = await harness.open_bus()
+    await bus.close()
+    with pytest.raises(BusError):
+        await bus.publish([WakeUp(job_id=new_id(), job_type=new_type(), priority=0)])
+    with pytest.raises(BusError):
+        await bus.publish_dead_letter(
+            DeadLetter(job_id=new_id(), job_type="x", tenant_id="t", attempts=1, last_error=None)
+        )
+
+
+async def test_publishing_nothing_is_a_no_op(bus: Bus) -> None:
+    await bus.publish([])
+
+
+async def test_iteration_ends_when_the_bus_is_closed(harness: BusHarness) -> None:
+    bus = await harness.open_bus()
+    job_type = new_type()
+    sent = wake_ups(job_type, 2)
+    try:
+        async with bus.subscribe(job_type) as sub:
+            await bus.publish(sent)
+            received = await receive_until(aiter(sub), sent)
+            await bus.close()
+            with trio.fail_after(10):
+                async for delivery in sub:
+                    received.append(delivery.message)
+    finally:
+        await bus.close()
+    assert set(received) == set(sent)
+
+
+async def test_closing_the_bus_twice_is_harmless(harness: BusHarness) -> None:
+    bus = await harness.open_bus()
+    await bus.publish(wake_ups(new_type(), 1))
+    await bus.close()
+    await bus.close()
