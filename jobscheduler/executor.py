@@ -15,6 +15,7 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import trio
 
@@ -76,6 +77,24 @@ class Executor:
         # than a uuid4 per job and just as unguessable across processes.
         self._token_prefix = secrets.token_hex(8)
         self._token_seq = itertools.count()
+        self._counters: dict[tuple[str, str], Any] = {}
+        self._histograms: dict[str, Any] = {}
+
+    def _count(self, job_type: str, result: str) -> None:
+        """Count one processed message (label children cached: this is the hot path)."""
+        key = (job_type, result)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._deps.metrics.executor_processed.labels(job_type=job_type, result=result)
+            self._counters[key] = counter
+        counter.inc()
+
+    def _duration(self, job_type: str) -> Any:
+        histogram = self._histograms.get(job_type)
+        if histogram is None:
+            histogram = self._deps.metrics.executor_handler_duration.labels(job_type=job_type)
+            self._histograms[job_type] = histogram
+        return histogram
 
     def _new_token(self) -> str:
         return f"{self._token_prefix}-{next(self._token_seq)}"
@@ -182,11 +201,9 @@ class Executor:
             # from nested nurseries, so this is a flag, not an ``except Cancelled``.
             if not finished:
                 await self._release(running, token, logger)
-        deps.metrics.executor_handler_duration.labels(job_type=job_type).observe(
-            time.perf_counter() - started
-        )
+        self._duration(job_type).observe(time.perf_counter() - started)
         if entry.lost:
-            deps.metrics.executor_processed.labels(job_type=job_type, result="stale").inc()
+            self._count(job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
             return "stale"
         with shielded(OUTCOME_TIMEOUT):
@@ -224,9 +241,7 @@ class Executor:
                 states.release(job, token=token, now=deps.clock.now())
             )
             if released is not None:
-                deps.metrics.executor_processed.labels(
-                    job_type=job.job_type, result="released"
-                ).inc()
+                self._count(job.job_type, "released")
                 logger.info("job handed back on shutdown")
 
     async def _write_outcome(
@@ -266,12 +281,12 @@ class Executor:
                 )
                 if deps.waker is not None:
                     deps.waker.notify(after.scheduled_at)
-        deps.metrics.executor_processed.labels(job_type=job.job_type, result=result).inc()
+        self._count(job.job_type, result)
         return result
 
     def _count_lost(self, job_type: str, transition: str, job_id: str) -> str:
         self._deps.metrics.transitions_lost.labels(transition=transition).inc()
-        self._deps.metrics.executor_processed.labels(job_type=job_type, result="stale").inc()
+        self._count(job_type, "stale")
         log.debug(
             "stale or duplicate wake-up dropped", extra={"job_id": job_id, "transition": transition}
         )

@@ -24,6 +24,8 @@ from .runtime import Deps
 log = logging.getLogger(__name__)
 
 TEMPLATE_BATCH = 100
+#: Upper bound of the claim batch while a tick works through a backlog.
+MAX_CLAIM_BATCH = 500
 ERROR_BACKOFF = 1.0
 
 
@@ -56,6 +58,8 @@ class Scheduler:
     async def tick(self) -> int:
         """One pass: fire due templates, then claim and publish until no due job is left.
 
+        Claims start at CLAIM_BATCH per round trip and double while batches come back full.
+
         Returns how many jobs were claimed.
         """
         deps = self._deps
@@ -70,6 +74,9 @@ class Scheduler:
                 await self._publish(jobs)
             if len(jobs) < batch:
                 return claimed_total
+            # A full batch means a backlog: claim more per round trip, up to a bound, so a
+            # burst drains at the store's pace rather than at CLAIM_BATCH per round trip.
+            batch = min(batch * 2, MAX_CLAIM_BATCH)
 
     async def _publish(self, jobs: list[Job]) -> None:
         messages = [WakeUp(job_id=j.id, job_type=j.job_type, priority=j.priority) for j in jobs]

@@ -42,11 +42,16 @@ class Handler:
     name: str
     func: HandlerFunc
     validate: PayloadValidator | None = None
+    is_async: bool = attrs.field(init=False)
+
+    @is_async.default
+    def _is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.func)
 
     async def run(self, ctx: JobContext) -> None:
         """Call the handler: awaited if async, in a worker thread if plain."""
-        if inspect.iscoroutinefunction(self.func):
-            await self.func(ctx)
+        if self.is_async:
+            await self.func(ctx)  # type: ignore[misc]
         else:
             await trio.to_thread.run_sync(self.func, ctx)
 

@@ -108,8 +108,10 @@ def _to_db(field: str, value: Any) -> Any:
 def _from_row(row: Sequence[Any]) -> Job:
     values = dict(zip(_COLUMNS, row, strict=True))
     for field in _TIME_FIELDS:
-        if values[field] is not None:
-            values[field] = _EPOCH + timedelta(milliseconds=values[field])
+        millis = values[field]
+        if millis is not None:
+            # Exact: a float of whole milliseconds rounds back to the same microsecond.
+            values[field] = datetime.fromtimestamp(millis / 1000, UTC)
     values["payload"] = json.loads(values["payload"])
     values["status"] = Status(values["status"])
     return Job(**values)
