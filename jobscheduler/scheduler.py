@@ -24,6 +24,8 @@ from .runtime import Deps
 log = logging.getLogger(__name__)
 
 TEMPLATE_BATCH = 100
+#: Pause before ticking again when something is due but the last tick took nothing.
+STALL_PAUSE = 0.005
 #: Upper bound of the claim batch while a tick works through a backlog.
 MAX_CLAIM_BATCH = 500
 ERROR_BACKOFF = 1.0
@@ -42,7 +44,8 @@ class Scheduler:
         while True:
             started = time.perf_counter()
             try:
-                await self.tick()
+                progress = await self._fire_templates()
+                progress += await self._claim_all()
             except StoreError as exc:
                 log.error("scheduler tick failed", extra={"error": str(exc)})
                 await trio.sleep(ERROR_BACKOFF)
@@ -50,7 +53,7 @@ class Scheduler:
             finally:
                 metrics.scheduler_tick_duration.observe(time.perf_counter() - started)
             try:
-                await self._sleep()
+                await self._sleep(progress)
             except StoreError as exc:
                 log.error("scheduler could not read the next due time", extra={"error": str(exc)})
                 await trio.sleep(ERROR_BACKOFF)
@@ -58,12 +61,17 @@ class Scheduler:
     async def tick(self) -> int:
         """One pass: fire due templates, then claim and publish until no due job is left.
 
-        Claims start at CLAIM_BATCH per round trip and double while batches come back full.
-
         Returns how many jobs were claimed.
         """
-        deps = self._deps
         await self._fire_templates()
+        return await self._claim_all()
+
+    async def _claim_all(self) -> int:
+        """Claim and publish until no due job is left; returns how many were claimed.
+
+        Claims start at CLAIM_BATCH per round trip and double while batches come back full.
+        """
+        deps = self._deps
         batch = deps.settings.claim_batch
         claimed_total = 0
         while True:
@@ -96,15 +104,17 @@ class Scheduler:
                 extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
             )
 
-    async def _fire_templates(self) -> None:
+    async def _fire_templates(self) -> int:
         deps = self._deps
+        fired = 0
         while True:
             now = deps.clock.now()
             templates = await deps.store.due_templates(now, TEMPLATE_BATCH)
             for template in templates:
                 await self._fire(template)
+            fired += len(templates)
             if len(templates) < TEMPLATE_BATCH:
-                return
+                return fired
 
     async def _fire(self, template: Job) -> None:
         """Insert the instance for the template's current fire time, then move the template.
@@ -144,13 +154,24 @@ class Scheduler:
             deps.metrics.transitions_lost.labels(transition="advance_template").inc()
             log.debug("template already advanced", extra=fields)
 
-    async def _sleep(self) -> None:
+    async def _sleep(self, progress: int) -> None:
+        """Sleep until the next job is due (at most one tick), or the waker fires.
+
+        A job already due (it came due, or was inserted, after the last claim's ``now``)
+        means tick again at once — or, if the last tick made no progress, after a short
+        pause, so that something due that cannot be taken right now is no busy loop.
+        """
         deps = self._deps
         now = deps.clock.now()
         deadline = now + self._tick
         next_due = await deps.store.next_due_at()
-        if next_due is not None and now < next_due < deadline:
-            deadline = next_due
+        if next_due is not None and next_due < deadline:
+            if next_due > now:
+                deadline = next_due
+            elif progress:
+                return
+            else:
+                deadline = now + timedelta(seconds=STALL_PAUSE)
         if deps.waker is not None:
             await deps.waker.sleep_until(deadline)
         else:
