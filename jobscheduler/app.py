@@ -169,6 +169,9 @@ async def run_roles(deps: Deps, roles: list[str], *, with_signals: bool = True) 
                                 addresses = await front_nursery.start(run_api, deps)
                                 log.info("api listening", extra={"addresses": addresses})
                             log.info("ready", extra={"roles": ",".join(roles)})
+                            # An executor-only process has nothing in this nursery: hold it
+                            # open until a signal (or cancellation) ends the front roles.
+                            await trio.sleep_forever()
                     drain.set()
         log.info("stopped", extra={"roles": ",".join(roles)})
         outer.cancel_scope.cancel()

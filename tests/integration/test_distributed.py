@@ -1,0 +1,465 @@
+"""The roles as separate processes on MongoDB (FerretDB), Kafka and etcd.
+
+Every test starts ``jobscheduler run-<role>`` subprocesses (see ``conftest.py``) and drives
+them through the HTTP API, the database, the metrics listener, Kafka and etcd: idempotent
+creation, retry and dead-lettering, end-to-end completion, the reaper's two recoveries,
+scheduler failover (crash, graceful stop, lease revoked out of band) and cron across a
+leader crash.
+
+Not covered here: two schedulers racing over many due jobs. FerretDB's ``findAndModify`` is
+not atomic across processes (see ``jobscheduler/store/mongo.py``), so that property can only
+be tested against a real MongoDB.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import trio
+from confluent_kafka import Consumer, KafkaError
+
+from jobscheduler.bus.base import DLQ_TOPIC
+from tests.integration.conftest import (
+    Cluster,
+    EtcdAdmin,
+    RoleProcess,
+    kafka_brokers,
+    metric_value,
+    parse_time,
+    utc_now,
+)
+
+pytestmark = pytest.mark.integration
+
+#: The schedulers' lease TTL in seconds (ELECTION_TTL's default).
+ELECTION_TTL = 10
+FAR_FUTURE = "2099-01-01T00:00:00Z"
+
+
+def _unix_nanos(moment: datetime) -> int:
+    return round(moment.timestamp() * 1_000_000) * 1000
+
+
+def _consume_dead_letter(job_id: str, timeout: float) -> dict[str, Any] | None:
+    """Read ``jobs.dlq`` from the beginning with a fresh consumer group until the message
+    for ``job_id`` arrives (its value, decoded) or ``timeout`` passes (None). Blocking."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_brokers(),
+            "group.id": f"it-dlq-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe([DLQ_TOPIC])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise AssertionError(f"consuming {DLQ_TOPIC} failed: {error}")
+            if (message.key() or b"").decode() != job_id:
+                continue
+            value: dict[str, Any] = json.loads(message.value() or b"{}")
+            if value.get("jobId") == job_id:
+                return value
+        return None
+    finally:
+        consumer.close()
+
+
+# --------------------------------------------------------------------------- idempotency
+
+
+async def test_concurrent_creates_with_one_idempotency_key_store_one_job(cluster: Cluster) -> None:
+    api = await cluster.start("api")
+    body = cluster.job_body(scheduledAt=FAR_FUTURE)
+    responses: list[tuple[int, dict[str, Any]]] = []
+
+    async def post() -> None:
+        response = await cluster.http.post(f"{api.url}/jobs", json=body)
+        responses.append((response.status_code, response.json()))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            for _ in range(50):
+                nursery.start_soon(post)
+
+    assert Counter(status for status, _ in responses) == {201: 1, 409: 49}
+    (created,) = [payload for status, payload in responses if status == 201]
+    for status, payload in responses:
+        if status == 409:
+            assert "idempotencyKey" in payload["error"], payload
+    docs = await cluster.db(
+        lambda jobs: list(jobs.find({"idempotencyKey": body["idempotencyKey"]}))
+    )
+    assert len(docs) == 1
+    assert str(docs[0]["_id"]) == created["id"]
+    assert docs[0]["status"] == "pending"
+
+
+# --------------------------------------------------------------------------- retry and DLQ
+
+
+async def test_failing_job_retries_with_backoff_then_dead_letters(cluster: Cluster) -> None:
+    api, scheduler, executor, reaper = await cluster.start_all(
+        ("api", {}), ("scheduler", {}), ("executor", {"JOB_TYPE": "flaky"}), ("reaper", {})
+    )
+    await cluster.leader([scheduler])
+    job = await cluster.create_job(api, jobType="flaky", payload={"failRate": 1}, maxAttempts=3)
+
+    # Follow the job closely, keeping the first snapshot of each (status, attempts) state.
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    current: dict[str, Any] = job
+    try:
+        with trio.fail_after(60):
+            while current["status"] != "dlq":
+                await trio.sleep(0.05)
+                current = await cluster.get_job(api, job["id"])
+                seen.setdefault((current["status"], current["attempts"]), current)
+    except trio.TooSlowError:
+        raise AssertionError(f"job never reached dlq in 60s; states seen: {seen}") from None
+
+    pending_1, pending_2 = seen.get(("pending", 1)), seen.get(("pending", 2))
+    assert pending_1 is not None, f"never saw the first retry pending; states: {list(seen)}"
+    assert pending_2 is not None, f"never saw the second retry pending; states: {list(seen)}"
+    final = current
+    # Each failure pushed scheduledAt out by 2^attempts seconds from the failure time.
+    for pending, backoff in ((pending_1, 2.0), (pending_2, 4.0)):
+        delay = parse_time(pending["scheduledAt"]) - parse_time(pending["updatedAt"])
+        assert abs(delay.total_seconds() - backoff) < 0.01, pending
+        assert pending["lastError"].startswith("HandlerError: flaky"), pending
+    # ... and the next attempt was picked up no earlier than that, within a few ticks.
+    for before, after in ((pending_1, pending_2), (pending_2, final)):
+        retry_at, picked_at = parse_time(before["scheduledAt"]), parse_time(after["claimedAt"])
+        assert timedelta(0) <= picked_at - retry_at < timedelta(seconds=3), (before, after)
+
+    def gap(earlier: dict[str, Any], later: dict[str, Any]) -> float:
+        return (parse_time(later["claimedAt"]) - parse_time(earlier["updatedAt"])).total_seconds()
+
+    print(
+        f"retry spacing: attempt 2 picked {gap(pending_1, pending_2):.2f}s after failure 1, "
+        f"attempt 3 picked {gap(pending_2, final):.2f}s after failure 2"
+    )
+    assert final["attempts"] == 3
+    assert final["lastError"].startswith("HandlerError: flaky: simulated failure"), final
+    assert final["claimedBy"] == executor.worker_id
+
+    letter = await trio.to_thread.run_sync(_consume_dead_letter, job["id"], 30.0)
+    assert letter is not None, f"no message for job {job['id']} on {DLQ_TOPIC} within 30s"
+    assert letter["attempts"] == 3
+    assert letter["jobType"] == "flaky"
+    assert letter["tenantId"] == cluster.tenant
+    assert letter["lastError"] == final["lastError"]
+
+    metrics = await executor.metrics(cluster.http)
+    assert (
+        metric_value(metrics, "executor_jobs_processed_total", job_type="flaky", result="retried")
+        == 2
+    )
+    assert (
+        metric_value(metrics, "executor_jobs_processed_total", job_type="flaky", result="dlq") == 1
+    )
+    assert await reaper.metric(cluster.http, "reaper_recovered_jobs_total", sweep="claimed") == 0
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+async def test_bug_run_executor_keeps_running_until_signalled(cluster: Cluster) -> None:
+    """``jobscheduler run-executor`` must consume until SIGTERM. In ``run_roles``
+    (jobscheduler/app.py) the front nursery holds only the api, scheduler and reaper roles;
+    in an executor-only process it is empty, exits at once, and the ``drain.set()`` after
+    it makes the executor drain and the process exit 0 right after logging ``ready``."""
+    executor = await cluster.start("executor", JOB_TYPE="noop")
+    with trio.move_on_after(3):
+        while executor.running():
+            await trio.sleep(0.05)
+    if not executor.running():
+        executor.signalled = True  # reported here, not again by the fixture's teardown
+        raise AssertionError(
+            f"run-executor exited on its own with code {executor.proc and executor.proc.returncode}"
+            f" within 3s of start, without a signal:\n{executor.tail(15)}"
+        )
+
+
+async def test_jobs_complete_end_to_end_through_role_processes(cluster: Cluster) -> None:
+    api, scheduler, noop, log_message = await cluster.start_all(
+        ("api", {}),
+        ("scheduler", {}),
+        ("executor", {"JOB_TYPE": "noop"}),
+        ("executor", {"JOB_TYPE": "log-message"}),
+    )
+    await cluster.leader([scheduler])
+    message = f"hello from the integration test {cluster.suffix}"
+    noop_job = await cluster.create_job(api, jobType="noop")
+    log_job = await cluster.create_job(
+        api, jobType="log-message", payload={"message": message}, priority=5
+    )
+
+    for job, executor in ((noop_job, noop), (log_job, log_message)):
+        done = await cluster.wait_job(api, job["id"], lambda j: j["status"] == "completed")
+        assert done["attempts"] == 0
+        assert done["claimedBy"] == executor.worker_id
+        assert parse_time(done["claimedAt"]) >= parse_time(done["createdAt"])
+        assert "lastError" not in done
+    assert message in log_message.log()
+    assert (
+        await noop.metric(
+            cluster.http, "executor_jobs_processed_total", job_type="noop", result="completed"
+        )
+        == 1
+    )
+    assert await scheduler.metric(cluster.http, "scheduler_jobs_claimed_total") == 2
+    listed = await cluster.http.get(f"{api.url}/jobs", params={"tenantId": cluster.tenant})
+    assert {j["id"] for j in listed.json()} == {noop_job["id"], log_job["id"]}
+
+
+# --------------------------------------------------------------------------- reaper
+
+
+async def test_job_of_a_killed_executor_is_recovered_and_completes(cluster: Cluster) -> None:
+    fast_heartbeat = {"HEARTBEAT_INTERVAL": "500ms"}  # every role validates it < CLAIM_TIMEOUT
+    api, scheduler, executor, reaper = await cluster.start_all(
+        ("api", fast_heartbeat),
+        ("scheduler", fast_heartbeat),
+        ("executor", {**fast_heartbeat, "JOB_TYPE": "slow"}),
+        ("reaper", {**fast_heartbeat, "CLAIM_TIMEOUT": "2s", "REAPER_INTERVAL": "200ms"}),
+    )
+    await cluster.leader([scheduler])
+    job = await cluster.create_job(api, jobType="slow", payload={"sleepMs": 4000})
+    running = await cluster.wait_job(api, job["id"], lambda j: j["status"] == "running")
+    assert running["claimedBy"] == executor.worker_id
+
+    executor.kill()
+    killed_at = time.monotonic()
+    replacement = await cluster.start("executor", **fast_heartbeat, JOB_TYPE="slow")
+    # The reaper notices after CLAIM_TIMEOUT without a heartbeat: a failed attempt.
+    recovered = await cluster.wait_job(
+        api, job["id"], lambda j: j["attempts"] == 1, timeout=20, interval=0.1
+    )
+    assert recovered["lastError"].startswith("lost:"), recovered
+    assert executor.worker_id in recovered["lastError"]
+    # The killed member keeps its Kafka partitions until the group coordinator expires its
+    # session (45 s by default), so the replacement may get the wake-up only then.
+    done = await cluster.wait_job(
+        api, job["id"], lambda j: j["status"] == "completed", timeout=120, interval=0.2
+    )
+    print(
+        f"executor SIGKILL -> job completed by the replacement: {time.monotonic() - killed_at:.1f}s"
+    )
+    assert done["attempts"] == 1
+    assert done["lastError"].startswith("lost:"), done
+    assert done["claimedBy"] == replacement.worker_id
+    docs = await cluster.db(lambda jobs: list(jobs.find({"idempotencyKey": job["idempotencyKey"]})))
+    assert [d["status"] for d in docs] == ["completed"]
+    assert await reaper.metric(cluster.http, "reaper_recovered_jobs_total", sweep="claimed") == 1
+
+
+async def test_queued_job_whose_wake_up_was_lost_is_re_pended_and_completes(
+    cluster: Cluster,
+) -> None:
+    api, reaper, scheduler, _executor = await cluster.start_all(
+        ("api", {}),
+        ("reaper", {"QUEUED_TIMEOUT": "1s", "REAPER_INTERVAL": "200ms"}),
+        ("scheduler", {}),
+        ("executor", {"JOB_TYPE": "noop"}),
+    )
+    await cluster.leader([scheduler])
+    job = await cluster.create_job(api, scheduledAt=FAR_FUTURE)
+    now = utc_now()
+    # As if the scheduler had claimed it 5 s ago and its wake-up never reached Kafka.
+    result = await cluster.db(
+        lambda jobs: jobs.update_one(
+            {"idempotencyKey": job["idempotencyKey"], "status": "pending"},
+            {
+                "$set": {
+                    "status": "queued",
+                    "queuedAt": now - timedelta(seconds=5),
+                    "scheduledAt": now - timedelta(seconds=10),
+                    "updatedAt": now - timedelta(seconds=5),
+                }
+            },
+        )
+    )
+    assert result.modified_count == 1
+
+    done = await cluster.wait_job(api, job["id"], lambda j: j["status"] == "completed")
+    assert done["attempts"] == 0
+    assert "lastError" not in done
+    recovered = await reaper.metric(cluster.http, "reaper_recovered_jobs_total", sweep="queued")
+    assert recovered is not None
+    assert recovered >= 1
+    assert job["id"] in reaper.log()
+
+
+# --------------------------------------------------------------------------- failover
+
+
+async def _wait_leader_gauge(
+    cluster: Cluster, process: RoleProcess, value: float, timeout: float
+) -> float:
+    """Poll ``process``'s ``scheduler_is_leader`` every 20 ms until it equals ``value``;
+    returns the monotonic time it was first seen."""
+    try:
+        with trio.fail_after(timeout):
+            while True:
+                cluster.assert_alive()
+                if await process.metric(cluster.http, "scheduler_is_leader") == value:
+                    return time.monotonic()
+                await trio.sleep(0.02)
+    except trio.TooSlowError:
+        raise AssertionError(
+            f"{process.name} never reported scheduler_is_leader {value} within {timeout}s:\n"
+            f"{process.tail()}"
+        ) from None
+
+
+async def test_standby_dispatches_after_the_leader_is_killed(cluster: Cluster) -> None:
+    api, _executor, first, second = await cluster.start_all(
+        ("api", {}), ("executor", {"JOB_TYPE": "noop"}), ("scheduler", {}), ("scheduler", {})
+    )
+    leader, (standby,) = await cluster.leader([first, second])
+
+    leader.kill()
+    killed_at = time.monotonic()
+    job = await cluster.create_job(api)
+    dispatched_at = claimed_at = None
+    with trio.fail_after(ELECTION_TTL + 20):
+        while claimed_at is None:
+            current = await cluster.get_job(api, job["id"])
+            if dispatched_at is None and current["status"] != "pending":
+                dispatched_at = time.monotonic()
+            if "claimedAt" in current:
+                claimed_at = time.monotonic()
+            await trio.sleep(0.05)
+    assert dispatched_at is not None
+    dispatch_delay, claim_delay = dispatched_at - killed_at, claimed_at - killed_at
+    print(
+        f"leader SIGKILL -> standby dispatched the job in {dispatch_delay:.2f}s, "
+        f"executor claimed it at {claim_delay:.2f}s (ELECTION_TTL={ELECTION_TTL})"
+    )
+    assert await standby.is_leader(cluster.http)
+    assert claim_delay < ELECTION_TTL + 5
+    done = await cluster.wait_job(api, job["id"], lambda j: j["status"] == "completed")
+    assert done["attempts"] == 0
+
+
+async def test_standby_leads_at_once_when_the_leader_stops_gracefully(cluster: Cluster) -> None:
+    api, _executor, first, second = await cluster.start_all(
+        ("api", {}), ("executor", {"JOB_TYPE": "noop"}), ("scheduler", {}), ("scheduler", {})
+    )
+    leader, (standby,) = await cluster.leader([first, second])
+
+    leader.send(signal.SIGTERM)
+    stopped_at = time.monotonic()
+    led_at = await _wait_leader_gauge(cluster, standby, 1.0, timeout=15)
+    print(f"leader SIGTERM -> standby reports scheduler_is_leader 1: {led_at - stopped_at:.3f}s")
+    assert led_at - stopped_at < 3.0
+    await leader.stop_ok()
+    job = await cluster.create_job(api)
+    done = await cluster.wait_job(api, job["id"], lambda j: j["status"] == "completed")
+    assert done["attempts"] == 0
+
+
+async def test_leader_stops_dispatching_when_its_lease_is_revoked(
+    cluster: Cluster, etcd_admin: EtcdAdmin
+) -> None:
+    first, second = await cluster.start_all(("scheduler", {}), ("scheduler", {}))
+    leader, (standby,) = await cluster.leader([first, second])
+    found = await etcd_admin.leader(cluster.election_name)
+    assert found is not None
+    key, lease, value = found
+    assert value.decode() == leader.worker_id
+    assert key.decode() == f"{cluster.election_name}/{lease:x}"
+
+    await etcd_admin.revoke(lease)
+    revoked_at = time.monotonic()
+    dropped_at = await _wait_leader_gauge(cluster, leader, 0.0, timeout=10)
+    print(
+        "lease revoked out of band -> old leader reports scheduler_is_leader 0: "
+        f"{dropped_at - revoked_at:.3f}s"
+    )
+    assert dropped_at - revoked_at < 3.0
+    # The standby's waiting candidacy is next in line: it takes over, and only it leads.
+    new_leader, _ = await cluster.leader([first, second], timeout=10)
+    assert new_leader is standby
+    found = await etcd_admin.leader(cluster.election_name)
+    assert found is not None
+    assert found[2].decode() == standby.worker_id
+    assert found[1] != lease
+
+
+# --------------------------------------------------------------------------- cron
+
+
+async def test_cron_fires_once_per_fire_time_across_a_leader_kill(cluster: Cluster) -> None:
+    api, _executor, first, second = await cluster.start_all(
+        ("api", {}), ("executor", {"JOB_TYPE": "noop"}), ("scheduler", {}), ("scheduler", {})
+    )
+    await cluster.leader([first, second])
+    template = await cluster.create_job(api, cron="* * * * *", scheduledAt=None)
+    template_key = template["idempotencyKey"]
+    first_fire = parse_time(template["scheduledAt"])
+    assert first_fire.second == first_fire.microsecond == 0
+    second_fire = first_fire + timedelta(minutes=1)
+
+    def instance_key(fire: datetime) -> str:
+        return f"{template_key}-run-{_unix_nanos(fire)}"
+
+    async def wait_instance(fire: datetime, timeout: float) -> dict[str, Any]:
+        key = instance_key(fire)
+        try:
+            with trio.fail_after(timeout):
+                while True:
+                    cluster.assert_alive()
+                    doc = await cluster.db(lambda jobs: jobs.find_one({"idempotencyKey": key}))
+                    if doc is not None and doc["status"] == "completed":
+                        return dict(doc)
+                    await trio.sleep(0.2)
+        except trio.TooSlowError:
+            raise AssertionError(f"no completed instance {key} within {timeout}s") from None
+
+    until_first = (first_fire - utc_now()).total_seconds()
+    first_instance = await wait_instance(first_fire, timeout=until_first + 20)
+    assert first_instance["scheduledAt"] == first_fire
+
+    # Kill whoever leads about 5 s before the next fire time: the standby takes over only
+    # after the lease expires, past that fire time, and must still fire it exactly once.
+    await trio.sleep(max(0.0, (second_fire - utc_now()).total_seconds() - 5))
+    leader, (standby,) = await cluster.leader([first, second])
+    leader.kill()
+    second_instance = await wait_instance(second_fire, timeout=ELECTION_TTL + 30)
+    late = (second_instance["createdAt"] - second_fire).total_seconds()
+    print(f"cron: fire time {second_fire:%H:%M:%S} spawned {late:.2f}s late by the new leader")
+    assert await standby.is_leader(cluster.http)
+    assert second_instance["scheduledAt"] == second_fire
+
+    prefix = f"{template_key}-run-"
+    keys = await cluster.db(
+        lambda jobs: [
+            d["idempotencyKey"]
+            for d in jobs.find({"idempotencyKey": {"$regex": f"^{prefix}"}}, {"idempotencyKey": 1})
+        ]
+    )
+    per_key = Counter(keys)
+    assert per_key[instance_key(first_fire)] == 1
+    assert per_key[instance_key(second_fire)] == 1
+    assert all(count == 1 for count in per_key.values()), per_key
+    for key in per_key:  # every instance belongs to a minute boundary
+        assert int(key.removeprefix(prefix)) % (60 * 10**9) == 0, key
+    stored_template = await cluster.db(lambda jobs: jobs.find_one({"idempotencyKey": template_key}))
+    assert stored_template["status"] == "pending"
+    assert stored_template["scheduledAt"] > second_fire
