@@ -11,6 +11,7 @@ run beside the writer).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -201,13 +202,16 @@ class SQLiteJobStore(JobStore):
     # ------------------------------------------------------------------ plumbing
 
     def _run_batch(self, batch: list[_Slot[Any]]) -> None:
+        """Run every slot's operation in one transaction; every slot ends ``done``.
+
+        A failing operation fails alone (its SAVEPOINT is rolled back). If the transaction
+        itself fails (BEGIN, a savepoint, COMMIT), nothing of the batch was written and
+        every slot gets the error.
+        """
         conn = self._writer
-        if conn is None:
-            error = StoreError("store is closed")
-            for slot in batch:
-                slot.error, slot.done = error, True
-            return
         try:
+            if conn is None:
+                raise StoreError("store is closed")
             conn.execute("BEGIN IMMEDIATE")
             for slot in batch:
                 conn.execute("SAVEPOINT op")
@@ -218,14 +222,20 @@ class SQLiteJobStore(JobStore):
                     slot.error = exc
                 conn.execute("RELEASE op")
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            error = StoreError(f"SQLite write failed: {exc}")
+        except BaseException as exc:
+            if conn is not None and conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            error = (
+                exc if isinstance(exc, StoreError) else StoreError(f"SQLite write failed: {exc}")
+            )
             for slot in batch:
                 slot.error, slot.result = error, None
-        for slot in batch:
-            slot.done = True
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for slot in batch:
+                slot.done = True
 
     async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         slot: _Slot[T] = _Slot(op)
@@ -234,12 +244,15 @@ class SQLiteJobStore(JobStore):
             async with self._write_lock:
                 if not slot.done:
                     batch, self._pending = self._pending, []
-                    await trio.to_thread.run_sync(
-                        self._run_batch, batch, limiter=self._write_limiter
-                    )
+                    # The batch carries other callers' writes: it must run even if this
+                    # caller is cancelled (the thread call is short and never abandoned).
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(
+                            self._run_batch, batch, limiter=self._write_limiter
+                        )
         except BaseException:
-            # Cancelled while waiting for the lock: withdraw the operation unless another
-            # writer's batch already took it (then its outcome is unknown, like a lost reply).
+            # Cancelled while waiting for the lock: withdraw the operation unless a batch
+            # already took it (then its outcome is unknown to this caller, like a lost reply).
             if slot in self._pending:
                 self._pending.remove(slot)
             raise
