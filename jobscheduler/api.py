@@ -64,17 +64,27 @@ def create_app(deps: Deps) -> QuartTrio:
     async def _start_timer() -> None:
         g.started = time.perf_counter()
 
+    # Label children cached per (method, route, status): resolving labels on every request
+    # costs more than the counting itself.
+    counters: dict[tuple[str, str, int], Any] = {}
+    histograms: dict[tuple[str, str], Any] = {}
+
     @app.after_request
     async def _observe(response: Response) -> Response:
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        method, status = request.method, response.status_code
+        counter = counters.get((method, rule, status))
+        if counter is None:
+            counter = metrics.api_requests.labels(method=method, route=rule, status=str(status))
+            counters[(method, rule, status)] = counter
+        counter.inc()
         started: float | None = g.get("started")
-        metrics.api_requests.labels(
-            method=request.method, route=rule, status=str(response.status_code)
-        ).inc()
         if started is not None:
-            metrics.api_request_duration.labels(method=request.method, route=rule).observe(
-                time.perf_counter() - started
-            )
+            histogram = histograms.get((method, rule))
+            if histogram is None:
+                histogram = metrics.api_request_duration.labels(method=method, route=rule)
+                histograms[(method, rule)] = histogram
+            histogram.observe(time.perf_counter() - started)
         return response
 
     @app.errorhandler(JobSchedulerError)
