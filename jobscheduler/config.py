@@ -117,6 +117,8 @@ class Settings:
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
     job_type: str = ""
+    #: The variables that were set in the environment (to tell "unset" from "the default").
+    configured: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -134,7 +136,7 @@ class Settings:
                 values[field] = parse(raw)
             except ValueError as exc:
                 raise ConfigError(f"{name}: {exc}") from None
-        settings = cls(**values)
+        settings = cls(**values, configured=frozenset(n for n in _VARIABLES if env.get(n)))
         if settings.heartbeat_interval >= settings.claim_timeout:
             raise ConfigError(
                 "HEARTBEAT_INTERVAL: must be shorter than CLAIM_TIMEOUT "

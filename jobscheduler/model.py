@@ -51,7 +51,6 @@ class Status(enum.StrEnum):
 
 
 LISTABLE_STATUSES = tuple(s.value for s in Status)
-IN_FLIGHT = (Status.CLAIMED, Status.RUNNING)
 
 
 def _aware(instance: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
@@ -82,10 +81,6 @@ class Job:
     queued_at: datetime | None = attrs.field(default=None, validator=_aware)
     created_at: datetime = attrs.field(validator=_aware)
     updated_at: datetime = attrs.field(validator=_aware)
-
-    @property
-    def is_template(self) -> bool:
-        return self.cron is not None
 
 
 def new_job_id() -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import random
 import re
 import secrets
@@ -306,7 +305,7 @@ def summary(outcome: Outcome, *, where: str, run_id: str, random_seed: int | Non
 
 def run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    store_kind: str = args.store or ("mongo" if _mongo_configured() else "sqlite")
+    store_kind: str = args.store or ("mongo" if "MONGO_URI" in settings.configured else "sqlite")
     run_id: str = args.run_id or (
         datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2)
     )
@@ -318,12 +317,3 @@ def run(args: argparse.Namespace) -> int:
     outcome = trio.run(seed, store, jobs)
     print(summary(outcome, where=where, run_id=run_id, random_seed=args.random_seed))
     return 0
-
-
-def _mongo_configured() -> bool:
-    """Whether MONGO_URI is set in the environment.
-
-    A deliberate exception to "only config reads os.environ": Settings fills in a default
-    URI, so it cannot tell "unset" from "set to the default", and this default hinges on it.
-    """
-    return bool(os.environ.get("MONGO_URI"))
