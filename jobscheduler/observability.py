@@ -192,7 +192,7 @@ class _Formatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         for key, value in record.__dict__.items():
-            if key not in _STANDARD and key != "role":
+            if key not in _STANDARD and key != "role" and value is not None:
                 fields[key] = value
         if record.exc_info:
             fields["exc"] = self.formatException(record.exc_info)
