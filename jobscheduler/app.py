@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from ._scopes import shielded
 from .api import run_api
 from .bus import Bus
 from .clock import SystemClock
@@ -23,7 +24,7 @@ from .executor import run_executor
 from .handlers import HandlerRegistry, default_registry
 from .observability import Metrics, run_metrics_server
 from .reaper import run_reaper
-from .runtime import Deps, Waker, shielded
+from .runtime import Deps, Waker
 from .scheduler import run_scheduler
 from .store import JobStore
 

@@ -20,12 +20,13 @@ from typing import Any
 import trio
 
 from . import states
+from ._scopes import shielded
 from .bus import Delivery, WakeUp
 from .bus.base import DeadLetter
 from .errors import BusError, StoreError, UnknownHandler
 from .handlers import JobContext
 from .model import Job, Status
-from .runtime import Deps, shielded
+from .runtime import Deps
 
 log = logging.getLogger(__name__)
 

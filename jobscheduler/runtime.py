@@ -16,12 +16,6 @@ from .observability import Metrics
 from .store import JobStore
 
 
-def shielded(timeout: float) -> trio.CancelScope:
-    """A scope that outer cancellation cannot enter, bounded by its own ``timeout``: for
-    writing a final status or resigning during shutdown (one scope, not two)."""
-    return trio.CancelScope(shield=True, deadline=trio.current_time() + timeout)
-
-
 class Waker:
     """Wakes the scheduler early when a job becomes due before its planned wake-up.
 

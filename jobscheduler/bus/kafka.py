@@ -67,6 +67,7 @@ from confluent_kafka.admin import AdminClient
 # ``confluent_kafka.admin.NewTopic`` is this class re-exported; its stub lacks the export.
 from confluent_kafka.cimpl import NewTopic
 
+from .._scopes import shielded
 from ..errors import BusError
 from .base import (
     DLQ_TOPIC,
@@ -510,7 +511,7 @@ class _KafkaSubscription(Subscription):
 
     async def close_consumer(self) -> None:
         """Commit contiguous acks and leave the group; bounded, survives cancellation."""
-        with trio.CancelScope(shield=True), trio.move_on_after(_CLOSE_TIMEOUT) as scope:
+        with shielded(_CLOSE_TIMEOUT) as scope:
             try:
                 # Abandonable only so a dead broker cannot hold shutdown past the deadline.
                 await trio.to_thread.run_sync(

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
+from .._scopes import shielded
 from ..errors import ElectionError
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ async def lead(
                 nursery.cancel_scope.cancel()
         finally:
             on_leadership(False)
-            with trio.CancelScope(shield=True), trio.move_on_after(RESIGN_TIMEOUT):
+            with shielded(RESIGN_TIMEOUT):
                 try:
                     await elector.resign(term)
                 except ElectionError as exc:

@@ -43,6 +43,7 @@ import grpc
 import trio
 
 from .._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
+from .._scopes import shielded
 from ..clock import Clock, SystemClock
 from ..errors import ConfigError, ElectionError
 from .base import Elector, Term
@@ -136,7 +137,7 @@ class EtcdElector(Elector):
         if channel is None:
             await trio.lowlevel.checkpoint()
             return
-        with trio.CancelScope(shield=True), trio.move_on_after(REVOKE_TIMEOUT):
+        with shielded(REVOKE_TIMEOUT):
             for lease_id in sorted(self._leases):
                 with contextlib.suppress(ElectionError):
                     await self._revoke(lease_id)
@@ -177,7 +178,7 @@ class EtcdElector(Elector):
         except BaseException as exc:
             # debug: the caller (``lead``) reports a failure; a cancellation is expected
             log.debug("campaign ended without a win", extra={**fields, "reason": repr(exc)})
-            with trio.CancelScope(shield=True), trio.move_on_after(REVOKE_TIMEOUT):
+            with shielded(REVOKE_TIMEOUT):
                 try:
                     await self._revoke(lease_id)
                 except ElectionError as revoke_exc:

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 import trio
 
+from .._scopes import shielded
 from ..config import Settings
 from ..errors import DuplicateJob, JobSchedulerError
 from ..handlers import default_registry
@@ -265,7 +266,7 @@ async def seed(store: JobStore, jobs: list[tuple[str, Job]]) -> Outcome:
     try:
         return await insert_all(store, jobs)
     finally:
-        with trio.CancelScope(shield=True), trio.move_on_after(5):
+        with shielded(5):
             await store.close()
 
 
