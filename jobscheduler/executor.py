@@ -6,12 +6,18 @@ attempt: pending with backoff / dlq), and only then ack the message. A stale or 
 message loses the pick and is acked and dropped. If a heartbeat finds the claim token gone
 (the reaper took the job back), the handler is cancelled: the newer attempt owns the job.
 On shutdown a running job is handed back (release) without counting an attempt.
+
+Round trips are shared, never transitions: the messages already waiting when one arrives
+are picked in one ``apply_many``, and outcomes that finish together are written in one by a
+settling task, which acks their messages afterwards. Each job still gets its own
+conditional updates, so the batching changes the cost, not the semantics.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import secrets
 import time
 from collections.abc import Sequence
@@ -65,6 +71,34 @@ class _InFlight:
         self.token = token
         self.scope = trio.CancelScope()
         self.lost = False
+
+
+class _Done:
+    """A handler has returned: the outcome to write for its job."""
+
+    __slots__ = ("error", "job", "logger", "token")
+
+    def __init__(
+        self,
+        job: Job,
+        token: str,
+        error: str | None,
+        logger: logging.LoggerAdapter[logging.Logger],
+    ) -> None:
+        self.job = job
+        self.token = token
+        self.error = error
+        self.logger = logger
+
+
+class _Finished:
+    """A message whose handling is over: its outcome (None: nothing to write) to settle."""
+
+    __slots__ = ("delivery", "done")
+
+    def __init__(self, delivery: Delivery, done: _Done | None) -> None:
+        self.delivery = delivery
+        self.done = done
 
 
 class Executor:
@@ -128,22 +162,35 @@ class Executor:
     async def consume(
         self, job_type: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Consume ``job_type``'s wake-ups, running up to EXECUTOR_CONCURRENCY at once."""
+        """Consume ``job_type``'s wake-ups, running up to EXECUTOR_CONCURRENCY at once.
+
+        Store round trips are shared: the messages waiting when one arrives are picked
+        together, and the outcomes that finish together are written together (by the
+        settling task, which then acks their messages).
+        """
         limiter = trio.CapacityLimiter(self._deps.settings.executor_concurrency)
         receiving = trio.CancelScope()
+        finished, to_settle = trio.open_memory_channel[_Finished](math.inf)
         async with (
             self._deps.bus.subscribe(job_type) as subscription,
-            trio.open_nursery() as handlers,
+            trio.open_nursery() as settling,
         ):
-            self._consumers.append((receiving, handlers.cancel_scope))
-            log.info("executor consuming", extra={"job_type": job_type, "worker": self._worker})
-            task_status.started()
-            with receiving:
-                async for delivery in subscription:
-                    await limiter.acquire_on_behalf_of(delivery)
-                    handlers.start_soon(self._process, delivery, limiter)
+            settling.start_soon(self._settle_loop, to_settle, limiter)
+            async with finished, trio.open_nursery() as handlers:
+                self._consumers.append((receiving, handlers.cancel_scope))
+                log.info("executor consuming", extra={"job_type": job_type, "worker": self._worker})
+                task_status.started()
+                with receiving:
+                    async for delivery in subscription:
+                        await limiter.acquire_on_behalf_of(delivery)
+                        batch = [delivery]
+                        for more in subscription.receive_ready(int(limiter.available_tokens)):
+                            limiter.acquire_on_behalf_of_nowait(more)
+                            batch.append(more)
+                        await self._start_batch(batch, handlers, finished, limiter)
             # Draining: no new messages; running handlers finish (or are cancelled at the
-            # grace deadline and hand their jobs back) before the subscription closes.
+            # grace deadline and hand their jobs back), then the settling task writes the
+            # last outcomes, all before the subscription closes.
 
     def drain(self, grace: float) -> None:
         """Stop receiving; give running handlers ``grace`` seconds, then cancel them."""
@@ -153,63 +200,127 @@ class Executor:
             receiving.cancel()
             handlers.deadline = min(handlers.deadline, deadline)
 
-    async def _process(self, delivery: Delivery, limiter: trio.CapacityLimiter) -> None:
-        try:
-            await self.run(delivery.message)
-        except StoreError as exc:
-            # Outcome unknown: do not ack; redelivery or the reaper will settle the job.
-            log.error(
-                "store failed while running job",
-                extra={"job_id": delivery.message.job_id, "error": str(exc)},
-            )
-            return
-        finally:
-            limiter.release_on_behalf_of(delivery)
-        with shielded(OUTCOME_TIMEOUT):
-            await delivery.ack()
-
     async def run(self, message: WakeUp) -> str:
-        """Process one wake-up; returns the result label counted in the metrics."""
-        deps = self._deps
-        job_type = message.job_type
-        token = self._new_token()
-        now = deps.clock.now()
-        # queued -> claimed -> running: two transitions, sent in one round trip.
-        picked, running = await deps.store.apply_many(
-            [
-                states.pick(message.job_id, worker=self._worker, token=token, now=now),
-                states.start(message.job_id, token=token, now=now),
-            ]
-        )
+        """Process one wake-up without a bus (pick, run, write the outcome); returns the
+        result label counted in the metrics. Raises StoreError if the outcome is unknown."""
+        [picked] = await self._pick([message])
         if picked is None:
-            return self._count_lost(job_type, "pick", message.job_id)
-        if running is None:
-            return self._count_lost(job_type, "start", message.job_id)
-        logger = logging.LoggerAdapter(
-            log, {"job_id": running.id, "tenant": running.tenant_id, "job_type": running.job_type}
-        )
-        entry = _InFlight(running.id, token)
-        self._in_flight[token] = entry
-        finished = False
-        started = time.perf_counter()
-        try:
-            error = await self._run_handler(running, entry, logger)
-            finished = True
-        finally:
-            del self._in_flight[token]
-            # Cancelled (shutdown) or an unexpected error: hand the job back at once instead
-            # of leaving it for the reaper. Cancellation arrives wrapped in exception groups
-            # from nested nurseries, so this is a flag, not an ``except Cancelled``.
-            if not finished:
-                await self._release(running, token, logger)
-        self._duration(job_type).observe(time.perf_counter() - started)
-        if entry.lost:
-            self._count(job_type, "stale")
-            logger.warning("job taken back while running; handler cancelled, outcome discarded")
+            return "stale"
+        done = await self._execute(*picked)
+        if done is None:
             return "stale"
         with shielded(OUTCOME_TIMEOUT):
-            return await self._write_outcome(running, token, error, logger)
+            [result] = await self._write_outcomes([done])
+            return result
         return "unknown"  # the outcome write timed out; the reaper will settle the job
+
+    # -- pick -----------------------------------------------------------------------------
+
+    async def _pick(self, messages: Sequence[WakeUp]) -> list[tuple[Job, str] | None]:
+        """queued -> claimed -> running for each message, all in one round trip. Each entry
+        is the running job and its claim token, or None for a stale or duplicate message
+        (counted here)."""
+        now = self._deps.clock.now()
+        tokens = [self._new_token() for _ in messages]
+        changes: list[states.Change] = []
+        for message, token in zip(messages, tokens, strict=True):
+            changes.append(states.pick(message.job_id, worker=self._worker, token=token, now=now))
+            changes.append(states.start(message.job_id, token=token, now=now))
+        results = await self._deps.store.apply_many(changes)
+        started: list[tuple[Job, str] | None] = []
+        for i, (message, token) in enumerate(zip(messages, tokens, strict=True)):
+            picked, running = results[2 * i], results[2 * i + 1]
+            if picked is None:
+                self._count_lost(message.job_type, "pick", message.job_id)
+                started.append(None)
+            elif running is None:
+                self._count_lost(message.job_type, "start", message.job_id)
+                started.append(None)
+            else:
+                started.append((running, token))
+        return started
+
+    async def _start_batch(
+        self,
+        batch: list[Delivery],
+        handlers: trio.Nursery,
+        finished: trio.MemorySendChannel[_Finished],
+        limiter: trio.CapacityLimiter,
+    ) -> None:
+        # Shielded: once sent, the picks must be seen through (a job picked but never run
+        # would wait for the reaper), even if draining cancels the receive loop meanwhile.
+        with shielded(OUTCOME_TIMEOUT):
+            try:
+                picked = await self._pick([delivery.message for delivery in batch])
+            except StoreError as exc:
+                # Outcome unknown: do not ack; redelivery or the reaper will settle the jobs.
+                for delivery in batch:
+                    log.error(
+                        "store failed while picking job",
+                        extra={"job_id": delivery.message.job_id, "error": str(exc)},
+                    )
+                    limiter.release_on_behalf_of(delivery)
+                return
+            for delivery, started in zip(batch, picked, strict=True):
+                if started is None:
+                    finished.send_nowait(_Finished(delivery, None))
+                else:
+                    handlers.start_soon(self._run_delivered, delivery, started, finished, limiter)
+            return
+        for delivery in batch:  # the pick timed out: its outcome is unknown, as above
+            limiter.release_on_behalf_of(delivery)
+
+    # -- run --------------------------------------------------------------------------------
+
+    async def _run_delivered(
+        self,
+        delivery: Delivery,
+        started: tuple[Job, str],
+        finished: trio.MemorySendChannel[_Finished],
+        limiter: trio.CapacityLimiter,
+    ) -> None:
+        job = started[0]
+        try:
+            done = await self._execute(*started)
+        except StoreError as exc:
+            # The hand-back failed: not acked; redelivery or the reaper will settle the job.
+            log.error(
+                "store failed while handing the job back",
+                extra={"job_id": job.id, "tenant": job.tenant_id, "error": str(exc)},
+            )
+            limiter.release_on_behalf_of(delivery)
+            return
+        except BaseException:
+            limiter.release_on_behalf_of(delivery)  # handed back (or left for the reaper)
+            raise
+        finished.send_nowait(_Finished(delivery, done))
+
+    async def _execute(self, job: Job, token: str) -> _Done | None:
+        """Run the handler while the heartbeat loop watches the job. Returns what to write,
+        or None when the reaper took the job back meanwhile (counted stale here). Cancelled
+        (shutdown) or failing unexpectedly, it hands the job back before re-raising."""
+        logger = logging.LoggerAdapter(
+            log, {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type}
+        )
+        entry = _InFlight(job.id, token)
+        self._in_flight[token] = entry
+        ok = False
+        started = time.perf_counter()
+        try:
+            error = await self._run_handler(job, entry, logger)
+            ok = True
+        finally:
+            del self._in_flight[token]
+            # Cancellation arrives wrapped in exception groups from nested nurseries, so
+            # this is a flag, not an ``except Cancelled``.
+            if not ok:
+                await self._release(job, token, logger)
+        self._duration(job.job_type).observe(time.perf_counter() - started)
+        if entry.lost:
+            self._count(job.job_type, "stale")
+            logger.warning("job taken back while running; handler cancelled, outcome discarded")
+            return None
+        return _Done(job, token, error, logger)
 
     async def _run_handler(
         self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
@@ -245,26 +356,65 @@ class Executor:
                 self._count(job.job_type, "released")
                 logger.info("job handed back on shutdown")
 
-    async def _write_outcome(
-        self,
-        job: Job,
-        token: str,
-        error: str | None,
-        logger: logging.LoggerAdapter[logging.Logger],
-    ) -> str:
+    # -- settle -----------------------------------------------------------------------------
+
+    async def _settle_loop(
+        self, to_settle: trio.MemoryReceiveChannel[_Finished], limiter: trio.CapacityLimiter
+    ) -> None:
+        """Write the outcomes of finished handlers in batches, then ack their messages."""
+        batch: list[_Finished] = []
+        try:
+            async for first in to_settle:
+                batch = [first, *_take_ready(to_settle)]
+                await self._settle(batch, limiter)
+                batch = []
+        finally:
+            # Cancelled outright (not drained): settle what already finished, so a completed
+            # handler is not run again after the reaper's timeout.
+            rest = [*batch, *_take_ready(to_settle)]
+            if rest:
+                await self._settle(rest, limiter)
+
+    async def _settle(self, batch: list[_Finished], limiter: trio.CapacityLimiter) -> None:
+        to_ack = [item for item in batch if item.done is None]  # stale: nothing to write
+        with shielded(OUTCOME_TIMEOUT):
+            done = [item.done for item in batch if item.done is not None]
+            try:
+                if done:
+                    await self._write_outcomes(done)
+                to_ack = batch
+            except StoreError as exc:
+                # Outcome unknown: do not ack; redelivery or the reaper will settle the jobs.
+                for outcome in done:
+                    outcome.logger.error(
+                        "store failed while writing the outcome", extra={"error": str(exc)}
+                    )
+            for item in to_ack:
+                await item.delivery.ack()
+        for item in batch:
+            limiter.release_on_behalf_of(item.delivery)
+
+    async def _write_outcomes(self, outcomes: Sequence[_Done]) -> list[str]:
+        """Write each handler's outcome (one round trip); returns the result labels."""
         deps = self._deps
         now = deps.clock.now()
-        if error is None:
-            done = await deps.store.apply(states.complete(job, token=token, now=now))
-            if done is None:
-                return self._count_lost(job.job_type, "complete", job.id)
-            result = "completed"
-            logger.debug("job completed")
-        else:
-            after = await deps.store.apply(states.fail(job, token=token, now=now, error=error))
+        changes = [
+            states.complete(o.job, token=o.token, now=now)
+            if o.error is None
+            else states.fail(o.job, token=o.token, now=now, error=o.error)
+            for o in outcomes
+        ]
+        results: list[str] = []
+        for outcome, after in zip(outcomes, await deps.store.apply_many(changes), strict=True):
+            job, error, logger = outcome.job, outcome.error, outcome.logger
             if after is None:
-                return self._count_lost(job.job_type, "fail", job.id)
-            if after.status is Status.DLQ:
+                transition = "complete" if error is None else "fail"
+                results.append(self._count_lost(job.job_type, transition, job.id))
+                continue
+            if error is None:
+                result = "completed"
+                logger.debug("job completed")
+            elif after.status is Status.DLQ:
                 result = "dlq"
                 logger.warning(
                     "job dead-lettered", extra={"attempts": after.attempts, "error": error}
@@ -282,8 +432,9 @@ class Executor:
                 )
                 if deps.waker is not None:
                     deps.waker.notify(after.scheduled_at)
-        self._count(job.job_type, result)
-        return result
+            self._count(job.job_type, result)
+            results.append(result)
+        return results
 
     def _count_lost(self, job_type: str, transition: str, job_id: str) -> str:
         self._deps.metrics.transitions_lost.labels(transition=transition).inc()
@@ -292,6 +443,15 @@ class Executor:
             "stale or duplicate wake-up dropped", extra={"job_id": job_id, "transition": transition}
         )
         return "stale"
+
+
+def _take_ready(channel: trio.MemoryReceiveChannel[_Finished]) -> list[_Finished]:
+    ready: list[_Finished] = []
+    while True:
+        try:
+            ready.append(channel.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            return ready
 
 
 async def run_executor(

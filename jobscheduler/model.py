@@ -54,7 +54,11 @@ LISTABLE_STATUSES = tuple(s.value for s in Status)
 
 
 def _aware(instance: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
-    if value is not None and (value.tzinfo is None or value.utcoffset() != timedelta(0)):
+    # Identity first: stores and ``utc`` hand out ``datetime.UTC`` itself, and this runs six
+    # times for every job decoded on the hot path.
+    if value is None or value.tzinfo is UTC:
+        return
+    if value.tzinfo is None or value.utcoffset() != timedelta(0):
         raise ValueError(f"{attribute.name} must be timezone-aware UTC, got {value!r}")
 
 

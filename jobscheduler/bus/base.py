@@ -107,6 +107,15 @@ class Subscription(abc.ABC):
         timeout loses nothing, and the subscription stays usable.
         """
 
+    def receive_ready(self, limit: int) -> list[Delivery]:
+        """Up to ``limit`` further deliveries that have already arrived, without waiting.
+
+        Lets a consumer that just received one message take the ones queued behind it and
+        settle them in one store round trip. Empty when nothing is waiting (or, here in the
+        base class, for an adapter that cannot tell).
+        """
+        return []
+
 
 class Bus(abc.ABC):
     """Carries wake-ups from the scheduler to executors, and dead letters to ``jobs.dlq``."""

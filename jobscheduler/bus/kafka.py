@@ -224,6 +224,17 @@ class _KafkaSubscription(Subscription):
                 extra={"topic": delivery._partition[0], "partition": delivery._partition[1]},
             )
 
+    def receive_ready(self, limit: int) -> list[Delivery]:
+        ready: list[Delivery] = []
+        while len(ready) < limit:
+            try:
+                delivery = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+            if not delivery.stale:
+                ready.append(delivery)
+        return ready
+
     # -- bookkeeping (trio thread only) --------------------------------------------------
 
     def _unacked(self) -> int:

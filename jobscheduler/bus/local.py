@@ -47,6 +47,15 @@ class _LocalSubscription(Subscription):
             raise StopAsyncIteration from None
         return _LocalDelivery(message)
 
+    def receive_ready(self, limit: int) -> list[Delivery]:
+        ready: list[Delivery] = []
+        while len(ready) < limit:
+            try:
+                ready.append(_LocalDelivery(self._receive.receive_nowait()))
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        return ready
+
 
 class LocalBus(Bus):
     """One unbounded channel per job type; one group per type (competing consumers)."""

@@ -106,16 +106,25 @@ def _to_db(field: str, value: Any) -> Any:
     return value
 
 
+_FIELDS = tuple(_COLUMNS)
+_TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIELDS)
+_PAYLOAD_INDEX = _FIELDS.index("payload")
+_STATUS_INDEX = _FIELDS.index("status")
+_STATUSES = {status.value: status for status in Status}
+
+
 def _from_row(row: Sequence[Any]) -> Job:
-    values = dict(zip(_COLUMNS, row, strict=True))
-    for field in _TIME_FIELDS:
-        millis = values[field]
+    # On the hot path (every transition returns its row): positional, no intermediate dict.
+    values = list(row)
+    for i in _TIME_INDEXES:
+        millis = values[i]
         if millis is not None:
             # Exact: a float of whole milliseconds rounds back to the same microsecond.
-            values[field] = datetime.fromtimestamp(millis / 1000, UTC)
-    values["payload"] = json.loads(values["payload"])
-    values["status"] = Status(values["status"])
-    return Job(**values)
+            values[i] = datetime.fromtimestamp(millis / 1000, UTC)
+    payload = values[_PAYLOAD_INDEX]
+    values[_PAYLOAD_INDEX] = {} if payload == "{}" else json.loads(payload)
+    values[_STATUS_INDEX] = _STATUSES[values[_STATUS_INDEX]]
+    return Job(**dict(zip(_FIELDS, values, strict=True)))
 
 
 @functools.lru_cache(maxsize=256)

@@ -373,6 +373,28 @@ async def test_acks_that_close_the_gap_commit_past_every_message(bus: Bus) -> No
     assert received == [marker]
 
 
+async def test_receive_ready_takes_what_has_arrived_without_waiting(bus: Bus) -> None:
+    job_type = new_type()
+    sent = wake_ups(job_type, 6)
+    async with bus.subscribe(job_type) as sub:
+        assert sub.receive_ready(10) == []
+        await bus.publish(sent)
+        deliveries = aiter(sub)
+        received = [await next_delivery(deliveries)]
+        with trio.fail_after(RECEIVE_TIMEOUT):
+            while len(received) < len(sent):
+                ready = sub.receive_ready(2)
+                assert len(ready) <= 2
+                received += ready
+                if not ready:  # a broker hands messages over as its poller fetches them
+                    await trio.sleep(0.01)
+        assert sub.receive_ready(10) == []
+        for delivery in received:
+            await delivery.ack()
+
+    assert sorted(d.message.job_id for d in received) == sorted(m.job_id for m in sent)
+
+
 async def test_a_receive_cancelled_by_a_timeout_loses_nothing(bus: Bus) -> None:
     job_type = new_type()
     sent = wake_ups(job_type, 3)

@@ -34,6 +34,7 @@ from jobscheduler.model import Job, Status
 from jobscheduler.reaper import Reaper
 from jobscheduler.runtime import Deps, Waker
 from jobscheduler.scheduler import Scheduler, run_scheduler
+from jobscheduler.store.base import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import (
@@ -70,6 +71,7 @@ class _ObservedDelivery(Delivery):
 
 class _ObservedSubscription(Subscription):
     def __init__(self, inner: Subscription, bus: ObservedBus) -> None:
+        self._inner = inner
         self._it = aiter(inner)
         self._bus = bus
 
@@ -78,6 +80,9 @@ class _ObservedSubscription(Subscription):
 
     async def __anext__(self) -> Delivery:
         return _ObservedDelivery(await anext(self._it), self._bus)
+
+    def receive_ready(self, limit: int) -> list[Delivery]:
+        return [_ObservedDelivery(d, self._bus) for d in self._inner.receive_ready(limit)]
 
 
 class ObservedBus(LocalBus):
@@ -779,6 +784,89 @@ async def test_unknown_and_duplicate_wake_ups_are_acked_and_counted_stale(
     assert sample(deps.metrics, processed, {"job_type": "noop", "result": "completed"}) == 1
     assert sample(deps.metrics, processed, {"job_type": "noop", "result": "stale"}) == 2
     assert sample(deps.metrics, "jobs_transitions_lost_total", {"transition": "pick"}) == 2
+
+
+class RecordingStore(ProxyStore):
+    """Records the transitions of every apply_many round trip, and can fail the next one
+    that carries a given transition."""
+
+    def __init__(self, inner: JobStore) -> None:
+        super().__init__(inner)
+        self.round_trips: list[list[str]] = []
+        self.fail_on: str | None = None
+        self.failed = trio.Event()
+
+    async def apply_many(self, changes: Sequence[states.Change]) -> list[Job | None]:
+        transitions = [change.transition for change in changes]
+        self.round_trips.append(transitions)
+        if self.fail_on in transitions:
+            self.fail_on = None
+            self.failed.set()
+            await trio.lowlevel.checkpoint()
+            raise StoreError("disk I/O error")
+        return await self.inner.apply_many(changes)
+
+
+async def test_waiting_wake_ups_are_picked_and_settled_in_shared_round_trips(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    bus = ObservedBus()
+    recording = RecordingStore(store)
+    deps = make_deps(store=recording, bus=bus)  # executor_concurrency 8
+    jobs = [make_job() for _ in range(12)]
+    await queue(deps, store, *jobs)
+    await bus.publish([wake_up(job) for job in jobs])
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, "noop")
+            await bus.wait_for(lambda: len(bus.acked) == len(jobs))
+            nursery.cancel_scope.cancel()
+
+    for job in jobs:
+        assert await status_of(store, job) is Status.COMPLETED
+    picks = [trip for trip in recording.round_trips if "pick" in trip]
+    # The first message brings the 7 waiting behind it (8 handlers at most); the rest follow.
+    assert [trip.count("pick") for trip in picks] == [8, 4]
+    assert all(trip == ["pick", "start"] * (len(trip) // 2) for trip in picks)
+    completes = [trip for trip in recording.round_trips if "complete" in trip]
+    assert sum(len(trip) for trip in completes) == len(jobs)
+    assert len(completes) < len(jobs)
+    labels = {"job_type": "noop", "result": "completed"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == len(jobs)
+
+
+async def test_an_outcome_the_store_could_not_write_is_not_acked_and_frees_its_slot(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    bus = ObservedBus()
+    recording = RecordingStore(store)
+    recording.fail_on = "complete"
+    deps = make_deps(
+        store=recording, bus=bus, settings=make_settings(tmp_path, executor_concurrency=1)
+    )
+    lost, later = make_job(), make_job()
+    await queue(deps, store, lost, later)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, "noop")
+            await bus.publish([wake_up(lost)])
+            await recording.failed.wait()
+            # The only handler slot must be free again for the next message to run.
+            await bus.publish([wake_up(later)])
+            await bus.wait_for(lambda: len(bus.acked) == 1)
+            nursery.cancel_scope.cancel()
+
+    assert bus.acked == [wake_up(later)]
+    assert await status_of(store, later) is Status.COMPLETED
+    # Outcome unknown: left running for redelivery or the reaper, never reported done.
+    assert await status_of(store, lost) is Status.RUNNING
+    labels = {"job_type": "noop", "result": "completed"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
 
 
 async def test_running_handler_heartbeats_so_its_job_is_not_stale(
