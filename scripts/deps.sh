@@ -3,7 +3,8 @@
 #   etcd      Debian's etcd-server (3.4)
 #   kafka     Apache Kafka 4.x, single KRaft node (broker+controller), jars
 #             resolved from Maven Central via scripts/kafka/pom.xml
-#   ferretdb  FerretDB v1 (MongoDB wire protocol) on its SQLite backend
+#   ferretdb  FerretDB v1 (MongoDB wire protocol) on its SQLite backend, built
+#             with scripts/ferretdb/*.patch (atomic conditional writes, _id index)
 #
 # Usage: scripts/deps.sh up|down|status
 #   up      install what is missing, start what is not running, wait until
@@ -34,6 +35,7 @@ KAFKA_VERSION=4.1.1
 # generate one; the cluster only ever lives in this DEPS_DIR.
 KAFKA_CLUSTER_ID=Z3LWfMzTQx6jPbnxKQ5Zdw
 FERRETDB_VERSION=v1.24.2
+FERRETDB_PATCH=$ROOT/scripts/ferretdb/ferretdb-$FERRETDB_VERSION.patch
 
 SERVICES=(etcd kafka ferretdb)
 
@@ -356,17 +358,25 @@ start_kafka() {
 
 # ---------------------------------------------------------------- ferretdb
 
+# The version the patched build reports, e.g. v1.24.2-jobscheduler-0123456789ab: the store
+# recognizes "-jobscheduler" (atomic conditional writes), and a changed patch rebuilds.
+ferretdb_build_version() {
+  echo "$FERRETDB_VERSION-jobscheduler-$(sha256sum "$FERRETDB_PATCH" | cut -c1-12)"
+}
+
 install_ferretdb() {
-  local version=
+  local version= build_version
+  build_version=$(ferretdb_build_version)
   if [[ -x $FERRETDB_BIN ]]; then version=$("$FERRETDB_BIN" --version 2>/dev/null || true); fi
-  if [[ $version == *"version: $FERRETDB_VERSION"* ]]; then return 0; fi
+  if [[ $version == *"version: $build_version"* ]]; then return 0; fi
 
   command -v go >/dev/null || die "ferretdb: go is needed to build FerretDB"
+  command -v patch >/dev/null || apt_install patch
   local t0 log
   t0=$(now_ms)
   log=$(svc_dir ferretdb)/install.log
   : >"$log"
-  say "ferretdb: building FerretDB $FERRETDB_VERSION (go; ~2 min with cold caches)"
+  say "ferretdb: building FerretDB $FERRETDB_VERSION with $(basename "$FERRETDB_PATCH") (go; ~2 min with cold caches)"
   # Not `go install ...@version`: that binary panics at startup because
   # FerretDB embeds build/version/version.txt, which its release tooling
   # generates and the module zip lacks. So copy the module source out of the
@@ -384,8 +394,9 @@ install_ferretdb() {
   mkdir -p "$(dirname "$src")" "$(dirname "$FERRETDB_BIN")"
   cp -R "$moddir" "$src"
   chmod -R u+w "$src"
-  echo "$FERRETDB_VERSION" >"$src/build/version/version.txt"
+  echo "$build_version" >"$src/build/version/version.txt"
   echo "deps.sh" >"$src/build/version/package.txt"
+  run_logged "$log" patch -p1 -d "$src" -i "$FERRETDB_PATCH"
   run_logged "$log" go build -C "$src" -buildvcs=false -trimpath \
     -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb
   mv -f "$FERRETDB_BIN.tmp" "$FERRETDB_BIN"

@@ -4,8 +4,10 @@ One document per job in the ``jobs`` collection: ``_id`` is ``ObjectId(job.id)``
 fields use the camelCase names of the HTTP contract (:data:`FIELDS`), timestamps are BSON
 dates (milliseconds, which is why :func:`jobscheduler.model.utc` truncates to them) read back
 timezone-aware UTC. Every transition is one ``findAndModify`` whose filter is ``_id`` plus the
-Change's expectations; claims are a loop of ``findAndModify`` calls, one per job, so each job
-is handed out atomically without a multi-document transaction.
+Change's expectations. A claim reads the due candidates' ids in claim order, then claims each
+with a ``findAndModify`` by ``_id`` that repeats the due filter, so each job is handed out
+atomically without a multi-document transaction (a candidate another claimer took first is
+skipped).
 
 Durability: writes use write concern ``{w: "majority", j: true}``, reads use read concern
 ``majority`` (the claim, reaper and API reads all go through the same collection handle),
@@ -34,19 +36,17 @@ against it and read in its source:
   write twice, so in that one case the client is rebuilt with ``retryWrites=false``;
 - it has no transactions (we use none) and rejects payload keys containing ``.`` or starting
   with ``$``, which MongoDB 5+ stores: that becomes a ValidationError here;
-- its ``findAndModify`` is NOT atomic: it reads and filters the documents, then overwrites
-  the chosen one by ``_id`` unconditionally, so two concurrent conditional updates of one
-  document can both "succeed" (two claimers get the same job, two racing picks both win).
-  When the server identifies itself as FerretDB (``buildInfo`` carries ``ferretdbVersion``),
-  or when ``serialize_writes=True``, this store therefore runs its conditional writes
-  (claims and transitions) one at a time. That restores the contract for everything that
-  goes through one store (one process); across processes FerretDB cannot give it, which is
-  one reason production runs on MongoDB. Inserts are not serialized: FerretDB enforces
-  unique indexes atomically in SQLite;
-- it filters and sorts in memory (only a lone ``_id`` equality is pushed down to SQLite), so
-  every query scans the collection. With writes serialized anyway, claims are made in
-  batches there (``batch_claims``): one sorted read, one ``updateMany``, one read back,
-  instead of one collection sort per claimed job.
+- stock FerretDB v1's ``findAndModify``/``update``/``delete`` are NOT atomic: they read and
+  filter the documents, then overwrite the chosen ones by ``_id``, so two concurrent
+  conditional updates of one document can both "succeed" (two claimers get the same job).
+  It also filters in memory after reading the whole collection, except for a lone ``_id``
+  equality, and even then its writes by ``_id`` miss its own ``_id`` index.
+  ``scripts/deps.sh`` therefore builds FerretDB with ``scripts/ferretdb/*.patch``: those
+  commands become atomic (one at a time), writes by ``_id`` use the index, and ``_id`` and
+  top-level string equalities (``status``, ``tenantId``) are evaluated by SQLite with the
+  indexes created here. Such a build reports a ``ferretdbVersion`` containing
+  ``-jobscheduler``. Against a stock FerretDB this store runs its own conditional writes one
+  at a time (``serialize_writes``), which keeps one process correct but not several.
 """
 
 from __future__ import annotations
@@ -157,16 +157,15 @@ INDEXES: Final = [
     ),
 ]
 
+#: In the ``ferretdbVersion`` of a FerretDB built by ``scripts/deps.sh`` with its patch.
+ATOMIC_FERRETDB_MARK: Final = "-jobscheduler"
+
 #: Write errors that mean "this document is not storable" (BadValue — FerretDB's answer to
 #: payload keys with "." or a leading "$" —, DollarPrefixedFieldName, DottedFieldName).
 _INVALID_DOCUMENT_CODES: Final = frozenset({2, 52, 57})
 
 #: Errors after which a write may or may not have been applied.
 _OUTCOME_UNKNOWN = (AutoReconnect, NetworkTimeout, ConnectionFailure)
-
-
-#: Ids per ``updateMany`` of a batch claim (see :meth:`MongoJobStore._claim_batch_sync`).
-_CLAIM_CHUNK: Final = 100
 
 
 def _outcome_unknown(exc: PyMongoError) -> bool:
@@ -252,11 +251,7 @@ class MongoJobStore(JobStore):
 
     Server quirks (see the module docstring): ``serialize_writes`` forces (True) or forbids
     (False) running conditional writes one at a time; None (the default) enables it only when
-    the server is FerretDB. ``batch_claims`` lets a store whose writes are serialized claim a
-    whole batch with one sorted read, conditional ``updateMany`` calls (100 ids each) and one
-    read back instead of one sorted ``findAndModify`` per job (FerretDB v1 sorts in memory on
-    every call, so the per-job loop costs a full collection sort per claimed job). It has no
-    effect on a store whose writes are not serialized: there only the per-job loop is safe.
+    the server is a stock FerretDB, whose own writes are not atomic.
     """
 
     def __init__(
@@ -268,7 +263,6 @@ class MongoJobStore(JobStore):
         socket_timeout: float = 30.0,
         limiter_tokens: int = 16,
         serialize_writes: bool | None = None,
-        batch_claims: bool = True,
     ) -> None:
         self._uri = uri
         self._database = database
@@ -276,7 +270,6 @@ class MongoJobStore(JobStore):
         self._socket_timeout = socket_timeout
         self._limiter = trio.CapacityLimiter(limiter_tokens)
         self._serialize_option = serialize_writes
-        self._batch_option = batch_claims
         self._serialize = bool(serialize_writes)
         self._write_lock = trio.Lock()
         self._start_lock = trio.Lock()
@@ -293,14 +286,14 @@ class MongoJobStore(JobStore):
         return "ferretdbVersion" in self.server_info
 
     @property
-    def serializes_writes(self) -> bool:
-        """True when conditional writes run one at a time (FerretDB, or forced)."""
-        return self._serialize
+    def is_atomic_ferretdb(self) -> bool:
+        """True for a FerretDB built with this project's patch (atomic conditional writes)."""
+        return ATOMIC_FERRETDB_MARK in self.server_info.get("ferretdbVersion", "")
 
     @property
-    def batches_claims(self) -> bool:
-        """True when :meth:`claim_due` claims a batch per round trip (serialized stores)."""
-        return self._serialize and self._batch_option
+    def serializes_writes(self) -> bool:
+        """True when conditional writes run one at a time (stock FerretDB, or forced)."""
+        return self._serialize
 
     async def start(self) -> None:
         """Connect, detect FerretDB, and create the indexes. Idempotent.
@@ -362,15 +355,22 @@ class MongoJobStore(JobStore):
         client, info = await self._call(self._connect_sync, "start")
         self.server_info = info
         ferretdb = self.is_ferretdb
-        self._serialize = ferretdb if self._serialize_option is None else self._serialize_option
+        stock_ferretdb = ferretdb and not self.is_atomic_ferretdb
+        self._serialize = (
+            stock_ferretdb if self._serialize_option is None else self._serialize_option
+        )
         self._client, self._jobs = client, self._jobs_of(client)
         log.info(
-            "mongo store started database=%s server=%s serialize_writes=%s batch_claims=%s",
+            "mongo store started database=%s server=%s serialize_writes=%s",
             self._database,
             f"FerretDB {info['ferretdbVersion']}" if ferretdb else f"MongoDB {info.get('version')}",
             self._serialize,
-            self.batches_claims,
         )
+        if stock_ferretdb:
+            log.warning(
+                "stock FerretDB: its conditional writes are not atomic, so only one process "
+                "may use this database; build it with scripts/deps.sh for several"
+            )
 
     async def close(self) -> None:
         """Close the client. Safe to call twice."""
@@ -474,13 +474,13 @@ class MongoJobStore(JobStore):
     async def claim_due(self, now: datetime, limit: int) -> list[Job]:
         """Claim up to ``limit`` due jobs in one thread hop.
 
-        Normally a loop of ``findAndModify`` (due filter, claim sort, ``$set`` of
-        ``claim_fields(now)``), one job per call, stopping at the first call that matches
-        nothing; each call is atomic, so concurrent claimers never share a job. On a store
-        whose writes are serialized (FerretDB) a batch is claimed instead: see
-        :meth:`_claim_batch_sync`. If a call fails after some jobs were claimed, those jobs
-        are returned (they are queued and must be announced); a failure before any claim
-        raises StoreError.
+        One read of the due candidates' ids in claim order (priority desc, then
+        ``scheduledAt``), then one ``findAndModify`` per candidate: ``_id`` plus the due filter
+        again, ``$set`` of ``claim_fields(now)``. Each is atomic, so concurrent claimers never
+        share a job; a candidate another claimer took first is skipped, and the batch comes
+        back short. If a claim fails after some jobs were claimed, those jobs are returned
+        (they are queued and must be announced); a failure before any claim raises
+        StoreError.
         """
         if limit <= 0:
             return []
@@ -488,65 +488,25 @@ class MongoJobStore(JobStore):
         query = _due_filter(now)
         update = {"$set": _set_document(claim_fields(now))}
 
-        def claim_loop() -> list[Job]:
+        def claim() -> list[Job]:
+            candidates = jobs.find(query, projection={"_id": True}, sort=CLAIM_SORT, limit=limit)
             claimed: list[Job] = []
-            for _ in range(limit):
+            for _id in [doc["_id"] for doc in candidates]:
                 try:
                     doc = jobs.find_one_and_update(
-                        query, update, sort=CLAIM_SORT, return_document=ReturnDocument.AFTER
+                        {**query, "_id": _id}, update, return_document=ReturnDocument.AFTER
                     )
                 except PyMongoError as exc:
                     if not claimed:
                         raise
                     log.warning("claim stopped after %d jobs: %s", len(claimed), exc)
                     break
-                if doc is None:
-                    break
-                claimed.append(document_to_job(doc))
+                if doc is not None:
+                    claimed.append(document_to_job(doc))
             return claimed
 
         async with self._conditional_write():
-            if self.batches_claims:
-                return await self._call(lambda: self._claim_batch_sync(now, limit), "claim")
-            return await self._call(claim_loop, "claim")
-
-    def _claim_batch_sync(self, now: datetime, limit: int) -> list[Job]:
-        """Serialized stores only: read the due ids in claim order, flip them with one
-        conditional ``updateMany`` (the due filter again, plus ``_id $in``), read them back.
-
-        The update goes in chunks of ``_CLAIM_CHUNK`` ids so that no single round trip runs
-        long (FerretDB v1 pays a table scan per document it writes). Only correct while no
-        other writer of this store runs between the steps, which the write lock guarantees;
-        that is why it is never used when writes are not serialized. Whatever fails during
-        the updates, the read back decides what was claimed (an ``updateMany`` is not atomic
-        as a whole and may have flipped part of its chunk); the error is raised only when
-        nothing was. Returned in claim order.
-        """
-        jobs = self._collection()
-        query = _due_filter(now)
-        values = _set_document(claim_fields(now))
-        ids = [
-            doc["_id"]
-            for doc in jobs.find(query, projection={"_id": True}, sort=CLAIM_SORT, limit=limit)
-        ]
-        error: PyMongoError | None = None
-        for start in range(0, len(ids), _CLAIM_CHUNK):
-            chunk = ids[start : start + _CLAIM_CHUNK]
-            try:
-                jobs.update_many({**query, "_id": {"$in": chunk}}, {"$set": values})
-            except PyMongoError as exc:
-                log.warning("batch claim interrupted, re-reading %d jobs: %s", len(ids), exc)
-                error = exc
-                break
-        if not ids:
-            return []
-        docs = {doc["_id"]: doc for doc in jobs.find({"_id": {"$in": ids}})}
-        claimed = [
-            document_to_job(docs[_id]) for _id in ids if _id in docs and _holds(docs[_id], values)
-        ]
-        if error is not None and not claimed and not _outcome_unknown(error):
-            raise error
-        return claimed
+            return await self._call(claim, "claim")
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         jobs = self._collection()
@@ -628,8 +588,11 @@ class MongoJobStore(JobStore):
             raise ValueError(f"find_stale: field must be one of {sorted(_STALE_FIELDS)}")
         jobs = self._collection()
         doc_field = FIELDS[field]
+        values = sorted({Status(s).value for s in statuses})
         query: Document = {
-            FIELDS["status"]: {"$in": [Status(s).value for s in statuses]},
+            # A lone status as a plain equality: servers that push filters down to their
+            # indexes (the test stack's FerretDB) handle that form best.
+            FIELDS["status"]: values[0] if len(values) == 1 else {"$in": values},
             "$or": [{doc_field: None}, {doc_field: {"$lt": utc(before)}}],
         }
         sort = [(doc_field, ASCENDING), ("_id", ASCENDING)]
