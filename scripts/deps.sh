@@ -309,6 +309,13 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# A consumer that dies (SIGKILL) keeps its partitions until its session times out: 45 s by
+# default, 10 s here so that the tests which kill executors finish sooner. Heartbeats must
+# come well within it.
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=10000
+group.consumer.min.heartbeat.interval.ms=1000
+group.consumer.heartbeat.interval.ms=2000
 EOF
 }
 
