@@ -57,6 +57,11 @@ fmt: install
 bench *ARGS: install
     {{bin}}/jobscheduler bench {{ARGS}}
 
+# The same, against one process per role on etcd, Kafka and FerretDB (started if needed),
+# plus failover times.
+bench-distributed *ARGS: install deps-up
+    {{bin}}/jobscheduler bench --stack distributed {{ARGS}}
+
 # Install (if missing) and start etcd, Kafka and FerretDB on 127.0.0.1.
 deps-up:
     scripts/deps.sh up

@@ -17,13 +17,13 @@ from .observability import configure_logging
 
 ROLES = ("api", "scheduler", "executor", "reaper")
 
-# Tool subcommands: each module jobscheduler.tools.<name> exposes ``HELP: str``,
+# Tool subcommands (name: help): each module jobscheduler.tools.<name> exposes
 # ``configure(parser) -> None`` and ``run(args) -> int``. A tool's module is imported only
 # when that tool runs, so the roles start without loading HTTP clients and the like.
 TOOLS = {
     "seed": "insert a realistic mix of demo jobs straight into the configured store",
     "loadtest": "send jobs over HTTP at a target rate and report latency percentiles",
-    "bench": "benchmark a fresh `jobscheduler dev` (throughput, start delay, API latency, RSS)",
+    "bench": "benchmark a fresh stack: `dev`, or one process per role (drain, delay, failover)",
 }
 
 log = logging.getLogger("jobscheduler")

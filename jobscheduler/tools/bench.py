@@ -1,13 +1,19 @@
 """``jobscheduler bench``: the performance targets, measured through the public HTTP API.
 
-Starts a fresh ``jobscheduler dev`` subprocess on a temporary SQLite file and free ports,
-then measures, printing figures (never asserting them — machines are shared and noisy):
+``--stack embedded`` (the default) starts a fresh ``jobscheduler dev`` subprocess on a
+temporary SQLite file and free ports. ``--stack distributed`` starts one process per role
+(``run-api``, two ``run-scheduler``, ``run-executor`` for ``noop``, ``run-reaper``) on the
+MongoDB, Kafka and etcd of the environment (``just deps-up``), in a fresh database and
+election. Either way it measures, printing figures (never asserting them — machines are
+shared and noisy):
 
-1. idle RSS of the dev process;
+1. idle RSS of the processes;
 2. burst drain: N ``noop`` jobs all due at one instant; drain rate = N / (last completion -
    due instant), from the jobs' own ``updatedAt``;
 3. steady load: R jobs/s for D seconds, each due 1 s after creation; start delay
-   (``claimedAt - scheduledAt``) percentiles and ``POST /jobs`` latency percentiles.
+   (``claimedAt - scheduledAt``) percentiles and ``POST /jobs`` latency percentiles;
+4. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
+   until the standby reports ``scheduler_is_leader 1``.
 
 Client and server share the machine. To keep the client's share small, requests go through
 a minimal keep-alive HTTP/1.1 client on raw trio streams (httpx costs several times more CPU
@@ -31,19 +37,26 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pymongo
 import trio
 
-from ..config import parse_duration
+from ..config import ENVIRONMENT_VARIABLES, Settings, parse_duration
 from ..model import format_time, parse_time
 from .stats import format_seconds, percentiles
 
-HELP = "benchmark a fresh `jobscheduler dev` (drain rate, start delay, API latency, RSS)"
 PCTS = (50, 95, 99)
+STARTUP_TIMEOUT = 30.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stack",
+        choices=("embedded", "distributed"),
+        default="embedded",
+        help="`dev` on SQLite (default), or one process per role on MongoDB/Kafka/etcd",
+    )
     parser.add_argument("--burst", type=int, default=5000, help="jobs in the burst (5000)")
-    parser.add_argument("--rate", type=float, default=200.0, help="steady jobs/s (200)")
+    parser.add_argument("--rate", type=float, help="steady jobs/s (200 embedded, 50 distributed)")
     parser.add_argument(
         "--duration", type=parse_duration, default=20.0, help="steady phase length (20s)"
     )
@@ -143,47 +156,156 @@ def _summary(label: str, seconds: list[float]) -> str:
     return f"{label}: {parts}, max {format_seconds(pct[100])} (n={len(seconds)})"
 
 
+class _Process:
+    """One ``jobscheduler`` subprocess of the stack under test, with its metrics port."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.metrics_port = _free_port()
+        self._argv = argv
+        self._env = {**env, "METRICS_PORT": str(self.metrics_port)}
+        self._log = log
+        self.proc: trio.Process | None = None
+
+    async def spawn(self) -> None:
+        with self._log.open("wb") as log:
+            self.proc = await trio.lowlevel.open_process(
+                [sys.executable, "-m", "jobscheduler", *self._argv],
+                env=self._env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def wait_healthy(self, client: httpx.AsyncClient) -> None:
+        url = f"http://127.0.0.1:{self.metrics_port}/healthz"
+        with trio.fail_after(STARTUP_TIMEOUT):
+            while True:
+                if self.proc is not None and self.proc.returncode is not None:
+                    raise RuntimeError(f"{self.name} exited; see {self._log}")
+                try:
+                    if (await client.get(url)).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                await trio.sleep(0.05)
+
+    async def metrics(self) -> str:
+        conn = _Connection("127.0.0.1", self.metrics_port)
+        try:
+            _, text = await conn.request("GET", "/metrics")
+        finally:
+            await conn.aclose()
+        return text.decode()
+
+    async def metric(self, name: str) -> float:
+        """The sum of every sample of ``name`` (0 if absent)."""
+        total = 0.0
+        for line in (await self.metrics()).splitlines():
+            if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def rss_mb(self) -> float:
+        return _rss_mb(self.proc.pid) if self.proc is not None else float("nan")
+
+    async def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        self.proc.send_signal(sig)
+        with trio.move_on_after(20):
+            await self.proc.wait()
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
 class _Bench:
     def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
         self.args = args
         self.workdir = workdir
+        self.distributed = args.stack == "distributed"
         self.api = f"http://127.0.0.1:{_free_port()}"
-        self.metrics_port = _free_port()
-        self.proc: trio.Process | None = None
         self.run_id = uuid.uuid4().hex[:8]
+        self.processes: list[_Process] = []
+        self.settings = Settings.from_env()
+        self.database = f"bench_{self.run_id}"
 
-    async def start_dev(self) -> None:
-        env = {
-            **os.environ,
-            "SQLITE_PATH": str(self.workdir / "bench.db"),
-            "API_PORT": self.api.rsplit(":", 1)[1],
-            "METRICS_PORT": str(self.metrics_port),
-            "LOG_LEVEL": "WARNING",
+    def _process(self, name: str, argv: list[str], **env: str) -> _Process:
+        base = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
+        process = _Process(
+            name,
+            argv,
+            {**base, **self._stack_env(), "LOG_LEVEL": "WARNING", **env},
+            self.workdir / f"{name}.log",
+        )
+        self.processes.append(process)
+        return process
+
+    def _stack_env(self) -> dict[str, str]:
+        if not self.distributed:
+            return {"SQLITE_PATH": str(self.workdir / "bench.db")}
+        s = self.settings
+        return {
+            "MONGO_URI": s.mongo_uri,
+            "MONGO_DB": self.database,
+            "KAFKA_BROKERS": s.kafka_brokers,
+            "ETCD_ENDPOINTS": ",".join(s.etcd_endpoints),
+            "ELECTION_NAME": f"jobscheduler-bench/{self.run_id}",
         }
-        with (self.workdir / "dev.log").open("wb") as log:
-            self.proc = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "jobscheduler", "dev"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        with trio.fail_after(30):
-            async with httpx.AsyncClient() as client:
-                while True:
-                    try:
-                        if (await client.get(f"{self.api}/healthz")).status_code == 200:
-                            return
-                    except httpx.TransportError:
-                        await trio.sleep(0.05)
 
-    async def stop_dev(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            with trio.move_on_after(20):
-                await self.proc.wait()
-            if self.proc.returncode is None:
-                self.proc.kill()
-                await self.proc.wait()
+    @property
+    def _executor(self) -> _Process:
+        """The process whose metrics count completed jobs."""
+        return next(p for p in self.processes if p.name in ("dev", "executor-noop"))
+
+    @property
+    def _schedulers(self) -> list[_Process]:
+        return [p for p in self.processes if p.name.startswith("scheduler")]
+
+    async def start_stack(self) -> None:
+        api_port = self.api.rsplit(":", 1)[1]
+        if self.distributed:
+            self._process("api", ["run-api"], API_PORT=api_port)
+            self._process("scheduler-1", ["run-scheduler"])
+            self._process("scheduler-2", ["run-scheduler"])
+            self._process("executor-noop", ["run-executor"], JOB_TYPE="noop")
+            self._process("reaper", ["run-reaper"])
+        else:
+            self._process("dev", ["dev"], API_PORT=api_port)
+        for process in self.processes:
+            await process.spawn()
+        async with httpx.AsyncClient() as client:
+            for process in self.processes:
+                await process.wait_healthy(client)
+        if self.distributed:
+            with trio.fail_after(STARTUP_TIMEOUT):
+                await self._leader()
+
+    async def stop_stack(self) -> None:
+        for process in self.processes:
+            await process.stop()
+        if self.distributed:
+            await trio.to_thread.run_sync(self._drop_database)
+
+    def _drop_database(self) -> None:
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            self.settings.mongo_uri, serverSelectionTimeoutMS=5000
+        )
+        try:
+            client.drop_database(self.database)
+        finally:
+            client.close()
+
+    async def _leader(self, among: list[_Process] | None = None) -> _Process:
+        """The scheduler reporting ``scheduler_is_leader 1``, polled every 10 ms until one
+        does (callers bound the wait)."""
+        candidates = among if among is not None else self._schedulers
+        while True:
+            for scheduler in candidates:
+                running = scheduler.proc is not None and scheduler.proc.returncode is None
+                if running and await scheduler.metric("scheduler_is_leader") == 1:
+                    return scheduler
+            await trio.sleep(0.01)
 
     async def _post(self, client: _Pool, body: dict[str, Any], latencies: list[float]) -> str:
         started = time.perf_counter()
@@ -204,18 +326,12 @@ class _Bench:
         return list(jobs)
 
     async def _completed_total(self) -> float:
-        """Jobs completed so far, from the metrics listener: cheap to poll, unlike listing
-        thousands of jobs through the API, which would steal the event loop being measured."""
-        host = self.api.removeprefix("http://").rsplit(":", 1)[0]
-        conn = _Connection(host, self.metrics_port)
-        try:
-            _, text = await conn.request("GET", "/metrics")
-        finally:
-            await conn.aclose()
+        """Jobs completed so far, from the executor's metrics listener: cheap to poll, unlike
+        listing thousands of jobs through the API, which would steal the loop being measured."""
         prefix = "executor_jobs_processed_total{"
         return sum(
             float(line.rsplit(" ", 1)[1])
-            for line in text.decode().splitlines()
+            for line in (await self._executor.metrics()).splitlines()
             if line.startswith(prefix) and 'result="completed"' in line
         )
 
@@ -272,7 +388,7 @@ class _Bench:
         delays = [(parse_time(j["claimedAt"], "c") - due).total_seconds() for j in jobs]
         print(
             f"burst drain: {n} jobs in {drain:.2f}s after the due instant = "
-            f"{n / drain:.0f} jobs/s (target >= 2000)"
+            f"{n / drain:.0f} jobs/s (target >= {300 if self.distributed else 2000})"
         )
         print("  " + _summary("pick delay after due instant", delays))
 
@@ -293,7 +409,8 @@ class _Bench:
                 nursery.start_soon(worker)
 
     async def steady(self, client: _Pool) -> None:
-        rate, duration = self.args.rate, self.args.duration
+        rate = self.args.rate or (50.0 if self.distributed else 200.0)
+        duration = self.args.duration
         tenant = f"bench-steady-{self.run_id}"
         total = int(rate * duration)
         latencies: list[float] = []
@@ -325,29 +442,67 @@ class _Bench:
             f"steady: {total} jobs at {rate:.0f}/s for {duration:.0f}s, each due 1s after "
             f"creation ({late_sends} sends >50ms behind schedule)"
         )
-        print("  " + _summary("start delay (claimedAt - scheduledAt), target p99 <= 50ms", delays))
-        print(
-            "  "
-            + _summary(f"POST /jobs latency at {rate:.0f} req/s, target p99 <= 20ms", latencies)
-        )
+        if self.distributed:
+            tick_ms = self.settings.scheduler_tick * 1000
+            delay_target = f"p99 <= tick + 250ms = {tick_ms + 250:.0f}ms"
+            post_target = ""
+        else:
+            delay_target, post_target = "p99 <= 50ms", ", target p99 <= 20ms"
+        label = f"start delay (claimedAt - scheduledAt), target {delay_target}"
+        print("  " + _summary(label, delays))
+        print("  " + _summary(f"POST /jobs latency at {rate:.0f} req/s{post_target}", latencies))
+
+    async def failover(self) -> None:
+        """SIGKILL the leader and time the standby's takeover; then, with a new standby,
+        SIGTERM the leader and time it again."""
+        ttl = self.settings.election_ttl
+        for sig, target in ((signal.SIGKILL, f"TTL {ttl}s + 2s"), (signal.SIGTERM, "1s")):
+            with trio.fail_after(STARTUP_TIMEOUT):
+                leader = await self._leader()
+            standbys = [
+                p
+                for p in self._schedulers
+                if p is not leader and p.proc is not None and p.proc.returncode is None
+            ]
+            if not standbys:
+                name = f"scheduler-{len(self._schedulers) + 1}"
+                standby = self._process(name, ["run-scheduler"])
+                await standby.spawn()
+                async with httpx.AsyncClient() as client:
+                    await standby.wait_healthy(client)
+                standbys = [standby]
+            assert leader.proc is not None
+            signalled = time.perf_counter()
+            leader.proc.send_signal(sig)
+            with trio.fail_after(ttl + STARTUP_TIMEOUT):
+                successor = await self._leader(standbys)
+            took = time.perf_counter() - signalled
+            print(
+                f"failover after {signal.Signals(sig).name} of {leader.name}: {successor.name} "
+                f"leads {took:.2f}s later (target < {target})"
+            )
+            await leader.stop()
 
     async def run(self) -> None:
         try:
-            await self.start_dev()
-            assert self.proc is not None
+            await self.start_stack()
             await trio.sleep(3)
-            print(f"dev pid {self.proc.pid}, workdir {self.workdir}")
-            print(f"idle RSS: {_rss_mb(self.proc.pid):.1f} MB (target <= 150 MB)")
+            print(f"stack: {self.args.stack}, workdir {self.workdir}")
+            for process in self.processes:
+                print(f"idle RSS of {process.name}: {process.rss_mb():.1f} MB (target <= 150 MB)")
             client = _Pool(self.api, self.args.concurrency)
             try:
                 await self.burst(client)
                 await self.steady(client)
             finally:
                 await client.aclose()
-            print(f"RSS after load: {_rss_mb(self.proc.pid):.1f} MB")
+            for process in self.processes:
+                print(f"RSS of {process.name} after load: {process.rss_mb():.1f} MB")
+            if self.distributed:
+                await self.failover()
         finally:
             with trio.CancelScope(shield=True):
-                await self.stop_dev()
+                await self.stop_stack()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -44,8 +44,6 @@ from ..handlers import default_registry
 from ..model import MAX_LIST_LIMIT, format_time, parse_time
 from .stats import percentiles
 
-HELP = "send jobs to a running API at a fixed rate and report latency and throughput"
-
 EPILOG = """\
 Examples:
   jobscheduler loadtest --rate 20 --duration 30s

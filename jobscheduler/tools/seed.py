@@ -32,8 +32,6 @@ from ..handlers import default_registry
 from ..model import Job, format_time, parse_create_request
 from ..store import JobStore
 
-HELP = "insert a realistic mix of demo jobs (one-offs, retries, slow, cron) into the store"
-
 EPILOG = """\
 The mix (of --count one-off jobs):
   immediate    40%  noop, due now               -> runs on the next scheduler tick
