@@ -429,8 +429,11 @@ start_ferretdb() {
   mkdir -p "$dir/data" "$dir/state"
   rotate_log ferretdb
   # --debug-addr=-: no metrics/pprof HTTP listener (default 127.0.0.1:8088).
+  # synchronous(normal): SQLite in WAL mode syncs at checkpoints, not on every commit. A
+  # FerretDB crash loses nothing; an OS crash may lose the last commits, which is fine for
+  # a development and test server, and makes its one-at-a-time writes about 1.5x faster.
   start_detached ferretdb env FERRETDB_TELEMETRY=disable "$FERRETDB_BIN" \
-    --handler=sqlite --sqlite-url="file:$dir/data/" \
+    --handler=sqlite --sqlite-url="file:$dir/data/?_pragma=synchronous(normal)" \
     --listen-addr="127.0.0.1:$MONGO_PORT" --state-dir="$dir/state" \
     --telemetry=disable --debug-addr=- --log-level=info
 }
