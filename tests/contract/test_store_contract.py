@@ -189,6 +189,46 @@ async def test_only_one_of_two_concurrent_picks_wins(store: JobStore) -> None:
     assert sum(r is not None for r in results) == 1
 
 
+async def test_apply_many_of_a_pick_and_its_start_returns_both_states(store: JobStore) -> None:
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    later = NOW + timedelta(seconds=1)
+    picked, running = await store.apply_many(
+        [
+            states.pick(job.id, worker="w", token="t", now=NOW),
+            states.start(job.id, token="t", now=later),
+        ]
+    )
+    assert picked is not None
+    assert running is not None
+    assert (picked.status, picked.heartbeat_at, picked.updated_at) == (Status.CLAIMED, NOW, NOW)
+    assert (running.status, running.heartbeat_at, running.updated_at) == (
+        Status.RUNNING,
+        later,
+        later,
+    )
+    for state in (picked, running):
+        assert (state.claimed_by, state.claim_token, state.claimed_at) == ("w", "t", NOW)
+    assert await store.get(job.id) == running
+
+
+async def test_apply_many_tries_a_change_even_when_the_one_before_it_lost(
+    store: JobStore,
+) -> None:
+    # The start loses (the job is already running); the heartbeat after it, whose
+    # expectations the start would have written, still applies on its own.
+    running = await running_job(store, token="t")
+    started, beat = await store.apply_many(
+        [
+            states.start(running.id, token="t", now=NOW + timedelta(seconds=1)),
+            states.heartbeat(running.id, token="t", now=NOW + timedelta(seconds=2)),
+        ]
+    )
+    assert started is None
+    assert beat is not None
+    assert beat.heartbeat_at == NOW + timedelta(seconds=2)
+
+
 async def test_stale_claim_token_cannot_complete_fail_or_heartbeat(store: JobStore) -> None:
     running = await running_job(store, token="old")
     # The reaper recovers it, an executor picks it again with a new token.
