@@ -305,7 +305,7 @@ class EtcdElector(Elector):
                         what="Campaign",
                     )
                 except ElectionError as exc:
-                    if grpc_code(exc) is grpc.StatusCode.DEADLINE_EXCEEDED:
+                    if _deadline_exceeded(exc):
                         # etcd dropped the waiting key; the same lease re-joins (and finds
                         # its key if the win raced the deadline).
                         log.debug("campaign re-issued", extra=self._log_fields)
@@ -469,6 +469,21 @@ def grpc_code(exc: BaseException) -> grpc.StatusCode | None:
         code: grpc.StatusCode = cause.code()
         return code
     return None
+
+
+def _deadline_exceeded(exc: BaseException) -> bool:
+    """The call ran out of time: the client's deadline (DEADLINE_EXCEEDED), or etcd's own
+    context, which carries that deadline and may expire first (UNKNOWN, "context deadline
+    exceeded")."""
+    code = grpc_code(exc)
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return True
+    cause = exc.__cause__
+    return (
+        code is grpc.StatusCode.UNKNOWN
+        and isinstance(cause, grpc.Call)
+        and "context deadline exceeded" in (cause.details() or "")
+    )
 
 
 def _ip_family(host_port: str) -> int | None:

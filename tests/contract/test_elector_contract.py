@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import grpc
 import pytest
 import trio
 
 from jobscheduler.election import Elector, Term, lead
-from jobscheduler.election.etcd import EtcdElector, channel_target
+from jobscheduler.election.etcd import EtcdElector, _deadline_exceeded, channel_target
 from jobscheduler.errors import ConfigError, ElectionError
 
 from .elector_fixtures import (
@@ -407,6 +408,38 @@ async def test_etcd_elector_must_be_started() -> None:
 )
 def test_etcd_endpoints_become_one_grpc_target(endpoints: list[str] | str, target: str) -> None:
     assert channel_target(endpoints) == target
+
+
+class _FailedCall(grpc.RpcError, grpc.Call):
+    """A finished gRPC call as the stubs raise it (only what the elector reads)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "expired"),
+    [
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True),
+        # etcd's server context carries the client's deadline and can expire first.
+        (grpc.StatusCode.UNKNOWN, "context deadline exceeded", True),
+        (grpc.StatusCode.UNKNOWN, "etcdserver: request timed out", False),
+        (grpc.StatusCode.UNAVAILABLE, "connection refused", False),
+    ],
+)
+def test_etcd_campaign_knows_a_call_that_ran_out_of_time(
+    code: grpc.StatusCode, details: str, expired: bool
+) -> None:
+    call = _FailedCall(code, details)
+    error = ElectionError(f"etcd Campaign failed: {code.name}: {details}")
+    error.__cause__ = call
+    assert _deadline_exceeded(error) is expired
 
 
 @pytest.mark.parametrize("endpoints", [[], [""], ["https://127.0.0.1:2379"]])
