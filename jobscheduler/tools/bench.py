@@ -40,7 +40,8 @@ import httpx
 import pymongo
 import trio
 
-from ..config import ENVIRONMENT_VARIABLES, Settings, parse_duration
+from ..config import Settings, parse_duration
+from ..errors import ConfigError
 from ..model import format_time, parse_time
 from .stats import format_seconds, percentiles
 
@@ -220,22 +221,22 @@ class _Process:
 
 
 class _Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+    def __init__(self, args: argparse.Namespace, workdir: Path, settings: Settings) -> None:
         self.args = args
         self.workdir = workdir
         self.distributed = args.stack == "distributed"
         self.api = f"http://127.0.0.1:{_free_port()}"
         self.run_id = uuid.uuid4().hex[:8]
         self.processes: list[_Process] = []
-        self.settings = Settings.from_env()
+        self.settings = settings
         self.database = f"bench_{self.run_id}"
 
     def _process(self, name: str, argv: list[str], **env: str) -> _Process:
-        base = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
+        # The caller's settings (SCHEDULER_TICK, ...) apply; the bench owns the rest.
         process = _Process(
             name,
             argv,
-            {**base, **self._stack_env(), "LOG_LEVEL": "WARNING", **env},
+            {**os.environ, **self._stack_env(), "LOG_LEVEL": "WARNING", **env},
             self.workdir / f"{name}.log",
         )
         self.processes.append(process)
@@ -506,8 +507,13 @@ class _Bench:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"jobscheduler bench: configuration error: {exc}", file=sys.stderr)
+        return 2
     workdir = Path(tempfile.mkdtemp(prefix="jobscheduler-bench-"))
-    bench = _Bench(args, workdir)
+    bench = _Bench(args, workdir, settings)
     print(f"jobscheduler bench on {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     try:
         trio.run(bench.run)
