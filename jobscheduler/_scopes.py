@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from typing import TypeVar
+
 import trio
+
+T = TypeVar("T")
 
 
 def shielded(timeout: float) -> trio.CancelScope:
@@ -10,3 +15,15 @@ def shielded(timeout: float) -> trio.CancelScope:
     writing a final status, resigning or closing during shutdown (one scope, not two).
     ``cancelled_caught`` tells whether the timeout cut it short."""
     return trio.CancelScope(shield=True, deadline=trio.current_time() + timeout)
+
+
+def take_ready(channel: trio.MemoryReceiveChannel[T], limit: float = math.inf) -> list[T]:
+    """Up to ``limit`` items already waiting in ``channel``, without waiting (a closed or
+    finished channel has none)."""
+    ready: list[T] = []
+    while len(ready) < limit:
+        try:
+            ready.append(channel.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            break
+    return ready

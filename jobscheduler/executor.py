@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from . import states
-from ._scopes import shielded
+from ._scopes import shielded, take_ready
 from .bus import Delivery, WakeUp
 from .bus.base import DeadLetter
 from .errors import BusError, StoreError, UnknownHandler
@@ -365,13 +365,13 @@ class Executor:
         batch: list[_Finished] = []
         try:
             async for first in to_settle:
-                batch = [first, *_take_ready(to_settle)]
+                batch = [first, *take_ready(to_settle)]
                 await self._settle(batch, limiter)
                 batch = []
         finally:
             # Cancelled outright (not drained): settle what already finished, so a completed
             # handler is not run again after the reaper's timeout.
-            rest = [*batch, *_take_ready(to_settle)]
+            rest = [*batch, *take_ready(to_settle)]
             if rest:
                 await self._settle(rest, limiter)
 
@@ -443,15 +443,6 @@ class Executor:
             "stale or duplicate wake-up dropped", extra={"job_id": job_id, "transition": transition}
         )
         return "stale"
-
-
-def _take_ready(channel: trio.MemoryReceiveChannel[_Finished]) -> list[_Finished]:
-    ready: list[_Finished] = []
-    while True:
-        try:
-            ready.append(channel.receive_nowait())
-        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-            return ready
 
 
 async def run_executor(

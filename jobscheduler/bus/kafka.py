@@ -67,7 +67,7 @@ from confluent_kafka.admin import AdminClient
 # ``confluent_kafka.admin.NewTopic`` is this class re-exported; its stub lacks the export.
 from confluent_kafka.cimpl import NewTopic
 
-from .._scopes import shielded
+from .._scopes import shielded, take_ready
 from ..errors import BusError
 from .base import (
     DLQ_TOPIC,
@@ -225,15 +225,8 @@ class _KafkaSubscription(Subscription):
             )
 
     def receive_ready(self, limit: int) -> list[Delivery]:
-        ready: list[Delivery] = []
-        while len(ready) < limit:
-            try:
-                delivery = self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                break
-            if not delivery.stale:
-                ready.append(delivery)
-        return ready
+        # Deliveries of revoked partitions are dropped, as in __anext__.
+        return [d for d in take_ready(self._receive, limit) if not d.stale]
 
     # -- bookkeeping (trio thread only) --------------------------------------------------
 

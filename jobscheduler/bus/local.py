@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from .._scopes import take_ready
 from ..errors import BusError
 from .base import Bus, DeadLetter, Delivery, Subscription, WakeUp
 
@@ -48,13 +49,7 @@ class _LocalSubscription(Subscription):
         return _LocalDelivery(message)
 
     def receive_ready(self, limit: int) -> list[Delivery]:
-        ready: list[Delivery] = []
-        while len(ready) < limit:
-            try:
-                ready.append(_LocalDelivery(self._receive.receive_nowait()))
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                break
-        return ready
+        return [_LocalDelivery(message) for message in take_ready(self._receive, limit)]
 
 
 class LocalBus(Bus):
