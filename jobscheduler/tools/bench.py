@@ -198,13 +198,19 @@ class _Process:
             await conn.aclose()
         return text.decode()
 
-    async def metric(self, name: str) -> float:
-        """The sum of every sample of ``name`` (0 if absent)."""
+    async def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples of ``name`` that carry ``labels`` (0 if none)."""
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
         total = 0.0
         for line in (await self.metrics()).splitlines():
-            if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+            sample = line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " ")
+            if sample and all(label in line for label in wanted):
                 total += float(line.rsplit(" ", 1)[1])
         return total
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
 
     def rss_mb(self) -> float:
         return _rss_mb(self.proc.pid) if self.proc is not None else float("nan")
@@ -303,8 +309,7 @@ class _Bench:
         candidates = among if among is not None else self._schedulers
         while True:
             for scheduler in candidates:
-                running = scheduler.proc is not None and scheduler.proc.returncode is None
-                if running and await scheduler.metric("scheduler_is_leader") == 1:
+                if scheduler.running and await scheduler.metric("scheduler_is_leader") == 1:
                     return scheduler
             await trio.sleep(0.01)
 
@@ -329,12 +334,7 @@ class _Bench:
     async def _completed_total(self) -> float:
         """Jobs completed so far, from the executor's metrics listener: cheap to poll, unlike
         listing thousands of jobs through the API, which would steal the loop being measured."""
-        prefix = "executor_jobs_processed_total{"
-        return sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in (await self._executor.metrics()).splitlines()
-            if line.startswith(prefix) and 'result="completed"' in line
-        )
+        return await self._executor.metric("executor_jobs_processed_total", result="completed")
 
     async def _wait_completed(self, target: float) -> None:
         with trio.fail_after(300):
@@ -460,11 +460,7 @@ class _Bench:
         for sig, target in ((signal.SIGKILL, f"TTL {ttl}s + 2s"), (signal.SIGTERM, "1s")):
             with trio.fail_after(STARTUP_TIMEOUT):
                 leader = await self._leader()
-            standbys = [
-                p
-                for p in self._schedulers
-                if p is not leader and p.proc is not None and p.proc.returncode is None
-            ]
+            standbys = [p for p in self._schedulers if p is not leader and p.running]
             if not standbys:
                 name = f"scheduler-{len(self._schedulers) + 1}"
                 standby = self._process(name, ["run-scheduler"])
