@@ -494,20 +494,24 @@ async def test_wrong_method_is_405_json(api: Api, method: str, path: str) -> Non
 # ----------------------------------------------------------------------- store failures
 
 
+#: A store error whose text must never reach a client (it names a host and a password).
+UNREACHABLE = "connection refused: mongodb://10.0.0.5:27017 (password=hunter2)"
+
+
 class UnavailableStore(ProxyStore):
     """Every call fails as an unreachable database would."""
 
     async def insert(self, job: Job) -> Job:
         await trio.lowlevel.checkpoint()
-        raise StoreError("connection refused: mongodb://10.0.0.5:27017 (password=hunter2)")
+        raise StoreError(UNREACHABLE)
 
     async def get(self, job_id: str) -> Job:
         await trio.lowlevel.checkpoint()
-        raise StoreError("connection refused: mongodb://10.0.0.5:27017 (password=hunter2)")
+        raise StoreError(UNREACHABLE)
 
     async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         await trio.lowlevel.checkpoint()
-        raise StoreError("connection refused: mongodb://10.0.0.5:27017 (password=hunter2)")
+        raise StoreError(UNREACHABLE)
 
 
 class BrokenStore(ProxyStore):
