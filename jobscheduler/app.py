@@ -60,7 +60,11 @@ def production_store(settings: Settings) -> JobStore:
 def production_bus(settings: Settings) -> Bus:
     from .bus.kafka import KafkaBus
 
-    return KafkaBus(settings.kafka_brokers, partitions=settings.kafka_partitions)
+    return KafkaBus(
+        settings.kafka_brokers,
+        partitions=settings.kafka_partitions,
+        topic_prefix=settings.kafka_topic_prefix,
+    )
 
 
 def production_elector(settings: Settings) -> Elector:

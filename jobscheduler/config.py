@@ -77,6 +77,18 @@ def _non_empty(text: str) -> str:
     return text.strip()
 
 
+_TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def _topic_prefix(text: str) -> str:
+    if _TOPIC_PREFIX.fullmatch(text) is None:
+        raise ValueError(
+            f"must be at most 100 of the characters Kafka allows in names (A-Z a-z 0-9 . _ -), "
+            f"got {text!r}"
+        )
+    return text
+
+
 def _csv(text: str) -> tuple[str, ...]:
     items = tuple(item.strip() for item in text.split(",") if item.strip())
     if not items:
@@ -113,6 +125,7 @@ class Settings:
     mongo_db: str = "jobscheduler"
     kafka_brokers: str = "127.0.0.1:9092"
     kafka_partitions: int = 3
+    kafka_topic_prefix: str = ""
     etcd_endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
@@ -169,6 +182,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "MONGO_DB": ("mongo_db", _non_empty),
     "KAFKA_BROKERS": ("kafka_brokers", _non_empty),
     "KAFKA_PARTITIONS": ("kafka_partitions", _positive_int),
+    "KAFKA_TOPIC_PREFIX": ("kafka_topic_prefix", _topic_prefix),
     "ETCD_ENDPOINTS": ("etcd_endpoints", _csv),
     "ELECTION_NAME": ("election_name", _non_empty),
     "ELECTION_TTL": ("election_ttl", _positive_int),

@@ -19,14 +19,22 @@ from ..errors import BusError
 
 DLQ_TOPIC = "jobs.dlq"
 
+# Every name below takes the deployment's ``prefix`` (KAFKA_TOPIC_PREFIX, empty by default), so
+# several deployments -- or test runs -- can share one broker without reading each other's
+# wake-ups.
 
-def dispatch_topic(job_type: str) -> str:
+
+def dispatch_topic(job_type: str, prefix: str = "") -> str:
     """The per-type topic the scheduler publishes to and ``executor-<jobType>`` consumes."""
-    return f"jobs.dispatch.{job_type}"
+    return f"{prefix}jobs.dispatch.{job_type}"
 
 
-def consumer_group(job_type: str) -> str:
-    return f"executor-{job_type}"
+def dlq_topic(prefix: str = "") -> str:
+    return f"{prefix}{DLQ_TOPIC}"
+
+
+def consumer_group(job_type: str, prefix: str = "") -> str:
+    return f"{prefix}executor-{job_type}"
 
 
 @attrs.frozen(kw_only=True)

@@ -70,7 +70,6 @@ from confluent_kafka.cimpl import NewTopic
 from .._scopes import shielded, take_ready
 from ..errors import BusError
 from .base import (
-    DLQ_TOPIC,
     Bus,
     DeadLetter,
     Delivery,
@@ -78,6 +77,7 @@ from .base import (
     WakeUp,
     consumer_group,
     dispatch_topic,
+    dlq_topic,
 )
 
 log = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class _KafkaSubscription(Subscription):
     def __init__(self, bus: KafkaBus, job_type: str) -> None:
         self._bus = bus
         self._job_type = job_type
-        self._topic = dispatch_topic(job_type)
+        self._topic = dispatch_topic(job_type, bus._prefix)
         self._consumer: Consumer | None = None
         self._max_in_flight = bus._max_in_flight
         self._send, self._receive = trio.open_memory_channel[_KafkaDelivery](self._max_in_flight)
@@ -540,7 +540,8 @@ class KafkaBus(Bus):
     bus creates; ``poll_timeout`` bounds each consumer poll (and so how late a stop is
     noticed); ``max_in_flight_per_subscription`` caps un-acked deliveries per subscription
     (also its channel size); ``message_timeout`` bounds each publish (``message.timeout.ms``,
-    topic creation); ``group_protocol`` picks the consumer-group protocol.
+    topic creation); ``group_protocol`` picks the consumer-group protocol; ``topic_prefix``
+    is put before every topic and consumer-group name (see ``bus.base``).
     """
 
     def __init__(
@@ -553,6 +554,7 @@ class KafkaBus(Bus):
         max_in_flight_per_subscription: int = 64,
         message_timeout: float = 10.0,
         group_protocol: Literal["consumer", "classic"] = "consumer",
+        topic_prefix: str = "",
     ) -> None:
         if partitions < 1:
             raise ValueError("partitions must be >= 1")
@@ -567,6 +569,8 @@ class KafkaBus(Bus):
         self._max_in_flight = max_in_flight_per_subscription
         self._message_timeout = message_timeout
         self._group_protocol = group_protocol
+        self._prefix = topic_prefix
+        self._dlq_topic = dlq_topic(topic_prefix)
         self._producer: Producer | None = None
         self._admin: AdminClient | None = None
         self._io_limiter = trio.CapacityLimiter(8)
@@ -770,18 +774,20 @@ class KafkaBus(Bus):
                 await trio.lowlevel.checkpoint()
                 return
             records = [
-                (dispatch_topic(m.job_type), m.job_id.encode(), m.encode()) for m in messages
+                (dispatch_topic(m.job_type, self._prefix), m.job_id.encode(), m.encode())
+                for m in messages
             ]
             await self._ensure_topics({topic for topic, _, _ in records})
             await self._produce(producer, records)
 
     async def publish_dead_letter(self, letter: DeadLetter) -> None:
         async with self._publishing() as producer:
-            await self._ensure_topics([DLQ_TOPIC])
-            await self._produce(producer, [(DLQ_TOPIC, letter.job_id.encode(), letter.encode())])
+            topic = self._dlq_topic
+            await self._ensure_topics([topic])
+            await self._produce(producer, [(topic, letter.job_id.encode(), letter.encode())])
         log.info(
             "dead letter published",
-            extra={"job_id": letter.job_id, "tenant": letter.tenant_id, "topic": DLQ_TOPIC},
+            extra={"job_id": letter.job_id, "tenant": letter.tenant_id, "topic": topic},
         )
 
     async def _produce(self, producer: Producer, records: list[tuple[str, bytes, bytes]]) -> None:
@@ -834,12 +840,13 @@ class KafkaBus(Bus):
     @asynccontextmanager
     async def subscribe(self, job_type: str) -> AsyncIterator[Subscription]:
         self._require_open()
-        topic = dispatch_topic(job_type)
+        subscription = _KafkaSubscription(self, job_type)
+        topic = subscription._topic
         await self._ensure_topics([topic])
         config = {
             "bootstrap.servers": self._brokers,
             "client.id": f"{self._client_id}-{job_type}",
-            "group.id": consumer_group(job_type),
+            "group.id": consumer_group(job_type, self._prefix),
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
@@ -848,7 +855,6 @@ class KafkaBus(Bus):
             "fetch.wait.max.ms": 100,
             "logger": _rdkafka_log,
         }
-        subscription = _KafkaSubscription(self, job_type)
 
         def open_consumer() -> Consumer:
             consumer = Consumer({**config, "on_commit": subscription._on_commit})
@@ -891,3 +897,20 @@ class KafkaBus(Bus):
 
 
 __all__ = ["KafkaBus"]
+
+
+def delete_prefixed_topics(brokers: str, prefix: str, timeout: float = 15.0) -> list[str]:
+    """Delete every topic whose name starts with ``prefix`` (one deployment's or test run's
+    topics); returns their names. Blocking. An empty prefix is refused: it names every topic."""
+    if not prefix:
+        raise ValueError("refusing to delete topics without a prefix")
+    admin = AdminClient({"bootstrap.servers": brokers})
+    try:
+        listed = admin.list_topics(timeout=timeout).topics
+        ours = sorted(t for t in listed if t.startswith(prefix))
+        if ours:
+            for future in admin.delete_topics(ours, operation_timeout=timeout).values():
+                future.result(timeout=timeout)
+    except KafkaException as exc:
+        raise _bus_error(f"cannot delete topics starting with {prefix!r}", exc) from exc
+    return ours

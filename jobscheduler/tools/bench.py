@@ -40,6 +40,7 @@ import httpx
 import pymongo
 import trio
 
+from ..bus.kafka import delete_prefixed_topics
 from ..config import Settings, parse_duration
 from ..errors import ConfigError
 from ..model import format_time, parse_time
@@ -236,6 +237,7 @@ class _Bench:
         self.processes: list[_Process] = []
         self.settings = settings
         self.database = f"bench_{self.run_id}"
+        self.topic_prefix = f"{settings.kafka_topic_prefix}bench-{self.run_id}."
 
     def _process(self, name: str, argv: list[str], **env: str) -> _Process:
         # The caller's settings (SCHEDULER_TICK, ...) apply; the bench owns the rest.
@@ -256,6 +258,7 @@ class _Bench:
             "MONGO_URI": s.mongo_uri,
             "MONGO_DB": self.database,
             "KAFKA_BROKERS": s.kafka_brokers,
+            "KAFKA_TOPIC_PREFIX": self.topic_prefix,
             "ETCD_ENDPOINTS": ",".join(s.etcd_endpoints),
             "ELECTION_NAME": f"jobscheduler-bench/{self.run_id}",
         }
@@ -292,9 +295,10 @@ class _Bench:
         for process in self.processes:
             await process.stop()
         if self.distributed:
-            await trio.to_thread.run_sync(self._drop_database)
+            await trio.to_thread.run_sync(self._drop_run_data)
 
-    def _drop_database(self) -> None:
+    def _drop_run_data(self) -> None:
+        """Drop this run's database and Kafka topics."""
         client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
             self.settings.mongo_uri, serverSelectionTimeoutMS=5000
         )
@@ -302,6 +306,7 @@ class _Bench:
             client.drop_database(self.database)
         finally:
             client.close()
+        delete_prefixed_topics(self.settings.kafka_brokers, self.topic_prefix)
 
     async def _leader(self, among: list[_Process] | None = None) -> _Process:
         """The scheduler reporting ``scheduler_is_leader 1``, polled every 10 ms until one

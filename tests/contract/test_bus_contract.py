@@ -28,7 +28,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -37,8 +37,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from jobscheduler.bus import Bus, DeadLetter, Delivery, Subscription, WakeUp
-from jobscheduler.bus.base import DLQ_TOPIC, dispatch_topic
-from jobscheduler.bus.kafka import KafkaBus
+from jobscheduler.bus.base import dispatch_topic, dlq_topic
+from jobscheduler.bus.kafka import KafkaBus, delete_prefixed_topics
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.errors import BusError
 
@@ -124,8 +124,9 @@ class KafkaHarness(BusHarness):
     max_in_flight = 8
     partitions = 2
 
-    def __init__(self, brokers: str) -> None:
+    def __init__(self, brokers: str, topic_prefix: str) -> None:
         self.brokers = brokers
+        self.topic_prefix = topic_prefix
 
     async def check_reachable(self) -> None:
         def probe() -> None:
@@ -146,6 +147,7 @@ class KafkaHarness(BusHarness):
             client_id="contract-tests",
             poll_timeout=0.1,
             max_in_flight_per_subscription=self.max_in_flight,
+            topic_prefix=self.topic_prefix,
         )
         await bus.start()
         return bus
@@ -165,7 +167,8 @@ class KafkaHarness(BusHarness):
             }
         )
         try:
-            await trio.to_thread.run_sync(consumer.subscribe, [DLQ_TOPIC])
+            topic = dlq_topic(self.topic_prefix)
+            await trio.to_thread.run_sync(consumer.subscribe, [topic])
             with trio.fail_after(RECEIVE_TIMEOUT):
                 while True:
                     msg = await trio.to_thread.run_sync(consumer.poll, 0.2)
@@ -180,7 +183,8 @@ class KafkaHarness(BusHarness):
     async def inject_malformed(self, job_type: str, key: str) -> None:
         def produce() -> None:
             producer = Producer({"bootstrap.servers": self.brokers, "acks": "all"})
-            producer.produce(dispatch_topic(job_type), key=key.encode(), value=b"{not a wake-up")
+            topic = dispatch_topic(job_type, self.topic_prefix)
+            producer.produce(topic, key=key.encode(), value=b"{not a wake-up")
             assert producer.flush(10) == 0
 
         await trio.to_thread.run_sync(produce)
@@ -201,11 +205,20 @@ ADAPTERS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def kafka_topic_prefix() -> Iterator[str]:
+    """This module run's topic prefix; its topics are deleted afterwards."""
+    prefix = f"contract-{uuid.uuid4().hex[:8]}."
+    yield prefix
+    with contextlib.suppress(BusError):  # the broker was unreachable: the tests said so
+        delete_prefixed_topics(KAFKA_BROKERS, prefix, timeout=10)
+
+
 @pytest.fixture(params=ADAPTERS)
 async def harness(request: pytest.FixtureRequest) -> BusHarness:
     if request.param == "local":
         return LocalHarness()
-    kafka = KafkaHarness(KAFKA_BROKERS)
+    kafka = KafkaHarness(KAFKA_BROKERS, request.getfixturevalue("kafka_topic_prefix"))
     await kafka.check_reachable()
     return kafka
 
@@ -554,3 +567,48 @@ async def test_closing_the_bus_twice_is_harmless(harness: BusHarness) -> None:
     await bus.publish(wake_ups(new_type(), 1))
     await bus.close()
     await bus.close()
+
+
+# -- Kafka only ----------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+async def test_kafka_topic_prefix_keeps_deployments_on_one_broker_apart(
+    kafka_topic_prefix: str,
+) -> None:
+    """Two buses with different KAFKA_TOPIC_PREFIX share a broker and a job type, yet each
+    subscriber sees only its own deployment's wake-ups, and dead letters go to the prefixed
+    DLQ topic."""
+    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
+    job_type = new_type()
+    prefixes = [f"{kafka_topic_prefix}{side}." for side in ("a", "b")]
+    buses = [
+        KafkaBus(KAFKA_BROKERS, partitions=2, poll_timeout=0.1, topic_prefix=p) for p in prefixes
+    ]
+    async with contextlib.AsyncExitStack() as stack:
+        for bus in buses:
+            await bus.start()
+            stack.push_async_callback(bus.close)
+        first, second = buses
+        theirs = WakeUp(job_id=new_id(), job_type=job_type, priority=1)
+        await second.publish([theirs])
+        # Same key, so the same partition: had ``theirs`` reached the first deployment's
+        # topic, it would be delivered there before this marker.
+        marker = WakeUp(job_id=theirs.job_id, job_type=job_type, priority=100)
+        await first.publish([marker])
+        async with first.subscribe(job_type) as mine, second.subscribe(job_type) as other:
+            assert (await next_delivery(aiter(mine))).message == marker
+            assert (await next_delivery(aiter(other))).message == theirs
+        letter = DeadLetter(
+            job_id=new_id(), job_type=job_type, tenant_id="t", attempts=1, last_error="x"
+        )
+        await first.publish_dead_letter(letter)
+
+    def topics() -> set[str]:
+        listed = AdminClient({"bootstrap.servers": KAFKA_BROKERS}).list_topics(timeout=10)
+        return set(listed.topics)
+
+    existing = await trio.to_thread.run_sync(topics)
+    assert {dispatch_topic(job_type, p) for p in prefixes} <= existing
+    assert dlq_topic(prefixes[0]) in existing
+    assert dispatch_topic(job_type) not in existing

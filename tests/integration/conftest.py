@@ -1,17 +1,17 @@
 """Role processes on the real servers: ``jobscheduler run-<role>`` subprocesses per test.
 
-Each test gets a :class:`Cluster`: its own MongoDB database (dropped afterwards), its own
-etcd election name, and one subprocess per started role, each with unique ``WORKER_ID`` and
-free ``API_PORT``/``METRICS_PORT``, logging at DEBUG to a file under ``tmp_path``. At
-teardown every process gets SIGTERM (unless the test already signalled it) and must exit 0;
-a process the test SIGKILLed is exempt, and one that exited without being signalled is a
-failure. When a test fails, the tail of every process's log is attached to its report.
+Each test gets a :class:`Cluster`: its own MongoDB database and Kafka topic prefix (both
+dropped afterwards), its own etcd election name, and one subprocess per started role, each
+with unique ``WORKER_ID`` and free ``API_PORT``/``METRICS_PORT``, logging at DEBUG to a file
+under ``tmp_path``. At teardown every process gets SIGTERM (unless the test already
+signalled it) and must exit 0; a process the test SIGKILLed is exempt, and one that exited
+without being signalled is a failure. When a test fails, the tail of every process's log is
+attached to its report.
 
-Kafka topics (``jobs.dispatch.<jobType>``) and consumer groups (``executor-<jobType>``) are
-shared by every test on the broker. Stale wake-ups from earlier tests are harmless (their
-job ids are unknown to this test's database, so the pick loses and the message is dropped),
-but an executor of an earlier test must be gone before the next one starts: teardown waits
-for every process to exit.
+With its own ``KAFKA_TOPIC_PREFIX``, a test's executors never see an earlier test's
+wake-ups. (They would be harmless -- unknown to this database, so the pick loses -- but an
+executor behind thousands of them, left by a test that dispatched without executing, starts
+its own work seconds late.)
 
 The servers (``scripts/deps.sh up``) are MONGO_URI, KAFKA_BROKERS and ETCD_ENDPOINTS from
 the environment, defaulting to 127.0.0.1. Nothing here skips: an unreachable server fails.
@@ -40,6 +40,7 @@ import pytest
 import trio
 
 from jobscheduler._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
+from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 
 DEFAULT_MONGO_URI = "mongodb://127.0.0.1:27017"
@@ -293,6 +294,7 @@ class Cluster:
         self.mongo_uri = mongo_uri()
         self.db_name = f"js_it_{suffix}"
         self.election_name = f"jobscheduler-it/{suffix}"
+        self.topic_prefix = f"it-{suffix}."
         self.tenant = f"tenant-it-{suffix}"
         self.processes: list[RoleProcess] = []
         self._counter = 0
@@ -310,6 +312,7 @@ class Cluster:
             MONGO_URI=self.mongo_uri,
             MONGO_DB=self.db_name,
             KAFKA_BROKERS=kafka_brokers(),
+            KAFKA_TOPIC_PREFIX=self.topic_prefix,
             ETCD_ENDPOINTS=etcd_endpoint(),
             ELECTION_NAME=self.election_name,
             METRICS_HOST="127.0.0.1",
@@ -475,6 +478,7 @@ class Cluster:
             self._mongo.drop_database(self.db_name)
         finally:
             self._mongo.close()
+            delete_prefixed_topics(kafka_brokers(), self.topic_prefix)
 
     def tails(self) -> str:
         return "\n\n".join(

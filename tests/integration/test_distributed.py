@@ -26,7 +26,7 @@ import pytest
 import trio
 from confluent_kafka import Consumer, KafkaError
 
-from jobscheduler.bus.base import DLQ_TOPIC
+from jobscheduler.bus.base import dlq_topic
 from jobscheduler.model import Job, new_job_id, utc
 from jobscheduler.store.mongo import job_to_document
 from tests.integration.conftest import (
@@ -51,8 +51,8 @@ def _unix_nanos(moment: datetime) -> int:
     return round(moment.timestamp() * 1_000_000) * 1000
 
 
-def _consume_dead_letter(job_id: str, timeout: float) -> dict[str, Any] | None:
-    """Read ``jobs.dlq`` from the beginning with a fresh consumer group until the message
+def _consume_dead_letter(topic: str, job_id: str, timeout: float) -> dict[str, Any] | None:
+    """Read the DLQ ``topic`` from the beginning with a fresh consumer group until the message
     for ``job_id`` arrives (its value, decoded) or ``timeout`` passes (None). Blocking."""
     consumer = Consumer(
         {
@@ -63,7 +63,7 @@ def _consume_dead_letter(job_id: str, timeout: float) -> dict[str, Any] | None:
         }
     )
     try:
-        consumer.subscribe([DLQ_TOPIC])
+        consumer.subscribe([topic])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = consumer.poll(0.5)
@@ -73,7 +73,7 @@ def _consume_dead_letter(job_id: str, timeout: float) -> dict[str, Any] | None:
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise AssertionError(f"consuming {DLQ_TOPIC} failed: {error}")
+                raise AssertionError(f"consuming {topic} failed: {error}")
             if (message.key() or b"").decode() != job_id:
                 continue
             value: dict[str, Any] = json.loads(message.value() or b"{}")
@@ -161,8 +161,9 @@ async def test_failing_job_retries_with_backoff_then_dead_letters(cluster: Clust
     assert final["lastError"].startswith("HandlerError: flaky: simulated failure"), final
     assert final["claimedBy"] == executor.worker_id
 
-    letter = await trio.to_thread.run_sync(_consume_dead_letter, job["id"], 30.0)
-    assert letter is not None, f"no message for job {job['id']} on {DLQ_TOPIC} within 30s"
+    topic = dlq_topic(cluster.topic_prefix)
+    letter = await trio.to_thread.run_sync(_consume_dead_letter, topic, job["id"], 30.0)
+    assert letter is not None, f"no message for job {job['id']} on {topic} within 30s"
     assert letter["attempts"] == 3
     assert letter["jobType"] == "flaky"
     assert letter["tenantId"] == cluster.tenant
