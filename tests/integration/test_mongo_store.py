@@ -9,9 +9,10 @@ server has executed it, and then cuts the connection.
 
 from __future__ import annotations
 
+import random
 import re
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -23,7 +24,7 @@ from bson import ObjectId
 from jobscheduler import states
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.model import Status
-from jobscheduler.store.mongo import COLLECTION, FIELDS, INDEXES, MongoJobStore
+from jobscheduler.store.mongo import COLLECTION, FIELDS, INDEXES, Document, MongoJobStore
 from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
 from tests.contract.test_store_contract import NOW, make_job
 
@@ -329,6 +330,100 @@ async def test_the_test_stack_runs_the_ferretdb_build_with_atomic_writes(
     # and failover tests of several processes would race on a non-atomic server.
     if store.is_ferretdb:
         assert store.is_atomic_ferretdb, store.server_info["ferretdbVersion"]
+
+
+def _sorted(docs: list[Document], sort: list[tuple[str, int]]) -> list[Document]:
+    """``docs`` in MongoDB's order for ``sort`` on fields of one type each: a missing or
+    null value sorts below every value."""
+    ordered = list(docs)
+    for field, direction in reversed(sort):  # stable sorts, least significant key first
+        present = [d for d in ordered if d.get(field) is not None]
+        absent = [d for d in ordered if d.get(field) is None]
+        present.sort(key=lambda d: d[field], reverse=direction < 0)
+        ordered = absent + present if direction > 0 else present + absent
+    return ordered
+
+
+async def test_filtered_sorted_and_limited_finds_follow_mongodb_semantics(database: str) -> None:
+    """What the store's queries rely on, checked against answers computed here: on the test
+    stack, FerretDB evaluates these filters, sorts and limits in SQLite (the patch's changes
+    3 and 5), where JSON comparisons could easily differ from MongoDB's."""
+    rng = random.Random(7)
+    base = NOW.replace(microsecond=0)
+    docs: list[Document] = []
+    for _ in range(600):
+        doc: Document = {
+            "_id": ObjectId(),
+            "tenantId": rng.choice(["a", "b", "c"]),
+            "priority": rng.randint(-3, 3),
+            "weight": rng.random() * 5,
+            "status": rng.choice(["pending", "queued", "completed"]),
+            "scheduledAt": base + timedelta(seconds=rng.randint(-100, 100)),
+            "key": f"k{rng.randint(0, 10_000):05d}",
+        }
+        if (roll := rng.random()) < 0.1:
+            doc["cron"] = "* * * * *"
+        elif roll < 0.5:
+            doc["cron"] = None
+        if rng.random() < 0.5:
+            doc["queuedAt"] = base + timedelta(seconds=rng.randint(-60, 0))
+        docs.append(doc)
+    due = base
+    cases: list[tuple[Document, Callable[[Document], bool], list[tuple[str, int]], int]] = [
+        (
+            {"status": "pending", "cron": None, "scheduledAt": {"$lte": due}},
+            lambda d: (
+                d["status"] == "pending" and d.get("cron") is None and d["scheduledAt"] <= due
+            ),
+            [("priority", -1), ("scheduledAt", 1), ("_id", 1)],
+            20,
+        ),
+        (
+            {"status": "pending", "cron": {"$ne": None}, "scheduledAt": {"$lte": due}},
+            lambda d: (
+                d["status"] == "pending" and d.get("cron") is not None and d["scheduledAt"] <= due
+            ),
+            [("scheduledAt", 1), ("_id", 1)],
+            10,
+        ),
+        (
+            {"status": "queued"},
+            lambda d: d["status"] == "queued",
+            [("queuedAt", 1), ("_id", 1)],
+            50,
+        ),
+        (
+            {"tenantId": "b", "weight": {"$gt": 1.5, "$lte": 4}},
+            lambda d: d["tenantId"] == "b" and 1.5 < d["weight"] <= 4,
+            [("weight", -1), ("_id", -1)],
+            25,
+        ),
+        (
+            {"key": {"$gte": "k05000"}, "priority": {"$lt": 0}},
+            lambda d: d["key"] >= "k05000" and d["priority"] < 0,
+            [("key", 1), ("_id", 1)],
+            30,
+        ),
+        (
+            {"queuedAt": {"$gt": due - timedelta(seconds=30)}},
+            lambda d: d.get("queuedAt") is not None and d["queuedAt"] > due - timedelta(seconds=30),
+            [("queuedAt", -1), ("_id", 1)],
+            15,
+        ),
+    ]
+
+    def run(collection: Any) -> list[tuple[list[Any], list[Any]]]:
+        collection.insert_many(docs)
+        results = []
+        for query, matches, sort, limit in cases:
+            got = [d["_id"] for d in collection.find(query, sort=sort, limit=limit)]
+            expected = _sorted([d for d in docs if matches(d)], sort)[:limit]
+            results.append((got, [d["_id"] for d in expected]))
+        return results
+
+    results = await _raw(mongo_uri(), database, run)
+    for (query, *_), (got, expected) in zip(cases, results, strict=True):
+        assert got == expected, query
 
 
 async def test_concurrent_claimers_take_the_highest_priority_first_and_never_share_a_job(
