@@ -896,9 +896,6 @@ class KafkaBus(Bus):
             await subscription.close_consumer()
 
 
-__all__ = ["KafkaBus"]
-
-
 def delete_prefixed_topics(brokers: str, prefix: str, timeout: float = 15.0) -> list[str]:
     """Delete every topic whose name starts with ``prefix`` (one deployment's or test run's
     topics); returns their names. Blocking. An empty prefix is refused: it names every topic."""
@@ -914,3 +911,6 @@ def delete_prefixed_topics(brokers: str, prefix: str, timeout: float = 15.0) -> 
     except KafkaException as exc:
         raise _bus_error(f"cannot delete topics starting with {prefix!r}", exc) from exc
     return ours
+
+
+__all__ = ["KafkaBus", "delete_prefixed_topics"]

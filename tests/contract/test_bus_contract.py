@@ -612,3 +612,8 @@ async def test_kafka_topic_prefix_keeps_deployments_on_one_broker_apart(
     assert {dispatch_topic(job_type, p) for p in prefixes} <= existing
     assert dlq_topic(prefixes[0]) in existing
     assert dispatch_topic(job_type) not in existing
+
+
+def test_deleting_topics_by_prefix_refuses_an_empty_prefix() -> None:
+    with pytest.raises(ValueError, match="prefix"):
+        delete_prefixed_topics("127.0.0.1:1", "")
