@@ -4,7 +4,8 @@
 #   kafka     Apache Kafka 4.x, single KRaft node (broker+controller), jars
 #             resolved from Maven Central via scripts/kafka/pom.xml
 #   ferretdb  FerretDB v1 (MongoDB wire protocol) on its SQLite backend, built
-#             with scripts/ferretdb/*.patch (atomic conditional writes, _id index)
+#             with scripts/ferretdb/*.patch (atomic conditional writes, filters,
+#             sorts and limits in SQLite, WAL checkpoints off the write path)
 #
 # Usage: scripts/deps.sh up|down|status
 #   up      install what is missing, start what is not running, wait until

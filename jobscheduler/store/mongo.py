@@ -42,9 +42,10 @@ against it and read in its source:
   It also filters in memory after reading the whole collection, except for a lone ``_id``
   equality, and even then its writes by ``_id`` miss its own ``_id`` index.
   ``scripts/deps.sh`` therefore builds FerretDB with ``scripts/ferretdb/*.patch``: those
-  commands become atomic (one at a time), writes by ``_id`` use the index, and ``_id`` and
-  top-level string equalities (``status``, ``tenantId``) are evaluated by SQLite with the
-  indexes created here. Such a build reports a ``ferretdbVersion`` containing
+  commands become atomic (one at a time), writes by ``_id`` use the index, filters of
+  equalities, nulls and ranges on top-level fields (every query of this store but the
+  reaper's ``$or``) are evaluated by SQLite, which then also sorts and limits, and the WAL
+  is checkpointed outside the writes. Such a build reports a ``ferretdbVersion`` containing
   ``-jobscheduler``. Against a stock FerretDB this store runs its own conditional writes one
   at a time (``serialize_writes``), which keeps one process correct but not several.
 """
