@@ -16,6 +16,7 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .bounded import BoundedCalls
 from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
 from .model import (
     is_job_id,
@@ -30,6 +31,8 @@ from .runtime import Deps
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+#: ``Retry-After`` (seconds) of every 503: the store failed or did not answer in time.
+RETRY_AFTER_SECONDS = 1
 
 # Project error -> HTTP status. Anything else is a 500 with a generic message.
 ERROR_STATUS: dict[type[JobSchedulerError], int] = {
@@ -59,6 +62,13 @@ def create_app(deps: Deps) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
     job_types = deps.registry.validators()
+    # Every store call of a request is bounded by API_STORE_TIMEOUT (see bounded.py); the
+    # calls run in the app's own nursery, which exists while the app serves.
+    store_calls = BoundedCalls(deps.settings.api_store_timeout)
+
+    @app.before_serving
+    async def _attach_store_calls() -> None:
+        store_calls.attach(app.nursery)
 
     @app.before_request
     async def _start_timer() -> None:
@@ -93,7 +103,9 @@ def create_app(deps: Deps) -> QuartTrio:
             if isinstance(exc, cls):
                 if status >= 500:
                     log.error("request failed", extra={"error": str(exc), "path": request.path})
-                    return error_response("job store unavailable, retry later", status)
+                    response = error_response("job store unavailable, retry later", status)
+                    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                    return response
                 return error_response(str(exc), status)
         log.exception("unexpected project error", extra={"path": request.path})
         return error_response("internal error", 500)
@@ -126,7 +138,7 @@ def create_app(deps: Deps) -> QuartTrio:
         body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
         job = parse_create_request(body, now=deps.clock.now(), job_types=job_types)
         try:
-            stored = await deps.store.insert(job)
+            stored = await store_calls.call(deps.store.insert, job)
         except DuplicateJob:
             raise DuplicateJob(
                 f"idempotencyKey {job.idempotency_key!r} is already used by another job"
@@ -149,12 +161,12 @@ def create_app(deps: Deps) -> QuartTrio:
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        return _json(job_to_json(await deps.store.get(job_id.lower())), 200)
+        return _json(job_to_json(await store_calls.call(deps.store.get, job_id.lower())), 200)
 
     @app.get("/jobs")
     async def list_jobs() -> Response:
         tenant, status, limit = parse_list_query(request.args)
-        jobs = await deps.store.list_jobs(tenant, status, limit)
+        jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 
     return app

@@ -7,11 +7,13 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import trio
 
 from .app import embedded_deps, production_deps, run_roles
 from .config import Settings
+from .devlock import DevLock, StoreLocked
 from .errors import ConfigError, JobSchedulerError
 from .observability import configure_logging
 
@@ -40,11 +42,28 @@ def _settings() -> Settings:
 def _dev(args: argparse.Namespace) -> int:
     settings = _settings()
     configure_logging(settings.log_level, settings.log_format, "dev")
+    # The only executor of its file: refuse a second `dev`, and recover the jobs a previous
+    # (dead) process left claimed/running at once instead of after CLAIM_TIMEOUT.
+    lock = DevLock(settings.sqlite_path) if settings.sqlite_path != ":memory:" else None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except StoreLocked as exc:
+            print(f"jobscheduler: {exc}", file=sys.stderr)
+            return 2
     log.info(
         "starting jobscheduler dev",
         extra={"sqlite_path": settings.sqlite_path, "api_port": settings.api_port},
     )
-    trio.run(run_roles, embedded_deps(settings), list(ROLES))
+    try:
+        trio.run(
+            partial(run_roles, recover_at_start=lock is not None),
+            embedded_deps(settings),
+            list(ROLES),
+        )
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
 
 
