@@ -41,7 +41,6 @@ def _settings() -> Settings:
 
 def _dev(args: argparse.Namespace) -> int:
     settings = _settings()
-    configure_logging(settings.log_level, settings.log_format, "dev")
     # The only executor of its file: refuse a second `dev`, and recover the jobs a previous
     # (dead) process left claimed/running at once instead of after CLAIM_TIMEOUT.
     lock = DevLock(settings.sqlite_path) if settings.sqlite_path != ":memory:" else None
@@ -51,6 +50,10 @@ def _dev(args: argparse.Namespace) -> int:
         except StoreLocked as exc:
             print(f"jobscheduler: {exc}", file=sys.stderr)
             return 2
+        except OSError as exc:
+            print(f"jobscheduler: cannot lock {lock.path}: {exc}", file=sys.stderr)
+            return 2
+    configure_logging(settings.log_level, settings.log_format, "dev")
     log.info(
         "starting jobscheduler dev",
         extra={"sqlite_path": settings.sqlite_path, "api_port": settings.api_port},

@@ -15,6 +15,7 @@ from hypercorn.trio import serve
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from . import http_errors
 from .health import Health
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -181,7 +182,9 @@ async def serve_asgi(
     """Serve an ASGI app with hypercorn's trio worker inside the caller's nursery.
 
     ``task_status.started`` receives the bound addresses (port 0 picks a free port).
+    Errors hypercorn answers itself (400, 431) carry the JSON error body too.
     """
+    http_errors.install()
     await serve(app, hypercorn_config(host, port), task_status=task_status)
 
 

@@ -252,6 +252,10 @@ class SQLiteJobStore(JobStore):
                 try:
                     slot.result = slot.op(conn)
                 except Exception as exc:
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back itself (SQLITE_FULL, an
+                        # I/O error): every write of the batch is lost, so all fail with it.
+                        raise
                     conn.execute("ROLLBACK TO op")
                     slot.error = _edge_error(exc)
                 conn.execute("RELEASE op")
