@@ -46,7 +46,13 @@ class _KafkaProbe(_Probe):
         from confluent_kafka.admin import AdminClient
 
         return AdminClient(
-            {"bootstrap.servers": self._brokers, "socket.timeout.ms": int(self._timeout * 1000)}
+            {
+                "bootstrap.servers": self._brokers,
+                "socket.timeout.ms": max(10, int(self._timeout * 1000)),
+                # The probe's verdict is /readyz's answer; librdkafka's own connection-refused
+                # lines would only repeat it on stderr every few seconds.
+                "log_level": 0,
+            }
         )
 
     def _ask(self, client: Any, timeout: float) -> None:
