@@ -214,13 +214,19 @@ def _decode(data: bytes, encoding: str | None) -> str:
 
 
 async def _read_prefix(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """The first ``limit`` bytes of the body, and whether there was more (not read)."""
+    """The first ``limit`` bytes of the body, and whether there was more.
+
+    The rest is read and dropped (memory stays bounded; time is bounded by ``timeoutMs``):
+    stopping httpx's nested body iterators early leaves them to the garbage collector,
+    which trio reports as a ResourceWarning.
+    """
     buffer = bytearray()
+    size = 0
     async for chunk in response.aiter_bytes():
-        buffer += chunk
-        if len(buffer) > limit:
-            return bytes(buffer[:limit]), True
-    return bytes(buffer), False
+        size += len(chunk)
+        if len(buffer) <= limit:
+            buffer += chunk
+    return bytes(buffer[:limit]), size > limit
 
 
 @attrs.define(kw_only=True)
