@@ -46,6 +46,19 @@ _EXCEPTIONS: dict[type[Exception], type[httpx.TransportError]] = {
 }
 
 
+def _message(exc: BaseException) -> str:
+    """The first non-empty message along the ``__cause__`` chain (trio wraps TLS errors in
+    an empty BrokenResourceError, httpcore wraps that in an empty ConnectError)."""
+    current: BaseException | None = exc
+    for _ in range(5):
+        if current is None:
+            break
+        if str(current):
+            return str(current)
+        current = current.__cause__ or current.__context__
+    return type(exc).__name__
+
+
 @contextmanager
 def _translated(request: httpx.Request) -> Iterator[None]:
     try:
@@ -54,7 +67,7 @@ def _translated(request: httpx.Request) -> Iterator[None]:
         for cls in type(exc).__mro__:
             mapped = _EXCEPTIONS.get(cls)
             if mapped is not None:
-                raise mapped(str(exc) or cls.__name__, request=request) from exc
+                raise mapped(_message(exc), request=request) from exc
         raise
 
 

@@ -66,6 +66,8 @@ RESERVED_HEADERS = frozenset(
     }
 )
 RETRIED_STATUSES = frozenset({408, 429})
+#: Sent unless the job's headers say otherwise.
+DEFAULT_HEADERS = {"User-Agent": "jobscheduler-http", "Accept-Encoding": "identity"}
 FIELDS = ("url", "method", "headers", "json", "body", "timeoutMs", "expectStatus")
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -238,7 +240,8 @@ class HttpHandler:
     max_redirects: int = 5
     #: The backend that really dials (tests record or forbid connections with it).
     network_backend: httpcore.AsyncNetworkBackend | None = None
-    _ssl_context: ssl.SSLContext | None = attrs.field(default=None, init=False)
+    #: TLS settings (default: the system's trust store, built on first use).
+    ssl_context: ssl.SSLContext | None = None
 
     @classmethod
     def from_settings(
@@ -258,9 +261,9 @@ class HttpHandler:
         )
 
     def _ssl(self) -> ssl.SSLContext:
-        if self._ssl_context is None:
-            self._ssl_context = httpx.create_ssl_context(trust_env=False)
-        return self._ssl_context
+        if self.ssl_context is None:
+            self.ssl_context = httpx.create_ssl_context(trust_env=False)
+        return self.ssl_context
 
     async def run(self, ctx: JobContext) -> dict[str, Any]:
         """Send the job's request; return the result or raise (retried or permanent)."""
@@ -311,7 +314,10 @@ class HttpHandler:
             follow_redirects=self.follow_redirects,
             max_redirects=self.max_redirects,
             timeout=httpx.Timeout(seconds),
+            # No proxies or .netrc credentials from the environment; a plain body (the
+            # result keeps 4 KiB of it).
             trust_env=False,
+            headers=DEFAULT_HEADERS,
         ) as client:
             content: dict[str, Any] = {}
             if request.has_json:

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qs
 
 import attrs
 import trio
+import trustme
+from hypercorn.trio import serve
 
-from jobscheduler.observability import serve_asgi
+from jobscheduler.observability import hypercorn_config
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -35,11 +38,12 @@ BIG_BODY = ("a" * 4095 + "é" + "b" * 5903).encode()
 @attrs.define
 class EchoServer:
     port: int = 0
+    scheme: str = "http"
     requests: list[dict[str, Any]] = attrs.field(factory=list)
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -90,11 +94,17 @@ class EchoServer:
 
 
 @asynccontextmanager
-async def echo_server() -> AsyncIterator[EchoServer]:
-    """Serve an :class:`EchoServer` on 127.0.0.1 (a free port) for the block's duration."""
-    server = EchoServer()
-    async with trio.open_nursery() as nursery:
-        bound: list[str] = await nursery.start(serve_asgi, server.app, "127.0.0.1", 0)
-        server.port = int(bound[0].rsplit(":", 1)[1])
-        yield server
-        nursery.cancel_scope.cancel()
+async def echo_server(tls: trustme.LeafCert | None = None) -> AsyncIterator[EchoServer]:
+    """Serve an :class:`EchoServer` on 127.0.0.1 (a free port) for the block's duration;
+    over TLS with the ``tls`` certificate when given."""
+    server = EchoServer(scheme="http" if tls is None else "https")
+    config = hypercorn_config("127.0.0.1", 0)
+    with ExitStack() as files:
+        if tls is not None:
+            pem = files.enter_context(tls.private_key_and_cert_chain_pem.tempfile())
+            config.certfile = config.keyfile = pem
+        async with trio.open_nursery() as nursery:
+            bound: list[str] = await nursery.start(partial(serve, server.app, config))
+            server.port = int(bound[0].rsplit(":", 1)[1])
+            yield server
+            nursery.cancel_scope.cancel()

@@ -9,12 +9,14 @@ import ipaddress
 import json
 import logging
 import socket
+import ssl
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
 import httpcore
 import pytest
+import trustme
 
 from jobscheduler.config import Settings
 from jobscheduler.errors import HandlerError, PermanentError
@@ -152,6 +154,8 @@ async def test_method_headers_and_text_body_are_sent_as_given(
     (seen,) = server.requests
     assert seen["method"] == "PUT"
     assert seen["headers"]["x-token"] == "s3cret"
+    assert seen["headers"]["user-agent"] == "jobscheduler-http"
+    assert seen["headers"]["accept-encoding"] == "identity"
     assert seen["headers"]["content-type"] == "text/plain"
     assert seen["body"] == "hello"
 
@@ -187,6 +191,27 @@ async def test_expect_status_makes_exactly_those_statuses_success(
         ctx(url=f"{server.base}/status/{status}", expectStatus=expect)
     )
     assert result["status"] == status
+
+
+async def test_https_dials_the_vetted_address_but_verifies_the_certificate_for_the_name(
+    backend: RecordingBackend,
+) -> None:
+    ca = trustme.CA()
+    client_tls = ssl.create_default_context()
+    ca.configure_trust(client_tls)
+    resolver = FakeResolver({"hooks.test": ["127.0.0.1"], "wrong.test": ["127.0.0.1"]})
+    handler = make_handler(backend, allow=["hooks.test", "wrong.test"], resolver=resolver)
+    handler.ssl_context = client_tls
+    # The certificate names hooks.test only (not 127.0.0.1): verification passes only if
+    # SNI and the hostname check use the URL's name while the socket goes to the address.
+    async with echo_server(tls=ca.issue_cert("hooks.test")) as server:
+        result = await handler.run(ctx(url=f"https://hooks.test:{server.port}/echo"))
+        assert result["status"] == 200
+        assert server.requests[0]["headers"]["host"] == f"hooks.test:{server.port}"
+        with pytest.raises(HandlerError, match="CERTIFICATE_VERIFY_FAILED"):
+            await handler.run(ctx(url=f"https://wrong.test:{server.port}/echo"))
+        assert len(server.requests) == 1
+    assert backend.connects == [("127.0.0.1", server.port)] * 2
 
 
 # ----------------------------------------------------------------------- failures
