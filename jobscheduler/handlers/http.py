@@ -272,7 +272,7 @@ class HttpHandler:
         started = time.perf_counter()
         try:
             with trio.fail_after(request.timeout_ms / 1000):
-                status, headers, body, truncated, location = await self._send(request)
+                answer = await self._send(request)
         except trio.TooSlowError:
             raise HandlerError(f"http: timed out after {request.timeout_ms} ms") from None
         except AddressRefused as exc:
@@ -290,21 +290,24 @@ class HttpHandler:
             kind = type(exc).__name__
             raise HandlerError(f"http: {kind} on {request.target}: {exc}") from None
         elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
-        log.info(
+        status = answer["status"]
+        log.debug(
             "http request answered",
             extra={**fields, "status": status, "elapsed_ms": elapsed_ms},
         )
         ok = status in request.expect if request.expect is not None else 200 <= status < 300
         if not ok:
             message = f"http: {request.method} {request.target} answered {status}"
+            location = answer["headers"].get("location")
             if 300 <= status < 400 and location and not self.follow_redirects:
                 message += f" (redirect to {location} not followed: HTTP_FOLLOW_REDIRECTS is off)"
             if status >= 500 or status in RETRIED_STATUSES:
                 raise HandlerError(message)
             raise PermanentError(message)
-        return {"status": status, "headers": headers, "body": body, "truncated": truncated}
+        return answer
 
-    async def _send(self, request: _Request) -> tuple[int, dict[str, str], str, bool, str]:
+    async def _send(self, request: _Request) -> dict[str, Any]:
+        """Send; return the result shape: status, a few headers, the body's start."""
         transport = GuardedTransport(
             self.guard, ssl_context=self._ssl(), network_backend=self.network_backend
         )
@@ -328,14 +331,16 @@ class HttpHandler:
                 request.method, request.url, headers=request.headers, **content
             ) as response:
                 data, truncated = await _read_prefix(response, RESULT_BODY_BYTES)
-                headers = {
-                    name: response.headers[name]
-                    for name in RESULT_HEADERS
-                    if name in response.headers
+                return {
+                    "status": response.status_code,
+                    "headers": {
+                        name: response.headers[name]
+                        for name in RESULT_HEADERS
+                        if name in response.headers
+                    },
+                    "body": _decode(data, response.encoding),
+                    "truncated": truncated,
                 }
-                body = _decode(data, response.encoding)
-                location = response.headers.get("location", "")
-                return response.status_code, headers, body, truncated, location
 
 
 def http_handler(settings: Settings | None = None) -> HttpHandler:
