@@ -173,6 +173,17 @@ async def test_the_vetted_address_is_dialled_while_host_header_keeps_the_name(
     assert server.requests[0]["headers"]["host"] == f"hooks.test:{server.port}"
 
 
+async def test_when_one_vetted_address_refuses_the_next_one_is_tried(
+    server: EchoServer, backend: RecordingBackend
+) -> None:
+    # The server listens on 127.0.0.1 only: 127.0.0.2 (also loopback) refuses the connection.
+    resolver = FakeResolver({"multi.test": ["127.0.0.2", "127.0.0.1"]})
+    handler = make_handler(backend, allow=["multi.test"], resolver=resolver)
+    result = await handler.run(ctx(url=f"http://multi.test:{server.port}/echo"))
+    assert result["status"] == 200
+    assert backend.connects == [("127.0.0.2", server.port), ("127.0.0.1", server.port)]
+
+
 async def test_the_body_in_the_result_is_the_first_4_kib_as_text(
     server: EchoServer, backend: RecordingBackend
 ) -> None:

@@ -17,6 +17,7 @@ from jobscheduler.handlers.netguard import (
     ResolveError,
     literal_address,
     refusal_reason,
+    system_resolver,
 )
 
 
@@ -229,3 +230,10 @@ async def test_a_name_without_addresses_is_a_resolve_error_not_a_refusal() -> No
         await guard.vet("empty.example", 80)
     with pytest.raises(ResolveError):
         await guard.vet("missing.example", 80)
+
+
+async def test_the_system_resolver_answers_addresses_for_localhost() -> None:
+    addresses = await system_resolver("localhost", 80)
+    assert addresses
+    assert all(address.is_loopback for address in addresses)
+    assert len(addresses) == len(set(addresses))
