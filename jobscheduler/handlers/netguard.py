@@ -137,6 +137,7 @@ def literal_address(host: str) -> IPAddress | None:
     """The address a URL host names literally (``[::1]``, ``127.0.0.1``, ``2130706433``,
     ``0177.0.0.1``, ``0x7f.1``), or None when the host is a name to resolve."""
     text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    text = text.removesuffix(".")  # "127.0.0.1." is still that address
     try:
         return ipaddress.ip_address(text.replace("%25", "%", 1))
     except ValueError:

@@ -314,6 +314,8 @@ async def test_an_invalid_payload_reaching_the_handler_is_permanent(
         ("https://[fd00::1]/", "unique local (ULA)"),
         ("http://100.64.1.1/", "carrier-grade NAT"),
         ("http://0.0.0.0:80/", "unspecified"),
+        ("http://0:8080/", "unspecified"),
+        ("http://127.0.0.1.:8080/", "loopback"),
     ],
 )
 async def test_internal_destinations_are_refused_before_any_connection(
