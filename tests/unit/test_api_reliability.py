@@ -98,18 +98,19 @@ async def test_hung_store_answers_503_with_retry_after_once_api_store_timeout_pa
 
 
 async def test_create_whose_insert_lands_after_the_503_is_stored_and_its_retry_gets_409(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: SQLiteJobStore,
-    tmp_path: Any,
+    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Any
 ) -> None:
-    deps = hung_deps(make_deps, store, tmp_path)
-    hung: HungStore = deps.store
+    # Real time with a short bound: the retry's insert runs in a real SQLite thread, and a
+    # mock clock could leap to the bound's deadline while that thread works.
+    settings = make_settings(tmp_path, api_store_timeout=1.0)
+    hung = HungStore(store)
+    deps = make_deps(store=hung, clock=ManualClock(BASE), settings=settings)
     async with serve(deps) as api:
         first = await api.create(create_body(idempotencyKey="late-1"))
         first.assert_error(503)
         hung.release.set()  # the store thaws; the detached insert completes
-        await hung.inserted.wait()  # (no fail_after: autojump would fire it mid-thread)
+        with trio.fail_after(10):
+            await hung.inserted.wait()
         retry = await api.create(create_body(idempotencyKey="late-1"))
     retry.assert_error(409, "late-1")
     stored = await store.list_jobs("tenant-a", None, 10)
