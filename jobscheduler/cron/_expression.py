@@ -7,6 +7,7 @@ zone and DST rules that turn those wall times into instants live in :mod:`._zone
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -36,11 +37,26 @@ def validate(expression: str) -> str:
             f"cron: expected 5 fields (minute hour day-of-month month day-of-week), "
             f"got {len(fields)} in {expression!r}"
         )
-    normalised = " ".join(fields)
+    normalised = " ".join(_single_value_ranges(field) for field in fields)
     if not croniter.is_valid(normalised, strict=True):
         raise ValidationError(f"cron: invalid expression {expression!r}")
     next(wall_times(normalised, datetime(2000, 1, 1)))
     return normalised
+
+
+_SINGLE_RANGE = re.compile(r"(\w+)-(\w+)(/\d+)?")
+
+
+def _single_value_ranges(field: str) -> str:
+    """``5-5`` -> ``5`` in every comma part: croniter 7 reads a one-value range as ``*``
+    (``0 5-5 * * *`` would fire every hour), found by the model-based tests."""
+    parts = []
+    for part in field.split(","):
+        match = _SINGLE_RANGE.fullmatch(part)
+        if match and match.group(1).lower() == match.group(2).lower():
+            part = match.group(1)
+        parts.append(part)
+    return ",".join(parts)
 
 
 def wall_times(expression: str, after: datetime) -> Iterator[datetime]:
