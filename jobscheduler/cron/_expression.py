@@ -67,10 +67,12 @@ def wall_times(expression: str, after: datetime) -> Iterator[datetime]:
     """
     if after.tzinfo is not None:
         raise ValueError("after must be a naive wall-clock time")
-    if len(expression.split()) != 5:
+    fields = expression.split()
+    if len(fields) != 5:
         raise ValidationError(f"cron: expected 5 fields, got {expression!r}")
+    normalised = " ".join(_single_value_ranges(field) for field in fields)
     try:
-        itr = croniter(expression, after.replace(tzinfo=UTC))
+        itr = croniter(normalised, after.replace(tzinfo=UTC))
     except (CroniterError, ValueError, KeyError) as exc:
         raise ValidationError(f"cron: invalid expression {expression!r}: {exc}") from None
     while True:
