@@ -39,11 +39,12 @@ MAX_PREVIEW_COUNT = 100
 PREVIEW_FIELDS = frozenset({"cron", "timezone", "count", "from", "dstGap", "dstFold"})
 
 
-def parse_count(raw: Any) -> int:
-    """``count``: an integer in 1..MAX_PREVIEW_COUNT (query string or JSON); default 10."""
+def parse_count(raw: Any, *, query: bool = False) -> int:
+    """``count``: an integer in 1..MAX_PREVIEW_COUNT (a JSON number, or text in a query
+    string); default 10."""
     if raw is None:
         return DEFAULT_PREVIEW_COUNT
-    if isinstance(raw, str):
+    if query and isinstance(raw, str):
         try:
             raw = int(raw.strip())
         except ValueError:
@@ -118,7 +119,7 @@ def register_cron_routes(
     async def next_fire_times(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        count = parse_count(request.args.get("count"))
+        count = parse_count(request.args.get("count"), query=True)
         template = await deps.store.get(job_id.lower())
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")
