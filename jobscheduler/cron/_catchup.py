@@ -28,7 +28,7 @@ ON_TIME_GRACE = timedelta(seconds=60)
 #: The most runs one template spawns in one scheduler pass (``catchUp="all"``).
 MAX_SPAWNS_PER_PASS = 100
 #: Skipped fire times are counted up to this many (they are only logged).
-SKIP_COUNT_LIMIT = 1000
+SKIP_COUNT_LIMIT = 100
 
 
 @attrs.frozen(kw_only=True)
