@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
+from ..errors import ValidationError
 from ._expression import wall_times
 from ._zones import Resolved, WallKind, offset_drop_ahead, resolve, zone
 
@@ -105,7 +106,17 @@ def iter_fires(
     if after.tzinfo is None:
         raise ValueError("after must be timezone-aware")
     tz = zone(timezone)
-    after = after.astimezone(UTC)
+    try:
+        yield from _walk(expression, after.astimezone(UTC), tz, dst_gap, dst_fold)
+    except OverflowError:
+        raise ValidationError(
+            f"cron: no fire time of {expression!r} within the calendar (years 1-9999)"
+        ) from None
+
+
+def _walk(
+    expression: str, after: datetime, tz: ZoneInfo, dst_gap: DstGap, dst_fold: DstFold
+) -> Iterator[Fire]:
     lookback = offset_drop_ahead(after, tz) + timedelta(minutes=1)
     start = after.astimezone(tz).replace(tzinfo=None) - lookback
     # Wall-time order is instant order except for second occurrences in a fold, which come

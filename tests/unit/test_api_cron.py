@@ -258,6 +258,8 @@ async def test_preview_of_lord_howe_half_hour_fold_under_both(api: Api) -> None:
         ({"cron": "* * * * *", "count": True}, "count"),
         ({"cron": "* * * * *", "from": "yesterday"}, "from"),
         ({"cron": "* * * * *", "from": 5}, "from"),
+        ({"cron": "* * * * *", "from": "9999-12-31T23:59:59Z"}, "within the calendar"),
+        ({"cron": "* * * * *", "from": "0001-01-01T00:00:00Z"}, "within the calendar"),
         ({"cron": "* * * * *", "dstGap": "jump"}, "dstGap"),
         ({"cron": "* * * * *", "jitter": "1m"}, "unknown field(s): jitter"),
     ],
