@@ -172,6 +172,8 @@ async def test_bounded_calls_without_a_serving_app_fail_as_store_unavailable() -
 # ------------------------------------------------------------------ lone surrogates
 
 SURROGATE = "\ud800x"
+#: A cron template's schedule settings that are strings.
+POLICY_STRINGS = ("timezone", "dstGap", "dstFold", "catchUp", "catchUpWindow", "jitter")
 
 
 def _with_surrogate(path: str) -> dict[str, Any]:
@@ -188,6 +190,10 @@ def _with_surrogate(path: str) -> dict[str, Any]:
     elif path == "cron":
         body.pop("scheduledAt")
         body["cron"] = "0 2 * * *" + SURROGATE
+    elif path in POLICY_STRINGS:
+        body.pop("scheduledAt")
+        body["cron"] = "0 2 * * *"
+        body[path] = SURROGATE
     else:
         body[path] = SURROGATE if path != "scheduledAt" else "2026-09-29T18:00:00Z" + SURROGATE
     return body
@@ -203,6 +209,7 @@ SURROGATE_PLACES = [
     "payload value",
     "nested payload key",
     "nested payload value",
+    *POLICY_STRINGS,
 ]
 
 
