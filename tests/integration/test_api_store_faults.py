@@ -97,6 +97,8 @@ async def test_frozen_store_gives_503_within_the_bound_and_a_late_insert_gives_4
         started = time.monotonic()
         listed = await client.get("/jobs", query_string={"tenantId": "tenant-faults"})
         list_elapsed = time.monotonic() - started
+        timings = [elapsed for _, elapsed in replies] + [list_elapsed]
+        print(f"503 answers while frozen: {min(timings):.2f}-{max(timings):.2f}s")
         for response, elapsed in [*replies, (listed, list_elapsed)]:
             assert response.status_code == 503
             assert response.headers["Retry-After"] == "1"
