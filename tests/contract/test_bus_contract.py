@@ -193,7 +193,7 @@ class KafkaHarness(BusHarness):
         # The port does not expose assignments; the harness may look inside its adapter.
         with trio.fail_after(RECEIVE_TIMEOUT):
             while True:
-                owned = [len(sub._parts) for sub in subscriptions]  # type: ignore[attr-defined]
+                owned = [len(sub._book.parts) for sub in subscriptions]  # type: ignore[attr-defined]
                 if all(owned) and sum(owned) == self.partitions:
                     return
                 await trio.sleep(0.05)
