@@ -28,7 +28,8 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -187,10 +188,9 @@ class Executor:
         dead_send, dead_receive = trio.open_memory_channel[Job](DEAD_LETTERS_QUEUED)
         pick_delay = 0.0
         async with (
-            self._deps.bus.subscribe(job_type) as subscription,
+            self._subscribed(job_type) as subscription,
             trio.open_nursery() as settling,
         ):
-            self._subscriptions[job_type] = subscription
             settling.start_soon(self._dead_letter_loop, dead_receive)
             settling.start_soon(self._settle_loop, to_settle, limiter, dead_send)
             async with finished, trio.open_nursery() as handlers:
@@ -214,6 +214,16 @@ class Executor:
             # Draining: no new messages; running handlers finish (or are cancelled at the
             # grace deadline and hand their jobs back), then the settling task writes the
             # last outcomes, all before the subscription closes.
+
+    @asynccontextmanager
+    async def _subscribed(self, job_type: str) -> AsyncIterator[Subscription]:
+        """The bus subscription, known to ``liveness_problem`` while it is open."""
+        async with self._deps.bus.subscribe(job_type) as subscription:
+            self._subscriptions[job_type] = subscription
+            try:
+                yield subscription
+            finally:
+                del self._subscriptions[job_type]
 
     def drain(self, grace: float) -> None:
         """Stop receiving; give running handlers ``grace`` seconds, then cancel them."""
