@@ -71,7 +71,8 @@ class Reaper:
                 if job is None:
                     continue
                 recovered["claimed"] += 1
-                dead_lettered += job.status is Status.DLQ
+                if job.status is Status.DLQ:
+                    dead_lettered += 1
                 log.debug(
                     "recovered job whose executor stopped heartbeating",
                     extra={
