@@ -413,8 +413,10 @@ class KafkaSubscription(Subscription):
         held = self._book.lose_all()
         self._generation += 1
         old, self._consumer = self._consumer, None
-        log.warning(
+        self._throttled.log(
+            logging.WARNING,
             "consumer replaced",
+            key="recreate",
             extra={
                 "job_type": self._job_type,
                 "group": self._group,
@@ -459,7 +461,11 @@ class KafkaSubscription(Subscription):
     async def _ask_coordinator(self) -> None:
         consumer = self._consumer
         assert consumer is not None
-        member_id = await trio.to_thread.run_sync(consumer.memberid, limiter=self._poll_limiter)
+        try:
+            member_id = await trio.to_thread.run_sync(consumer.memberid, limiter=self._poll_limiter)
+        except (KafkaException, RuntimeError) as exc:  # e.g. closed under us
+            self._recreate_reason = str(bus_error("consumer unusable", exc))
+            return
         members = await self._member_ids(self._group)
         if members is None:  # the coordinator did not answer: no evidence either way
             return
