@@ -570,12 +570,13 @@ async def run_executor(
     job_types: Sequence[str],
     drain: trio.Event | None = None,
     *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Executor] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """The executor role: one consumer per job type, all in this role's nursery.
 
     When ``drain`` is set, stop receiving and return once running handlers have finished,
-    or SHUTDOWN_GRACE later (cancelled handlers hand their jobs back).
+    or SHUTDOWN_GRACE later (cancelled handlers hand their jobs back). Reports the
+    ``Executor`` when started, for health checks (``Executor.liveness_problem``).
     """
     executor = Executor(deps)
     async with trio.open_nursery() as nursery:
@@ -583,7 +584,7 @@ async def run_executor(
         async with trio.open_nursery() as consumers:
             for job_type in job_types:
                 await consumers.start(executor.consume, job_type)
-            task_status.started()
+            task_status.started(executor)
             if drain is not None:
                 await drain.wait()
                 executor.drain(deps.settings.shutdown_grace)

@@ -22,7 +22,7 @@ import trio.testing
 from jobscheduler import states
 from jobscheduler.bus.base import DeadLetter
 from jobscheduler.errors import StoreError
-from jobscheduler.executor import OUTCOME_RETRY_FOR, OUTCOME_TIMEOUT, Executor
+from jobscheduler.executor import OUTCOME_RETRY_FOR, OUTCOME_TIMEOUT, Executor, run_executor
 from jobscheduler.handlers import JobContext
 from jobscheduler.model import Job, Status
 from jobscheduler.store.base import JobStore
@@ -237,3 +237,15 @@ async def test_liveness_problem_reports_a_subscription_that_is_not_consuming(
             assert executor.liveness_problem() == reason
             nursery.cancel_scope.cancel()
     assert executor.liveness_problem() is None  # no subscription left
+
+
+async def test_run_executor_reports_its_executor_for_health_checks(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory
+) -> None:
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            executor = await nursery.start(run_executor, make_deps(), ["noop", "slow"])
+            assert isinstance(executor, Executor)
+            assert sorted(executor._subscriptions) == ["noop", "slow"]
+            assert executor.liveness_problem() is None
+            nursery.cancel_scope.cancel()
