@@ -42,8 +42,9 @@ shielded from cancellation).
 Group protocol. ``group_protocol="consumer"`` (KIP-848, Kafka >= 4.0) is the default; see
 ``KafkaBus._group_protocol_config`` for why. ``"classic"`` uses cooperative-sticky.
 
-Modules: ``offsets`` (pure bookkeeping), ``consumer`` (a subscription), ``producer``,
-``admin`` (topics, group membership), ``adapter`` (``KafkaBus``).
+Modules: ``offsets`` (pure commit bookkeeping), ``membership`` (pure watchdog decisions),
+``consumer`` (a subscription), ``producer``, ``admin`` (topics, group members), ``adapter``
+(``KafkaBus``).
 """
 
 from .adapter import KafkaBus as KafkaBus

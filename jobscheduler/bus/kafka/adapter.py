@@ -11,6 +11,7 @@ import trio
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from ..._logthrottle import LogThrottle
 from ...errors import BusError
 from ..base import (
     Bus,
@@ -23,7 +24,8 @@ from ..base import (
 )
 from ._common import CLOSE_TIMEOUT, bus_error, rdkafka_log
 from .admin import create_topics, group_member_ids
-from .consumer import ConsumerOptions, KafkaSubscription
+from .consumer import KafkaSubscription
+from .membership import ConsumerOptions
 from .producer import Record, flush_and_close, produce
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,8 @@ class KafkaBus(Bus):
         self._started = False
         self._closed = False
         self._fatal: str | None = None
+        #: Repeated producer errors become one line per interval (librdkafka's threads).
+        self._throttled = LogThrottle(log)
         #: Publishes in progress; close() lets them finish before closing the producer.
         self._active_publishes = 0
         self._no_publishes = trio.Event()
@@ -176,7 +180,12 @@ class KafkaBus(Bus):
             self._fatal = reason
             log.error("kafka producer fatal error", extra={"error": reason})
         elif err.code() == KafkaError._ALL_BROKERS_DOWN:
-            log.warning("kafka producer: all brokers down", extra={"error": reason})
+            self._throttled.log(
+                logging.WARNING,
+                "kafka producer: all brokers down",
+                key="all brokers down",
+                extra={"error": reason},
+            )
         else:  # transient; librdkafka retries, and its own log line already says why
             log.debug("kafka producer error", extra={"error": reason})
 
@@ -273,7 +282,10 @@ class KafkaBus(Bus):
         self._require_open()
         topic = dispatch_topic(job_type, self._prefix)
         group = consumer_group(job_type, self._prefix)
-        await self._ensure_topics([topic])
+        # The DLQ topic too: a consumer's process dead-letters jobs, and a reader of jobs.dlq
+        # may subscribe as soon as a job's status says dlq -- before the (asynchronous)
+        # announcement created the topic.
+        await self._ensure_topics([topic, self._dlq_topic])
         config = {
             "bootstrap.servers": self._brokers,
             "client.id": f"{self._client_id}-{job_type}",

@@ -9,17 +9,12 @@ partitions and keeps serving the group (a zero-timeout poll at least every
 :mod:`.offsets` (pure; touched only on the trio thread). Rebalance callbacks run inside
 ``poll()`` on the worker thread and hop back to the trio thread for the bookkeeping.
 
-Membership. librdkafka rejoins a group by itself after most faults, but not always (a
-consumer frozen past its session was once seen polling for minutes in a group the
-coordinator listed as EMPTY). So the subscription keeps the time it last *knew* it was a
-member: an assignment, a successful commit, or the coordinator listing its member id
-(asked every ``membership_check`` seconds when nothing else said so). Past
-``rejoin_timeout`` without such evidence -- or at once on a fatal error or a poll that
-raises -- the consumer is closed and a fresh one joins the group; its partitions' state is
-dropped first, so their unsettled deliveries are redelivered from the committed offsets.
-``problem()`` reports a subscription that has not been a member for ``unhealthy_after``.
-A member holding no partitions (more consumers than partitions) is still a member: it is
-listed by the coordinator, so it is healthy.
+Membership (see ``membership``). The subscription records every sign that its consumer is
+a group member and asks the coordinator when there was none for a while; past
+``rejoin_timeout`` without one -- or at once on a fatal error or a poll that raises -- the
+consumer is closed and a fresh one joins the group. The partitions' state is dropped first,
+so their unsettled deliveries are redelivered from the committed offsets. ``problem()``
+reports a subscription that has not been a member for ``unhealthy_after``.
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-import attrs
 import trio
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -39,6 +33,7 @@ from ..._scopes import shielded, take_ready
 from ...errors import BusError
 from ..base import Delivery, Subscription, WakeUp
 from ._common import CLOSE_TIMEOUT, bus_error
+from .membership import ConsumerOptions, MembershipWatch
 from .offsets import TP, TPO, OffsetBook, PartitionState
 
 log = logging.getLogger(__name__)
@@ -59,19 +54,6 @@ MEMBERSHIP_ERRORS = frozenset(
     )
     if code is not None
 )
-#: Never replace a consumer more often than this (a fault that recurs at once).
-MIN_RECREATE_INTERVAL = 1.0
-
-
-@attrs.frozen(kw_only=True)
-class ConsumerOptions:
-    """How a subscription polls and watches its membership (seconds)."""
-
-    poll_timeout: float
-    max_in_flight: int
-    rejoin_timeout: float = 20.0
-    unhealthy_after: float = 60.0
-    membership_check: float = 5.0
 
 
 def _to_tps(offsets: Sequence[TPO]) -> list[TopicPartition]:
@@ -148,11 +130,8 @@ class KafkaSubscription(Subscription):
         self._failure: BusError | None = None
         #: Set by settles; the poller waits on it while paused at the in-flight limit.
         self._settle_event = trio.Event()
-        # Membership watchdog (trio time).
-        self._member_seen_at = 0.0
-        self._recreated_at = 0.0
-        self._next_check = 0.0
-        self._recreate_reason: str | None = None
+        #: Membership evidence (trio time); set for real when the consumer is opened.
+        self._watch = MembershipWatch(options, 0.0)
         #: How many times the consumer was replaced.
         self.recreations = 0
         self._throttled = LogThrottle(log)
@@ -183,8 +162,8 @@ class KafkaSubscription(Subscription):
         return [d for d in take_ready(self._receive, limit) if not d.stale]
 
     def problem(self) -> str | None:
-        absent = trio.current_time() - self._member_seen_at
-        if absent > self._options.unhealthy_after:
+        absent = self._watch.absent_for(trio.current_time())
+        if absent is not None:
             return (
                 f"consumer of {self._topic} has not been a member of group {self._group} "
                 f"for {absent:.0f}s"
@@ -208,11 +187,11 @@ class KafkaSubscription(Subscription):
         self._settle_event.set()
 
     def _saw_member(self) -> None:
-        self._member_seen_at = trio.current_time()
+        self._watch.saw_member(trio.current_time())
 
     def _membership_doubt(self, reason: str) -> None:
         """An error says we may have left the group: ask the coordinator at once."""
-        self._next_check = trio.current_time()
+        self._watch.doubt(trio.current_time())
         self._throttled.log(
             logging.WARNING,
             "consumer group membership in doubt",
@@ -225,7 +204,7 @@ class KafkaSubscription(Subscription):
         if err is not None:
             reason = f"{err.name()}: {err.str()}"
             if err.fatal():
-                self._recreate_reason = f"fatal consumer error {reason}"
+                self._watch.failed(f"fatal consumer error {reason}")
                 return
             if err.code() in MEMBERSHIP_ERRORS:
                 self._membership_doubt(reason)
@@ -402,8 +381,7 @@ class KafkaSubscription(Subscription):
             )
         except (KafkaException, ValueError, TypeError, RuntimeError) as exc:
             raise bus_error(f"cannot subscribe to {self._topic}", exc) from exc
-        now = trio.current_time()
-        self._member_seen_at = self._recreated_at = self._next_check = now
+        self._watch = MembershipWatch(self._options, trio.current_time())
 
     async def _recreate(self, reason: str) -> None:
         """Replace the consumer: drop every partition's state (their unsettled deliveries
@@ -438,25 +416,18 @@ class KafkaSubscription(Subscription):
             )
         except (KafkaException, ValueError, TypeError, RuntimeError) as exc:
             raise bus_error(f"cannot re-subscribe to {self._topic}", exc) from exc
-        self._recreated_at = self._next_check = trio.current_time()
-        self._recreate_reason = None
+        self._watch.replaced(trio.current_time())
 
     async def _watch_membership(self) -> None:
         """Replace the consumer if it has been failing, or out of its group, for too long."""
-        options = self._options
-        if self._recreate_reason is not None:
+        if self._watch.replace_reason is not None:
             # A fault that recurs at once is not retried in a tight loop.
-            await trio.sleep_until(self._recreated_at + MIN_RECREATE_INTERVAL)
-            await self._recreate(self._recreate_reason)
-            return
-        now = trio.current_time()
-        if now >= self._next_check:
-            self._next_check = now + options.membership_check
-            if now - self._member_seen_at >= options.membership_check:
-                await self._ask_coordinator()
-        absent = trio.current_time() - max(self._member_seen_at, self._recreated_at)
-        if absent >= options.rejoin_timeout:
-            await self._recreate(f"no sign of group membership for {absent:.0f}s")
+            await trio.sleep_until(self._watch.earliest_replacement())
+        elif self._watch.should_ask(trio.current_time()):
+            await self._ask_coordinator()
+        reason = self._watch.replace_due(trio.current_time())
+        if reason is not None:
+            await self._recreate(reason)
 
     async def _ask_coordinator(self) -> None:
         consumer = self._consumer
@@ -464,7 +435,7 @@ class KafkaSubscription(Subscription):
         try:
             member_id = await trio.to_thread.run_sync(consumer.memberid, limiter=self._poll_limiter)
         except (KafkaException, RuntimeError) as exc:  # e.g. closed under us
-            self._recreate_reason = str(bus_error("consumer unusable", exc))
+            self._watch.failed(str(bus_error("consumer unusable", exc)))
             return
         members = await self._member_ids(self._group)
         if members is None:  # the coordinator did not answer: no evidence either way
@@ -540,7 +511,7 @@ class KafkaSubscription(Subscription):
                             limiter=self._poll_limiter,
                         )  # fmt: skip
                     except (KafkaException, RuntimeError) as exc:
-                        self._recreate_reason = str(bus_error("poll failed", exc))
+                        self._watch.failed(str(bus_error("poll failed", exc)))
                         continue
                     for msg in messages:
                         self._accept(msg)
