@@ -96,6 +96,17 @@ def _csv(text: str) -> tuple[str, ...]:
     return items
 
 
+_APP_SPEC = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*(:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*)?")
+
+
+def app_spec(text: str) -> str:
+    """``MODULE[:ATTRIBUTE]`` (dotted names), e.g. ``myjobs`` or ``myapp.jobs:registry``."""
+    value = text.strip()
+    if _APP_SPEC.fullmatch(value) is None:
+        raise ValueError(f"must be MODULE or MODULE:ATTRIBUTE (e.g. myjobs:registry), got {text!r}")
+    return value
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -130,6 +141,8 @@ class Settings:
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
     job_type: str = ""
+    #: The user's handlers, ``MODULE[:ATTRIBUTE]`` (``--app`` wins); empty: built-ins only.
+    app: str = ""
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -187,6 +200,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ELECTION_NAME": ("election_name", _non_empty),
     "ELECTION_TTL": ("election_ttl", _positive_int),
     "JOB_TYPE": ("job_type", _non_empty),
+    "JOBSCHEDULER_APP": ("app", app_spec),
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)

@@ -110,6 +110,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "ELECTION_NAME": ("x/leader", "election_name", "x/leader"),
     "ELECTION_TTL": ("30", "election_ttl", 30),
     "JOB_TYPE": ("flaky", "job_type", "flaky"),
+    "JOBSCHEDULER_APP": (" myapp.jobs:registry ", "app", "myapp.jobs:registry"),
 }
 
 
@@ -161,6 +162,9 @@ BAD: list[tuple[str, str]] = [
     ("ELECTION_NAME", " "),
     ("ELECTION_TTL", "0"),
     ("JOB_TYPE", "   "),
+    ("JOBSCHEDULER_APP", "my jobs"),
+    ("JOBSCHEDULER_APP", "myjobs:registry:extra"),
+    ("JOBSCHEDULER_APP", "myjobs:"),
 ]
 
 
