@@ -104,13 +104,15 @@ def resolve_job_types(spec: str, registry: HandlerRegistry) -> list[str]:
 
 def describe(registry: HandlerRegistry, names: Sequence[str] | None = None) -> list[str]:
     """One line per job type with its options, as ``jobscheduler check`` prints them."""
+    names = list(names or registry.names())
+    width = max((len(name) for name in names), default=0)
     lines = []
-    for name in names or registry.names():
+    for name in names:
         handler = registry.get(name)
         options = " ".join(
             f"{key}={value}" for key, value in handler.options().items() if value is not None
         )
-        lines.append(f"{name}  {options}".rstrip())
+        lines.append(f"{name.ljust(width)}  {options}".rstrip())
     return lines
 
 
