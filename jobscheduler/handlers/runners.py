@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -40,9 +41,14 @@ WORKER_IDLE_TIMEOUT = 600.0
 
 
 def _init_worker(level: str, fmt: str, role: str) -> None:
-    """Runs first in every worker process: log like the parent (one line per event)."""
+    """Runs first in every worker process: log like the parent (one line per event), and
+    ignore SIGTERM (trio_parallel already ignores SIGINT): a stop sent to the whole process
+    group (Ctrl-C, systemd) is the parent's to handle -- it kills a worker still running a
+    handler at the grace deadline and hands the job back, rather than the worker dying at
+    once and the attempt counting as failed."""
     from ..observability import configure_logging
 
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     configure_logging(level, fmt, role)
 
 
@@ -144,10 +150,15 @@ async def open_runner(
     and are killed if still busy when the block ends.
     """
     init = functools.partial(_init_worker, log_level, log_format, role)
-    async with trio_parallel.open_worker_context(
-        init=init, grace_period=WORKER_GRACE, idle_timeout=WORKER_IDLE_TIMEOUT
-    ) as workers:
-        yield HandlerRunner(now=now, workers=workers, process_slots=process_slots)
+    try:
+        async with trio_parallel.open_worker_context(
+            init=init, grace_period=WORKER_GRACE, idle_timeout=WORKER_IDLE_TIMEOUT
+        ) as workers:
+            yield HandlerRunner(now=now, workers=workers, process_slots=process_slots)
+    except trio_parallel.BrokenWorkerError as exc:
+        # Raised only by the closing shutdown: an idle worker that did not exit within
+        # WORKER_GRACE was killed. Nothing was running in it, so nothing is lost.
+        log.warning("idle worker process killed at shutdown", extra={"error": str(exc)})
 
 
 __all__ = ["HandlerRunner", "open_runner"]

@@ -10,7 +10,9 @@ outcomes (the job's state, the worker process gone), never durations.
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -25,7 +27,7 @@ from jobscheduler.bus import WakeUp
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.executor import Executor, handler_logger, run_executor
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
-from jobscheduler.handlers.runners import HandlerRunner
+from jobscheduler.handlers.runners import HandlerRunner, open_runner
 from jobscheduler.model import Job, Status
 from jobscheduler.runtime import Deps
 from jobscheduler.store.sqlite import SQLiteJobStore
@@ -56,6 +58,15 @@ def report_process(ctx: JobContext) -> dict[str, Any]:
         "deadline": ctx.deadline,
         "attempt": ctx.attempt,
         "payload": dict(ctx.payload),
+    }
+
+
+def worker_signals_and_logging(ctx: JobContext) -> dict[str, Any]:
+    root = logging.getLogger()
+    return {
+        "sigterm_ignored": signal.getsignal(signal.SIGTERM) == signal.SIG_IGN,
+        "log_level": logging.getLevelName(root.level),
+        "handlers": len(root.handlers),
     }
 
 
@@ -218,6 +229,27 @@ async def test_process_handler_runs_in_another_process_with_a_picklable_context(
     assert result["extra"] == {"job_id": job.id, "tenant": "tenant-a", "job_type": "report"}
     assert result["deadline"] is not None
     assert (result["attempt"], result["payload"]) == (1, {"n": 1})
+
+
+async def test_the_executors_worker_processes_log_like_it_and_leave_sigterm_to_it() -> None:
+    registry = registry_of("report", worker_signals_and_logging)
+    job = make_job(job_type="report")
+    ctx = JobContext(
+        job_id=job.id,
+        tenant_id=job.tenant_id,
+        job_type=job.job_type,
+        payload={},
+        attempt=1,
+        max_attempts=3,
+        logger=handler_logger(job),
+    )
+    clock = make_clock()
+    with trio.fail_after(REAL_BOUND):
+        async with open_runner(
+            now=clock.now, log_level="WARNING", log_format="json", role="executor-worker"
+        ) as runner:
+            result = await runner.run(registry.get("report"), ctx)
+    assert result == {"sigterm_ignored": True, "log_level": "WARNING", "handlers": 1}
 
 
 async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
