@@ -143,6 +143,8 @@ class Settings:
     job_type: str = ""
     #: The user's handlers, ``MODULE[:ATTRIBUTE]`` (``--app`` wins); empty: built-ins only.
     app: str = ""
+    #: Worker processes running ``def`` handlers at once per executor; 0: one per CPU.
+    process_workers: int = 0
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -201,6 +203,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ELECTION_TTL": ("election_ttl", _positive_int),
     "JOB_TYPE": ("job_type", _non_empty),
     "JOBSCHEDULER_APP": ("app", app_spec),
+    "PROCESS_WORKERS": ("process_workers", _positive_int),
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)

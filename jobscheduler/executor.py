@@ -496,6 +496,7 @@ async def run_executor(
             log_level=settings.log_level,
             log_format=settings.log_format,
             role="executor-worker",
+            process_slots=settings.process_workers or None,
         ) as runner,
         trio.open_nursery() as nursery,
     ):

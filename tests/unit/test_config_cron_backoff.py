@@ -111,6 +111,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "ELECTION_TTL": ("30", "election_ttl", 30),
     "JOB_TYPE": ("flaky", "job_type", "flaky"),
     "JOBSCHEDULER_APP": (" myapp.jobs:registry ", "app", "myapp.jobs:registry"),
+    "PROCESS_WORKERS": ("8", "process_workers", 8),
 }
 
 
@@ -165,6 +166,7 @@ BAD: list[tuple[str, str]] = [
     ("JOBSCHEDULER_APP", "my jobs"),
     ("JOBSCHEDULER_APP", "myjobs:registry:extra"),
     ("JOBSCHEDULER_APP", "myjobs:"),
+    ("PROCESS_WORKERS", "0"),
 ]
 
 

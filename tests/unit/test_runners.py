@@ -70,6 +70,11 @@ def worker_signals_and_logging(ctx: JobContext) -> dict[str, Any]:
     }
 
 
+def sleep_briefly(ctx: JobContext) -> float:
+    time.sleep(float(ctx.payload["seconds"]))
+    return time.monotonic()
+
+
 def permanent_in_process(ctx: JobContext) -> None:
     raise PermanentError(f"no such user {ctx.payload.get('user')!r}")
 
@@ -250,6 +255,37 @@ async def test_the_executors_worker_processes_log_like_it_and_leave_sigterm_to_i
         ) as runner:
             result = await runner.run(registry.get("report"), ctx)
     assert result == {"sigterm_ignored": True, "log_level": "WARNING", "handlers": 1}
+
+
+async def test_a_def_handler_waiting_for_a_worker_process_is_not_yet_timing_out() -> None:
+    registry = registry_of("brief", sleep_briefly, timeout="1s")
+    first = registry_of("long", sleep_briefly).get("long")
+    clock = make_clock()
+    runner = HandlerRunner(now=clock.now, process_slots=1)
+    results: dict[str, Any] = {}
+
+    def ctx_for(job_type: str, seconds: float) -> JobContext:
+        job = make_job(job_type=job_type, payload={"seconds": seconds})
+        return JobContext(
+            job_id=job.id,
+            tenant_id=job.tenant_id,
+            job_type=job_type,
+            payload=job.payload,
+            attempt=1,
+            max_attempts=3,
+            logger=handler_logger(job),
+        )
+
+    async def run(name: str, handler: Any, ctx: JobContext) -> None:
+        results[name] = await runner.run(handler, ctx)
+
+    with trio.fail_after(REAL_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "long", first, ctx_for("long", 2.0))
+            await trio.sleep(0.2)  # let "long" take the only worker slot first
+            # Waits about 2 s for the slot, longer than its 1 s timeout: still completes.
+            nursery.start_soon(run, "brief", registry.get("brief"), ctx_for("brief", 0.0))
+    assert results["brief"] >= results["long"]  # it ran only after the long one ended
 
 
 async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
