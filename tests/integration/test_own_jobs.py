@@ -120,3 +120,43 @@ async def test_sigterm_hands_a_sleeping_def_handlers_job_back_within_the_grace(
     assert handed_back["attempts"] == 0
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_second_sigterm_stops_the_executor_within_two_seconds_handing_the_job_back(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "sleepy.py").write_text(textwrap.dedent(SLEEPY_APP))
+    env = {"PYTHONPATH": str(app_dir)}
+    api = await start_with_app(cluster, "api", "sleepy", **env)
+    executor = await start_with_app(
+        cluster, "executor", "sleepy", JOB_TYPE="nap", SHUTDOWN_GRACE="60s", **env
+    )
+    await cluster.start("scheduler")
+    pid_file = tmp_path / "pid"
+    job = await cluster.create_job(api, jobType="nap", payload={"pidFile": str(pid_file)})
+    await cluster.wait_job(api, job["id"], lambda j: j["status"] == "running", 90.0)
+    with trio.fail_after(30):
+        while not pid_file.exists() or not pid_file.read_text():
+            await trio.sleep(0.05)
+    pid = int(pid_file.read_text())
+    executor.send(signal.SIGTERM)
+    with trio.fail_after(10):  # the first signal is being handled: the executor drains
+        while "executor draining" not in executor.log():
+            await trio.sleep(0.02)
+    assert executor.running()  # inside its 60 s grace
+
+    started = time.monotonic()
+    assert executor.proc is not None
+    executor.proc.send_signal(signal.SIGTERM)
+    code = await executor.stop(signal.SIGTERM, timeout=2.0)
+    elapsed = time.monotonic() - started
+    print(f"distributed executor second SIGTERM: exit in {elapsed:.2f}s")
+
+    assert code == 0, executor.tail()
+    handed_back = await cluster.get_job(api, job["id"])
+    assert handed_back["status"] in ("pending", "queued")
+    assert handed_back["attempts"] == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
