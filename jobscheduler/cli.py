@@ -44,10 +44,10 @@ def _app(args: argparse.Namespace, settings: Settings) -> str:
     return str(getattr(args, "app", None) or settings.app)
 
 
-def _registry(app: str) -> HandlerRegistry:
+def _registry(app: str, settings: Settings) -> HandlerRegistry:
     """The built-ins plus the app's handlers; a load failure is one line and exit 2."""
     try:
-        return load_app(app)
+        return load_app(app, settings)
     except AppLoadError as exc:
         print(f"jobscheduler: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -56,7 +56,7 @@ def _registry(app: str) -> HandlerRegistry:
 def _dev(args: argparse.Namespace) -> int:
     settings = _settings()
     app = _app(args, settings)
-    registry = _registry(app)
+    registry = _registry(app, settings)
     configure_logging(settings.log_level, settings.log_format, "dev")
     log.info(
         "starting jobscheduler dev",
@@ -82,7 +82,7 @@ def _role(role: str, args: argparse.Namespace) -> int:
         return 2
     # The scheduler and the reaper never call handlers: they need no app.
     app = _app(args, settings) if role in ("api", "executor") else ""
-    registry = _registry(app)
+    registry = _registry(app, settings)
     if role == "executor":
         try:
             resolve_job_types(settings.job_type, registry)
@@ -100,8 +100,8 @@ def _check(args: argparse.Namespace) -> int:
     """Load the app, list each job type with its options; non-zero exit on a problem."""
     settings = _settings()
     app = _app(args, settings)
-    registry = _registry(app)
-    builtins = set(load_app(None).names())
+    registry = _registry(app, settings)
+    builtins = set(load_app(None, settings).names())
     problems = 0
     print(f"app {app}" if app else "no app given (--app or JOBSCHEDULER_APP): built-ins only")
     for name, line in zip(registry.names(), describe(registry), strict=True):

@@ -14,11 +14,15 @@ import os
 import pickle
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..config import app_spec
 from ..errors import AppLoadError
 from .builtin import default_registry
 from .registry import Handler, HandlerRegistry
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 DEFAULT_ATTRIBUTE = "registry"
 
@@ -72,9 +76,10 @@ def load_user_registry(spec: str) -> HandlerRegistry:
     return target
 
 
-def load_app(spec: str | None) -> HandlerRegistry:
-    """The built-in handlers plus, when ``spec`` is given, the app's."""
-    registry = default_registry()
+def load_app(spec: str | None, settings: Settings | None = None) -> HandlerRegistry:
+    """The built-in handlers (configured by ``settings``) plus, when ``spec`` is given, the
+    app's."""
+    registry = default_registry(settings)
     if spec:
         user = load_user_registry(spec)
         try:

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import attrs
+import trio
 
 from ..config import parse_duration
 from ..errors import UnknownHandler
@@ -110,6 +111,14 @@ class Handler:
     @property
     def is_async(self) -> bool:
         return self.run_in == "trio"
+
+    async def run(self, ctx: JobContext) -> Any:
+        """Call the handler once, right here: awaited if async, else in a worker thread.
+        No timeout and no worker process -- for tests and direct calls; the executor runs
+        handlers through :mod:`jobscheduler.handlers.runners`."""
+        if self.is_async:
+            return await self.func(ctx)
+        return await trio.to_thread.run_sync(self.func, ctx)
 
     def options(self) -> dict[str, Any]:
         """The options as ``check`` prints them."""
@@ -239,7 +248,11 @@ class HandlerRegistry:
         for name, handler in other._handlers.items():
             mine = self._handlers.get(name)
             if mine is not None:
-                if mine.func is handler.func:
+                # Bound methods (the http handler's ``run``) are new objects on each access:
+                # compare what they wrap.
+                if getattr(mine.func, "__func__", mine.func) is getattr(
+                    handler.func, "__func__", handler.func
+                ):
                     continue
                 raise ValueError(
                     f"job type {name!r} of {origin} clashes with a built-in handler: rename it"

@@ -77,6 +77,9 @@ def test_from_env_with_empty_environment_gives_documented_defaults() -> None:
     assert settings.election_name == "jobscheduler/scheduler-leader"
     assert settings.election_ttl == 10
     assert settings.job_type == ""
+    assert settings.http_allowlist == ()
+    assert settings.http_follow_redirects is False
+    assert settings.http_max_redirects == 5
 
 
 def test_from_env_treats_empty_values_as_unset() -> None:
@@ -112,6 +115,13 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "JOB_TYPE": ("flaky", "job_type", "flaky"),
     "JOBSCHEDULER_APP": (" myapp.jobs:registry ", "app", "myapp.jobs:registry"),
     "PROCESS_WORKERS": ("8", "process_workers", 8),
+    "HTTP_ALLOWLIST": (
+        " 127.0.0.1, 10.0.0.0/8 ,hooks.internal",
+        "http_allowlist",
+        ("127.0.0.1", "10.0.0.0/8", "hooks.internal"),
+    ),
+    "HTTP_FOLLOW_REDIRECTS": ("yes", "http_follow_redirects", True),
+    "HTTP_MAX_REDIRECTS": ("3", "http_max_redirects", 3),
 }
 
 
@@ -167,6 +177,11 @@ BAD: list[tuple[str, str]] = [
     ("JOBSCHEDULER_APP", "myjobs:registry:extra"),
     ("JOBSCHEDULER_APP", "myjobs:"),
     ("PROCESS_WORKERS", "0"),
+    ("HTTP_ALLOWLIST", "10.0.0.1/8"),
+    ("HTTP_ALLOWLIST", "127.0.0.1, http://hooks"),
+    ("HTTP_ALLOWLIST", "2130706433"),
+    ("HTTP_FOLLOW_REDIRECTS", "maybe"),
+    ("HTTP_MAX_REDIRECTS", "0"),
 ]
 
 
