@@ -167,8 +167,12 @@ async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
     )
     (root / ".venv").symlink_to(Path(sys.prefix))
     port = free_port()
-    # The exact commands, on a free port instead of 8080 (tests run side by side).
-    commands = readme_commands().replace("localhost:8080", f"127.0.0.1:{port}")
+    # The exact commands, on free ports instead of 8080 and 8099 (tests run side by side).
+    commands = (
+        readme_commands()
+        .replace("localhost:8080", f"127.0.0.1:{port}")
+        .replace("8099", str(free_port()))
+    )
     # Scaffolding around them: stop on the first failure and never leave dev running.
     script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
@@ -204,7 +208,8 @@ async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
     assert [json.loads(line)["to"] for line in outbox] == ["ada@example.com"]
     listed = json.loads(output.strip().splitlines()[-1])
     jobs = {job["idempotencyKey"]: job for job in listed}
-    assert sorted(jobs) == ["primes-2m", "welcome-ada", "welcome-nobody"]
+    assert sorted(jobs) == ["fetch-page", "primes-2m", "welcome-ada", "welcome-nobody"]
+    assert jobs["fetch-page"]["status"] == "completed"
     assert jobs["welcome-ada"]["status"] == "completed"
     assert jobs["welcome-ada"]["maxAttempts"] == 5
     assert jobs["primes-2m"]["status"] == "completed"
