@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 WORKER_GRACE = 1.0
 #: Idle worker processes exit after this long without a job.
 WORKER_IDLE_TIMEOUT = 600.0
+#: Threads running ``run_in="thread"`` handlers at once, by default (a limiter of their own:
+#: an abandoned thread holds its token until it ends, and must not starve other thread users).
+THREAD_SLOTS = 40
 
 
 def _init_worker(level: str, fmt: str, role: str) -> None:
@@ -76,16 +79,12 @@ class HandlerRunner:
     ) -> None:
         """``now`` is the wall clock for ``ctx.deadline``; ``workers`` a trio_parallel
         WorkerContext (None: trio_parallel's default one). At most ``process_slots`` worker
-        processes and ``thread_slots`` threads run handlers at once (default: CPUs, and
-        trio's default thread limit)."""
+        processes and ``thread_slots`` threads run handlers at once (default: one per CPU,
+        and THREAD_SLOTS)."""
         self._now = now
         self._workers = workers
         self._process_slots = trio.CapacityLimiter(process_slots or os.cpu_count() or 1)
-        self._thread_slots = (
-            trio.CapacityLimiter(thread_slots)
-            if thread_slots
-            else trio.to_thread.current_default_thread_limiter()
-        )
+        self._thread_slots = trio.CapacityLimiter(thread_slots or THREAD_SLOTS)
 
     async def run(self, handler: Handler, ctx: JobContext) -> Any:
         """Call the handler with ``ctx`` and return what it returns.

@@ -75,6 +75,10 @@ def sleep_briefly(ctx: JobContext) -> float:
     return time.monotonic()
 
 
+def crash_process(ctx: JobContext) -> None:
+    os._exit(3)
+
+
 def permanent_in_process(ctx: JobContext) -> None:
     raise PermanentError(f"no such user {ctx.payload.get('user')!r}")
 
@@ -303,6 +307,24 @@ async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
     assert (failed.status, failed.attempts) == (Status.PENDING, 1)
     assert failed.last_error == "timed out after 1s"
     assert not alive(int(pid_file.read_text()))
+
+
+async def test_a_worker_process_that_dies_fails_the_attempt_and_the_next_job_gets_a_new_one(
+    make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    registry = registry_of("crash", crash_process)
+    registry.register("report", report_process)
+    deps = make_deps(registry=registry)
+    crash, after = make_job(job_type="crash"), make_job(job_type="report")
+    await queue(deps, store, crash)
+    executor = Executor(deps)
+    with trio.fail_after(REAL_BOUND):
+        assert await executor.run(wake_up(crash)) == "retried"
+        await queue(deps, store, after)
+        assert await executor.run(wake_up(after)) == "completed"
+    failed = await store.get(crash.id)
+    assert failed.last_error is not None
+    assert failed.last_error.startswith("HandlerError: worker process died")
 
 
 async def test_process_handler_raising_permanent_error_dead_letters_at_once(
