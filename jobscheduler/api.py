@@ -16,6 +16,7 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .api_cron import register_cron_routes
 from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
 from .model import (
     is_job_id,
@@ -163,6 +164,7 @@ def create_app(deps: Deps) -> QuartTrio:
         jobs = await deps.store.list_jobs(tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 
+    register_cron_routes(app, deps, _json)
     return app
 
 
