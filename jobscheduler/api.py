@@ -60,6 +60,7 @@ def create_app(deps: Deps) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
     job_types = deps.registry.validators()
+    max_attempts_defaults = deps.registry.max_attempts_defaults()
 
     @app.before_request
     async def _start_timer() -> None:
@@ -125,7 +126,12 @@ def create_app(deps: Deps) -> QuartTrio:
             return error_response("Content-Type must be application/json", 415)
         raw = await request.get_data(cache=False)
         body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
-        job = parse_create_request(body, now=deps.clock.now(), job_types=job_types)
+        job = parse_create_request(
+            body,
+            now=deps.clock.now(),
+            job_types=job_types,
+            max_attempts_defaults=max_attempts_defaults,
+        )
         try:
             stored = await deps.store.insert(job)
         except DuplicateJob:

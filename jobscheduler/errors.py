@@ -50,3 +50,11 @@ class UnknownHandler(JobSchedulerError, LookupError):
 class PermanentError(HandlerError):
     """Raised by a handler: this job can never succeed (a 404, a payload no retry can fix).
     The remaining attempts are skipped and the job goes to the dead-letter queue at once."""
+
+
+class HandlerTimeout(HandlerError, TimeoutError):
+    """A handler ran past its ``timeout``; it was stopped and the attempt failed."""
+
+
+class AppLoadError(ConfigError):
+    """The user's app (``--app`` / ``JOBSCHEDULER_APP``) could not be loaded or is invalid."""
