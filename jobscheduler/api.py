@@ -17,7 +17,16 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
-from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
+from .auth import current_principal
+from .errors import (
+    DuplicateJob,
+    Forbidden,
+    JobNotFound,
+    JobSchedulerError,
+    StoreError,
+    Unauthorized,
+    ValidationError,
+)
 from .model import (
     is_job_id,
     job_to_json,
@@ -35,6 +44,8 @@ MAX_BODY_BYTES = 1024 * 1024
 # Project error -> HTTP status. Anything else is a 500 with a generic message.
 ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     ValidationError: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
     StoreError: 503,
@@ -156,11 +167,14 @@ def create_app(deps: Deps) -> QuartTrio:
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        return _json(job_to_json(await deps.store.get(job_id.lower())), 200)
+        job = await deps.store.get(job_id.lower())
+        current_principal().check_visible(job.tenant_id, job.id)
+        return _json(job_to_json(job), 200)
 
     @app.get("/jobs")
     async def list_jobs() -> Response:
         tenant, status, limit = parse_list_query(request.args)
+        current_principal().scope(tenant)
         jobs = await deps.store.list_jobs(tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 

@@ -23,6 +23,14 @@ class JobNotFound(JobSchedulerError, LookupError):
     """No job has the requested id."""
 
 
+class Unauthorized(JobSchedulerError, PermissionError):
+    """The request carries no valid API key (missing, malformed, unknown or revoked)."""
+
+
+class Forbidden(JobSchedulerError, PermissionError):
+    """The caller's key may not do this, or names a tenant it is not bound to."""
+
+
 class DuplicateJob(JobSchedulerError, ValueError):
     """The idempotencyKey is already used by another job."""
 
