@@ -17,8 +17,17 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
+from .auth import current_principal
 from .bounded import BoundedCalls
-from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
+from .errors import (
+    DuplicateJob,
+    Forbidden,
+    JobNotFound,
+    JobSchedulerError,
+    StoreError,
+    Unauthorized,
+    ValidationError,
+)
 from .model import (
     is_job_id,
     job_to_json,
@@ -38,6 +47,8 @@ RETRY_AFTER_SECONDS = 1
 # Project error -> HTTP status. Anything else is a 500 with a generic message.
 ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     ValidationError: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
     StoreError: 503,
@@ -70,6 +81,8 @@ def create_app(deps: Deps) -> QuartTrio:
     @app.before_serving
     async def _attach_store_calls() -> None:
         store_calls.attach(app.nursery)
+
+    max_attempts_defaults = deps.registry.max_attempts_defaults()
 
     @app.before_request
     async def _start_timer() -> None:
@@ -137,7 +150,12 @@ def create_app(deps: Deps) -> QuartTrio:
             return error_response("Content-Type must be application/json", 415)
         raw = await request.get_data(cache=False)
         body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
-        job = parse_create_request(body, now=deps.clock.now(), job_types=job_types)
+        job = parse_create_request(
+            body,
+            now=deps.clock.now(),
+            job_types=job_types,
+            max_attempts_defaults=max_attempts_defaults,
+        )
         try:
             stored = await store_calls.call(deps.store.insert, job)
         except DuplicateJob:
@@ -162,11 +180,14 @@ def create_app(deps: Deps) -> QuartTrio:
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        return _json(job_to_json(await store_calls.call(deps.store.get, job_id.lower())), 200)
+        job = await store_calls.call(deps.store.get, job_id.lower())
+        current_principal().check_visible(job.tenant_id, job.id)
+        return _json(job_to_json(job), 200)
 
     @app.get("/jobs")
     async def list_jobs() -> Response:
         tenant, status, limit = parse_list_query(request.args)
+        current_principal().scope(tenant)
         jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 

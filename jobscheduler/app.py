@@ -23,7 +23,8 @@ from .config import Settings
 from .election import Elector
 from .errors import StoreError
 from .executor import run_executor
-from .handlers import HandlerRegistry, default_registry
+from .handlers import HandlerRegistry
+from .handlers.loading import load_app, resolve_job_types
 from .observability import Metrics, run_metrics_server
 from .reaper import run_reaper
 from .recovery import recover_in_flight
@@ -47,7 +48,7 @@ def embedded_deps(settings: Settings, registry: HandlerRegistry | None = None) -
         store=SQLiteJobStore(settings.sqlite_path),
         bus=LocalBus(),
         elector=LocalElector(settings.worker_id),
-        registry=registry or default_registry(settings),
+        registry=registry if registry is not None else load_app(settings.app, settings),
         metrics=Metrics(),
         clock=clock,
         waker=Waker(clock),
@@ -67,6 +68,8 @@ def production_bus(settings: Settings) -> Bus:
         settings.kafka_brokers,
         partitions=settings.kafka_partitions,
         topic_prefix=settings.kafka_topic_prefix,
+        rejoin_timeout=settings.kafka_rejoin_timeout,
+        unhealthy_after=settings.kafka_unhealthy_after,
     )
 
 
@@ -95,7 +98,7 @@ def production_deps(
         store=production_store(settings),
         bus=production_bus(settings) if needs_bus else LocalBus(),
         elector=production_elector(settings) if role == "scheduler" else LocalElector(),
-        registry=registry or default_registry(settings),
+        registry=registry if registry is not None else load_app(settings.app, settings),
         metrics=Metrics(),
         clock=SystemClock(),
         waker=None,
@@ -193,9 +196,13 @@ async def run_roles(
                 async with trio.open_nursery() as workers_nursery:
                     if "executor" in roles:
                         job_types = (
-                            [settings.job_type] if settings.job_type else deps.registry.names()
+                            resolve_job_types(settings.job_type, deps.registry)
+                            if settings.job_type
+                            else deps.registry.names()
                         )
-                        await workers_nursery.start(run_executor, deps, job_types, drain)
+                        executor = await workers_nursery.start(run_executor, deps, job_types, drain)
+                        # /healthz fails while a consumer has no working group membership.
+                        deps.health.add_liveness("executor", executor.liveness_problem)
                     with front:
                         async with trio.open_nursery() as front_nursery:
                             if "reaper" in roles:

@@ -96,6 +96,17 @@ def _csv(text: str) -> tuple[str, ...]:
     return items
 
 
+_APP_SPEC = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*(:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*)?")
+
+
+def app_spec(text: str) -> str:
+    """``MODULE[:ATTRIBUTE]`` (dotted names), e.g. ``myjobs`` or ``myapp.jobs:registry``."""
+    value = text.strip()
+    if _APP_SPEC.fullmatch(value) is None:
+        raise ValueError(f"must be MODULE or MODULE:ATTRIBUTE (e.g. myjobs:registry), got {text!r}")
+    return value
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -154,10 +165,18 @@ class Settings:
     kafka_brokers: str = "127.0.0.1:9092"
     kafka_partitions: int = 3
     kafka_topic_prefix: str = ""
+    #: A consumer with no sign of group membership for this long is replaced by a new one.
+    kafka_rejoin_timeout: float = 20.0
+    #: ... and after this long without membership the executor reports itself unhealthy.
+    kafka_unhealthy_after: float = 60.0
     etcd_endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
     job_type: str = ""
+    #: The user's handlers, ``MODULE[:ATTRIBUTE]`` (``--app`` wins); empty: built-ins only.
+    app: str = ""
+    #: Worker processes running ``def`` handlers at once per executor; 0: one per CPU.
+    process_workers: int = 0
     # The built-in http handler: internal hosts/networks it may reach, redirect policy.
     http_allowlist: tuple[str, ...] = ()
     http_follow_redirects: bool = False
@@ -216,10 +235,14 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "KAFKA_BROKERS": ("kafka_brokers", _non_empty),
     "KAFKA_PARTITIONS": ("kafka_partitions", _positive_int),
     "KAFKA_TOPIC_PREFIX": ("kafka_topic_prefix", _topic_prefix),
+    "KAFKA_REJOIN_TIMEOUT": ("kafka_rejoin_timeout", _positive_duration),
+    "KAFKA_UNHEALTHY_AFTER": ("kafka_unhealthy_after", _positive_duration),
     "ETCD_ENDPOINTS": ("etcd_endpoints", _csv),
     "ELECTION_NAME": ("election_name", _non_empty),
     "ELECTION_TTL": ("election_ttl", _positive_int),
     "JOB_TYPE": ("job_type", _non_empty),
+    "JOBSCHEDULER_APP": ("app", app_spec),
+    "PROCESS_WORKERS": ("process_workers", _positive_int),
     "HTTP_ALLOWLIST": ("http_allowlist", _allowlist),
     "HTTP_FOLLOW_REDIRECTS": ("http_follow_redirects", _bool),
     "HTTP_MAX_REDIRECTS": ("http_max_redirects", _positive_int),

@@ -14,8 +14,7 @@ import logging
 from datetime import timedelta
 
 from . import states
-from .bus import DeadLetter
-from .errors import BusError
+from .bus.dead_letters import publish_dead_letter
 from .model import Status
 from .runtime import Deps
 
@@ -62,20 +61,7 @@ async def recover_in_flight(deps: Deps) -> int:
                 },
             )
             if job.status is Status.DLQ:
-                letter = DeadLetter(
-                    job_id=job.id,
-                    job_type=job.job_type,
-                    tenant_id=job.tenant_id,
-                    attempts=job.attempts,
-                    last_error=job.last_error,
-                )
-                try:
-                    await deps.bus.publish_dead_letter(letter)
-                except BusError as exc:
-                    log.error(
-                        "dead letter not published",
-                        extra={"job_id": job.id, "tenant": job.tenant_id, "error": str(exc)},
-                    )
+                await publish_dead_letter(deps.bus, job)
         if len(stuck) < BATCH:
             break
     if recovered:
