@@ -37,6 +37,7 @@ from .model import (
 )
 from .observability import serve_asgi
 from .runtime import Deps
+from .ui import register_ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,7 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json([job_to_json(job) for job in jobs], 200)
 
     register_cron_routes(app, deps, _json, store_calls)
+    register_ui_routes(app, deps, store_calls)
     return app
 
 

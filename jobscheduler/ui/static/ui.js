@@ -1,0 +1,191 @@
+// jobscheduler dashboard: fills the server-rendered shells from the same-origin JSON API and
+// refreshes them in place. Data is written with textContent only (never as HTML).
+"use strict";
+
+(function () {
+  const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content;
+  const refreshMs = 1000 * Number(meta("js-refresh-seconds") || 5);
+
+  async function getJson(url) {
+    const response = await fetch(url, {
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (_) {
+      body = null;
+    }
+    if (!response.ok) {
+      const message = body && body.error ? body.error : `HTTP ${response.status}`;
+      const error = new Error(message);
+      error.status = response.status;
+      throw error;
+    }
+    return body;
+  }
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "class") node.className = value;
+      else node.setAttribute(key, value);
+    }
+    for (const child of children) {
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function when(text) {
+    if (!text) return "";
+    const date = new Date(text);
+    return Number.isNaN(date.getTime()) ? text : date.toISOString().replace(".000Z", "Z");
+  }
+
+  function badge(status) {
+    return el("span", { class: `badge s-${status}` }, status);
+  }
+
+  // Run `refresh` now and then every refreshMs while the tab is visible; never two at once.
+  function every(refresh) {
+    let busy = false;
+    const tick = async () => {
+      if (busy || document.hidden) return;
+      busy = true;
+      try {
+        await refresh();
+      } finally {
+        busy = false;
+      }
+    };
+    tick();
+    setInterval(tick, refreshMs);
+  }
+
+  // ---- Overview: re-read the server-rendered counts and swap them in (same size, no shift).
+  function overview() {
+    const counts = document.getElementById("counts");
+    if (!counts) return;
+    every(async () => {
+      const response = await fetch(location.pathname, { credentials: "same-origin" });
+      if (!response.ok) return;
+      const page = new DOMParser().parseFromString(await response.text(), "text/html");
+      for (const id of ["counts", "total"]) {
+        const fresh = page.getElementById(id);
+        if (fresh) document.getElementById(id).replaceWith(fresh);
+      }
+      const chart = page.querySelector(".chart-box svg");
+      if (chart) document.querySelector(".chart-box svg").replaceWith(chart);
+      document.getElementById("refreshed").textContent =
+        `Updated ${new Date().toLocaleTimeString()}; refreshes every ${refreshMs / 1000} s.`;
+    });
+  }
+
+  // ---- Jobs: the table of one tenant's jobs, filtered by the form's values.
+  function jobs() {
+    const table = document.getElementById("jobs");
+    if (!table) return;
+    const line = document.getElementById("jobs-status");
+    const query = new URLSearchParams({
+      tenantId: table.dataset.tenant,
+      limit: table.dataset.limit,
+    });
+    if (table.dataset.status) query.set("status", table.dataset.status);
+    every(async () => {
+      let rows;
+      try {
+        rows = await getJson(`/jobs?${query}`);
+      } catch (error) {
+        line.textContent = `Could not load jobs: ${error.message}`;
+        line.classList.add("bad");
+        return;
+      }
+      line.classList.remove("bad");
+      const body = el("tbody");
+      for (const job of rows) {
+        const link = el("a", { href: `/ui/jobs/${job.id}` }, job.id);
+        body.append(
+          el(
+            "tr",
+            { "data-job-id": job.id, "data-status": job.status },
+            el("td", { class: "mono" }, link),
+            el("td", {}, job.jobType),
+            el("td", {}, badge(job.status)),
+            el("td", { class: "mono" }, when(job.scheduledAt)),
+            el("td", { class: "num" }, `${job.attempts}/${job.maxAttempts}`),
+            el("td", { class: "wide mono" }, job.idempotencyKey),
+          ),
+        );
+      }
+      table.tBodies[0].replaceWith(body);
+      line.textContent = rows.length
+        ? `${rows.length} job${rows.length === 1 ? "" : "s"} shown (newest first).`
+        : "No job matches these filters.";
+    });
+  }
+
+  // ---- Job detail: every field, the payload, a template's next fire times.
+  const FIELDS = [
+    ["id", "Id"], ["tenantId", "Tenant"], ["jobType", "Type"], ["status", "Status"],
+    ["idempotencyKey", "Idempotency key"], ["priority", "Priority"],
+    ["scheduledAt", "Scheduled"], ["attempts", "Attempts"], ["maxAttempts", "Max attempts"],
+    ["cron", "Cron"], ["timezone", "Time zone"], ["claimedBy", "Claimed by"],
+    ["claimedAt", "Claimed at"], ["createdAt", "Created"], ["updatedAt", "Updated"],
+  ];
+
+  function detail() {
+    const box = document.getElementById("job");
+    if (!box) return;
+    const id = box.dataset.jobId;
+    const problem = document.getElementById("job-error");
+    every(async () => {
+      let job;
+      try {
+        job = await getJson(`/jobs/${id}`);
+      } catch (error) {
+        problem.textContent = error.status === 404 ? "No such job." : `Could not load: ${error.message}`;
+        problem.hidden = false;
+        return;
+      }
+      problem.hidden = true;
+      const status = document.getElementById("job-status");
+      status.textContent = job.status;
+      status.className = `badge s-${job.status}`;
+      const fields = document.createElement("dl");
+      fields.className = "fields";
+      fields.id = "fields";
+      for (const [key, label] of FIELDS) {
+        if (job[key] === undefined || job[key] === null) continue;
+        const value = key.endsWith("At") ? when(job[key]) : String(job[key]);
+        fields.append(el("dt", {}, label), el("dd", { "data-field": key }, value));
+      }
+      document.getElementById("fields").replaceWith(fields);
+      document.getElementById("payload").textContent = JSON.stringify(job.payload, null, 2);
+      const errorBox = document.getElementById("error-box");
+      errorBox.hidden = !job.lastError;
+      document.getElementById("last-error").textContent = job.lastError || "";
+      const cronBox = document.getElementById("cron-box");
+      cronBox.hidden = !(job.cron && job.status === "pending");
+      if (!cronBox.hidden) {
+        try {
+          const next = await getJson(`/jobs/${id}/next?count=5`);
+          const list = el("ol", { class: "fires", id: "fires" });
+          for (const fire of next.fireTimes || []) {
+            list.append(el("li", { class: "mono" }, `${when(fire.at)} (${fire.local})`));
+          }
+          document.getElementById("fires").replaceWith(list);
+        } catch (_) {
+          cronBox.hidden = true;
+        }
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    overview();
+    jobs();
+    detail();
+  });
+})();
