@@ -33,6 +33,7 @@ dev *ARGS: install
 test *ARGS: install
     #!/usr/bin/env bash
     set -euo pipefail
+    scripts/browser.sh
     scripts/deps.sh up
     trap 'scripts/deps.sh down' EXIT
     just lint

@@ -16,8 +16,6 @@ from ._chart import status_bars
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two refreshes of a page's data (the script reads it from the page).
-REFRESH_SECONDS = 5
 #: Rows per page of the Jobs table, and the choices offered.
 DEFAULT_PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100, 200)
@@ -29,13 +27,14 @@ def _can_act(principal: Principal) -> bool:
     return principal.role.rank >= Role.WRITER.rank
 
 
-def _page_context(active: str) -> dict[str, Any]:
+def _page_context(active: str, refresh_seconds: float) -> dict[str, Any]:
     principal = current_principal()
     return {
         "active": active,
         "principal": principal,
         "can_act": _can_act(principal),
-        "refresh_seconds": REFRESH_SECONDS,
+        # The script reads it from the page (settings UI_REFRESH).
+        "refresh_seconds": f"{refresh_seconds:g}",
     }
 
 
@@ -54,6 +53,7 @@ def _html(body: str, status: int = 200) -> Response:
 
 def register_ui_routes(app: QuartTrio, deps: Deps, store_calls: BoundedCalls) -> None:
     """Serve the dashboard at ``/ui`` (pages and ``/ui/static/...``) and redirect ``/``."""
+    refresh = deps.settings.ui_refresh
     ui = Blueprint(
         "ui",
         __name__,
@@ -72,7 +72,7 @@ def register_ui_routes(app: QuartTrio, deps: Deps, store_calls: BoundedCalls) ->
             # Every tenant's counts: only for a principal that sees every tenant.
             by_status = await store_calls.call(deps.store.count_by_status)
             counts = {status.value: count for status, count in by_status.items()}
-        context = _page_context("overview")
+        context = _page_context("overview", refresh)
         body = await render_template(
             "overview.html",
             **context,
@@ -98,7 +98,7 @@ def register_ui_routes(app: QuartTrio, deps: Deps, store_calls: BoundedCalls) ->
             limit = DEFAULT_PAGE_SIZE
         body = await render_template(
             "jobs.html",
-            **_page_context("jobs"),
+            **_page_context("jobs", refresh),
             tenant=tenant,
             tenant_locked=principal.tenant is not None,
             status=status,
@@ -114,11 +114,11 @@ def register_ui_routes(app: QuartTrio, deps: Deps, store_calls: BoundedCalls) ->
         if not is_job_id(job_id):
             body = await render_template(
                 "error.html",
-                **_page_context("jobs"),
+                **_page_context("jobs", refresh),
                 message="A job id is 24 hexadecimal characters.",
             )
             return _html(body, 400)
-        body = await render_template("job.html", **_page_context("jobs"), job_id=job_id)
+        body = await render_template("job.html", **_page_context("jobs", refresh), job_id=job_id)
         return _html(body)
 
     app.register_blueprint(ui)

@@ -1,0 +1,153 @@
+"""The dashboard in a real browser (headless Chromium) against a live ``jobscheduler dev``.
+
+Every test checks what the page shows against what the API says the store holds, not only
+the page's own words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
+
+from tests.support.browser import PHONE, chromium, wait_until
+
+from .conftest import DevServer, wait_for_job
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+TENANT = "tenant-e2e"
+FUTURE = "2099-01-01T00:00:00Z"
+
+
+def table_ids(driver: WebDriver) -> list[str]:
+    """The job ids in the Jobs table, read in one script (the script replaces rows)."""
+    ids: list[str] = driver.execute_script(
+        "return [...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.jobId)"
+    )
+    return ids
+
+
+def overview_counts(driver: WebDriver) -> dict[str, int]:
+    """The Overview's counts by status, read in one script (refreshes replace the table)."""
+    counts: dict[str, str] = driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#counts tbody tr')]"
+        ".map(r => [r.dataset.status, r.querySelector('.num').textContent]))"
+    )
+    return {status: int(count) for status, count in counts.items()}
+
+
+async def create(http: httpx.AsyncClient, server: DevServer, body: dict[str, Any]) -> str:
+    response = await http.post(f"{server.url}/jobs", json=body)
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+async def test_a_job_created_through_the_api_appears_filters_and_opens_its_detail(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    waiting = await create(
+        client, server, job_body(scheduledAt=FUTURE, payload={"note": "later", "n": 1})
+    )
+    done = await create(client, server, job_body())
+    await wait_for_job(client, server, done, lambda job: job["status"] == "completed")
+
+    with chromium() as driver:
+        driver.get(f"{server.url}/")
+        assert driver.current_url == f"{server.url}/ui"
+        driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}")
+        wait_until(driver, lambda d: set(table_ids(d)) == {waiting, done}, "both jobs listed")
+        statuses = driver.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('#jobs tbody tr')]"
+            ".map(r => [r.dataset.jobId, r.dataset.status]))"
+        )
+        assert statuses == {waiting: "pending", done: "completed"}
+
+        # A third job created while the page is open appears without a reload.
+        driver.execute_script("window.notReloaded = true")
+        late = await create(client, server, job_body(scheduledAt=FUTURE))
+        wait_until(driver, lambda d: late in table_ids(d), "the new job listed by refresh")
+        assert driver.execute_script("return window.notReloaded") is True
+
+        # Filter by keyboard: choose "pending" and press Enter in the form.
+        Select(driver.find_element(By.ID, "f-status")).select_by_value("pending")
+        driver.find_element(By.ID, "f-tenant").send_keys(Keys.ENTER)
+        wait_until(driver, lambda d: "status=pending" in d.current_url, "the filtered page")
+        wait_until(driver, lambda d: set(table_ids(d)) == {waiting, late}, "pending jobs only")
+        listed = await client.get(
+            f"{server.url}/jobs", params={"tenantId": TENANT, "status": "pending"}
+        )
+        assert {job["id"] for job in listed.json()} == set(table_ids(driver))
+
+        # Open the detail page from the table.
+        driver.find_element(By.LINK_TEXT, waiting).click()
+        wait_until(
+            driver, lambda d: d.find_element(By.ID, "job-status").text == "pending", "the detail"
+        )
+        stored = (await client.get(f"{server.url}/jobs/{waiting}")).json()
+        fields = driver.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('#fields dd')]"
+            ".map(d => [d.dataset.field, d.textContent]))"
+        )
+        assert fields["id"] == stored["id"]
+        assert fields["idempotencyKey"] == stored["idempotencyKey"]
+        assert fields["scheduledAt"] == stored["scheduledAt"]
+        payload = driver.find_element(By.ID, "payload").text
+        assert '"note": "later"' in payload
+        assert '"n": 1' in payload
+
+
+async def test_overview_counts_match_the_store_and_refresh_without_layout_shift(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory(UI_REFRESH="1s")
+    for _ in range(3):
+        await create(client, server, job_body(scheduledAt=FUTURE))
+
+    with chromium() as driver:
+        driver.get(f"{server.url}/ui")
+        counts = overview_counts(driver)
+        assert counts["pending"] == 3
+        # Record layout shifts from now on (Chromium's Layout Instability API).
+        driver.execute_script(
+            "window.shift = 0; window.notReloaded = true;"
+            "new PerformanceObserver(list => { for (const e of list.getEntries())"
+            " if (!e.hadRecentInput) window.shift += e.value; })"
+            ".observe({type: 'layout-shift', buffered: false});"
+        )
+        for _ in range(2):
+            await create(client, server, job_body(scheduledAt=FUTURE))
+        wait_until(driver, lambda d: overview_counts(d)["pending"] == 5, "refreshed counts")
+        assert driver.execute_script("return window.notReloaded") is True
+        assert driver.execute_script("return window.shift") == 0
+        listed = await client.get(
+            f"{server.url}/jobs", params={"tenantId": TENANT, "status": "pending"}
+        )
+        assert len(listed.json()) == overview_counts(driver)["pending"]
+
+
+async def test_jobs_page_fits_a_phone_width_screen(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    job_id = await create(client, server, job_body(scheduledAt=FUTURE))
+    with chromium(PHONE) as driver:
+        driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}")
+        wait_until(driver, lambda d: table_ids(d) == [job_id], "the job listed")
+        page_width = driver.execute_script("return document.documentElement.scrollWidth")
+        viewport = driver.execute_script("return window.innerWidth")
+        assert page_width <= viewport
