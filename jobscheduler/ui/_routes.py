@@ -10,9 +10,19 @@ from quart_trio import QuartTrio
 
 from ..auth import Principal, Role, current_principal
 from ..bounded import BoundedCalls
+from ..errors import Unauthorized
 from ..model import LISTABLE_STATUSES, is_job_id
 from ..runtime import Deps
 from ._chart import status_bars
+from ._session import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    MAX_KEY_LENGTH,
+    SESSION_COOKIE,
+    KeyVerifier,
+    check_csrf,
+    csrf_token,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +39,15 @@ def _can_act(principal: Principal) -> bool:
 
 def _page_context(active: str, refresh_seconds: float) -> dict[str, Any]:
     principal = current_principal()
+    key = request.cookies.get(SESSION_COOKIE)
     return {
         "active": active,
         "principal": principal,
         "can_act": _can_act(principal),
+        "signed_in": bool(key),
+        "csrf": csrf_token(key) if key else "",
+        "csrf_field": CSRF_FIELD,
+        "csrf_header": CSRF_HEADER,
         # The script reads it from the page (settings UI_REFRESH).
         "refresh_seconds": f"{refresh_seconds:g}",
     }
@@ -51,8 +66,29 @@ def _html(body: str, status: int = 200) -> Response:
     return response
 
 
-def register_ui_routes(app: QuartTrio, deps: Deps, store_calls: BoundedCalls) -> None:
-    """Serve the dashboard at ``/ui`` (pages and ``/ui/static/...``) and redirect ``/``."""
+def _same_origin() -> bool:
+    """False for a form posted from another site (its ``Origin`` names another host)."""
+    origin = request.headers.get("Origin")
+    return origin is None or origin == f"{request.scheme}://{request.host}"
+
+
+def _see_other(location: str) -> Response:
+    response: Response = redirect(location, 303)  # type: ignore[assignment]
+    return response
+
+
+def register_ui_routes(
+    app: QuartTrio,
+    deps: Deps,
+    store_calls: BoundedCalls,
+    verify_key: KeyVerifier | None = None,
+) -> None:
+    """Serve the dashboard at ``/ui`` (pages and ``/ui/static/...``) and redirect ``/``.
+
+    ``verify_key`` checks a key typed into the sign-in form (the principal, or Unauthorized);
+    None while authentication is off: then there is nothing to sign in to and the pages
+    open directly.
+    """
     refresh = deps.settings.ui_refresh
     ui = Blueprint(
         "ui",
@@ -120,6 +156,66 @@ def register_ui_routes(app: QuartTrio, deps: Deps, store_calls: BoundedCalls) ->
             return _html(body, 400)
         body = await render_template("job.html", **_page_context("jobs", refresh), job_id=job_id)
         return _html(body)
+
+    @ui.get("/signin")
+    async def signin_form() -> Response:
+        if verify_key is None:
+            return _see_other("/ui")
+        body = await render_template("signin.html", **_page_context("signin", refresh), error="")
+        return _html(body)
+
+    @ui.post("/signin")
+    async def signin() -> Response:
+        if verify_key is None:
+            return _see_other("/ui")
+        context = _page_context("signin", refresh)
+        if not _same_origin():
+            body = await render_template("signin.html", **context, error="Sign in from this site.")
+            return _html(body, 403)
+        form = await request.form
+        key = (form.get("key") or "").strip()
+        if not key or len(key) > MAX_KEY_LENGTH:
+            body = await render_template("signin.html", **context, error="Paste an API key.")
+            return _html(body, 400)
+        try:
+            principal = await verify_key(key)
+        except Unauthorized:
+            log.info("dashboard sign-in refused")
+            error = "That key is not valid (unknown, revoked or mistyped)."
+            body = await render_template("signin.html", **context, error=error)
+            return _html(body, 401)
+        log.info(
+            "dashboard sign-in",
+            extra={
+                "key_id": principal.key_id,
+                "tenant": principal.tenant,
+                "role": principal.role.value,
+            },
+        )
+        response = _see_other("/ui")
+        response.set_cookie(
+            SESSION_COOKIE,
+            key,
+            httponly=True,
+            samesite="Strict",
+            secure=request.scheme == "https",
+            path="/",
+        )
+        return response
+
+    @ui.post("/signout")
+    async def signout() -> Response:
+        key = request.cookies.get(SESSION_COOKIE)
+        if key:
+            check_csrf(key, (await request.form).get(CSRF_FIELD))
+        response = _see_other("/ui/signin" if verify_key is not None else "/ui")
+        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict")
+        return response
+
+    @ui.errorhandler(Unauthorized)
+    async def _to_signin(exc: Unauthorized) -> Response:
+        # A page asked for without a valid session: to the sign-in form, not a JSON 401.
+        return _see_other("/ui/signin")
 
     app.register_blueprint(ui)
 

@@ -100,3 +100,12 @@ def test_status_chart_scales_bars_to_the_largest_count() -> None:
     track = 560 - 90 - 80
     assert f'width="{track}" height="22" class="bar s-completed"' in svg
     assert f'width="{track // 2}" height="22" class="bar s-dlq"' in svg
+
+
+async def test_with_authentication_off_sign_in_opens_the_dashboard_directly(api: Api) -> None:
+    response = await api.client.get("/ui/signin")
+    assert response.status_code == 303
+    assert response.headers["Location"] == "/ui"
+    page = await api.get("/ui/jobs/" + "c" * 24)
+    assert 'data-action="cancel"' in page.text  # the operator may act
+    assert "Sign out" not in page.text

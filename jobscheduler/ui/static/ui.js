@@ -26,6 +26,30 @@
     return body;
   }
 
+  // A write to the JSON API: same origin, the session's CSRF token in its header.
+  async function send(method, url, body) {
+    const csrf = document.querySelector('meta[name="js-csrf"]');
+    const headers = { Accept: "application/json" };
+    if (csrf && csrf.content) headers[csrf.dataset.header] = csrf.content;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const response = await fetch(url, {
+      method,
+      credentials: "same-origin",
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let reply = null;
+    try {
+      reply = await response.json();
+    } catch (_) {
+      reply = null;
+    }
+    if (!response.ok) {
+      throw new Error(reply && reply.error ? reply.error : `HTTP ${response.status}`);
+    }
+    return reply;
+  }
+
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
@@ -140,6 +164,23 @@
     if (!box) return;
     const id = box.dataset.jobId;
     const problem = document.getElementById("job-error");
+    const actions = document.getElementById("actions");
+    if (actions) {
+      const result = document.getElementById("action-result");
+      actions.addEventListener("click", async (event) => {
+        const action = event.target.closest("button[data-action]")?.dataset.action;
+        if (!action) return;
+        result.textContent = `${action}…`;
+        result.classList.remove("bad");
+        try {
+          const job = await send("POST", `/jobs/${id}/${action}`);
+          result.textContent = `Done: the job is ${job.status}.`;
+        } catch (error) {
+          result.textContent = `${action} refused: ${error.message}`;
+          result.classList.add("bad");
+        }
+      });
+    }
     every(async () => {
       let job;
       try {
