@@ -93,6 +93,7 @@ class Summary:
     reruns: int
     recovery: list[float | None]
     drain: float
+    figures: dict[str, float]
 
     def line(self) -> str:
         recovery = ",".join("never" if r is None else f"{r:.1f}s" for r in self.recovery)
@@ -102,6 +103,7 @@ class Summary:
             f"max_completions_per_job={self.max_completions} "
             f"first_completion_after_fault={recovery} api_503={self.api_503} "
             f"timeouts={self.timeouts} reruns={self.reruns} drain={self.drain:.1f}s"
+            + "".join(f" {name.replace(' ', '_')}={v:.1f}s" for name, v in self.figures.items())
         )
 
 
@@ -122,6 +124,8 @@ class Harness:
         self.noop: list[RoleProcess] = []
         self.slow: list[RoleProcess] = []
         self.frozen: set[RoleProcess] = set()
+        #: Scenario-specific measurements (seconds) for the summary line.
+        self.figures: dict[str, float] = {}
 
     # -- roles -----------------------------------------------------------------------------
 
@@ -201,10 +205,11 @@ class Harness:
         scheduler has queued (published) them all. The caller resumes the executors with
         :meth:`thaw` once its store fault is in force, so their picks fail."""
         self.freeze(*self.noop)
-        before = len(self.load.sent)
-        await self.load.burst(size)
-        ids = [s.job_id for s in self.load.sent[before:] if s.job_id is not None]
-        assert len(ids) == size, "the backlog's creates were not all accepted"
+        sent = await self.load.burst(size)
+        ids = [s.job_id for s in sent if s.job_id is not None]
+        answers = Counter(s.error or s.status for s in sent if not s.job_id)
+        assert len(ids) == size, f"the backlog's creates were not all accepted: {answers}"
+
         query = {"_id": {"$in": [ObjectId(i) for i in ids]}, "status": Status.PENDING.value}
         with trio.fail_after(timeout):
             while await self.count(**query) > 0:
@@ -266,15 +271,24 @@ class Harness:
             reruns=sum(1 for i in done if stored[i].attempts > 0),
             recovery=recovery,
             drain=drain,
+            figures=self.figures,
         )
         line = summary.line()
         print(line)
         self.report.append(line)
 
         problems: list[str] = []
-        statuses = Counter(s.status for s in sent if s.status not in ALLOWED_STATUSES)
+        statuses = Counter(
+            s.status for s in sent if s.answered and s.status not in ALLOWED_STATUSES
+        )
         if statuses:
             problems.append(f"unexpected API answers: {dict(statuses)}")
+        unanswered = Counter(s.error for s in sent if not s.answered)
+        if unanswered:
+            problems.append(
+                f"{sum(unanswered.values())} creates got no answer within {CLIENT_TIMEOUT}s "
+                f"(the API must answer 503 instead of hanging): {dict(unanswered)}"
+            )
         missing = accepted - stored.keys()
         if missing:
             problems.append(

@@ -12,6 +12,8 @@ import trio
 
 #: What a client waits for an answer (the API must answer, 503 included, well within it).
 CLIENT_TIMEOUT = 5.0
+#: Creates in flight at once in a burst.
+BURST_CONCURRENCY = 10
 
 
 @attrs.define(kw_only=True)
@@ -73,11 +75,13 @@ class LoadGenerator:
             body["payload"] = {"sleepMs": self._random.randint(1000, 2000)}
         return key, body
 
-    async def _send(self, job_type: str) -> None:
+    async def _send(self, job_type: str, into: list[Sent] | None = None) -> None:
         assert self._http is not None
         key, body = self._body(job_type)
         sent = Sent(key=key, job_type=job_type, at=datetime.now(UTC))
         self.sent.append(sent)
+        if into is not None:
+            into.append(sent)
         started = trio.current_time()
         try:
             response = await self._http.post(f"{self.api_url}/jobs", json=body)
@@ -115,11 +119,19 @@ class LoadGenerator:
     def stop(self) -> None:
         self._stop.set()
 
-    async def burst(self, count: int, job_type: str = "noop") -> None:
-        """Create ``count`` jobs at once (a backlog) and wait for their answers."""
+    async def burst(self, count: int, job_type: str = "noop") -> list[Sent]:
+        """Create ``count`` jobs at once (a backlog); returns them once all are answered."""
+        limiter = trio.CapacityLimiter(BURST_CONCURRENCY)
+        sent: list[Sent] = []
+
+        async def send() -> None:
+            async with limiter:
+                await self._send(job_type, sent)
+
         async with trio.open_nursery() as nursery:
             for _ in range(count):
-                nursery.start_soon(self._send, job_type)
+                nursery.start_soon(send)
+        return sent
 
     # -- figures ---------------------------------------------------------------------------
 

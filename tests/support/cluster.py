@@ -60,6 +60,8 @@ STOP_TIMEOUT = 30.0
 TAIL_LINES = 60
 
 ROLES = ("api", "scheduler", "executor", "reaper")
+#: Log lines left out of a tail: pymongo's DEBUG chatter and one-per-job routine events.
+_ROUTINE = re.compile(r"logger=pymongo\.|^\S+ (?:info|debug)\s+job (?:created|completed) ")
 
 
 def mongo_uri() -> str:
@@ -163,8 +165,9 @@ class RoleProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def tail(self, lines: int = TAIL_LINES) -> str:
-        """The last log lines, without pymongo's DEBUG chatter (the file has everything)."""
-        kept = [line for line in self.log().splitlines() if "logger=pymongo." not in line]
+        """The last log lines, without pymongo's DEBUG chatter and the routine lines of each
+        job created or completed (the file has everything)."""
+        kept = [line for line in self.log().splitlines() if not _ROUTINE.search(line)]
         return "\n".join(kept[-lines:])
 
     def ready_logged(self) -> bool:
