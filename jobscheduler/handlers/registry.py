@@ -34,7 +34,8 @@ class JobContext:
     logger: logging.LoggerAdapter[logging.Logger]
 
 
-HandlerFunc = Callable[[JobContext], Awaitable[None] | None]
+# What a handler returns may become the job's result (issue 9); today it is ignored.
+HandlerFunc = Callable[[JobContext], Awaitable[object] | object]
 
 
 @attrs.frozen(kw_only=True)
