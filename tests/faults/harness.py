@@ -51,6 +51,8 @@ ROLE_ENV = {
 }
 #: Executors log at DEBUG: their ``job completed`` lines are the double-completion check.
 EXECUTOR_ENV = {"LOG_LEVEL": "DEBUG"}
+#: Schedulers log at DEBUG too (each wake-up dispatched), so a stalled dispatch shows.
+SCHEDULER_ENV = {"LOG_LEVEL": "DEBUG"}
 #: Seconds within which a job must complete after a fault ends.
 RECOVERY_BOUND = 30.0
 #: Seconds within which every stored job must end once the load stopped.
@@ -132,7 +134,7 @@ class Harness:
     async def start(self, *, schedulers: int = 1, noop: int = 2, slow: int = 1) -> None:
         """Start the roles; all must be ready."""
         specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", {})]
-        specs += [("scheduler", {})] * schedulers
+        specs += [("scheduler", SCHEDULER_ENV)] * schedulers
         specs += [("executor", {"JOB_TYPE": "noop", **EXECUTOR_ENV})] * noop
         specs += [("executor", {"JOB_TYPE": "slow", **EXECUTOR_ENV})] * slow
         processes = await self.cluster.start_all(*specs)
@@ -144,7 +146,13 @@ class Harness:
 
     @property
     def executors(self) -> list[RoleProcess]:
-        return [*self.noop, *self.slow]
+        """The executors still running (not killed by the scenario)."""
+        return [p for p in (*self.noop, *self.slow) if not p.killed]
+
+    @property
+    def all_executors(self) -> list[RoleProcess]:
+        """Every executor started, killed ones included (their logs count too)."""
+        return [p for p in self.cluster.processes if p.role == "executor"]
 
     def freeze(self, *processes: RoleProcess) -> None:
         for process in processes:
@@ -256,7 +264,7 @@ class Harness:
         accepted = {s.job_id for s in sent if s.job_id is not None}
         done = {i for i, job in stored.items() if job.status is Status.COMPLETED}
         dlq = {i for i, job in stored.items() if job.status is Status.DLQ}
-        per_job = Counter(job_id for p in self.executors for _, job_id in completions(p))
+        per_job = Counter(job_id for p in self.all_executors for _, job_id in completions(p))
         recovery = [self._recovery(window, stored.values()) for window in self.windows]
         summary = Summary(
             scenario=self.scenario,
