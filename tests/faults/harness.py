@@ -231,19 +231,18 @@ class Harness:
         waits: dict[str, float] = {}
         try:
             with trio.fail_after(timeout):
-                for process in executors:
-                    while True:
+                while len(waits) < len(executors):
+                    for process in executors:
                         after = [t for t, _ in completions(process) if t >= since]
-                        if after:
+                        if after and process.name not in waits:
                             waits[process.name] = (min(after) - since).total_seconds()
-                            break
-                        self.cluster.assert_alive()
-                        await trio.sleep(0.2)
+                    self.cluster.assert_alive()
+                    await trio.sleep(0.2)
         except trio.TooSlowError:
             missing = [p.name for p in executors if p.name not in waits]
             raise AssertionError(
                 f"{self.scenario}: executors {missing} completed nothing within {timeout}s "
-                f"after {since.isoformat()}"
+                f"after {since.isoformat()} (the others did: {waits})"
             ) from None
         return waits
 
@@ -253,7 +252,7 @@ class Harness:
         """Wait for every stored job to end, print the summary line, run the checks."""
         self.thaw_all()
         stopped = trio.current_time()
-        with trio.move_on_after(DRAIN_BOUND):
+        with trio.move_on_after(DRAIN_BOUND) as drain_scope:
             while await self.count(status={"$nin": ["completed", "dlq"]}) > 0:
                 self.cluster.assert_alive()
                 await trio.sleep(0.5)
@@ -309,6 +308,8 @@ class Harness:
                 f"(statuses {dict(Counter(unfinished.values()))}), e.g. "
                 f"{list(unfinished.items())[:5]}"
             )
+        if drain_scope.cancelled_caught:
+            problems.append(f"jobs were still unfinished {DRAIN_BOUND}s after the load stopped")
         twice = {i: n for i, n in per_job.items() if n > 1}
         if twice:
             problems.append(
