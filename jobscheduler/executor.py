@@ -29,14 +29,25 @@ from . import states
 from ._scopes import shielded, take_ready
 from .bus import Delivery, WakeUp
 from .bus.base import DeadLetter
-from .errors import BusError, StoreError, UnknownHandler
+from .errors import BusError, HandlerTimeout, PermanentError, StoreError, UnknownHandler
 from .handlers import JobContext
+from .handlers.registry import HANDLER_LOGGER
+from .handlers.runners import HandlerRunner, open_runner
 from .model import Job, Status
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
 
 OUTCOME_TIMEOUT = 10.0
+
+
+def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
+    """``ctx.logger``: the handler logger with the job's structured fields (names only, so
+    it can be rebuilt in a worker process)."""
+    return logging.LoggerAdapter(
+        logging.getLogger(HANDLER_LOGGER),
+        {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
+    )
 
 
 def dead_letter_of(job: Job) -> DeadLetter:
@@ -64,19 +75,21 @@ async def publish_dead_letter(deps: Deps, job: Job) -> None:
 class _InFlight:
     """A running job, as the executor's shared heartbeat loop sees it."""
 
-    __slots__ = ("job_id", "lost", "scope", "token")
+    __slots__ = ("job_id", "lost", "permanent", "scope", "token")
 
     def __init__(self, job_id: str, token: str) -> None:
         self.job_id = job_id
         self.token = token
         self.scope = trio.CancelScope()
         self.lost = False
+        #: The handler raised PermanentError: dead-letter without further attempts.
+        self.permanent = False
 
 
 class _Done:
     """A handler has returned: the outcome to write for its job."""
 
-    __slots__ = ("error", "job", "logger", "token")
+    __slots__ = ("error", "job", "logger", "permanent", "token")
 
     def __init__(
         self,
@@ -84,11 +97,13 @@ class _Done:
         token: str,
         error: str | None,
         logger: logging.LoggerAdapter[logging.Logger],
+        permanent: bool = False,
     ) -> None:
         self.job = job
         self.token = token
         self.error = error
         self.logger = logger
+        self.permanent = permanent
 
 
 class _Finished:
@@ -102,8 +117,10 @@ class _Finished:
 
 
 class Executor:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, runner: HandlerRunner | None = None) -> None:
         self._deps = deps
+        # Where handlers run (trio / worker process / thread); see handlers.runners.
+        self._runner = runner or HandlerRunner(now=deps.clock.now)
         self._worker = deps.settings.worker_id
         self._in_flight: dict[str, _InFlight] = {}
         # Per consumer: the scope of its receive loop and the scope of its handlers.
@@ -320,12 +337,15 @@ class Executor:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
             return None
-        return _Done(job, token, error, logger)
+        return _Done(job, token, error, logger, permanent=entry.permanent)
 
     async def _run_handler(
         self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
     ) -> str | None:
-        """Run the handler inside the entry's cancel scope; returns the error, if any."""
+        """Run the handler inside the entry's cancel scope; returns the error, if any (and
+        marks the entry ``permanent`` when the handler raised PermanentError). The runner
+        stops the handler at its timeout, and when the scope is cancelled (shutdown, lost
+        claim): an async handler is cancelled, a worker process killed, a thread abandoned."""
         ctx = JobContext(
             job_id=job.id,
             tenant_id=job.tenant_id,
@@ -333,13 +353,20 @@ class Executor:
             payload=job.payload,
             attempt=job.attempts + 1,
             max_attempts=job.max_attempts,
-            logger=logger,
+            logger=handler_logger(job),
         )
         with entry.scope:
             try:
-                await self._deps.registry.get(job.job_type).run(ctx)
+                handler = self._deps.registry.get(job.job_type)
+                await self._runner.run(handler, ctx)
             except UnknownHandler as exc:
                 return str(exc)
+            except HandlerTimeout as exc:
+                logger.warning("handler timed out", extra={"error": str(exc)})
+                return str(exc)
+            except PermanentError as exc:
+                entry.permanent = True
+                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             except Exception as exc:
                 return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return None
@@ -401,7 +428,7 @@ class Executor:
         changes = [
             states.complete(o.job, token=o.token, now=now)
             if o.error is None
-            else states.fail(o.job, token=o.token, now=now, error=o.error)
+            else states.fail(o.job, token=o.token, now=now, error=o.error, permanent=o.permanent)
             for o in outcomes
         ]
         results: list[str] = []
@@ -417,7 +444,12 @@ class Executor:
             elif after.status is Status.DLQ:
                 result = "dlq"
                 logger.warning(
-                    "job dead-lettered", extra={"attempts": after.attempts, "error": error}
+                    "job dead-lettered",
+                    extra={
+                        "attempts": after.attempts,
+                        "error": error,
+                        "permanent": outcome.permanent,
+                    },
                 )
                 await publish_dead_letter(deps, after)
             else:
@@ -457,8 +489,18 @@ async def run_executor(
     When ``drain`` is set, stop receiving and return once running handlers have finished,
     or SHUTDOWN_GRACE later (cancelled handlers hand their jobs back).
     """
-    executor = Executor(deps)
-    async with trio.open_nursery() as nursery:
+    settings = deps.settings
+    async with (
+        open_runner(
+            now=deps.clock.now,
+            log_level=settings.log_level,
+            log_format=settings.log_format,
+            role="executor-worker",
+            process_slots=settings.process_workers or None,
+        ) as runner,
+        trio.open_nursery() as nursery,
+    ):
+        executor = Executor(deps, runner)
         await nursery.start(executor.heartbeat_loop)
         async with trio.open_nursery() as consumers:
             for job_type in job_types:
@@ -466,5 +508,5 @@ async def run_executor(
             task_status.started()
             if drain is not None:
                 await drain.wait()
-                executor.drain(deps.settings.shutdown_grace)
+                executor.drain(settings.shutdown_grace)
         nursery.cancel_scope.cancel()

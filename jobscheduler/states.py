@@ -11,6 +11,7 @@ transition lost a race and the caller must not act on it.
     pending -claim-> queued -pick-> claimed -start-> running -complete-> completed
       ^  ^  ^          |                 |              |-fail, attempts < max-> pending
       |  |  '-requeue--'                 |              '-fail, attempts >= max-> dlq
+      |  |                               |                (or permanent failure)
       |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
       '-----release: shutdown hands the job back (attempt not counted) ---'
 """
@@ -107,7 +108,7 @@ def complete(job: Job, *, token: str, now: datetime) -> Change:
     )
 
 
-def _failure_set(job: Job, *, now: datetime, error: str) -> dict[str, Any]:
+def _failure_set(job: Job, *, now: datetime, error: str, permanent: bool = False) -> dict[str, Any]:
     attempts = job.attempts + 1
     changes: dict[str, Any] = {
         "attempts": attempts,
@@ -115,7 +116,7 @@ def _failure_set(job: Job, *, now: datetime, error: str) -> dict[str, Any]:
         "claim_token": None,
         "updated_at": now,
     }
-    if attempts >= job.max_attempts:
+    if permanent or attempts >= job.max_attempts:
         changes["status"] = Status.DLQ
     else:
         changes["status"] = Status.PENDING
@@ -123,14 +124,18 @@ def _failure_set(job: Job, *, now: datetime, error: str) -> dict[str, Any]:
     return changes
 
 
-def fail(job: Job, *, token: str, now: datetime, error: str) -> Change:
-    """running -> pending with backoff, or -> dlq once attempts reach maxAttempts."""
+def fail(job: Job, *, token: str, now: datetime, error: str, permanent: bool = False) -> Change:
+    """running -> pending with backoff, or -> dlq once attempts reach maxAttempts.
+
+    ``permanent`` (the handler raised PermanentError): -> dlq at once, whatever attempts
+    remain.
+    """
     now = utc(now)
     return Change(
         transition="fail",
         job_id=job.id,
         expect={"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts},
-        set=_failure_set(job, now=now, error=error),
+        set=_failure_set(job, now=now, error=error, permanent=permanent),
     )
 
 
@@ -214,8 +219,11 @@ def instance_key(template: Job, fire_at: datetime) -> str:
     return f"{template.idempotency_key}-run-{nanos}"
 
 
-def spawn_instance(template: Job, *, fire_at: datetime, now: datetime) -> Job:
-    """The one-off job a cron template fires at ``fire_at``."""
+def spawn_instance(
+    template: Job, *, fire_at: datetime, now: datetime, run_at: datetime | None = None
+) -> Job:
+    """The one-off job a cron template fires at ``fire_at``, due at ``run_at`` (the fire
+    time plus the template's jitter; default the fire time). The key names ``fire_at``."""
     now = utc(now)
     return Job(
         id=new_job_id(),
@@ -225,7 +233,7 @@ def spawn_instance(template: Job, *, fire_at: datetime, now: datetime) -> Job:
         payload=dict(template.payload),
         priority=template.priority,
         status=Status.PENDING,
-        scheduled_at=utc(fire_at),
+        scheduled_at=utc(fire_at if run_at is None else run_at),
         max_attempts=template.max_attempts,
         created_at=now,
         updated_at=now,

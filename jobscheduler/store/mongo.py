@@ -76,6 +76,7 @@ from pymongo.errors import (
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
+from ..cron import CronPolicy
 from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
 from ..states import Change, claim_fields
@@ -109,6 +110,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "queued_at": "queuedAt",
     "created_at": "createdAt",
     "updated_at": "updatedAt",
+    "cron_policy": "cronPolicy",
 }
 _TIME_FIELDS: Final = frozenset(
     {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
@@ -186,6 +188,8 @@ def _to_doc(field: str, value: Any) -> Any:
         return utc(value)
     if field == "status":
         return Status(value).value
+    if field == "cron_policy":
+        return value.to_storage()
     return value
 
 
@@ -207,6 +211,8 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
         elif field == "status":
             value = Status(value)
+        elif field == "cron_policy":
+            value = CronPolicy.from_storage(value)
         values[field] = value
     return Job(**values)
 

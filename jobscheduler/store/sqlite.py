@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from ..cron import CronPolicy
 from ..errors import DuplicateJob, JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
@@ -54,6 +55,7 @@ _COLUMNS: dict[str, str] = {
     "queued_at": "queued_at",
     "created_at": "created_at",
     "updated_at": "updated_at",
+    "cron_policy": "cron_policy",
 }
 _TIME_FIELDS = frozenset(
     {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
@@ -80,7 +82,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     heartbeat_at    INTEGER,
     queued_at       INTEGER,
     created_at      INTEGER NOT NULL,
-    updated_at      INTEGER NOT NULL
+    updated_at      INTEGER NOT NULL,
+    cron_policy     TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
@@ -103,13 +106,28 @@ def _to_db(field: str, value: Any) -> Any:
         return json.dumps(value, separators=(",", ":"))
     if field == "status":
         return Status(value).value
+    if field == "cron_policy":
+        return json.dumps(value.to_storage(), separators=(",", ":"))
     return value
+
+
+#: Columns added after the first release: (column, definition), added to older files at start.
+_ADDED_COLUMNS = (("cron_policy", "TEXT"),)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the columns a file created by an older version lacks (idempotent)."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+    for column, definition in _ADDED_COLUMNS:
+        if column not in present:
+            conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {definition}")
 
 
 _FIELDS = tuple(_COLUMNS)
 _TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIELDS)
 _PAYLOAD_INDEX = _FIELDS.index("payload")
 _STATUS_INDEX = _FIELDS.index("status")
+_CRON_POLICY_INDEX = _FIELDS.index("cron_policy")
 _STATUSES = {status.value: status for status in Status}
 
 
@@ -124,6 +142,9 @@ def _from_row(row: Sequence[Any]) -> Job:
     payload = values[_PAYLOAD_INDEX]
     values[_PAYLOAD_INDEX] = {} if payload == "{}" else json.loads(payload)
     values[_STATUS_INDEX] = _STATUSES[values[_STATUS_INDEX]]
+    policy = values[_CRON_POLICY_INDEX]
+    if policy is not None:
+        values[_CRON_POLICY_INDEX] = CronPolicy.from_storage(json.loads(policy))
     return Job(**dict(zip(_FIELDS, values, strict=True)))
 
 
@@ -193,6 +214,7 @@ class SQLiteJobStore(JobStore):
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
             conn.executescript(_SCHEMA)
+            _migrate(conn)
             return conn
 
         try:
