@@ -47,6 +47,8 @@ ROLE_ENV = {
     "REAPER_INTERVAL": "1s",
     "SHUTDOWN_GRACE": "3s",
     "ELECTION_TTL": "3",
+    "KAFKA_REJOIN_TIMEOUT": "10s",
+    "KAFKA_UNHEALTHY_AFTER": "30s",
     "LOG_LEVEL": "INFO",
 }
 #: Executors log at DEBUG: their ``job completed`` lines are the double-completion check.
