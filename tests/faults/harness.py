@@ -8,9 +8,11 @@ which waits for every stored job to end and then checks:
 - every job that got a 201 is ``completed`` (the built-in ``noop`` and ``slow`` handlers never
   fail, so a ``dlq`` job is a failure too: only a recovery could have put it there);
 - no job completed twice: each ``job completed`` line of the executors' DEBUG logs is one
-  accepted ``running -> completed`` write; a job with two such lines ran to completion twice.
-  The lines must also account for every completed job of the store, so the check cannot
-  pass by missing lines;
+  accepted ``running -> completed`` write; a job with two such lines ran to completion twice,
+  and a line for a job the store does not hold as completed is a lost completion. A
+  completed job without a line is counted (``unlogged``), not failed: an executor whose
+  completion write was cancelled in flight (store frozen) does not learn that the store
+  applied it, logs nothing, and later drops the redelivery as stale;
 - the API answered only 201 or 503, and no role process exited unasked; during the windows
   given to :meth:`Harness.require_api_answers`, it answered every create within the client's
   timeout, at least once with a 503;
@@ -97,6 +99,7 @@ class Summary:
     api_503: int
     stored_without_201: int
     max_completions: int
+    unlogged: int
     reruns: int
     recovery: list[float | None]
     drain: float
@@ -107,7 +110,7 @@ class Summary:
         return (
             f"{self.scenario}: created={self.created} accepted={self.accepted} "
             f"completed={self.completed} dlq={self.dlq} lost={self.lost} "
-            f"max_completions_per_job={self.max_completions} "
+            f"max_completions_per_job={self.max_completions} unlogged={self.unlogged} "
             f"first_completion_after_fault={recovery} api_503={self.api_503} "
             f"timeouts={self.timeouts} stored_without_201={self.stored_without_201} "
             f"reruns={self.reruns} drain={self.drain:.1f}s"
@@ -285,6 +288,7 @@ class Harness:
             api_503=sum(1 for s in sent if s.status == 503),
             stored_without_201=len(stored.keys() - accepted),
             max_completions=max(per_job.values(), default=0),
+            unlogged=len(done - set(per_job)),
             reruns=sum(1 for i in done if stored[i].attempts > 0),
             recovery=recovery,
             drain=drain,
@@ -324,10 +328,11 @@ class Harness:
             problems.append(
                 f"{len(twice)} jobs completed more than once: {list(twice.items())[:5]}"
             )
-        if set(per_job) != done:
+        phantom = set(per_job) - done
+        if phantom:
             problems.append(
-                f"completion lines ({len(per_job)} jobs) do not match the store's completed "
-                f"jobs ({len(done)}): {sorted(set(per_job) ^ done)[:5]}"
+                f"{len(phantom)} jobs have a completion line but are not completed in the "
+                f"store: {sorted(phantom)[:5]}"
             )
         for window, seconds in zip(self.windows, recovery, strict=True):
             if seconds is None or seconds > RECOVERY_BOUND:
