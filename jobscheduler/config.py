@@ -130,6 +130,8 @@ class Settings:
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
     job_type: str = ""
+    #: How long attempt records are kept (the reaper prunes older ones).
+    attempt_retention: float = 30 * 24 * 3600.0
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -187,6 +189,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ELECTION_NAME": ("election_name", _non_empty),
     "ELECTION_TTL": ("election_ttl", _positive_int),
     "JOB_TYPE": ("job_type", _non_empty),
+    "ATTEMPT_RETENTION": ("attempt_retention", _positive_duration),
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)

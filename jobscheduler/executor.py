@@ -27,6 +27,7 @@ import trio
 
 from . import states
 from ._scopes import shielded, take_ready
+from .attempts import Failure, Outcome, ResultError, encode_result
 from .bus import Delivery, WakeUp
 from .bus.base import DeadLetter
 from .errors import BusError, StoreError, UnknownHandler
@@ -74,21 +75,31 @@ class _InFlight:
 
 
 class _Done:
-    """A handler has returned: the outcome to write for its job."""
+    """A handler has returned: the outcome to write for its job (its result, or why the
+    attempt failed, and how: ``failed`` or ``timed_out``)."""
 
-    __slots__ = ("error", "job", "logger", "token")
+    __slots__ = ("failure", "job", "logger", "outcome", "result", "token")
 
     def __init__(
         self,
         job: Job,
         token: str,
-        error: str | None,
+        failure: Failure | None,
         logger: logging.LoggerAdapter[logging.Logger],
+        *,
+        result: Any = None,
+        outcome: Outcome = Outcome.FAILED,
     ) -> None:
         self.job = job
         self.token = token
-        self.error = error
+        self.failure = failure
         self.logger = logger
+        self.result = result
+        self.outcome = outcome
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else self.failure.summary()
 
 
 class _Finished:
@@ -307,7 +318,7 @@ class Executor:
         ok = False
         started = time.perf_counter()
         try:
-            error = await self._run_handler(job, entry, logger)
+            failure, result = await self._run_handler(job, entry, logger)
             ok = True
         finally:
             del self._in_flight[token]
@@ -320,29 +331,39 @@ class Executor:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
             return None
-        return _Done(job, token, error, logger)
+        return _Done(job, token, failure, logger, result=result)
 
     async def _run_handler(
         self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> str | None:
-        """Run the handler inside the entry's cancel scope; returns the error, if any."""
+    ) -> tuple[Failure | None, Any]:
+        """Run the handler inside the entry's cancel scope; returns (failure, result).
+
+        The result is the handler's return value, checked to be storable (JSON, at most
+        64 KiB); one that is not makes the attempt a failure."""
         ctx = JobContext(
             job_id=job.id,
             tenant_id=job.tenant_id,
             job_type=job.job_type,
             payload=job.payload,
-            attempt=job.attempts + 1,
+            attempt=job.attempts,
             max_attempts=job.max_attempts,
             logger=logger,
+            idempotency_key=job.idempotency_key,
+            scheduled_at=job.scheduled_at,
+            template_id=job.template_id,
         )
+        value: Any = None
         with entry.scope:
             try:
-                await self._deps.registry.get(job.job_type).run(ctx)
+                value = await self._deps.registry.get(job.job_type).run(ctx)
+                encode_result(value)
             except UnknownHandler as exc:
-                return str(exc)
+                return Failure(type=type(exc).__name__, message=str(exc)), None
+            except ResultError as exc:
+                return Failure(type=type(exc).__name__, message=str(exc)), None
             except Exception as exc:
-                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return None
+                return Failure.from_exception(exc), None
+        return None, value
 
     async def _release(
         self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
@@ -399,9 +420,9 @@ class Executor:
         deps = self._deps
         now = deps.clock.now()
         changes = [
-            states.complete(o.job, token=o.token, now=now)
-            if o.error is None
-            else states.fail(o.job, token=o.token, now=now, error=o.error)
+            states.complete(o.job, token=o.token, now=now, result=o.result)
+            if o.failure is None
+            else states.fail(o.job, token=o.token, now=now, error=o.failure, outcome=o.outcome)
             for o in outcomes
         ]
         results: list[str] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -32,9 +33,16 @@ class JobContext:
     attempt: int
     max_attempts: int
     logger: logging.LoggerAdapter[logging.Logger]
+    #: The job's idempotency key (a cron run's is ``<template key>-run-<unixnano>``).
+    idempotency_key: str = ""
+    #: When the job was due (for a retry: when the retry was due).
+    scheduled_at: datetime | None = None
+    #: For a cron run: the id of the template that spawned it.
+    template_id: str | None = None
 
 
-HandlerFunc = Callable[[JobContext], Awaitable[None] | None]
+#: A handler; its return value (JSON, at most 64 KiB encoded) becomes the job's ``result``.
+HandlerFunc = Callable[[JobContext], Awaitable[Any] | Any]
 
 
 @attrs.frozen(kw_only=True)
@@ -48,12 +56,12 @@ class Handler:
     def _is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.func)
 
-    async def run(self, ctx: JobContext) -> None:
-        """Call the handler: awaited if async, in a worker thread if plain."""
+    async def run(self, ctx: JobContext) -> Any:
+        """Call the handler: awaited if async, in a worker thread if plain; returns what it
+        returned."""
         if self.is_async:
-            await self.func(ctx)  # type: ignore[misc]
-        else:
-            await trio.to_thread.run_sync(self.func, ctx)
+            return await self.func(ctx)
+        return await trio.to_thread.run_sync(self.func, ctx)
 
 
 class HandlerRegistry:

@@ -24,10 +24,11 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from ..errors import DuplicateJob, JobNotFound, StoreError
+from ..attempts import Attempt, Outcome
+from ..errors import JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
-from .base import JobStore
+from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
 
 T = TypeVar("T")
 
@@ -54,6 +55,8 @@ _COLUMNS: dict[str, str] = {
     "queued_at": "queued_at",
     "created_at": "created_at",
     "updated_at": "updated_at",
+    "result": "result",
+    "template_id": "template_id",
 }
 _TIME_FIELDS = frozenset(
     {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
@@ -80,7 +83,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     heartbeat_at    INTEGER,
     queued_at       INTEGER,
     created_at      INTEGER NOT NULL,
-    updated_at      INTEGER NOT NULL
+    updated_at      INTEGER NOT NULL,
+    result          TEXT,
+    template_id     TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
@@ -90,7 +95,77 @@ CREATE INDEX IF NOT EXISTS jobs_in_flight ON jobs (heartbeat_at)
     WHERE status IN ('claimed', 'running');
 CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs (tenant_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_tenant_status ON jobs (tenant_id, status, created_at DESC, id DESC);
+CREATE TABLE IF NOT EXISTS attempts (
+    job_id          TEXT NOT NULL,
+    number          INTEGER NOT NULL,
+    outcome         TEXT NOT NULL,
+    worker          TEXT,
+    started_at      INTEGER,
+    finished_at     INTEGER NOT NULL,
+    error_type      TEXT,
+    error_message   TEXT,
+    traceback       TEXT,
+    PRIMARY KEY (job_id, number, outcome)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS attempts_finished ON attempts (finished_at);
 """
+
+#: Columns added after the first release: (column, type), added to an older file at start.
+_ADDED_COLUMNS = (("result", "TEXT"), ("template_id", "TEXT"))
+
+_ATTEMPT_COLUMNS = (
+    "job_id",
+    "number",
+    "outcome",
+    "worker",
+    "started_at",
+    "finished_at",
+    "error_type",
+    "error_message",
+    "traceback",
+)
+_INSERT_ATTEMPT = (
+    f"INSERT OR IGNORE INTO attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(_ATTEMPT_COLUMNS))})"
+)
+
+
+def _millis(value: datetime | None) -> int | None:
+    return None if value is None else round(value.timestamp() * 1000)
+
+
+def _from_millis(value: int | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
+
+
+def _attempt_params(record: Attempt) -> tuple[Any, ...]:
+    return (
+        record.job_id,
+        record.number,
+        record.outcome.value,
+        record.worker,
+        _millis(record.started_at),
+        _millis(record.finished_at),
+        record.error_type,
+        record.error_message,
+        record.traceback,
+    )
+
+
+def _attempt_from_row(row: Sequence[Any]) -> Attempt:
+    finished = _from_millis(row[5])
+    assert finished is not None
+    return Attempt(
+        job_id=row[0],
+        number=row[1],
+        outcome=Outcome(row[2]),
+        worker=row[3],
+        started_at=_from_millis(row[4]),
+        finished_at=finished,
+        error_type=row[6],
+        error_message=row[7],
+        traceback=row[8],
+    )
 
 
 def _to_db(field: str, value: Any) -> Any:
@@ -99,8 +174,8 @@ def _to_db(field: str, value: Any) -> Any:
     if field in _TIME_FIELDS:
         # Values come from model.utc (whole milliseconds), so rounding is exact.
         return round(value.timestamp() * 1000)
-    if field == "payload":
-        return json.dumps(value, separators=(",", ":"))
+    if field in ("payload", "result"):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if field == "status":
         return Status(value).value
     return value
@@ -110,6 +185,7 @@ _FIELDS = tuple(_COLUMNS)
 _TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIELDS)
 _PAYLOAD_INDEX = _FIELDS.index("payload")
 _STATUS_INDEX = _FIELDS.index("status")
+_RESULT_INDEX = _FIELDS.index("result")
 _STATUSES = {status.value: status for status in Status}
 
 
@@ -124,16 +200,27 @@ def _from_row(row: Sequence[Any]) -> Job:
     payload = values[_PAYLOAD_INDEX]
     values[_PAYLOAD_INDEX] = {} if payload == "{}" else json.loads(payload)
     values[_STATUS_INDEX] = _STATUSES[values[_STATUS_INDEX]]
+    result = values[_RESULT_INDEX]
+    if result is not None:
+        values[_RESULT_INDEX] = json.loads(result)
     return Job(**dict(zip(_FIELDS, values, strict=True)))
 
 
 @functools.lru_cache(maxsize=256)
-def _update_sql(set_fields: tuple[str, ...], expect_shape: tuple[tuple[str, int], ...]) -> str:
+def _update_sql(
+    set_fields: tuple[str, ...],
+    expect_shape: tuple[tuple[str, int], ...],
+    inc_fields: tuple[str, ...] = (),
+) -> str:
     """The UPDATE for a Change of this shape (cached: transitions have a handful of shapes).
 
     ``expect_shape`` is (field, n): n > 0 is ``IN`` with n values, 0 is ``=``, -1 is NULL.
+    ``inc_fields`` are added to (``column = column + ?``), after the ``set_fields``.
     """
-    assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in set_fields)
+    assignments = ", ".join(
+        [f"{_COLUMNS[f]} = ?" for f in set_fields]
+        + [f"{_COLUMNS[f]} = {_COLUMNS[f]} + ?" for f in inc_fields]
+    )
     conditions = ["id = ?"]
     for field, n in expect_shape:
         column = _COLUMNS[field]
@@ -192,6 +279,11 @@ class SQLiteJobStore(JobStore):
             if self._path != ":memory:":
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
+            existing = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+            if existing:  # a file from an older release: add the columns it lacks
+                for column, kind in _ADDED_COLUMNS:
+                    if column not in existing:
+                        conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
             conn.executescript(_SCHEMA)
             return conn
 
@@ -303,13 +395,52 @@ class SQLiteJobStore(JobStore):
                 conn.execute(sql, params)
             except sqlite3.IntegrityError as exc:
                 if "idempotency_key" in str(exc):
-                    raise DuplicateJob(
-                        f"idempotencyKey {job.idempotency_key!r} is already used"
-                    ) from None
+                    raise duplicate_of(job, self._holder(conn, job.idempotency_key)) from None
                 raise StoreError(f"insert failed: {exc}") from exc
             return job
 
         return await self._write(op)
+
+    @staticmethod
+    def _holder(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT id FROM jobs WHERE idempotency_key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        """One transaction (one group commit): an ``INSERT ... ON CONFLICT DO NOTHING`` per
+        job, then one query for the holders of the keys that were taken."""
+        if not jobs:
+            return []
+        unique, later = first_of_each_key(jobs)
+        columns = list(_COLUMNS.values())
+        sql = (
+            f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            "ON CONFLICT (idempotency_key) DO NOTHING"
+        )
+        rows = [[_to_db(field, getattr(job, field)) for field in _COLUMNS] for job in unique]
+
+        def op(conn: sqlite3.Connection) -> list[InsertOutcome]:
+            taken: list[int] = []
+            for i, params in enumerate(rows):
+                if conn.execute(sql, params).rowcount == 0:
+                    taken.append(i)
+            holders: dict[str, str] = {}
+            keys = [unique[i].idempotency_key for i in taken]
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                holders.update(
+                    conn.execute(
+                        "SELECT idempotency_key, id FROM jobs "
+                        f"WHERE idempotency_key IN ({', '.join('?' * len(chunk))})",
+                        chunk,
+                    ).fetchall()
+                )
+            stored: list[InsertOutcome] = list(unique)
+            for i in taken:
+                stored[i] = duplicate_of(unique[i], holders.get(unique[i].idempotency_key))
+            return stored
+
+        return spread_outcomes(jobs, await self._write(op), later)
 
     async def get(self, job_id: str) -> Job:
         def op(conn: sqlite3.Connection) -> Job | None:
@@ -401,11 +532,19 @@ class SQLiteJobStore(JobStore):
             else:
                 shape.append((field, 0))
                 params.append(_to_db(field, expected))
-        sql = _update_sql(tuple(change.set), tuple(shape))
+        inc = tuple(change.inc)
+        if inc:
+            params[len(change.set) : len(change.set)] = [change.inc[f] for f in inc]
+        sql = _update_sql(tuple(change.set), tuple(shape), inc)
+        record = None if change.record is None else _attempt_params(change.record)
 
         def op(conn: sqlite3.Connection) -> Job | None:
             row = conn.execute(sql, params).fetchone()
-            return _from_row(row) if row else None
+            if row is None:
+                return None
+            if record is not None:  # in the transition's transaction, only if it applied
+                conn.execute(_INSERT_ATTEMPT, record)
+            return _from_row(row)
 
         return op
 
@@ -442,3 +581,20 @@ class SQLiteJobStore(JobStore):
         for status, count in rows:
             counts[Status(status)] = count
         return counts
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        sql = (
+            f"SELECT {', '.join(_ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
+            "ORDER BY number ASC, finished_at ASC"
+        )
+        return await self._read(
+            lambda conn: [_attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
+        )
+
+    async def prune_attempts(self, before: datetime) -> int:
+        cutoff = _millis(before)
+        return await self._write(
+            lambda conn: (
+                conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount
+            )
+        )

@@ -110,6 +110,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "ELECTION_NAME": ("x/leader", "election_name", "x/leader"),
     "ELECTION_TTL": ("30", "election_ttl", 30),
     "JOB_TYPE": ("flaky", "job_type", "flaky"),
+    "ATTEMPT_RETENTION": ("48h", "attempt_retention", 172800.0),
 }
 
 
@@ -161,6 +162,7 @@ BAD: list[tuple[str, str]] = [
     ("ELECTION_NAME", " "),
     ("ELECTION_TTL", "0"),
     ("JOB_TYPE", "   "),
+    ("ATTEMPT_RETENTION", "0s"),
 ]
 
 

@@ -23,6 +23,7 @@ import trio.testing
 
 from jobscheduler import states
 from jobscheduler.api import create_app
+from jobscheduler.attempts import Outcome
 from jobscheduler.bus import Delivery, Subscription, WakeUp
 from jobscheduler.bus.base import DeadLetter
 from jobscheduler.bus.local import LocalBus
@@ -713,9 +714,10 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
 ) -> None:
     contexts: list[JobContext] = []
 
-    async def record(ctx: JobContext) -> None:
+    async def record(ctx: JobContext) -> dict[str, int]:
         contexts.append(ctx)
         await trio.lowlevel.checkpoint()
+        return {"sent": 3}
 
     deps = make_deps(registry=registry_with(record=record))
     job = make_job(job_type="record", payload={"x": [1]}, tenant="tenant-z")
@@ -728,11 +730,21 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
     assert done.claim_token is None
     assert done.claimed_by == "worker-test"
     assert done.claimed_at is not None
-    assert done.attempts == 0
+    assert done.attempts == 1  # attempts started, as the handler's ctx.attempt said
+    assert done.result == {"sent": 3}
     [ctx] = contexts
     assert (ctx.job_id, ctx.tenant_id, ctx.job_type) == (job.id, "tenant-z", "record")
     assert ctx.payload == {"x": [1]}
     assert (ctx.attempt, ctx.max_attempts) == (1, 3)
+    assert (ctx.idempotency_key, ctx.scheduled_at) == (job.idempotency_key, job.scheduled_at)
+    assert ctx.template_id is None
+    [attempt] = await store.attempts(job.id)
+    assert (attempt.number, attempt.outcome, attempt.worker) == (
+        1,
+        Outcome.COMPLETED,
+        "worker-test",
+    )
+    assert attempt.started_at == done.claimed_at
     labels = {"job_type": "record", "result": "completed"}
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
 
@@ -966,6 +978,8 @@ async def test_cancelled_executor_releases_its_running_job_without_counting_an_a
     assert released.attempts == 1
     assert released.claim_token is None
     assert released.scheduled_at == released.updated_at  # due again at once
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome) == (2, Outcome.RELEASED)  # its number, uncounted
     labels = {"job_type": "hang", "result": "released"}
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
 
@@ -996,6 +1010,14 @@ async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
     # Two backoffs (2 s, then 4 s) lie between the first and the last attempt.
     assert dead.updated_at >= BASE + timedelta(seconds=6)
     assert bus.published_ids() == [job.id] * 3
+    records = await store.attempts(job.id)
+    assert [(r.number, r.outcome, r.error_type) for r in records] == [
+        (n, Outcome.FAILED, "RuntimeError") for n in (1, 2, 3)
+    ]
+    assert [r.error_message for r in records] == [f"attempt {n} failed" for n in (1, 2, 3)]
+    for record in records:
+        assert record.traceback is not None
+        assert "in always_fails" in record.traceback
     processed = "executor_jobs_processed_total"
     labels = {"job_type": "always-fails"}
     assert sample(deps.metrics, processed, {**labels, "result": "retried"}) == 2
@@ -1026,14 +1048,19 @@ async def test_reaper_recovers_stale_claimed_and_running_jobs_and_leaves_live_on
 
     assert await Reaper(deps).sweep() == {"queued": 0, "claimed": 3}
 
-    for job in (running_stale, claimed_stale):
+    # A running job's attempt was counted when it started and fails as lost (backoff); a
+    # job that never got past claimed goes back at once, uncounted.
+    for job, delay, attempts in ((running_stale, 2, 1), (claimed_stale, 0, 0)):
         stored = await store.get(job.id)
         assert stored.status is Status.PENDING
-        assert stored.attempts == 1
+        assert stored.attempts == attempts
         assert stored.claim_token is None
-        assert stored.scheduled_at == now + timedelta(seconds=2)
+        assert stored.scheduled_at == now + timedelta(seconds=delay)
         assert stored.last_error is not None
         assert stored.last_error.startswith("lost: executor worker-old stopped heartbeating")
+        [lost] = await store.attempts(job.id)
+        assert (lost.number, lost.outcome, lost.worker) == (1, Outcome.LOST, "worker-old")
+        assert lost.error_message == stored.last_error
     dead = await store.get(last_attempt.id)
     assert dead.status is Status.DLQ
     assert dead.attempts == 3
@@ -1041,7 +1068,8 @@ async def test_reaper_recovers_stale_claimed_and_running_jobs_and_leaves_live_on
     live = await store.get(heartbeating.id)
     assert live.status is Status.RUNNING
     assert live.claim_token == "tok-d"
-    assert live.attempts == 0
+    assert live.attempts == 1
+    assert await store.attempts(heartbeating.id) == []
     assert sample(deps.metrics, "reaper_recovered_jobs_total", {"sweep": "claimed"}) == 3
 
     # The old executor's late outcome cannot overwrite the recovery.
