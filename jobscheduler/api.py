@@ -16,6 +16,8 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .attempts import attempt_to_json
+from .bulk import create_batch, parse_batch_request
 from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
 from .model import (
     is_job_id,
@@ -127,10 +129,10 @@ def create_app(deps: Deps) -> QuartTrio:
         job = parse_create_request(body, now=deps.clock.now(), job_types=job_types)
         try:
             stored = await deps.store.insert(job)
-        except DuplicateJob:
-            raise DuplicateJob(
-                f"idempotencyKey {job.idempotency_key!r} is already used by another job"
-            ) from None
+        except DuplicateJob as exc:
+            # 409 names the job holding the key, so a retrying client can follow it.
+            message = f"idempotencyKey {job.idempotency_key!r} is already used by another job"
+            return _json({"error": message, "jobId": exc.existing_id}, 409)
         if deps.waker is not None:
             deps.waker.notify(stored.scheduled_at)
         log.info(
@@ -144,6 +146,42 @@ def create_app(deps: Deps) -> QuartTrio:
             },
         )
         return _json(job_to_json(stored), 201)
+
+    @app.post("/jobs/batch")
+    async def create_jobs_batch() -> Response:
+        mimetype = request.mimetype
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            return error_response("Content-Type must be application/json", 415)
+        raw = await request.get_data(cache=False)
+        items = parse_batch_request(loads_json_body(raw.encode() if isinstance(raw, str) else raw))
+        answers, created = await create_batch(
+            deps.store, items, now=deps.clock.now(), job_types=job_types
+        )
+        if created and deps.waker is not None:
+            deps.waker.notify(min(job.scheduled_at for job in created))
+        for job in created:
+            log.debug(
+                "job created",
+                extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
+            )
+        log.info(
+            "job batch created",
+            extra={
+                "jobs": len(items),
+                "created": len(created),
+                "rejected": len(items) - len(created),
+            },
+        )
+        return _json({"results": answers}, 200)
+
+    @app.get("/jobs/<job_id>/attempts")
+    async def get_job_attempts(job_id: str) -> Response:
+        job_id = job_id.lower()
+        if not is_job_id(job_id):
+            raise ValidationError("id: must be a 24-character hex ObjectId")
+        await deps.store.get(job_id)  # 404 for an unknown job, not an empty history
+        records = await deps.store.attempts(job_id)
+        return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
 
     @app.get("/jobs/<job_id>")
     async def get_job(job_id: str) -> Response:

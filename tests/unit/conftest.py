@@ -82,6 +82,7 @@ def make_job(
     attempts: int = 0,
     max_attempts: int = 3,
     payload: dict[str, Any] | None = None,
+    template_id: str | None = None,
 ) -> Job:
     """A job as the store would hold it (defaults: a pending noop due at BASE)."""
     job_id = new_job_id()
@@ -99,6 +100,7 @@ def make_job(
         max_attempts=max_attempts,
         created_at=utc(created_at),
         updated_at=utc(created_at),
+        template_id=template_id,
     )
 
 

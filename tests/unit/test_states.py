@@ -308,4 +308,5 @@ def test_spawn_instance_copies_the_template_as_a_one_off_at_the_fire_time() -> N
     assert instance.payload is not template.payload
     assert instance.max_attempts == 5
     assert instance.attempts == 0
+    assert instance.template_id == template.id  # cron runs name their template
     assert instance.created_at == instance.updated_at == NOW_MS
