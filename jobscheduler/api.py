@@ -168,7 +168,7 @@ def create_app(deps: Deps) -> QuartTrio:
             "job batch created",
             extra={
                 "jobs": len(items),
-                "created": len(created),
+                "stored": len(created),
                 "rejected": len(items) - len(created),
             },
         )

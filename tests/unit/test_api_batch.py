@@ -4,6 +4,7 @@ test client (same harness as test_api)."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -222,3 +223,15 @@ async def test_attempts_of_a_job_never_run_are_empty(api: Api, store: SQLiteJobS
 async def test_attempts_of_an_unknown_or_malformed_id_are_404_and_400(api: Api) -> None:
     (await api.get(f"/jobs/{new_job_id()}/attempts")).assert_error(404)
     (await api.get("/jobs/nope/attempts")).assert_error(400, "24-character hex")
+
+
+async def test_batch_logs_one_summary_line(api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    # Regression: the summary's fields once overwrote a LogRecord attribute ("created"),
+    # which made the request a 500 after its jobs were stored.
+    caplog.set_level(logging.DEBUG, logger="jobscheduler.api")
+    reply = await batch(api, [create_body(), create_body(jobType="nope")])
+    assert reply.status == 200
+    [summary] = [r for r in caplog.records if r.getMessage() == "job batch created"]
+    assert (summary.jobs, summary.stored, summary.rejected) == (2, 1, 1)  # type: ignore[attr-defined]
+    [created] = [r for r in caplog.records if r.getMessage() == "job created"]
+    assert created.tenant == "tenant-a"  # type: ignore[attr-defined]
