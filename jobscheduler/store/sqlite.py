@@ -519,7 +519,11 @@ class SQLiteJobStore(JobStore):
         return None if value is None else _EPOCH + timedelta(milliseconds=value)
 
     @staticmethod
-    def _change_op(change: Change) -> Callable[[sqlite3.Connection], Job | None]:
+    def _change_op(
+        change: Change, records: list[tuple[Any, ...]] | None = None
+    ) -> Callable[[sqlite3.Connection], Job | None]:
+        """The operation applying ``change``. Its attempt record, if it applies, is written
+        at once, or appended to ``records`` for the caller to write in the same transaction."""
         params: list[Any] = [_to_db(f, v) for f, v in change.set.items()]
         params.append(change.job_id)
         shape: list[tuple[str, int]] = []
@@ -543,7 +547,10 @@ class SQLiteJobStore(JobStore):
             if row is None:
                 return None
             if record is not None:  # in the transition's transaction, only if it applied
-                conn.execute(_INSERT_ATTEMPT, record)
+                if records is None:
+                    conn.execute(_INSERT_ATTEMPT, record)
+                else:
+                    records.append(record)
             return _from_row(row)
 
         return op
@@ -552,8 +559,16 @@ class SQLiteJobStore(JobStore):
         return await self._write(self._change_op(change))
 
     async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
-        ops = [self._change_op(change) for change in changes]
-        return await self._write(lambda conn: [op(conn) for op in ops])
+        def op(conn: sqlite3.Connection) -> list[Job | None]:
+            # The records of the changes that applied, written by one executemany at the end
+            # of this operation (same transaction: all of it lands, or none).
+            records: list[tuple[Any, ...]] = []
+            results = [self._change_op(change, records)(conn) for change in changes]
+            if records:
+                conn.executemany(_INSERT_ATTEMPT, records)
+            return results
+
+        return await self._write(op)
 
     async def find_stale(
         self, statuses: Sequence[Status], field: str, before: datetime, limit: int
