@@ -1258,3 +1258,25 @@ async def test_waker_sleep_until_a_past_deadline_returns_at_once(
     clock = make_clock()
     await Waker(clock).sleep_until(after(-5))
     assert clock.now() == BASE
+
+
+async def test_reaper_prunes_attempt_records_older_than_the_retention(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    deps = make_deps(settings=make_settings(tmp_path, attempt_retention=3600.0))
+    old, recent = make_job(), make_job()
+    await queue(deps, store, old)
+    assert await Executor(deps).run(wake_up(old)) == "completed"
+    await trio.sleep(1800)
+    await queue(deps, store, recent)
+    assert await Executor(deps).run(wake_up(recent)) == "completed"
+
+    await trio.sleep(1801)  # old's record is now 3601 s old, recent's 1801 s
+    await Reaper(deps).sweep()
+
+    assert await store.attempts(old.id) == []
+    assert [a.outcome for a in await store.attempts(recent.id)] == [Outcome.COMPLETED]
+    assert (await store.get(old.id)).status is Status.COMPLETED  # the job itself stays
