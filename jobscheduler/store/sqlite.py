@@ -24,11 +24,19 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from ..attempts import Attempt, Outcome
+from ..attempts import Attempt
 from ..errors import JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
+from .sqlite_attempts import (
+    ATTEMPT_COLUMNS,
+    ATTEMPTS_SCHEMA,
+    INSERT_ATTEMPT,
+    attempt_from_row,
+    attempt_params,
+    millis,
+)
 
 T = TypeVar("T")
 
@@ -95,77 +103,10 @@ CREATE INDEX IF NOT EXISTS jobs_in_flight ON jobs (heartbeat_at)
     WHERE status IN ('claimed', 'running');
 CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs (tenant_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_tenant_status ON jobs (tenant_id, status, created_at DESC, id DESC);
-CREATE TABLE IF NOT EXISTS attempts (
-    job_id          TEXT NOT NULL,
-    number          INTEGER NOT NULL,
-    outcome         TEXT NOT NULL,
-    worker          TEXT,
-    started_at      INTEGER,
-    finished_at     INTEGER NOT NULL,
-    error_type      TEXT,
-    error_message   TEXT,
-    traceback       TEXT,
-    PRIMARY KEY (job_id, number, outcome)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS attempts_finished ON attempts (finished_at);
 """
 
 #: Columns added after the first release: (column, type), added to an older file at start.
 _ADDED_COLUMNS = (("result", "TEXT"), ("template_id", "TEXT"))
-
-_ATTEMPT_COLUMNS = (
-    "job_id",
-    "number",
-    "outcome",
-    "worker",
-    "started_at",
-    "finished_at",
-    "error_type",
-    "error_message",
-    "traceback",
-)
-_INSERT_ATTEMPT = (
-    f"INSERT OR IGNORE INTO attempts ({', '.join(_ATTEMPT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_ATTEMPT_COLUMNS))})"
-)
-
-
-def _millis(value: datetime | None) -> int | None:
-    return None if value is None else round(value.timestamp() * 1000)
-
-
-def _from_millis(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
-
-
-def _attempt_params(record: Attempt) -> tuple[Any, ...]:
-    return (
-        record.job_id,
-        record.number,
-        record.outcome.value,
-        record.worker,
-        _millis(record.started_at),
-        _millis(record.finished_at),
-        record.error_type,
-        record.error_message,
-        record.traceback,
-    )
-
-
-def _attempt_from_row(row: Sequence[Any]) -> Attempt:
-    finished = _from_millis(row[5])
-    assert finished is not None
-    return Attempt(
-        job_id=row[0],
-        number=row[1],
-        outcome=Outcome(row[2]),
-        worker=row[3],
-        started_at=_from_millis(row[4]),
-        finished_at=finished,
-        error_type=row[6],
-        error_message=row[7],
-        traceback=row[8],
-    )
 
 
 def _to_db(field: str, value: Any) -> Any:
@@ -284,7 +225,7 @@ class SQLiteJobStore(JobStore):
                 for column, kind in _ADDED_COLUMNS:
                     if column not in existing:
                         conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
-            conn.executescript(_SCHEMA)
+            conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
             return conn
 
         try:
@@ -540,7 +481,7 @@ class SQLiteJobStore(JobStore):
         if inc:
             params[len(change.set) : len(change.set)] = [change.inc[f] for f in inc]
         sql = _update_sql(tuple(change.set), tuple(shape), inc)
-        record = None if change.record is None else _attempt_params(change.record)
+        record = None if change.record is None else attempt_params(change.record)
 
         def op(conn: sqlite3.Connection) -> Job | None:
             row = conn.execute(sql, params).fetchone()
@@ -548,7 +489,7 @@ class SQLiteJobStore(JobStore):
                 return None
             if record is not None:  # in the transition's transaction, only if it applied
                 if records is None:
-                    conn.execute(_INSERT_ATTEMPT, record)
+                    conn.execute(INSERT_ATTEMPT, record)
                 else:
                     records.append(record)
             return _from_row(row)
@@ -565,7 +506,7 @@ class SQLiteJobStore(JobStore):
             records: list[tuple[Any, ...]] = []
             results = [self._change_op(change, records)(conn) for change in changes]
             if records:
-                conn.executemany(_INSERT_ATTEMPT, records)
+                conn.executemany(INSERT_ATTEMPT, records)
             return results
 
         return await self._write(op)
@@ -599,15 +540,15 @@ class SQLiteJobStore(JobStore):
 
     async def attempts(self, job_id: str) -> list[Attempt]:
         sql = (
-            f"SELECT {', '.join(_ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
             "ORDER BY number ASC, finished_at ASC"
         )
         return await self._read(
-            lambda conn: [_attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
+            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
         )
 
     async def prune_attempts(self, before: datetime) -> int:
-        cutoff = _millis(before)
+        cutoff = millis(before)
         return await self._write(
             lambda conn: (
                 conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount
