@@ -16,6 +16,7 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from .api_cron import register_cron_routes
 from .attempts import attempt_to_json
 from .bulk import create_batch, parse_batch_request
 from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
@@ -195,6 +196,7 @@ def create_app(deps: Deps) -> QuartTrio:
         jobs = await deps.store.list_jobs(tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 
+    register_cron_routes(app, deps, _json)
     return app
 
 

@@ -96,6 +96,29 @@ def _csv(text: str) -> tuple[str, ...]:
     return items
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"must be true or false (or 1/0, yes/no, on/off), got {text!r}")
+
+
+def _allowlist(text: str) -> tuple[str, ...]:
+    entries = _csv(text)
+    # Imported here: the handlers package is heavier than config and not needed to parse
+    # the other settings.
+    from .handlers.netguard import Allowlist
+
+    Allowlist.parse(entries)  # raises ValueError naming a bad entry
+    return entries
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -132,6 +155,10 @@ class Settings:
     job_type: str = ""
     #: How long attempt records are kept (the reaper prunes older ones).
     attempt_retention: float = 30 * 24 * 3600.0
+    # The built-in http handler: internal hosts/networks it may reach, redirect policy.
+    http_allowlist: tuple[str, ...] = ()
+    http_follow_redirects: bool = False
+    http_max_redirects: int = 5
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -190,6 +217,9 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ELECTION_TTL": ("election_ttl", _positive_int),
     "JOB_TYPE": ("job_type", _non_empty),
     "ATTEMPT_RETENTION": ("attempt_retention", _positive_duration),
+    "HTTP_ALLOWLIST": ("http_allowlist", _allowlist),
+    "HTTP_FOLLOW_REDIRECTS": ("http_follow_redirects", _bool),
+    "HTTP_MAX_REDIRECTS": ("http_max_redirects", _positive_int),
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)

@@ -49,3 +49,8 @@ class HandlerError(JobSchedulerError, RuntimeError):
 
 class UnknownHandler(JobSchedulerError, LookupError):
     """No handler is registered under that job type."""
+
+
+class PermanentError(HandlerError):
+    """Raised by a handler: this job can never succeed (a 404, a payload no retry can fix).
+    The remaining attempts are skipped and the job goes to the dead-letter queue at once."""

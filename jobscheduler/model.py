@@ -6,6 +6,7 @@ one function, :func:`job_to_json`. Timestamps are always timezone-aware UTC.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import math
@@ -18,6 +19,7 @@ import attrs
 from bson import ObjectId
 
 from . import cron
+from .cron import CronPolicy
 from .errors import ValidationError
 
 MAX_STRING_LENGTH = 256
@@ -75,6 +77,8 @@ class Job:
     status: Status = Status.PENDING
     scheduled_at: datetime = attrs.field(validator=_aware)
     cron: str | None = None
+    #: A template's zone, DST, catch-up and jitter settings; None reads as the defaults.
+    cron_policy: CronPolicy | None = None
     attempts: int = 0
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     last_error: str | None = None
@@ -170,6 +174,7 @@ def job_to_json(job: Job) -> dict[str, Any]:
     }
     if job.cron is not None:
         out["cron"] = job.cron
+        out.update(cron_template_json(job))
     if job.template_id is not None:
         out["templateId"] = job.template_id
     if job.claimed_by is not None:
@@ -187,6 +192,21 @@ def job_to_json(job: Job) -> dict[str, Any]:
     return out
 
 
+def cron_policy_of(job: Job) -> CronPolicy:
+    """The template's schedule settings (the defaults for one stored without them)."""
+    return job.cron_policy or cron.DEFAULT_POLICY
+
+
+def cron_template_json(job: Job) -> dict[str, Any]:
+    """A template's schedule fields and ``nextFireLocal`` (its scheduledAt in its zone)."""
+    policy = cron_policy_of(job)
+    out = policy.to_json()
+    # A hand-edited, unknown zone shows no local time; the scheduler dead-letters it.
+    with contextlib.suppress(ValidationError):
+        out["nextFireLocal"] = policy.local(job.scheduled_at).isoformat()
+    return out
+
+
 # --------------------------------------------------------------------------- requests
 
 _CREATE_FIELDS = frozenset(
@@ -199,6 +219,7 @@ _CREATE_FIELDS = frozenset(
         "scheduledAt",
         "cron",
         "maxAttempts",
+        *cron.POLICY_FIELDS,
     }
 )
 
@@ -290,8 +311,13 @@ def parse_create_request(
         if scheduled_raw is not None:
             raise ValidationError("give either cron or scheduledAt, not both")
         cron_expr = cron.validate(cron_expr)
-        scheduled_at = utc(cron.next_fire(cron_expr, now))
+        cron_policy = cron.parse_policy(body, cron_expr)
+        scheduled_at = utc(cron_policy.next_fire(cron_expr, now))
     else:
+        given = sorted(f for f in cron.POLICY_FIELDS if body.get(f) is not None)
+        if given:
+            raise ValidationError(f"{', '.join(given)}: only apply to cron templates")
+        cron_policy = None
         if scheduled_raw is None:
             raise ValidationError("scheduledAt is required unless cron is set")
         if not isinstance(scheduled_raw, str):
@@ -309,6 +335,7 @@ def parse_create_request(
         status=Status.PENDING,
         scheduled_at=scheduled_at,
         cron=cron_expr,
+        cron_policy=cron_policy,
         max_attempts=max_attempts,
         created_at=now,
         updated_at=now,

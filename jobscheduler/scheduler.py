@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import trio
 
@@ -18,7 +18,7 @@ from . import cron, states
 from .bus import WakeUp
 from .election import Term, lead
 from .errors import BusError, DuplicateJob, StoreError, ValidationError
-from .model import Job
+from .model import Job, cron_policy_of
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
@@ -117,17 +117,20 @@ class Scheduler:
                 return fired
 
     async def _fire(self, template: Job) -> None:
-        """Insert the instance for the template's current fire time, then move the template.
+        """Spawn the instances of the template's due fire times, then move the template.
 
-        Missed fire times (the scheduler was down) coalesce into this one run: the template
-        moves to the first fire time after now.
+        Which fire times run is the template's catch-up policy (:func:`cron.plan_pass`): by
+        default missed fire times coalesce into one run. Each instance is keyed on its fire
+        time and due at the fire time plus the template's jitter; the move is conditional on
+        the template's current fire time.
         """
         deps = self._deps
         now = deps.clock.now()
         fields = {"job_id": template.id, "tenant": template.tenant_id}
         assert template.cron is not None
+        policy = cron_policy_of(template)
         try:
-            next_at = cron.next_fire(template.cron, max(now, template.scheduled_at))
+            plan = cron.plan_pass(template.cron, policy, template.scheduled_at, now)
         except ValidationError as exc:
             dead = await deps.store.apply(
                 states.dead_letter_template(template, error=str(exc), now=now)
@@ -136,7 +139,34 @@ class Scheduler:
                 deps.metrics.scheduler_invalid_cron.inc()
                 log.error("cron template dead-lettered", extra={**fields, "error": str(exc)})
             return
-        instance = states.spawn_instance(template, fire_at=template.scheduled_at, now=now)
+        if plan.skipped:
+            log.info(
+                "cron fire times skipped",
+                extra={
+                    **fields,
+                    "skipped": plan.skipped,
+                    "at_least": plan.skipped_capped,
+                    "reason": plan.skip_reason,
+                    "catch_up": policy.catch_up.value,
+                },
+            )
+        for fire_at in plan.spawn:
+            await self._spawn(template, fire_at, policy, now)
+        moved = await deps.store.apply(
+            states.advance_template(template, next_at=plan.next_at, now=now)
+        )
+        if moved is None:
+            deps.metrics.transitions_lost.labels(transition="advance_template").inc()
+            log.debug("template already advanced", extra=fields)
+
+    async def _spawn(
+        self, template: Job, fire_at: datetime, policy: cron.CronPolicy, now: datetime
+    ) -> None:
+        """Insert the instance of one fire time (a no-op if it was already spawned)."""
+        deps = self._deps
+        fields = {"job_id": template.id, "tenant": template.tenant_id}
+        run_at = fire_at + cron.jitter_offset(template.id, fire_at, policy.jitter)
+        instance = states.spawn_instance(template, fire_at=fire_at, now=now, run_at=run_at)
         try:
             await deps.store.insert(instance)
         except DuplicateJob:
@@ -147,12 +177,14 @@ class Scheduler:
             deps.metrics.scheduler_cron_spawned.inc()
             log.info(
                 "cron instance spawned",
-                extra={**fields, "instance_id": instance.id, "key": instance.idempotency_key},
+                extra={
+                    **fields,
+                    "instance_id": instance.id,
+                    "key": instance.idempotency_key,
+                    "fire_at": fire_at.isoformat(),
+                    "run_at": instance.scheduled_at.isoformat(),
+                },
             )
-        moved = await deps.store.apply(states.advance_template(template, next_at=next_at, now=now))
-        if moved is None:
-            deps.metrics.transitions_lost.labels(transition="advance_template").inc()
-            log.debug("template already advanced", extra=fields)
 
     async def _sleep(self, progress: int) -> None:
         """Sleep until the next job is due (at most one tick), or the waker fires.

@@ -296,8 +296,11 @@ def instance_key(template: Job, fire_at: datetime) -> str:
     return f"{template.idempotency_key}-run-{nanos}"
 
 
-def spawn_instance(template: Job, *, fire_at: datetime, now: datetime) -> Job:
-    """The one-off job a cron template fires at ``fire_at``."""
+def spawn_instance(
+    template: Job, *, fire_at: datetime, now: datetime, run_at: datetime | None = None
+) -> Job:
+    """The one-off job a cron template fires at ``fire_at``, due at ``run_at`` (the fire
+    time plus the template's jitter; default the fire time). The key names ``fire_at``."""
     now = utc(now)
     return Job(
         id=new_job_id(),
@@ -307,7 +310,7 @@ def spawn_instance(template: Job, *, fire_at: datetime, now: datetime) -> Job:
         payload=dict(template.payload),
         priority=template.priority,
         status=Status.PENDING,
-        scheduled_at=utc(fire_at),
+        scheduled_at=utc(fire_at if run_at is None else run_at),
         max_attempts=template.max_attempts,
         created_at=now,
         updated_at=now,

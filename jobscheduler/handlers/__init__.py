@@ -1,5 +1,6 @@
 """Handler registry and the built-in handlers."""
 
+from ..errors import PermanentError as PermanentError
 from .builtin import default_registry as default_registry
 from .registry import Handler as Handler
 from .registry import HandlerRegistry as HandlerRegistry

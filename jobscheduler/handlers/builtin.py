@@ -1,16 +1,20 @@
-"""The seed's built-in handlers: noop, log-message, flaky, slow."""
+"""The built-in handlers: the seed's noop, log-message, flaky, slow, and http (webhooks)."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ..errors import HandlerError, ValidationError
+from .http import http_handler, validate_http
 from .registry import HandlerRegistry, JobContext
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 MAX_SLEEP_MS = 24 * 3600 * 1000
 MAX_MESSAGE_LENGTH = 10_000
@@ -72,14 +76,21 @@ async def slow(ctx: JobContext) -> dict[str, int]:
     return {"sleptMs": slept}
 
 
-def register_builtins(registry: HandlerRegistry) -> HandlerRegistry:
+def register_builtins(
+    registry: HandlerRegistry, settings: Settings | None = None
+) -> HandlerRegistry:
+    """Add the built-in handlers; ``settings`` configures ``http`` (HTTP_ALLOWLIST, ...)."""
     registry.register("noop", noop)
     registry.register("log-message", log_message, validate=validate_log_message)
     registry.register("flaky", flaky, validate=validate_flaky)
     registry.register("slow", slow, validate=validate_slow)
+    registry.register("http", http_handler(settings).run, validate=validate_http)
     return registry
 
 
-def default_registry() -> HandlerRegistry:
-    """A registry holding the four built-in handlers; add your own with ``register``."""
-    return register_builtins(HandlerRegistry())
+def default_registry(settings: Settings | None = None) -> HandlerRegistry:
+    """A registry holding the built-in handlers; add your own with ``register``.
+
+    ``settings`` configures the ``http`` handler; without them it allows no internal
+    address and follows no redirect."""
+    return register_builtins(HandlerRegistry(), settings)

@@ -78,6 +78,7 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from ..attempts import Attempt, Outcome, decode_result, encode_result
+from ..cron import CronPolicy
 from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
 from ..states import Change, claim_fields
@@ -113,6 +114,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "queued_at": "queuedAt",
     "created_at": "createdAt",
     "updated_at": "updatedAt",
+    "cron_policy": "cronPolicy",
     # JSON text, not a sub-document: any JSON value round-trips (keys with "." or "$",
     # integers beyond 64 bits), and nothing queries inside it.
     "result": "result",
@@ -200,6 +202,8 @@ def _to_doc(field: str, value: Any) -> Any:
         return utc(value)
     if field == "status":
         return Status(value).value
+    if field == "cron_policy":
+        return value.to_storage()
     if field == "result":
         return encode_result(value)
     return value
@@ -223,6 +227,8 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
         elif field == "status":
             value = Status(value)
+        elif field == "cron_policy":
+            value = CronPolicy.from_storage(value)
         elif field == "result":
             value = decode_result(value)
         values[field] = value

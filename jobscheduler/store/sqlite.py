@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from ..attempts import Attempt
+from ..cron import CronPolicy
 from ..errors import JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
@@ -63,6 +64,7 @@ _COLUMNS: dict[str, str] = {
     "queued_at": "queued_at",
     "created_at": "created_at",
     "updated_at": "updated_at",
+    "cron_policy": "cron_policy",
     "result": "result",
     "template_id": "template_id",
 }
@@ -93,7 +95,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
     result          TEXT,
-    template_id     TEXT
+    template_id     TEXT,
+    cron_policy     TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
@@ -104,9 +107,6 @@ CREATE INDEX IF NOT EXISTS jobs_in_flight ON jobs (heartbeat_at)
 CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs (tenant_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_tenant_status ON jobs (tenant_id, status, created_at DESC, id DESC);
 """
-
-#: Columns added after the first release: (column, type), added to an older file at start.
-_ADDED_COLUMNS = (("result", "TEXT"), ("template_id", "TEXT"))
 
 
 def _to_db(field: str, value: Any) -> Any:
@@ -119,13 +119,28 @@ def _to_db(field: str, value: Any) -> Any:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if field == "status":
         return Status(value).value
+    if field == "cron_policy":
+        return json.dumps(value.to_storage(), separators=(",", ":"))
     return value
+
+
+#: Columns added after the first release: (column, definition), added to older files at start.
+_ADDED_COLUMNS = (("cron_policy", "TEXT"), ("result", "TEXT"), ("template_id", "TEXT"))
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the columns a file created by an older version lacks (idempotent)."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+    for column, definition in _ADDED_COLUMNS:
+        if column not in present:
+            conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {definition}")
 
 
 _FIELDS = tuple(_COLUMNS)
 _TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIELDS)
 _PAYLOAD_INDEX = _FIELDS.index("payload")
 _STATUS_INDEX = _FIELDS.index("status")
+_CRON_POLICY_INDEX = _FIELDS.index("cron_policy")
 _RESULT_INDEX = _FIELDS.index("result")
 _STATUSES = {status.value: status for status in Status}
 
@@ -141,6 +156,9 @@ def _from_row(row: Sequence[Any]) -> Job:
     payload = values[_PAYLOAD_INDEX]
     values[_PAYLOAD_INDEX] = {} if payload == "{}" else json.loads(payload)
     values[_STATUS_INDEX] = _STATUSES[values[_STATUS_INDEX]]
+    policy = values[_CRON_POLICY_INDEX]
+    if policy is not None:
+        values[_CRON_POLICY_INDEX] = CronPolicy.from_storage(json.loads(policy))
     result = values[_RESULT_INDEX]
     if result is not None:
         values[_RESULT_INDEX] = json.loads(result)
@@ -220,12 +238,8 @@ class SQLiteJobStore(JobStore):
             if self._path != ":memory:":
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
-            existing = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
-            if existing:  # a file from an older release: add the columns it lacks
-                for column, kind in _ADDED_COLUMNS:
-                    if column not in existing:
-                        conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
             conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
+            _migrate(conn)
             return conn
 
         try:

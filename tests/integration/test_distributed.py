@@ -472,7 +472,12 @@ async def test_cron_fires_once_per_fire_time_across_a_leader_kill(cluster: Clust
         ("api", {}), ("executor", {"JOB_TYPE": "noop"}), ("scheduler", {}), ("scheduler", {})
     )
     await cluster.leader([first, second])
-    template = await cluster.create_job(api, cron="* * * * *", scheduledAt=None)
+    # A zone with a half-hour offset and its own DST rule: per-minute fire times are the same
+    # instants as in UTC, and each must still spawn exactly once.
+    template = await cluster.create_job(
+        api, cron="* * * * *", scheduledAt=None, timezone="Australia/Lord_Howe", catchUp="all"
+    )
+    assert template["timezone"] == "Australia/Lord_Howe"
     template_key = template["idempotencyKey"]
     first_fire = parse_time(template["scheduledAt"])
     assert first_fire.second == first_fire.microsecond == 0

@@ -77,6 +77,9 @@ def test_from_env_with_empty_environment_gives_documented_defaults() -> None:
     assert settings.election_name == "jobscheduler/scheduler-leader"
     assert settings.election_ttl == 10
     assert settings.job_type == ""
+    assert settings.http_allowlist == ()
+    assert settings.http_follow_redirects is False
+    assert settings.http_max_redirects == 5
 
 
 def test_from_env_treats_empty_values_as_unset() -> None:
@@ -111,6 +114,13 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "ELECTION_TTL": ("30", "election_ttl", 30),
     "JOB_TYPE": ("flaky", "job_type", "flaky"),
     "ATTEMPT_RETENTION": ("48h", "attempt_retention", 172800.0),
+    "HTTP_ALLOWLIST": (
+        " 127.0.0.1, 10.0.0.0/8 ,hooks.internal",
+        "http_allowlist",
+        ("127.0.0.1", "10.0.0.0/8", "hooks.internal"),
+    ),
+    "HTTP_FOLLOW_REDIRECTS": ("yes", "http_follow_redirects", True),
+    "HTTP_MAX_REDIRECTS": ("3", "http_max_redirects", 3),
 }
 
 
@@ -163,6 +173,11 @@ BAD: list[tuple[str, str]] = [
     ("ELECTION_TTL", "0"),
     ("JOB_TYPE", "   "),
     ("ATTEMPT_RETENTION", "0s"),
+    ("HTTP_ALLOWLIST", "10.0.0.1/8"),
+    ("HTTP_ALLOWLIST", "127.0.0.1, http://hooks"),
+    ("HTTP_ALLOWLIST", "2130706433"),
+    ("HTTP_FOLLOW_REDIRECTS", "maybe"),
+    ("HTTP_MAX_REDIRECTS", "0"),
 ]
 
 

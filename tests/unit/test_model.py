@@ -134,7 +134,7 @@ def test_operator_object_in_tenant_id_is_rejected(operator: dict[str, Any]) -> N
 def test_unknown_job_type_is_rejected_and_lists_known_types() -> None:
     with pytest.raises(ValidationError, match="unknown job type 'email'") as info:
         create(body(jobType="email"))
-    assert "flaky, log-message, noop, slow" in str(info.value)
+    assert "flaky, http, log-message, noop, slow" in str(info.value)
 
 
 # ----------------------------------------------------------------------- payload

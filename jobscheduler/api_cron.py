@@ -1,0 +1,157 @@
+"""The cron preview routes: the next fire times of a template, and of any expression.
+
+- ``GET /jobs/{id}/next?count=N``: a stored template's next N fire times, starting with the
+  one it is waiting for (400 for a job that is not a template, 404 for an unknown id);
+- ``POST /cron/preview`` ``{cron, timezone, count, from, dstGap, dstFold}``: stateless.
+
+Each fire time is shown in UTC (``at``) and in the zone (``local``), with ``shifted`` (a DST
+gap moved it; ``wallTime`` is the wall time it stood for) and ``repeated`` (its wall time
+happens twice that day; ``occurrence`` says which one this is).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from quart import Response, request
+from quart_trio import QuartTrio
+
+from . import cron
+from .errors import ValidationError
+from .model import (
+    Status,
+    cron_policy_of,
+    format_time,
+    is_job_id,
+    loads_json_body,
+    parse_time,
+)
+from .runtime import Deps
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PREVIEW_COUNT = 10
+MAX_PREVIEW_COUNT = 100
+PREVIEW_FIELDS = frozenset({"cron", "timezone", "count", "from", "dstGap", "dstFold"})
+
+
+def parse_count(raw: Any, *, query: bool = False) -> int:
+    """``count``: an integer in 1..MAX_PREVIEW_COUNT (a JSON number, or text in a query
+    string); default 10."""
+    if raw is None:
+        return DEFAULT_PREVIEW_COUNT
+    if query and isinstance(raw, str):
+        try:
+            raw = int(raw.strip())
+        except ValueError:
+            raise ValidationError("count: must be an integer") from None
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise ValidationError("count: must be an integer")
+    if not 1 <= raw <= MAX_PREVIEW_COUNT:
+        raise ValidationError(f"count: must be between 1 and {MAX_PREVIEW_COUNT}")
+    return raw
+
+
+def fire_to_json(
+    fire: cron.Fire, policy: cron.CronPolicy, run_at: datetime | None = None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "at": format_time(fire.at),
+        "local": policy.local(fire.at).isoformat(),
+        "shifted": fire.shifted,
+        "repeated": fire.repeated,
+    }
+    if fire.shifted:
+        out["wallTime"] = fire.wall.isoformat(timespec="minutes")
+    if fire.repeated:
+        out["occurrence"] = "second" if fire.second else "first"
+    if run_at is not None:
+        out["runAt"] = format_time(run_at)
+    return out
+
+
+def _schedule_json(expression: str, policy: cron.CronPolicy) -> dict[str, Any]:
+    return {
+        "cron": expression,
+        "timezone": policy.timezone,
+        "dstGap": policy.dst_gap.value,
+        "dstFold": policy.dst_fold.value,
+    }
+
+
+def parse_preview_request(
+    body: Any, *, now: datetime
+) -> tuple[str, cron.CronPolicy, int, datetime]:
+    """Validate a ``POST /cron/preview`` body into (expression, policy, count, from)."""
+    if not isinstance(body, dict):
+        raise ValidationError("request body must be a JSON object")
+    unknown = sorted(set(body) - PREVIEW_FIELDS)
+    if unknown:
+        raise ValidationError(f"unknown field(s): {', '.join(unknown)}")
+    expression = body.get("cron")
+    if not isinstance(expression, str) or not expression.strip():
+        raise ValidationError("cron is required (a 5-field expression)")
+    expression = cron.validate(expression)
+    policy = cron.parse_policy(
+        {k: v for k, v in body.items() if k in ("timezone", "dstGap", "dstFold")}, expression
+    )
+    count = parse_count(body.get("count"))
+    start = body.get("from")
+    if start is None:
+        start = now
+    elif isinstance(start, str):
+        start = parse_time(start, "from")
+    else:
+        raise ValidationError("from: must be an RFC3339 string")
+    return expression, policy, count, start
+
+
+def register_cron_routes(
+    app: QuartTrio, deps: Deps, json_response: Callable[..., Response]
+) -> None:
+    """Add the preview routes to ``app`` (``json_response(body, status)`` renders replies)."""
+
+    @app.get("/jobs/<job_id>/next")
+    async def next_fire_times(job_id: str) -> Response:
+        if not is_job_id(job_id.lower()):
+            raise ValidationError("id: must be a 24-character hex ObjectId")
+        count = parse_count(request.args.get("count"), query=True)
+        template = await deps.store.get(job_id.lower())
+        if template.cron is None:
+            raise ValidationError(f"job {template.id} is not a cron template")
+        if template.status is not Status.PENDING:
+            raise ValidationError(
+                f"template {template.id} is {template.status.value}; it no longer fires"
+            )
+        policy = cron_policy_of(template)
+        # Its current fire time first: the walk starts just before it.
+        fires = policy.fires(template.cron, template.scheduled_at - timedelta(microseconds=1))
+        times = []
+        for fire in itertools.islice(fires, count):
+            run_at = None
+            if policy.jitter:
+                run_at = fire.at + cron.jitter_offset(template.id, fire.at, policy.jitter)
+            times.append(fire_to_json(fire, policy, run_at))
+        return json_response(
+            {"id": template.id, **_schedule_json(template.cron, policy), "fireTimes": times}, 200
+        )
+
+    @app.post("/cron/preview")
+    async def preview() -> Response:
+        mimetype = request.mimetype
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            return json_response({"error": "Content-Type must be application/json"}, 415)
+        raw = await request.get_data(cache=False)
+        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+        expression, policy, count, start = parse_preview_request(body, now=deps.clock.now())
+        fires = itertools.islice(policy.fires(expression, start), count)
+        reply: Mapping[str, Any] = {
+            **_schedule_json(expression, policy),
+            "from": format_time(start),
+            "fireTimes": [fire_to_json(fire, policy) for fire in fires],
+        }
+        return json_response(reply, 200)

@@ -1,0 +1,50 @@
+"""The SQLite file of an older version (no ``cron_policy`` column) opens and keeps working:
+its templates read as the defaults, and new templates store their settings."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import attrs
+
+from jobscheduler.cron import CronPolicy
+from jobscheduler.model import cron_policy_of, job_to_json
+from jobscheduler.store.sqlite import _SCHEMA, SQLiteJobStore
+
+from .conftest import BASE, make_job
+
+OLD_SCHEMA = _SCHEMA.replace(",\n    cron_policy     TEXT\n", "\n")
+
+
+async def test_a_file_from_before_cron_policies_is_migrated_on_start(tmp_path: Path) -> None:
+    assert "cron_policy" not in OLD_SCHEMA
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(OLD_SCHEMA)
+        conn.execute(
+            "INSERT INTO jobs (id, idempotency_key, tenant_id, job_type, payload, priority, "
+            "status, scheduled_at, cron, attempts, max_attempts, created_at, updated_at) "
+            "VALUES ('6b0d2ee639c1219066d05a0c', 'old', 't', 'noop', '{}', 0, 'pending', "
+            "1767225600000, '0 * * * *', 0, 3, 1767225600000, 1767225600000)"
+        )
+    conn.close()
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        old = await store.get("6b0d2ee639c1219066d05a0c")
+        assert old.cron_policy is None
+        assert cron_policy_of(old) == CronPolicy()
+        assert job_to_json(old)["timezone"] == "UTC"
+        policy = CronPolicy(timezone="Asia/Kolkata")
+        new = attrs.evolve(
+            make_job(key="new", cron="0 * * * *", scheduled_at=BASE), cron_policy=policy
+        )
+        await store.insert(new)
+        assert (await store.get(new.id)).cron_policy == policy
+    finally:
+        await store.close()
+    # Starting again on the migrated file is a no-op.
+    again = SQLiteJobStore(path)
+    await again.start()
+    await again.close()
