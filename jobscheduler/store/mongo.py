@@ -77,12 +77,19 @@ from pymongo.errors import (
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from ..attempts import Attempt, Outcome, decode_result, encode_result
+from ..attempts import Attempt, decode_result, encode_result
 from ..cron import CronPolicy
 from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
 from ..states import Change, claim_fields
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
+from .mongo_attempts import (
+    ATTEMPT_INDEXES,
+    ATTEMPTS_COLLECTION,
+    attempt_to_document,
+    document_to_attempt,
+    write_records,
+)
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -90,8 +97,6 @@ Document = dict[str, Any]
 log = logging.getLogger(__name__)
 
 COLLECTION: Final = "jobs"
-#: Attempt records, beside the jobs: ``_id`` is ``<job id>:<number>:<outcome>``.
-ATTEMPTS_COLLECTION: Final = "attempts"
 
 #: Job field name -> document field name: the one place the mapping lives.
 FIELDS: Final[Mapping[str, str]] = {
@@ -169,11 +174,6 @@ INDEXES: Final = [
     ),
 ]
 
-#: Indexes of the attempts collection (its ``_id`` is the unique per-record key).
-ATTEMPT_INDEXES: Final = [
-    IndexModel([("jobId", ASCENDING), ("number", ASCENDING)], name="jobId_number"),
-    IndexModel([("finishedAt", ASCENDING)], name="finishedAt"),
-]
 
 #: In the ``ferretdbVersion`` of a FerretDB built by ``scripts/deps.sh`` with its patch.
 ATOMIC_FERRETDB_MARK: Final = "-jobscheduler"
@@ -233,42 +233,6 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = decode_result(value)
         values[field] = value
     return Job(**values)
-
-
-def attempt_to_document(record: Attempt) -> Document:
-    return {
-        "_id": record.key,
-        "jobId": record.job_id,
-        "number": record.number,
-        "outcome": record.outcome.value,
-        "worker": record.worker,
-        "startedAt": None if record.started_at is None else utc(record.started_at),
-        "finishedAt": utc(record.finished_at),
-        "errorType": record.error_type,
-        "errorMessage": record.error_message,
-        "traceback": record.traceback,
-    }
-
-
-def document_to_attempt(doc: Mapping[str, Any]) -> Attempt:
-    def aware(value: datetime | None) -> datetime | None:
-        if value is None:
-            return None
-        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-
-    finished = aware(doc["finishedAt"])
-    assert finished is not None
-    return Attempt(
-        job_id=doc["jobId"],
-        number=int(doc["number"]),
-        outcome=Outcome(doc["outcome"]),
-        worker=doc.get("worker"),
-        started_at=aware(doc.get("startedAt")),
-        finished_at=finished,
-        error_type=doc.get("errorType"),
-        error_message=doc.get("errorMessage"),
-        traceback=doc.get("traceback"),
-    )
 
 
 def _set_document(values: Mapping[str, Any]) -> Document:
@@ -736,27 +700,8 @@ class MongoJobStore(JobStore):
         return attempt()
 
     def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | None]) -> None:
-        """Append the attempt records of the changes that applied: one ``insert_many``
-        (unordered) right after the transitions. Without transactions this is not atomic
-        with them: a failure here is logged, and the transitions stand."""
-        docs = [
-            attempt_to_document(change.record)
-            for change, result in zip(changes, results, strict=True)
-            if change.record is not None and result is not None
-        ]
-        if not docs or self._attempts is None:
-            return
-        try:
-            self._attempts.insert_many(docs, ordered=False)
-        except BulkWriteError as exc:
-            errors = exc.details.get("writeErrors", [])
-            if any(error.get("code") != 11000 for error in errors):  # duplicates are no-ops
-                log.warning("attempt records not all written: %s", errors[:3])
-        except PyMongoError as exc:
-            log.warning(
-                "attempt records not written",
-                extra={"records": len(docs), "error": str(exc)},
-            )
+        if self._attempts is not None:
+            write_records(self._attempts, changes, results)
 
     async def apply(self, change: Change) -> Job | None:
         def op() -> Job | None:
