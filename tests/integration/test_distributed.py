@@ -106,12 +106,51 @@ async def test_concurrent_creates_with_one_idempotency_key_store_one_job(cluster
     for status, payload in responses:
         if status == 409:
             assert "idempotencyKey" in payload["error"], payload
+            assert payload["jobId"] == created["id"]
     docs = await cluster.db(
         lambda jobs: list(jobs.find({"idempotencyKey": body["idempotencyKey"]}))
     )
     assert len(docs) == 1
     assert str(docs[0]["_id"]) == created["id"]
     assert docs[0]["status"] == "pending"
+
+
+async def test_concurrent_batches_store_each_key_once_and_name_its_holder(
+    cluster: Cluster,
+) -> None:
+    api = await cluster.start("api")
+    bodies = [cluster.job_body(scheduledAt=FAR_FUTURE) for _ in range(300)]
+    invalid = cluster.job_body(jobType="nope")
+    answered: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+
+    async def post(jobs: list[dict[str, Any]]) -> None:
+        response = await cluster.http.post(f"{api.url}/jobs/batch", json={"jobs": jobs})
+        assert response.status_code == 200, response.text
+        answered.append((jobs, response.json()["results"]))
+
+    # Three overlapping batches at once: entries 0-199, 100-299 and 0-299, each with an
+    # invalid entry at the end.
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            for chunk in (bodies[:200], bodies[100:], bodies):
+                nursery.start_soon(post, [*chunk, invalid])
+
+    holders: dict[str, str] = {}
+    for jobs, results in answered:
+        assert len(results) == len(jobs)
+        assert results[-1]["status"] == 400
+        for job, result in zip(jobs[:-1], results[:-1], strict=True):
+            if result["status"] == 201:
+                assert job["idempotencyKey"] not in holders  # stored by one batch only
+                holders[job["idempotencyKey"]] = result["job"]["id"]
+    assert len(holders) == len(bodies)
+    for jobs, results in answered:
+        for job, result in zip(jobs[:-1], results[:-1], strict=True):
+            if result["status"] != 201:
+                assert result["status"] == 409, result
+                assert result["jobId"] == holders[job["idempotencyKey"]]
+    docs = await cluster.db(lambda jobs: list(jobs.find({"tenantId": cluster.tenant})))
+    assert sorted(str(d["_id"]) for d in docs) == sorted(holders.values())
 
 
 # --------------------------------------------------------------------------- retry and DLQ
