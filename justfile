@@ -25,9 +25,9 @@ install:
         echo "$want" > "$stamp"
     fi
 
-# Run the whole system in one process on SQLite: API :8080, metrics :9100.
-dev: install
-    {{bin}}/jobscheduler dev
+# Run the whole system in one process on SQLite: API :8080, metrics :9100 (`just dev --app myjobs`).
+dev *ARGS: install
+    {{bin}}/jobscheduler dev {{ARGS}}
 
 # Install everything the tests need, start etcd/Kafka/FerretDB, run lint + every test, stop them.
 test *ARGS: install

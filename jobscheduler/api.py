@@ -18,8 +18,17 @@ from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
 from .attempts import attempt_to_json
+from .auth import current_principal
 from .bulk import create_batch, parse_batch_request
-from .errors import DuplicateJob, JobNotFound, JobSchedulerError, StoreError, ValidationError
+from .errors import (
+    DuplicateJob,
+    Forbidden,
+    JobNotFound,
+    JobSchedulerError,
+    StoreError,
+    Unauthorized,
+    ValidationError,
+)
 from .model import (
     is_job_id,
     job_to_json,
@@ -37,6 +46,8 @@ MAX_BODY_BYTES = 1024 * 1024
 # Project error -> HTTP status. Anything else is a 500 with a generic message.
 ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     ValidationError: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
     StoreError: 503,
@@ -62,6 +73,7 @@ def create_app(deps: Deps) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
     job_types = deps.registry.validators()
+    max_attempts_defaults = deps.registry.max_attempts_defaults()
 
     @app.before_request
     async def _start_timer() -> None:
@@ -127,7 +139,12 @@ def create_app(deps: Deps) -> QuartTrio:
             return error_response("Content-Type must be application/json", 415)
         raw = await request.get_data(cache=False)
         body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
-        job = parse_create_request(body, now=deps.clock.now(), job_types=job_types)
+        job = parse_create_request(
+            body,
+            now=deps.clock.now(),
+            job_types=job_types,
+            max_attempts_defaults=max_attempts_defaults,
+        )
         try:
             stored = await deps.store.insert(job)
         except DuplicateJob as exc:
@@ -156,7 +173,11 @@ def create_app(deps: Deps) -> QuartTrio:
         raw = await request.get_data(cache=False)
         items = parse_batch_request(loads_json_body(raw.encode() if isinstance(raw, str) else raw))
         answers, created = await create_batch(
-            deps.store, items, now=deps.clock.now(), job_types=job_types
+            deps.store,
+            items,
+            now=deps.clock.now(),
+            job_types=job_types,
+            max_attempts_defaults=max_attempts_defaults,
         )
         if created and deps.waker is not None:
             deps.waker.notify(min(job.scheduled_at for job in created))
@@ -180,7 +201,8 @@ def create_app(deps: Deps) -> QuartTrio:
         job_id = job_id.lower()
         if not is_job_id(job_id):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        await deps.store.get(job_id)  # 404 for an unknown job, not an empty history
+        job = await deps.store.get(job_id)  # 404 for an unknown job, not an empty history
+        current_principal().check_visible(job.tenant_id, job.id)
         records = await deps.store.attempts(job_id)
         return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
 
@@ -188,11 +210,14 @@ def create_app(deps: Deps) -> QuartTrio:
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        return _json(job_to_json(await deps.store.get(job_id.lower())), 200)
+        job = await deps.store.get(job_id.lower())
+        current_principal().check_visible(job.tenant_id, job.id)
+        return _json(job_to_json(job), 200)
 
     @app.get("/jobs")
     async def list_jobs() -> Response:
         tenant, status, limit = parse_list_query(request.args)
+        current_principal().scope(tenant)
         jobs = await deps.store.list_jobs(tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 

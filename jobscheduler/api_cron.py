@@ -21,6 +21,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from . import cron
+from .auth import current_principal
 from .errors import ValidationError
 from .model import (
     Status,
@@ -121,6 +122,7 @@ def register_cron_routes(
             raise ValidationError("id: must be a 24-character hex ObjectId")
         count = parse_count(request.args.get("count"), query=True)
         template = await deps.store.get(job_id.lower())
+        current_principal().check_visible(template.tenant_id, template.id)
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")
         if template.status is not Status.PENDING:

@@ -21,7 +21,8 @@ from .clock import SystemClock
 from .config import Settings
 from .election import Elector
 from .executor import run_executor
-from .handlers import HandlerRegistry, default_registry
+from .handlers import HandlerRegistry
+from .handlers.loading import load_app, resolve_job_types
 from .observability import Metrics, run_metrics_server
 from .reaper import run_reaper
 from .runtime import Deps, Waker
@@ -44,7 +45,7 @@ def embedded_deps(settings: Settings, registry: HandlerRegistry | None = None) -
         store=SQLiteJobStore(settings.sqlite_path),
         bus=LocalBus(),
         elector=LocalElector(settings.worker_id),
-        registry=registry or default_registry(settings),
+        registry=registry if registry is not None else load_app(settings.app, settings),
         metrics=Metrics(),
         clock=clock,
         waker=Waker(clock),
@@ -91,7 +92,7 @@ def production_deps(
         store=production_store(settings),
         bus=production_bus(settings) if needs_bus else LocalBus(),
         elector=production_elector(settings) if role == "scheduler" else LocalElector(),
-        registry=registry or default_registry(settings),
+        registry=registry if registry is not None else load_app(settings.app, settings),
         metrics=Metrics(),
         clock=SystemClock(),
         waker=None,
@@ -161,7 +162,9 @@ async def run_roles(deps: Deps, roles: list[str], *, with_signals: bool = True) 
                 async with trio.open_nursery() as workers_nursery:
                     if "executor" in roles:
                         job_types = (
-                            [settings.job_type] if settings.job_type else deps.registry.names()
+                            resolve_job_types(settings.job_type, deps.registry)
+                            if settings.job_type
+                            else deps.registry.names()
                         )
                         await workers_nursery.start(run_executor, deps, job_types, drain)
                     with front:

@@ -58,6 +58,9 @@ class Failure:
     type: str
     message: str
     traceback: str | None = None
+    #: The message alone says what happened ("timed out after 30s"): ``lastError`` shows
+    #: it without the type.
+    bare: bool = False
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> Failure:
@@ -71,7 +74,10 @@ class Failure:
         )
 
     def summary(self) -> str:
-        """``Type: message`` (or the type alone), as the job's ``lastError`` shows it."""
+        """``Type: message`` (the type alone without a message, the message alone when
+        ``bare``), as the job's ``lastError`` shows it."""
+        if self.bare and self.message:
+            return self.message
         return f"{self.type}: {self.message}" if self.message else self.type
 
 

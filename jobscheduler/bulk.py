@@ -50,6 +50,7 @@ async def create_batch(
     *,
     now: datetime,
     job_types: Mapping[str, PayloadValidator | None],
+    max_attempts_defaults: Mapping[str, int] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Job]]:
     """Validate and store a batch; returns (one answer per item, in order; the jobs stored).
 
@@ -62,7 +63,9 @@ async def create_batch(
     positions: list[int] = []
     for i, item in enumerate(items):
         try:
-            job = parse_create_request(item, now=now, job_types=job_types)
+            job = parse_create_request(
+                item, now=now, job_types=job_types, max_attempts_defaults=max_attempts_defaults
+            )
         except ValidationError as exc:
             answers[i] = {"status": 400, "error": str(exc)}
             continue

@@ -1,4 +1,4 @@
-"""``jobscheduler`` command line: dev, run-<role>, seed, loadtest, bench."""
+"""``jobscheduler`` command line: dev, run-<role>, check, seed, loadtest, bench."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import trio
 
 from .app import embedded_deps, production_deps, run_roles
 from .config import Settings
-from .errors import ConfigError, JobSchedulerError
+from .errors import AppLoadError, ConfigError, JobSchedulerError
+from .handlers import HandlerRegistry
+from .handlers.loading import describe, load_app, process_problem, resolve_job_types
 from .observability import configure_logging
 
 ROLES = ("api", "scheduler", "executor", "reaper")
@@ -37,35 +39,89 @@ def _settings() -> Settings:
         raise SystemExit(2) from None
 
 
+def _app(args: argparse.Namespace, settings: Settings) -> str:
+    """The app to load: ``--app`` wins over JOBSCHEDULER_APP."""
+    return str(getattr(args, "app", None) or settings.app)
+
+
+def _registry(app: str, settings: Settings) -> HandlerRegistry:
+    """The built-ins plus the app's handlers; a load failure is one line and exit 2."""
+    try:
+        return load_app(app, settings)
+    except AppLoadError as exc:
+        print(f"jobscheduler: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def _dev(args: argparse.Namespace) -> int:
     settings = _settings()
+    app = _app(args, settings)
+    registry = _registry(app, settings)
     configure_logging(settings.log_level, settings.log_format, "dev")
     log.info(
         "starting jobscheduler dev",
-        extra={"sqlite_path": settings.sqlite_path, "api_port": settings.api_port},
+        extra={
+            "sqlite_path": settings.sqlite_path,
+            "api_port": settings.api_port,
+            "app": app or None,
+            "job_types": ",".join(registry.names()),
+        },
     )
-    trio.run(run_roles, embedded_deps(settings), list(ROLES))
+    trio.run(run_roles, embedded_deps(settings, registry), list(ROLES))
     return 0
 
 
-def _role(role: str) -> int:
+def _role(role: str, args: argparse.Namespace) -> int:
     settings = _settings()
     if role == "executor" and not settings.job_type:
         print(
-            "jobscheduler: configuration error: JOB_TYPE: required for run-executor",
+            "jobscheduler: configuration error: JOB_TYPE: required for run-executor "
+            "(a job type, a comma list, or '*')",
             file=sys.stderr,
         )
         return 2
+    # The scheduler and the reaper never call handlers: they need no app.
+    app = _app(args, settings) if role in ("api", "executor") else ""
+    registry = _registry(app, settings)
+    if role == "executor":
+        try:
+            resolve_job_types(settings.job_type, registry)
+        except AppLoadError as exc:
+            print(f"jobscheduler: configuration error: {exc}", file=sys.stderr)
+            return 2
     configure_logging(settings.log_level, settings.log_format, role)
-    deps = production_deps(settings, role=role)
-    if role == "executor" and settings.job_type not in deps.registry:
-        print(
-            f"jobscheduler: configuration error: JOB_TYPE: unknown job type {settings.job_type!r} "
-            f"(known: {', '.join(deps.registry.names())})",
-            file=sys.stderr,
-        )
-        return 2
-    trio.run(run_roles, deps, [role])
+    if app:
+        log.info("app loaded", extra={"app": app, "job_types": ",".join(registry.names())})
+    trio.run(run_roles, production_deps(settings, registry, role=role), [role])
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    """Load the app, list each job type with its options; non-zero exit on a problem."""
+    settings = _settings()
+    app = _app(args, settings)
+    registry = _registry(app, settings)
+    builtins = set(load_app(None, settings).names())
+    problems = 0
+    print(f"app {app}" if app else "no app given (--app or JOBSCHEDULER_APP): built-ins only")
+    for name, line in zip(registry.names(), describe(registry), strict=True):
+        handler = registry.get(name)
+        note = "  (built-in)" if name in builtins else ""
+        problem = process_problem(handler)
+        if problem:
+            problems += 1
+            note += f"  PROBLEM: {problem}"
+        print(f"  {line}{note}")
+    if settings.job_type:
+        try:
+            resolve_job_types(settings.job_type, registry)
+        except AppLoadError as exc:
+            print(f"PROBLEM: {exc}")
+            problems += 1
+    if problems:
+        print(f"{problems} problem(s)", file=sys.stderr)
+        return 1
+    print(f"ok: {len(registry.names())} job types")
     return 0
 
 
@@ -77,9 +133,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "the environment (see README).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("dev", help="run every role in one process on SQLite (the embedded default)")
+    app_help = (
+        "your handlers: MODULE[:ATTRIBUTE] (attribute default 'registry', a HandlerRegistry; "
+        "the current directory is importable); overrides JOBSCHEDULER_APP"
+    )
+    dev = sub.add_parser(
+        "dev", help="run every role in one process on SQLite (the embedded default)"
+    )
+    dev.add_argument("--app", metavar="MODULE[:ATTRIBUTE]", help=app_help)
     for role in ROLES:
-        sub.add_parser(f"run-{role}", help=f"run the {role} role on MongoDB/Kafka/etcd")
+        role_parser = sub.add_parser(
+            f"run-{role}", help=f"run the {role} role on MongoDB/Kafka/etcd"
+        )
+        role_parser.add_argument("--app", metavar="MODULE[:ATTRIBUTE]", help=app_help)
+    check = sub.add_parser(
+        "check",
+        help="load an app and list its job types with their options (exit 1/2 on a problem)",
+    )
+    check.add_argument("--app", metavar="MODULE[:ATTRIBUTE]", help=app_help)
     for tool, help_text in TOOLS.items():
         tool_parser = sub.add_parser(tool, help=help_text, description=help_text)
         if tool == command:
@@ -95,7 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "dev":
             return _dev(args)
         if args.command.startswith("run-"):
-            return _role(args.command.removeprefix("run-"))
+            return _role(args.command.removeprefix("run-"), args)
+        if args.command == "check":
+            return _check(args)
         if args.command in TOOLS:
             result: int = importlib.import_module(f"jobscheduler.tools.{args.command}").run(args)
             return result

@@ -96,6 +96,17 @@ def _csv(text: str) -> tuple[str, ...]:
     return items
 
 
+_APP_SPEC = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*(:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*)?")
+
+
+def app_spec(text: str) -> str:
+    """``MODULE[:ATTRIBUTE]`` (dotted names), e.g. ``myjobs`` or ``myapp.jobs:registry``."""
+    value = text.strip()
+    if _APP_SPEC.fullmatch(value) is None:
+        raise ValueError(f"must be MODULE or MODULE:ATTRIBUTE (e.g. myjobs:registry), got {text!r}")
+    return value
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -155,6 +166,10 @@ class Settings:
     job_type: str = ""
     #: How long attempt records are kept (the reaper prunes older ones).
     attempt_retention: float = 30 * 24 * 3600.0
+    #: The user's handlers, ``MODULE[:ATTRIBUTE]`` (``--app`` wins); empty: built-ins only.
+    app: str = ""
+    #: Worker processes running ``def`` handlers at once per executor; 0: one per CPU.
+    process_workers: int = 0
     # The built-in http handler: internal hosts/networks it may reach, redirect policy.
     http_allowlist: tuple[str, ...] = ()
     http_follow_redirects: bool = False
@@ -217,6 +232,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ELECTION_TTL": ("election_ttl", _positive_int),
     "JOB_TYPE": ("job_type", _non_empty),
     "ATTEMPT_RETENTION": ("attempt_retention", _positive_duration),
+    "JOBSCHEDULER_APP": ("app", app_spec),
+    "PROCESS_WORKERS": ("process_workers", _positive_int),
     "HTTP_ALLOWLIST": ("http_allowlist", _allowlist),
     "HTTP_FOLLOW_REDIRECTS": ("http_follow_redirects", _bool),
     "HTTP_MAX_REDIRECTS": ("http_max_redirects", _positive_int),

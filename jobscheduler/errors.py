@@ -23,6 +23,14 @@ class JobNotFound(JobSchedulerError, LookupError):
     """No job has the requested id."""
 
 
+class Unauthorized(JobSchedulerError, PermissionError):
+    """The request carries no valid API key (missing, malformed, unknown or revoked)."""
+
+
+class Forbidden(JobSchedulerError, PermissionError):
+    """The caller's key may not do this, or names a tenant it is not bound to."""
+
+
 class DuplicateJob(JobSchedulerError, ValueError):
     """The idempotencyKey is already used by another job (``existing_id``, when known)."""
 
@@ -54,3 +62,11 @@ class UnknownHandler(JobSchedulerError, LookupError):
 class PermanentError(HandlerError):
     """Raised by a handler: this job can never succeed (a 404, a payload no retry can fix).
     The remaining attempts are skipped and the job goes to the dead-letter queue at once."""
+
+
+class HandlerTimeout(HandlerError, TimeoutError):
+    """A handler ran past its ``timeout``; it was stopped and the attempt failed."""
+
+
+class AppLoadError(ConfigError):
+    """The user's app (``--app`` / ``JOBSCHEDULER_APP``) could not be loaded or is invalid."""

@@ -30,14 +30,25 @@ from ._scopes import shielded, take_ready
 from .attempts import Failure, Outcome, ResultError, encode_result
 from .bus import Delivery, WakeUp
 from .bus.base import DeadLetter
-from .errors import BusError, StoreError, UnknownHandler
+from .errors import BusError, HandlerTimeout, PermanentError, StoreError, UnknownHandler
 from .handlers import JobContext
+from .handlers.registry import HANDLER_LOGGER
+from .handlers.runners import HandlerRunner, open_runner
 from .model import Job, Status
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
 
 OUTCOME_TIMEOUT = 10.0
+
+
+def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
+    """``ctx.logger``: the handler logger with the job's structured fields (names only, so
+    it can be rebuilt in a worker process)."""
+    return logging.LoggerAdapter(
+        logging.getLogger(HANDLER_LOGGER),
+        {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
+    )
 
 
 def dead_letter_of(job: Job) -> DeadLetter:
@@ -65,20 +76,24 @@ async def publish_dead_letter(deps: Deps, job: Job) -> None:
 class _InFlight:
     """A running job, as the executor's shared heartbeat loop sees it."""
 
-    __slots__ = ("job_id", "lost", "scope", "token")
+    __slots__ = ("job_id", "lost", "permanent", "scope", "timed_out", "token")
 
     def __init__(self, job_id: str, token: str) -> None:
         self.job_id = job_id
         self.token = token
         self.scope = trio.CancelScope()
         self.lost = False
+        #: The handler raised PermanentError: dead-letter without further attempts.
+        self.permanent = False
+        #: The handler ran past its timeout and was stopped.
+        self.timed_out = False
 
 
 class _Done:
     """A handler has returned: the outcome to write for its job (its result, or why the
     attempt failed, and how: ``failed`` or ``timed_out``)."""
 
-    __slots__ = ("failure", "job", "logger", "outcome", "result", "token")
+    __slots__ = ("failure", "job", "logger", "outcome", "permanent", "result", "token")
 
     def __init__(
         self,
@@ -89,6 +104,7 @@ class _Done:
         *,
         result: Any = None,
         outcome: Outcome = Outcome.FAILED,
+        permanent: bool = False,
     ) -> None:
         self.job = job
         self.token = token
@@ -96,6 +112,7 @@ class _Done:
         self.logger = logger
         self.result = result
         self.outcome = outcome
+        self.permanent = permanent
 
     @property
     def error(self) -> str | None:
@@ -113,8 +130,10 @@ class _Finished:
 
 
 class Executor:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, runner: HandlerRunner | None = None) -> None:
         self._deps = deps
+        # Where handlers run (trio / worker process / thread); see handlers.runners.
+        self._runner = runner or HandlerRunner(now=deps.clock.now)
         self._worker = deps.settings.worker_id
         self._in_flight: dict[str, _InFlight] = {}
         # Per consumer: the scope of its receive loop and the scope of its handlers.
@@ -331,15 +350,25 @@ class Executor:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
             return None
-        return _Done(job, token, failure, logger, result=result)
+        return _Done(
+            job,
+            token,
+            failure,
+            logger,
+            result=result,
+            outcome=Outcome.TIMED_OUT if entry.timed_out else Outcome.FAILED,
+            permanent=entry.permanent,
+        )
 
     async def _run_handler(
         self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
     ) -> tuple[Failure | None, Any]:
-        """Run the handler inside the entry's cancel scope; returns (failure, result).
-
-        The result is the handler's return value, checked to be storable (JSON, at most
-        64 KiB); one that is not makes the attempt a failure."""
+        """Run the handler inside the entry's cancel scope; returns (failure, result) and
+        marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
+        handler at its timeout, and when the scope is cancelled (shutdown, lost claim): an
+        async handler is cancelled, a worker process killed, a thread abandoned. The result
+        is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
+        that is not makes the attempt a failure."""
         ctx = JobContext(
             job_id=job.id,
             tenant_id=job.tenant_id,
@@ -347,7 +376,7 @@ class Executor:
             payload=job.payload,
             attempt=job.attempts,
             max_attempts=job.max_attempts,
-            logger=logger,
+            logger=handler_logger(job),
             idempotency_key=job.idempotency_key,
             scheduled_at=job.scheduled_at,
             template_id=job.template_id,
@@ -355,12 +384,20 @@ class Executor:
         value: Any = None
         with entry.scope:
             try:
-                value = await self._deps.registry.get(job.job_type).run(ctx)
+                handler = self._deps.registry.get(job.job_type)
+                value = await self._runner.run(handler, ctx)
                 encode_result(value)
             except UnknownHandler as exc:
-                return Failure(type=type(exc).__name__, message=str(exc)), None
+                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
+            except HandlerTimeout as exc:
+                logger.warning("handler timed out", extra={"error": str(exc)})
+                entry.timed_out = True
+                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
             except ResultError as exc:
                 return Failure(type=type(exc).__name__, message=str(exc)), None
+            except PermanentError as exc:
+                entry.permanent = True
+                return Failure.from_exception(exc), None
             except Exception as exc:
                 return Failure.from_exception(exc), None
         return None, value
@@ -422,7 +459,14 @@ class Executor:
         changes = [
             states.complete(o.job, token=o.token, now=now, result=o.result)
             if o.failure is None
-            else states.fail(o.job, token=o.token, now=now, error=o.failure, outcome=o.outcome)
+            else states.fail(
+                o.job,
+                token=o.token,
+                now=now,
+                error=o.failure,
+                outcome=o.outcome,
+                permanent=o.permanent,
+            )
             for o in outcomes
         ]
         results: list[str] = []
@@ -438,7 +482,12 @@ class Executor:
             elif after.status is Status.DLQ:
                 result = "dlq"
                 logger.warning(
-                    "job dead-lettered", extra={"attempts": after.attempts, "error": error}
+                    "job dead-lettered",
+                    extra={
+                        "attempts": after.attempts,
+                        "error": error,
+                        "permanent": outcome.permanent,
+                    },
                 )
                 await publish_dead_letter(deps, after)
             else:
@@ -478,8 +527,18 @@ async def run_executor(
     When ``drain`` is set, stop receiving and return once running handlers have finished,
     or SHUTDOWN_GRACE later (cancelled handlers hand their jobs back).
     """
-    executor = Executor(deps)
-    async with trio.open_nursery() as nursery:
+    settings = deps.settings
+    async with (
+        open_runner(
+            now=deps.clock.now,
+            log_level=settings.log_level,
+            log_format=settings.log_format,
+            role="executor-worker",
+            process_slots=settings.process_workers or None,
+        ) as runner,
+        trio.open_nursery() as nursery,
+    ):
+        executor = Executor(deps, runner)
         await nursery.start(executor.heartbeat_loop)
         async with trio.open_nursery() as consumers:
             for job_type in job_types:
@@ -487,5 +546,5 @@ async def run_executor(
             task_status.started()
             if drain is not None:
                 await drain.wait()
-                executor.drain(deps.settings.shutdown_grace)
+                executor.drain(settings.shutdown_grace)
         nursery.cancel_scope.cancel()

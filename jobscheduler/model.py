@@ -261,10 +261,13 @@ def parse_create_request(
     *,
     now: datetime,
     job_types: Mapping[str, PayloadValidator | None],
+    max_attempts_defaults: Mapping[str, int] | None = None,
 ) -> Job:
     """Validate a ``POST /jobs`` body and build the pending job it describes.
 
-    ``job_types`` maps every known job type to its payload validator (or None). Raises
+    ``job_types`` maps every known job type to its payload validator (or None);
+    ``max_attempts_defaults`` the job types whose handler sets its own default
+    ``maxAttempts`` (used when the body does not say). Raises
     ValidationError with a client-safe message for anything outside the contract.
     """
     if not isinstance(body, dict):
@@ -301,7 +304,7 @@ def parse_create_request(
 
     max_attempts = _integer(body, "maxAttempts")
     if max_attempts is None or max_attempts <= 0:
-        max_attempts = DEFAULT_MAX_ATTEMPTS
+        max_attempts = (max_attempts_defaults or {}).get(job_type, DEFAULT_MAX_ATTEMPTS)
     if max_attempts > MAX_ATTEMPTS_LIMIT:
         raise ValidationError(f"maxAttempts: must be at most {MAX_ATTEMPTS_LIMIT}")
 

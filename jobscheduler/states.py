@@ -11,6 +11,7 @@ transition lost a race and the caller must not act on it.
     pending -claim-> queued -pick-> claimed -start-> running -complete-> completed
       ^  ^  ^          |                 |              |-fail, attempts < max-> pending
       |  |  '-requeue--'                 |              '-fail, attempts >= max-> dlq
+      |  |                               |                (or permanent failure)
       |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
       '-----release: shutdown hands the job back (attempt not counted) ---'
 
@@ -151,15 +152,15 @@ def complete(job: Job, *, token: str, now: datetime, result: Any = None) -> Chan
     )
 
 
-def _failure_set(job: Job, *, now: datetime, error: str) -> dict[str, Any]:
-    """A started attempt failed: retry with backoff, or dlq once attempts reach the max.
-    (The attempt was counted when it started.)"""
+def _failure_set(job: Job, *, now: datetime, error: str, permanent: bool = False) -> dict[str, Any]:
+    """A started attempt failed: retry with backoff, or dlq once attempts reach the max (or
+    at once when ``permanent``). The attempt was counted when it started."""
     changes: dict[str, Any] = {
         "last_error": truncate_error(error),
         "claim_token": None,
         "updated_at": now,
     }
-    if job.attempts >= job.max_attempts:
+    if permanent or job.attempts >= job.max_attempts:
         changes["status"] = Status.DLQ
     else:
         changes["status"] = Status.PENDING
@@ -175,11 +176,13 @@ def fail(
     now: datetime,
     error: str | Failure,
     outcome: Outcome = Outcome.FAILED,
+    permanent: bool = False,
 ) -> Change:
     """running -> pending with backoff, or -> dlq once attempts reach maxAttempts.
 
     ``error`` is the failure (a plain string is a failure without a type); ``outcome`` is
-    ``failed`` or ``timed_out`` in the attempt record.
+    ``failed`` or ``timed_out`` in the attempt record. ``permanent`` (the handler raised
+    PermanentError): -> dlq at once, whatever attempts remain.
     """
     now = utc(now)
     failure = error if isinstance(error, Failure) else Failure(type="Error", message=error)
@@ -188,7 +191,7 @@ def fail(
         transition="fail",
         job_id=job.id,
         expect={"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts},
-        set=_failure_set(job, now=now, error=summary),
+        set=_failure_set(job, now=now, error=summary, permanent=permanent),
         record=attempt_record(job, outcome=outcome, now=now, failure=failure),
     )
 

@@ -1,4 +1,4 @@
-"""Handler registry and the built-in handlers."""
+"""Handler registry, runners, app loading and the built-in handlers."""
 
 from ..errors import PermanentError as PermanentError
 from .builtin import default_registry as default_registry

@@ -1,30 +1,59 @@
-"""Handlers are plain functions registered by job type name.
+"""Handlers are plain functions registered by job type name, with per-type options.
 
 A handler receives a :class:`JobContext` and either returns (success) or raises (failure:
-the job is retried with backoff or dead-lettered). ``async def`` handlers run on the trio
-loop and must not block; plain ``def`` handlers run in a worker thread. An optional payload
-validator runs at ``POST /jobs`` so bad payloads are rejected with 400 instead of failing
-later in the executor.
+the job is retried with backoff or dead-lettered; :class:`~jobscheduler.errors.PermanentError`
+dead-letters at once). Where it runs is its ``run_in``:
+
+- ``async def`` handlers run on the trio loop (``"trio"``) and are cancelled at their
+  deadline, on shutdown and when their claim is lost;
+- plain ``def`` handlers run by default in a worker process (``"process"``) that is killed
+  at the same moments, so they must be importable module-level functions;
+- ``run_in="thread"`` runs a ``def`` handler in a worker thread: it cannot be stopped, so a
+  timed-out or cancelled thread is abandoned (left to finish on its own) and its job fails
+  or is handed back anyway.
+
+An optional payload validator (a function, or a JSON Schema dict) runs at ``POST /jobs`` so
+bad payloads are rejected with 400 instead of failing later in the executor.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import trio
 
+from ..config import parse_duration
 from ..errors import UnknownHandler
-from ..model import PayloadValidator
+from ..model import MAX_ATTEMPTS_LIMIT, PayloadValidator
+from .schema import schema_validator
+
+RunIn = Literal["trio", "process", "thread"]
+RUN_IN: tuple[RunIn, ...] = ("trio", "process", "thread")
+
+#: The logger handlers get through ``ctx.logger`` (in every runner, worker processes too).
+HANDLER_LOGGER = "jobscheduler.handler"
+
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _rebuild_context(fields: dict[str, Any], logger_name: str, extra: dict[str, Any]) -> Any:
+    """Unpickle a JobContext in a worker process, with a logger rebuilt from its names."""
+    return JobContext(**fields, logger=logging.LoggerAdapter(logging.getLogger(logger_name), extra))
 
 
 @attrs.frozen(kw_only=True)
 class JobContext:
-    """What a handler knows about the job it runs."""
+    """What a handler knows about the job it runs.
+
+    Picklable, so it can cross into a worker process: the logger travels as its name and
+    structured fields and is rebuilt on the other side.
+    """
 
     job_id: str
     tenant_id: str
@@ -39,29 +68,134 @@ class JobContext:
     scheduled_at: datetime | None = None
     #: For a cron run: the id of the template that spawned it.
     template_id: str | None = None
+    #: When this attempt's ``timeout`` runs out (UTC), or None without a timeout.
+    deadline: datetime | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = {
+            a.name: getattr(self, a.name) for a in attrs.fields(type(self)) if a.name != "logger"
+        }
+        fields["payload"] = dict(self.payload)
+        extra = dict(self.logger.extra or {})
+        return (_rebuild_context, (fields, self.logger.logger.name, extra))
 
 
-#: A handler; its return value (JSON, at most 64 KiB encoded) becomes the job's ``result``.
 HandlerFunc = Callable[[JobContext], Awaitable[Any] | Any]
+
+
+def _timeout(value: float | str | None) -> float | None:
+    if value is None:
+        return None
+    seconds = parse_duration(value) if isinstance(value, str) else float(value)
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"timeout must be a positive duration, got {value!r}")
+    return seconds
+
+
+def format_seconds(seconds: float) -> str:
+    """``30`` -> ``30s``, ``0.5`` -> ``500ms``, ``90`` -> ``90s``: how errors name a timeout."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    return f"{seconds:g}s"
 
 
 @attrs.frozen(kw_only=True)
 class Handler:
+    """A registered handler and its per-type options."""
+
     name: str
     func: HandlerFunc
     validate: PayloadValidator | None = None
-    is_async: bool = attrs.field(init=False)
+    #: The JSON Schema the payload validator checks, when it was given as a schema.
+    schema: Mapping[str, Any] | None = None
+    #: Seconds an attempt may run before it is stopped and fails; None: no limit.
+    timeout: float | None = None
+    #: Default ``maxAttempts`` of jobs of this type that do not say; None: the global one.
+    max_attempts: int | None = None
+    run_in: RunIn = "trio"
 
-    @is_async.default
-    def _is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.func)
+    @property
+    def is_async(self) -> bool:
+        return self.run_in == "trio"
 
     async def run(self, ctx: JobContext) -> Any:
-        """Call the handler: awaited if async, in a worker thread if plain; returns what it
-        returned."""
+        """Call the handler once, right here: awaited if async, else in a worker thread.
+        No timeout and no worker process -- for tests and direct calls; the executor runs
+        handlers through :mod:`jobscheduler.handlers.runners`."""
         if self.is_async:
             return await self.func(ctx)
         return await trio.to_thread.run_sync(self.func, ctx)
+
+    def options(self) -> dict[str, Any]:
+        """The options as ``check`` prints them."""
+        return {
+            "run_in": self.run_in,
+            "timeout": format_seconds(self.timeout) if self.timeout is not None else None,
+            "max_attempts": self.max_attempts,
+            "validate": "json-schema"
+            if self.schema is not None
+            else ("function" if self.validate is not None else None),
+        }
+
+
+def make_handler(
+    name: str,
+    func: HandlerFunc,
+    *,
+    validate: PayloadValidator | Mapping[str, Any] | None = None,
+    timeout: float | str | None = None,
+    max_attempts: int | None = None,
+    run_in: RunIn | None = None,
+) -> Handler:
+    """Check the options and build the Handler; ValueError names what is wrong."""
+    if not name or _NAME.fullmatch(name) is None or len(name) > 200:
+        raise ValueError(f"invalid job type name {name!r}: use letters, digits, '-', '_' and '.'")
+    if not callable(func):
+        raise ValueError(f"{name}: handler must be a function, got {type(func).__name__}")
+    is_async = inspect.iscoroutinefunction(func)
+    if run_in is None:
+        run_in = "trio" if is_async else "process"
+    if run_in not in RUN_IN:
+        raise ValueError(f"{name}: run_in must be one of {', '.join(RUN_IN)}, got {run_in!r}")
+    if is_async and run_in != "trio":
+        raise ValueError(f"{name}: an async def handler runs on trio; run_in={run_in!r} is for def")
+    if not is_async and run_in == "trio":
+        raise ValueError(f"{name}: a plain def handler runs in a 'process' or a 'thread'")
+    if run_in == "process" and (
+        "<locals>" in getattr(func, "__qualname__", "<locals>") or not hasattr(func, "__module__")
+    ):
+        raise ValueError(
+            f"{name}: a def handler runs in a worker process, which imports it by name: "
+            "define it at module level (or pass run_in='thread')"
+        )
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
+    ):
+        raise ValueError(f"{name}: max_attempts must be an integer 1..{MAX_ATTEMPTS_LIMIT}")
+    schema: Mapping[str, Any] | None = None
+    validator: PayloadValidator | None
+    if isinstance(validate, Mapping):
+        schema = validate
+        validator = schema_validator(validate)
+    elif validate is None or callable(validate):
+        validator = validate
+    else:
+        raise ValueError(f"{name}: validate must be a function or a JSON Schema dict")
+    try:
+        seconds = _timeout(timeout)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    return Handler(
+        name=name,
+        func=func,
+        validate=validator,
+        schema=schema,
+        timeout=seconds,
+        max_attempts=max_attempts,
+        run_in=run_in,
+    )
 
 
 class HandlerRegistry:
@@ -75,27 +209,61 @@ class HandlerRegistry:
         name: str,
         func: HandlerFunc,
         *,
-        validate: PayloadValidator | None = None,
+        validate: PayloadValidator | Mapping[str, Any] | None = None,
+        timeout: float | str | None = None,
+        max_attempts: int | None = None,
+        run_in: RunIn | None = None,
     ) -> None:
-        """Register ``func`` for job type ``name``; raise ValueError on a duplicate name."""
-        if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
-            raise ValueError(
-                f"invalid job type name {name!r}: use letters, digits, '-', '_' and '.'"
-            )
+        """Register ``func`` for job type ``name``; ValueError on a duplicate name or a bad
+        option (see the module docstring for the options)."""
         if name in self._handlers:
             raise ValueError(f"job type {name!r} is already registered")
-        self._handlers[name] = Handler(name=name, func=func, validate=validate)
+        self._handlers[name] = make_handler(
+            name, func, validate=validate, timeout=timeout, max_attempts=max_attempts, run_in=run_in
+        )
 
     def handler(
-        self, name: str, *, validate: PayloadValidator | None = None
+        self,
+        name: str,
+        *,
+        validate: PayloadValidator | Mapping[str, Any] | None = None,
+        timeout: float | str | None = None,
+        max_attempts: int | None = None,
+        run_in: RunIn | None = None,
     ) -> Callable[[HandlerFunc], HandlerFunc]:
-        """Decorator form of :meth:`register`."""
+        """Decorator form of :meth:`register`; returns the function unchanged (so a worker
+        process finds it under its own name)."""
 
         def decorate(func: HandlerFunc) -> HandlerFunc:
-            self.register(name, func, validate=validate)
+            self.register(
+                name,
+                func,
+                validate=validate,
+                timeout=timeout,
+                max_attempts=max_attempts,
+                run_in=run_in,
+            )
             return func
 
         return decorate
+
+    def include(self, other: HandlerRegistry, *, origin: str) -> None:
+        """Add every handler of ``other``; a name already here is a ValueError naming
+        ``origin`` (unless it is the very same handler function, e.g. a built-in the other
+        registry also started from)."""
+        for name, handler in other._handlers.items():
+            mine = self._handlers.get(name)
+            if mine is not None:
+                # Bound methods (the http handler's ``run``) are new objects on each access:
+                # compare what they wrap.
+                if getattr(mine.func, "__func__", mine.func) is getattr(
+                    handler.func, "__func__", handler.func
+                ):
+                    continue
+                raise ValueError(
+                    f"job type {name!r} of {origin} clashes with a built-in handler: rename it"
+                )
+            self._handlers[name] = handler
 
     def get(self, name: str) -> Handler:
         try:
@@ -109,6 +277,14 @@ class HandlerRegistry:
     def validators(self) -> dict[str, PayloadValidator | None]:
         """Job type -> payload validator, as the API's request validation needs it."""
         return {name: handler.validate for name, handler in self._handlers.items()}
+
+    def max_attempts_defaults(self) -> dict[str, int]:
+        """Job type -> its default ``maxAttempts``, for the types that set one."""
+        return {
+            name: handler.max_attempts
+            for name, handler in self._handlers.items()
+            if handler.max_attempts is not None
+        }
 
     def __contains__(self, name: object) -> bool:
         return name in self._handlers

@@ -116,6 +116,8 @@ class RoleProcess:
         self.metrics_url = f"http://127.0.0.1:{self.env['METRICS_PORT']}"
         self.url = f"http://127.0.0.1:{self.env['API_PORT']}"
         self.proc: subprocess.Popen[bytes] | None = None
+        #: Extra command-line arguments after ``run-<role>`` (e.g. ``["--app", "myjobs"]``).
+        self.args: list[str] = []
         #: The test signalled the process (any exit after that is expected).
         self.signalled = False
         #: The test SIGKILLed the process (teardown leaves it alone, any exit code goes).
@@ -124,7 +126,7 @@ class RoleProcess:
     def spawn(self) -> None:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "jobscheduler", f"run-{self.role}"],
+                [sys.executable, "-m", "jobscheduler", f"run-{self.role}", *self.args],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -109,15 +109,17 @@ async def test_an_unstorable_result_fails_the_attempt_with_a_clear_error(
     assert (record.outcome, record.error_type) == (Outcome.FAILED, "ResultError")
 
 
+def compute(ctx: JobContext) -> dict[str, int]:
+    """A plain ``def`` handler: it runs in a worker process, and its result comes back."""
+    return {"sum": sum(ctx.payload["numbers"]), "attempt": ctx.attempt}
+
+
 async def test_a_plain_def_handler_result_is_stored_too(
     patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
 ) -> None:
-    def compute(ctx: JobContext) -> dict[str, int]:
-        return {"sum": sum(ctx.payload["numbers"])}
-
     deps = make_deps(registry=registry_with(compute=compute))
     job = make_job(job_type="compute", payload={"numbers": [1, 2, 3]})
     await queue(deps, store, job)
 
     assert await Executor(deps).run(wake_up(job)) == "completed"
-    assert (await store.get(job.id)).result == {"sum": 6}
+    assert (await store.get(job.id)).result == {"sum": 6, "attempt": 1}

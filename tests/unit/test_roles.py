@@ -749,7 +749,7 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
 
 
-async def test_sync_handlers_run_in_a_worker_thread(
+async def test_sync_handlers_with_run_in_thread_run_in_a_worker_thread(
     patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
 ) -> None:
     threads: list[int] = []
@@ -760,7 +760,10 @@ async def test_sync_handlers_run_in_a_worker_thread(
     def blocking_fail(ctx: JobContext) -> None:
         raise ValueError("sync failure")
 
-    deps = make_deps(registry=registry_with(blocking=blocking, blocking_fail=blocking_fail))
+    registry = default_registry()
+    registry.register("blocking", blocking, run_in="thread")
+    registry.register("blocking-fail", blocking_fail, run_in="thread")
+    deps = make_deps(registry=registry)
     ok, bad = make_job(job_type="blocking"), make_job(job_type="blocking-fail")
     await queue(deps, store, ok, bad)
     executor = Executor(deps)

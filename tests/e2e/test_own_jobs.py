@@ -1,0 +1,298 @@
+"""The user's own jobs in a real ``jobscheduler dev``: the README's "Run your own jobs"
+commands, time limits of every runner, and SIGTERM / double SIGTERM with a sleeping ``def``
+handler (the job is handed back, never left ``running``).
+
+Wall-clock bounds here are the contract's upper limits (SHUTDOWN_GRACE + 2 s, 2 s after a
+second signal) or generous waits; nothing asserts that something is fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from jobscheduler.config import ENVIRONMENT_VARIABLES
+
+from .conftest import DevServer, free_port, wait_for_job
+
+pytestmark = pytest.mark.e2e
+
+Factory = Callable[..., Awaitable[DevServer]]
+
+REPO = Path(__file__).resolve().parents[2]
+#: Bound on the README walk-through (it starts dev, a worker process, and waits for jobs).
+README_TIMEOUT = 120.0
+
+SLEEPY_APP = """
+    import os
+    import time
+    from pathlib import Path
+
+    import trio
+
+    from jobscheduler.handlers import HandlerRegistry
+
+    registry = HandlerRegistry()
+
+
+    def _started(ctx):
+        Path(ctx.payload["pidFile"]).write_text(str(os.getpid()))
+
+
+    @registry.handler("nap")
+    def nap(ctx):
+        _started(ctx)
+        time.sleep(600)
+
+
+    @registry.handler("nap-timeout", timeout="1s")
+    def nap_timeout(ctx):
+        _started(ctx)
+        time.sleep(600)
+
+
+    @registry.handler("nap-thread-timeout", timeout="1s", run_in="thread")
+    def nap_thread_timeout(ctx):
+        time.sleep(600)
+
+
+    @registry.handler("nap-async-timeout", timeout="1s")
+    async def nap_async_timeout(ctx):
+        await trio.sleep(600)
+"""
+
+
+@pytest.fixture
+def sleepy_app(tmp_path: Path) -> dict[str, str]:
+    """Environment for a dev server that loads SLEEPY_APP through JOBSCHEDULER_APP."""
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "sleepy.py").write_text(textwrap.dedent(SLEEPY_APP))
+    return {"JOBSCHEDULER_APP": "sleepy", "PYTHONPATH": str(app_dir)}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def pid_from(path: Path, timeout: float = 30.0) -> int:
+    """The pid a handler wrote (polled: the handler runs in another process)."""
+    file = trio.Path(path)
+    with trio.fail_after(timeout):
+        while not await file.exists() or not await file.read_text():
+            await trio.sleep(0.05)
+    return int(await file.read_text())
+
+
+async def stop_timed(server: DevServer, sig: int, timeout: float) -> tuple[int, float]:
+    """Send ``sig`` and wait up to ``timeout`` s for the exit; (exit code, seconds taken)."""
+    assert server.proc is not None
+    started = time.monotonic()
+    server.proc.send_signal(sig)
+    while server.proc.poll() is None and time.monotonic() - started < timeout:
+        await trio.sleep(0.02)
+    elapsed = time.monotonic() - started
+    if server.proc.poll() is None:
+        server.proc.kill()
+        server.proc.wait(10)
+        raise AssertionError(f"dev still running {timeout}s after {sig}:\n{server.log()[-4000:]}")
+    return server.proc.returncode, elapsed
+
+
+def stored(server: DevServer, job_id: str) -> dict[str, Any]:
+    with server.db() as db:
+        row = db.execute(
+            "SELECT status, attempts, claim_token, last_error FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+    assert row is not None
+    return dict(zip(("status", "attempts", "claim_token", "last_error"), row, strict=True))
+
+
+async def start_nap(
+    client: httpx.AsyncClient,
+    server: DevServer,
+    job_body: Callable[..., dict[str, Any]],
+    pid_file: Path,
+) -> tuple[str, int]:
+    response = await client.post(
+        f"{server.url}/jobs", json=job_body(jobType="nap", payload={"pidFile": str(pid_file)})
+    )
+    assert response.status_code == 201, response.text
+    job_id = response.json()["id"]
+    pid = await pid_from(pid_file)
+    await wait_for_job(client, server, job_id, lambda j: j["status"] == "running")
+    return job_id, pid
+
+
+# ----------------------------------------------------------------- README walk-through
+
+
+def readme_commands() -> str:
+    """The one ``sh`` block of the README section "Run your own jobs"."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("\n## Run your own jobs\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 1, "the section should show one block of commands"
+    return str(blocks[0])
+
+
+async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
+    tmp_path: Path,
+) -> None:
+    # A copy of the repository's layout: examples/ and the virtualenv the README activates.
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copytree(
+        REPO / "examples",
+        root / "examples",
+        ignore=shutil.ignore_patterns("__pycache__", "data", "outbox.jsonl"),
+    )
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    port = free_port()
+    # The exact commands, on free ports instead of 8080 and 8099 (tests run side by side).
+    commands = (
+        readme_commands()
+        .replace("localhost:8080", f"127.0.0.1:{port}")
+        .replace("8099", str(free_port()))
+    )
+    # Scaffolding around them: stop on the first failure and never leave dev running.
+    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
+    env.update(API_PORT=str(port), METRICS_PORT=str(free_port()), LOG_LEVEL="WARNING")
+    log_path = tmp_path / "readme.out"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        with trio.move_on_after(README_TIMEOUT):
+            while proc.poll() is None:
+                await trio.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    output = log_path.read_text()
+    assert proc.returncode == 0, f"README commands failed ({proc.returncode}):\n{output}"
+
+    assert re.search(
+        r"^  send-email +run_in=trio timeout=30s max_attempts=5 validate=json-schema", output, re.M
+    )
+    assert re.search(r"^  count-primes +run_in=process timeout=20s validate=function", output, re.M)
+    assert re.search(r"^  noop +run_in=trio +\(built-in\)", output, re.M)
+    assert """{"error":"payload.to: 42 is not of type 'string'"}""" in output
+    outbox = (root / "examples" / "outbox.jsonl").read_text().splitlines()
+    assert [json.loads(line)["to"] for line in outbox] == ["ada@example.com"]
+    listed = json.loads(output.strip().splitlines()[-1])
+    jobs = {job["idempotencyKey"]: job for job in listed}
+    assert sorted(jobs) == ["fetch-page", "primes-2m", "welcome-ada", "welcome-nobody"]
+    assert jobs["fetch-page"]["status"] == "completed"
+    assert jobs["welcome-ada"]["status"] == "completed"
+    assert jobs["welcome-ada"]["maxAttempts"] == 5
+    assert jobs["primes-2m"]["status"] == "completed"
+    nobody = jobs["welcome-nobody"]
+    assert (nobody["status"], nobody["attempts"]) == ("dlq", 1)
+    assert nobody["lastError"] == ("PermanentError: undeliverable address 'nobody@example.invalid'")
+
+
+# ----------------------------------------------------------------- time limits
+
+
+@pytest.mark.parametrize("job_type", ["nap-timeout", "nap-thread-timeout", "nap-async-timeout"])
+async def test_handler_past_its_timeout_fails_the_attempt_in_every_runner(
+    dev_factory: Factory,
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+    sleepy_app: dict[str, str],
+    tmp_path: Path,
+    job_type: str,
+) -> None:
+    server = await dev_factory(**sleepy_app)
+    pid_file = tmp_path / "pid"
+    body = job_body(jobType=job_type, maxAttempts=1, payload={"pidFile": str(pid_file)})
+    response = await client.post(f"{server.url}/jobs", json=body)
+    assert response.status_code == 201, response.text
+    dead = await wait_for_job(
+        client, server, response.json()["id"], lambda j: j["status"] == "dlq", timeout=60.0
+    )
+    assert (dead["attempts"], dead["lastError"]) == (1, "timed out after 1s")
+    if job_type == "nap-timeout":  # the worker process was killed, not left sleeping
+        assert not alive(int(pid_file.read_text()))
+
+
+# ----------------------------------------------------------------- SIGTERM
+
+
+async def test_sigterm_stops_a_sleeping_def_handler_within_the_grace_and_hands_its_job_back(
+    dev_factory: Factory,
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+    sleepy_app: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    grace = 1.0
+    server = await dev_factory(SHUTDOWN_GRACE=f"{grace}s", **sleepy_app)
+    job_id, pid = await start_nap(client, server, job_body, tmp_path / "pid")
+
+    code, elapsed = await stop_timed(server, signal.SIGTERM, timeout=grace + 2.0)
+    print(f"SIGTERM with a running def handler, SHUTDOWN_GRACE={grace}s: exit in {elapsed:.2f}s")
+
+    assert code == 0, server.log()[-4000:]
+    assert elapsed < grace + 2.0
+    assert stored(server, job_id) == {
+        "status": "pending",
+        "attempts": 0,
+        "claim_token": None,
+        "last_error": None,
+    }
+    assert not alive(pid)
+    assert "job handed back on shutdown" in server.log()
+
+
+async def test_second_sigterm_exits_within_two_seconds_and_still_hands_the_job_back(
+    dev_factory: Factory,
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+    sleepy_app: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    server = await dev_factory(SHUTDOWN_GRACE="60s", **sleepy_app)
+    job_id, pid = await start_nap(client, server, job_body, tmp_path / "pid")
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGTERM)
+    with trio.fail_after(10):  # the first signal is being handled: the executor drains
+        while "executor draining" not in server.log():
+            await trio.sleep(0.02)
+    assert server.proc.poll() is None  # still inside its 60 s grace
+
+    code, elapsed = await stop_timed(server, signal.SIGTERM, timeout=2.0)
+    print(f"second SIGTERM with a running def handler: exit in {elapsed:.2f}s")
+
+    assert code == 0, server.log()[-4000:]
+    assert elapsed < 2.0
+    assert stored(server, job_id)["status"] == "pending"
+    assert stored(server, job_id)["attempts"] == 0
+    assert not alive(pid)

@@ -1,0 +1,156 @@
+"""The command line with the user's app: ``check``, ``--app`` vs ``JOBSCHEDULER_APP``, and
+start-up refusals (one line on stderr, exit 2, no traceback) -- all before any role starts."""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from jobscheduler.cli import main
+from jobscheduler.config import ENVIRONMENT_VARIABLES
+from jobscheduler.handlers import default_registry
+
+GOOD_APP = """
+    from jobscheduler.handlers import HandlerRegistry
+
+    registry = HandlerRegistry()
+
+    @registry.handler("send-email", timeout="30s", max_attempts=5,
+                      validate={"type": "object", "required": ["to"]})
+    async def send_email(ctx):
+        pass
+
+    @registry.handler("resize")
+    def resize(ctx):
+        return None
+"""
+
+# A def handler hidden behind a wrapper: a worker process could not import it by name.
+UNPICKLABLE_APP = """
+    from jobscheduler.handlers import HandlerRegistry
+
+    registry = HandlerRegistry()
+
+    def _wrap(func):
+        def wrapper(ctx):
+            return func(ctx)
+        wrapper.__qualname__ = "wrapper"
+        return wrapper
+
+    registry.register("wrapped", _wrap(print))
+"""
+
+
+@pytest.fixture
+def write_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], str]:
+    """A clean environment, the current directory a fresh one; writes a module there."""
+    for name in ENVIRONMENT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    counter = iter(range(100))
+
+    def write(source: str) -> str:
+        module = f"cliapp_{tmp_path.name.replace('-', '_')}_{next(counter)}"
+        (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
+        return module
+
+    return write
+
+
+def test_check_lists_every_job_type_with_its_options_and_exits_0(
+    write_app: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = write_app(GOOD_APP)
+    assert main(["check", "--app", module]) == 0
+    out = capsys.readouterr().out
+    assert f"app {module}" in out
+    assert re.search(
+        r"^  send-email +run_in=trio timeout=30s max_attempts=5 validate=json-schema$", out, re.M
+    )
+    assert re.search(r"^  resize +run_in=process$", out, re.M)
+    assert "noop" in out
+    assert "(built-in)" in out
+    assert f"ok: {len(default_registry().names()) + 2} job types" in out
+
+
+def test_check_exits_1_when_a_process_handler_cannot_be_imported_by_a_worker(
+    write_app: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = write_app(UNPICKLABLE_APP)
+    assert main(["check", "--app", module]) == 1
+    captured = capsys.readouterr()
+    assert "wrapped" in captured.out
+    assert "PROBLEM: a worker process cannot import the function" in captured.out
+    assert "1 problem(s)" in captured.err
+
+
+def test_check_exits_1_when_job_type_names_an_unknown_type(
+    write_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = write_app(GOOD_APP)
+    monkeypatch.setenv("JOB_TYPE", "send-email,send-sms")
+    assert main(["check", "--app", module]) == 1
+    assert "unknown job type(s) 'send-sms'" in capsys.readouterr().out
+
+
+def test_the_app_flag_wins_over_the_environment(
+    write_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = write_app(GOOD_APP)
+    monkeypatch.setenv("JOBSCHEDULER_APP", "no_such_module_for_cli")
+    assert main(["check", "--app", module]) == 0
+    with pytest.raises(SystemExit) as caught:
+        main(["check"])
+    assert caught.value.code == 2
+    assert "no module named 'no_such_module_for_cli'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dev", "--app", "{module}:nothing"],
+        ["run-api", "--app", "{module}:nothing"],
+        ["run-executor", "--app", "{module}:nothing"],
+        ["check", "--app", "{module}:nothing"],
+    ],
+)
+def test_an_app_that_does_not_load_stops_start_up_with_one_line_and_exit_2(
+    write_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    module = write_app(GOOD_APP)
+    monkeypatch.setenv("JOB_TYPE", "*")
+    with pytest.raises(SystemExit) as caught:
+        main([arg.format(module=module) for arg in argv])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"jobscheduler: app '{module}:nothing': module '{module}' has no attribute 'nothing'\n"
+    )
+
+
+def test_run_executor_refuses_an_unknown_job_type_listing_the_known_ones(
+    write_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = write_app(GOOD_APP)
+    monkeypatch.setenv("JOB_TYPE", "resize,send-fax")
+    assert main(["run-executor", "--app", module]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    known = ", ".join(sorted([*default_registry().names(), "resize", "send-email"]))
+    assert f"JOB_TYPE: unknown job type(s) 'send-fax' (known: {known})" in err

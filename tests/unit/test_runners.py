@@ -1,0 +1,408 @@
+"""Handlers obey their time limits in every runner: an ``async def`` on trio, a ``def`` in a
+worker process (the default), a ``def`` in a thread (opt-in). Timeouts, a lost claim and a
+drain each stop the handler; PermanentError dead-letters at once.
+
+Timing on trio and in threads runs in virtual time (``patient_clock``). Worker processes
+take real time to start, and virtual time would leap over a handler's timeout while one
+starts, so the process tests run on the real clock, bounded by ``fail_after``, and assert
+outcomes (the job's state, the worker process gone), never durations.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from jobscheduler import PermanentError, states
+from jobscheduler.bus import WakeUp
+from jobscheduler.bus.local import LocalBus
+from jobscheduler.executor import Executor, handler_logger, run_executor
+from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
+from jobscheduler.handlers.runners import HandlerRunner, open_runner
+from jobscheduler.model import Job, Status
+from jobscheduler.runtime import Deps
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import DepsFactory, make_clock, make_job, make_settings, sample
+
+#: Bound on anything a test waits for in real time (worker processes start slowly on a
+#: busy machine); never an assertion about speed.
+REAL_BOUND = 60.0
+
+
+# ------------------------------------------------------------- process handlers
+# Module level: a worker process imports them by name.
+
+
+def sleep_in_process(ctx: JobContext) -> None:
+    """Writes its pid to ``payload.pidFile``, then sleeps far longer than any test."""
+    Path(ctx.payload["pidFile"]).write_text(str(os.getpid()))
+    time.sleep(600)
+
+
+def report_process(ctx: JobContext) -> dict[str, Any]:
+    ctx.logger.info("reporting from a worker process")
+    return {
+        "pid": os.getpid(),
+        "logger": ctx.logger.logger.name,
+        "extra": dict(ctx.logger.extra or {}),
+        "deadline": ctx.deadline,
+        "attempt": ctx.attempt,
+        "payload": dict(ctx.payload),
+    }
+
+
+def worker_signals_and_logging(ctx: JobContext) -> dict[str, Any]:
+    root = logging.getLogger()
+    return {
+        "sigterm_ignored": signal.getsignal(signal.SIGTERM) == signal.SIG_IGN,
+        "log_level": logging.getLevelName(root.level),
+        "handlers": len(root.handlers),
+    }
+
+
+def sleep_briefly(ctx: JobContext) -> float:
+    time.sleep(float(ctx.payload["seconds"]))
+    return time.monotonic()
+
+
+def crash_process(ctx: JobContext) -> None:
+    os._exit(3)
+
+
+def permanent_in_process(ctx: JobContext) -> None:
+    raise PermanentError(f"no such user {ctx.payload.get('user')!r}")
+
+
+# ------------------------------------------------------------- helpers
+
+
+def wake_up(job: Job) -> WakeUp:
+    return WakeUp(job_id=job.id, job_type=job.job_type, priority=job.priority)
+
+
+async def queue(deps: Deps, store: SQLiteJobStore, job: Job) -> None:
+    await store.insert(job)
+    assert [j.id for j in await store.claim_due(deps.clock.now(), 10)] == [job.id]
+
+
+async def pid_from(path: Path) -> int:
+    """The pid a worker process wrote (polled: nothing in that process can wake us)."""
+    file = trio.Path(path)
+    with trio.fail_after(REAL_BOUND):
+        while not await file.exists() or not await file.read_text():  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    return int(await file.read_text())
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
+    registry = default_registry()
+    registry.register(name, func, **options)
+    return registry
+
+
+# ------------------------------------------------------------- trio and threads (virtual time)
+
+
+async def test_async_handler_past_its_timeout_is_cancelled_and_the_attempt_fails_and_retries(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    seen: list[tuple[Any, Any]] = []
+    cancelled_after: list[float] = []
+
+    async def hang(ctx: JobContext) -> None:
+        started = trio.current_time()
+        seen.append((ctx.deadline, deps.clock.now()))
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled_after.append(trio.current_time() - started)
+
+    deps = make_deps(registry=registry_of("hang", hang, timeout="30s"))
+    job = make_job(job_type="hang")
+    await queue(deps, store, job)
+
+    assert await Executor(deps).run(wake_up(job)) == "retried"
+
+    failed = await store.get(job.id)
+    assert failed.status is Status.PENDING
+    assert failed.attempts == 1
+    assert failed.last_error == "timed out after 30s"
+    assert failed.scheduled_at > failed.updated_at  # retried with backoff
+    [(deadline, started_at)] = seen
+    assert deadline - started_at == timedelta(seconds=30)
+    assert cancelled_after == [30.0]
+
+
+async def test_async_handler_within_its_timeout_completes(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    async def quick(ctx: JobContext) -> str:
+        await trio.sleep(29)
+        return "done"
+
+    deps = make_deps(registry=registry_of("quick", quick, timeout="30s"))
+    job = make_job(job_type="quick")
+    await queue(deps, store, job)
+    assert await Executor(deps).run(wake_up(job)) == "completed"
+
+
+async def test_thread_handler_past_its_timeout_is_abandoned_and_its_job_fails(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def blocked(ctx: JobContext) -> None:
+        release.wait(REAL_BOUND)
+        finished.set()
+
+    deps = make_deps(registry=registry_of("blocked", blocked, run_in="thread", timeout="5s"))
+    job = make_job(job_type="blocked")
+    await queue(deps, store, job)
+    try:
+        assert await Executor(deps).run(wake_up(job)) == "retried"
+        # The thread could not be stopped: it is still running, abandoned.
+        assert not finished.is_set()
+    finally:
+        release.set()
+    failed = await store.get(job.id)
+    assert (failed.status, failed.attempts, failed.last_error) == (
+        Status.PENDING,
+        1,
+        "timed out after 5s",
+    )
+
+
+async def test_permanent_error_dead_letters_after_one_attempt(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    async def gone(ctx: JobContext) -> None:
+        await trio.lowlevel.checkpoint()
+        raise PermanentError("404 from the CRM")
+
+    bus = LocalBus()
+    deps = make_deps(bus=bus, registry=registry_of("gone", gone))
+    job = make_job(job_type="gone", max_attempts=5)
+    await queue(deps, store, job)
+
+    assert await Executor(deps).run(wake_up(job)) == "dlq"
+
+    dead = await store.get(job.id)
+    assert (dead.status, dead.attempts) == (Status.DLQ, 1)
+    assert dead.last_error == "PermanentError: 404 from the CRM"
+    assert [letter.job_id for letter in bus.dead_letters] == [job.id]
+    labels = {"job_type": "gone", "result": "dlq"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+
+
+# ------------------------------------------------------------- worker processes (real time)
+
+
+async def test_process_handler_runs_in_another_process_with_a_picklable_context(
+    tmp_path: Path,
+) -> None:
+    registry = registry_of("report", report_process, timeout="60s")
+    clock = make_clock()
+    job = make_job(job_type="report", payload={"n": 1})
+    ctx = JobContext(
+        job_id=job.id,
+        tenant_id=job.tenant_id,
+        job_type=job.job_type,
+        payload=job.payload,
+        attempt=1,
+        max_attempts=3,
+        logger=handler_logger(job),
+    )
+    with trio.fail_after(REAL_BOUND):
+        result = await HandlerRunner(now=clock.now).run(registry.get("report"), ctx)
+    assert result["pid"] != os.getpid()
+    assert result["logger"] == "jobscheduler.handler"
+    assert result["extra"] == {"job_id": job.id, "tenant": "tenant-a", "job_type": "report"}
+    assert result["deadline"] is not None
+    assert (result["attempt"], result["payload"]) == (1, {"n": 1})
+
+
+async def test_the_executors_worker_processes_log_like_it_and_leave_sigterm_to_it() -> None:
+    registry = registry_of("report", worker_signals_and_logging)
+    job = make_job(job_type="report")
+    ctx = JobContext(
+        job_id=job.id,
+        tenant_id=job.tenant_id,
+        job_type=job.job_type,
+        payload={},
+        attempt=1,
+        max_attempts=3,
+        logger=handler_logger(job),
+    )
+    clock = make_clock()
+    with trio.fail_after(REAL_BOUND):
+        async with open_runner(
+            now=clock.now, log_level="WARNING", log_format="json", role="executor-worker"
+        ) as runner:
+            result = await runner.run(registry.get("report"), ctx)
+    assert result == {"sigterm_ignored": True, "log_level": "WARNING", "handlers": 1}
+
+
+async def test_a_def_handler_waiting_for_a_worker_process_is_not_yet_timing_out() -> None:
+    registry = registry_of("brief", sleep_briefly, timeout="1s")
+    first = registry_of("long", sleep_briefly).get("long")
+    clock = make_clock()
+    runner = HandlerRunner(now=clock.now, process_slots=1)
+    results: dict[str, Any] = {}
+
+    def ctx_for(job_type: str, seconds: float) -> JobContext:
+        job = make_job(job_type=job_type, payload={"seconds": seconds})
+        return JobContext(
+            job_id=job.id,
+            tenant_id=job.tenant_id,
+            job_type=job_type,
+            payload=job.payload,
+            attempt=1,
+            max_attempts=3,
+            logger=handler_logger(job),
+        )
+
+    async def run(name: str, handler: Any, ctx: JobContext) -> None:
+        results[name] = await runner.run(handler, ctx)
+
+    with trio.fail_after(REAL_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "long", first, ctx_for("long", 2.0))
+            await trio.sleep(0.2)  # let "long" take the only worker slot first
+            # Waits about 2 s for the slot, longer than its 1 s timeout: still completes.
+            nursery.start_soon(run, "brief", registry.get("brief"), ctx_for("brief", 0.0))
+    assert results["brief"] >= results["long"]  # it ran only after the long one ended
+
+
+async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
+    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Path
+) -> None:
+    deps = make_deps(registry=registry_of("sleepy", sleep_in_process, timeout="1s"))
+    pid_file = tmp_path / "pid"
+    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
+    await queue(deps, store, job)
+
+    with trio.fail_after(REAL_BOUND):
+        assert await Executor(deps).run(wake_up(job)) == "retried"
+
+    failed = await store.get(job.id)
+    assert (failed.status, failed.attempts) == (Status.PENDING, 1)
+    assert failed.last_error == "timed out after 1s"
+    assert not alive(int(pid_file.read_text()))
+
+
+async def test_a_worker_process_that_dies_fails_the_attempt_and_the_next_job_gets_a_new_one(
+    make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    registry = registry_of("crash", crash_process)
+    registry.register("report", report_process)
+    deps = make_deps(registry=registry)
+    crash, after = make_job(job_type="crash"), make_job(job_type="report")
+    await queue(deps, store, crash)
+    executor = Executor(deps)
+    with trio.fail_after(REAL_BOUND):
+        assert await executor.run(wake_up(crash)) == "retried"
+        await queue(deps, store, after)
+        assert await executor.run(wake_up(after)) == "completed"
+    failed = await store.get(crash.id)
+    assert failed.last_error is not None
+    assert failed.last_error.startswith("HandlerError: worker process died")
+
+
+async def test_process_handler_raising_permanent_error_dead_letters_at_once(
+    make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    deps = make_deps(registry=registry_of("permanent", permanent_in_process))
+    job = make_job(job_type="permanent", max_attempts=4, payload={"user": "ada"})
+    await queue(deps, store, job)
+    with trio.fail_after(REAL_BOUND):
+        assert await Executor(deps).run(wake_up(job)) == "dlq"
+    dead = await store.get(job.id)
+    assert (dead.status, dead.attempts) == (Status.DLQ, 1)
+    assert dead.last_error == "PermanentError: no such user 'ada'"
+
+
+async def test_process_handler_whose_claim_is_lost_is_killed_and_its_outcome_discarded(
+    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Path
+) -> None:
+    deps = make_deps(
+        registry=registry_of("sleepy", sleep_in_process),
+        settings=make_settings(tmp_path, heartbeat_interval=0.1),
+    )
+    pid_file = tmp_path / "pid"
+    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
+    await queue(deps, store, job)
+    executor = Executor(deps)
+    results: list[str] = []
+    finished = trio.Event()
+
+    async def run() -> None:
+        results.append(await executor.run(wake_up(job)))
+        finished.set()
+
+    with trio.fail_after(REAL_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(executor.heartbeat_loop)
+            nursery.start_soon(run)
+            pid = await pid_from(pid_file)
+            # The reaper takes the job back, as if the heartbeats had stopped arriving.
+            recovered: Job | None = None
+            while recovered is None:  # conditional on the heartbeat it saw
+                running = await store.get(job.id)
+                recovered = await store.apply(states.recover(running, now=deps.clock.now()))
+            await finished.wait()
+            nursery.cancel_scope.cancel()
+
+    assert results == ["stale"]
+    assert not alive(pid)
+    assert await store.get(job.id) == recovered  # the killed attempt wrote nothing
+
+
+async def test_draining_executor_kills_a_process_handler_at_the_grace_and_hands_its_job_back(
+    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Path
+) -> None:
+    bus = LocalBus()
+    deps = make_deps(
+        bus=bus,
+        registry=registry_of("sleepy", sleep_in_process),
+        settings=make_settings(tmp_path, shutdown_grace=0.5),
+    )
+    pid_file = tmp_path / "pid"
+    job = make_job(job_type="sleepy", attempts=1, payload={"pidFile": str(pid_file)})
+    await queue(deps, store, job)
+    drain = trio.Event()
+
+    with trio.fail_after(REAL_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_executor, deps, ["sleepy"], drain)
+            await bus.publish([wake_up(job)])
+            pid = await pid_from(pid_file)
+            drain.set()  # run_executor returns once the handler is stopped
+
+    released = await store.get(job.id)
+    assert (released.status, released.attempts, released.claim_token) == (
+        Status.PENDING,
+        1,
+        None,
+    )
+    assert not alive(pid)
+    labels = {"job_type": "sleepy", "result": "released"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
