@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import trio
@@ -19,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from .api_cron import register_cron_routes
 from .attempts import attempt_to_json
 from .auth import current_principal
+from .bounded import BoundedCalls
 from .bulk import create_batch, parse_batch_request
 from .errors import (
     DuplicateJob,
@@ -30,6 +32,7 @@ from .errors import (
     ValidationError,
 )
 from .model import (
+    Job,
     is_job_id,
     job_to_json,
     loads_json_body,
@@ -38,10 +41,13 @@ from .model import (
 )
 from .observability import serve_asgi
 from .runtime import Deps
+from .store.base import InsertOutcome
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+#: ``Retry-After`` (seconds) of every 503: the store failed or did not answer in time.
+RETRY_AFTER_SECONDS = 1
 
 # Project error -> HTTP status. Anything else is a 500 with a generic message.
 ERROR_STATUS: dict[type[JobSchedulerError], int] = {
@@ -73,6 +79,14 @@ def create_app(deps: Deps) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
     job_types = deps.registry.validators()
+    # Every store call of a request is bounded by API_STORE_TIMEOUT (see bounded.py); the
+    # calls run in the app's own nursery, which exists while the app serves.
+    store_calls = BoundedCalls(deps.settings.api_store_timeout)
+
+    @app.before_serving
+    async def _attach_store_calls() -> None:
+        store_calls.attach(app.nursery)
+
     max_attempts_defaults = deps.registry.max_attempts_defaults()
 
     @app.before_request
@@ -108,7 +122,9 @@ def create_app(deps: Deps) -> QuartTrio:
             if isinstance(exc, cls):
                 if status >= 500:
                     log.error("request failed", extra={"error": str(exc), "path": request.path})
-                    return error_response("job store unavailable, retry later", status)
+                    response = error_response("job store unavailable, retry later", status)
+                    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                    return response
                 return error_response(str(exc), status)
         log.exception("unexpected project error", extra={"path": request.path})
         return error_response("internal error", 500)
@@ -146,7 +162,7 @@ def create_app(deps: Deps) -> QuartTrio:
             max_attempts_defaults=max_attempts_defaults,
         )
         try:
-            stored = await deps.store.insert(job)
+            stored = await store_calls.call(deps.store.insert, job)
         except DuplicateJob as exc:
             # 409 names the job holding the key, so a retrying client can follow it.
             message = f"idempotencyKey {job.idempotency_key!r} is already used by another job"
@@ -172,8 +188,12 @@ def create_app(deps: Deps) -> QuartTrio:
             return error_response("Content-Type must be application/json", 415)
         raw = await request.get_data(cache=False)
         items = parse_batch_request(loads_json_body(raw.encode() if isinstance(raw, str) else raw))
+
+        async def insert_many(jobs: Sequence[Job]) -> list[InsertOutcome]:
+            return await store_calls.call(deps.store.insert_many, jobs)
+
         answers, created = await create_batch(
-            deps.store,
+            insert_many,
             items,
             now=deps.clock.now(),
             job_types=job_types,
@@ -201,16 +221,16 @@ def create_app(deps: Deps) -> QuartTrio:
         job_id = job_id.lower()
         if not is_job_id(job_id):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        job = await deps.store.get(job_id)  # 404 for an unknown job, not an empty history
+        job = await store_calls.call(deps.store.get, job_id)  # 404, not an empty history
         current_principal().check_visible(job.tenant_id, job.id)
-        records = await deps.store.attempts(job_id)
+        records = await store_calls.call(deps.store.attempts, job_id)
         return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
 
     @app.get("/jobs/<job_id>")
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        job = await deps.store.get(job_id.lower())
+        job = await store_calls.call(deps.store.get, job_id.lower())
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
@@ -218,10 +238,10 @@ def create_app(deps: Deps) -> QuartTrio:
     async def list_jobs() -> Response:
         tenant, status, limit = parse_list_query(request.args)
         current_principal().scope(tenant)
-        jobs = await deps.store.list_jobs(tenant, status, limit)
+        jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 
-    register_cron_routes(app, deps, _json)
+    register_cron_routes(app, deps, _json, store_calls)
     return app
 
 

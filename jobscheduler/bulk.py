@@ -10,14 +10,13 @@ MongoDB). A body that is not ``{"jobs": [...]}``, or holds more than 1,000 jobs,
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from .errors import DuplicateJob, ValidationError
 from .model import Job, PayloadValidator, job_to_json, parse_create_request
-from .store import JobStore
-from .store.base import MAX_INSERT_MANY
+from .store.base import MAX_INSERT_MANY, InsertOutcome
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +44,15 @@ def parse_batch_request(body: Any) -> list[Any]:
 
 
 async def create_batch(
-    store: JobStore,
+    insert_many: Callable[[Sequence[Job]], Awaitable[list[InsertOutcome]]],
     items: Sequence[Any],
     *,
     now: datetime,
     job_types: Mapping[str, PayloadValidator | None],
     max_attempts_defaults: Mapping[str, int] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Job]]:
-    """Validate and store a batch; returns (one answer per item, in order; the jobs stored).
+    """Validate and store a batch with ``insert_many`` (the store's, bounded by the caller);
+    returns (one answer per item, in order; the jobs stored).
 
     Raises StoreError when the store fails (the whole request is then a 503; any of its
     jobs may or may not be stored, and a retry of the same batch is safe: stored ones come
@@ -72,7 +72,7 @@ async def create_batch(
         valid.append(job)
         positions.append(i)
     created: list[Job] = []
-    outcomes = await store.insert_many(valid) if valid else []
+    outcomes = await insert_many(valid) if valid else []
     for i, outcome in zip(positions, outcomes, strict=True):
         if isinstance(outcome, Job):
             answers[i] = {"status": 201, "job": job_to_json(outcome)}

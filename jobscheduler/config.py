@@ -146,11 +146,16 @@ class Settings:
     scheduler_tick: float = 0.5
     claim_batch: int = 20
     queued_timeout: float = 30.0
-    claim_timeout: float = 300.0
+    #: No heartbeat for this long (heartbeats come every HEARTBEAT_INTERVAL) means the
+    #: executor is dead: 45 s misses four heartbeats, so a dead executor's jobs run again
+    #: within about a minute (plus up to REAPER_INTERVAL).
+    claim_timeout: float = 45.0
     reaper_interval: float = 30.0
     heartbeat_interval: float = 10.0
     executor_concurrency: int = 32
     shutdown_grace: float = 10.0
+    #: Bound of each store call an API request makes; past it the request answers 503.
+    api_store_timeout: float = 2.0
     log_level: str = "INFO"
     log_format: str = "text"
     worker_id: str = attrs.field(factory=_default_worker_id)
@@ -160,6 +165,10 @@ class Settings:
     kafka_brokers: str = "127.0.0.1:9092"
     kafka_partitions: int = 3
     kafka_topic_prefix: str = ""
+    #: A consumer with no sign of group membership for this long is replaced by a new one.
+    kafka_rejoin_timeout: float = 20.0
+    #: ... and after this long without membership the executor reports itself unhealthy.
+    kafka_unhealthy_after: float = 60.0
     etcd_endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
@@ -219,6 +228,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "HEARTBEAT_INTERVAL": ("heartbeat_interval", _positive_duration),
     "EXECUTOR_CONCURRENCY": ("executor_concurrency", _positive_int),
     "SHUTDOWN_GRACE": ("shutdown_grace", _positive_duration),
+    "API_STORE_TIMEOUT": ("api_store_timeout", _positive_duration),
     "LOG_LEVEL": ("log_level", _choice(*LOG_LEVELS)),
     "LOG_FORMAT": ("log_format", _choice(*LOG_FORMATS)),
     "WORKER_ID": ("worker_id", _non_empty),
@@ -227,6 +237,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "KAFKA_BROKERS": ("kafka_brokers", _non_empty),
     "KAFKA_PARTITIONS": ("kafka_partitions", _positive_int),
     "KAFKA_TOPIC_PREFIX": ("kafka_topic_prefix", _topic_prefix),
+    "KAFKA_REJOIN_TIMEOUT": ("kafka_rejoin_timeout", _positive_duration),
+    "KAFKA_UNHEALTHY_AFTER": ("kafka_unhealthy_after", _positive_duration),
     "ETCD_ENDPOINTS": ("etcd_endpoints", _csv),
     "ELECTION_NAME": ("election_name", _non_empty),
     "ELECTION_TTL": ("election_ttl", _positive_int),

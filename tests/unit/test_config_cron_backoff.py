@@ -61,7 +61,8 @@ def test_from_env_with_empty_environment_gives_documented_defaults() -> None:
     assert settings.scheduler_tick == 0.5
     assert settings.claim_batch == 20
     assert settings.queued_timeout == 30.0
-    assert settings.claim_timeout == 300.0
+    assert settings.claim_timeout == 45.0
+    assert settings.api_store_timeout == 2.0
     assert settings.reaper_interval == 30.0
     assert settings.heartbeat_interval == 10.0
     assert settings.executor_concurrency == 32
@@ -101,6 +102,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "HEARTBEAT_INTERVAL": ("5", "heartbeat_interval", 5.0),
     "EXECUTOR_CONCURRENCY": ("4", "executor_concurrency", 4),
     "SHUTDOWN_GRACE": ("2s", "shutdown_grace", 2.0),
+    "API_STORE_TIMEOUT": ("1500ms", "api_store_timeout", 1.5),
     "LOG_LEVEL": ("debug", "log_level", "DEBUG"),
     "LOG_FORMAT": ("JSON", "log_format", "json"),
     "WORKER_ID": ("worker-7", "worker_id", "worker-7"),
@@ -109,6 +111,8 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "KAFKA_BROKERS": ("k1:9092,k2:9092", "kafka_brokers", "k1:9092,k2:9092"),
     "KAFKA_PARTITIONS": ("12", "kafka_partitions", 12),
     "KAFKA_TOPIC_PREFIX": ("staging.", "kafka_topic_prefix", "staging."),
+    "KAFKA_REJOIN_TIMEOUT": ("15s", "kafka_rejoin_timeout", 15.0),
+    "KAFKA_UNHEALTHY_AFTER": ("2m", "kafka_unhealthy_after", 120.0),
     "ETCD_ENDPOINTS": (" a:2379, b:2379 ,", "etcd_endpoints", ("a:2379", "b:2379")),
     "ELECTION_NAME": ("x/leader", "election_name", "x/leader"),
     "ELECTION_TTL": ("30", "election_ttl", 30),
@@ -161,6 +165,7 @@ BAD: list[tuple[str, str]] = [
     ("HEARTBEAT_INTERVAL", "1d"),
     ("EXECUTOR_CONCURRENCY", "-3"),
     ("SHUTDOWN_GRACE", "soon"),
+    ("API_STORE_TIMEOUT", "0"),
     ("LOG_LEVEL", "TRACE"),
     ("LOG_FORMAT", "xml"),
     ("WORKER_ID", "  "),
@@ -170,6 +175,8 @@ BAD: list[tuple[str, str]] = [
     ("KAFKA_PARTITIONS", "3.5"),
     ("KAFKA_TOPIC_PREFIX", "team a/"),
     ("KAFKA_TOPIC_PREFIX", "x" * 101),
+    ("KAFKA_REJOIN_TIMEOUT", "0s"),
+    ("KAFKA_UNHEALTHY_AFTER", "soon"),
     ("ETCD_ENDPOINTS", " , ,"),
     ("ELECTION_NAME", " "),
     ("ELECTION_TTL", "0"),
