@@ -151,3 +151,39 @@ async def test_jobs_page_fits_a_phone_width_screen(
         page_width = driver.execute_script("return document.documentElement.scrollWidth")
         viewport = driver.execute_script("return window.innerWidth")
         assert page_width <= viewport
+
+
+async def test_job_detail_shows_the_attempt_history_with_errors_and_the_result(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    failing = await create(
+        client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
+    )
+    slow = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 0}))
+    await wait_for_job(client, server, failing, lambda job: job["status"] == "dlq")
+    await wait_for_job(client, server, slow, lambda job: job["status"] == "completed")
+    history = (await client.get(f"{server.url}/jobs/{failing}/attempts")).json()["attempts"]
+    assert [a["outcome"] for a in history] == ["failed"]
+
+    def outcomes(driver: WebDriver) -> list[str]:
+        found: list[str] = driver.execute_script(
+            "return [...document.querySelectorAll('#attempts li[data-outcome]')]"
+            ".map(li => li.dataset.outcome)"
+        )
+        return found
+
+    with chromium() as driver:
+        driver.get(f"{server.url}/ui/jobs/{failing}")
+        wait_until(driver, lambda d: outcomes(d) == ["failed"], "the failed attempt")
+        errors = driver.find_element(By.CSS_SELECTOR, "#attempts .error").text
+        assert history[0]["errorMessage"] in errors
+        assert "simulated failure" in driver.find_element(By.ID, "last-error").text
+
+        driver.get(f"{server.url}/ui/jobs/{slow}")
+        wait_until(driver, lambda d: outcomes(d) == ["completed"], "the completed attempt")
+        stored = (await client.get(f"{server.url}/jobs/{slow}")).json()
+        assert stored["result"] == {"sleptMs": 0}
+        assert '"sleptMs": 0' in driver.find_element(By.ID, "result").text

@@ -159,6 +159,34 @@
     ["claimedAt", "Claimed at"], ["createdAt", "Created"], ["updatedAt", "Updated"],
   ];
 
+  // The attempt history, oldest first: outcome, worker, times, error and traceback.
+  function timeline(attempts) {
+    const list = el("ol", { class: "timeline", id: "attempts" });
+    if (!attempts.length) list.append(el("li", { class: "muted" }, "No attempt yet."));
+    for (const attempt of attempts) {
+      const item = el(
+        "li",
+        { "data-outcome": attempt.outcome },
+        el("span", { class: `badge o-${attempt.outcome}` }, `#${attempt.number} ${attempt.outcome}`),
+        " ",
+        el("span", { class: "mono" }, `${when(attempt.startedAt) || "?"} → ${when(attempt.finishedAt)}`),
+        attempt.worker ? el("span", { class: "muted" }, ` on ${attempt.worker}`) : "",
+      );
+      if (attempt.errorType || attempt.errorMessage) {
+        item.append(
+          el("div", { class: "error" }, `${attempt.errorType || "error"}: ${attempt.errorMessage || ""}`),
+        );
+      }
+      if (attempt.traceback) {
+        item.append(
+          el("details", {}, el("summary", {}, "Traceback"), el("pre", { class: "error" }, attempt.traceback)),
+        );
+      }
+      list.append(item);
+    }
+    return list;
+  }
+
   function detail() {
     const box = document.getElementById("job");
     if (!box) return;
@@ -202,8 +230,27 @@
         const value = key.endsWith("At") ? when(job[key]) : String(job[key]);
         fields.append(el("dt", {}, label), el("dd", { "data-field": key }, value));
       }
+      if (job.templateId) {
+        fields.append(
+          el("dt", {}, "Template"),
+          el("dd", { "data-field": "templateId" }, el("a", { href: `/ui/jobs/${job.templateId}` }, job.templateId)),
+        );
+      }
       document.getElementById("fields").replaceWith(fields);
       document.getElementById("payload").textContent = JSON.stringify(job.payload, null, 2);
+      const resultBox = document.getElementById("result-box");
+      resultBox.hidden = job.result === undefined;
+      document.getElementById("result").textContent =
+        job.result === undefined ? "" : JSON.stringify(job.result, null, 2);
+      try {
+        const history = await getJson(`/jobs/${id}/attempts`);
+        // Keep an open traceback open: replace the list only when it changed.
+        const fresh = timeline(history.attempts);
+        const current = document.getElementById("attempts");
+        if (current.textContent !== fresh.textContent) current.replaceWith(fresh);
+      } catch (_) {
+        // An older server without attempt history: the list stays as it is.
+      }
       const errorBox = document.getElementById("error-box");
       errorBox.hidden = !job.lastError;
       document.getElementById("last-error").textContent = job.lastError || "";
