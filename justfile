@@ -96,3 +96,8 @@ loadtest *ARGS: install
 # Regenerate the etcd gRPC stubs from protos/etcd/.
 protos: install
     scripts/gen-protos.sh
+
+# Screenshots of each dashboard view (headless Chromium against a fresh dev) into docs/.
+screenshots: install
+    scripts/browser.sh
+    {{bin}}/python -m tests.support.screenshots docs

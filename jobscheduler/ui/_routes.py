@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -23,6 +24,7 @@ from ._session import (
     check_csrf,
     csrf_token,
 )
+from ._words import describe_cron
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +158,15 @@ def register_ui_routes(
             return _html(body, 400)
         body = await render_template("job.html", **_page_context("jobs", refresh), job_id=job_id)
         return _html(body)
+
+    @ui.get("/describe")
+    async def describe() -> Response:
+        # A page helper: a cron expression in words (the script shows it beside the template).
+        words = describe_cron(request.args.get("cron", ""), request.args.get("timezone"))
+        response = Response(
+            json.dumps({"text": words}), status=200, content_type="application/json"
+        )
+        return response
 
     @ui.get("/signin")
     async def signin_form() -> Response:

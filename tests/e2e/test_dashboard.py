@@ -150,6 +150,7 @@ async def test_jobs_page_fits_a_phone_width_screen(
         wait_until(driver, lambda d: table_ids(d) == [job_id], "the job listed")
         page_width = driver.execute_script("return document.documentElement.scrollWidth")
         viewport = driver.execute_script("return window.innerWidth")
+        assert viewport == PHONE[0]
         assert page_width <= viewport
 
 
@@ -187,3 +188,30 @@ async def test_job_detail_shows_the_attempt_history_with_errors_and_the_result(
         stored = (await client.get(f"{server.url}/jobs/{slow}")).json()
         assert stored["result"] == {"sleptMs": 0}
         assert '"sleptMs": 0' in driver.find_element(By.ID, "result").text
+
+
+async def test_a_template_shows_its_schedule_in_words_and_the_apis_next_fire_times(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    body = job_body(cron="0 9 * * 1-5", timezone="Europe/Paris")
+    del body["scheduledAt"]
+    template = await create(client, server, body)
+    nxt = (await client.get(f"{server.url}/jobs/{template}/next", params={"count": 5})).json()
+
+    def fires(driver: WebDriver) -> list[str]:
+        found: list[str] = driver.execute_script(
+            "return [...document.querySelectorAll('#fires li')].map(li => li.textContent)"
+        )
+        return found
+
+    with chromium() as driver:
+        driver.get(f"{server.url}/ui/jobs/{template}")
+        wait_until(driver, lambda d: len(fires(d)) == 5, "five fire times")
+        assert [text.split(" ")[0] for text in fires(driver)] == [
+            fire["at"] for fire in nxt["fireTimes"]
+        ]
+        words = driver.find_element(By.ID, "cron-words").text
+        assert words == "At 09:00, Monday through Friday, Europe/Paris"

@@ -22,6 +22,8 @@ from selenium.webdriver.support.wait import WebDriverWait
 PAGE_TIMEOUT = 20.0
 DESKTOP = (1280, 800)
 PHONE = (390, 844)
+#: Headless Chromium's narrowest window (CSS pixels).
+MIN_WINDOW_WIDTH = 500
 
 T = TypeVar("T")
 
@@ -56,6 +58,12 @@ def chromium(size: tuple[int, int] = DESKTOP) -> Iterator[WebDriver]:
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
     try:
         driver.set_page_load_timeout(PAGE_TIMEOUT)
+        if size[0] < MIN_WINDOW_WIDTH:
+            # Chromium's windows are never narrower: emulate the phone's screen instead.
+            driver.execute_cdp_cmd(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": True},
+            )
         yield driver
     finally:
         driver.quit()

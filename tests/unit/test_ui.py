@@ -109,3 +109,14 @@ async def test_with_authentication_off_sign_in_opens_the_dashboard_directly(api:
     page = await api.get("/ui/jobs/" + "c" * 24)
     assert 'data-action="cancel"' in page.text  # the operator may act
     assert "Sign out" not in page.text
+
+
+async def test_a_cron_expression_is_described_in_words_with_its_zone(api: Api) -> None:
+    reply = await api.get("/ui/describe", cron="0 9 * * 1-5", timezone="Europe/Paris")
+    assert reply.status == 200
+    assert reply.json == {"text": "At 09:00, Monday through Friday, Europe/Paris"}
+
+
+async def test_describing_an_invalid_expression_is_a_400_saying_why(api: Api) -> None:
+    (await api.get("/ui/describe", cron="61 * * * *")).assert_error(400, "cron")
+    (await api.get("/ui/describe")).assert_error(400, "cron")

@@ -219,6 +219,14 @@
         return;
       }
       problem.hidden = true;
+      // Offer only what the job's status allows (the API re-checks it).
+      const offers = {
+        cancel: ["pending", "queued", "claimed", "running"],
+        retry: ["dlq", "cancelled"],
+      };
+      for (const button of document.querySelectorAll("button[data-action]")) {
+        button.hidden = !(offers[button.dataset.action] || []).includes(job.status);
+      }
       const status = document.getElementById("job-status");
       status.textContent = job.status;
       status.className = `badge s-${job.status}`;
@@ -257,6 +265,16 @@
       const cronBox = document.getElementById("cron-box");
       cronBox.hidden = !(job.cron && job.status === "pending");
       if (!cronBox.hidden) {
+        const words = document.getElementById("cron-words");
+        if (!words.dataset.cron || words.dataset.cron !== job.cron) {
+          try {
+            const query = new URLSearchParams({ cron: job.cron, timezone: job.timezone || "UTC" });
+            words.textContent = (await getJson(`/ui/describe?${query}`)).text;
+            words.dataset.cron = job.cron;
+          } catch (_) {
+            words.textContent = job.cron;
+          }
+        }
         try {
           const next = await getJson(`/jobs/${id}/next?count=5`);
           const list = el("ol", { class: "fires", id: "fires" });
