@@ -33,6 +33,8 @@ DEFAULT_PAGE_SIZE = 50
 PAGE_SIZES = (25, 50, 100, 200)
 #: The tenant the Jobs view opens on when the caller is not bound to one.
 DEFAULT_TENANT = "default"
+#: How many of a tenant's newest jobs the Dead letters and Cron views group (one API page).
+SCAN_LIMIT = 1000
 
 
 def _can_act(principal: Principal) -> bool:
@@ -145,6 +147,26 @@ def register_ui_routes(
             page_sizes=PAGE_SIZES,
         )
         return _html(body)
+
+    async def tenant_page(template: str, active: str) -> Response:
+        principal = current_principal()
+        tenant = principal.tenant or request.args.get("tenantId") or DEFAULT_TENANT
+        body = await render_template(
+            template,
+            **_page_context(active, refresh),
+            tenant=tenant,
+            tenant_locked=principal.tenant is not None,
+            scan_limit=SCAN_LIMIT,
+        )
+        return _html(body)
+
+    @ui.get("/dead-letters")
+    async def dead_letters() -> Response:
+        return await tenant_page("dead_letters.html", "dead-letters")
+
+    @ui.get("/cron")
+    async def cron_templates() -> Response:
+        return await tenant_page("cron.html", "cron")
 
     @ui.get("/jobs/<job_id>")
     async def job_detail(job_id: str) -> Response:

@@ -215,3 +215,75 @@ async def test_a_template_shows_its_schedule_in_words_and_the_apis_next_fire_tim
         ]
         words = driver.find_element(By.ID, "cron-words").text
         assert words == "At 09:00, Monday through Friday, Europe/Paris"
+
+
+async def test_dead_letters_are_grouped_by_job_type_and_error_as_the_api_lists_them(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    created = [
+        await create(
+            client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
+        )
+        for _ in range(3)
+    ]
+    created.append(
+        await create(
+            client,
+            server,
+            job_body(jobType="http", payload={"url": "http://169.254.169.254/"}, maxAttempts=1),
+        )
+    )
+    for job_id in created:
+        await wait_for_job(client, server, job_id, lambda job: job["status"] == "dlq")
+    listed = await client.get(f"{server.url}/jobs", params={"tenantId": TENANT, "status": "dlq"})
+    expected: dict[str, int] = {}
+    for job in listed.json():
+        expected[job["jobType"]] = expected.get(job["jobType"], 0) + 1
+    assert expected == {"flaky": 3, "http": 1}
+
+    def groups(driver: WebDriver) -> dict[str, int]:
+        found: dict[str, str] = driver.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('#dlq tbody tr')]"
+            ".map(r => [r.dataset.jobType, r.dataset.count]))"
+        )
+        return {job_type: int(count) for job_type, count in found.items()}
+
+    with chromium() as driver:
+        driver.get(f"{server.url}/ui/dead-letters?tenantId={TENANT}")
+        wait_until(driver, lambda d: groups(d) == expected, "two groups with their counts")
+        errors = driver.find_element(By.CSS_SELECTOR, "#dlq tbody").text
+        assert "simulated failure" in errors
+        assert "link-local" in errors
+
+
+async def test_cron_view_lists_the_tenants_templates_in_words(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    body = job_body(cron="*/15 * * * *")
+    del body["scheduledAt"]
+    template = await create(client, server, body)
+    one_off = await create(client, server, job_body(scheduledAt=FUTURE))
+    stored = (await client.get(f"{server.url}/jobs/{template}")).json()
+
+    def rows(driver: WebDriver) -> list[list[str]]:
+        found: list[list[str]] = driver.execute_script(
+            "return [...document.querySelectorAll('#templates tbody tr')]"
+            ".map(r => [r.dataset.jobId, ...[...r.cells].map(c => c.textContent)])"
+        )
+        return found
+
+    with chromium() as driver:
+        driver.get(f"{server.url}/ui/cron?tenantId={TENANT}")
+        wait_until(driver, lambda d: len(rows(d)) == 1, "the template listed")
+        job_id, _name, expression, words, status, next_fire = rows(driver)[0]
+        assert job_id == template != one_off
+        assert expression == "*/15 * * * *"
+        assert words == "Every 15 minutes, UTC"
+        assert status == stored["status"] == "pending"
+        assert next_fire == stored["scheduledAt"]

@@ -120,3 +120,15 @@ async def test_a_cron_expression_is_described_in_words_with_its_zone(api: Api) -
 async def test_describing_an_invalid_expression_is_a_400_saying_why(api: Api) -> None:
     (await api.get("/ui/describe", cron="61 * * * *")).assert_error(400, "cron")
     (await api.get("/ui/describe")).assert_error(400, "cron")
+
+
+@pytest.mark.parametrize(
+    ("path", "table"), [("/ui/dead-letters", "dlq"), ("/ui/cron", "templates")]
+)
+async def test_grouped_views_render_their_tenant_and_scan_bound(
+    api: Api, path: str, table: str
+) -> None:
+    reply = await api.get(path, tenantId="acme")
+    assert reply.status == 200
+    assert f'id="{table}" data-tenant="acme" data-scan="1000"' in reply.text
+    assert 'aria-current="page"' in reply.text

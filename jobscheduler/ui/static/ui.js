@@ -289,9 +289,115 @@
     });
   }
 
+  // ---- Dead letters: a tenant's dlq jobs grouped by job type and error message.
+  function deadLetters() {
+    const table = document.getElementById("dlq");
+    if (!table) return;
+    const line = document.getElementById("dlq-status");
+    const scan = Number(table.dataset.scan);
+    const query = new URLSearchParams({ tenantId: table.dataset.tenant, status: "dlq", limit: scan });
+    every(async () => {
+      let rows;
+      try {
+        rows = await getJson(`/jobs?${query}`);
+      } catch (error) {
+        line.textContent = `Could not load dead letters: ${error.message}`;
+        line.classList.add("bad");
+        return;
+      }
+      line.classList.remove("bad");
+      const groups = new Map();
+      for (const job of rows) {
+        const error = (job.lastError || "(no error recorded)").split("\n")[0];
+        const key = `${job.jobType}\u0000${error}`;
+        const group = groups.get(key) || { jobType: job.jobType, error, count: 0, oldest: null, newest: null };
+        group.count += 1;
+        if (!group.oldest || job.updatedAt < group.oldest) group.oldest = job.updatedAt;
+        if (!group.newest || job.updatedAt > group.newest) group.newest = job.updatedAt;
+        groups.set(key, group);
+      }
+      const sorted = [...groups.values()].sort((a, b) => b.count - a.count || a.jobType.localeCompare(b.jobType));
+      const body = el("tbody");
+      for (const group of sorted) {
+        const filter = new URLSearchParams({ tenantId: table.dataset.tenant, status: "dlq" });
+        body.append(
+          el(
+            "tr",
+            { "data-job-type": group.jobType, "data-count": group.count },
+            el("td", {}, el("a", { href: `/ui/jobs?${filter}` }, group.jobType)),
+            el("td", { class: "wide error-text", title: group.error }, group.error),
+            el("td", { class: "num" }, group.count),
+            el("td", { class: "mono" }, when(group.oldest)),
+            el("td", { class: "mono" }, when(group.newest)),
+          ),
+        );
+      }
+      table.tBodies[0].replaceWith(body);
+      const partial = rows.length === scan ? ` (the newest ${scan} only)` : "";
+      line.textContent = rows.length
+        ? `${rows.length} dead letter${rows.length === 1 ? "" : "s"} in ${groups.size} group${groups.size === 1 ? "" : "s"}${partial}.`
+        : "No dead letters.";
+    });
+  }
+
+  // ---- Cron: a tenant's templates, their schedule in words and next fire time.
+  function cronTemplates() {
+    const table = document.getElementById("templates");
+    if (!table) return;
+    const line = document.getElementById("cron-status");
+    const scan = Number(table.dataset.scan);
+    const query = new URLSearchParams({ tenantId: table.dataset.tenant, limit: scan });
+    const words = new Map();
+    async function describe(job) {
+      const key = `${job.cron}\u0000${job.timezone || "UTC"}`;
+      if (!words.has(key)) {
+        const params = new URLSearchParams({ cron: job.cron, timezone: job.timezone || "UTC" });
+        try {
+          words.set(key, (await getJson(`/ui/describe?${params}`)).text);
+        } catch (_) {
+          words.set(key, "");
+        }
+      }
+      return words.get(key);
+    }
+    every(async () => {
+      let rows;
+      try {
+        rows = await getJson(`/jobs?${query}`);
+      } catch (error) {
+        line.textContent = `Could not load templates: ${error.message}`;
+        line.classList.add("bad");
+        return;
+      }
+      line.classList.remove("bad");
+      const templates = rows.filter((job) => job.cron);
+      const body = el("tbody");
+      for (const job of templates) {
+        body.append(
+          el(
+            "tr",
+            { "data-job-id": job.id, "data-status": job.status },
+            el("td", {}, el("a", { href: `/ui/jobs/${job.id}` }, job.idempotencyKey)),
+            el("td", { class: "mono" }, job.cron),
+            el("td", { class: "wide" }, await describe(job)),
+            el("td", {}, badge(job.status)),
+            el("td", { class: "mono" }, job.status === "pending" ? when(job.scheduledAt) : ""),
+          ),
+        );
+      }
+      table.tBodies[0].replaceWith(body);
+      const partial = rows.length === scan ? ` among the newest ${scan} jobs` : "";
+      line.textContent = templates.length
+        ? `${templates.length} template${templates.length === 1 ? "" : "s"}${partial}.`
+        : `No cron template${partial}.`;
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     overview();
     jobs();
     detail();
+    deadLetters();
+    cronTemplates();
   });
 })();
