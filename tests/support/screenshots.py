@@ -51,6 +51,14 @@ async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
         "charge-card-1042", jobType="flaky", payload={"failRate": 1, "order": 1042}, maxAttempts=2
     )
     ids["result"] = await create("thumbnail-77", jobType="slow", payload={"sleepMs": 5})
+    for n in range(3):
+        await create(
+            f"webhook-{n}", jobType="http", payload={"url": "http://169.254.169.254/"},
+            maxAttempts=1,
+        )  # fmt: skip
+    await create(
+        "weekday-digest", payload={"list": "ops"}, cron="0 9 * * 1-5", timezone="Europe/Paris"
+    )
     ids["cron"] = await create(
         "nightly-cleanup", payload={"older_than_days": 30}, cron="0 3 * * *",
         timezone="Europe/Paris",
@@ -72,6 +80,18 @@ async def main(out_dir: Path) -> None:
                 ("dashboard-jobs.png", f"/ui/jobs?tenantId={TENANT}", DESKTOP, "#jobs tbody tr"),
                 ("dashboard-job-dlq.png", f"/ui/jobs/{ids['dlq']}", DESKTOP, "#attempts li"),
                 ("dashboard-job-cron.png", f"/ui/jobs/{ids['cron']}", DESKTOP, "#fires li"),
+                (
+                    "dashboard-dead-letters.png",
+                    f"/ui/dead-letters?tenantId={TENANT}",
+                    DESKTOP,
+                    "#dlq tbody tr",
+                ),
+                (
+                    "dashboard-cron.png",
+                    f"/ui/cron?tenantId={TENANT}",
+                    DESKTOP,
+                    "#templates tbody tr",
+                ),
                 (
                     "dashboard-jobs-phone.png",
                     f"/ui/jobs?tenantId={TENANT}",
