@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
-from quart import Blueprint, Response, redirect, render_template, request
+from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
 from quart_trio import QuartTrio
 
 from ..auth import Principal, Role, current_principal
@@ -27,6 +28,9 @@ from ._session import (
 from ._words import describe_cron
 
 log = logging.getLogger(__name__)
+
+#: Stylesheet and script, served at /ui/static/ (package data).
+STATIC_DIR = Path(__file__).parent / "static"
 
 #: Rows per page of the Jobs table, and the choices offered.
 DEFAULT_PAGE_SIZE = 50
@@ -99,9 +103,16 @@ def register_ui_routes(
         __name__,
         url_prefix="/ui",
         template_folder="templates",
-        static_folder="static",
-        static_url_path="/static",
     )
+
+    # Our own route rather than the blueprint's static folder: a plain view function that
+    # the API's auth step can declare public (the sign-in page needs its stylesheet).
+    @ui.get("/static/<path:filename>")
+    async def static(filename: str) -> Response:
+        response = await send_from_directory(STATIC_DIR, filename)
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
 
     @ui.get("")
     @ui.get("/")

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -24,6 +25,21 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 TENANT = "tenant-e2e"
 FUTURE = "2099-01-01T00:00:00Z"
+
+
+#: Sums the page's layout shifts from now on (Chromium's Layout Instability API).
+LAYOUT_SHIFT_OBSERVER = (
+    "window.shift = 0;"
+    "new PerformanceObserver(list => { for (const e of list.getEntries())"
+    " if (!e.hadRecentInput) window.shift += e.value; })"
+    ".observe({type: 'layout-shift', buffered: false});"
+)
+
+
+def refreshes(driver: WebDriver) -> int:
+    """How many times the page's script refreshed its data."""
+    count: str | None = driver.execute_script("return document.body.dataset.refreshes")
+    return int(count or 0)
 
 
 def table_ids(driver: WebDriver) -> list[str]:
@@ -55,7 +71,7 @@ async def test_a_job_created_through_the_api_appears_filters_and_opens_its_detai
     client: httpx.AsyncClient,
     job_body: Callable[..., dict[str, Any]],
 ) -> None:
-    server = await dev_factory()
+    server = await dev_factory(UI_REFRESH="1s")
     waiting = await create(
         client, server, job_body(scheduledAt=FUTURE, payload={"note": "later", "n": 1})
     )
@@ -89,6 +105,12 @@ async def test_a_job_created_through_the_api_appears_filters_and_opens_its_detai
         )
         assert {job["id"] for job in listed.json()} == set(table_ids(driver))
 
+        # Refreshes with unchanged data move nothing on the page.
+        driver.execute_script(LAYOUT_SHIFT_OBSERVER)
+        seen = refreshes(driver)
+        wait_until(driver, lambda d: refreshes(d) >= seen + 2, "two more refreshes")
+        assert driver.execute_script("return window.shift") == 0
+
         # Open the detail page from the table.
         driver.find_element(By.LINK_TEXT, waiting).click()
         wait_until(
@@ -121,12 +143,7 @@ async def test_overview_counts_match_the_store_and_refresh_without_layout_shift(
         counts = overview_counts(driver)
         assert counts["pending"] == 3
         # Record layout shifts from now on (Chromium's Layout Instability API).
-        driver.execute_script(
-            "window.shift = 0; window.notReloaded = true;"
-            "new PerformanceObserver(list => { for (const e of list.getEntries())"
-            " if (!e.hadRecentInput) window.shift += e.value; })"
-            ".observe({type: 'layout-shift', buffered: false});"
-        )
+        driver.execute_script(LAYOUT_SHIFT_OBSERVER + "window.notReloaded = true;")
         for _ in range(2):
             await create(client, server, job_body(scheduledAt=FUTURE))
         wait_until(driver, lambda d: overview_counts(d)["pending"] == 5, "refreshed counts")
@@ -287,3 +304,29 @@ async def test_cron_view_lists_the_tenants_templates_in_words(
         assert words == "Every 15 minutes, UTC"
         assert status == stored["status"] == "pending"
         assert next_fire == stored["scheduledAt"]
+
+
+async def test_the_views_are_reachable_with_the_keyboard_alone(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    job_id = await create(client, server, job_body(scheduledAt=FUTURE))
+    with chromium() as driver:
+        driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}")
+        wait_until(driver, lambda d: table_ids(d) == [job_id], "the job listed")
+        focused: list[str] = []
+        for _ in range(40):
+            ActionChains(driver).send_keys(Keys.TAB).perform()
+            active = driver.switch_to.active_element
+            focused.append(active.get_attribute("href") or active.get_attribute("id") or "")
+            if active.get_attribute("href") == f"{server.url}/ui/jobs/{job_id}":
+                break
+        for view in ("/ui", "/ui/jobs", "/ui/dead-letters", "/ui/cron"):
+            assert f"{server.url}{view}" in focused, focused
+        # Enter on the focused job link opens its detail.
+        driver.switch_to.active_element.send_keys(Keys.ENTER)
+        wait_until(
+            driver, lambda d: d.current_url == f"{server.url}/ui/jobs/{job_id}", "the detail"
+        )

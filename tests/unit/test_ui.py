@@ -132,3 +132,10 @@ async def test_grouped_views_render_their_tenant_and_scan_bound(
     assert reply.status == 200
     assert f'id="{table}" data-tenant="acme" data-scan="1000"' in reply.text
     assert 'aria-current="page"' in reply.text
+
+
+async def test_static_files_cannot_reach_outside_their_folder(api: Api) -> None:
+    response = await api.client.get("/ui/static/../_routes.py")
+    assert response.status_code == 404
+    response = await api.client.get("/ui/static/%2e%2e/_routes.py")
+    assert response.status_code == 404

@@ -82,6 +82,8 @@
         await refresh();
       } finally {
         busy = false;
+        // How many refreshes the page has done (tests wait on it).
+        document.body.dataset.refreshes = Number(document.body.dataset.refreshes || 0) + 1;
       }
     };
     tick();
