@@ -14,7 +14,15 @@ STATUS_ORDER: Sequence[str] = (
     "completed",
     "failed",
     "dlq",
+    "cancelled",
+    "paused",
 )
+
+
+def statuses_of(counts: Mapping[str, int]) -> list[str]:
+    """The rows to draw: every known status in lifecycle order, then any other one counted
+    (a status added later still shows up)."""
+    return [*STATUS_ORDER, *sorted(set(counts) - set(STATUS_ORDER))]
 
 
 def status_bars(counts: Mapping[str, int], *, width: int = 560, bar_height: int = 22) -> str:
@@ -24,7 +32,7 @@ def status_bars(counts: Mapping[str, int], *, width: int = 560, bar_height: int 
     and a refresh does not shift the layout. Bars are scaled to the largest count.
     """
     label_width, value_width, gap = 90, 80, 6
-    rows = [(status, max(0, int(counts.get(status, 0)))) for status in STATUS_ORDER]
+    rows = [(status, max(0, int(counts.get(status, 0)))) for status in statuses_of(counts)]
     largest = max((count for _, count in rows), default=0) or 1
     track = width - label_width - value_width
     height = len(rows) * (bar_height + gap)

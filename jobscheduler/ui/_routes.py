@@ -15,7 +15,7 @@ from ..bounded import BoundedCalls
 from ..errors import Unauthorized
 from ..model import LISTABLE_STATUSES, is_job_id
 from ..runtime import Deps
-from ._chart import status_bars
+from ._chart import status_bars, statuses_of
 from ._session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -128,6 +128,7 @@ def register_ui_routes(
             "overview.html",
             **context,
             counts=counts,
+            statuses=statuses_of(counts or {}),
             total=sum(counts.values()) if counts is not None else None,
             chart=status_bars(counts) if counts is not None else "",
         )

@@ -200,6 +200,23 @@ async def test_job_detail_shows_the_attempt_history_with_errors_and_the_result(
         assert history[0]["errorMessage"] in errors
         assert "simulated failure" in driver.find_element(By.ID, "last-error").text
 
+        # A dlq job offers retry (plain and with an edited payload), not cancel; a payload
+        # that is not a JSON object is refused on the page, before any request.
+        visible = driver.execute_script(
+            "return [...document.querySelectorAll('button[data-action]')]"
+            ".filter(b => !b.hidden).map(b => b.dataset.action)"
+        )
+        assert visible == ["retry"]
+        driver.find_element(By.CSS_SELECTOR, "#edit-retry summary").click()
+        edit = driver.find_element(By.ID, "edit-payload")
+        assert '"failRate": 1' in edit.get_attribute("value")
+        edit.clear()
+        edit.send_keys("[1, 2]")
+        driver.find_element(By.ID, "edit-send").click()
+        message = driver.find_element(By.ID, "edit-error").text
+        assert message == "The payload must be a JSON object."
+        assert (await client.get(f"{server.url}/jobs/{failing}")).json()["status"] == "dlq"
+
         driver.get(f"{server.url}/ui/jobs/{slow}")
         wait_until(driver, lambda d: outcomes(d) == ["completed"], "the completed attempt")
         stored = (await client.get(f"{server.url}/jobs/{slow}")).json()

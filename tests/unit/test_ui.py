@@ -42,6 +42,7 @@ async def test_overview_shows_the_store_counts_by_status(api: Api, store: SQLite
     assert rows["pending"] == "3"
     assert rows["dlq"] == "1"
     assert rows["completed"] == "0"
+    assert rows["paused"] == "0"
     assert "4 in all" in reply.text
     assert '<svg class="chart"' in reply.text
 
@@ -139,3 +140,9 @@ async def test_static_files_cannot_reach_outside_their_folder(api: Api) -> None:
     assert response.status_code == 404
     response = await api.client.get("/ui/static/%2e%2e/_routes.py")
     assert response.status_code == 404
+
+
+def test_status_chart_draws_a_status_it_does_not_know_after_the_known_ones() -> None:
+    svg = status_bars({"pending": 1, "archived": 2})
+    assert svg.count('class="track"') == len(STATUS_ORDER) + 1
+    assert svg.index("s-paused") < svg.index("s-archived")

@@ -195,19 +195,56 @@
     const id = box.dataset.jobId;
     const problem = document.getElementById("job-error");
     const actions = document.getElementById("actions");
+    // What each button sends (the management routes), and its question, if any.
+    const ROUTES = {
+      cancel: ["POST", "cancel"],
+      retry: ["POST", "retry"],
+      pause: ["POST", "pause"],
+      resume: ["POST", "resume"],
+      trigger: ["POST", "trigger"],
+      delete: ["DELETE", ""],
+    };
+    let current = null;
     if (actions) {
       const result = document.getElementById("action-result");
       actions.addEventListener("click", async (event) => {
         const action = event.target.closest("button[data-action]")?.dataset.action;
         if (!action) return;
+        if (action === "delete" && !confirm("Delete this template? Its past runs stay.")) return;
+        const [method, path] = ROUTES[action];
         result.textContent = `${action}…`;
         result.classList.remove("bad");
         try {
-          const job = await send("POST", `/jobs/${id}/${action}`);
-          result.textContent = `Done: the job is ${job.status}.`;
+          const job = await send(method, path ? `/jobs/${id}/${path}` : `/jobs/${id}`);
+          result.textContent =
+            action === "trigger" ? `Started run ${job.id}.` : `Done: the job is ${job.status}.`;
         } catch (error) {
           result.textContent = `${action} refused: ${error.message}`;
           result.classList.add("bad");
+        }
+      });
+      const edit = document.getElementById("edit-payload");
+      const editError = document.getElementById("edit-error");
+      document.getElementById("edit-send").addEventListener("click", async () => {
+        let payload;
+        try {
+          payload = JSON.parse(edit.value);
+        } catch (error) {
+          editError.textContent = `Not JSON: ${error.message}`;
+          return;
+        }
+        if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
+          editError.textContent = "The payload must be a JSON object.";
+          return;
+        }
+        editError.textContent = "";
+        try {
+          const job = await send("POST", `/jobs/${id}/retry`, { payload });
+          editError.textContent = "";
+          result.textContent = `Retried with the new payload: the job is ${job.status}.`;
+          result.classList.remove("bad");
+        } catch (error) {
+          editError.textContent = error.message;
         }
       });
     }
@@ -222,13 +259,24 @@
       }
       problem.hidden = true;
       // Offer only what the job's status allows (the API re-checks it).
-      const offers = {
-        cancel: ["pending", "queued", "claimed", "running"],
-        retry: ["dlq", "cancelled"],
-      };
+      const template = Boolean(job.cron);
+      const offers = template
+        ? { pause: ["pending"], resume: ["paused"], trigger: ["pending", "paused"],
+            delete: ["pending", "paused"], retry: ["dlq", "cancelled"] }
+        : { cancel: ["pending", "queued", "claimed", "running"], retry: ["dlq", "cancelled"] };
       for (const button of document.querySelectorAll("button[data-action]")) {
         button.hidden = !(offers[button.dataset.action] || []).includes(job.status);
       }
+      const editBox = document.getElementById("edit-retry");
+      if (editBox) {
+        editBox.hidden = template || !["dlq", "cancelled"].includes(job.status);
+        const edit = document.getElementById("edit-payload");
+        // Fill it once per job state; never overwrite what the user is typing.
+        if (current !== job.updatedAt && document.activeElement !== edit) {
+          edit.value = JSON.stringify(job.payload, null, 2);
+        }
+      }
+      current = job.updatedAt;
       const status = document.getElementById("job-status");
       status.textContent = job.status;
       status.className = `badge s-${job.status}`;
