@@ -6,6 +6,7 @@ import json
 import logging
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
 from quart_trio import QuartTrio
@@ -75,9 +76,13 @@ def _html(body: str, status: int = 200) -> Response:
 
 
 def _same_origin() -> bool:
-    """False for a form posted from another site (its ``Origin`` names another host)."""
+    """False for a form posted from another site (its ``Origin`` names another host).
+
+    Hosts are compared, not schemes: behind a proxy that ends TLS the page is https while
+    the request reaching us is http.
+    """
     origin = request.headers.get("Origin")
-    return origin is None or origin == f"{request.scheme}://{request.host}"
+    return origin is None or urlsplit(origin).netloc == request.host
 
 
 def _see_other(location: str) -> Response:

@@ -175,3 +175,11 @@ async def test_sign_out_needs_the_csrf_token_and_forgets_the_key(client: Any) ->
     assert response.status_code == 303
     assert response.headers["Set-Cookie"].startswith(f"{SESSION_COOKIE}=;")
     assert (await client.get("/ui")).status_code == 303
+
+
+async def test_a_sign_in_through_a_tls_proxy_counts_as_same_site(client: Any) -> None:
+    # The browser says https; the request reaching the API behind the proxy is http.
+    response = await client.post(
+        "/ui/signin", form={"key": WRITER_KEY}, headers={"Origin": "https://localhost"}
+    )
+    assert response.status_code == 303
