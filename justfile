@@ -101,3 +101,7 @@ protos: install
 screenshots: install
     scripts/browser.sh
     {{bin}}/python -m tests.support.screenshots docs
+
+# Dashboard page timings with many jobs in a fresh store (`just bench-ui --store mongo`).
+bench-ui *ARGS: install
+    {{bin}}/python -m tests.support.ui_bench {{ARGS}}
