@@ -75,13 +75,15 @@ async def publish_dead_letter(deps: Deps, job: Job) -> None:
 class _InFlight:
     """A running job, as the executor's shared heartbeat loop sees it."""
 
-    __slots__ = ("job_id", "lost", "permanent", "scope", "token")
+    __slots__ = ("cancel_requested", "job_id", "lost", "permanent", "scope", "token")
 
     def __init__(self, job_id: str, token: str) -> None:
         self.job_id = job_id
         self.token = token
         self.scope = trio.CancelScope()
         self.lost = False
+        #: A user asked to cancel the job: its handler is stopped and the job cancelled.
+        self.cancel_requested = False
         #: The handler raised PermanentError: dead-letter without further attempts.
         self.permanent = False
 
@@ -172,8 +174,14 @@ class Executor:
                 log.warning("heartbeat failed", extra={"jobs": len(entries), "error": str(exc)})
                 continue
             for entry, beat in zip(entries, results, strict=True):
-                if beat is None and entry.token in self._in_flight:
+                if entry.token not in self._in_flight:
+                    continue
+                if beat is None:
                     entry.lost = True
+                    entry.scope.cancel()
+                elif beat.cancel_requested_at is not None and not entry.cancel_requested:
+                    # The heartbeat's own reply carries the request: no extra round trip.
+                    entry.cancel_requested = True
                     entry.scope.cancel()
 
     async def consume(
@@ -333,6 +341,9 @@ class Executor:
             if not ok:
                 await self._release(job, token, logger)
         self._duration(job.job_type).observe(time.perf_counter() - started)
+        if entry.cancel_requested and not entry.lost:
+            await self._finish_cancel(job, token, logger)
+            return None
         if entry.lost:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
@@ -382,6 +393,24 @@ class Executor:
             if released is not None:
                 self._count(job.job_type, "released")
                 logger.info("job handed back on shutdown")
+            else:
+                # Not handed back because a cancel was requested meanwhile: finish it.
+                await self._finish_cancel(job, token, logger)
+
+    async def _finish_cancel(
+        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> bool:
+        """running -> cancelled (token-fenced, shielded); False if the job moved on."""
+        deps = self._deps
+        with shielded(OUTCOME_TIMEOUT):
+            cancelled = await deps.store.apply(
+                states.finish_cancel(job, token=token, now=deps.clock.now())
+            )
+            if cancelled is not None:
+                self._count(job.job_type, "cancelled")
+                logger.info("job cancelled while running; handler stopped")
+                return True
+        return False
 
     # -- settle -----------------------------------------------------------------------------
 
@@ -435,6 +464,10 @@ class Executor:
         for outcome, after in zip(outcomes, await deps.store.apply_many(changes), strict=True):
             job, error, logger = outcome.job, outcome.error, outcome.logger
             if after is None:
+                # A failed attempt loses to a cancel request: the job ends cancelled.
+                if error is not None and await self._finish_cancel(job, outcome.token, logger):
+                    results.append("cancelled")
+                    continue
                 transition = "complete" if error is None else "fail"
                 results.append(self._count_lost(job.job_type, transition, job.id))
                 continue

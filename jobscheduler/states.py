@@ -14,6 +14,14 @@ transition lost a race and the caller must not act on it.
       |  |                               |                (or permanent failure)
       |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
       '-----release: shutdown hands the job back (attempt not counted) ---'
+
+User actions (issue 11), each one conditional update too::
+
+    pending/queued/claimed -cancel-> cancelled        (a stale wake-up then loses its pick)
+    running -request_cancel-> running + cancelRequestedAt -finish_cancel (executor)-> cancelled
+    dlq/cancelled -retry-> pending (attempts reset, a Replay record kept)
+    template: pending -pause-> paused -resume-> pending (next fire from now, no burst)
+              pending/paused/dlq -retire-> cancelled;  update_template edits it in place
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Any
 import attrs
 
 from .backoff import backoff_seconds
-from .model import Job, Status, new_job_id, truncate_error, utc
+from .model import MAX_REPLAYS, Job, Replay, Status, new_job_id, truncate_error, utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -134,7 +142,13 @@ def fail(job: Job, *, token: str, now: datetime, error: str, permanent: bool = F
     return Change(
         transition="fail",
         job_id=job.id,
-        expect={"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts},
+        # A cancel request wins over a retry: the executor then writes finish_cancel.
+        expect={
+            "status": Status.RUNNING,
+            "claim_token": token,
+            "attempts": job.attempts,
+            "cancel_requested_at": None,
+        },
         set=_failure_set(job, now=now, error=error, permanent=permanent),
     )
 
@@ -146,7 +160,11 @@ def release(job: Job, *, token: str, now: datetime) -> Change:
     return Change(
         transition="release",
         job_id=job.id,
-        expect={"status": (Status.CLAIMED, Status.RUNNING), "claim_token": token},
+        expect={
+            "status": (Status.CLAIMED, Status.RUNNING),
+            "claim_token": token,
+            "cancel_requested_at": None,
+        },
         set={
             "status": Status.PENDING,
             "scheduled_at": now,
@@ -185,8 +203,16 @@ def recover(job: Job, *, now: datetime) -> Change:
             "claim_token": job.claim_token,
             "heartbeat_at": job.heartbeat_at,
         },
-        set=_failure_set(job, now=now, error=error),
+        set=_recovery_set(job, now=now, error=error),
     )
+
+
+def _recovery_set(job: Job, *, now: datetime, error: str) -> dict[str, Any]:
+    """A lost job whose cancel was requested ends cancelled rather than running again."""
+    changes = _failure_set(job, now=now, error=error)
+    if job.cancel_requested_at is not None:
+        changes.update(status=Status.CANCELLED, scheduled_at=job.scheduled_at)
+    return changes
 
 
 def advance_template(template: Job, *, next_at: datetime, now: datetime) -> Change:
@@ -237,4 +263,144 @@ def spawn_instance(
         max_attempts=template.max_attempts,
         created_at=now,
         updated_at=now,
+        template_id=template.id,
+    )
+
+
+# --------------------------------------------------------------------------- user actions
+
+#: Statuses a job can be cancelled from at once (no executor runs it yet, or a template).
+CANCELLABLE = (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
+#: Statuses a job can be retried (replayed) from.
+RETRYABLE = (Status.DLQ, Status.CANCELLED)
+#: Statuses that are final unless a user retries the job.
+FINISHED = (Status.COMPLETED, Status.FAILED, Status.DLQ, Status.CANCELLED)
+
+
+def cancel(job: Job, *, now: datetime) -> Change:
+    """pending/queued/claimed (or a paused template) -> cancelled.
+
+    A queued job's wake-up then loses its pick; a claimed job's start loses (the executor
+    drops it). Conditioned on the status only: from any of these the outcome is the same.
+    """
+    now = utc(now)
+    return Change(
+        transition="cancel",
+        job_id=job.id,
+        expect={"status": CANCELLABLE},
+        set={"status": Status.CANCELLED, "claim_token": None, "updated_at": now},
+    )
+
+
+def request_cancel(job: Job, *, now: datetime) -> Change:
+    """running -> running with ``cancel_requested_at``: the executor's next heartbeat reads
+    it (the heartbeat's update returns the job) and stops the handler."""
+    now = utc(now)
+    return Change(
+        transition="request_cancel",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": job.claim_token},
+        set={"cancel_requested_at": now, "updated_at": now},
+    )
+
+
+def finish_cancel(job: Job, *, token: str, now: datetime) -> Change:
+    """running -> cancelled, by the executor that stopped the handler (token-fenced)."""
+    now = utc(now)
+    return Change(
+        transition="finish_cancel",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": token},
+        set={
+            "status": Status.CANCELLED,
+            "claim_token": None,
+            "last_error": "cancelled while running",
+            "updated_at": now,
+        },
+    )
+
+
+def retry(
+    job: Job,
+    *,
+    now: datetime,
+    scheduled_at: datetime | None = None,
+    payload: Mapping[str, Any] | None = None,
+) -> Change:
+    """dlq/cancelled -> pending (a replay): due ``scheduled_at`` (default now), attempts
+    reset, optionally a new payload; a :class:`Replay` record of what it left behind is kept
+    (the last MAX_REPLAYS). Conditioned on the exact version read (``updated_at``), so two
+    racing retries replay once."""
+    now = utc(now)
+    replay = Replay(
+        at=now,
+        previous_status=job.status,
+        previous_error=job.last_error,
+        previous_attempts=job.attempts,
+    )
+    changes: dict[str, Any] = {
+        "status": Status.PENDING,
+        "scheduled_at": utc(scheduled_at or now),
+        "attempts": 0,
+        "last_error": None,
+        "claim_token": None,
+        "queued_at": None,
+        "cancel_requested_at": None,
+        "replays": (*job.replays, replay)[-MAX_REPLAYS:],
+        "updated_at": now,
+    }
+    if payload is not None:
+        changes["payload"] = dict(payload)
+    return Change(
+        transition="retry",
+        job_id=job.id,
+        expect={"status": job.status, "updated_at": job.updated_at},
+        set=changes,
+    )
+
+
+def pause(template: Job, *, now: datetime) -> Change:
+    """A cron template: pending -> paused (it stops firing)."""
+    now = utc(now)
+    return Change(
+        transition="pause",
+        job_id=template.id,
+        expect={"status": Status.PENDING, "cron": template.cron},
+        set={"status": Status.PAUSED, "updated_at": now},
+    )
+
+
+def resume(template: Job, *, next_at: datetime, now: datetime) -> Change:
+    """A cron template: paused -> pending at ``next_at``, its next fire time after now, so
+    the fire times missed while paused do not run (no burst)."""
+    now = utc(now)
+    return Change(
+        transition="resume",
+        job_id=template.id,
+        expect={"status": Status.PAUSED, "cron": template.cron},
+        set={"status": Status.PENDING, "scheduled_at": utc(next_at), "updated_at": now},
+    )
+
+
+def retire(template: Job, *, now: datetime) -> Change:
+    """A cron template: pending/paused/dlq -> cancelled (it never fires again; its runs stay)."""
+    now = utc(now)
+    return Change(
+        transition="retire",
+        job_id=template.id,
+        expect={"status": (Status.PENDING, Status.PAUSED, Status.DLQ), "cron": template.cron},
+        set={"status": Status.CANCELLED, "updated_at": now},
+    )
+
+
+def update_template(template: Job, *, fields: Mapping[str, Any], now: datetime) -> Change:
+    """A cron template's ``fields`` (cron, cron_policy, payload, priority, max_attempts,
+    scheduled_at) change in place. Conditioned on the version read (status and
+    ``updated_at``), so an update never overwrites a change it did not see."""
+    now = utc(now)
+    return Change(
+        transition="update_template",
+        job_id=template.id,
+        expect={"status": template.status, "updated_at": template.updated_at},
+        set={**fields, "updated_at": now},
     )

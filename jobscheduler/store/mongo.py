@@ -78,9 +78,11 @@ from pymongo.write_concern import WriteConcern
 
 from ..cron import CronPolicy
 from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
-from ..model import Job, Status, utc
+from ..model import Job, Replay, Status, utc
 from ..states import Change, claim_fields
 from .base import JobStore
+from .mongo_query import MANAGE_INDEXES, ManageQueries
+from .query import Cursor, JobQuery, JobStats
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -111,9 +113,20 @@ FIELDS: Final[Mapping[str, str]] = {
     "created_at": "createdAt",
     "updated_at": "updatedAt",
     "cron_policy": "cronPolicy",
+    "template_id": "templateId",
+    "cancel_requested_at": "cancelRequestedAt",
+    "replays": "replays",
 }
 _TIME_FIELDS: Final = frozenset(
-    {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "cancel_requested_at",
+    }
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
 
@@ -159,6 +172,7 @@ INDEXES: Final = [
         [(FIELDS["status"], ASCENDING), (FIELDS["heartbeat_at"], ASCENDING)],
         name="status_heartbeatAt",
     ),
+    *MANAGE_INDEXES,
 ]
 
 #: In the ``ferretdbVersion`` of a FerretDB built by ``scripts/deps.sh`` with its patch.
@@ -190,6 +204,8 @@ def _to_doc(field: str, value: Any) -> Any:
         return Status(value).value
     if field == "cron_policy":
         return value.to_storage()
+    if field == "replays":
+        return [replay.to_json() for replay in value]
     return value
 
 
@@ -213,6 +229,8 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = Status(value)
         elif field == "cron_policy":
             value = CronPolicy.from_storage(value)
+        elif field == "replays":
+            value = tuple(Replay.from_json(r) for r in value)
         values[field] = value
     return Job(**values)
 
@@ -668,6 +686,29 @@ class MongoJobStore(JobStore):
         for row in rows:
             counts[Status(row["_id"])] = int(row["n"])
         return counts
+
+    # ------------------------------------------------------------------ management
+
+    def _manage(self) -> ManageQueries:
+        return ManageQueries(self._collection(), FIELDS, document_to_job, _change_filter, _to_doc)
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        manage = self._manage()
+        return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """One ``update`` command of unordered conditional updates (nothing read back)."""
+        if not changes:
+            return 0
+        manage = self._manage()
+        async with self._conditional_write():
+            return await self._call(lambda: manage.apply_bulk(changes), "apply_bulk")
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        manage = self._manage()
+        return await self._call(lambda: manage.stats(tenant_id, now), "stats", read=True)
 
 
 __all__ = ["FIELDS", "INDEXES", "MongoJobStore", "document_to_job", "job_to_document"]

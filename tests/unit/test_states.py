@@ -93,6 +93,7 @@ def test_fail_below_max_attempts_counts_the_attempt_and_backs_off(
         "status": Status.RUNNING,
         "claim_token": TOKEN,
         "attempts": attempts,
+        "cancel_requested_at": None,  # a cancel request wins over a retry
     }
     assert change.set == {
         "status": Status.PENDING,
@@ -129,6 +130,7 @@ def test_release_hands_back_without_counting_an_attempt(attempts: int) -> None:
     assert change.expect == {
         "status": (Status.CLAIMED, Status.RUNNING),
         "claim_token": TOKEN,
+        "cancel_requested_at": None,  # a job asked to stop is cancelled, not handed back
     }
     assert change.set == {
         "status": Status.PENDING,

@@ -1,0 +1,160 @@
+"""The Mongo store's management queries: job filters with keyset pages, bulk updates, stats.
+
+Every filter is equalities and ranges on top-level fields (no ``$or``), the form that servers
+pushing filters down to their indexes (the test stack's patched FerretDB) serve best. A page
+after a cursor is therefore two queries: the cursor's own ``createdAt`` with smaller ids,
+then older ``createdAt`` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from pymongo import ASCENDING, DESCENDING, IndexModel, UpdateOne
+from pymongo.collection import Collection
+
+from ..model import Job, Status, utc
+from ..states import Change
+from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
+
+Document = dict[str, Any]
+
+#: Indexes of the management queries (document field names; see ``mongo.FIELDS``).
+MANAGE_INDEXES: Final = [
+    IndexModel(
+        [("tenantId", ASCENDING), ("jobType", ASCENDING), ("createdAt", DESCENDING)],
+        name="tenant_jobType_createdAt",
+    ),
+    IndexModel([("templateId", ASCENDING), ("createdAt", DESCENDING)], name="templateId_createdAt"),
+    IndexModel([("status", ASCENDING), ("createdAt", DESCENDING)], name="status_createdAt"),
+    IndexModel([("status", ASCENDING), ("updatedAt", ASCENDING)], name="status_updatedAt"),
+]
+
+_NEWEST_FIRST: Final = [("createdAt", DESCENDING), ("_id", DESCENDING)]
+
+
+class ManageQueries:
+    """Blocking queries on the ``jobs`` collection (run in the store's worker threads)."""
+
+    def __init__(
+        self,
+        jobs: Collection[Document],
+        fields: Mapping[str, str],
+        decode: Callable[[Mapping[str, Any]], Job],
+        change_filter: Callable[[Change], Document],
+        to_doc: Callable[[str, Any], Any],
+    ) -> None:
+        self._jobs = jobs
+        self._fields = fields
+        self._decode = decode
+        self._change_filter = change_filter
+        self._to_doc = to_doc
+
+    def filter(self, query: JobQuery) -> Document:
+        f = self._fields
+        out: Document = {}
+        if query.tenant_id is not None:
+            out[f["tenant_id"]] = query.tenant_id
+        if query.template_id is not None:
+            out[f["template_id"]] = query.template_id
+        if query.job_type is not None:
+            out[f["job_type"]] = query.job_type
+        if query.statuses:
+            values = sorted({Status(s).value for s in query.statuses})
+            out[f["status"]] = values[0] if len(values) == 1 else {"$in": values}
+        if query.cron is not None:
+            out[f["cron"]] = {"$ne": None} if query.cron else None
+        created: Document = {}
+        if query.created_after is not None:
+            created["$gte"] = utc(query.created_after)
+        if query.created_before is not None:
+            created["$lt"] = utc(query.created_before)
+        if created:
+            out[f["created_at"]] = created
+        return out
+
+    def find(self, query: JobQuery, limit: int, after: Cursor | None) -> list[Job]:
+        base = self.filter(query)
+        if after is None:
+            return [self._decode(d) for d in self._jobs.find(base, sort=_NEWEST_FIRST, limit=limit)]
+        created_field = self._fields["created_at"]
+        at = utc(after.created_at)
+        created: Document = dict(base.get(created_field) or {})
+        jobs: list[Job] = []
+        if self._within(created, at):
+            ties = {**base, created_field: at, "_id": {"$lt": self._to_doc("id", after.id)}}
+            jobs = [self._decode(d) for d in self._jobs.find(ties, sort=_NEWEST_FIRST, limit=limit)]
+        if len(jobs) < limit:
+            older = {**base, created_field: {**created, "$lt": min(at, created.get("$lt", at))}}
+            more = self._jobs.find(older, sort=_NEWEST_FIRST, limit=limit - len(jobs))
+            jobs += [self._decode(d) for d in more]
+        return jobs
+
+    @staticmethod
+    def _within(bounds: Document | None, at: datetime) -> bool:
+        """Whether ``at`` satisfies the query's own createdAt range."""
+        if not bounds:
+            return True
+        return ("$gte" not in bounds or at >= bounds["$gte"]) and (
+            "$lt" not in bounds or at < bounds["$lt"]
+        )
+
+    def apply_bulk(self, changes: Sequence[Change]) -> int:
+        requests = [
+            UpdateOne(
+                self._change_filter(change),
+                {"$set": {self._fields[k]: self._to_doc(k, v) for k, v in change.set.items()}},
+            )
+            for change in changes
+        ]
+        result = self._jobs.bulk_write(requests, ordered=False)
+        return int(result.matched_count)
+
+    def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        f = self._fields
+        scope: Document = {} if tenant_id is None else {f["tenant_id"]: tenant_id}
+        pipeline: list[Document] = [
+            *([{"$match": scope}] if scope else []),
+            {
+                "$group": {
+                    "_id": {"s": f"${f['status']}", "t": f"${f['job_type']}"},
+                    "n": {"$sum": 1},
+                }
+            },
+        ]
+        counts = {
+            (Status(row["_id"]["s"]), str(row["_id"]["t"])): int(row["n"])
+            for row in self._jobs.aggregate(pipeline)
+        }
+        now = utc(now)
+        due = {
+            **scope,
+            f["status"]: Status.PENDING.value,
+            f["cron"]: None,
+            f["scheduled_at"]: {"$lte": now},
+        }
+        oldest: datetime | None = None
+        for doc in self._jobs.find(
+            due,
+            projection={f["scheduled_at"]: True},
+            sort=[(f["scheduled_at"], ASCENDING)],
+            limit=1,
+        ):
+            oldest = doc[f["scheduled_at"]].astimezone(UTC)
+        windows = []
+        for minutes in STATS_WINDOWS:
+            since = {f["updated_at"]: {"$gte": now - timedelta(minutes=minutes)}}
+            finished = {
+                status: self._jobs.count_documents({**scope, f["status"]: status.value, **since})
+                for status in (Status.COMPLETED, Status.DLQ)
+            }
+            windows.append(
+                Window(
+                    minutes=minutes,
+                    completed=finished[Status.COMPLETED],
+                    failed=finished[Status.DLQ],
+                )
+            )
+        return JobStats(counts=counts, oldest_due_at=oldest, windows=tuple(windows))
