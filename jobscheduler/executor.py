@@ -232,8 +232,8 @@ class Executor:
         if picked is None:
             return "stale"
         done = await self._execute(*picked)
-        if done is None:
-            return "stale"
+        if isinstance(done, str):
+            return done
         with shielded(OUTCOME_TIMEOUT):
             [result] = await self._write_outcomes([done])
             return result
@@ -318,12 +318,14 @@ class Executor:
         except BaseException:
             limiter.release_on_behalf_of(delivery)  # handed back (or left for the reaper)
             raise
-        finished.send_nowait(_Finished(delivery, done))
+        finished.send_nowait(_Finished(delivery, done if isinstance(done, _Done) else None))
 
-    async def _execute(self, job: Job, token: str) -> _Done | None:
+    async def _execute(self, job: Job, token: str) -> _Done | str:
         """Run the handler while the heartbeat loop watches the job. Returns what to write,
-        or None when the reaper took the job back meanwhile (counted stale here). Cancelled
-        (shutdown) or failing unexpectedly, it hands the job back before re-raising."""
+        or the result label when there is nothing left to write (counted here): "stale" when
+        the reaper took the job back meanwhile, "cancelled" when a user's cancel request
+        stopped the handler and the job was cancelled. Cancelled (shutdown) or failing
+        unexpectedly, it hands the job back before re-raising."""
         logger = logging.LoggerAdapter(
             log, {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type}
         )
@@ -342,12 +344,13 @@ class Executor:
                 await self._release(job, token, logger)
         self._duration(job.job_type).observe(time.perf_counter() - started)
         if entry.cancel_requested and not entry.lost:
-            await self._finish_cancel(job, token, logger)
-            return None
+            if await self._finish_cancel(job, token, logger):
+                return "cancelled"
+            return self._count_lost(job.job_type, "finish_cancel", job.id)
         if entry.lost:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
-            return None
+            return "stale"
         return _Done(job, token, error, logger, permanent=entry.permanent)
 
     async def _run_handler(
