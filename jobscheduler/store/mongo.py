@@ -699,7 +699,7 @@ class MongoJobStore(JobStore):
         return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
 
     async def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """One ``update`` command of unordered conditional updates (nothing read back)."""
+        """Conditional updates in one thread hop, nothing read back (see ManageQueries)."""
         if not changes:
             return 0
         manage = self._manage()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from pymongo import ASCENDING, DESCENDING, IndexModel, UpdateOne
+from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.collection import Collection
 
 from ..model import Job, Status, utc
@@ -102,15 +102,19 @@ class ManageQueries:
         )
 
     def apply_bulk(self, changes: Sequence[Change]) -> int:
-        requests = [
-            UpdateOne(
-                self._change_filter(change),
-                {"$set": {self._fields[k]: self._to_doc(k, v) for k, v in change.set.items()}},
-            )
-            for change in changes
-        ]
-        result = self._jobs.bulk_write(requests, ordered=False)
-        return int(result.matched_count)
+        """One conditional ``update`` per change, all in this thread hop; how many matched.
+
+        Not one multi-statement ``update`` command (``bulk_write``): the test stack's patched
+        FerretDB v1.24 never answers one whose statements exceed roughly 16 KB in all (about
+        100 small updates; measured: 99 x 150 B answered in 0.14 s, 150 x 150 B and
+        99 x 400 B hung past a 20 s socket timeout), while single updates cost it 4-6 ms.
+        """
+        applied = 0
+        for change in changes:
+            values = {self._fields[k]: self._to_doc(k, v) for k, v in change.set.items()}
+            result = self._jobs.update_one(self._change_filter(change), {"$set": values})
+            applied += result.matched_count
+        return applied
 
     def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         f = self._fields
