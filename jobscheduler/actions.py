@@ -12,9 +12,9 @@ status that forbids it. Bulk actions walk every match of a filter in keyset page
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import attrs
 
@@ -25,6 +25,23 @@ from .runtime import Deps
 from .store.query import Cursor, JobQuery
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Caller(Protocol):
+    """How a bulk action makes each store call (e.g. ``BoundedCalls.call``)."""
+
+    def __call__(
+        self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+    ) -> Awaitable[T]: ...
+
+
+async def direct(fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+    """The default Caller: just the call."""
+    return await fn(*args, **kwargs)
+
 
 #: Jobs read and changed per round trip by a bulk action.
 BULK_BATCH = 500
@@ -231,28 +248,31 @@ class BulkResult:
 
 
 async def _walk(
-    deps: Deps, query: JobQuery, build: Callable[[Job], states.Change | None]
+    deps: Deps,
+    query: JobQuery,
+    build: Callable[[Job], states.Change | None],
+    call: Caller,
 ) -> BulkResult:
     """Every job matching ``query``, BULK_BATCH at a time: ``build(job)`` gives the change
     for it (or None), and each page's changes go in one ``apply_bulk``."""
     matched = changed = requested = 0
     after: Cursor | None = None
     while True:
-        page = await deps.store.find_jobs(query, BULK_BATCH, after)
+        page = await call(deps.store.find_jobs, query, BULK_BATCH, after)
         if not page:
             break
         after = Cursor.after(page[-1])
         changes = [c for c in (build(job) for job in page) if c is not None]
         matched += len(page)
         if changes:
-            changed += await deps.store.apply_bulk(changes)
+            changed += await call(deps.store.apply_bulk, changes)
             requested += sum(c.transition == "request_cancel" for c in changes)
         if len(page) < BULK_BATCH:
             break
     return BulkResult(matched=matched, changed=changed, cancel_requested=requested)
 
 
-async def bulk_cancel(deps: Deps, query: JobQuery) -> BulkResult:
+async def bulk_cancel(deps: Deps, query: JobQuery, *, call: Caller = direct) -> BulkResult:
     """Cancel every match not yet finished (running ones get a cancel request); cron
     templates only with ``cron=True`` in the filter. Safe to repeat: jobs already cancelled
     or asked to stop are left alone."""
@@ -272,7 +292,7 @@ async def bulk_cancel(deps: Deps, query: JobQuery) -> BulkResult:
             return states.request_cancel(job, now=now)
         return states.cancel(job, now=now)
 
-    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build)
+    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call)
     log.info(
         "bulk cancel",
         extra={"tenant": query.tenant_id, "matched": result.matched, "changed": result.changed},
@@ -281,7 +301,11 @@ async def bulk_cancel(deps: Deps, query: JobQuery) -> BulkResult:
 
 
 async def bulk_retry(
-    deps: Deps, query: JobQuery, *, scheduled_at: datetime | None = None
+    deps: Deps,
+    query: JobQuery,
+    *,
+    scheduled_at: datetime | None = None,
+    call: Caller = direct,
 ) -> BulkResult:
     """Retry every dlq/cancelled match (due ``scheduled_at``, default now; a template at its
     next fire). Safe to repeat: retried jobs are pending and no longer match."""
@@ -294,7 +318,7 @@ async def bulk_retry(
         due = next_fire(job, now) if job.cron is not None else scheduled_at
         return states.retry(job, now=now, scheduled_at=due)
 
-    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build)
+    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call)
     if result.changed and deps.waker is not None:
         deps.waker.notify(scheduled_at or now)
     log.info(
@@ -307,10 +331,12 @@ async def bulk_retry(
 __all__ = [
     "BULK_BATCH",
     "BulkResult",
+    "Caller",
     "Outcome",
     "bulk_cancel",
     "bulk_retry",
     "cancel",
+    "direct",
     "next_fire",
     "pause",
     "resume",

@@ -20,6 +20,7 @@ from .api_cron import register_cron_routes
 from .api_listing import register_listing_routes
 from .api_manage import register_manage_routes
 from .auth import current_principal
+from .bounded import BoundedCalls
 from .errors import (
     DuplicateJob,
     Forbidden,
@@ -42,6 +43,8 @@ from .runtime import Deps
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+#: ``Retry-After`` (seconds) of every 503: the store failed or did not answer in time.
+RETRY_AFTER_SECONDS = 1
 
 # Project error -> HTTP status. Anything else is a 500 with a generic message.
 ERROR_STATUS: dict[type[JobSchedulerError], int] = {
@@ -74,6 +77,14 @@ def create_app(deps: Deps) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
     job_types = deps.registry.validators()
+    # Every store call of a request is bounded by API_STORE_TIMEOUT (see bounded.py); the
+    # calls run in the app's own nursery, which exists while the app serves.
+    store_calls = BoundedCalls(deps.settings.api_store_timeout)
+
+    @app.before_serving
+    async def _attach_store_calls() -> None:
+        store_calls.attach(app.nursery)
+
     max_attempts_defaults = deps.registry.max_attempts_defaults()
 
     @app.before_request
@@ -109,7 +120,9 @@ def create_app(deps: Deps) -> QuartTrio:
             if isinstance(exc, cls):
                 if status >= 500:
                     log.error("request failed", extra={"error": str(exc), "path": request.path})
-                    return error_response("job store unavailable, retry later", status)
+                    response = error_response("job store unavailable, retry later", status)
+                    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                    return response
                 return error_response(str(exc), status)
         log.exception("unexpected project error", extra={"path": request.path})
         return error_response("internal error", 500)
@@ -147,7 +160,7 @@ def create_app(deps: Deps) -> QuartTrio:
             max_attempts_defaults=max_attempts_defaults,
         )
         try:
-            stored = await deps.store.insert(job)
+            stored = await store_calls.call(deps.store.insert, job)
         except DuplicateJob:
             raise DuplicateJob(
                 f"idempotencyKey {job.idempotency_key!r} is already used by another job"
@@ -170,13 +183,13 @@ def create_app(deps: Deps) -> QuartTrio:
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        job = await deps.store.get(job_id.lower())
+        job = await store_calls.call(deps.store.get, job_id.lower())
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
-    register_cron_routes(app, deps, _json)
-    register_listing_routes(app, deps, _json)
-    register_manage_routes(app, deps, _json)
+    register_cron_routes(app, deps, _json, store_calls)
+    register_listing_routes(app, deps, _json, store_calls)
+    register_manage_routes(app, deps, _json, store_calls)
     return app
 
 

@@ -16,7 +16,9 @@ from urllib.parse import urlencode
 from quart import Response, request
 from quart_trio import QuartTrio
 
+from .actions import Caller, direct
 from .auth import current_principal
+from .bounded import BoundedCalls
 from .errors import ValidationError
 from .listing import encode_cursor, parse_list_request
 from .model import MAX_STRING_LENGTH, format_time, job_to_json
@@ -52,16 +54,21 @@ def stats_to_json(stats: JobStats, *, tenant: str | None, now: Any) -> dict[str,
 
 
 def register_listing_routes(
-    app: QuartTrio, deps: Deps, json_response: Callable[..., Response]
+    app: QuartTrio,
+    deps: Deps,
+    json_response: Callable[..., Response],
+    store_calls: BoundedCalls | None = None,
 ) -> None:
-    """Add ``GET /jobs`` and ``GET /stats`` to ``app``."""
+    """Add ``GET /jobs`` and ``GET /stats`` to ``app`` (``store_calls`` bounds their store
+    reads by API_STORE_TIMEOUT, see bounded.py)."""
+    bounded: Caller = direct if store_calls is None else store_calls.call
 
     @app.get("/jobs")
     async def list_jobs() -> Response:
         args = request.args
         query, limit, cursor = parse_list_request(args.to_dict(), args.getlist("status"))
         current_principal().scope(query.tenant_id)
-        jobs = await deps.store.find_jobs(query, limit, cursor)
+        jobs = await bounded(deps.store.find_jobs, query, limit, cursor)
         response = json_response([job_to_json(job) for job in jobs], 200)
         if len(jobs) == limit:
             pairs = [(k, v) for k, v in args.items(multi=True) if k != "cursor"]
@@ -82,5 +89,5 @@ def register_listing_routes(
             raise ValidationError(f"tenantId: must be 1 to {MAX_STRING_LENGTH} characters")
         tenant = current_principal().scope(requested)
         now = deps.clock.now()
-        result = await deps.store.stats(tenant, now)
+        result = await bounded(deps.store.stats, tenant, now)
         return json_response(stats_to_json(result, tenant=tenant, now=now), 200)

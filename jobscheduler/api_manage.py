@@ -24,6 +24,7 @@ from quart_trio import QuartTrio
 
 from . import actions, cron
 from .auth import Role, current_principal
+from .bounded import BoundedCalls
 from .errors import InvalidTransition, ValidationError
 from .listing import parse_filter
 from .model import (
@@ -37,6 +38,7 @@ from .model import (
     loads_json_body,
     parse_time,
 )
+from .model import _check_payload_strings as check_payload
 from .runtime import Deps
 from .store.query import JobQuery
 
@@ -45,6 +47,9 @@ JsonResponse = Callable[..., Response]
 RETRY_FIELDS = frozenset({"scheduledAt", "payload"})
 BULK_FIELDS = frozenset({"filter"})
 BULK_RETRY_FIELDS = frozenset({"filter", "scheduledAt"})
+#: Bound of one bulk page (a read and a write of up to BULK_BATCH jobs): far above a healthy
+#: store's time for it (about 1.5 s on the test stack's FerretDB), far below a hang.
+BULK_PAGE_TIMEOUT = 30.0
 PATCH_FIELDS = frozenset({"cron", "payload", "priority", "maxAttempts", *cron.POLICY_FIELDS})
 
 
@@ -107,6 +112,7 @@ def parse_patch(body: Mapping[str, Any], template: Job, validate_payload: Any) -
         payload = body["payload"]
         if not isinstance(payload, dict):
             raise ValidationError("payload: must be a JSON object")
+        check_payload(payload)
         if validate_payload is not None:
             validate_payload(payload)
         fields["payload"] = payload
@@ -117,9 +123,25 @@ def parse_patch(body: Mapping[str, Any], template: Job, validate_payload: Any) -
     return fields
 
 
-def register_manage_routes(app: QuartTrio, deps: Deps, json_response: JsonResponse) -> None:
-    """Add the management routes to ``app`` (``json_response(body, status)`` renders)."""
+def register_manage_routes(
+    app: QuartTrio,
+    deps: Deps,
+    json_response: JsonResponse,
+    store_calls: BoundedCalls | None = None,
+) -> None:
+    """Add the management routes to ``app`` (``json_response(body, status)`` renders).
+
+    ``store_calls`` bounds each action's store work by API_STORE_TIMEOUT (see bounded.py);
+    a bulk action's pages are bounded one by one, by BULK_PAGE_TIMEOUT.
+    """
     validators = deps.registry.validators()
+    bounded: actions.Caller = actions.direct if store_calls is None else store_calls.call
+    page_calls = BoundedCalls(max(BULK_PAGE_TIMEOUT, deps.settings.api_store_timeout))
+    paged: actions.Caller = actions.direct if store_calls is None else page_calls.call
+
+    @app.before_serving
+    async def _attach_page_calls() -> None:
+        page_calls.attach(app.nursery)
 
     async def load(job_id: str) -> Job:
         """The job a writer acts on: 404 for an unknown id or another tenant's job."""
@@ -127,7 +149,7 @@ def register_manage_routes(app: QuartTrio, deps: Deps, json_response: JsonRespon
         principal.require(Role.WRITER)
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        job = await deps.store.get(job_id.lower())
+        job = await bounded(deps.store.get, job_id.lower())
         principal.check_visible(job.tenant_id, job.id)
         return job
 
@@ -141,7 +163,7 @@ def register_manage_routes(app: QuartTrio, deps: Deps, json_response: JsonRespon
     @app.post("/jobs/<job_id>/cancel")
     async def cancel_job(job_id: str) -> Response:
         _only(await _body(), frozenset())
-        outcome = await actions.cancel(deps, await load(job_id))
+        outcome = await bounded(actions.cancel, deps, await load(job_id))
         return reply(outcome, 202 if outcome.job.status is Status.RUNNING else 200)
 
     @app.post("/jobs/<job_id>/retry")
@@ -161,9 +183,12 @@ def register_manage_routes(app: QuartTrio, deps: Deps, json_response: JsonRespon
             if not isinstance(payload, dict):
                 raise ValidationError("payload: must be a JSON object")
             validator = validators.get(job.job_type)
+            check_payload(payload)
             if validator is not None:
                 validator(payload)
-        outcome = await actions.retry(deps, job, scheduled_at=scheduled_at, payload=payload)
+        outcome = await bounded(
+            actions.retry, deps, job, scheduled_at=scheduled_at, payload=payload
+        )
         return reply(outcome)
 
     async def bulk_query(body: Mapping[str, Any]) -> JobQuery:
@@ -196,7 +221,8 @@ def register_manage_routes(app: QuartTrio, deps: Deps, json_response: JsonRespon
     async def bulk_cancel() -> Response:
         body = await _body(required=True)
         _only(body, BULK_FIELDS)
-        return bulk_reply(await actions.bulk_cancel(deps, await bulk_query(body)))
+        query = await bulk_query(body)
+        return bulk_reply(await actions.bulk_cancel(deps, query, call=paged))
 
     @app.post("/jobs/retry")
     async def bulk_retry() -> Response:
@@ -208,22 +234,23 @@ def register_manage_routes(app: QuartTrio, deps: Deps, json_response: JsonRespon
             if not isinstance(body["scheduledAt"], str):
                 raise ValidationError("scheduledAt: must be an RFC3339 string")
             scheduled_at = parse_time(body["scheduledAt"], "scheduledAt")
-        return bulk_reply(await actions.bulk_retry(deps, query, scheduled_at=scheduled_at))
+        result = await actions.bulk_retry(deps, query, scheduled_at=scheduled_at, call=paged)
+        return bulk_reply(result)
 
     @app.post("/jobs/<job_id>/pause")
     async def pause_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
-        return reply(await actions.pause(deps, await load(job_id)))
+        return reply(await bounded(actions.pause, deps, await load(job_id)))
 
     @app.post("/jobs/<job_id>/resume")
     async def resume_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
-        return reply(await actions.resume(deps, await load(job_id)))
+        return reply(await bounded(actions.resume, deps, await load(job_id)))
 
     @app.post("/jobs/<job_id>/trigger")
     async def trigger_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
-        run = await actions.trigger(deps, await load(job_id))
+        run = await bounded(actions.trigger, deps, await load(job_id))
         return json_response(job_to_json(run), 201)
 
     @app.patch("/jobs/<job_id>")
@@ -237,8 +264,8 @@ def register_manage_routes(app: QuartTrio, deps: Deps, json_response: JsonRespon
                 status=template.status.value,
             )
         fields = parse_patch(body, template, validators.get(template.job_type))
-        return reply(await actions.update_template(deps, template, fields))
+        return reply(await bounded(actions.update_template, deps, template, fields))
 
     @app.delete("/jobs/<job_id>")
     async def retire_template(job_id: str) -> Response:
-        return reply(await actions.retire(deps, await load(job_id)))
+        return reply(await bounded(actions.retire, deps, await load(job_id)))

@@ -23,6 +23,7 @@ from .model import (
     MAX_STRING_LENGTH,
     Status,
     is_job_id,
+    is_valid_unicode,
     parse_list_query,
     parse_time,
 )
@@ -80,6 +81,8 @@ def _text(value: Any, field: str) -> str:
         raise ValidationError(f"{field}: longer than {MAX_STRING_LENGTH} characters")
     if any(ord(ch) < 32 for ch in value):
         raise ValidationError(f"{field}: must not contain control characters")
+    if not is_valid_unicode(value):
+        raise ValidationError(f"{field}: must be valid Unicode (no lone UTF-16 surrogates)")
     return value
 
 
