@@ -7,13 +7,17 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import trio
+import trio.testing
 from quart import g
 
 from jobscheduler import states
+from jobscheduler.api_manage import BULK_PAGE_TIMEOUT
 from jobscheduler.auth import Principal, Role
 from jobscheduler.clock import ManualClock
 from jobscheduler.model import Job, Status, new_job_id
@@ -21,6 +25,7 @@ from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, make_job
 from .test_api import Api, api_deps, create_body, serve
+from .test_api_reliability import hung_deps
 
 
 @pytest.fixture
@@ -359,3 +364,19 @@ async def test_stats_reports_counts_lag_and_windows(api: Api, store: SQLiteJobSt
     assert body["queueLagSeconds"] == 90.0
     assert body["finished"]["1m"] == {"completed": 0, "failed": 1}
     (await api.get("/stats", tenantId="tenant-a", window="5m")).assert_error(400, "accepted")
+
+
+async def test_a_bulk_action_on_a_hung_store_answers_503_once_a_page_times_out(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    deps = hung_deps(make_deps, store, tmp_path)
+    async with serve(deps) as api:
+        started = trio.current_time()
+        reply = await post(api, "/jobs/retry", {"filter": {"tenantId": "tenant-a"}})
+        elapsed = trio.current_time() - started
+        deps.store.release.set()
+    reply.assert_error(503)
+    assert elapsed == pytest.approx(BULK_PAGE_TIMEOUT)
