@@ -63,8 +63,10 @@ async def start_cluster(cluster: Cluster, tmp_path: Path, **executor_env: str) -
     return api
 
 
-async def post(cluster: Cluster, api: RoleProcess, path: str, body: Any = None) -> Any:
-    response = await cluster.http.post(f"{api.url}{path}", json=body)
+async def post(
+    cluster: Cluster, api: RoleProcess, path: str, body: Any = None, timeout: float = 10.0
+) -> Any:
+    response = await cluster.http.post(f"{api.url}{path}", json=body, timeout=timeout)
     assert response.status_code in (200, 201, 202), response.text
     return response.json()
 
@@ -166,6 +168,10 @@ async def test_bulk_retry_of_a_thousand_dead_jobs_on_the_distributed_roles(
 
     async def by_status() -> dict[str, int]:
         response = await cluster.http.get(f"{api.url}/stats", params={"tenantId": cluster.tenant})
+        if response.status_code == 503:
+            # FerretDB saturated by the executors' writes: the bounded read gave up (the
+            # API's contract under load); ask again on the next poll.
+            return {}
         assert response.status_code == 200, response.text
         counts: dict[str, int] = response.json()["byStatus"]
         return counts
@@ -177,7 +183,11 @@ async def test_bulk_retry_of_a_thousand_dead_jobs_on_the_distributed_roles(
     closed.unlink()
     started = time.monotonic()
     result = await post(
-        cluster, api, "/jobs/retry", {"filter": {"tenantId": cluster.tenant, "status": "dlq"}}
+        cluster,
+        api,
+        "/jobs/retry",
+        {"filter": {"tenantId": cluster.tenant, "status": "dlq"}},
+        timeout=120.0,  # an upper bound: FerretDB takes ~10 ms per job while executors run
     )
     print(
         f"bulk retry of 1,000 dlq jobs on the distributed roles: {time.monotonic() - started:.2f} s"
