@@ -93,6 +93,8 @@ class Job:
     queued_at: datetime | None = attrs.field(default=None, validator=_aware)
     created_at: datetime = attrs.field(validator=_aware)
     updated_at: datetime = attrs.field(validator=_aware)
+    #: The handler's return value (JSON; at most 64 KiB encoded), set when it completes.
+    result: Any = None
     #: For a cron run: the id of the template that spawned it.
     template_id: str | None = None
     #: A running job's cancel request; the executor's next heartbeat stops the handler.
@@ -225,6 +227,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
     out["maxAttempts"] = job.max_attempts
     if job.last_error is not None:
         out["lastError"] = job.last_error
+    if job.result is not None:
+        out["result"] = job.result
     if job.cancel_requested_at is not None:
         out["cancelRequestedAt"] = format_time(job.cancel_requested_at)
     if job.replays:

@@ -45,12 +45,14 @@ class ManageQueries:
         decode: Callable[[Mapping[str, Any]], Job],
         change_filter: Callable[[Change], Document],
         to_doc: Callable[[str, Any], Any],
+        update_document: Callable[[Change], Document],
     ) -> None:
         self._jobs = jobs
         self._fields = fields
         self._decode = decode
         self._change_filter = change_filter
         self._to_doc = to_doc
+        self._update_document = update_document
 
     def filter(self, query: JobQuery) -> Document:
         f = self._fields
@@ -108,19 +110,20 @@ class ManageQueries:
             "$lt" not in bounds or at < bounds["$lt"]
         )
 
-    def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """One conditional ``update`` per change, all in this thread hop; how many matched.
+    def apply_bulk(self, changes: Sequence[Change]) -> list[bool]:
+        """One conditional ``update`` per change (its ``$set`` and ``$inc``), all in this
+        thread hop; whether each matched (the caller appends the attempt records of those).
 
         Not one multi-statement ``update`` command (``bulk_write``): the test stack's patched
         FerretDB v1.24 never answers one whose statements exceed roughly 16 KB in all (about
         100 small updates; measured: 99 x 150 B answered in 0.14 s, 150 x 150 B and
         99 x 400 B hung past a 20 s socket timeout), while single updates cost it 4-6 ms.
         """
-        applied = 0
+        applied: list[bool] = []
         for change in changes:
-            values = {self._fields[k]: self._to_doc(k, v) for k, v in change.set.items()}
-            result = self._jobs.update_one(self._change_filter(change), {"$set": values})
-            applied += result.matched_count
+            update = self._update_document(change)
+            result = self._jobs.update_one(self._change_filter(change), update)
+            applied.append(result.matched_count > 0)
         return applied
 
     def stats(self, tenant_id: str | None, now: datetime) -> JobStats:

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from jobscheduler import states
+from jobscheduler.attempts import Outcome
 from jobscheduler.model import Job, Replay, Status
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
@@ -92,6 +93,10 @@ async def test_a_cancel_request_rides_on_the_next_heartbeat_and_blocks_a_retry(
     cancelled = await store.apply(states.finish_cancel(running, token="tok-1", now=LATER))
     assert cancelled is not None
     assert (cancelled.status, cancelled.claim_token) == (Status.CANCELLED, None)
+    assert cancelled.attempts == 1  # the attempt started, and start counted it
+    # Only the transition that applied left a record: the attempt ended cancelled.
+    [record] = await store.attempts(running.id)
+    assert (record.number, record.outcome, record.worker) == (1, Outcome.CANCELLED, "w1")
 
 
 async def test_a_lost_job_whose_cancel_was_requested_is_recovered_as_cancelled(
@@ -102,7 +107,8 @@ async def test_a_lost_job_whose_cancel_was_requested_is_recovered_as_cancelled(
     assert requested is not None
     recovered = await store.apply(states.recover(requested, now=LATER))
     assert recovered is not None
-    assert recovered.status is Status.CANCELLED
+    assert (recovered.status, recovered.attempts) == (Status.CANCELLED, 1)
+    assert [(a.number, a.outcome) for a in await store.attempts(running.id)] == [(1, Outcome.LOST)]
 
 
 async def test_cancel_racing_completion_never_yields_two_final_statuses(
@@ -156,6 +162,11 @@ async def test_retry_of_a_dead_job_resets_attempts_and_keeps_a_replay_record(
     assert await store.apply(states.retry(job, now=LATER)) is None
     [claimed] = await store.claim_due(LATER, 10)
     assert claimed.id == job.id
+    # The replayed job's next start is its attempt 1 again.
+    assert await store.apply(states.pick(job.id, worker="w2", token="tok-2", now=LATER))
+    started = await store.apply(states.start(job.id, token="tok-2", now=LATER))
+    assert started is not None
+    assert started.attempts == 1
 
 
 async def test_template_pause_resume_retire_and_update(store: JobStore) -> None:
@@ -273,6 +284,35 @@ async def test_apply_bulk_counts_only_the_changes_that_applied(store: JobStore) 
     assert await store.apply_bulk([]) == 0
     for job in jobs:
         assert (await store.get(job.id)).status is Status.PENDING
+
+
+async def test_apply_bulk_adds_increments_and_writes_records_of_the_changes_that_applied(
+    store: JobStore,
+) -> None:
+    jobs = [await running_job(store, key=f"r{i}", token=f"tok-{i}") for i in range(2)]
+    for job in jobs:
+        assert await store.apply(states.request_cancel(job, now=NOW))
+    finishes = [
+        states.finish_cancel(job, token=f"tok-{i}", now=LATER) for i, job in enumerate(jobs)
+    ]
+    stale = states.finish_cancel(jobs[0], token="stale", now=LATER)
+    assert await store.apply_bulk([*finishes, stale]) == 2
+    for job in jobs:
+        assert (await store.get(job.id)).status is Status.CANCELLED
+        assert [(a.number, a.outcome) for a in await store.attempts(job.id)] == [
+            (1, Outcome.CANCELLED)
+        ]
+    # An increment in a bulk change is added, like apply's.
+    pending = await store.insert(make_job(key="inc"))
+    bump = states.Change(
+        transition="test",
+        job_id=pending.id,
+        expect={"status": Status.PENDING},
+        set={"updated_at": LATER},
+        inc={"attempts": 2},
+    )
+    assert await store.apply_bulk([bump]) == 1
+    assert (await store.get(pending.id)).attempts == pending.attempts + 2
 
 
 async def test_stats_counts_lag_and_finished_windows(store: JobStore) -> None:

@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from jobscheduler import states
+from jobscheduler.attempts import Outcome
 from jobscheduler.executor import Executor
 from jobscheduler.handlers import JobContext
 from jobscheduler.model import Job, Status
@@ -69,7 +70,11 @@ async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_
     cancelled = await store.get(job.id)
     assert (cancelled.status, cancelled.claim_token) == (Status.CANCELLED, None)
     assert cancelled.last_error == "cancelled while running"
-    assert cancelled.attempts == 0  # a cancel is not a failed attempt
+    # The attempt started (start counted it) and ended cancelled, not failed.
+    assert cancelled.attempts == 1
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome) == (1, Outcome.CANCELLED)
+    assert record.error_type is None
     labels = {"job_type": "hang", "result": "cancelled"}
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
 
@@ -105,6 +110,8 @@ async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
     await queue(deps, store, job)
     assert await Executor(deps).run(wake_up(job)) == "cancelled"
     assert (await store.get(job.id)).status is Status.CANCELLED
+    # The failure lost to the cancel request: only the cancelled attempt is recorded.
+    assert [(a.number, a.outcome) for a in await store.attempts(job.id)] == [(1, Outcome.CANCELLED)]
 
 
 async def test_process_handler_is_killed_and_the_job_ends_cancelled(

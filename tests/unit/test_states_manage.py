@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import attrs
 
 from jobscheduler import states
+from jobscheduler.attempts import Outcome
 from jobscheduler.model import MAX_REPLAYS, Replay, Status
 
 from .conftest import make_job
@@ -88,3 +89,57 @@ def test_a_spawned_run_names_its_template() -> None:
     run = states.spawn_instance(template, fire_at=NOW, now=NOW)
     assert run.template_id == template.id
     assert run.cron is None
+
+
+def test_finish_cancel_ends_the_started_attempt_with_a_cancelled_record() -> None:
+    job = attrs.evolve(
+        make_job(status=Status.RUNNING, attempts=2, max_attempts=5),
+        claim_token="tok",
+        claimed_by="w1",
+        cancel_requested_at=NOW_MS,
+    )
+    change = states.finish_cancel(job, token="tok", now=NOW)
+    assert "attempts" not in change.set  # start counted it; a cancel neither adds nor takes back
+    assert change.inc == {}
+    assert change.record is not None
+    assert (change.record.number, change.record.outcome, change.record.worker) == (
+        2,
+        Outcome.CANCELLED,
+        "w1",
+    )
+
+
+def test_fail_and_release_need_no_cancel_request_beside_the_attempts_they_read() -> None:
+    job = attrs.evolve(
+        make_job(status=Status.RUNNING, attempts=2, max_attempts=5), claim_token="tok"
+    )
+    fail = states.fail(job, token="tok", now=NOW, error="boom")
+    release = states.release(job, token="tok", now=NOW)
+    for change in (fail, release):
+        assert change.expect["cancel_requested_at"] is None
+        assert change.expect["attempts"] == 2
+    assert "attempts" not in fail.set  # counted when it started
+    assert release.set["attempts"] == 1  # the started attempt is taken back
+
+
+def test_recovering_a_lost_cancel_requested_job_keeps_its_count_and_records_it_lost() -> None:
+    job = attrs.evolve(
+        make_job(status=Status.RUNNING, attempts=1, max_attempts=5),
+        claim_token="tok",
+        cancel_requested_at=NOW_MS,
+    )
+    change = states.recover(job, now=NOW)
+    assert change.set["status"] is Status.CANCELLED
+    assert "attempts" not in change.set
+    assert change.expect["attempts"] == 1
+    assert change.record is not None
+    assert (change.record.number, change.record.outcome) == (1, Outcome.LOST)
+
+
+def test_retry_resets_attempts_so_the_next_start_counts_one() -> None:
+    job = attrs.evolve(make_job(status=Status.DLQ, attempts=3), last_error="boom")
+    change = states.retry(job, now=NOW)
+    assert change.set["attempts"] == 0
+    assert change.inc == {}
+    assert change.record is None  # no attempt ends here
+    assert states.start(job.id, token="t", now=NOW).inc == {"attempts": 1}
