@@ -347,3 +347,61 @@ async def test_the_views_are_reachable_with_the_keyboard_alone(
         wait_until(
             driver, lambda d: d.current_url == f"{server.url}/ui/jobs/{job_id}", "the detail"
         )
+
+
+def visible_actions(driver: WebDriver) -> list[str]:
+    found: list[str] = driver.execute_script(
+        "return [...document.querySelectorAll('button[data-action]')]"
+        ".filter(b => !b.hidden).map(b => b.dataset.action)"
+    )
+    return found
+
+
+async def test_actions_on_the_job_page_change_the_store(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory(UI_REFRESH="1s")
+    waiting = await create(client, server, job_body(scheduledAt=FUTURE))
+    failed = await create(
+        client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
+    )
+    body = job_body(cron="0 9 * * 1-5", timezone="Europe/Paris")
+    del body["scheduledAt"]
+    template = await create(client, server, body)
+    await wait_for_job(client, server, failed, lambda job: job["status"] == "dlq")
+
+    async def status_of(job_id: str) -> str:
+        status: str = (await client.get(f"{server.url}/jobs/{job_id}")).json()["status"]
+        return status
+
+    def click(driver: WebDriver, action: str) -> None:
+        wait_until(driver, lambda d: action in visible_actions(d), f"the {action} button")
+        driver.find_element(By.CSS_SELECTOR, f'button[data-action="{action}"]').click()
+
+    with chromium() as driver:
+        # Cancel a pending job.
+        driver.get(f"{server.url}/ui/jobs/{waiting}")
+        click(driver, "cancel")
+        await wait_for_job(client, server, waiting, lambda job: job["status"] == "cancelled")
+        wait_until(driver, lambda d: visible_actions(d) == ["retry"], "retry offered")
+
+        # Retry a dead letter with an edited payload: it runs again, with the new payload.
+        driver.get(f"{server.url}/ui/jobs/{failed}")
+        wait_until(driver, lambda d: visible_actions(d) == ["retry"], "retry offered")
+        driver.find_element(By.CSS_SELECTOR, "#edit-retry summary").click()
+        edit = driver.find_element(By.ID, "edit-payload")
+        edit.clear()
+        edit.send_keys('{"failRate": 0, "note": "fixed"}')
+        driver.find_element(By.ID, "edit-send").click()
+        done = await wait_for_job(client, server, failed, lambda job: job["status"] == "completed")
+        assert done["payload"] == {"failRate": 0, "note": "fixed"}
+
+        # Pause and resume a template.
+        driver.get(f"{server.url}/ui/jobs/{template}")
+        click(driver, "pause")
+        await wait_for_job(client, server, template, lambda job: job["status"] == "paused")
+        click(driver, "resume")
+        await wait_for_job(client, server, template, lambda job: job["status"] == "pending")
+        assert await status_of(template) == "pending"

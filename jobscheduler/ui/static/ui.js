@@ -88,6 +88,7 @@
     };
     tick();
     setInterval(tick, refreshMs);
+    return tick;
   }
 
   // ---- Overview: re-read the server-rendered counts and swap them in (same size, no shift).
@@ -205,6 +206,7 @@
       delete: ["DELETE", ""],
     };
     let current = null;
+    let refreshNow = () => {};
     if (actions) {
       const result = document.getElementById("action-result");
       actions.addEventListener("click", async (event) => {
@@ -218,6 +220,7 @@
           const job = await send(method, path ? `/jobs/${id}/${path}` : `/jobs/${id}`);
           result.textContent =
             action === "trigger" ? `Started run ${job.id}.` : `Done: the job is ${job.status}.`;
+          refreshNow();
         } catch (error) {
           result.textContent = `${action} refused: ${error.message}`;
           result.classList.add("bad");
@@ -243,12 +246,13 @@
           editError.textContent = "";
           result.textContent = `Retried with the new payload: the job is ${job.status}.`;
           result.classList.remove("bad");
+          refreshNow();
         } catch (error) {
           editError.textContent = error.message;
         }
       });
     }
-    every(async () => {
+    refreshNow = every(async () => {
       let job;
       try {
         job = await getJson(`/jobs/${id}`);
