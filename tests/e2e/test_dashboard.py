@@ -15,6 +15,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.expected_conditions import alert_is_present
 from selenium.webdriver.support.ui import Select
 
 from tests.support.browser import PHONE, chromium, wait_until
@@ -405,3 +406,47 @@ async def test_actions_on_the_job_page_change_the_store(
         click(driver, "resume")
         await wait_for_job(client, server, template, lambda job: job["status"] == "pending")
         assert await status_of(template) == "pending"
+
+
+async def test_bulk_retry_of_a_filtered_set_of_200_jobs_after_a_confirmation(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    batch = {"jobs": [job_body(scheduledAt=FUTURE) for _ in range(200)]}
+    created = await client.post(f"{server.url}/jobs/batch", json=batch)
+    assert created.status_code == 200, created.text
+    cancelled = await client.post(
+        f"{server.url}/jobs/cancel", json={"filter": {"tenantId": TENANT, "status": "pending"}}
+    )
+    assert cancelled.json()["changed"] == 200
+    # One job that matches nothing: it must not be touched.
+    bystander = await create(client, server, job_body(scheduledAt=FUTURE))
+
+    async def by_status() -> dict[str, int]:
+        stats = await client.get(f"{server.url}/stats", params={"tenantId": TENANT})
+        counts: dict[str, int] = stats.json()["byStatus"]
+        return counts
+
+    assert await by_status() == {"cancelled": 200, "pending": 1}
+    with chromium() as driver:
+        driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}&status=cancelled")
+        button = driver.find_element(By.CSS_SELECTOR, 'button[data-bulk="retry"]')
+        assert button.is_displayed()
+        assert not driver.find_element(By.CSS_SELECTOR, 'button[data-bulk="cancel"]').is_displayed()
+        button.click()
+        alert = wait_until(driver, alert_is_present(), "the confirmation")
+        assert alert.text == f"Retry all 200 cancelled jobs of tenant {TENANT}?"
+        alert.accept()
+        wait_until(
+            driver,
+            lambda d: (
+                d.find_element(By.ID, "bulk-result").text == "200 of 200 matching jobs changed."
+            ),
+            "the bulk result",
+        )
+    counts = await by_status()
+    assert "cancelled" not in counts
+    assert sum(counts.values()) == 201
+    assert (await client.get(f"{server.url}/jobs/{bystander}")).json()["status"] == "pending"

@@ -120,6 +120,7 @@
       limit: table.dataset.limit,
     });
     if (table.dataset.status) query.set("status", table.dataset.status);
+    bulk(table.dataset.tenant, table.dataset.status);
     every(async () => {
       let rows;
       try {
@@ -150,6 +151,41 @@
       line.textContent = rows.length
         ? `${rows.length} job${rows.length === 1 ? "" : "s"} shown (newest first).`
         : "No job matches these filters.";
+    });
+  }
+
+  // ---- Bulk actions on everything matching the status filter (not only this page), with
+  // a confirmation that says how many jobs (from GET /stats) it will touch.
+  function bulk(tenant, status) {
+    const box = document.getElementById("bulk");
+    if (!box || !status) return;
+    const result = document.getElementById("bulk-result");
+    const offers = { retry: ["dlq", "cancelled"], cancel: ["pending", "queued", "claimed", "running"] };
+    for (const button of box.querySelectorAll("button[data-bulk]")) {
+      button.hidden = !offers[button.dataset.bulk].includes(status);
+    }
+    box.addEventListener("click", async (event) => {
+      const action = event.target.closest("button[data-bulk]")?.dataset.bulk;
+      if (!action) return;
+      let count;
+      try {
+        const stats = await getJson(`/stats?${new URLSearchParams({ tenantId: tenant })}`);
+        count = (stats.byStatus || {})[status] || 0;
+      } catch (error) {
+        result.textContent = `Could not count the jobs: ${error.message}`;
+        result.classList.add("bad");
+        return;
+      }
+      if (!confirm(`${action === "retry" ? "Retry" : "Cancel"} all ${count} ${status} jobs of tenant ${tenant}?`)) return;
+      result.textContent = `${action}…`;
+      result.classList.remove("bad");
+      try {
+        const reply = await send("POST", `/jobs/${action}`, { filter: { tenantId: tenant, status } });
+        result.textContent = `${reply.changed} of ${reply.matched} matching jobs changed.`;
+      } catch (error) {
+        result.textContent = `${action} refused: ${error.message}`;
+        result.classList.add("bad");
+      }
     });
   }
 
