@@ -44,6 +44,7 @@ from .model import (
 from .observability import serve_asgi
 from .runtime import Deps
 from .store.base import InsertOutcome
+from .ui import register_ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +241,7 @@ def create_app(deps: Deps) -> QuartTrio:
     register_cron_routes(app, deps, _json, store_calls)
     register_listing_routes(app, deps, _json, store_calls)
     register_manage_routes(app, deps, _json, store_calls)
+    register_ui_routes(app, deps, store_calls)
     return app
 
 

@@ -156,6 +156,8 @@ class Settings:
     shutdown_grace: float = 10.0
     #: Bound of each store call an API request makes; past it the request answers 503.
     api_store_timeout: float = 2.0
+    #: How often the dashboard's pages re-read their data (``/ui``).
+    ui_refresh: float = 5.0
     log_level: str = "INFO"
     log_format: str = "text"
     worker_id: str = attrs.field(factory=_default_worker_id)
@@ -229,6 +231,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "EXECUTOR_CONCURRENCY": ("executor_concurrency", _positive_int),
     "SHUTDOWN_GRACE": ("shutdown_grace", _positive_duration),
     "API_STORE_TIMEOUT": ("api_store_timeout", _positive_duration),
+    "UI_REFRESH": ("ui_refresh", _positive_duration),
     "LOG_LEVEL": ("log_level", _choice(*LOG_LEVELS)),
     "LOG_FORMAT": ("log_format", _choice(*LOG_FORMATS)),
     "WORKER_ID": ("worker_id", _non_empty),

@@ -488,7 +488,7 @@ async def test_operator_object_in_tenant_query_is_a_literal_tenant_that_matches_
 # ----------------------------------------------------------------------- routing errors
 
 
-@pytest.mark.parametrize("path", ["/", "/job", "/jobs/abc/extra", "/metrics", "/healthz/x"])
+@pytest.mark.parametrize("path", ["/ui/nope", "/job", "/jobs/abc/extra", "/metrics", "/healthz/x"])
 async def test_unknown_route_is_404_json(api: Api, path: str) -> None:
     (await api.get(path)).assert_error(404, "not found")
 
