@@ -6,6 +6,7 @@ matching status and a JSON content type. Error classes map to statuses in one ta
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import time
@@ -16,8 +17,10 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from . import api_schemas as ops
 from .api_cron import register_cron_routes
 from .auth import current_principal
+from .contract import RouteTable, UnsupportedMediaType, openapi_document
 from .errors import (
     DuplicateJob,
     Forbidden,
@@ -30,7 +33,6 @@ from .errors import (
 from .model import (
     is_job_id,
     job_to_json,
-    loads_json_body,
     parse_create_request,
     parse_list_query,
 )
@@ -48,6 +50,7 @@ ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
+    UnsupportedMediaType: 415,
     StoreError: 503,
 }
 
@@ -66,12 +69,13 @@ def error_response(message: str, status: int) -> Response:
 
 def create_app(deps: Deps) -> QuartTrio:
     """Build the API app around ``deps`` (no I/O happens here)."""
-    app = QuartTrio(__name__)
+    app = QuartTrio(__name__, static_folder=None)  # no /static route: every route is declared
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
     job_types = deps.registry.validators()
     max_attempts_defaults = deps.registry.max_attempts_defaults()
+    routes = RouteTable(app)
 
     @app.before_request
     async def _start_timer() -> None:
@@ -126,17 +130,12 @@ def create_app(deps: Deps) -> QuartTrio:
         log.exception("unhandled error", extra={"path": request.path})
         return error_response("internal error", 500)
 
-    @app.get("/healthz")
+    @routes.route(ops.HEALTHZ)
     async def healthz() -> Response:
         return Response("ok", status=200, content_type="text/plain; charset=utf-8")
 
-    @app.post("/jobs")
-    async def create_job() -> Response:
-        mimetype = request.mimetype
-        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-            return error_response("Content-Type must be application/json", 415)
-        raw = await request.get_data(cache=False)
-        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+    @routes.route(ops.CREATE)
+    async def create_job(body: Any) -> Response:
         job = parse_create_request(
             body,
             now=deps.clock.now(),
@@ -163,7 +162,7 @@ def create_app(deps: Deps) -> QuartTrio:
         )
         return _json(job_to_json(stored), 201)
 
-    @app.get("/jobs/<job_id>")
+    @routes.route(ops.GET)
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
@@ -171,7 +170,7 @@ def create_app(deps: Deps) -> QuartTrio:
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
-    @app.get("/jobs")
+    @routes.route(ops.LIST)
     async def list_jobs() -> Response:
         tenant, status, limit = parse_list_query(request.args)
         current_principal().scope(tenant)
@@ -179,7 +178,23 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json([job_to_json(job) for job in jobs], 200)
 
     register_cron_routes(app, deps, _json)
+
+    document: dict[str, Any] = {}
+
+    @routes.route(ops.OPENAPI)
+    async def openapi() -> Response:
+        if not document:  # built on first use: every module has registered its routes
+            document.update(openapi_document(routes, title="jobscheduler", version=_version()))
+        return _json(document, 200)
+
     return app
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("jobscheduler")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 async def run_api(

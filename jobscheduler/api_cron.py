@@ -20,15 +20,16 @@ from typing import Any
 from quart import Response, request
 from quart_trio import QuartTrio
 
+from . import api_schemas as ops
 from . import cron
 from .auth import current_principal
+from .contract import table_of
 from .errors import ValidationError
 from .model import (
     Status,
     cron_policy_of,
     format_time,
     is_job_id,
-    loads_json_body,
     parse_time,
 )
 from .runtime import Deps
@@ -115,8 +116,9 @@ def register_cron_routes(
     app: QuartTrio, deps: Deps, json_response: Callable[..., Response]
 ) -> None:
     """Add the preview routes to ``app`` (``json_response(body, status)`` renders replies)."""
+    routes = table_of(app)
 
-    @app.get("/jobs/<job_id>/next")
+    @routes.route(ops.NEXT)
     async def next_fire_times(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
@@ -142,13 +144,8 @@ def register_cron_routes(
             {"id": template.id, **_schedule_json(template.cron, policy), "fireTimes": times}, 200
         )
 
-    @app.post("/cron/preview")
-    async def preview() -> Response:
-        mimetype = request.mimetype
-        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-            return json_response({"error": "Content-Type must be application/json"}, 415)
-        raw = await request.get_data(cache=False)
-        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+    @routes.route(ops.PREVIEW_OP)
+    async def preview(body: Any) -> Response:
         expression, policy, count, start = parse_preview_request(body, now=deps.clock.now())
         fires = itertools.islice(policy.fires(expression, start), count)
         reply: Mapping[str, Any] = {
