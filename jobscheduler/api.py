@@ -134,7 +134,7 @@ def create_app(deps: Deps) -> QuartTrio:
     async def healthz() -> Response:
         return Response("ok", status=200, content_type="text/plain; charset=utf-8")
 
-    @routes.route(ops.CREATE)
+    @routes.route(ops.create_operation(job_types))
     async def create_job(body: Any) -> Response:
         job = parse_create_request(
             body,

@@ -9,6 +9,10 @@ fields (``additionalProperties``) so a field added by one change does not break 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import attrs
+
 from . import cron
 from .contract import Operation, Param, Reply, Schema
 from .model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
@@ -205,6 +209,17 @@ OPENAPI = Operation(
     public=True,
     responses={200: Reply(description="the OpenAPI 3.1 document", schema={"type": "object"})},
 )
+
+def create_schema(job_types: Iterable[str]) -> Schema:
+    """``POST /jobs``'s body: the app's job types are an enum, so clients see them."""
+    kinds = sorted(job_types)
+    job_type: Schema = {**TEXT, "enum": kinds, "x-noun": "job type"}
+    return {**CREATE_JOB, "properties": {**CREATE_JOB["properties"], "jobType": job_type}}
+
+
+def create_operation(job_types: Iterable[str]) -> Operation:
+    return attrs.evolve(CREATE, body=create_schema(job_types))
+
 
 CREATE = Operation(
     id="create",

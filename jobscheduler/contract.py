@@ -190,7 +190,9 @@ def describe_violation(exc: fastjsonschema.JsonSchemaValueException) -> str:
     if rule == "maximum":
         return f"{subject}: must be at most {exc.rule_definition}"
     if rule == "enum":
-        return f"{subject}: must be one of {', '.join(map(str, exc.rule_definition))}"
+        noun = definition.get("x-noun", "value")
+        known = ", ".join(str(v) for v in exc.rule_definition if v is not None)
+        return f"{subject}: unknown {noun} {value!r} (known: {known})"
     if rule in ("minItems", "maxItems"):
         return f"{subject}: {rule} is {exc.rule_definition}"
     message = str(exc.message)
