@@ -210,6 +210,7 @@ OPENAPI = Operation(
     responses={200: Reply(description="the OpenAPI 3.1 document", schema={"type": "object"})},
 )
 
+
 def create_schema(job_types: Iterable[str]) -> Schema:
     """``POST /jobs``'s body: the app's job types are an enum, so clients see them."""
     kinds = sorted(job_types)

@@ -32,7 +32,11 @@ class Forbidden(JobSchedulerError, PermissionError):
 
 
 class DuplicateJob(JobSchedulerError, ValueError):
-    """The idempotencyKey is already used by another job."""
+    """The idempotencyKey is already used by another job (``existing_id``, when known)."""
+
+    def __init__(self, message: str, *, existing_id: str | None = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
 
 
 class StoreError(JobSchedulerError, RuntimeError):
@@ -66,3 +70,42 @@ class HandlerTimeout(HandlerError, TimeoutError):
 
 class AppLoadError(ConfigError):
     """The user's app (``--app`` / ``JOBSCHEDULER_APP``) could not be loaded or is invalid."""
+
+
+# ------------------------------------------------------- raised by jobscheduler.client
+
+
+class Conflict(JobSchedulerError, ValueError):
+    """The job's state does not allow the action (HTTP 409 other than a duplicate key)."""
+
+
+class RateLimited(JobSchedulerError):
+    """Too many requests (HTTP 429); ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ServiceUnavailable(StoreError):
+    """The API could not reach its store (HTTP 503); ``retry_after`` in seconds, if given."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ApiError(JobSchedulerError):
+    """The API answered a status the client has no better exception for (``status``)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApiUnreachable(JobSchedulerError, ConnectionError):
+    """The API could not be reached (connection refused, DNS, timeout)."""
+
+
+class WaitTimeout(JobSchedulerError, TimeoutError):
+    """``wait()`` gave up before the job reached a final status."""
