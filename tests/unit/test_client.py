@@ -160,9 +160,11 @@ def test_an_unreachable_api_is_api_unreachable() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
 
-    with Client(URL, transport=httpx.MockTransport(refuse)) as client:
-        with pytest.raises(ApiUnreachable, match="connection refused"):
-            client.get(JOB_ID)
+    with (
+        Client(URL, transport=httpx.MockTransport(refuse)) as client,
+        pytest.raises(ApiUnreachable, match="connection refused"),
+    ):
+        client.get(JOB_ID)
 
 
 def test_list_follows_the_link_cursor_across_pages_with_the_filters_in_the_query() -> None:
@@ -241,9 +243,11 @@ def test_wait_polls_until_the_job_is_final() -> None:
 
 def test_wait_gives_up_with_wait_timeout_naming_the_last_status() -> None:
     transport = httpx.MockTransport(lambda r: httpx.Response(200, json=job("running")))
-    with Client(URL, transport=transport) as client:
-        with pytest.raises(WaitTimeout, match="still running after 0s"):
-            client.wait(JOB_ID, timeout=0)
+    with (
+        Client(URL, transport=transport) as client,
+        pytest.raises(WaitTimeout, match="still running after 0s"),
+    ):
+        client.wait(JOB_ID, timeout=0)
 
 
 async def test_async_client_under_trio_waits_in_virtual_time(autojump_clock: MockClock) -> None:
@@ -256,8 +260,8 @@ async def test_async_client_under_trio_waits_in_virtual_time(autojump_clock: Moc
     async with AsyncClient(URL, transport=httpx.MockTransport(answer)) as client:
         done = await client.wait(JOB_ID, timeout=60, interval=2)
         assert done["status"] == "completed"
+        polls.clear()
         with pytest.raises(WaitTimeout):
-            polls.clear()
             await client.wait(JOB_ID, timeout=3, interval=2)
     assert len(polls) == 3  # at 0, 2 and 3 virtual seconds
 
