@@ -7,13 +7,9 @@ Bounded: ``MAX_EXAMPLES`` per operation and generation mode, derandomised so a r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 import schemathesis
-import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import (
@@ -37,16 +33,6 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-
-
-@pytest.fixture(scope="module")
-def live_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    server = DevServer(Path(tmp_path_factory.mktemp("fuzz")), {"LOG_LEVEL": "INFO"})
-    trio.run(server.start)
-    yield server
-    code = trio.run(server.stop)
-    assert code == 0, f"dev exited {code}:\n{server.log()[-4000:]}"
-    assert "Traceback" not in server.log(), server.log()[-4000:]
 
 
 def fuzz(operation: schemathesis.APIOperation, mode: schemathesis.GenerationMode) -> None:
