@@ -68,7 +68,7 @@ def table(rows: Iterable[Row], columns: Sequence[tuple[str, str]]) -> None:
     headings = [heading for heading, _ in columns]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headings)]
     for line in [headings, *cells]:
-        print("  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)))
+        print("  ".join(t.ljust(w) for t, w in zip(line, widths, strict=True)).rstrip())
     if not cells:
         print("(none)")
 
