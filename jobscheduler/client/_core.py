@@ -229,9 +229,15 @@ def action(job_id: str, name: str, body: Mapping[str, Any] | None = None) -> Cal
     return Call("POST", f"/jobs/{_id(job_id)}/{name}", _job, body=dict(body or {}))
 
 
-def bulk(name: str, selection: Filter) -> Call[dict[str, Any]]:
-    """``POST /jobs/cancel`` or ``/jobs/retry`` over every job matching ``selection``."""
-    return Call("POST", f"/jobs/{name}", _dict, body=selection)
+def bulk(
+    name: str, selection: Filter, scheduled_at: datetime | str | None = None
+) -> Call[dict[str, Any]]:
+    """``POST /jobs/cancel`` or ``/jobs/retry`` over every job matching ``selection``:
+    ``{"matched", "changed", "cancelRequested"}``."""
+    body: dict[str, Any] = {"filter": selection}
+    if scheduled_at is not None:
+        body["scheduledAt"] = format_time(scheduled_at)
+    return Call("POST", f"/jobs/{name}", _dict, body=body)
 
 
 def update(job_id: str, changes: Mapping[str, Any]) -> Call[Job]:
@@ -297,7 +303,7 @@ def raise_for_status(response: httpx.Response, *, creates: bool = False) -> None
         raise JobNotFound(message)
     if status == 409:
         existing = body.get("jobId") if isinstance(body, dict) else None
-        if isinstance(existing, str) or creates:
+        if creates:
             raise DuplicateJob(message, existing_id=existing if isinstance(existing, str) else None)
         raise Conflict(message)
     if status == 429:

@@ -231,9 +231,17 @@ class Client:
         """Cancel every job matching the filter (the keywords of :meth:`list`)."""
         return self._call(core.bulk("cancel", core.job_filter(tenant_id=tenant_id, **selection)))
 
-    def bulk_retry(self, tenant_id: str | None = None, **selection: Any) -> dict[str, Any]:
-        """Retry every dlq/cancelled job matching the filter (the keywords of :meth:`list`)."""
-        return self._call(core.bulk("retry", core.job_filter(tenant_id=tenant_id, **selection)))
+    def bulk_retry(
+        self,
+        tenant_id: str | None = None,
+        *,
+        scheduled_at: datetime | str | None = None,
+        **selection: Any,
+    ) -> dict[str, Any]:
+        """Retry every dlq/cancelled job matching the filter (the keywords of :meth:`list`),
+        due now or at ``scheduled_at``."""
+        selected = core.job_filter(tenant_id=tenant_id, **selection)
+        return self._call(core.bulk("retry", selected, scheduled_at))
 
     def pause(self, job_id: str) -> Job:
         """Pause a cron template: it fires no more until resumed."""
@@ -255,9 +263,12 @@ class Client:
         payload: Mapping[str, Any] | None = None,
         priority: int | None = None,
         max_attempts: int | None = None,
+        **schedule: Any,
     ) -> Job:
-        """Change a template's expression, payload, priority or maxAttempts."""
-        changes = {"cron": cron, "payload": payload, "priority": priority}
+        """Change a template's expression, payload, priority, maxAttempts or schedule
+        settings (``timezone``, ``catchUp``, ``jitter``, ... by their API names); its next
+        fire time is recomputed."""
+        changes = {"cron": cron, "payload": payload, "priority": priority, **schedule}
         changes["maxAttempts"] = max_attempts
         return self._call(core.update(job_id, {k: v for k, v in changes.items() if v is not None}))
 

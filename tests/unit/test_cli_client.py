@@ -102,7 +102,8 @@ def test_bulk_retry_sends_the_filters_and_prints_the_count(
     seen = api(lambda r: httpx.Response(200, json={"changed": 7}))
     argv = ["jobs", "retry", "--tenant", "acme", "--status", "dlq", "--type", "noop"]
     assert cli.main(argv) == 0
-    assert json.loads(seen[0].content) == {"tenantId": "acme", "status": ["dlq"], "jobType": "noop"}
+    sent = json.loads(seen[0].content)
+    assert sent == {"filter": {"tenantId": "acme", "status": ["dlq"], "jobType": "noop"}}
     assert seen[0].url.path == "/jobs/retry"
     assert capsys.readouterr().out.split() == ["changed", "7"]
 

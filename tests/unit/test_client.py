@@ -117,8 +117,7 @@ def test_without_a_key_no_authorization_header_is_sent(monkeypatch: pytest.Monke
         (401, {"error": "no key"}, {}, Unauthorized),
         (403, {"error": "reader may not"}, {}, Forbidden),
         (404, {"error": "job x not found"}, {}, JobNotFound),
-        (409, {"error": "job is completed"}, {}, Conflict),
-        (409, {"error": "key taken", "jobId": JOB_ID}, {}, DuplicateJob),
+        (409, {"error": "job is completed", "jobId": JOB_ID, "status": "completed"}, {}, Conflict),
         (413, {"error": "too large"}, {}, ValidationError),
         (415, {"error": "json only"}, {}, ValidationError),
         (429, {"error": "slow down"}, {"Retry-After": "3"}, RateLimited),
@@ -134,8 +133,6 @@ def test_each_error_status_raises_its_own_exception_with_the_servers_message(
         client.cancel(JOB_ID)
     assert str(caught.value) == body["error"]
     assert isinstance(caught.value, JobSchedulerError)
-    if isinstance(caught.value, DuplicateJob):
-        assert caught.value.existing_id == JOB_ID
     if isinstance(caught.value, RateLimited | ServiceUnavailable):
         assert caught.value.retry_after == float(headers["Retry-After"])
     if isinstance(caught.value, ApiError):
@@ -208,9 +205,9 @@ def test_list_follows_the_link_cursor_across_pages_with_the_filters_in_the_query
             lambda c: c.bulk_retry("acme", status="dlq", job_type="noop"),
             "POST",
             "/jobs/retry",
-            {"tenantId": "acme", "status": ["dlq"], "jobType": "noop"},
+            {"filter": {"tenantId": "acme", "status": ["dlq"], "jobType": "noop"}},
         ),
-        (lambda c: c.bulk_cancel("acme"), "POST", "/jobs/cancel", {"tenantId": "acme"}),
+        (lambda c: c.bulk_cancel("acme"), "POST", "/jobs/cancel", {"filter": {"tenantId": "acme"}}),
         (lambda c: c.stats("acme"), "GET", "/stats", None),
         (lambda c: c.next(JOB_ID, 3), "GET", f"/jobs/{JOB_ID}/next", None),
         (
