@@ -19,6 +19,7 @@ from werkzeug.exceptions import HTTPException
 
 from . import api_schemas as ops
 from .api_cron import register_cron_routes
+from .api_schemas_manage import describe_registered
 from .auth import current_principal
 from .contract import RouteTable, UnsupportedMediaType, openapi_document
 from .errors import (
@@ -178,6 +179,7 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json([job_to_json(job) for job in jobs], 200)
 
     register_cron_routes(app, deps, _json)
+    describe_registered(routes)  # routes other modules registered with their own validation
 
     document: dict[str, Any] = {}
 

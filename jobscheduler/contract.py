@@ -103,6 +103,8 @@ class Operation:
     params: tuple[Param, ...] = ()
     #: The request body's JSON Schema; None for an operation without a body.
     body: Schema | None = None
+    #: False: an empty body is allowed (and read as None).
+    body_required: bool = True
     #: Status -> reply; the standard errors (auth, store, body) are added by :func:`responses_of`.
     responses: Mapping[int, Reply]
     #: Public operations (health, the document itself) need no key and never touch the store.
@@ -199,15 +201,20 @@ def describe_violation(exc: fastjsonschema.JsonSchemaValueException) -> str:
     return f"{subject}: {message.removeprefix(exc.name or '').strip()}"
 
 
-async def read_json_body(validate: Callable[[Any], None]) -> Any:
+async def read_json_body(validate: Callable[[Any], None], *, required: bool = True) -> Any:
     """The request's JSON body, validated; 415 for another content type, 400 if malformed.
+    An empty body reads as None when not ``required``.
 
     Raises :class:`UnsupportedMediaType` (answered 415 by the app's error table)."""
-    mimetype = request.mimetype
-    if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-        raise UnsupportedMediaType("Content-Type must be application/json")
     raw = await request.get_data(cache=False)
-    body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+    data = raw.encode() if isinstance(raw, str) else raw
+    if not required and not data.strip():
+        body = None
+    else:
+        mimetype = request.mimetype
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            raise UnsupportedMediaType("Content-Type must be application/json")
+        body = loads_json_body(data)
     validate(body)
     return body
 
@@ -237,7 +244,8 @@ class RouteTable:
 
                 @functools.wraps(view)
                 async def with_body(**kwargs: Any) -> Response:
-                    return await view(body=await read_json_body(validate), **kwargs)
+                    body = await read_json_body(validate, required=op.body_required)
+                    return await view(body=body, **kwargs)
 
                 handler = with_body
             self.app.add_url_rule(op.rule, op.id, handler, methods=[op.method])
@@ -313,7 +321,7 @@ def _operation_json(op: Operation) -> dict[str, Any]:
         ]
     if op.body is not None:
         out["requestBody"] = {
-            "required": True,
+            "required": op.body_required,
             "content": {"application/json": {"schema": op.body}},
         }
     out["responses"] = {str(status): _reply_json(r) for status, r in responses_of(op).items()}
