@@ -25,7 +25,7 @@ class AsyncClient:
     ``http://127.0.0.1:8080``) and ``JOBSCHEDULER_API_KEY``. Error answers raise the
     project's exceptions (:mod:`jobscheduler.errors`): ValidationError (400), Unauthorized
     (401), Forbidden (403), JobNotFound (404), DuplicateJob (409 on create, with
-    ``existing_id``), Conflict (other 409s), RateLimited (429), ServiceUnavailable (503);
+    ``existing_id``), InvalidTransition (other 409s), RateLimited (429), ServiceUnavailable (503);
     ApiUnreachable when the API cannot be reached. Use it as an async context manager or call
     :meth:`aclose`.
     """
@@ -217,7 +217,7 @@ class AsyncClient:
     # ------------------------------------------------------------ acting
 
     async def cancel(self, job_id: str) -> Job:
-        """Cancel a job (a running one gets a cancel request); Conflict if it is final."""
+        """Cancel a job (a running one gets a cancel request); InvalidTransition if it is final."""
         return await self._call(core.action(job_id, "cancel"))
 
     async def retry(

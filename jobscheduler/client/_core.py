@@ -15,9 +15,9 @@ import httpx
 from ..config import ClientSettings
 from ..errors import (
     ApiError,
-    Conflict,
     DuplicateJob,
     Forbidden,
+    InvalidTransition,
     JobNotFound,
     RateLimited,
     ServiceUnavailable,
@@ -305,7 +305,9 @@ def raise_for_status(response: httpx.Response, *, creates: bool = False) -> None
         existing = body.get("jobId") if isinstance(body, dict) else None
         if creates:
             raise DuplicateJob(message, existing_id=existing if isinstance(existing, str) else None)
-        raise Conflict(message)
+        job_id = body.get("jobId") if isinstance(body, dict) else None
+        status_now = body.get("status") if isinstance(body, dict) else None
+        raise InvalidTransition(message, job_id=str(job_id or ""), status=str(status_now or ""))
     if status == 429:
         raise RateLimited(message, retry_after=_retry_after(response))
     if status == 503:

@@ -29,7 +29,7 @@ class Client:
     ``http://127.0.0.1:8080``) and ``JOBSCHEDULER_API_KEY``. Error answers raise the
     project's exceptions (:mod:`jobscheduler.errors`): ValidationError (400), Unauthorized
     (401), Forbidden (403), JobNotFound (404), DuplicateJob (409 on create, with
-    ``existing_id``), Conflict (other 409s), RateLimited (429), ServiceUnavailable (503);
+    ``existing_id``), InvalidTransition (other 409s), RateLimited (429), ServiceUnavailable (503);
     ApiUnreachable when the API cannot be reached. Use it as a context manager or call
     :meth:`close`.
     """
@@ -213,7 +213,7 @@ class Client:
     # ------------------------------------------------------------ acting
 
     def cancel(self, job_id: str) -> Job:
-        """Cancel a job (a running one gets a cancel request); Conflict if it is final."""
+        """Cancel a job (a running one gets a cancel request); InvalidTransition if it is final."""
         return self._call(core.action(job_id, "cancel"))
 
     def retry(

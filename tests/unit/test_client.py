@@ -17,9 +17,9 @@ from jobscheduler.client import AsyncClient, Client, job_body
 from jobscheduler.errors import (
     ApiError,
     ApiUnreachable,
-    Conflict,
     DuplicateJob,
     Forbidden,
+    InvalidTransition,
     JobNotFound,
     JobSchedulerError,
     RateLimited,
@@ -117,7 +117,12 @@ def test_without_a_key_no_authorization_header_is_sent(monkeypatch: pytest.Monke
         (401, {"error": "no key"}, {}, Unauthorized),
         (403, {"error": "reader may not"}, {}, Forbidden),
         (404, {"error": "job x not found"}, {}, JobNotFound),
-        (409, {"error": "job is completed", "jobId": JOB_ID, "status": "completed"}, {}, Conflict),
+        (
+            409,
+            {"error": "job is completed", "jobId": JOB_ID, "status": "completed"},
+            {},
+            InvalidTransition,
+        ),
         (413, {"error": "too large"}, {}, ValidationError),
         (415, {"error": "json only"}, {}, ValidationError),
         (429, {"error": "slow down"}, {"Retry-After": "3"}, RateLimited),
@@ -135,6 +140,8 @@ def test_each_error_status_raises_its_own_exception_with_the_servers_message(
     assert isinstance(caught.value, JobSchedulerError)
     if isinstance(caught.value, RateLimited | ServiceUnavailable):
         assert caught.value.retry_after == float(headers["Retry-After"])
+    if isinstance(caught.value, InvalidTransition):
+        assert (caught.value.job_id, caught.value.status) == (JOB_ID, "completed")
     if isinstance(caught.value, ApiError):
         assert caught.value.status == 500
 
