@@ -11,6 +11,7 @@ app and has no declaration of its own yet.
 from __future__ import annotations
 
 from .api_schemas import JOB, JOB_ID, JOB_ID_PARAM, SCHEDULE_FIELDS, STATUS, TEXT, TIME
+from .api_schemas_admin import OPERATIONS as ADMIN_OPERATIONS
 from .contract import Operation, Param, Reply, RouteTable, Schema
 from .model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH
 
@@ -354,6 +355,8 @@ OPERATIONS = (
 
 
 def describe_registered(table: RouteTable) -> None:
-    """Declare each of :data:`OPERATIONS` whose route is on the app and undeclared."""
+    """Declare each operation of this module and of :mod:`.api_schemas_admin` whose route
+    is on the app and has no declaration yet."""
     missing = set(table.undeclared())
-    table.describe(*(op for op in OPERATIONS if f"{op.method} {op.rule}" in missing))
+    known = (*OPERATIONS, *ADMIN_OPERATIONS)
+    table.describe(*(op for op in known if f"{op.method} {op.rule}" in missing))
