@@ -169,3 +169,12 @@ async def test_an_operation_declared_twice_is_refused(make_deps: DepsFactory) ->
     app = create_app(make_deps(clock=ManualClock(BASE)))
     with pytest.raises(ValueError, match="declared twice"):
         table_of(app).describe(api_schemas.CREATE)
+
+
+async def test_declarations_of_routes_absent_from_the_app_stay_out_of_the_document(
+    api: Api,
+) -> None:
+    doc = (await api.get("/openapi.json")).json
+    app = create_app(api.deps)
+    present = {rule.rule.replace("<", "{").replace(">", "}") for rule in app.url_map.iter_rules()}
+    assert set(doc["paths"]) == present
