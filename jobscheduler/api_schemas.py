@@ -48,13 +48,14 @@ SCHEDULE_FIELDS: dict[str, Schema] = {
     "jitter": DURATION,
 }
 
+# tenantId is checked by the model, not here: the caller's key may supply it.
 CREATE_JOB: Schema = {
     "type": "object",
-    "required": ["idempotencyKey", "tenantId", "jobType"],
+    "required": ["idempotencyKey", "jobType"],
     "additionalProperties": False,
     "properties": {
         "idempotencyKey": TEXT,
-        "tenantId": TEXT,
+        "tenantId": _nullable(TEXT),
         "jobType": TEXT,
         "payload": _nullable({"type": "object"}),
         "priority": _nullable(
