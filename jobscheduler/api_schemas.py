@@ -114,6 +114,8 @@ JOB: Schema = {
         "attempts": {"type": "integer", "minimum": 0},
         "maxAttempts": {"type": "integer", "minimum": 1},
         "lastError": {"type": "string"},
+        "templateId": {**JOB_ID, "description": "the cron template that spawned this run"},
+        "result": {"description": "what the handler returned (any JSON value)"},
         "createdAt": TIME,
         "updatedAt": TIME,
     },

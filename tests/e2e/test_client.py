@@ -27,13 +27,36 @@ def key(name: str) -> str:
     return f"{name}-{time.time_ns()}"
 
 
-def test_create_then_wait_returns_the_completed_job(live_dev: DevServer) -> None:
+def test_create_then_wait_returns_the_completed_job_with_its_result(live_dev: DevServer) -> None:
     with Client(live_dev.url) as client:
-        created = client.create("noop", tenant_id=TENANT, payload={"n": 1})
+        created = client.create("slow", tenant_id=TENANT, payload={"sleepMs": 10})
         assert created["status"] == "pending"
         done = client.wait(created["id"], timeout=20)
         assert done["status"] == "completed"
+        assert done["result"] == {"sleptMs": 10}
+        assert done["attempts"] == 1
         assert client.get(created["id"])["status"] == "completed"
+        (attempt,) = client.attempts(created["id"])
+        assert attempt["outcome"] == "completed"
+
+
+def test_create_many_answers_each_body_and_a_handler_result_is_on_the_job(
+    live_dev: DevServer,
+) -> None:
+    tenant = key("batch")
+    with Client(live_dev.url) as client:
+        taken = client.create("noop", tenant_id=tenant, idempotency_key=key("taken"))
+        answers = client.create_many(
+            [
+                job_body("log-message", tenant_id=tenant, payload={"message": "one"}),
+                job_body("noop", tenant_id=tenant, idempotency_key=taken["idempotencyKey"]),
+                job_body("log-message", tenant_id=tenant, payload={}),
+            ]
+        )
+        assert [a["status"] for a in answers] == [201, 409, 400]
+        assert answers[1]["jobId"] == taken["id"]
+        done = client.wait(answers[0]["job"]["id"], timeout=20)
+        assert done["status"] == "completed"
 
 
 def test_a_failing_job_waits_into_the_dlq(live_dev: DevServer) -> None:
@@ -52,6 +75,7 @@ def test_errors_are_the_projects_exceptions(live_dev: DevServer) -> None:
         with pytest.raises(DuplicateJob) as caught:
             client.create("noop", tenant_id=TENANT, idempotency_key=first["idempotencyKey"])
         assert first["idempotencyKey"] in str(caught.value)
+        assert caught.value.existing_id == first["id"]
         with pytest.raises(JobNotFound):
             client.get("0" * 24)
         with pytest.raises(ValidationError, match="unknown job type 'nope'"):

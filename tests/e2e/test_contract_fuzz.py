@@ -75,6 +75,7 @@ def test_answers_about_existing_jobs_match_the_declared_schemas(live_dev: DevSer
         duplicate = create.Case(body=body, media_type="application/json")
         response = duplicate.call_and_validate(checks=CHECKS)
         assert response.status_code == 409
+        assert response.json()["jobId"] == ids[-1]
     for job_id in ids:
         case = schema["/jobs/{job_id}"]["GET"].Case(path_parameters={"job_id": job_id})
         assert case.call_and_validate(checks=CHECKS).status_code == 200
