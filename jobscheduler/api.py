@@ -20,6 +20,8 @@ from werkzeug.exceptions import HTTPException
 
 from . import api_schemas as ops
 from .api_cron import register_cron_routes
+from .api_listing import register_listing_routes
+from .api_manage import register_manage_routes
 from .api_schemas_manage import describe_registered
 from .attempts import attempt_to_json
 from .auth import current_principal
@@ -29,6 +31,7 @@ from .contract import RouteTable, UnsupportedMediaType, openapi_document
 from .errors import (
     DuplicateJob,
     Forbidden,
+    InvalidTransition,
     JobNotFound,
     JobSchedulerError,
     StoreError,
@@ -41,7 +44,6 @@ from .model import (
     job_to_json,
     loads_json_body,
     parse_create_request,
-    parse_list_query,
 )
 from .observability import serve_asgi
 from .runtime import Deps
@@ -60,6 +62,7 @@ ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
+    InvalidTransition: 409,
     UnsupportedMediaType: 415,
     StoreError: 503,
 }
@@ -235,14 +238,9 @@ def create_app(deps: Deps) -> QuartTrio:
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
-    @routes.route(ops.LIST)
-    async def list_jobs() -> Response:
-        tenant, status, limit = parse_list_query(request.args)
-        current_principal().scope(tenant)
-        jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
-        return _json([job_to_json(job) for job in jobs], 200)
-
     register_cron_routes(app, deps, _json, store_calls)
+    register_listing_routes(app, deps, _json, store_calls)
+    register_manage_routes(app, deps, _json, store_calls)
     describe_registered(routes)  # routes other modules registered with their own validation
 
     document: dict[str, Any] = {}

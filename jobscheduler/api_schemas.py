@@ -15,7 +15,7 @@ import attrs
 
 from . import cron
 from .contract import Operation, Param, Reply, Schema
-from .model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
+from .model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
 
 TIME: Schema = {"type": "string", "format": "date-time"}
 JOB_ID: Schema = {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}
@@ -246,37 +246,6 @@ GET = Operation(
     tag="jobs",
     params=(JOB_ID_PARAM,),
     responses=_job("the job"),
-)
-
-LIST = Operation(
-    id="list",
-    method="GET",
-    rule="/jobs",
-    summary="A tenant's jobs, newest first (a bare array)",
-    tag="jobs",
-    params=(
-        Param(
-            name="tenantId",
-            where="query",
-            schema={"type": "string", "minLength": 1, "maxLength": MAX_STRING_LENGTH},
-            description="the tenant",
-            required=True,
-        ),
-        Param(name="status", where="query", schema=STATUS, description="only this status"),
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT},
-            description=f"page size (default 100, at most {MAX_LIST_LIMIT})",
-        ),
-    ),
-    responses={
-        200: Reply(
-            description="the jobs",
-            schema={"type": "array", "items": JOB},
-            headers={"Link": 'the next page: <url>; rel="next" (absent on the last page)'},
-        )
-    },
 )
 
 NEXT = Operation(
