@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from jobscheduler.client import AsyncClient, Client, job_body
-from jobscheduler.errors import DuplicateJob, JobNotFound, ValidationError
+from jobscheduler.errors import DuplicateJob, InvalidTransition, JobNotFound, ValidationError
 
 from .conftest import DevServer
 
@@ -97,6 +97,44 @@ def test_create_many_list_and_cron_previews(live_dev: DevServer) -> None:
         preview = client.preview("30 2 * * *", timezone="Europe/Paris", count=3)
         assert [f["local"][11:16] for f in preview["fireTimes"]] == ["02:30"] * 3
     assert job_body("noop", tenant_id=tenant)["tenantId"] == tenant
+
+
+def test_cancel_retry_from_dlq_and_bulk_retry(live_dev: DevServer) -> None:
+    tenant = key("actions")
+    with Client(live_dev.url) as client:
+        later = client.create("noop", tenant_id=tenant, scheduled_at="2999-01-01T00:00:00Z")
+        assert client.cancel(later["id"])["status"] == "cancelled"
+        with pytest.raises(InvalidTransition) as caught:
+            client.cancel(client.wait(client.create("noop", tenant_id=tenant)["id"])["id"])
+        assert caught.value.status == "completed"
+        dead = client.create("flaky", tenant_id=tenant, payload={"failRate": 1.0}, max_attempts=1)
+        assert client.wait(dead["id"], timeout=20)["status"] == "dlq"
+        again = client.retry(dead["id"], payload={"failRate": 0.0})
+        assert again["status"] == "pending"
+        assert client.wait(dead["id"], timeout=20)["status"] == "completed"
+        result = client.bulk_retry(tenant, status="cancelled")
+        assert (result["matched"], result["changed"]) == (1, 1)
+        assert client.wait(later["id"], timeout=20)["status"] == "completed"  # due now
+        stats = client.stats(tenant)
+        assert stats["byStatus"]["completed"] == 3
+
+
+def test_pause_resume_trigger_update_and_delete_a_template(live_dev: DevServer) -> None:
+    tenant = key("templates")
+    with Client(live_dev.url) as client:
+        template = client.create("noop", tenant_id=tenant, cron="0 3 * * *")
+        assert client.pause(template["id"])["status"] == "paused"
+        assert client.resume(template["id"])["status"] == "pending"
+        run = client.trigger(template["id"])
+        assert run["id"] != template["id"]
+        assert run["templateId"] == template["id"]
+        assert client.wait(run["id"], timeout=20)["status"] == "completed"
+        updated = client.update(template["id"], cron="0 4 * * *")
+        assert updated["cron"] == "0 4 * * *"
+        assert client.next(template["id"], count=1)["fireTimes"][0]["at"][11:16] == "04:00"
+        retired = client.delete(template["id"])
+        assert retired["status"] == "cancelled"  # retired: it never fires again
+        assert [t["id"] for t in client.list(tenant, cron=True)] == [template["id"]]
 
 
 async def test_async_client_under_trio_creates_and_waits(live_dev_async: DevServer) -> None:

@@ -106,3 +106,73 @@ def test_every_operation_answers_within_its_declared_contract(live_dev: DevServe
             except Exception as exc:  # collect every operation's failure, not only the first
                 failures.append(f"{operation.label} ({mode.value}): {exc}")
     assert not failures, "\n\n".join(failures)
+
+
+def test_answers_of_the_manage_actions_on_existing_jobs_match_the_declared_schemas(
+    live_dev: DevServer,
+) -> None:
+    """Random ids rarely exist: act on seeded jobs (cancel, retry, a final job's 409, bulk
+    actions, pause/resume/trigger/update/delete of a template, attempts, stats) and check
+    each answer against the document."""
+    schema = schemathesis.openapi.from_url(f"{live_dev.url}/openapi.json")
+    tenant = "fuzz-manage"
+    create = schema["/jobs"]["POST"]
+
+    def call(path: str, method: str, status: int, **kwargs: object) -> httpx.Response:
+        case = schema[path][method].Case(**kwargs)
+        response = case.call_and_validate(checks=CHECKS)
+        assert response.status_code == status, f"{method} {path}: {response.text}"
+        return response
+
+    def seed(key: str, **fields: object) -> str:
+        body = {"idempotencyKey": key, "tenantId": tenant, "jobType": "noop", **fields}
+        response = create.Case(body=body, media_type="application/json").call_and_validate(
+            checks=CHECKS
+        )
+        assert response.status_code == 201, response.text
+        job_id: str = response.json()["id"]
+        return job_id
+
+    later = seed("fuzz-manage-later", scheduledAt="2999-01-01T00:00:00Z")
+    template = seed("fuzz-manage-template", cron="0 3 * * *")
+    on_job = {"path_parameters": {"job_id": later}}
+    on_template = {"path_parameters": {"job_id": template}}
+
+    assert call("/jobs/{job_id}/cancel", "POST", 200, **on_job).json()["status"] == "cancelled"
+    conflict = call("/jobs/{job_id}/pause", "POST", 409, **on_job).json()
+    assert (conflict["jobId"], conflict["status"]) == (later, "cancelled")
+    retried = call(
+        "/jobs/{job_id}/retry",
+        "POST",
+        200,
+        body={"scheduledAt": "2999-01-01T00:00:00Z"},
+        media_type="application/json",
+        **on_job,
+    ).json()
+    assert retried["status"] == "pending"
+    bulk = {"body": {"filter": {"tenantId": tenant, "cron": False}}}
+    cancelled = call("/jobs/cancel", "POST", 200, media_type="application/json", **bulk).json()
+    assert cancelled["changed"] == 1
+    retried_all = call("/jobs/retry", "POST", 200, media_type="application/json", **bulk).json()
+    assert retried_all["changed"] == 1
+    assert call("/jobs/{job_id}/attempts", "GET", 200, **on_job).json()["attempts"] == []
+
+    assert call("/jobs/{job_id}/pause", "POST", 200, **on_template).json()["status"] == "paused"
+    assert call("/jobs/{job_id}/resume", "POST", 200, **on_template).json()["status"] == "pending"
+    run = call("/jobs/{job_id}/trigger", "POST", 201, **on_template).json()
+    assert run["templateId"] == template
+    updated = call(
+        "/jobs/{job_id}",
+        "PATCH",
+        200,
+        body={"cron": "0 4 * * *"},
+        media_type="application/json",
+        **on_template,
+    ).json()
+    assert updated["cron"] == "0 4 * * *"
+    assert call("/jobs/{job_id}", "DELETE", 200, **on_template).json()["status"] == "cancelled"
+    listing = call("/jobs", "GET", 200, query={"tenantId": tenant, "cron": "true"}).json()
+    assert [job["id"] for job in listing] == [template]
+    stats = call("/stats", "GET", 200, query={"tenantId": tenant}).json()
+    assert stats["tenantId"] == tenant
+    assert sum(stats["byStatus"].values()) == 3  # the one-off, the template and its run
