@@ -6,6 +6,7 @@ matching status and a JSON content type. Error classes map to statuses in one ta
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import time
@@ -17,13 +18,16 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from . import api_schemas as ops
 from .api_cron import register_cron_routes
 from .api_listing import register_listing_routes
 from .api_manage import register_manage_routes
+from .api_schemas_manage import describe_registered
 from .attempts import attempt_to_json
 from .auth import current_principal
 from .bounded import BoundedCalls
 from .bulk import create_batch, parse_batch_request
+from .contract import RouteTable, UnsupportedMediaType, openapi_document
 from .errors import (
     DuplicateJob,
     Forbidden,
@@ -60,6 +64,7 @@ ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     JobNotFound: 404,
     DuplicateJob: 409,
     InvalidTransition: 409,
+    UnsupportedMediaType: 415,
     StoreError: 503,
 }
 
@@ -78,7 +83,7 @@ def error_response(message: str, status: int) -> Response:
 
 def create_app(deps: Deps) -> QuartTrio:
     """Build the API app around ``deps`` (no I/O happens here)."""
-    app = QuartTrio(__name__)
+    app = QuartTrio(__name__, static_folder=None)  # no /static route: every route is declared
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
@@ -92,6 +97,7 @@ def create_app(deps: Deps) -> QuartTrio:
         store_calls.attach(app.nursery)
 
     max_attempts_defaults = deps.registry.max_attempts_defaults()
+    routes = RouteTable(app)
 
     @app.before_request
     async def _start_timer() -> None:
@@ -148,17 +154,12 @@ def create_app(deps: Deps) -> QuartTrio:
         log.exception("unhandled error", extra={"path": request.path})
         return error_response("internal error", 500)
 
-    @app.get("/healthz")
+    @routes.route(ops.HEALTHZ)
     async def healthz() -> Response:
         return Response("ok", status=200, content_type="text/plain; charset=utf-8")
 
-    @app.post("/jobs")
-    async def create_job() -> Response:
-        mimetype = request.mimetype
-        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-            return error_response("Content-Type must be application/json", 415)
-        raw = await request.get_data(cache=False)
-        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+    @routes.route(ops.create_operation(job_types))
+    async def create_job(body: Any) -> Response:
         job = parse_create_request(
             body,
             now=deps.clock.now(),
@@ -230,7 +231,7 @@ def create_app(deps: Deps) -> QuartTrio:
         records = await store_calls.call(deps.store.attempts, job_id)
         return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
 
-    @app.get("/jobs/<job_id>")
+    @routes.route(ops.GET)
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
@@ -242,7 +243,25 @@ def create_app(deps: Deps) -> QuartTrio:
     register_listing_routes(app, deps, _json, store_calls)
     register_manage_routes(app, deps, _json, store_calls)
     register_ui_routes(app, deps, store_calls)
+    routes.pages("ui.", "root")  # the dashboard's HTML pages are not part of the JSON API
+    describe_registered(routes)  # routes other modules registered with their own validation
+
+    document: dict[str, Any] = {}
+
+    @routes.route(ops.OPENAPI)
+    async def openapi() -> Response:
+        if not document:  # built on first use: every module has registered its routes
+            document.update(openapi_document(routes, title="jobscheduler", version=_version()))
+        return _json(document, 200)
+
     return app
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("jobscheduler")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 async def run_api(

@@ -255,3 +255,24 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)
+
+
+#: Where :mod:`jobscheduler.client` and the CLI find the API when no URL is given.
+DEFAULT_CLIENT_URL = "http://127.0.0.1:8080"
+
+
+@attrs.frozen(kw_only=True)
+class ClientSettings:
+    """The client's connection: ``JOBSCHEDULER_URL`` and ``JOBSCHEDULER_API_KEY``."""
+
+    url: str = DEFAULT_CLIENT_URL
+    api_key: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
+        env = os.environ if env is None else env
+        url = env.get("JOBSCHEDULER_URL", "").strip() or DEFAULT_CLIENT_URL
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"JOBSCHEDULER_URL: must start with http:// or https://: {url!r}")
+        key = env.get("JOBSCHEDULER_API_KEY", "").strip() or None
+        return cls(url=url.rstrip("/"), api_key=key)
