@@ -1,5 +1,6 @@
 """Cron templates: 5-field expressions read in a time zone under a stated DST policy, the
-catch-up policy of a scheduler pass, jitter, and previews.
+catch-up and overlap policies of a scheduler pass, jitter, previews, and the ledger's
+records of every fire time.
 
 The implementation lives in private modules; this package re-exports the public names
 (``validate`` and ``next_fire`` keep their old meaning: UTC unless a zone is given).
@@ -21,10 +22,14 @@ from ._fires import Fire as Fire
 from ._fires import fires_between as fires_between
 from ._fires import iter_fires as iter_fires
 from ._fires import next_fire as next_fire
+from ._ledger import Occurrence as Occurrence
+from ._ledger import OccurrenceStatus as OccurrenceStatus
+from ._ledger import SkipReason as SkipReason
 from ._policy import DEFAULT_POLICY as DEFAULT_POLICY
 from ._policy import POLICY_FIELDS as POLICY_FIELDS
 from ._policy import CatchUp as CatchUp
 from ._policy import CronPolicy as CronPolicy
+from ._policy import Overlap as Overlap
 from ._policy import format_duration as format_duration
 from ._policy import jitter_offset as jitter_offset
 from ._policy import parse_duration_field as parse_duration_field
