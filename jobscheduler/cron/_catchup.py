@@ -18,7 +18,7 @@ two schedulers running the same plan at once spawn each fire time once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 
 import attrs
@@ -54,7 +54,7 @@ class Plan:
 
 def _walk(
     expression: str, policy: CronPolicy, current: datetime, resume: Callable[[], datetime]
-) -> Iterator[Fire]:
+) -> Generator[Fire, bool, None]:
     """``current`` (a fire time), then the fire times after it (with DST-gap skips under
     ``dstGap="skip"``). Once the caller sends True the walk jumps: it goes on after
     ``resume()`` instead (skipping the stretch nobody records)."""

@@ -11,6 +11,7 @@ import abc
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..cron import Occurrence, OccurrenceStatus
 from ..model import Job, Status
 from ..states import Change
 
@@ -82,3 +83,28 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def count_by_status(self) -> dict[Status, int]:
         """How many jobs are in each status (for operators and benchmarks)."""
+
+    # ------------------------------------------------------------------ cron ledger
+
+    @abc.abstractmethod
+    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+        """Append cron ledger records, each unless its (template id, fire time) is recorded
+        already; return the record stored under each key, in order: the given one, or the
+        one a concurrent or earlier writer stored first (never changed)."""
+
+    @abc.abstractmethod
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        """A template's ledger records, newest fire time first, at most ``limit``; only
+        those whose fire time is older than ``before`` and whose status is one of
+        ``statuses``, when given."""
+
+    @abc.abstractmethod
+    async def prune_occurrences(self, before: datetime) -> int:
+        """Delete ledger records recorded before ``before``; returns how many."""

@@ -76,10 +76,11 @@ from pymongo.errors import (
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from ..cron import CronPolicy
+from ..cron import CronPolicy, Occurrence, OccurrenceStatus
 from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
 from ..states import Change, claim_fields
+from . import mongo_ledger
 from .base import JobStore
 
 T = TypeVar("T")
@@ -367,6 +368,7 @@ class MongoJobStore(JobStore):
                 # exist — its "skip identical index" step deletes from a shrinking slice by
                 # the original position. One at a time is standard and costs 7 round trips.
                 jobs.create_indexes([index])
+            mongo_ledger.create_ledger_indexes(self._ledger_of(client))
         except BaseException:
             client.close()
             raise
@@ -378,6 +380,9 @@ class MongoJobStore(JobStore):
             write_concern=WriteConcern(w="majority", j=True),
             read_concern=ReadConcern("majority"),
         )
+
+    def _ledger_of(self, client: MongoClient[Document]) -> Collection[Document]:
+        return mongo_ledger.ledger_collection(client.get_database(self._database))
 
     async def _start(self) -> None:
         client, info = await self._call(self._connect_sync, "start")
@@ -668,6 +673,38 @@ class MongoJobStore(JobStore):
         for row in rows:
             counts[Status(row["_id"])] = int(row["n"])
         return counts
+
+    # ------------------------------------------------------------------ cron ledger
+
+    def _ledger(self) -> Collection[Document]:
+        if self._client is None:
+            raise StoreError("MongoDB store is not started")
+        return self._ledger_of(self._client)
+
+    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+        if not records:
+            return []
+        ledger = self._ledger()
+        return await self._call(lambda: mongo_ledger.record(ledger, records), "record_occurrences")
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        ledger = self._ledger()
+        return await self._call(
+            lambda: mongo_ledger.select(ledger, template_id, before, limit, statuses),
+            "occurrences",
+            read=True,
+        )
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        ledger = self._ledger()
+        return await self._call(lambda: mongo_ledger.prune(ledger, before), "prune_occurrences")
 
 
 __all__ = ["FIELDS", "INDEXES", "MongoJobStore", "document_to_job", "job_to_document"]

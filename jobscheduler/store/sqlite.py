@@ -24,10 +24,11 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from ..cron import CronPolicy
+from ..cron import CronPolicy, Occurrence, OccurrenceStatus
 from ..errors import DuplicateJob, JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
+from . import sqlite_ledger
 from .base import JobStore
 
 T = TypeVar("T")
@@ -215,6 +216,7 @@ class SQLiteJobStore(JobStore):
             conn = self._connect()
             conn.executescript(_SCHEMA)
             _migrate(conn)
+            conn.executescript(sqlite_ledger.LEDGER_SCHEMA)
             return conn
 
         try:
@@ -464,3 +466,25 @@ class SQLiteJobStore(JobStore):
         for status, count in rows:
             counts[Status(status)] = count
         return counts
+
+    # ------------------------------------------------------------------ cron ledger
+
+    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+        if not records:
+            return []
+        return await self._write(lambda conn: sqlite_ledger.record(conn, records))
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        return await self._read(
+            lambda conn: sqlite_ledger.select(conn, template_id, before, limit, statuses)
+        )
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        return await self._write(lambda conn: sqlite_ledger.prune(conn, before))

@@ -32,6 +32,7 @@ from trio.testing import MockClock
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
 from jobscheduler.config import Settings
+from jobscheduler.cron import Occurrence, OccurrenceStatus
 from jobscheduler.election import Elector
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import HandlerRegistry, default_registry
@@ -150,6 +151,24 @@ class ProxyStore(JobStore):
 
     async def count_by_status(self) -> dict[Status, int]:
         return await self.inner.count_by_status()
+
+    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+        return await self.inner.record_occurrences(records)
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        return await self.inner.occurrences(
+            template_id, limit=limit, before=before, statuses=statuses
+        )
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        return await self.inner.prune_occurrences(before)
 
 
 @attrs.define(kw_only=True)
