@@ -89,6 +89,8 @@ class Job:
     queued_at: datetime | None = attrs.field(default=None, validator=_aware)
     created_at: datetime = attrs.field(validator=_aware)
     updated_at: datetime = attrs.field(validator=_aware)
+    #: A template's fire time held by ``overlap="buffer_one"`` until its previous run ends.
+    cron_buffered: datetime | None = attrs.field(default=None, validator=_aware)
 
 
 def new_job_id() -> str:
@@ -171,6 +173,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
     if job.cron is not None:
         out["cron"] = job.cron
         out.update(cron_template_json(job))
+        if job.cron_buffered is not None:
+            out["bufferedFireAt"] = format_time(job.cron_buffered)
     if job.claimed_by is not None:
         out["claimedBy"] = job.claimed_by
     if job.claimed_at is not None:

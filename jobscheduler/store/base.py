@@ -108,3 +108,8 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def prune_occurrences(self, before: datetime) -> int:
         """Delete ledger records recorded before ``before``; returns how many."""
+
+    @abc.abstractmethod
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        """Pending cron templates holding a buffered fire time (``cron_buffered`` set),
+        oldest buffer first, at most ``limit`` (read only)."""

@@ -112,9 +112,11 @@ FIELDS: Final[Mapping[str, str]] = {
     "created_at": "createdAt",
     "updated_at": "updatedAt",
     "cron_policy": "cronPolicy",
+    "cron_buffered": "cronBuffered",
 }
 _TIME_FIELDS: Final = frozenset(
     {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+    | {"cron_buffered"}
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
 
@@ -159,6 +161,11 @@ INDEXES: Final = [
     IndexModel(
         [(FIELDS["status"], ASCENDING), (FIELDS["heartbeat_at"], ASCENDING)],
         name="status_heartbeatAt",
+    ),
+    # Templates holding a fire time for overlap="buffer_one".
+    IndexModel(
+        [(FIELDS["status"], ASCENDING), (FIELDS["cron_buffered"], ASCENDING)],
+        name="status_cronBuffered",
     ),
 ]
 
@@ -705,6 +712,20 @@ class MongoJobStore(JobStore):
     async def prune_occurrences(self, before: datetime) -> int:
         ledger = self._ledger()
         return await self._call(lambda: mongo_ledger.prune(ledger, before), "prune_occurrences")
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        jobs = self._collection()
+        query: Document = {
+            FIELDS["status"]: Status.PENDING.value,
+            # A range, not ``$ne: null``: FerretDB (patched) pushes ranges down to SQLite.
+            FIELDS["cron_buffered"]: {"$gte": datetime(1970, 1, 1, tzinfo=UTC)},
+        }
+        sort = [(FIELDS["cron_buffered"], ASCENDING)]
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "buffered_templates", read=True)
 
 
 __all__ = ["FIELDS", "INDEXES", "MongoJobStore", "document_to_job", "job_to_document"]

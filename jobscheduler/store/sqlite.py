@@ -57,9 +57,11 @@ _COLUMNS: dict[str, str] = {
     "created_at": "created_at",
     "updated_at": "updated_at",
     "cron_policy": "cron_policy",
+    "cron_buffered": "cron_buffered",
 }
 _TIME_FIELDS = frozenset(
     {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+    | {"cron_buffered"}
 )
 _SELECT = ", ".join(_COLUMNS.values())
 
@@ -84,7 +86,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     queued_at       INTEGER,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
-    cron_policy     TEXT
+    cron_policy     TEXT,
+    cron_buffered   INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
@@ -113,7 +116,7 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 #: Columns added after the first release: (column, definition), added to older files at start.
-_ADDED_COLUMNS = (("cron_policy", "TEXT"),)
+_ADDED_COLUMNS = (("cron_policy", "TEXT"), ("cron_buffered", "INTEGER"))
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -488,3 +491,10 @@ class SQLiteJobStore(JobStore):
 
     async def prune_occurrences(self, before: datetime) -> int:
         return await self._write(lambda conn: sqlite_ledger.prune(conn, before))
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        sql = (
+            f"SELECT {_SELECT} FROM jobs WHERE cron_buffered IS NOT NULL AND status = 'pending' "
+            "ORDER BY cron_buffered ASC LIMIT ?"
+        )
+        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, (limit,))])

@@ -1,4 +1,6 @@
-"""The SQLite store's cron ledger: its table (beside ``jobs``), row codec and queries."""
+"""The SQLite store's cron ledger: its table (beside ``jobs``), row codec and queries; and
+the index of templates holding a buffered fire time (run after the jobs table's migration,
+which adds that column to older files)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ CREATE TABLE IF NOT EXISTS occurrences (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS occurrences_status ON occurrences (template_id, status, fire_at);
 CREATE INDEX IF NOT EXISTS occurrences_recorded ON occurrences (recorded_at);
+CREATE INDEX IF NOT EXISTS jobs_cron_buffered ON jobs (cron_buffered)
+    WHERE cron_buffered IS NOT NULL;
 """
 
 _COLUMNS = ("template_id", "fire_at", "tenant_id", "status", "reason", "run_id", "recorded_at")

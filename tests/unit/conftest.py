@@ -170,6 +170,9 @@ class ProxyStore(JobStore):
     async def prune_occurrences(self, before: datetime) -> int:
         return await self.inner.prune_occurrences(before)
 
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        return await self.inner.buffered_templates(limit)
+
 
 @attrs.define(kw_only=True)
 class DepsFactory:
