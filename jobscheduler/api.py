@@ -17,6 +17,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
+from .api_occurrences import register_occurrence_routes
 from .auth import current_principal
 from .errors import (
     DuplicateJob,
@@ -179,6 +180,7 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json([job_to_json(job) for job in jobs], 200)
 
     register_cron_routes(app, deps, _json)
+    register_occurrence_routes(app, deps, _json)
     return app
 
 
