@@ -83,12 +83,26 @@ class Reaper:
                     await publish_dead_letter(deps, job)
             if len(lost) < SWEEP_BATCH:
                 break
+        await self._prune_ledger()
         for sweep, count in recovered.items():
             if count:
                 deps.metrics.reaper_recovered.labels(sweep=sweep).inc(count)
         if any(recovered.values()) and deps.waker is not None:
             deps.waker.notify(deps.clock.now())
         return recovered
+
+    async def _prune_ledger(self) -> None:
+        """Delete cron ledger records older than CRON_LEDGER_RETENTION (a failure is only
+        logged: the next sweep tries again)."""
+        deps = self._deps
+        cutoff = deps.clock.now() - timedelta(seconds=deps.settings.cron_ledger_retention)
+        try:
+            pruned = await deps.store.prune_occurrences(cutoff)
+        except StoreError as exc:
+            log.warning("cron ledger not pruned", extra={"error": str(exc)})
+            return
+        if pruned:
+            log.info("pruned old cron ledger records", extra={"records": pruned})
 
 
 async def run_reaper(

@@ -17,11 +17,12 @@ from jobscheduler.cron import CatchUp, Occurrence, OccurrenceStatus, Overlap
 from jobscheduler.cron import SkipReason as Why
 from jobscheduler.errors import ValidationError
 from jobscheduler.model import Job, Status
+from jobscheduler.reaper import Reaper
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.states import Change
 from jobscheduler.store.sqlite import SQLiteJobStore
 
-from .conftest import BASE, DepsFactory, after, make_job, sample
+from .conftest import BASE, DepsFactory, after, make_job, make_settings, sample
 from .test_cron_scheduler import EVERY_5, keys, runs_of, template
 from .test_roles import Barrier, SplitBrainStore
 
@@ -294,3 +295,24 @@ def test_cancel_previous_is_refused_at_create_until_cancellation_exists() -> Non
         cron.parse_policy({"overlap": "cancel_previous"}, EVERY_5)
     with pytest.raises(ValidationError, match="overlap: must be one of"):
         cron.parse_policy({"overlap": "queue"}, EVERY_5)
+
+
+async def test_the_reaper_prunes_ledger_records_past_the_retention(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    deps = make_deps(settings=make_settings(tmp_path, cron_ledger_retention=3600.0))
+    scheduler = Scheduler(deps)
+    tmpl = template("retention", EVERY_5, BASE)
+    await store.insert(tmpl)
+    for fire in range(0, 7201, 300):
+        await tick_at(scheduler, fire + 1)
+    assert len(await ledger(store, tmpl)) == 25
+
+    await Reaper(deps).sweep()  # at 02:00:01: records written before 01:00:01 go
+
+    assert [r.fire_at for r in await ledger(store, tmpl)] == [
+        after(s) for s in range(3600, 7201, 300)
+    ]
