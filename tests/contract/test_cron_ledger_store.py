@@ -8,14 +8,20 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
-from jobscheduler.cron import Occurrence, OccurrenceStatus, SkipReason
-from jobscheduler.model import new_job_id
+from jobscheduler.clock import ManualClock
+from jobscheduler.cron import CronPolicy, Occurrence, OccurrenceStatus, Overlap, SkipReason
+from jobscheduler.model import Status, new_job_id
+from jobscheduler.scheduler import Scheduler
+from jobscheduler.states import Change
 from jobscheduler.store import JobStore
 
 from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
+from .test_cron_store import _deps, _runs
+from .test_store_contract import make_job
 
 T0 = datetime(2026, 3, 29, 0, 0, tzinfo=UTC)
 TEMPLATE = "6650f0a1b2c3d4e5f6a7b8c9"
@@ -108,3 +114,47 @@ async def test_prune_deletes_records_written_before_the_cutoff(store: JobStore) 
     left = await store.occurrences(TEMPLATE, limit=10)
     assert [o.fire_at for o in left] == [T0 + timedelta(minutes=m) for m in (5, 4, 3)]
     assert await store.prune_occurrences(T0) == 0
+
+
+# ------------------------------------------------------------------ through the scheduler
+
+
+async def test_buffer_one_through_the_scheduler_records_and_releases_on_every_store(
+    store: JobStore, tmp_path: Path
+) -> None:
+    """A 5-minute template whose first run stays unfinished: 00:05 is held (on the
+    template and in the ledger), 00:10 skipped; once the run completes, the held fire time
+    is spawned with the ledger's run id and the template holds nothing."""
+    clock = ManualClock(T0)
+    deps = _deps(store, clock, tmp_path)
+    scheduler = Scheduler(deps)
+    template = await store.insert(
+        attrs.evolve(
+            make_job(key="buffered", cron="*/5 * * * *", scheduled_at=T0, created_at=T0),
+            cron_policy=CronPolicy(overlap=Overlap.BUFFER_ONE),
+        )
+    )
+    for minute in (0, 5, 10):
+        clock.advance((T0 + timedelta(minutes=minute, seconds=1) - clock.now()).total_seconds())
+        await scheduler.tick()
+    assert (await store.get(template.id)).cron_buffered == T0 + timedelta(minutes=5)
+    assert [j.id for j in await store.buffered_templates(10)] == [template.id]
+    [first] = await _runs(store, template)
+    finished = Change(
+        transition="test_finish", job_id=first.id, expect={}, set={"status": Status.COMPLETED}
+    )
+    assert await store.apply(finished) is not None
+
+    clock.advance(60)
+    await scheduler.tick()
+
+    records = (await store.occurrences(template.id, limit=10))[::-1]
+    assert [(r.status.value, r.reason) for r in records] == [
+        ("spawned", None),
+        ("buffered", None),
+        ("skipped", SkipReason.OVERLAP),
+    ]
+    runs = await _runs(store, template)
+    assert [r.id for r in runs] == [records[0].run_id, records[1].run_id]
+    assert (await store.get(template.id)).cron_buffered is None
+    assert await store.buffered_templates(10) == []
