@@ -89,7 +89,12 @@ class TemplateFiring:
                 )
             elif record == mine:
                 self._count_skip(template, record)
-        if buffered is not None and template.cron_buffered is None:
+        if buffered is not None and template.cron_buffered != buffered:
+            if template.cron_buffered is not None:
+                # Another scheduler held this fire time after releasing the one this
+                # snapshot shows: the snapshot is stale; the next pass redoes it.
+                log.debug("template snapshot is stale; not advanced", extra=fields)
+                return
             change = states.advance_template_holding(
                 template, next_at=plan.next_at, buffered=buffered, now=now
             )

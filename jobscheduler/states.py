@@ -245,12 +245,16 @@ def advance_template_holding(
 ) -> Change:
     """:func:`advance_template` that also holds the fire time ``buffered`` for
     ``overlap="buffer_one"`` (spawned by :func:`release_buffered`'s caller once the
-    template's previous run has finished)."""
+    template's previous run has finished). Conditioned also on holding none."""
     now = utc(now)
     return Change(
         transition="advance_template",
         job_id=template.id,
-        expect={"status": Status.PENDING, "scheduled_at": template.scheduled_at},
+        expect={
+            "status": Status.PENDING,
+            "scheduled_at": template.scheduled_at,
+            "cron_buffered": None,
+        },
         set={"scheduled_at": utc(next_at), "cron_buffered": utc(buffered), "updated_at": now},
     )
 

@@ -15,6 +15,7 @@ from jobscheduler import cron
 from jobscheduler.clock import TrioClock
 from jobscheduler.cron import CatchUp, Occurrence, OccurrenceStatus, Overlap
 from jobscheduler.cron import SkipReason as Why
+from jobscheduler.cron_firing import TemplateFiring
 from jobscheduler.errors import ValidationError
 from jobscheduler.model import Job, Status
 from jobscheduler.reaper import Reaper
@@ -316,3 +317,42 @@ async def test_the_reaper_prunes_ledger_records_past_the_retention(
     assert [r.fire_at for r in await ledger(store, tmpl)] == [
         after(s) for s in range(3600, 7201, 300)
     ]
+
+
+async def test_a_stale_snapshot_never_overwrites_a_held_fire_time_another_scheduler_chose(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    deps = make_deps()
+    firing = TemplateFiring(deps)
+    tmpl = template("stale", EVERY_5, after(300), overlap=Overlap.BUFFER_ONE)
+    await store.insert(tmpl)
+    # Another scheduler released the fire time held at 00:00 and then held 00:05.
+    running = await store.insert(make_job(key="running"))
+    await store.record_occurrences(
+        [
+            Occurrence(
+                template_id=tmpl.id,
+                tenant_id=tmpl.tenant_id,
+                fire_at=BASE,
+                status=OccurrenceStatus.BUFFERED,
+                recorded_at=BASE,
+                run_id=running.id,
+            ),
+            Occurrence(
+                template_id=tmpl.id,
+                tenant_id=tmpl.tenant_id,
+                fire_at=after(300),
+                status=OccurrenceStatus.BUFFERED,
+                recorded_at=after(300),
+                run_id="0" * 24,
+            ),
+        ]
+    )
+    await trio.sleep(301)
+
+    await firing.fire(attrs.evolve(tmpl, cron_buffered=BASE))  # still shows 00:00 held
+    assert (await store.get(tmpl.id)).scheduled_at == after(300)  # not advanced
+
+    await firing.fire(await store.get(tmpl.id))
+    stored = await store.get(tmpl.id)
+    assert (stored.scheduled_at, stored.cron_buffered) == (after(600), after(300))
