@@ -86,8 +86,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     queued_at       INTEGER,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
-    cron_policy     TEXT,
-    cron_buffered   INTEGER
+    cron_policy     TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
@@ -115,7 +114,8 @@ def _to_db(field: str, value: Any) -> Any:
     return value
 
 
-#: Columns added after the first release: (column, definition), added to older files at start.
+#: Columns added after the first release: (column, definition), added at start to files that
+#: lack them (``cron_buffered`` only this way, new files included).
 _ADDED_COLUMNS = (("cron_policy", "TEXT"), ("cron_buffered", "INTEGER"))
 
 
