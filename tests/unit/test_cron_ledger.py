@@ -356,3 +356,47 @@ async def test_a_stale_snapshot_never_overwrites_a_held_fire_time_another_schedu
     await firing.fire(await store.get(tmpl.id))
     stored = await store.get(tmpl.id)
     assert (stored.scheduled_at, stored.cron_buffered) == (after(600), after(300))
+
+
+@pytest.mark.parametrize(
+    ("zone", "expression", "gaps"),
+    [
+        ("Europe/Paris", "30 2 * * *", 2),
+        ("Europe/Paris", "*/30 2 * * *", 2),
+        # 02:00 and 02:30 would land on 03:00, itself a fire time: nothing is skipped.
+        ("Europe/Paris", "*/30 1-3 * * *", 0),
+        ("America/New_York", "15 2 * * *", 2),
+        ("Australia/Lord_Howe", "5 2 * * *", 2),
+        ("Australia/Lord_Howe", "*/15 1-3 * * *", 0),
+        ("America/Santiago", "0 0 * * *", 2),
+    ],
+)
+def test_gap_skips_only_add_skipped_fires_to_the_walk(
+    zone: str, expression: str, gaps: int
+) -> None:
+    """With ``gap_skips`` the walk yields the same fire times plus, marked ``skipped``, one
+    per DST gap instant (two in 2026-2027) the template has no fire time at; without it
+    nothing changes."""
+    policy = cron.CronPolicy(timezone=zone, dst_gap=cron.DstGap.SKIP)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = datetime(2028, 1, 1, tzinfo=UTC)
+
+    def walk(gap_skips: bool) -> list[cron.Fire]:
+        out = []
+        for fire in policy.fires(expression, start, gap_skips=gap_skips):
+            if fire.at >= end:
+                return out
+            out.append(fire)
+        return out
+
+    plain, with_skips = walk(False), walk(True)
+    assert [f for f in with_skips if not f.skipped] == plain
+    skipped = [f for f in with_skips if f.skipped]
+    assert len(skipped) == gaps
+    assert {f.at for f in skipped}.isdisjoint({f.at for f in plain})
+    tz = cron.zone(zone)
+    for fire in skipped:  # the wall time it stood for does not exist
+        assert (
+            fire.wall.replace(tzinfo=tz).astimezone(UTC).astimezone(tz).replace(tzinfo=None)
+            != fire.wall
+        )
