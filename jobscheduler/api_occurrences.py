@@ -13,9 +13,9 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 from urllib.parse import urlencode
 
 import trio
@@ -23,12 +23,16 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from .auth import current_principal
+from .bounded import BoundedCalls
 from .cron import Occurrence, OccurrenceStatus
 from .errors import JobNotFound, ValidationError
 from .model import Job, cron_policy_of, format_time, is_job_id
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_OCCURRENCE_LIMIT = 50
 MAX_OCCURRENCE_LIMIT = 500
@@ -103,7 +107,9 @@ def occurrence_to_json(
     return out
 
 
-async def _runs(deps: Deps, records: list[Occurrence]) -> dict[str, Job | None]:
+async def _runs(
+    deps: Deps, records: list[Occurrence], store_calls: BoundedCalls | None
+) -> dict[str, Job | None]:
     """The runs the records name (None for one that does not exist)."""
     ids = sorted({r.run_id for r in records if r.run_id is not None})
     found: dict[str, Job | None] = {}
@@ -112,7 +118,10 @@ async def _runs(deps: Deps, records: list[Occurrence]) -> dict[str, Job | None]:
     async def read(run_id: str) -> None:
         async with limiter:
             try:
-                found[run_id] = await deps.store.get(run_id)
+                if store_calls is None:
+                    found[run_id] = await deps.store.get(run_id)
+                else:
+                    found[run_id] = await store_calls.call(deps.store.get, run_id)
             except JobNotFound:
                 found[run_id] = None
 
@@ -123,23 +132,32 @@ async def _runs(deps: Deps, records: list[Occurrence]) -> dict[str, Job | None]:
 
 
 def register_occurrence_routes(
-    app: QuartTrio, deps: Deps, json_response: Callable[..., Response]
+    app: QuartTrio,
+    deps: Deps,
+    json_response: Callable[..., Response],
+    store_calls: BoundedCalls | None = None,
 ) -> None:
-    """Add ``GET /jobs/{id}/occurrences`` to ``app``."""
+    """Add ``GET /jobs/{id}/occurrences`` to ``app``; ``store_calls`` bounds its store
+    reads by API_STORE_TIMEOUT (see bounded.py)."""
+
+    async def bounded(fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        if store_calls is None:
+            return await fn(*args, **kwargs)
+        return await store_calls.call(fn, *args, **kwargs)
 
     @app.get("/jobs/<job_id>/occurrences")
     async def occurrences(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
         limit, before = parse_occurrence_query(request.args)
-        template = await deps.store.get(job_id.lower())
+        template = await bounded(deps.store.get, job_id.lower())
         current_principal().check_visible(template.tenant_id, template.id)
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")
-        records = await deps.store.occurrences(template.id, limit=limit + 1, before=before)
+        records = await bounded(deps.store.occurrences, template.id, limit=limit + 1, before=before)
         more = len(records) > limit
         records = records[:limit]
-        runs = await _runs(deps, records)
+        runs = await _runs(deps, records, store_calls)
         items = [
             occurrence_to_json(
                 r,

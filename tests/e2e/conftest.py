@@ -30,7 +30,8 @@ def free_port() -> int:
 class DevServer:
     """One ``python -m jobscheduler dev`` process with its own SQLite file and ports."""
 
-    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+    def __init__(self, tmp_path: Path, env: dict[str, str], argv: list[str] | None = None) -> None:
+        self.argv = argv or [sys.executable, "-m", "jobscheduler", "dev"]
         self.db_path = tmp_path / "jobs.db"
         self.log_path = tmp_path / "dev.log"
         self.api_port = free_port()
@@ -50,7 +51,7 @@ class DevServer:
     async def start(self) -> None:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jobscheduler", "dev"],
+            self.argv,
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -105,8 +106,8 @@ async def dev_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[D
     the test, and each must exit 0 — a clean shutdown is part of every e2e test."""
     servers: list[DevServer] = []
 
-    async def start(**env: str) -> DevServer:
-        server = DevServer(tmp_path, env)
+    async def start(*, argv: list[str] | None = None, **env: str) -> DevServer:
+        server = DevServer(tmp_path, env, argv)
         servers.append(server)
         await server.start()
         return server
