@@ -164,3 +164,12 @@ def test_lateness_is_never_negative() -> None:
     tmpl = make_job(cron="* * * * *")
     early = record(tmpl, 60, OccurrenceStatus.SPAWNED, run_id=new_job_id(), late=-1)
     assert early.lateness == timedelta(0)
+
+
+@pytest.mark.parametrize(
+    "raw", ["%ED%A0%80x", "f%3A%00", "%C3%A9", "%FF"], ids=["surrogate", "nul", "latin", "not-utf8"]
+)
+async def test_odd_bytes_in_the_cursor_are_400(api: Api, store: SQLiteJobStore, raw: str) -> None:
+    tmpl = await paris_template(store)
+    reply = await api.request("GET", f"/jobs/{tmpl.id}/occurrences?cursor={raw}")
+    reply.assert_error(400, "cursor")
