@@ -78,7 +78,7 @@ class TemplateFiring:
         records = sorted([*decided, *skips], key=lambda r: r.fire_at)
         stored = await deps.store.record_occurrences(records)
         buffered: datetime | None = None
-        for mine, record in zip(records, stored, strict=True):
+        for record, written in stored:
             if record.status is OccurrenceStatus.SPAWNED:
                 await self._spawn(template, record, now)
             elif record.status is OccurrenceStatus.BUFFERED:
@@ -87,7 +87,7 @@ class TemplateFiring:
                     "cron fire time buffered",
                     extra={**fields, "fire_at": record.fire_at.isoformat()},
                 )
-            elif record == mine:
+            elif written:
                 self._count_skip(template, record)
         if buffered is not None and template.cron_buffered != buffered:
             if template.cron_buffered is not None:
@@ -219,6 +219,31 @@ class TemplateFiring:
             "reason": reason,
         }
         log.debug("cron fire time skipped", extra=extra)
+
+
+async def record_paused(deps: Deps, template: Job, *, until: datetime) -> int:
+    """Record the fire times a template passed over while paused: from its fire time when
+    it was paused (``template.scheduled_at``) up to, not including, ``until`` (where it
+    resumes), at most :data:`cron.SKIP_COUNT_LIMIT`; returns how many were new."""
+    if template.cron is None or template.scheduled_at >= until:
+        return 0
+    policy = cron_policy_of(template)
+    now = deps.clock.now()
+    missed: list[Occurrence] = []
+    start = template.scheduled_at - timedelta(microseconds=1)
+    for fire in policy.fires(template.cron, start):
+        if fire.at >= until or len(missed) >= cron.SKIP_COUNT_LIMIT:
+            break
+        missed.append(_skipped(template, fire.at, SkipReason.PAUSED, now))
+    stored = await deps.store.record_occurrences(missed)
+    new = [record for record, written in stored if written]
+    if new:
+        deps.metrics.scheduler_cron_skipped.labels(reason=SkipReason.PAUSED.value).inc(len(new))
+        log.info(
+            "cron fire times skipped while paused",
+            extra={"job_id": template.id, "tenant": template.tenant_id, "skipped": len(new)},
+        )
+    return len(new)
 
 
 def _after(at: datetime) -> datetime:

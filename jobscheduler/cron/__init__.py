@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._catchup import MAX_SPAWNS_PER_PASS as MAX_SPAWNS_PER_PASS
 from ._catchup import ON_TIME_GRACE as ON_TIME_GRACE
+from ._catchup import SKIP_COUNT_LIMIT as SKIP_COUNT_LIMIT
 from ._catchup import Plan as Plan
 from ._catchup import plan_pass as plan_pass
 from ._expression import MAX_EXPRESSION_LENGTH as MAX_EXPRESSION_LENGTH

@@ -40,6 +40,8 @@ class SkipReason(enum.StrEnum):
     #: ``dstGap="skip"``: its wall-clock time does not exist (spring forward). Recorded at
     #: the first instant after the gap.
     DST_GAP = "dst_gap"
+    #: The template was paused (recorded when it is resumed).
+    PAUSED = "paused"
     #: The overlap policy: the previous run had not finished (``skip``, or a fire time
     #: beyond the one ``buffer_one`` holds).
     OVERLAP = "overlap"

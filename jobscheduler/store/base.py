@@ -96,10 +96,13 @@ class JobStore(abc.ABC):
     # ------------------------------------------------------------------ cron ledger
 
     @abc.abstractmethod
-    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
         """Append cron ledger records, each unless its (template id, fire time) is recorded
-        already; return the record stored under each key, in order: the given one, or the
-        one a concurrent or earlier writer stored first (never changed)."""
+        already; return, in order, the record stored under each key (the given one, or the
+        one a concurrent or earlier writer stored first, never changed) and whether this
+        call wrote it."""
 
     @abc.abstractmethod
     async def occurrences(

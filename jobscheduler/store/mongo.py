@@ -700,7 +700,9 @@ class MongoJobStore(JobStore):
             raise StoreError("MongoDB store is not started")
         return self._ledger_of(self._client)
 
-    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
         if not records:
             return []
         ledger = self._ledger()

@@ -83,21 +83,27 @@ def from_document(doc: Mapping[str, Any]) -> Occurrence:
     )
 
 
-def record(collection: Collection[Document], records: Sequence[Occurrence]) -> list[Occurrence]:
+def record(
+    collection: Collection[Document], records: Sequence[Occurrence]
+) -> list[tuple[Occurrence, bool]]:
     """Insert each record unless its key exists (unordered; duplicates ignored), then read
-    back the stored record of each key, in order."""
+    back the stored record of each key, in order, with whether this call wrote it."""
     docs = [to_document(r) for r in records]
     if not docs:
         return []
+    refused: set[int] = set()
     try:
         collection.insert_many(docs, ordered=False)
     except BulkWriteError as exc:
         errors = exc.details.get("writeErrors", [])
         if any(error.get("code") != _DUPLICATE_KEY for error in errors):
             raise
+        refused = {int(error["index"]) for error in errors}
     ids = [d["_id"] for d in docs]
     stored = {d["_id"]: from_document(d) for d in collection.find({"_id": {"$in": ids}})}
-    return [stored[i] for i in ids]
+    # A key given twice in one call is written by its first record only.
+    first = {key: i for i, key in reversed(list(enumerate(ids)))}
+    return [(stored[key], i not in refused and first[key] == i) for i, key in enumerate(ids)]
 
 
 def select(

@@ -519,7 +519,9 @@ class SQLiteJobStore(JobStore):
 
     # ------------------------------------------------------------------ cron ledger
 
-    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
         if not records:
             return []
         return await self._write(lambda conn: sqlite_ledger.record(conn, records))

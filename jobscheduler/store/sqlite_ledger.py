@@ -66,16 +66,19 @@ def _from_row(row: Sequence[Any]) -> Occurrence:
     )
 
 
-def record(conn: sqlite3.Connection, records: Sequence[Occurrence]) -> list[Occurrence]:
-    """Insert each record unless its key exists; the stored record of each key, in order."""
-    conn.executemany(_INSERT, [_params(r) for r in records])
+def record(
+    conn: sqlite3.Connection, records: Sequence[Occurrence]
+) -> list[tuple[Occurrence, bool]]:
+    """Insert each record unless its key exists; the stored record of each key and whether
+    this call wrote it, in order."""
     stored = []
     for r in records:
+        written = conn.execute(_INSERT, _params(r)).rowcount == 1
         row = conn.execute(
             f"SELECT {_SELECT} FROM occurrences WHERE template_id = ? AND fire_at = ?",
             (r.template_id, _millis(r.fire_at)),
         ).fetchone()
-        stored.append(_from_row(row))
+        stored.append((_from_row(row), written))
     return stored
 
 

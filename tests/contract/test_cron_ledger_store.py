@@ -59,7 +59,7 @@ def skipped(minute: int, reason: SkipReason = SkipReason.OVERLAP) -> Occurrence:
 
 async def test_records_round_trip_newest_fire_time_first(store: JobStore) -> None:
     records = [spawned(0), skipped(1, SkipReason.DST_GAP), spawned(2, late=75.25)]
-    assert await store.record_occurrences(records) == records
+    assert await store.record_occurrences(records) == [(r, True) for r in records]
     listed = await store.occurrences(TEMPLATE, limit=10)
     assert listed == records[::-1]
     assert listed[0].lateness == timedelta(seconds=75.25)
@@ -68,28 +68,34 @@ async def test_records_round_trip_newest_fire_time_first(store: JobStore) -> Non
 
 async def test_a_recorded_fire_time_keeps_its_first_record(store: JobStore) -> None:
     first = spawned(5)
-    assert await store.record_occurrences([first]) == [first]
+    assert await store.record_occurrences([first]) == [(first, True)]
     # A second scheduler decides differently for the same fire time: the first record
     # stands and is what the second one is told.
     again = await store.record_occurrences([skipped(5), skipped(6)])
-    assert again == [first, skipped(6)]
+    assert again == [(first, False), (skipped(6), True)]
     assert await store.occurrences(TEMPLATE, limit=10) == [skipped(6), first]
+    # The very same record again (a repeated pass at the same instant) is not written again.
+    assert await store.record_occurrences([skipped(6)]) == [(skipped(6), False)]
+    # A key twice in one call: its first record is written.
+    twice = [skipped(8, SkipReason.MISSED), skipped(8)]
+    assert await store.record_occurrences(twice) == [(twice[0], True), (twice[0], False)]
 
 
 async def test_concurrent_writers_of_one_fire_time_are_told_the_same_record(
     store: JobStore,
 ) -> None:
-    answers: list[list[Occurrence]] = []
+    answers: list[tuple[Occurrence, bool]] = []
 
     async def write(record: Occurrence) -> None:
-        answers.append(await store.record_occurrences([record]))
+        answers.extend(await store.record_occurrences([record]))
 
     async with trio.open_nursery() as nursery:
         for record in (spawned(7), spawned(7), skipped(7)):
             nursery.start_soon(write, record)
     assert len(answers) == 3
-    assert answers[0] == answers[1] == answers[2]
-    assert await store.occurrences(TEMPLATE, limit=10) == answers[0]
+    assert answers[0][0] == answers[1][0] == answers[2][0]
+    assert sorted(written for _, written in answers) == [False, False, True]
+    assert await store.occurrences(TEMPLATE, limit=10) == [answers[0][0]]
 
 
 async def test_cursor_status_filter_and_templates_apart(store: JobStore) -> None:

@@ -155,7 +155,9 @@ class ProxyStore(JobStore):
     async def count_by_status(self) -> dict[Status, int]:
         return await self.inner.count_by_status()
 
-    async def record_occurrences(self, records: Sequence[Occurrence]) -> list[Occurrence]:
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
         return await self.inner.record_occurrences(records)
 
     async def occurrences(

@@ -15,7 +15,7 @@ from jobscheduler import cron
 from jobscheduler.clock import TrioClock
 from jobscheduler.cron import CatchUp, Occurrence, OccurrenceStatus, Overlap
 from jobscheduler.cron import SkipReason as Why
-from jobscheduler.cron_firing import TemplateFiring
+from jobscheduler.cron_firing import TemplateFiring, record_paused
 from jobscheduler.errors import ValidationError
 from jobscheduler.model import Job, Status
 from jobscheduler.reaper import Reaper
@@ -400,3 +400,20 @@ def test_gap_skips_only_add_skipped_fires_to_the_walk(
             fire.wall.replace(tzinfo=tz).astimezone(UTC).astimezone(tz).replace(tzinfo=None)
             != fire.wall
         )
+
+
+async def test_fire_times_passed_over_while_paused_are_recorded_once_as_paused(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    deps = make_deps()
+    tmpl = template("paused", EVERY_5, BASE)
+    await store.insert(tmpl)
+    await trio.sleep(1000)  # paused from 00:00 (its fire time then) until 00:16:40
+
+    assert await record_paused(deps, tmpl, until=after(1200)) == 4
+    assert await record_paused(deps, tmpl, until=after(1200)) == 0  # a repeated resume
+
+    assert summary(await ledger(store, tmpl)) == [
+        (after(s), "skipped", "paused") for s in (0, 300, 600, 900)
+    ]
+    assert sample(deps.metrics, "scheduler_cron_skipped_total", {"reason": "paused"}) == 4
