@@ -91,6 +91,10 @@ class Job:
     updated_at: datetime = attrs.field(validator=_aware)
     #: A template's fire time held by ``overlap="buffer_one"`` until its previous run ends.
     cron_buffered: datetime | None = attrs.field(default=None, validator=_aware)
+    #: The handler's return value (JSON; at most 64 KiB encoded), set when it completes.
+    result: Any = None
+    #: For a cron run: the id of the template that spawned it.
+    template_id: str | None = None
 
 
 def new_job_id() -> str:
@@ -175,6 +179,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
         out.update(cron_template_json(job))
         if job.cron_buffered is not None:
             out["bufferedFireAt"] = format_time(job.cron_buffered)
+    if job.template_id is not None:
+        out["templateId"] = job.template_id
     if job.claimed_by is not None:
         out["claimedBy"] = job.claimed_by
     if job.claimed_at is not None:
@@ -183,6 +189,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
     out["maxAttempts"] = job.max_attempts
     if job.last_error is not None:
         out["lastError"] = job.last_error
+    if job.result is not None:
+        out["result"] = job.result
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
     return out
