@@ -18,6 +18,8 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
+from .api_listing import register_listing_routes
+from .api_manage import register_manage_routes
 from .api_occurrences import register_occurrence_routes
 from .attempts import attempt_to_json
 from .auth import current_principal
@@ -26,6 +28,7 @@ from .bulk import create_batch, parse_batch_request
 from .errors import (
     DuplicateJob,
     Forbidden,
+    InvalidTransition,
     JobNotFound,
     JobSchedulerError,
     StoreError,
@@ -38,7 +41,6 @@ from .model import (
     job_to_json,
     loads_json_body,
     parse_create_request,
-    parse_list_query,
 )
 from .observability import serve_asgi
 from .runtime import Deps
@@ -57,6 +59,7 @@ ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
+    InvalidTransition: 409,
     StoreError: 503,
 }
 
@@ -235,15 +238,10 @@ def create_app(deps: Deps) -> QuartTrio:
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
-    @app.get("/jobs")
-    async def list_jobs() -> Response:
-        tenant, status, limit = parse_list_query(request.args)
-        current_principal().scope(tenant)
-        jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
-        return _json([job_to_json(job) for job in jobs], 200)
-
     register_cron_routes(app, deps, _json, store_calls)
     register_occurrence_routes(app, deps, _json, store_calls)
+    register_listing_routes(app, deps, _json, store_calls)
+    register_manage_routes(app, deps, _json, store_calls)
     return app
 
 

@@ -80,7 +80,7 @@ from pymongo.write_concern import WriteConcern
 from ..attempts import Attempt, decode_result, encode_result
 from ..cron import CronPolicy, Occurrence, OccurrenceStatus
 from ..errors import JobNotFound, StoreError, ValidationError
-from ..model import Job, Status, utc
+from ..model import Job, Replay, Status, utc
 from ..states import Change, claim_fields
 from . import mongo_ledger
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
@@ -91,6 +91,8 @@ from .mongo_attempts import (
     document_to_attempt,
     write_records,
 )
+from .mongo_query import MANAGE_INDEXES, ManageQueries
+from .query import Cursor, JobQuery, JobStats
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -126,10 +128,20 @@ FIELDS: Final[Mapping[str, str]] = {
     # integers beyond 64 bits), and nothing queries inside it.
     "result": "result",
     "template_id": "templateId",
+    "cancel_requested_at": "cancelRequestedAt",
+    "replays": "replays",
 }
 _TIME_FIELDS: Final = frozenset(
-    {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
-    | {"cron_buffered"}
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "cancel_requested_at",
+        "cron_buffered",
+    }
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
 
@@ -180,6 +192,7 @@ INDEXES: Final = [
         [(FIELDS["status"], ASCENDING), (FIELDS["cron_buffered"], ASCENDING)],
         name="status_cronBuffered",
     ),
+    *MANAGE_INDEXES,
 ]
 
 
@@ -214,6 +227,8 @@ def _to_doc(field: str, value: Any) -> Any:
         return value.to_storage()
     if field == "result":
         return encode_result(value)
+    if field == "replays":
+        return [replay.to_json() for replay in value]
     return value
 
 
@@ -239,6 +254,8 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = CronPolicy.from_storage(value)
         elif field == "result":
             value = decode_result(value)
+        elif field == "replays":
+            value = tuple(Replay.from_json(r) for r in value)
         values[field] = value
     return Job(**values)
 
@@ -723,7 +740,7 @@ class MongoJobStore(JobStore):
             return document_to_job(current)
         return attempt()
 
-    def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | None]) -> None:
+    def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
         if self._attempts is not None:
             write_records(self._attempts, changes, results)
 
@@ -856,6 +873,42 @@ class MongoJobStore(JobStore):
             return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
 
         return await self._call(op, "buffered_templates", read=True)
+
+    # ------------------------------------------------------------------ management
+
+    def _manage(self) -> ManageQueries:
+        return ManageQueries(
+            self._collection(),
+            FIELDS,
+            document_to_job,
+            _change_filter,
+            _to_doc,
+            _update_document,
+        )
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        manage = self._manage()
+        return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """Conditional updates in one thread hop, nothing read back (see ManageQueries)."""
+        if not changes:
+            return 0
+        manage = self._manage()
+
+        def op() -> int:
+            applied = manage.apply_bulk(changes)
+            self._record_sync(changes, applied)
+            return sum(applied)
+
+        async with self._conditional_write():
+            return await self._call(op, "apply_bulk")
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        manage = self._manage()
+        return await self._call(lambda: manage.stats(tenant_id, now), "stats", read=True)
 
     def _attempts_collection(self) -> Collection[Document]:
         if self._attempts is None:
