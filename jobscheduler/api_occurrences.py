@@ -89,6 +89,8 @@ def occurrence_to_json(
     if record.run_id is None:
         return out
     out["runId"] = record.run_id
+    if record.cancelled_run_id is not None:
+        out["cancelledRunId"] = record.cancelled_run_id
     spawned_at: datetime | None = None
     if record.status is OccurrenceStatus.SPAWNED:
         spawned_at = record.recorded_at

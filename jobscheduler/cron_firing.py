@@ -8,9 +8,13 @@ running, the other saw it finish), the first record wins and both act on it. A s
 record carries the run's id, so the run is inserted with that id (keyed on its fire time, as
 before: a repeated spawn is a no-op) and the ledger names the run exactly.
 
-Overlap (``skip``/``buffer_one``) asks whether the template's previous run has finished:
-the run of its newest spawned or buffered ledger record. Under these policies a template has
-at most one unfinished run, so that one run is the only one to look at.
+Overlap (``skip``/``buffer_one``/``cancel_previous``) asks whether the template's previous
+run has finished: the run of its newest spawned or buffered ledger record. Under these
+policies a template has at most one unfinished run, so that one run is the only one to look
+at. Under ``cancel_previous`` the spawned record names that run (``cancelled_run_id``) when
+it had not finished, and whichever scheduler acts on the record cancels it before spawning
+the new run, through the same transitions as a user's cancel (pending/queued/claimed ->
+cancelled; running -> a cancel request the executor honours within a heartbeat).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ UNFINISHED = frozenset({Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RU
 RUN_STATUSES = (OccurrenceStatus.SPAWNED, OccurrenceStatus.BUFFERED)
 #: Templates holding a buffered fire time looked at per pass.
 BUFFER_BATCH = 100
+#: Fresh reads of the previous run before ``cancel_previous`` gives up on a moving target.
+CANCEL_TRIES = 3
 
 
 class TemplateFiring:
@@ -80,6 +86,8 @@ class TemplateFiring:
         buffered: datetime | None = None
         for record, written in stored:
             if record.status is OccurrenceStatus.SPAWNED:
+                if record.cancelled_run_id is not None:
+                    await self._cancel_previous(template, record, now)
                 await self._spawn(template, record, now)
             elif record.status is OccurrenceStatus.BUFFERED:
                 buffered = record.fire_at
@@ -144,6 +152,14 @@ class TemplateFiring:
             return []
         if overlap is Overlap.ALLOW:
             return [_run(template, at, OccurrenceStatus.SPAWNED, now) for at in due]
+        if overlap is Overlap.CANCEL_PREVIOUS:
+            # The newest due fire time replaces the previous run; older ones due in this
+            # same pass would be cancelled by it before they ran, so they get no run.
+            *replaced, newest = due
+            previous = await self._unfinished_run(template)
+            superseded = [_skipped(template, at, SkipReason.OVERLAP, now) for at in replaced]
+            run = _run(template, newest, OccurrenceStatus.SPAWNED, now)
+            return [*superseded, attrs.evolve(run, cancelled_run_id=previous)]
         busy = await self._busy(template)
         holding = template.cron_buffered is not None
         out: list[Occurrence] = []
@@ -164,6 +180,48 @@ class TemplateFiring:
             return True
         latest = await self._deps.store.occurrences(template.id, limit=1, statuses=RUN_STATUSES)
         return bool(latest) and await self._unfinished(latest[0])
+
+    async def _unfinished_run(self, template: Job) -> str | None:
+        """The id of the template's previous run if it has not finished, else None."""
+        latest = await self._deps.store.occurrences(template.id, limit=1, statuses=RUN_STATUSES)
+        if latest and await self._unfinished(latest[0]):
+            return latest[0].run_id
+        return None
+
+    async def _cancel_previous(self, template: Job, record: Occurrence, now: datetime) -> None:
+        """Cancel the run the record names (``overlap="cancel_previous"``): at once if no
+        executor runs it yet, by a cancel request if one does. A run that finished (or was
+        cancelled, or asked to stop, by another scheduler acting on the same record) is left
+        alone; a lost race re-reads the run."""
+        deps = self._deps
+        run_id = record.cancelled_run_id
+        assert run_id is not None
+        fields = {
+            "job_id": template.id,
+            "tenant": template.tenant_id,
+            "run_id": run_id,
+            "fire_at": record.fire_at.isoformat(),
+        }
+        for _ in range(CANCEL_TRIES):
+            try:
+                run = await deps.store.get(run_id)
+            except JobNotFound:
+                return
+            if run.status in states.CANCELLABLE:
+                change = states.cancel(run, now=now)
+            elif run.status is Status.RUNNING and run.cancel_requested_at is None:
+                change = states.request_cancel(run, now=now)
+            else:  # finished, or already asked to stop
+                return
+            if await deps.store.apply(change) is not None:
+                deps.metrics.scheduler_cron_cancelled_previous.inc()
+                log.info(
+                    "previous cron run cancelled",
+                    extra={**fields, "transition": change.transition},
+                )
+                return
+            deps.metrics.transitions_lost.labels(transition=change.transition).inc()
+        log.warning("previous cron run kept changing; not cancelled", extra=fields)
 
     async def _unfinished(self, record: Occurrence) -> bool:
         if record.run_id is None:

@@ -59,6 +59,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.scheduler_cron_cancelled_previous = Counter(
+            "scheduler_cron_cancelled_previous_total",
+            "Unfinished cron runs cancelled (or asked to stop) by a newer fire time of their "
+            "template under overlap=cancel_previous.",
+            registry=r,
+        )
         self.scheduler_invalid_cron = Counter(
             "scheduler_invalid_cron_templates_total",
             "Cron templates dead-lettered because their expression no longer parses.",

@@ -43,7 +43,8 @@ class SkipReason(enum.StrEnum):
     #: The template was paused (recorded when it is resumed).
     PAUSED = "paused"
     #: The overlap policy: the previous run had not finished (``skip``, or a fire time
-    #: beyond the one ``buffer_one`` holds).
+    #: beyond the one ``buffer_one`` holds), or, under ``cancel_previous``, a newer fire time
+    #: due in the same scheduler pass replaced it before it could run.
     OVERLAP = "overlap"
 
 
@@ -62,6 +63,10 @@ class Occurrence:
     run_id: str | None = None
     #: Why there is no run (skipped records).
     reason: SkipReason | None = None
+    #: ``overlap="cancel_previous"``: the previous run, unfinished at this fire time, that
+    #: this fire time cancels (spawned records only). Whichever scheduler acts on the record
+    #: cancels this run, so two schedulers cancel the same one.
+    cancelled_run_id: str | None = None
 
     @property
     def lateness(self) -> timedelta | None:

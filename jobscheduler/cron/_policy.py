@@ -56,13 +56,10 @@ class Overlap(enum.StrEnum):
     #: Hold it (one at most) and spawn it once the previous run has finished; further fire
     #: times while one is held are skipped.
     BUFFER_ONE = "buffer_one"
-    #: Cancel the previous run and spawn this one. Refused at create until the scheduler can
-    #: cancel a running job.
+    #: Cancel the previous run if it has not finished (a pending/queued/claimed one at once,
+    #: a running one by a cancel request its executor honours within a heartbeat) and spawn
+    #: this one.
     CANCEL_PREVIOUS = "cancel_previous"
-
-
-#: Overlap policies a template may be created with.
-SUPPORTED_OVERLAPS = frozenset({Overlap.ALLOW, Overlap.SKIP, Overlap.BUFFER_ONE})
 
 
 @attrs.frozen(kw_only=True)
@@ -207,11 +204,6 @@ def parse_policy(body: Mapping[str, Any], expression: str) -> CronPolicy:
                 f"jitter: must not exceed the schedule's interval ({format_duration(interval)})"
             )
     overlap = _choice(body, "overlap", Overlap, DEFAULT_POLICY.overlap)
-    if overlap not in SUPPORTED_OVERLAPS:
-        raise ValidationError(
-            "overlap: cancel_previous is not available yet (this scheduler cannot cancel a "
-            "running job); use allow, skip or buffer_one"
-        )
     return CronPolicy(
         timezone=timezone,
         dst_gap=_choice(body, "dstGap", DstGap, DEFAULT_POLICY.dst_gap),

@@ -63,6 +63,7 @@ def to_document(record: Occurrence) -> Document:
         "reason": None if record.reason is None else record.reason.value,
         "runId": record.run_id,
         "recordedAt": utc(record.recorded_at),
+        "cancelledRunId": record.cancelled_run_id,
     }
 
 
@@ -80,6 +81,7 @@ def from_document(doc: Mapping[str, Any]) -> Occurrence:
         reason=None if reason is None else SkipReason(reason),
         run_id=doc.get("runId"),
         recorded_at=_aware(doc["recordedAt"]),
+        cancelled_run_id=doc.get("cancelledRunId"),
     )
 
 

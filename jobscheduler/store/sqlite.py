@@ -296,7 +296,7 @@ class SQLiteJobStore(JobStore):
             conn = self._connect()
             conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
             _migrate(conn)
-            conn.executescript(sqlite_ledger.LEDGER_SCHEMA)
+            sqlite_ledger.migrate(conn)
             conn.executescript(MANAGE_INDEXES)
             return conn
 

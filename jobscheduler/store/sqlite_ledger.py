@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS occurrences (
     reason          TEXT,
     run_id          TEXT,
     recorded_at     INTEGER NOT NULL,
+    cancelled_run_id TEXT,
     PRIMARY KEY (template_id, fire_at)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS occurrences_status ON occurrences (template_id, status, fire_at);
@@ -29,7 +30,16 @@ CREATE INDEX IF NOT EXISTS jobs_cron_buffered ON jobs (cron_buffered)
     WHERE cron_buffered IS NOT NULL;
 """
 
-_COLUMNS = ("template_id", "fire_at", "tenant_id", "status", "reason", "run_id", "recorded_at")
+_COLUMNS = (
+    "template_id",
+    "fire_at",
+    "tenant_id",
+    "status",
+    "reason",
+    "run_id",
+    "recorded_at",
+    "cancelled_run_id",
+)
 _SELECT = ", ".join(_COLUMNS)
 _INSERT = f"INSERT OR IGNORE INTO occurrences ({_SELECT}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 
@@ -51,6 +61,7 @@ def _params(record: Occurrence) -> tuple[Any, ...]:
         None if record.reason is None else record.reason.value,
         record.run_id,
         _millis(record.recorded_at),
+        record.cancelled_run_id,
     )
 
 
@@ -63,7 +74,17 @@ def _from_row(row: Sequence[Any]) -> Occurrence:
         reason=None if row[4] is None else SkipReason(row[4]),
         run_id=row[5],
         recorded_at=_time(row[6]),
+        cancelled_run_id=row[7],
     )
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Create the ledger table and its indexes, adding ``cancelled_run_id`` to a table made
+    before ``overlap="cancel_previous"`` existed (idempotent)."""
+    conn.executescript(LEDGER_SCHEMA)
+    present = {row[1] for row in conn.execute("PRAGMA table_info(occurrences)")}
+    if "cancelled_run_id" not in present:
+        conn.execute("ALTER TABLE occurrences ADD COLUMN cancelled_run_id TEXT")
 
 
 def record(

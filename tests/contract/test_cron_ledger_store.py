@@ -58,12 +58,15 @@ def skipped(minute: int, reason: SkipReason = SkipReason.OVERLAP) -> Occurrence:
 
 
 async def test_records_round_trip_newest_fire_time_first(store: JobStore) -> None:
-    records = [spawned(0), skipped(1, SkipReason.DST_GAP), spawned(2, late=75.25)]
+    replacing = attrs.evolve(spawned(3), cancelled_run_id=new_job_id())  # cancel_previous
+    records = [spawned(0), skipped(1, SkipReason.DST_GAP), spawned(2, late=75.25), replacing]
     assert await store.record_occurrences(records) == [(r, True) for r in records]
     listed = await store.occurrences(TEMPLATE, limit=10)
     assert listed == records[::-1]
-    assert listed[0].lateness == timedelta(seconds=75.25)
-    assert listed[1].lateness is None
+    assert listed[0].cancelled_run_id == replacing.cancelled_run_id
+    assert listed[1].cancelled_run_id is None
+    assert listed[1].lateness == timedelta(seconds=75.25)
+    assert listed[2].lateness is None
 
 
 async def test_a_recorded_fire_time_keeps_its_first_record(store: JobStore) -> None:

@@ -1,6 +1,7 @@
 """``GET /jobs/{id}/occurrences``: a template's ledger through the API, newest first, with
 each run's outcome read at request time, cursor pages with a ``Link`` header, and 400/404
-for bad input or another tenant's template."""
+for bad input or another tenant's template; ``paused`` skips recorded by a resume, and the
+run a ``cancel_previous`` fire time cancelled."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from quart import g
 
 from jobscheduler.api import create_app
 from jobscheduler.auth import Principal, Role
+from jobscheduler.clock import ManualClock
 from jobscheduler.cron import CronPolicy, Occurrence, OccurrenceStatus, SkipReason
 from jobscheduler.model import Job, Status, new_job_id
+from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, after, make_job
-from .test_api import Api, api_deps, serve
+from .test_api import Api, api_deps, create_body, serve
 
 
 @pytest.fixture
@@ -173,3 +176,46 @@ async def test_odd_bytes_in_the_cursor_are_400(api: Api, store: SQLiteJobStore, 
     tmpl = await paris_template(store)
     reply = await api.request("GET", f"/jobs/{tmpl.id}/occurrences?cursor={raw}")
     reply.assert_error(400, "cursor")
+
+
+async def test_fire_times_passed_while_paused_appear_as_paused_skips_after_resume(
+    api: Api,
+) -> None:
+    created = await api.create(create_body(scheduledAt=None, cron="0 * * * *"))
+    assert created.status == 201, created.text
+    tid = created.json["id"]
+    assert created.json["scheduledAt"] == "2026-01-01T01:00:00Z"
+    assert (await api.request("POST", f"/jobs/{tid}/pause")).status == 200
+    clock = api.deps.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(3 * 3600 + 60)  # 01:00, 02:00 and 03:00 pass while paused
+    resumed = await api.request("POST", f"/jobs/{tid}/resume")
+    assert resumed.json["scheduledAt"] == "2026-01-01T04:00:00Z"
+
+    items = (await api.get(f"/jobs/{tid}/occurrences")).json["occurrences"]
+    assert [(i["fireAt"], i["status"], i.get("reason")) for i in items] == [
+        (f"2026-01-01T0{h}:00:00Z", "skipped", "paused") for h in (3, 2, 1)
+    ]
+
+
+async def test_a_template_with_cancel_previous_shows_the_run_each_fire_time_cancelled(
+    api: Api,
+) -> None:
+    created = await api.create(
+        create_body(scheduledAt=None, cron="0 * * * *", overlap="cancel_previous")
+    )
+    assert created.status == 201, created.text
+    assert created.json["overlap"] == "cancel_previous"
+    clock = api.deps.clock
+    assert isinstance(clock, ManualClock)
+    scheduler = Scheduler(api.deps)
+    for _ in range(2):  # 01:00 spawns; at 02:00 that run has not finished
+        clock.advance(3600)
+        await scheduler.tick()
+
+    items = (await api.get(f"/jobs/{created.json['id']}/occurrences")).json["occurrences"]
+    newest, oldest = items
+    assert "cancelledRunId" not in oldest
+    assert oldest["run"]["status"] == "cancelled"
+    assert newest["cancelledRunId"] == oldest["runId"]
+    assert newest["run"]["status"] == "queued"

@@ -244,7 +244,7 @@ async def test_catch_up_all_under_an_overlap_policy_spawns_one_run_per_pass(
     assert len(await runs_of(store, tmpl)) == 1
 
 
-@pytest.mark.parametrize("overlap", [Overlap.ALLOW, Overlap.SKIP, Overlap.BUFFER_ONE])
+@pytest.mark.parametrize("overlap", list(Overlap))
 async def test_two_schedulers_at_once_record_each_fire_time_once_and_act_on_that_record(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
@@ -291,9 +291,9 @@ async def test_two_schedulers_at_once_record_each_fire_time_once_and_act_on_that
     assert len(runs) == len(spawned)
 
 
-def test_cancel_previous_is_refused_at_create_until_cancellation_exists() -> None:
-    with pytest.raises(ValidationError, match="cancel_previous is not available"):
-        cron.parse_policy({"overlap": "cancel_previous"}, EVERY_5)
+def test_every_overlap_policy_is_accepted_at_create_and_an_unknown_one_is_400() -> None:
+    for overlap in Overlap:
+        assert cron.parse_policy({"overlap": overlap.value}, EVERY_5).overlap is overlap
     with pytest.raises(ValidationError, match="overlap: must be one of"):
         cron.parse_policy({"overlap": "queue"}, EVERY_5)
 
