@@ -22,6 +22,7 @@ from . import api_schemas as ops
 from .api_cron import register_cron_routes
 from .api_listing import register_listing_routes
 from .api_manage import register_manage_routes
+from .api_occurrences import register_occurrence_routes
 from .api_schemas_manage import describe_registered
 from .attempts import attempt_to_json
 from .auth import current_principal
@@ -240,6 +241,7 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json(job_to_json(job), 200)
 
     register_cron_routes(app, deps, _json, store_calls)
+    register_occurrence_routes(app, deps, _json, store_calls)
     register_listing_routes(app, deps, _json, store_calls)
     register_manage_routes(app, deps, _json, store_calls)
     register_ui_routes(app, deps, store_calls)

@@ -46,6 +46,7 @@ SCHEDULE_FIELDS: dict[str, Schema] = {
     "catchUp": _nullable({"type": "string", "enum": [v.value for v in cron.CatchUp]}),
     "catchUpWindow": DURATION,
     "jitter": DURATION,
+    "overlap": _nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
 }
 
 # tenantId is checked by the model, not here: the caller's key may supply it.
@@ -108,6 +109,8 @@ JOB: Schema = {
         "catchUp": {"type": "string"},
         "catchUpWindow": {"type": "string"},
         "jitter": {"type": "string"},
+        "overlap": {"type": "string"},
+        "bufferedFireAt": TIME,
         "nextFireLocal": {"type": "string"},
         "claimedBy": {"type": "string"},
         "claimedAt": TIME,

@@ -185,6 +185,8 @@ class Settings:
     http_allowlist: tuple[str, ...] = ()
     http_follow_redirects: bool = False
     http_max_redirects: int = 5
+    #: How long cron ledger records are kept (the reaper prunes older ones); 30 days.
+    cron_ledger_retention: float = 30 * 24 * 3600.0
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -252,6 +254,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "HTTP_ALLOWLIST": ("http_allowlist", _allowlist),
     "HTTP_FOLLOW_REDIRECTS": ("http_follow_redirects", _bool),
     "HTTP_MAX_REDIRECTS": ("http_max_redirects", _positive_int),
+    "CRON_LEDGER_RETENTION": ("cron_ledger_retention", _positive_duration),
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)

@@ -200,6 +200,7 @@ async def test_create_cron_returns_201_template_with_computed_first_fire_time(
         "dstFold": "first",
         "catchUp": "one",
         "catchUpWindow": "1h",
+        "overlap": "allow",
         "nextFireLocal": "2026-01-01T02:00:00+00:00",
         "attempts": 0,
         "maxAttempts": 3,

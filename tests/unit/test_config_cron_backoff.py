@@ -128,6 +128,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     ),
     "HTTP_FOLLOW_REDIRECTS": ("yes", "http_follow_redirects", True),
     "HTTP_MAX_REDIRECTS": ("3", "http_max_redirects", 3),
+    "CRON_LEDGER_RETENTION": ("168h", "cron_ledger_retention", 7 * 24 * 3600.0),
 }
 
 
@@ -193,6 +194,7 @@ BAD: list[tuple[str, str]] = [
     ("HTTP_ALLOWLIST", "2130706433"),
     ("HTTP_FOLLOW_REDIRECTS", "maybe"),
     ("HTTP_MAX_REDIRECTS", "0"),
+    ("CRON_LEDGER_RETENTION", "0s"),
 ]
 
 
