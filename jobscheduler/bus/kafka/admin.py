@@ -99,14 +99,6 @@ async def await_metadata(
     log.warning("new topics not visible in metadata yet", extra={"topics": topics})
 
 
-def group_member_ids(admin: AdminClient, group: str, timeout: float) -> set[str]:
-    """The member ids the group coordinator lists for ``group`` now (blocking, bounded by
-    ``timeout``). Raises KafkaException (or a timeout error) when it cannot tell."""
-    future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
-    description = future.result(timeout=timeout)
-    return {member.member_id for member in description.members}
-
-
 def delete_prefixed_topics(brokers: str, prefix: str, timeout: float = 15.0) -> list[str]:
     """Delete every topic whose name starts with ``prefix`` (one deployment's or test run's
     topics); returns their names. Blocking. An empty prefix is refused: it names every topic."""
