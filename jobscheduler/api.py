@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import trio
@@ -17,11 +18,16 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
+from .api_listing import register_listing_routes
+from .api_manage import register_manage_routes
+from .attempts import attempt_to_json
 from .auth import current_principal
 from .bounded import BoundedCalls
+from .bulk import create_batch, parse_batch_request
 from .errors import (
     DuplicateJob,
     Forbidden,
+    InvalidTransition,
     JobNotFound,
     JobSchedulerError,
     StoreError,
@@ -29,14 +35,15 @@ from .errors import (
     ValidationError,
 )
 from .model import (
+    Job,
     is_job_id,
     job_to_json,
     loads_json_body,
     parse_create_request,
-    parse_list_query,
 )
 from .observability import serve_asgi
 from .runtime import Deps
+from .store.base import InsertOutcome
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,7 @@ ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
+    InvalidTransition: 409,
     StoreError: 503,
 }
 
@@ -158,10 +166,10 @@ def create_app(deps: Deps) -> QuartTrio:
         )
         try:
             stored = await store_calls.call(deps.store.insert, job)
-        except DuplicateJob:
-            raise DuplicateJob(
-                f"idempotencyKey {job.idempotency_key!r} is already used by another job"
-            ) from None
+        except DuplicateJob as exc:
+            # 409 names the job holding the key, so a retrying client can follow it.
+            message = f"idempotencyKey {job.idempotency_key!r} is already used by another job"
+            return _json({"error": message, "jobId": exc.existing_id}, 409)
         if deps.waker is not None:
             deps.waker.notify(stored.scheduled_at)
         log.info(
@@ -176,6 +184,51 @@ def create_app(deps: Deps) -> QuartTrio:
         )
         return _json(job_to_json(stored), 201)
 
+    @app.post("/jobs/batch")
+    async def create_jobs_batch() -> Response:
+        mimetype = request.mimetype
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            return error_response("Content-Type must be application/json", 415)
+        raw = await request.get_data(cache=False)
+        items = parse_batch_request(loads_json_body(raw.encode() if isinstance(raw, str) else raw))
+
+        async def insert_many(jobs: Sequence[Job]) -> list[InsertOutcome]:
+            return await store_calls.call(deps.store.insert_many, jobs)
+
+        answers, created = await create_batch(
+            insert_many,
+            items,
+            now=deps.clock.now(),
+            job_types=job_types,
+            max_attempts_defaults=max_attempts_defaults,
+        )
+        if created and deps.waker is not None:
+            deps.waker.notify(min(job.scheduled_at for job in created))
+        for job in created:
+            log.debug(
+                "job created",
+                extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
+            )
+        log.info(
+            "job batch created",
+            extra={
+                "jobs": len(items),
+                "stored": len(created),
+                "rejected": len(items) - len(created),
+            },
+        )
+        return _json({"results": answers}, 200)
+
+    @app.get("/jobs/<job_id>/attempts")
+    async def get_job_attempts(job_id: str) -> Response:
+        job_id = job_id.lower()
+        if not is_job_id(job_id):
+            raise ValidationError("id: must be a 24-character hex ObjectId")
+        job = await store_calls.call(deps.store.get, job_id)  # 404, not an empty history
+        current_principal().check_visible(job.tenant_id, job.id)
+        records = await store_calls.call(deps.store.attempts, job_id)
+        return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
+
     @app.get("/jobs/<job_id>")
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
@@ -184,14 +237,9 @@ def create_app(deps: Deps) -> QuartTrio:
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
-    @app.get("/jobs")
-    async def list_jobs() -> Response:
-        tenant, status, limit = parse_list_query(request.args)
-        current_principal().scope(tenant)
-        jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
-        return _json([job_to_json(job) for job in jobs], 200)
-
     register_cron_routes(app, deps, _json, store_calls)
+    register_listing_routes(app, deps, _json, store_calls)
+    register_manage_routes(app, deps, _json, store_calls)
     return app
 
 

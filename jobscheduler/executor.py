@@ -37,6 +37,7 @@ import trio
 from . import states
 from ._logthrottle import LogThrottle
 from ._scopes import shielded, take_ready
+from .attempts import Failure, Outcome, ResultError, encode_result
 from .bus import Delivery, Subscription, WakeUp
 from .bus.dead_letters import publish_dead_letter
 from .errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
@@ -70,35 +71,49 @@ def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
 class _InFlight:
     """A running job, as the executor's shared heartbeat loop sees it."""
 
-    __slots__ = ("job_id", "lost", "permanent", "scope", "token")
+    __slots__ = ("cancel_requested", "job_id", "lost", "permanent", "scope", "timed_out", "token")
 
     def __init__(self, job_id: str, token: str) -> None:
         self.job_id = job_id
         self.token = token
         self.scope = trio.CancelScope()
         self.lost = False
+        #: A user asked to cancel the job: its handler is stopped and the job cancelled.
+        self.cancel_requested = False
         #: The handler raised PermanentError: dead-letter without further attempts.
         self.permanent = False
+        #: The handler ran past its timeout and was stopped.
+        self.timed_out = False
 
 
 class _Done:
-    """A handler has returned: the outcome to write for its job."""
+    """A handler has returned: the outcome to write for its job (its result, or why the
+    attempt failed, and how: ``failed`` or ``timed_out``)."""
 
-    __slots__ = ("error", "job", "logger", "permanent", "token")
+    __slots__ = ("failure", "job", "logger", "outcome", "permanent", "result", "token")
 
     def __init__(
         self,
         job: Job,
         token: str,
-        error: str | None,
+        failure: Failure | None,
         logger: logging.LoggerAdapter[logging.Logger],
+        *,
+        result: Any = None,
+        outcome: Outcome = Outcome.FAILED,
         permanent: bool = False,
     ) -> None:
         self.job = job
         self.token = token
-        self.error = error
+        self.failure = failure
         self.logger = logger
+        self.result = result
+        self.outcome = outcome
         self.permanent = permanent
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else self.failure.summary()
 
 
 class _Finished:
@@ -186,8 +201,14 @@ class Executor:
                 continue
             self._throttled.recovered("heartbeat", "heartbeats written again")
             for entry, beat in zip(entries, results, strict=True):
-                if beat is None and entry.token in self._in_flight:
+                if entry.token not in self._in_flight:
+                    continue
+                if beat is None:
                     entry.lost = True
+                    entry.scope.cancel()
+                elif beat.cancel_requested_at is not None and not entry.cancel_requested:
+                    # The heartbeat's own reply carries the request: no extra round trip.
+                    entry.cancel_requested = True
                     entry.scope.cancel()
 
     async def consume(
@@ -257,8 +278,8 @@ class Executor:
         if picked is None:
             return "stale"
         done = await self._execute(*picked)
-        if done is None:
-            return "stale"
+        if isinstance(done, str):
+            return done
         dead: list[Job] = []
         result = "unknown"  # unless written: the outcome write timed out; the reaper will
         with shielded(OUTCOME_TIMEOUT):  # settle the job
@@ -366,12 +387,14 @@ class Executor:
                 await delivery.release()
             limiter.release_on_behalf_of(delivery)
             raise
-        finished.send_nowait(_Finished(delivery, done))
+        finished.send_nowait(_Finished(delivery, done if isinstance(done, _Done) else None))
 
-    async def _execute(self, job: Job, token: str) -> _Done | None:
+    async def _execute(self, job: Job, token: str) -> _Done | str:
         """Run the handler while the heartbeat loop watches the job. Returns what to write,
-        or None when the reaper took the job back meanwhile (counted stale here). Cancelled
-        (shutdown) or failing unexpectedly, it hands the job back before re-raising."""
+        or the result label when there is nothing left to write (counted here): "stale" when
+        the reaper took the job back meanwhile, "cancelled" when a user's cancel request
+        stopped the handler and the job was cancelled. Cancelled (shutdown) or failing
+        unexpectedly, it hands the job back before re-raising."""
         logger = logging.LoggerAdapter(
             log, {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type}
         )
@@ -380,7 +403,7 @@ class Executor:
         ok = False
         started = time.perf_counter()
         try:
-            error = await self._run_handler(job, entry, logger)
+            failure, result = await self._run_handler(job, entry, logger)
             ok = True
         finally:
             del self._in_flight[token]
@@ -389,43 +412,65 @@ class Executor:
             if not ok:
                 await self._release(job, token, logger)
         self._duration(job.job_type).observe(time.perf_counter() - started)
+        if entry.cancel_requested and not entry.lost:
+            if await self._finish_cancel(job, token, logger):
+                return "cancelled"
+            return self._count_lost(job.job_type, "finish_cancel", job.id)
         if entry.lost:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
-            return None
-        return _Done(job, token, error, logger, permanent=entry.permanent)
+            return "stale"
+        return _Done(
+            job,
+            token,
+            failure,
+            logger,
+            result=result,
+            outcome=Outcome.TIMED_OUT if entry.timed_out else Outcome.FAILED,
+            permanent=entry.permanent,
+        )
 
     async def _run_handler(
         self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> str | None:
-        """Run the handler inside the entry's cancel scope; returns the error, if any (and
-        marks the entry ``permanent`` when the handler raised PermanentError). The runner
-        stops the handler at its timeout, and when the scope is cancelled (shutdown, lost
-        claim): an async handler is cancelled, a worker process killed, a thread abandoned."""
+    ) -> tuple[Failure | None, Any]:
+        """Run the handler inside the entry's cancel scope; returns (failure, result) and
+        marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
+        handler at its timeout, and when the scope is cancelled (shutdown, lost claim): an
+        async handler is cancelled, a worker process killed, a thread abandoned. The result
+        is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
+        that is not makes the attempt a failure."""
         ctx = JobContext(
             job_id=job.id,
             tenant_id=job.tenant_id,
             job_type=job.job_type,
             payload=job.payload,
-            attempt=job.attempts + 1,
+            attempt=job.attempts,
             max_attempts=job.max_attempts,
             logger=handler_logger(job),
+            idempotency_key=job.idempotency_key,
+            scheduled_at=job.scheduled_at,
+            template_id=job.template_id,
         )
+        value: Any = None
         with entry.scope:
             try:
                 handler = self._deps.registry.get(job.job_type)
-                await self._runner.run(handler, ctx)
+                value = await self._runner.run(handler, ctx)
+                encode_result(value)
             except UnknownHandler as exc:
-                return str(exc)
+                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
             except HandlerTimeout as exc:
                 logger.warning("handler timed out", extra={"error": str(exc)})
-                return str(exc)
+                entry.timed_out = True
+                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
+            except ResultError as exc:
+                return Failure(type=type(exc).__name__, message=str(exc)), None
             except PermanentError as exc:
                 entry.permanent = True
-                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                return Failure.from_exception(exc), None
             except Exception as exc:
-                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return None
+                return Failure.from_exception(exc), None
+        return None, value
 
     async def _release(
         self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
@@ -438,6 +483,24 @@ class Executor:
             if released is not None:
                 self._count(job.job_type, "released")
                 logger.info("job handed back on shutdown")
+            else:
+                # Not handed back because a cancel was requested meanwhile: finish it.
+                await self._finish_cancel(job, token, logger)
+
+    async def _finish_cancel(
+        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> bool:
+        """running -> cancelled (token-fenced, shielded); False if the job moved on."""
+        deps = self._deps
+        with shielded(OUTCOME_TIMEOUT):
+            cancelled = await deps.store.apply(
+                states.finish_cancel(job, token=token, now=deps.clock.now())
+            )
+            if cancelled is not None:
+                self._count(job.job_type, "cancelled")
+                logger.info("job cancelled while running; handler stopped")
+                return True
+        return False
 
     # -- settle -----------------------------------------------------------------------------
 
@@ -546,15 +609,26 @@ class Executor:
         deps = self._deps
         now = deps.clock.now()
         changes = [
-            states.complete(o.job, token=o.token, now=now)
-            if o.error is None
-            else states.fail(o.job, token=o.token, now=now, error=o.error, permanent=o.permanent)
+            states.complete(o.job, token=o.token, now=now, result=o.result)
+            if o.failure is None
+            else states.fail(
+                o.job,
+                token=o.token,
+                now=now,
+                error=o.failure,
+                outcome=o.outcome,
+                permanent=o.permanent,
+            )
             for o in outcomes
         ]
         results: list[str] = []
         for outcome, after in zip(outcomes, await deps.store.apply_many(changes), strict=True):
             job, error, logger = outcome.job, outcome.error, outcome.logger
             if after is None:
+                # A failed attempt loses to a cancel request: the job ends cancelled.
+                if error is not None and await self._finish_cancel(job, outcome.token, logger):
+                    results.append("cancelled")
+                    continue
                 transition = "complete" if error is None else "fail"
                 results.append(self._count_lost(job.job_type, transition, job.id))
                 continue

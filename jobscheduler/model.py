@@ -50,6 +50,10 @@ class Status(enum.StrEnum):
     FAILED = "failed"
     #: Attempts exhausted (or a cron template that no longer parses). Final; never claimed.
     DLQ = "dlq"
+    #: Cancelled by a user (a retired cron template, too). Final until retried.
+    CANCELLED = "cancelled"
+    #: A cron template that does not fire until resumed.
+    PAUSED = "paused"
 
 
 LISTABLE_STATUSES = tuple(s.value for s in Status)
@@ -89,6 +93,48 @@ class Job:
     queued_at: datetime | None = attrs.field(default=None, validator=_aware)
     created_at: datetime = attrs.field(validator=_aware)
     updated_at: datetime = attrs.field(validator=_aware)
+    #: The handler's return value (JSON; at most 64 KiB encoded), set when it completes.
+    result: Any = None
+    #: For a cron run: the id of the template that spawned it.
+    template_id: str | None = None
+    #: A running job's cancel request; the executor's next heartbeat stops the handler.
+    cancel_requested_at: datetime | None = attrs.field(default=None, validator=_aware)
+    #: The job's retries by a user, oldest first (at most MAX_REPLAYS kept).
+    replays: tuple[Replay, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Replay:
+    """One retry of a dlq or cancelled job by a user: when, and what it left behind."""
+
+    at: datetime = attrs.field(validator=_aware)
+    previous_status: Status
+    previous_error: str | None = None
+    previous_attempts: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "at": format_time(self.at),
+            "previousStatus": self.previous_status.value,
+            "previousAttempts": self.previous_attempts,
+        }
+        if self.previous_error is not None:
+            out["previousError"] = self.previous_error
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Replay:
+        """The inverse of :meth:`to_json` (how both stores keep replays)."""
+        return cls(
+            at=parse_time(data["at"], "replays.at"),
+            previous_status=Status(data["previousStatus"]),
+            previous_error=data.get("previousError"),
+            previous_attempts=int(data.get("previousAttempts", 0)),
+        )
+
+
+#: How many replays a job remembers (the oldest are dropped first).
+MAX_REPLAYS = 20
 
 
 def new_job_id() -> str:
@@ -171,6 +217,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
     if job.cron is not None:
         out["cron"] = job.cron
         out.update(cron_template_json(job))
+    if job.template_id is not None:
+        out["templateId"] = job.template_id
     if job.claimed_by is not None:
         out["claimedBy"] = job.claimed_by
     if job.claimed_at is not None:
@@ -179,6 +227,12 @@ def job_to_json(job: Job) -> dict[str, Any]:
     out["maxAttempts"] = job.max_attempts
     if job.last_error is not None:
         out["lastError"] = job.last_error
+    if job.result is not None:
+        out["result"] = job.result
+    if job.cancel_requested_at is not None:
+        out["cancelRequestedAt"] = format_time(job.cancel_requested_at)
+    if job.replays:
+        out["replays"] = [replay.to_json() for replay in job.replays]
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
     return out

@@ -14,6 +14,21 @@ transition lost a race and the caller must not act on it.
       |  |                               |                (or permanent failure)
       |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
       '-----release: shutdown hands the job back (attempt not counted) ---'
+
+``attempts`` counts attempts *started*: ``start`` increments it (so a job completed on its
+first try reads 1, matching ``JobContext.attempt``); ``fail`` and ``recover`` of a running
+job do not count again and dead-letter once ``attempts >= maxAttempts``; ``release`` takes
+the started attempt back. Every transition that ends an attempt carries its
+:class:`~jobscheduler.attempts.Attempt` record, which the store appends beside the job when
+(and only when) the transition applies.
+
+User actions (issue 11), each one conditional update too::
+
+    pending/queued/claimed -cancel-> cancelled        (a stale wake-up then loses its pick)
+    running -request_cancel-> running + cancelRequestedAt -finish_cancel (executor)-> cancelled
+    dlq/cancelled -retry-> pending (attempts reset to 0, a Replay record kept)
+    template: pending -pause-> paused -resume-> pending (next fire from now, no burst)
+              pending/paused/dlq -retire-> cancelled;  update_template edits it in place
 """
 
 from __future__ import annotations
@@ -24,8 +39,9 @@ from typing import Any
 
 import attrs
 
+from .attempts import Attempt, Failure, Outcome
 from .backoff import backoff_seconds
-from .model import Job, Status, new_job_id, truncate_error, utc
+from .model import MAX_REPLAYS, Job, Replay, Status, new_job_id, truncate_error, utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -35,13 +51,17 @@ class Change:
     """One conditional update of one job.
 
     ``expect`` maps a Job field name to the value it must currently hold (a tuple of Status
-    values means "any of these"). ``set`` maps Job field names to their new values.
+    values means "any of these"). ``set`` maps Job field names to their new values; ``inc``
+    maps integer Job fields to an amount added to their current value. ``record`` is the
+    attempt record the store appends beside the job if, and only if, the change applies.
     """
 
     transition: str
     job_id: str
     expect: Mapping[str, Any]
     set: Mapping[str, Any]
+    inc: Mapping[str, int] = attrs.field(factory=dict)
+    record: Attempt | None = None
 
 
 def claim_fields(now: datetime) -> dict[str, Any]:
@@ -73,9 +93,10 @@ def pick(job_id: str, *, worker: str, token: str, now: datetime) -> Change:
 
 
 def start(job_id: str, *, token: str, now: datetime) -> Change:
-    """claimed -> running: the handler is about to be called.
+    """claimed -> running: the handler is about to be called; the attempt counts from here.
 
-    Needs only the id and token, so an executor can send it together with its pick.
+    Needs only the id and token (``attempts`` is incremented, not set), so an executor can
+    send it together with its pick.
     """
     now = utc(now)
     return Change(
@@ -83,6 +104,7 @@ def start(job_id: str, *, token: str, now: datetime) -> Change:
         job_id=job_id,
         expect={"status": Status.CLAIMED, "claim_token": token},
         set={"status": Status.RUNNING, "heartbeat_at": now, "updated_at": now},
+        inc={"attempts": 1},
     )
 
 
@@ -97,62 +119,127 @@ def heartbeat(job_id: str, *, token: str, now: datetime) -> Change:
     )
 
 
-def complete(job: Job, *, token: str, now: datetime) -> Change:
-    """running -> completed."""
+def attempt_record(
+    job: Job, *, outcome: Outcome, now: datetime, failure: Failure | None = None
+) -> Attempt:
+    """The record of the attempt ``job`` (as its executor holds it) ends with ``outcome``.
+
+    The attempt's number is ``job.attempts`` once started (``start`` counted it); a job that
+    never got past ``claimed`` is on attempt ``attempts + 1``.
+    """
+    number = job.attempts if job.status is Status.RUNNING else job.attempts + 1
+    return Attempt(
+        job_id=job.id,
+        number=max(number, 1),
+        outcome=outcome,
+        worker=job.claimed_by,
+        started_at=job.claimed_at,
+        finished_at=utc(now),
+        error_type=failure.type if failure else None,
+        error_message=failure.message if failure else None,
+        traceback=failure.traceback if failure else None,
+    )
+
+
+def complete(job: Job, *, token: str, now: datetime, result: Any = None) -> Change:
+    """running -> completed, storing the handler's (already validated) ``result``."""
     now = utc(now)
+    changes: dict[str, Any] = {
+        "status": Status.COMPLETED,
+        "claim_token": None,
+        "updated_at": now,
+    }
+    if result is not None:
+        changes["result"] = result
     return Change(
         transition="complete",
         job_id=job.id,
         expect={"status": Status.RUNNING, "claim_token": token},
-        set={"status": Status.COMPLETED, "claim_token": None, "updated_at": now},
+        set=changes,
+        record=attempt_record(job, outcome=Outcome.COMPLETED, now=now),
     )
 
 
 def _failure_set(job: Job, *, now: datetime, error: str, permanent: bool = False) -> dict[str, Any]:
-    attempts = job.attempts + 1
+    """A started attempt failed: retry with backoff, or dlq once attempts reach the max (or
+    at once when ``permanent``). The attempt was counted when it started."""
     changes: dict[str, Any] = {
-        "attempts": attempts,
         "last_error": truncate_error(error),
         "claim_token": None,
         "updated_at": now,
     }
-    if permanent or attempts >= job.max_attempts:
+    if permanent or job.attempts >= job.max_attempts:
         changes["status"] = Status.DLQ
     else:
         changes["status"] = Status.PENDING
-        changes["scheduled_at"] = utc(now + timedelta(seconds=backoff_seconds(attempts)))
+        delay = backoff_seconds(max(job.attempts, 1))
+        changes["scheduled_at"] = utc(now + timedelta(seconds=delay))
     return changes
 
 
-def fail(job: Job, *, token: str, now: datetime, error: str, permanent: bool = False) -> Change:
+def fail(
+    job: Job,
+    *,
+    token: str,
+    now: datetime,
+    error: str | Failure,
+    outcome: Outcome = Outcome.FAILED,
+    permanent: bool = False,
+) -> Change:
     """running -> pending with backoff, or -> dlq once attempts reach maxAttempts.
 
-    ``permanent`` (the handler raised PermanentError): -> dlq at once, whatever attempts
-    remain.
+    ``error`` is the failure (a plain string is a failure without a type); ``outcome`` is
+    ``failed`` or ``timed_out`` in the attempt record. ``permanent`` (the handler raised
+    PermanentError): -> dlq at once, whatever attempts remain.
     """
     now = utc(now)
+    failure = error if isinstance(error, Failure) else Failure(type="Error", message=error)
+    summary = error.summary() if isinstance(error, Failure) else error
     return Change(
         transition="fail",
         job_id=job.id,
-        expect={"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts},
-        set=_failure_set(job, now=now, error=error, permanent=permanent),
+        # A cancel request wins over a retry: the executor then writes finish_cancel.
+        expect={
+            "status": Status.RUNNING,
+            "claim_token": token,
+            "attempts": job.attempts,
+            "cancel_requested_at": None,
+        },
+        set=_failure_set(job, now=now, error=summary, permanent=permanent),
+        record=attempt_record(job, outcome=outcome, now=now, failure=failure),
     )
 
 
 def release(job: Job, *, token: str, now: datetime) -> Change:
     """claimed/running -> pending at once, attempt not counted: an executor shutting down
-    hands back a job it could not finish."""
+    hands back a job it could not finish (a started attempt is taken back)."""
     now = utc(now)
+    changes: dict[str, Any] = {
+        "status": Status.PENDING,
+        "scheduled_at": now,
+        "claim_token": None,
+        "updated_at": now,
+    }
+    # A job asked to stop is cancelled (finish_cancel), not handed back.
+    expect: dict[str, Any] = {
+        "status": (Status.CLAIMED, Status.RUNNING),
+        "claim_token": token,
+        "cancel_requested_at": None,
+    }
+    if job.status is Status.RUNNING:
+        expect = {
+            "status": Status.RUNNING,
+            "claim_token": token,
+            "attempts": job.attempts,
+            "cancel_requested_at": None,
+        }
+        changes["attempts"] = max(job.attempts - 1, 0)
     return Change(
         transition="release",
         job_id=job.id,
-        expect={"status": (Status.CLAIMED, Status.RUNNING), "claim_token": token},
-        set={
-            "status": Status.PENDING,
-            "scheduled_at": now,
-            "claim_token": None,
-            "updated_at": now,
-        },
+        expect=expect,
+        set=changes,
+        record=attempt_record(job, outcome=Outcome.RELEASED, now=now),
     )
 
 
@@ -171,10 +258,14 @@ def requeue(job: Job, *, now: datetime) -> Change:
 def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
     """claimed/running without a heartbeat for CLAIM_TIMEOUT -> pending or dlq (reaper).
 
-    Counts as a failed attempt, so a job that kills its executor every time ends in dlq
-    instead of looping. Conditioned on the exact claim token and heartbeat the reaper saw.
-    ``error`` replaces the default ``lastError`` (e.g. `dev` recovering at start-up the jobs
-    of the process that held its store before, which is known dead).
+    A running job's attempt (counted when it started) is a failed one, so a job that kills
+    its executor every time ends in dlq instead of looping. A job lost while only
+    ``claimed`` never started: it goes back to pending at once, uncounted. Either way a
+    ``lost`` attempt is recorded. A lost running job whose cancel was requested ends
+    ``cancelled`` instead (its attempt still counted). Conditioned on the exact claim token
+    and heartbeat the reaper saw. ``error`` replaces the default ``lastError`` (e.g. `dev`
+    recovering at start-up the jobs of the process that held its store before, which is
+    known dead).
     """
     now = utc(now)
     seen = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
@@ -182,6 +273,19 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
         error = (
             f"lost: executor {job.claimed_by or '?'} stopped heartbeating (last heartbeat {seen})"
         )
+    if job.status is Status.RUNNING:
+        changes = _failure_set(job, now=now, error=error)
+        if job.cancel_requested_at is not None:
+            # A lost job whose cancel was requested ends cancelled rather than running again.
+            changes.update(status=Status.CANCELLED, scheduled_at=job.scheduled_at)
+    else:
+        changes = {
+            "status": Status.PENDING,
+            "scheduled_at": now,
+            "last_error": truncate_error(error),
+            "claim_token": None,
+            "updated_at": now,
+        }
     return Change(
         transition="recover",
         job_id=job.id,
@@ -189,8 +293,12 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
             "status": job.status,
             "claim_token": job.claim_token,
             "heartbeat_at": job.heartbeat_at,
+            "attempts": job.attempts,
         },
-        set=_failure_set(job, now=now, error=error),
+        set=changes,
+        record=attempt_record(
+            job, outcome=Outcome.LOST, now=now, failure=Failure(type="Lost", message=error)
+        ),
     )
 
 
@@ -242,4 +350,146 @@ def spawn_instance(
         max_attempts=template.max_attempts,
         created_at=now,
         updated_at=now,
+        template_id=template.id,
+    )
+
+
+# --------------------------------------------------------------------------- user actions
+
+#: Statuses a job can be cancelled from at once (no executor runs it yet, or a template).
+CANCELLABLE = (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
+#: Statuses a job can be retried (replayed) from.
+RETRYABLE = (Status.DLQ, Status.CANCELLED)
+#: Statuses that are final unless a user retries the job.
+FINISHED = (Status.COMPLETED, Status.FAILED, Status.DLQ, Status.CANCELLED)
+
+
+def cancel(job: Job, *, now: datetime) -> Change:
+    """pending/queued/claimed (or a paused template) -> cancelled.
+
+    A queued job's wake-up then loses its pick; a claimed job's start loses (the executor
+    drops it). Conditioned on the status only: from any of these the outcome is the same.
+    """
+    now = utc(now)
+    return Change(
+        transition="cancel",
+        job_id=job.id,
+        expect={"status": CANCELLABLE},
+        set={"status": Status.CANCELLED, "claim_token": None, "updated_at": now},
+    )
+
+
+def request_cancel(job: Job, *, now: datetime) -> Change:
+    """running -> running with ``cancel_requested_at``: the executor's next heartbeat reads
+    it (the heartbeat's update returns the job) and stops the handler."""
+    now = utc(now)
+    return Change(
+        transition="request_cancel",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": job.claim_token},
+        set={"cancel_requested_at": now, "updated_at": now},
+    )
+
+
+def finish_cancel(job: Job, *, token: str, now: datetime) -> Change:
+    """running -> cancelled, by the executor that stopped the handler (token-fenced)."""
+    now = utc(now)
+    return Change(
+        transition="finish_cancel",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": token},
+        set={
+            "status": Status.CANCELLED,
+            "claim_token": None,
+            "last_error": "cancelled while running",
+            "updated_at": now,
+        },
+        # The attempt started (``start`` counted it) and ends here, cancelled.
+        record=attempt_record(job, outcome=Outcome.CANCELLED, now=now),
+    )
+
+
+def retry(
+    job: Job,
+    *,
+    now: datetime,
+    scheduled_at: datetime | None = None,
+    payload: Mapping[str, Any] | None = None,
+) -> Change:
+    """dlq/cancelled -> pending (a replay): due ``scheduled_at`` (default now), attempts
+    reset, optionally a new payload; a :class:`Replay` record of what it left behind is kept
+    (the last MAX_REPLAYS). Conditioned on the exact version read (``updated_at``), so two
+    racing retries replay once."""
+    now = utc(now)
+    replay = Replay(
+        at=now,
+        previous_status=job.status,
+        previous_error=job.last_error,
+        previous_attempts=job.attempts,
+    )
+    changes: dict[str, Any] = {
+        "status": Status.PENDING,
+        "scheduled_at": utc(scheduled_at or now),
+        "attempts": 0,
+        "last_error": None,
+        "claim_token": None,
+        "queued_at": None,
+        "cancel_requested_at": None,
+        "replays": (*job.replays, replay)[-MAX_REPLAYS:],
+        "updated_at": now,
+    }
+    if payload is not None:
+        changes["payload"] = dict(payload)
+    return Change(
+        transition="retry",
+        job_id=job.id,
+        expect={"status": job.status, "updated_at": job.updated_at},
+        set=changes,
+    )
+
+
+def pause(template: Job, *, now: datetime) -> Change:
+    """A cron template: pending -> paused (it stops firing)."""
+    now = utc(now)
+    return Change(
+        transition="pause",
+        job_id=template.id,
+        expect={"status": Status.PENDING, "cron": template.cron},
+        set={"status": Status.PAUSED, "updated_at": now},
+    )
+
+
+def resume(template: Job, *, next_at: datetime, now: datetime) -> Change:
+    """A cron template: paused -> pending at ``next_at``, its next fire time after now, so
+    the fire times missed while paused do not run (no burst)."""
+    now = utc(now)
+    return Change(
+        transition="resume",
+        job_id=template.id,
+        expect={"status": Status.PAUSED, "cron": template.cron},
+        set={"status": Status.PENDING, "scheduled_at": utc(next_at), "updated_at": now},
+    )
+
+
+def retire(template: Job, *, now: datetime) -> Change:
+    """A cron template: pending/paused/dlq -> cancelled (it never fires again; its runs stay)."""
+    now = utc(now)
+    return Change(
+        transition="retire",
+        job_id=template.id,
+        expect={"status": (Status.PENDING, Status.PAUSED, Status.DLQ), "cron": template.cron},
+        set={"status": Status.CANCELLED, "updated_at": now},
+    )
+
+
+def update_template(template: Job, *, fields: Mapping[str, Any], now: datetime) -> Change:
+    """A cron template's ``fields`` (cron, cron_policy, payload, priority, max_attempts,
+    scheduled_at) change in place. Conditioned on the version read (status and
+    ``updated_at``), so an update never overwrites a change it did not see."""
+    now = utc(now)
+    return Change(
+        transition="update_template",
+        job_id=template.id,
+        expect={"status": template.status, "updated_at": template.updated_at},
+        set={**fields, "updated_at": now},
     )

@@ -66,6 +66,7 @@ from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocume
 from pymongo.collection import Collection
 from pymongo.errors import (
     AutoReconnect,
+    BulkWriteError,
     ConnectionFailure,
     DuplicateKeyError,
     NetworkTimeout,
@@ -76,11 +77,21 @@ from pymongo.errors import (
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
+from ..attempts import Attempt, decode_result, encode_result
 from ..cron import CronPolicy
-from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
-from ..model import Job, Status, utc
+from ..errors import JobNotFound, StoreError, ValidationError
+from ..model import Job, Replay, Status, utc
 from ..states import Change, claim_fields
-from .base import JobStore
+from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
+from .mongo_attempts import (
+    ATTEMPT_INDEXES,
+    ATTEMPTS_COLLECTION,
+    attempt_to_document,
+    document_to_attempt,
+    write_records,
+)
+from .mongo_query import MANAGE_INDEXES, ManageQueries
+from .query import Cursor, JobQuery, JobStats
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -111,9 +122,23 @@ FIELDS: Final[Mapping[str, str]] = {
     "created_at": "createdAt",
     "updated_at": "updatedAt",
     "cron_policy": "cronPolicy",
+    # JSON text, not a sub-document: any JSON value round-trips (keys with "." or "$",
+    # integers beyond 64 bits), and nothing queries inside it.
+    "result": "result",
+    "template_id": "templateId",
+    "cancel_requested_at": "cancelRequestedAt",
+    "replays": "replays",
 }
 _TIME_FIELDS: Final = frozenset(
-    {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "cancel_requested_at",
+    }
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
 
@@ -159,7 +184,9 @@ INDEXES: Final = [
         [(FIELDS["status"], ASCENDING), (FIELDS["heartbeat_at"], ASCENDING)],
         name="status_heartbeatAt",
     ),
+    *MANAGE_INDEXES,
 ]
+
 
 #: In the ``ferretdbVersion`` of a FerretDB built by ``scripts/deps.sh`` with its patch.
 ATOMIC_FERRETDB_MARK: Final = "-jobscheduler"
@@ -190,6 +217,10 @@ def _to_doc(field: str, value: Any) -> Any:
         return Status(value).value
     if field == "cron_policy":
         return value.to_storage()
+    if field == "result":
+        return encode_result(value)
+    if field == "replays":
+        return [replay.to_json() for replay in value]
     return value
 
 
@@ -213,12 +244,23 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = Status(value)
         elif field == "cron_policy":
             value = CronPolicy.from_storage(value)
+        elif field == "result":
+            value = decode_result(value)
+        elif field == "replays":
+            value = tuple(Replay.from_json(r) for r in value)
         values[field] = value
     return Job(**values)
 
 
 def _set_document(values: Mapping[str, Any]) -> Document:
     return {FIELDS[field]: _to_doc(field, value) for field, value in values.items()}
+
+
+def _update_document(change: Change) -> Document:
+    update: Document = {"$set": _set_document(change.set)}
+    if change.inc:
+        update["$inc"] = {FIELDS[field]: amount for field, amount in change.inc.items()}
+    return update
 
 
 def _change_filter(change: Change) -> Document:
@@ -248,6 +290,10 @@ def _chain(first: Change, second: Change) -> Change | None:
     fields ``first`` writes too (so the state between them can be rebuilt). Else None."""
     if first.job_id != second.job_id or not set(second.set) <= set(first.set):
         return None
+    if first.record is not None or second.record is not None or set(first.inc) & set(second.inc):
+        return None
+    if set(second.expect) & set(first.inc):
+        return None
     for field, expected in second.expect.items():
         if field not in first.set:
             return None
@@ -259,6 +305,7 @@ def _chain(first: Change, second: Change) -> Change | None:
         job_id=first.job_id,
         expect=first.expect,
         set={**first.set, **second.set},
+        inc={**first.inc, **second.inc},
     )
 
 
@@ -303,6 +350,7 @@ class MongoJobStore(JobStore):
         self._start_lock = trio.Lock()
         self._client: MongoClient[Document] | None = None
         self._jobs: Collection[Document] | None = None
+        self._attempts: Collection[Document] | None = None
         #: The server's ``buildInfo`` (set by :meth:`start`).
         self.server_info: dict[str, Any] = {}
 
@@ -367,6 +415,9 @@ class MongoJobStore(JobStore):
                 # exist — its "skip identical index" step deletes from a shrinking slice by
                 # the original position. One at a time is standard and costs 7 round trips.
                 jobs.create_indexes([index])
+            attempts = self._attempts_of(client)
+            for index in ATTEMPT_INDEXES:
+                attempts.create_indexes([index])
         except BaseException:
             client.close()
             raise
@@ -375,6 +426,13 @@ class MongoJobStore(JobStore):
     def _jobs_of(self, client: MongoClient[Document]) -> Collection[Document]:
         return client.get_database(self._database).get_collection(
             COLLECTION,
+            write_concern=WriteConcern(w="majority", j=True),
+            read_concern=ReadConcern("majority"),
+        )
+
+    def _attempts_of(self, client: MongoClient[Document]) -> Collection[Document]:
+        return client.get_database(self._database).get_collection(
+            ATTEMPTS_COLLECTION,
             write_concern=WriteConcern(w="majority", j=True),
             read_concern=ReadConcern("majority"),
         )
@@ -388,6 +446,7 @@ class MongoJobStore(JobStore):
             stock_ferretdb if self._serialize_option is None else self._serialize_option
         )
         self._client, self._jobs = client, self._jobs_of(client)
+        self._attempts = self._attempts_of(client)
         log.info(
             "mongo store started database=%s server=%s serialize_writes=%s",
             self._database,
@@ -403,6 +462,7 @@ class MongoJobStore(JobStore):
     async def close(self) -> None:
         """Close the client. Safe to call twice."""
         client, self._client, self._jobs = self._client, None, None
+        self._attempts = None
         if client is not None:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(client.close, limiter=self._limiter)
@@ -466,7 +526,10 @@ class MongoJobStore(JobStore):
                 raise StoreError(f"insert of job {job.id} failed: {exc}") from None
             # FerretDB names no index in its E11000 errors; _id collisions of fresh
             # ObjectIds do not happen, so an unnamed duplicate is the idempotency key.
-            raise DuplicateJob(f"idempotencyKey {job.idempotency_key!r} is already used") from None
+            holder = jobs.find_one(
+                {FIELDS["idempotency_key"]: job.idempotency_key}, projection={"_id": True}
+            )
+            raise duplicate_of(job, None if holder is None else str(holder["_id"])) from None
 
         def op() -> Job:
             try:
@@ -489,6 +552,64 @@ class MongoJobStore(JobStore):
             return job
 
         return await self._call(op, "insert")
+
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        """One unordered ``insert_many`` of the first job of each key; its per-document
+        errors are mapped back to their index (duplicate keys to DuplicateJob, documents
+        the server refuses to ValidationError), then one ``find`` names the holders of the
+        taken keys. A network error (unknown outcome) sends the same documents once more:
+        a duplicate whose holder has the job's own id then means the first send landed."""
+        if not jobs:
+            return []
+        unique, later = first_of_each_key(jobs)
+        collection = self._collection()
+        docs = [job_to_document(job) for job in unique]
+
+        def send() -> dict[int, Document]:
+            """Insert; the write errors by index (empty when every document was stored)."""
+            try:
+                collection.insert_many([dict(doc) for doc in docs], ordered=False)
+            except BulkWriteError as exc:
+                return {int(e["index"]): e for e in exc.details.get("writeErrors", [])}
+            return {}
+
+        def op() -> list[InsertOutcome]:
+            retried = False
+            try:
+                errors = send()
+            except PyMongoError as exc:
+                if not _outcome_unknown(exc):
+                    raise
+                log.warning("insert_many outcome unknown (%d jobs), retrying: %s", len(docs), exc)
+                errors, retried = send(), True
+            taken = [i for i, e in errors.items() if e.get("code") == 11000]
+            holders: dict[str, str] = {}
+            if taken:
+                key_field = FIELDS["idempotency_key"]
+                keys = [unique[i].idempotency_key for i in taken]
+                for doc in collection.find(
+                    {key_field: {"$in": keys}}, projection={"_id": True, key_field: True}
+                ):
+                    holders[doc[key_field]] = str(doc["_id"])
+            outcomes: list[InsertOutcome] = []
+            for i, job in enumerate(unique):
+                error = errors.get(i)
+                if error is None:
+                    outcomes.append(job)
+                elif error.get("code") == 11000:
+                    holder = holders.get(job.idempotency_key)
+                    if retried and holder == job.id:
+                        outcomes.append(job)  # the send whose reply was lost stored it
+                    else:
+                        outcomes.append(duplicate_of(job, holder))
+                elif error.get("code") in _INVALID_DOCUMENT_CODES:
+                    message = error.get("errmsg") or "invalid document"
+                    outcomes.append(ValidationError(f"payload: rejected by the store: {message}"))
+                else:
+                    raise StoreError(f"insert of job {job.id} failed: {error.get('errmsg')}")
+            return outcomes
+
+        return spread_outcomes(jobs, await self._call(op, "insert_many"), later)
 
     async def get(self, job_id: str) -> Job:
         if not ObjectId.is_valid(job_id):
@@ -585,7 +706,7 @@ class MongoJobStore(JobStore):
         jobs = self._collection()
         query = _change_filter(change)
         values = _set_document(change.set)
-        update = {"$set": values}
+        update = _update_document(change)
 
         def attempt() -> Job | None:
             doc = jobs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
@@ -607,9 +728,18 @@ class MongoJobStore(JobStore):
             return document_to_job(current)
         return attempt()
 
+    def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
+        if self._attempts is not None:
+            write_records(self._attempts, changes, results)
+
     async def apply(self, change: Change) -> Job | None:
+        def op() -> Job | None:
+            result = self._apply_sync(change)
+            self._record_sync([change], [result])
+            return result
+
         async with self._conditional_write():
-            return await self._call(lambda: self._apply_sync(change), change.transition)
+            return await self._call(op, change.transition)
 
     async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
         """Apply the changes one after another in a single thread hop (not a transaction).
@@ -637,10 +767,13 @@ class MongoJobStore(JobStore):
                 if after is None:
                     results += [None, self._apply_sync(second)]
                 else:
-                    # The state between the two: the second change's fields as the first set them.
-                    between = attrs.evolve(after, **{f: first.set[f] for f in second.set})
-                    results += [between, after]
+                    # The state between the two: the second change's fields as the first set
+                    # them, and its increments not yet added.
+                    before = {f: first.set[f] for f in second.set}
+                    before.update({f: getattr(after, f) - n for f, n in second.inc.items()})
+                    results += [attrs.evolve(after, **before), after]
                 i += 2
+            self._record_sync(changes, results)
             return results
 
         async with self._conditional_write():
@@ -681,5 +814,70 @@ class MongoJobStore(JobStore):
             counts[Status(row["_id"])] = int(row["n"])
         return counts
 
+    # ------------------------------------------------------------------ management
 
-__all__ = ["FIELDS", "INDEXES", "MongoJobStore", "document_to_job", "job_to_document"]
+    def _manage(self) -> ManageQueries:
+        return ManageQueries(
+            self._collection(),
+            FIELDS,
+            document_to_job,
+            _change_filter,
+            _to_doc,
+            _update_document,
+        )
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        manage = self._manage()
+        return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """Conditional updates in one thread hop, nothing read back (see ManageQueries)."""
+        if not changes:
+            return 0
+        manage = self._manage()
+
+        def op() -> int:
+            applied = manage.apply_bulk(changes)
+            self._record_sync(changes, applied)
+            return sum(applied)
+
+        async with self._conditional_write():
+            return await self._call(op, "apply_bulk")
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        manage = self._manage()
+        return await self._call(lambda: manage.stats(tenant_id, now), "stats", read=True)
+
+    def _attempts_collection(self) -> Collection[Document]:
+        if self._attempts is None:
+            raise StoreError("MongoDB store is not started")
+        return self._attempts
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        records = self._attempts_collection()
+        sort = [("number", ASCENDING), ("finishedAt", ASCENDING)]
+
+        def op() -> list[Attempt]:
+            return [document_to_attempt(d) for d in records.find({"jobId": job_id}, sort=sort)]
+
+        return await self._call(op, "attempts", read=True)
+
+    async def prune_attempts(self, before: datetime) -> int:
+        records = self._attempts_collection()
+        query = {"finishedAt": {"$lt": utc(before)}}
+        result = await self._call(lambda: records.delete_many(query), "prune_attempts")
+        return int(result.deleted_count)
+
+
+__all__ = [
+    "ATTEMPT_INDEXES",
+    "FIELDS",
+    "INDEXES",
+    "MongoJobStore",
+    "attempt_to_document",
+    "document_to_attempt",
+    "document_to_job",
+    "job_to_document",
+]

@@ -33,11 +33,22 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from ..attempts import Attempt
 from ..cron import CronPolicy
-from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
-from ..model import Job, Status
+from ..errors import JobNotFound, StoreError, ValidationError
+from ..model import Job, Replay, Status
 from ..states import Change, claim_fields
-from .base import JobStore
+from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
+from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
+from .sqlite_attempts import (
+    ATTEMPT_COLUMNS,
+    ATTEMPTS_SCHEMA,
+    INSERT_ATTEMPT,
+    attempt_from_row,
+    attempt_params,
+    millis,
+)
+from .sqlite_query import MANAGE_INDEXES, find_sql, stats_sql
 
 T = TypeVar("T")
 
@@ -67,9 +78,21 @@ _COLUMNS: dict[str, str] = {
     "created_at": "created_at",
     "updated_at": "updated_at",
     "cron_policy": "cron_policy",
+    "result": "result",
+    "template_id": "template_id",
+    "cancel_requested_at": "cancel_requested_at",
+    "replays": "replays",
 }
 _TIME_FIELDS = frozenset(
-    {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "cancel_requested_at",
+    }
 )
 _SELECT = ", ".join(_COLUMNS.values())
 
@@ -94,6 +117,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     queued_at       INTEGER,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
+    result          TEXT,
+    template_id     TEXT,
     cron_policy     TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
@@ -113,17 +138,26 @@ def _to_db(field: str, value: Any) -> Any:
     if field in _TIME_FIELDS:
         # Values come from model.utc (whole milliseconds), so rounding is exact.
         return round(value.timestamp() * 1000)
-    if field == "payload":
-        return json.dumps(value, separators=(",", ":"))
+    if field in ("payload", "result"):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if field == "status":
         return Status(value).value
     if field == "cron_policy":
         return json.dumps(value.to_storage(), separators=(",", ":"))
+    if field == "replays":
+        return json.dumps([r.to_json() for r in value], separators=(",", ":")) if value else None
     return value
 
 
-#: Columns added after the first release: (column, definition), added to older files at start.
-_ADDED_COLUMNS = (("cron_policy", "TEXT"),)
+#: Columns added after the first release: (column, definition), added to older files at start
+#: (and to new ones: ``cancel_requested_at`` and ``replays`` exist only through this list).
+_ADDED_COLUMNS = (
+    ("cron_policy", "TEXT"),
+    ("result", "TEXT"),
+    ("template_id", "TEXT"),
+    ("cancel_requested_at", "INTEGER"),
+    ("replays", "TEXT"),
+)
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -139,6 +173,8 @@ _TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIE
 _PAYLOAD_INDEX = _FIELDS.index("payload")
 _STATUS_INDEX = _FIELDS.index("status")
 _CRON_POLICY_INDEX = _FIELDS.index("cron_policy")
+_RESULT_INDEX = _FIELDS.index("result")
+_REPLAYS_INDEX = _FIELDS.index("replays")
 _STATUSES = {status.value: status for status in Status}
 
 
@@ -156,16 +192,31 @@ def _from_row(row: Sequence[Any]) -> Job:
     policy = values[_CRON_POLICY_INDEX]
     if policy is not None:
         values[_CRON_POLICY_INDEX] = CronPolicy.from_storage(json.loads(policy))
+    result = values[_RESULT_INDEX]
+    if result is not None:
+        values[_RESULT_INDEX] = json.loads(result)
+    replays = values[_REPLAYS_INDEX]
+    values[_REPLAYS_INDEX] = (
+        () if replays is None else tuple(Replay.from_json(r) for r in json.loads(replays))
+    )
     return Job(**dict(zip(_FIELDS, values, strict=True)))
 
 
 @functools.lru_cache(maxsize=256)
-def _update_sql(set_fields: tuple[str, ...], expect_shape: tuple[tuple[str, int], ...]) -> str:
+def _update_sql(
+    set_fields: tuple[str, ...],
+    expect_shape: tuple[tuple[str, int], ...],
+    inc_fields: tuple[str, ...] = (),
+) -> str:
     """The UPDATE for a Change of this shape (cached: transitions have a handful of shapes).
 
     ``expect_shape`` is (field, n): n > 0 is ``IN`` with n values, 0 is ``=``, -1 is NULL.
+    ``inc_fields`` are added to (``column = column + ?``), after the ``set_fields``.
     """
-    assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in set_fields)
+    assignments = ", ".join(
+        [f"{_COLUMNS[f]} = ?" for f in set_fields]
+        + [f"{_COLUMNS[f]} = {_COLUMNS[f]} + ?" for f in inc_fields]
+    )
     conditions = ["id = ?"]
     for field, n in expect_shape:
         column = _COLUMNS[field]
@@ -238,8 +289,9 @@ class SQLiteJobStore(JobStore):
             if not self._memory:
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
-            conn.executescript(_SCHEMA)
+            conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
             _migrate(conn)
+            conn.executescript(MANAGE_INDEXES)
             return conn
 
         try:
@@ -372,13 +424,52 @@ class SQLiteJobStore(JobStore):
                 conn.execute(sql, params)
             except sqlite3.IntegrityError as exc:
                 if "idempotency_key" in str(exc):
-                    raise DuplicateJob(
-                        f"idempotencyKey {job.idempotency_key!r} is already used"
-                    ) from None
+                    raise duplicate_of(job, self._holder(conn, job.idempotency_key)) from None
                 raise StoreError(f"insert failed: {exc}") from exc
             return job
 
         return await self._write(op)
+
+    @staticmethod
+    def _holder(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT id FROM jobs WHERE idempotency_key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        """One transaction (one group commit): an ``INSERT ... ON CONFLICT DO NOTHING`` per
+        job, then one query for the holders of the keys that were taken."""
+        if not jobs:
+            return []
+        unique, later = first_of_each_key(jobs)
+        columns = list(_COLUMNS.values())
+        sql = (
+            f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            "ON CONFLICT (idempotency_key) DO NOTHING"
+        )
+        rows = [[_to_db(field, getattr(job, field)) for field in _COLUMNS] for job in unique]
+
+        def op(conn: sqlite3.Connection) -> list[InsertOutcome]:
+            taken: list[int] = []
+            for i, params in enumerate(rows):
+                if conn.execute(sql, params).rowcount == 0:
+                    taken.append(i)
+            holders: dict[str, str] = {}
+            keys = [unique[i].idempotency_key for i in taken]
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                holders.update(
+                    conn.execute(
+                        "SELECT idempotency_key, id FROM jobs "
+                        f"WHERE idempotency_key IN ({', '.join('?' * len(chunk))})",
+                        chunk,
+                    ).fetchall()
+                )
+            stored: list[InsertOutcome] = list(unique)
+            for i in taken:
+                stored[i] = duplicate_of(unique[i], holders.get(unique[i].idempotency_key))
+            return stored
+
+        return spread_outcomes(jobs, await self._write(op), later)
 
     async def get(self, job_id: str) -> Job:
         def op(conn: sqlite3.Connection) -> Job | None:
@@ -457,7 +548,11 @@ class SQLiteJobStore(JobStore):
         return None if value is None else _EPOCH + timedelta(milliseconds=value)
 
     @staticmethod
-    def _change_op(change: Change) -> Callable[[sqlite3.Connection], Job | None]:
+    def _change_op(
+        change: Change, records: list[tuple[Any, ...]] | None = None
+    ) -> Callable[[sqlite3.Connection], Job | None]:
+        """The operation applying ``change``. Its attempt record, if it applies, is written
+        at once, or appended to ``records`` for the caller to write in the same transaction."""
         params: list[Any] = [_to_db(f, v) for f, v in change.set.items()]
         params.append(change.job_id)
         shape: list[tuple[str, int]] = []
@@ -470,11 +565,22 @@ class SQLiteJobStore(JobStore):
             else:
                 shape.append((field, 0))
                 params.append(_to_db(field, expected))
-        sql = _update_sql(tuple(change.set), tuple(shape))
+        inc = tuple(change.inc)
+        if inc:
+            params[len(change.set) : len(change.set)] = [change.inc[f] for f in inc]
+        sql = _update_sql(tuple(change.set), tuple(shape), inc)
+        record = None if change.record is None else attempt_params(change.record)
 
         def op(conn: sqlite3.Connection) -> Job | None:
             row = conn.execute(sql, params).fetchone()
-            return _from_row(row) if row else None
+            if row is None:
+                return None
+            if record is not None:  # in the transition's transaction, only if it applied
+                if records is None:
+                    conn.execute(INSERT_ATTEMPT, record)
+                else:
+                    records.append(record)
+            return _from_row(row)
 
         return op
 
@@ -482,8 +588,16 @@ class SQLiteJobStore(JobStore):
         return await self._write(self._change_op(change))
 
     async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
-        ops = [self._change_op(change) for change in changes]
-        return await self._write(lambda conn: [op(conn) for op in ops])
+        def op(conn: sqlite3.Connection) -> list[Job | None]:
+            # The records of the changes that applied, written by one executemany at the end
+            # of this operation (same transaction: all of it lands, or none).
+            records: list[tuple[Any, ...]] = []
+            results = [self._change_op(change, records)(conn) for change in changes]
+            if records:
+                conn.executemany(INSERT_ATTEMPT, records)
+            return results
+
+        return await self._write(op)
 
     async def find_stale(
         self, statuses: Sequence[Status], field: str, before: datetime, limit: int
@@ -511,3 +625,62 @@ class SQLiteJobStore(JobStore):
         for status, count in rows:
             counts[Status(status)] = count
         return counts
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        sql = (
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
+            "ORDER BY number ASC, finished_at ASC"
+        )
+        return await self._read(
+            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
+        )
+
+    async def prune_attempts(self, before: datetime) -> int:
+        cutoff = millis(before)
+        return await self._write(
+            lambda conn: (
+                conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount
+            )
+        )
+
+    # ------------------------------------------------------------------ management
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        sql, params = find_sql(query, limit, after, select=_SELECT, millis=_millis)
+        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """All in one write transaction (one thread hop); rows are read back only to count."""
+        ops = [self._change_op(change) for change in changes]
+        return await self._write(lambda conn: sum(op(conn) is not None for op in ops))
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        queries = stats_sql(tenant_id, now, millis=_millis)
+
+        def op(conn: sqlite3.Connection) -> list[list[Any]]:
+            return [conn.execute(sql, params).fetchall() for sql, params in queries]
+
+        counts_rows, oldest_rows, window_rows = await self._read(op)
+        finished = {status: sums for status, *sums in window_rows}
+        windows = tuple(
+            Window(
+                minutes=minutes,
+                completed=int((finished.get("completed") or [0] * 3)[i] or 0),
+                failed=int((finished.get("dlq") or [0] * 3)[i] or 0),
+            )
+            for i, minutes in enumerate(STATS_WINDOWS)
+        )
+        return JobStats(
+            counts={(Status(st), jt): n for st, jt, n in counts_rows},
+            oldest_due_at=(
+                _EPOCH + timedelta(milliseconds=oldest_rows[0][0]) if oldest_rows else None
+            ),
+            windows=windows,
+        )
+
+
+def _millis(dt: datetime) -> int:
+    value: int = _to_db("created_at", dt)
+    return value

@@ -12,7 +12,10 @@ shared and noisy):
    due instant), from the jobs' own ``updatedAt``;
 3. steady load: R jobs/s for D seconds, each due 1 s after creation; start delay
    (``claimedAt - scheduledAt``) percentiles and ``POST /jobs`` latency percentiles;
-4. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
+4. enqueue+drain: 20,000 due ``noop`` jobs sent in batches of 1,000 through
+   ``POST /jobs/batch``, then as many through one ``POST /jobs`` each; the rate from the
+   first request to the last completion (:mod:`jobscheduler.tools.bench_enqueue`);
+5. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
    until the standby reports ``scheduler_is_leader 1``.
 
 Client and server share the machine. To keep the client's share small, requests go through
@@ -44,6 +47,7 @@ from ..bus.kafka import delete_prefixed_topics
 from ..config import Settings, parse_duration
 from ..errors import ConfigError
 from ..model import format_time, parse_time
+from . import bench_enqueue
 from .stats import format_seconds, percentiles
 
 PCTS = (50, 95, 99)
@@ -66,6 +70,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the temporary directory (database, log)"
     )
+    bench_enqueue.configure(parser)
 
 
 def _free_port() -> int:
@@ -493,9 +498,16 @@ class _Bench:
             for process in self.processes:
                 print(f"idle RSS of {process.name}: {process.rss_mb():.1f} MB (target <= 150 MB)")
             client = _Pool(self.api, self.args.concurrency)
+            phases = {p.strip() for p in self.args.phases.split(",")}
             try:
-                await self.burst(client)
-                await self.steady(client)
+                if "burst" in phases:
+                    await self.burst(client)
+                if "steady" in phases:
+                    await self.steady(client)
+                if "enqueue" in phases:
+                    await bench_enqueue.enqueue_drain(
+                        client, self._completed_total, self.args, self.run_id
+                    )
             finally:
                 await client.aclose()
             for process in self.processes:

@@ -29,6 +29,7 @@ import attrs
 import pytest
 from trio.testing import MockClock
 
+from jobscheduler.attempts import Attempt
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
 from jobscheduler.config import Settings
@@ -40,6 +41,8 @@ from jobscheduler.observability import Metrics
 from jobscheduler.runtime import Deps, Waker
 from jobscheduler.states import Change
 from jobscheduler.store import JobStore
+from jobscheduler.store.base import InsertOutcome
+from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
@@ -80,6 +83,7 @@ def make_job(
     attempts: int = 0,
     max_attempts: int = 3,
     payload: dict[str, Any] | None = None,
+    template_id: str | None = None,
 ) -> Job:
     """A job as the store would hold it (defaults: a pending noop due at BASE)."""
     job_id = new_job_id()
@@ -97,6 +101,7 @@ def make_job(
         max_attempts=max_attempts,
         created_at=utc(created_at),
         updated_at=utc(created_at),
+        template_id=template_id,
     )
 
 
@@ -124,6 +129,9 @@ class ProxyStore(JobStore):
 
     async def insert(self, job: Job) -> Job:
         return await self.inner.insert(job)
+
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        return await self.inner.insert_many(jobs)
 
     async def get(self, job_id: str) -> Job:
         return await self.inner.get(job_id)
@@ -153,6 +161,23 @@ class ProxyStore(JobStore):
 
     async def count_by_status(self) -> dict[Status, int]:
         return await self.inner.count_by_status()
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        return await self.inner.find_jobs(query, limit, after)
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        return await self.inner.apply_bulk(changes)
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        return await self.inner.stats(tenant_id, now)
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        return await self.inner.attempts(job_id)
+
+    async def prune_attempts(self, before: datetime) -> int:
+        return await self.inner.prune_attempts(before)
 
 
 @attrs.define(kw_only=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from jobscheduler.bounded import BoundedCalls
 from jobscheduler.clock import ManualClock
 from jobscheduler.errors import StoreError
 from jobscheduler.model import Job, Status
+from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, ProxyStore, make_settings
@@ -53,6 +55,16 @@ class HungStore(ProxyStore):
         await self.release.wait()
         return await self.inner.list_jobs(tenant_id, status, limit)
 
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        await self.release.wait()
+        return await self.inner.find_jobs(query, limit, after)
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        await self.release.wait()
+        return await self.inner.stats(tenant_id, now)
+
 
 def hung_deps(make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Any) -> Any:
     settings = make_settings(tmp_path, api_store_timeout=TIMEOUT)
@@ -73,10 +85,20 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/jobs", {"json": create_body()}),
     ("GET", f"/jobs/{'a' * 24}", {}),
     ("GET", "/jobs", {"query_string": {"tenantId": "tenant-a"}}),
+    ("GET", "/stats", {"query_string": {"tenantId": "tenant-a"}}),
+    ("POST", f"/jobs/{'a' * 24}/cancel", {}),
+    ("POST", f"/jobs/{'a' * 24}/retry", {}),
+    ("POST", f"/jobs/{'a' * 24}/pause", {}),
+    ("PATCH", f"/jobs/{'a' * 24}", {"json": {"priority": 1}}),
+    ("DELETE", f"/jobs/{'a' * 24}", {}),
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), REQUESTS, ids=["create", "get", "list"])
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"),
+    REQUESTS,
+    ids=["create", "get", "list", "stats", "cancel", "retry", "pause", "patch", "delete"],
+)
 async def test_hung_store_answers_503_with_retry_after_once_api_store_timeout_passes(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
@@ -112,9 +134,11 @@ async def test_create_whose_insert_lands_after_the_503_is_stored_and_its_retry_g
         with trio.fail_after(10):
             await hung.inserted.wait()
         retry = await api.create(create_body(idempotencyKey="late-1"))
-    retry.assert_error(409, "late-1")
+    assert retry.status == 409
+    assert "late-1" in retry.json["error"]
     stored = await store.list_jobs("tenant-a", None, 10)
     assert [job.idempotency_key for job in stored] == ["late-1"]
+    assert retry.json["jobId"] == stored[0].id  # the 409 names the job that was stored
 
 
 async def test_detached_store_calls_are_capped_and_further_calls_fail_at_once(
