@@ -113,6 +113,19 @@ def test_responses_while_the_group_is_not_up_are_no_evidence() -> None:
     assert watch.replace_due(21.0) is not None
 
 
+def test_a_consumer_stuck_in_a_rebalance_step_is_replaced_though_its_heartbeats_go_on() -> None:
+    """Seen after a broker freeze: join_state wait-incr-unassign-to-complete for good, the
+    partitions it kept unserved and the one it gave up never released to the other member."""
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    watch.saw_stats(stats(join_state="steady", rx=4), 0.5)
+    assert watch.saw_stats(stats(join_state="steady", rx=5), 1.0) is True
+    for t in range(2, 30):
+        stuck = stats(join_state="wait-incr-unassign-to-complete", rx=5 + t)
+        assert watch.saw_stats(stuck, float(t)) is False
+    assert watch.replace_due(20.9) is None
+    assert watch.replace_due(21.0) == "no sign of group membership for 20s"
+
+
 def test_a_replaced_consumer_starts_its_response_count_afresh() -> None:
     """The new consumer's counters start at zero: its first report is a baseline, not a
     decrease, and its second, with answers, is evidence."""

@@ -13,8 +13,9 @@ decides, from that and the clock (passed in, so tests need no broker and no slee
 Evidence is local, never a request to the cluster (librdkafka's admin group APIs abort the
 process when their requests time out while the broker is gone: librdkafka #4605, #3663):
 an assignment, a successful commit, or a statistics report (``statistics.interval.ms``)
-that shows the consumer heartbeating in its group -- the group state ``up`` and the
-coordinator connection having received responses since the previous report. Under the
+that shows the consumer heartbeating in its group -- the group state ``up``, the
+coordinator connection having received responses since the previous report, and the join
+state not stuck in a rebalance step (``wait-...``). Under the
 KIP-848 protocol a member's heartbeat goes to the coordinator every
 ``group.consumer.heartbeat.interval.ms`` (5 s by default), whether or not it holds
 partitions, so a member holding none (more consumers than partitions) counts as a member;
@@ -106,7 +107,10 @@ class MembershipWatch:
             and previous is not None
             and stats.coordinator_rx > previous
         )
-        if stats.state == "up" and answered:
+        # A "wait-..." join state is a rebalance step, over within a few seconds; one stuck
+        # there (seen: wait-incr-unassign-to-complete after a broker freeze, its partitions
+        # held and unserved while its heartbeats went on) is not a working member.
+        if stats.state == "up" and answered and not stats.join_state.startswith("wait"):
             self.saw_member(now)
             return True
         return False
