@@ -1,48 +1,140 @@
 """The Kafka subscription's membership watchdog (``bus/kafka/membership.py``), on a fake
-clock: when it asks the coordinator, when it replaces the consumer, when it reports a
-problem. Regression (issue 8): a consumer that lost its membership polled on for minutes in
-an EMPTY group, and nothing noticed."""
+clock: which statistics reports count as membership, when it replaces the consumer, when it
+reports a problem. Regressions (issue 8): a consumer that lost its membership polled on for
+minutes in an EMPTY group, and nothing noticed; then the coordinator probe that noticed it
+(``describe_consumer_groups``) aborted the process in librdkafka when the broker was gone,
+so membership is now read from the consumer's own statistics."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from jobscheduler.bus.kafka.membership import (
     MIN_RECREATE_INTERVAL,
     ConsumerOptions,
+    GroupStats,
     MembershipWatch,
+    parse_stats,
 )
 
 OPTIONS = ConsumerOptions(
-    poll_timeout=0.2,
-    max_in_flight=8,
-    rejoin_timeout=20.0,
-    unhealthy_after=60.0,
-    membership_check=5.0,
+    poll_timeout=0.2, max_in_flight=8, rejoin_timeout=20.0, unhealthy_after=60.0
 )
 
 
-def test_a_member_with_steady_evidence_is_never_replaced_nor_asked_about() -> None:
+def report(
+    state: str = "up", join_state: str = "steady", rx: int | None = 10, size: int = 1
+) -> str:
+    """A statistics report shaped like librdkafka 2.16's (only the fields read, plus some)."""
+    brokers: dict[str, Any] = {"127.0.0.1:9092/1": {"state": "UP", "rx": 99, "nodeid": 1}}
+    if rx is not None:
+        brokers["GroupCoordinator"] = {"state": "UP", "rx": rx, "nodeid": -1}
+    body = {
+        "name": "rdkafka#consumer-1",
+        "type": "consumer",
+        "brokers": brokers,
+        "cgrp": {
+            "state": state,
+            "stateage": 4000,
+            "join_state": join_state,
+            "rebalance_age": 0,
+            "rebalance_cnt": 0,
+            "rebalance_reason": "",
+            "assignment_size": size,
+        },
+    }
+    return json.dumps(body)
+
+
+def stats(state: str = "up", join_state: str = "init", rx: int | None = 10) -> GroupStats:
+    return GroupStats(state=state, join_state=join_state, assignment_size=0, coordinator_rx=rx)
+
+
+def test_parse_stats_reads_the_group_state_and_the_coordinators_responses() -> None:
+    assert parse_stats(report(join_state="steady", rx=7, size=2)) == GroupStats(
+        state="up", join_state="steady", assignment_size=2, coordinator_rx=7
+    )
+
+
+def test_parse_stats_without_a_coordinator_connection_has_no_response_count() -> None:
+    parsed = parse_stats(report(state="query-coord", join_state="init", rx=None, size=0))
+    assert parsed == GroupStats(
+        state="query-coord", join_state="init", assignment_size=0, coordinator_rx=None
+    )
+
+
+def test_parse_stats_of_a_report_without_a_group_or_not_json_is_none() -> None:
+    assert parse_stats(json.dumps({"name": "rdkafka#producer-1", "brokers": {}})) is None
+    assert parse_stats("{not json") is None
+    assert parse_stats(json.dumps([1, 2])) is None
+
+
+def test_a_member_with_steady_evidence_is_never_replaced() -> None:
     watch = MembershipWatch(OPTIONS, now=0.0)
     for second in range(1, 300):
         watch.saw_member(float(second))  # e.g. a commit every second
-        assert not watch.should_ask(second + 0.5)
         assert watch.replace_due(second + 0.5) is None
         assert watch.absent_for(second + 0.5) is None
 
 
-def test_without_evidence_the_coordinator_is_asked_once_per_check_interval() -> None:
+def test_an_idle_member_whose_heartbeats_are_answered_stays_healthy() -> None:
+    """More consumers than partitions: no assignment, no commits, join_state stays "init"
+    under KIP-848, but the coordinator answers its heartbeats (one every 2 s here)."""
     watch = MembershipWatch(OPTIONS, now=0.0)
-    asked = [t for t in range(0, 30) if watch.should_ask(float(t))]
-    assert asked == [5, 10, 15, 20, 25]
-
-
-def test_an_idle_member_listed_by_the_coordinator_stays_healthy() -> None:
-    """More consumers than partitions: no assignment, no commits, but listed."""
-    watch = MembershipWatch(OPTIONS, now=0.0)
+    rx = 4
     for t in range(1, 600):
-        if watch.should_ask(float(t)):
-            watch.saw_member(float(t))  # the coordinator lists our member id
+        if t % 2 == 0:
+            rx += 1
+        watch.saw_stats(stats(join_state="init", rx=rx), float(t))
         assert watch.replace_due(float(t)) is None
         assert watch.absent_for(float(t)) is None
+
+
+def test_a_consumer_that_left_its_group_gets_no_answers_and_is_replaced() -> None:
+    """After a LeaveGroup the state stays "up" but heartbeats stop: no evidence."""
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    assert watch.saw_stats(stats(rx=5), 1.0) is False  # the first report is a baseline
+    assert watch.saw_stats(stats(rx=6), 2.0) is True
+    for t in range(3, 23):
+        assert watch.saw_stats(stats(rx=6), float(t)) is False
+    assert watch.replace_due(21.9) is None
+    assert watch.replace_due(22.0) == "no sign of group membership for 20s"
+
+
+def test_responses_while_the_group_is_not_up_are_no_evidence() -> None:
+    """Coordinator lost (broker gone): librdkafka looks for a new one."""
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    watch.saw_stats(stats(state="up", rx=4), 0.5)
+    assert watch.saw_stats(stats(state="up", rx=5), 1.0) is True
+    for t, rx in ((2.0, 6), (3.0, 7), (4.0, None), (5.0, 8)):
+        assert watch.saw_stats(stats(state="wait-coord", rx=rx), t) is False
+    assert watch.replace_due(20.9) is None
+    assert watch.replace_due(21.0) is not None
+
+
+def test_a_consumer_stuck_in_a_rebalance_step_is_replaced_though_its_heartbeats_go_on() -> None:
+    """Seen after a broker freeze: join_state wait-incr-unassign-to-complete for good, the
+    partitions it kept unserved and the one it gave up never released to the other member."""
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    watch.saw_stats(stats(join_state="steady", rx=4), 0.5)
+    assert watch.saw_stats(stats(join_state="steady", rx=5), 1.0) is True
+    for t in range(2, 30):
+        stuck = stats(join_state="wait-incr-unassign-to-complete", rx=5 + t)
+        assert watch.saw_stats(stuck, float(t)) is False
+    assert watch.replace_due(20.9) is None
+    assert watch.replace_due(21.0) == "no sign of group membership for 20s"
+
+
+def test_a_replaced_consumer_starts_its_response_count_afresh() -> None:
+    """The new consumer's counters start at zero: its first report is a baseline, not a
+    decrease, and its second, with answers, is evidence."""
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    watch.saw_stats(stats(rx=50), 1.0)
+    watch.replaced(25.0)
+    assert watch.saw_stats(stats(rx=3), 26.0) is False
+    assert watch.saw_stats(stats(rx=4), 27.0) is True
+    assert watch.replace_due(46.9) is None
 
 
 def test_a_consumer_out_of_its_group_is_replaced_after_rejoin_timeout_and_again_later() -> None:
@@ -58,15 +150,6 @@ def test_a_consumer_out_of_its_group_is_replaced_after_rejoin_timeout_and_again_
     watch.replaced(50.0)
     watch.saw_member(51.0)
     assert watch.replace_due(70.9) is None
-
-
-def test_doubt_makes_the_next_turn_ask_even_with_recent_evidence() -> None:
-    watch = MembershipWatch(OPTIONS, now=0.0)
-    watch.saw_member(1.0)
-    assert not watch.should_ask(5.0)  # evidence is 4 s old
-    watch.doubt(5.5)  # e.g. "partitions lost" or UNKNOWN_MEMBER_ID
-    assert watch.should_ask(5.5)
-    assert not watch.should_ask(6.0)
 
 
 def test_a_failed_consumer_is_replaced_at_once_but_not_in_a_tight_loop() -> None:

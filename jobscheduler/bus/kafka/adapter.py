@@ -23,15 +23,12 @@ from ..base import (
     dlq_topic,
 )
 from ._common import CLOSE_TIMEOUT, bus_error, rdkafka_log
-from .admin import create_topics, group_member_ids
+from .admin import create_topics
 from .consumer import KafkaSubscription
 from .membership import ConsumerOptions
 from .producer import Record, flush_and_close, produce
 
 log = logging.getLogger(__name__)
-
-#: Bound on asking the group coordinator who its members are.
-_DESCRIBE_TIMEOUT = 2.0
 
 
 class KafkaBus(Bus):
@@ -83,7 +80,6 @@ class KafkaBus(Bus):
             max_in_flight=max_in_flight_per_subscription,
             rejoin_timeout=rejoin_timeout,
             unhealthy_after=unhealthy_after,
-            membership_check=min(5.0, rejoin_timeout / 3),
         )
         self._dlq_topic = dlq_topic(topic_prefix)
         self._producer: Producer | None = None
@@ -221,22 +217,6 @@ class KafkaBus(Bus):
         )
         self._topics_known.update(topics)
 
-    async def _member_ids(self, group: str) -> set[str] | None:
-        """The member ids the coordinator lists for ``group``; None if it did not answer."""
-        admin = self._admin
-        if admin is None:
-            await trio.lowlevel.checkpoint()
-            return None
-        timeout = min(_DESCRIBE_TIMEOUT, self._consumer_options.membership_check)
-        try:
-            return await trio.to_thread.run_sync(
-                group_member_ids, admin, group, timeout,
-                limiter=self._io_limiter, abandon_on_cancel=True,
-            )  # fmt: skip
-        except Exception as exc:  # a health probe: whatever went wrong, it cannot tell
-            log.debug("group not described", extra={"group": group, "error": repr(exc)})
-            return None
-
     # -- publishing ------------------------------------------------------------------------
 
     async def publish(self, messages: Sequence[WakeUp]) -> None:
@@ -305,7 +285,6 @@ class KafkaBus(Bus):
             config=config,
             options=self._consumer_options,
             poll_limiter=self._poll_limiter,
-            member_ids=self._member_ids,
         )
         await subscription.open()
         self._subscriptions.add(subscription)

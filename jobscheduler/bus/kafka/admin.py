@@ -1,4 +1,12 @@
-"""Topic and group administration through confluent-kafka's AdminClient."""
+"""Topic administration through confluent-kafka's AdminClient.
+
+At run time the roles make one kind of admin request: ``create_topics``, the first time a
+process needs a topic its metadata does not show. librdkafka's admin requests can abort
+the process when they time out while the broker is gone (librdkafka #4605, #3663), so a
+create is only attempted right after a metadata request (not an admin request) answered
+and showed the topic missing; while the broker is unreachable, ensuring a topic fails at
+the metadata step and no admin request is made. No group API is called at run time.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +26,16 @@ from ._common import DELIVERY_GRACE, HOP, bus_error
 
 log = logging.getLogger(__name__)
 
+#: Bound on the metadata request that precedes a topic creation.
+METADATA_TIMEOUT = 5.0
+
+
+def absent_topics(admin: AdminClient, topics: list[str], timeout: float) -> list[str]:
+    """Which of ``topics`` the cluster's metadata does not list (blocking, bounded by
+    ``timeout``). Raises KafkaException when the cluster does not answer."""
+    listed = admin.list_topics(timeout=timeout).topics
+    return [topic for topic in topics if topic not in listed]
+
 
 async def create_topics(
     admin: AdminClient,
@@ -27,10 +45,22 @@ async def create_topics(
     request_timeout: float,
     limiter: trio.CapacityLimiter,
 ) -> None:
-    """Create ``topics`` (replication 1); an existing topic is fine. Bounded by
-    ``request_timeout`` plus a grace; raises BusError on failure."""
+    """Create those of ``topics`` the metadata does not list (replication 1); an existing
+    topic is fine. Bounded by ``request_timeout`` plus a grace; raises BusError on failure,
+    without an admin request when the metadata request fails."""
     timeout = request_timeout
-    new = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
+    try:
+        absent = await trio.to_thread.run_sync(
+            absent_topics, admin, topics, min(timeout, METADATA_TIMEOUT),
+            limiter=limiter, abandon_on_cancel=True,
+        )  # fmt: skip
+    except KafkaException as exc:
+        # The broker is unreachable: no admin request (see the module docstring).
+        raise bus_error(f"cannot check topics {topics}", exc) from exc
+    if not absent:
+        log.debug("topics exist", extra={"topics": topics})
+        return
+    new = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in absent]
     try:
         futures: dict[str, concurrent.futures.Future[None]] = admin.create_topics(
             new, request_timeout=timeout, operation_timeout=timeout
@@ -45,7 +75,7 @@ async def create_topics(
                 limiter=limiter,
             )
     if pending:
-        raise BusError(f"timed out creating topics {topics}")
+        raise BusError(f"timed out creating topics {absent}")
     created = []
     for topic, future in futures.items():
         error = future.exception()
@@ -97,14 +127,6 @@ async def await_metadata(
                 log.debug("metadata not available yet", extra={"error": str(exc)})
             await trio.sleep(0.05)
     log.warning("new topics not visible in metadata yet", extra={"topics": topics})
-
-
-def group_member_ids(admin: AdminClient, group: str, timeout: float) -> set[str]:
-    """The member ids the group coordinator lists for ``group`` now (blocking, bounded by
-    ``timeout``). Raises KafkaException (or a timeout error) when it cannot tell."""
-    future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
-    description = future.result(timeout=timeout)
-    return {member.member_id for member in description.members}
 
 
 def delete_prefixed_topics(brokers: str, prefix: str, timeout: float = 15.0) -> list[str]:

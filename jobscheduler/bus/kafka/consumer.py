@@ -10,11 +10,13 @@ partitions and keeps serving the group (a zero-timeout poll at least every
 ``poll()`` on the worker thread and hop back to the trio thread for the bookkeeping.
 
 Membership (see ``membership``). The subscription records every sign that its consumer is
-a group member and asks the coordinator when there was none for a while; past
-``rejoin_timeout`` without one -- or at once on a fatal error or a poll that raises -- the
-consumer is closed and a fresh one joins the group. The partitions' state is dropped first,
-so their unsettled deliveries are redelivered from the committed offsets. ``problem()``
-reports a subscription that has not been a member for ``unhealthy_after``.
+a group member -- an assignment, a successful commit, a statistics report showing its
+heartbeats answered (``stats_cb``, served inside ``poll()`` like the rebalance callbacks);
+it never asks the cluster. Past ``rejoin_timeout`` without one -- or at once on a fatal
+error or a poll that raises -- the consumer is closed and a fresh one joins the group.
+The partitions' state is dropped first, so their unsettled deliveries are redelivered from
+the committed offsets. ``problem()`` reports a subscription that has not been a member for
+``unhealthy_after``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import collections
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import trio
@@ -33,7 +35,13 @@ from ..._scopes import shielded, take_ready
 from ...errors import BusError
 from ..base import Delivery, Subscription, WakeUp
 from ._common import CLOSE_TIMEOUT, bus_error
-from .membership import ConsumerOptions, MembershipWatch
+from .membership import (
+    STATS_INTERVAL_MS,
+    ConsumerOptions,
+    GroupStats,
+    MembershipWatch,
+    parse_stats,
+)
 from .offsets import TP, TPO, OffsetBook, PartitionState
 
 log = logging.getLogger(__name__)
@@ -109,7 +117,6 @@ class KafkaSubscription(Subscription):
         config: dict[str, Any],
         options: ConsumerOptions,
         poll_limiter: trio.CapacityLimiter,
-        member_ids: Callable[[str], Awaitable[set[str] | None]],
     ) -> None:
         self._job_type = job_type
         self._topic = topic
@@ -117,7 +124,6 @@ class KafkaSubscription(Subscription):
         self._config = config
         self._options = options
         self._poll_limiter = poll_limiter
-        self._member_ids = member_ids
         self._consumer: Consumer | None = None
         #: Which consumer instance callbacks belong to; older ones are ignored.
         self._generation = 0
@@ -190,8 +196,8 @@ class KafkaSubscription(Subscription):
         self._watch.saw_member(trio.current_time())
 
     def _membership_doubt(self, reason: str) -> None:
-        """An error says we may have left the group: ask the coordinator at once."""
-        self._watch.doubt(trio.current_time())
+        """An error says we may have left the group. librdkafka rejoins by itself; if it
+        does not, the lack of evidence has the consumer replaced after ``rejoin_timeout``."""
         self._throttled.log(
             logging.WARNING,
             "consumer group membership in doubt",
@@ -307,7 +313,32 @@ class KafkaSubscription(Subscription):
         )
         self._book.commit_failed((p.topic, p.partition) for p in failed)
 
+    def _stats(self, generation: int, stats: GroupStats) -> None:
+        if generation != self._generation:
+            return
+        previous = self._watch.last_stats
+        self._watch.saw_stats(stats, trio.current_time())
+        if previous is None or (previous.state, previous.join_state) != (
+            stats.state,
+            stats.join_state,
+        ):
+            log.debug(
+                "consumer group state",
+                extra={
+                    "job_type": self._job_type,
+                    "group": self._group,
+                    "state": stats.state,
+                    "join_state": stats.join_state,
+                    "assignment_size": stats.assignment_size,
+                },
+            )
+
     # -- librdkafka callbacks (worker thread, inside poll/close) -------------------------
+
+    def _on_stats(self, generation: int, raw: str) -> None:
+        stats = parse_stats(raw)
+        if stats is not None:
+            self._call_trio(self._stats, generation, stats)
 
     def _on_assign(self, generation: int, consumer: Consumer, partitions: list[Any]) -> None:
         self._call_trio(self._assigned, generation, partitions)
@@ -359,7 +390,12 @@ class KafkaSubscription(Subscription):
     def _open(self, generation: int) -> Consumer:
         """Create and subscribe a consumer (blocking; a worker thread)."""
         consumer = Consumer(
-            {**self._config, "on_commit": functools.partial(self._on_commit, generation)}
+            {
+                **self._config,
+                "on_commit": functools.partial(self._on_commit, generation),
+                "statistics.interval.ms": STATS_INTERVAL_MS,
+                "stats_cb": functools.partial(self._on_stats, generation),
+            }
         )
         try:
             consumer.subscribe(
@@ -423,30 +459,9 @@ class KafkaSubscription(Subscription):
         if self._watch.replace_reason is not None:
             # A fault that recurs at once is not retried in a tight loop.
             await trio.sleep_until(self._watch.earliest_replacement())
-        elif self._watch.should_ask(trio.current_time()):
-            await self._ask_coordinator()
         reason = self._watch.replace_due(trio.current_time())
         if reason is not None:
             await self._recreate(reason)
-
-    async def _ask_coordinator(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
-        try:
-            member_id = await trio.to_thread.run_sync(consumer.memberid, limiter=self._poll_limiter)
-        except (KafkaException, RuntimeError) as exc:  # e.g. closed under us
-            self._watch.failed(str(bus_error("consumer unusable", exc)))
-            return
-        members = await self._member_ids(self._group)
-        if members is None:  # the coordinator did not answer: no evidence either way
-            return
-        if member_id and member_id in members:
-            self._saw_member()
-        else:
-            log.debug(
-                "not listed as a group member",
-                extra={"job_type": self._job_type, "group": self._group, "members": len(members)},
-            )
 
     # -- the poller ------------------------------------------------------------------------
 

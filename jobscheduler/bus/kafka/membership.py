@@ -2,27 +2,38 @@
 
 librdkafka rejoins a group by itself after most faults, but not always (a consumer frozen
 past its session was once seen polling for minutes in a group the coordinator listed as
-EMPTY). So the subscription keeps the time it last *knew* it was a member -- an assignment,
-a successful commit, or the coordinator listing its member id -- and this class decides,
-from that and the clock (passed in, so tests need no broker and no sleeping):
+EMPTY). So the subscription keeps the time it last *knew* it was a member and this class
+decides, from that and the clock (passed in, so tests need no broker and no sleeping):
 
-- when to ask the coordinator (every ``check_interval`` without other evidence, or at once
-  when an error casts doubt on the membership);
 - when to replace the consumer: ``rejoin_timeout`` without evidence since the last
   membership or replacement, or at once after a fatal error (never more often than
   ``MIN_RECREATE_INTERVAL``);
 - when to call the subscription unhealthy: ``unhealthy_after`` without membership.
 
-A member holding no partitions (more consumers than partitions) is still listed by the
-coordinator, so it counts as a member.
+Evidence is local, never a request to the cluster (librdkafka's admin group APIs abort the
+process when their requests time out while the broker is gone: librdkafka #4605, #3663):
+an assignment, a successful commit, or a statistics report (``statistics.interval.ms``)
+that shows the consumer heartbeating in its group -- the group state ``up``, the
+coordinator connection having received responses since the previous report, and the join
+state not stuck in a rebalance step (``wait-...``). Under the
+KIP-848 protocol a member's heartbeat goes to the coordinator every
+``group.consumer.heartbeat.interval.ms`` (5 s by default), whether or not it holds
+partitions, so a member holding none (more consumers than partitions) counts as a member;
+a consumer that left its group, or whose coordinator is unreachable, stops receiving.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import attrs
 
 #: Never replace a consumer more often than this (a fault that recurs at once).
 MIN_RECREATE_INTERVAL = 1.0
+
+#: How often librdkafka reports statistics to a subscription (``statistics.interval.ms``).
+STATS_INTERVAL_MS = 1000
 
 
 @attrs.frozen(kw_only=True)
@@ -33,7 +44,39 @@ class ConsumerOptions:
     max_in_flight: int
     rejoin_timeout: float = 20.0
     unhealthy_after: float = 60.0
-    membership_check: float = 5.0
+
+
+@attrs.frozen
+class GroupStats:
+    """What one librdkafka statistics report says about the consumer's group membership.
+
+    ``state`` is the group handler's state (``up`` once the coordinator is known and
+    connected; ``query-coord``, ``wait-coord``... while it is not), ``join_state`` the
+    assignment state (``steady`` once an assignment was applied; under KIP-848 a member that
+    was never given partitions stays ``init``), ``coordinator_rx`` the responses received
+    on the coordinator connection so far (heartbeats, commits), or None without one.
+    """
+
+    state: str
+    join_state: str
+    assignment_size: int
+    coordinator_rx: int | None
+
+
+def parse_stats(raw: str) -> GroupStats | None:
+    """The group part of a statistics report (librdkafka's JSON), or None if it has none."""
+    try:
+        report: Any = json.loads(raw)
+        cgrp = report["cgrp"]
+        coordinator = report.get("brokers", {}).get("GroupCoordinator")
+        return GroupStats(
+            state=str(cgrp["state"]),
+            join_state=str(cgrp["join_state"]),
+            assignment_size=int(cgrp.get("assignment_size", 0)),
+            coordinator_rx=int(coordinator["rx"]) if coordinator else None,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 class MembershipWatch:
@@ -43,31 +86,38 @@ class MembershipWatch:
         self._options = options
         self._member_seen_at = now
         self._replaced_at = now
-        self._next_check = now
-        self._doubted = False
+        self._coordinator_rx: int | None = None
+        #: The last statistics report, for log lines.
+        self.last_stats: GroupStats | None = None
         #: Why the consumer must be replaced as soon as allowed, or None.
         self.replace_reason: str | None = None
 
     def saw_member(self, now: float) -> None:
-        """Evidence of membership: an assignment, a commit, the coordinator's list."""
+        """Evidence of membership: an assignment, a commit, a heartbeat answered."""
         self._member_seen_at = now
 
-    def doubt(self, now: float) -> None:
-        """An error says the membership may be gone: ask the coordinator at the next turn."""
-        self._next_check = min(self._next_check, now)
-        self._doubted = True
+    def saw_stats(self, stats: GroupStats, now: float) -> bool:
+        """A statistics report of the current consumer: evidence if the coordinator answered
+        it since the previous report while the group state is ``up``. Returns whether it
+        was evidence."""
+        previous, self._coordinator_rx = self._coordinator_rx, stats.coordinator_rx
+        self.last_stats = stats
+        answered = (
+            stats.coordinator_rx is not None
+            and previous is not None
+            and stats.coordinator_rx > previous
+        )
+        # A "wait-..." join state is a rebalance step, over within a few seconds; one stuck
+        # there (seen: wait-incr-unassign-to-complete after a broker freeze, its partitions
+        # held and unserved while its heartbeats went on) is not a working member.
+        if stats.state == "up" and answered and not stats.join_state.startswith("wait"):
+            self.saw_member(now)
+            return True
+        return False
 
     def failed(self, reason: str) -> None:
         """The consumer is unusable (fatal error, a poll that raises): replace it."""
         self.replace_reason = reason
-
-    def should_ask(self, now: float) -> bool:
-        """Whether to ask the coordinator now (and then not again for a check interval)."""
-        if now < self._next_check:
-            return False
-        self._next_check = now + self._options.membership_check
-        doubted, self._doubted = self._doubted, False
-        return doubted or now - self._member_seen_at >= self._options.membership_check
 
     def replace_due(self, now: float) -> str | None:
         """The reason to replace the consumer now, or None."""
@@ -85,9 +135,9 @@ class MembershipWatch:
 
     def replaced(self, now: float) -> None:
         """A new consumer is joining: give it a full ``rejoin_timeout`` (but the time
-        without membership, for ``problem``, runs on)."""
+        without membership, for ``problem``, runs on). Its statistics start afresh."""
         self._replaced_at = now
-        self._next_check = now
+        self._coordinator_rx = None
         self.replace_reason = None
 
     def absent_for(self, now: float) -> float | None:
