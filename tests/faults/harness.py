@@ -289,7 +289,8 @@ class Harness:
             stored_without_201=len(stored.keys() - accepted),
             max_completions=max(per_job.values(), default=0),
             unlogged=len(done - set(per_job)),
-            reruns=sum(1 for i in done if stored[i].attempts > 0),
+            # ``attempts`` counts attempts started: a job that ran more than once reads 2 or more.
+            reruns=sum(1 for i in done if stored[i].attempts > 1),
             recovery=recovery,
             drain=drain,
             figures=self.figures,
