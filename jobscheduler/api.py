@@ -17,7 +17,7 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
-from .auth import current_principal
+from .auth import Role, current_principal, public, requires
 from .errors import (
     DuplicateJob,
     Forbidden,
@@ -36,6 +36,7 @@ from .model import (
 )
 from .observability import serve_asgi
 from .runtime import Deps
+from .tenancy import admit_creates, claim_tenant, forget_creates, install_tenancy, tenant_args
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ def create_app(deps: Deps) -> QuartTrio:
     @app.before_request
     async def _start_timer() -> None:
         g.started = time.perf_counter()
+
+    install_tenancy(app, deps, _json)
 
     # Label children cached per (method, route, status): resolving labels on every request
     # costs more than the counting itself.
@@ -127,25 +130,30 @@ def create_app(deps: Deps) -> QuartTrio:
         return error_response("internal error", 500)
 
     @app.get("/healthz")
+    @public
     async def healthz() -> Response:
         return Response("ok", status=200, content_type="text/plain; charset=utf-8")
 
     @app.post("/jobs")
+    @requires(Role.WRITER)
     async def create_job() -> Response:
         mimetype = request.mimetype
         if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
             return error_response("Content-Type must be application/json", 415)
         raw = await request.get_data(cache=False)
         body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+        claim_tenant(body)
         job = parse_create_request(
             body,
             now=deps.clock.now(),
             job_types=job_types,
             max_attempts_defaults=max_attempts_defaults,
         )
+        await admit_creates(job.tenant_id, 1)
         try:
             stored = await deps.store.insert(job)
         except DuplicateJob:
+            forget_creates(job.tenant_id, 1)
             raise DuplicateJob(
                 f"idempotencyKey {job.idempotency_key!r} is already used by another job"
             ) from None
@@ -164,6 +172,7 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json(job_to_json(stored), 201)
 
     @app.get("/jobs/<job_id>")
+    @requires(Role.READER)
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
@@ -172,8 +181,9 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json(job_to_json(job), 200)
 
     @app.get("/jobs")
+    @requires(Role.READER)
     async def list_jobs() -> Response:
-        tenant, status, limit = parse_list_query(request.args)
+        tenant, status, limit = parse_list_query(tenant_args(request.args))
         current_principal().scope(tenant)
         jobs = await deps.store.list_jobs(tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)

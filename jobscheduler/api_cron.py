@@ -21,7 +21,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from . import cron
-from .auth import current_principal
+from .auth import Role, current_principal, requires
 from .errors import ValidationError
 from .model import (
     Status,
@@ -117,6 +117,7 @@ def register_cron_routes(
     """Add the preview routes to ``app`` (``json_response(body, status)`` renders replies)."""
 
     @app.get("/jobs/<job_id>/next")
+    @requires(Role.READER)
     async def next_fire_times(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
@@ -143,6 +144,7 @@ def register_cron_routes(
         )
 
     @app.post("/cron/preview")
+    @requires(Role.READER)
     async def preview() -> Response:
         mimetype = request.mimetype
         if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):

@@ -11,6 +11,8 @@ import abc
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..audit import AuditQuery, AuditRecord
+from ..keys import ApiKey
 from ..model import Job, Status
 from ..states import Change
 
@@ -82,3 +84,41 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def count_by_status(self) -> dict[Status, int]:
         """How many jobs are in each status (for operators and benchmarks)."""
+
+    # ------------------------------------------------------------------ tenancy
+
+    @abc.abstractmethod
+    async def count_unfinished(self, tenant_id: str) -> int:
+        """How many of the tenant's jobs are pending, queued, claimed or running (cron
+        templates included: they are pending until removed)."""
+
+    @abc.abstractmethod
+    async def insert_key(self, key: ApiKey) -> ApiKey:
+        """Store a new API key (its id is random and fresh; a clash is a StoreError)."""
+
+    @abc.abstractmethod
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        """The key with this id (revoked ones included), or None."""
+
+    @abc.abstractmethod
+    async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
+        """Every key (revoked ones included), oldest first; only the keys bound to
+        ``tenant_id`` when it is given."""
+
+    @abc.abstractmethod
+    async def revoke_key(self, key_id: str, now: datetime) -> ApiKey | None:
+        """Mark the key revoked at ``now`` (a key already revoked keeps its first
+        ``revoked_at``); returns the key as stored, or None for an unknown id."""
+
+    @abc.abstractmethod
+    async def append_audit(self, record: AuditRecord) -> None:
+        """Append one record to the audit trail (records are never changed afterwards)."""
+
+    @abc.abstractmethod
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        """The records ``query`` selects (:meth:`AuditQuery.matches`), newest id first, at
+        most ``query.limit``."""
+
+    @abc.abstractmethod
+    async def prune_audit(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` records older than ``before``; returns how many."""

@@ -81,6 +81,7 @@ from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
 from ..states import Change, claim_fields
 from .base import JobStore
+from .mongo_tenancy import MongoTenancyMixin, create_tenancy_indexes
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -267,7 +268,7 @@ def _holds(doc: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
     return all(doc.get(doc_field) == value for doc_field, value in values.items())
 
 
-class MongoJobStore(JobStore):
+class MongoJobStore(MongoTenancyMixin, JobStore):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server.
 
     ``server_selection_timeout`` (seconds) bounds how long any call waits for a reachable
@@ -367,6 +368,7 @@ class MongoJobStore(JobStore):
                 # exist — its "skip identical index" step deletes from a shrinking slice by
                 # the original position. One at a time is standard and costs 7 round trips.
                 jobs.create_indexes([index])
+            create_tenancy_indexes(client, self._database)
         except BaseException:
             client.close()
             raise

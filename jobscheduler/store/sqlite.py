@@ -29,6 +29,7 @@ from ..errors import DuplicateJob, JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
 from .base import JobStore
+from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin
 
 T = TypeVar("T")
 
@@ -179,7 +180,7 @@ class _Slot(Generic[T]):
         self.error: BaseException | None = None
 
 
-class SQLiteJobStore(JobStore):
+class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
     """JobStore on one SQLite file (created with its directory if missing)."""
 
     def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
@@ -215,6 +216,7 @@ class SQLiteJobStore(JobStore):
             conn = self._connect()
             conn.executescript(_SCHEMA)
             _migrate(conn)
+            conn.executescript(TENANCY_SCHEMA)
             return conn
 
         try:

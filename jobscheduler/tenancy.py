@@ -1,0 +1,293 @@
+"""Tenancy of the HTTP API: who calls (keys), what they may do (roles), how much (quotas),
+and what they did (the audit trail). :func:`install_tenancy` wires it into the app.
+
+- ``before_request``: with ``AUTH=required`` the ``Authorization`` header becomes
+  ``g.principal`` (401 with ``WWW-Authenticate: Bearer`` otherwise), then the role the route
+  declared (:func:`~jobscheduler.auth.requires`) is checked (403). A route that declared no
+  role is admin-only. With ``AUTH=off`` every caller is the operator.
+- ``after_request``: every request whose method changes state (not GET/HEAD/OPTIONS) and that
+  was authenticated is appended to the audit trail, whatever route it hit — routes added
+  later are audited without their help.
+- Quotas: create routes call :func:`admit_creates` (see :mod:`jobscheduler.quotas`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+from prometheus_client import Counter
+from quart import Response, current_app, g, request
+from quart_trio import QuartTrio
+
+from .audit import new_record
+from .auth import (
+    PUBLIC,
+    UNAUTHORIZED_MESSAGE,
+    Authenticator,
+    Role,
+    current_principal,
+    declared_role,
+)
+from .errors import JobSchedulerError, Unauthorized
+from .observability import Metrics
+from .quotas import QuotaExceeded, Quotas
+from .runtime import Deps
+
+log = logging.getLogger(__name__)
+
+EXTENSION = "jobscheduler.tenancy"
+#: Methods that never change state (not audited).
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Bound on one audit write: the request it records has already happened.
+AUDIT_TIMEOUT = 5.0
+#: Largest JSON reply the audit hook reads to find the job id and tenant it names.
+_AUDIT_PEEK_BYTES = 64 * 1024
+
+
+@attrs.frozen
+class TenancyMetrics:
+    quota_rejections: Counter
+    auth_failures: Counter
+    audit_failures: Counter
+
+
+_METRICS: weakref.WeakKeyDictionary[Metrics, TenancyMetrics] = weakref.WeakKeyDictionary()
+
+
+def tenancy_metrics(metrics: Metrics) -> TenancyMetrics:
+    """The tenancy metrics on ``metrics``' registry (registered once per registry)."""
+    found = _METRICS.get(metrics)
+    if found is None:
+        r = metrics.registry
+        found = TenancyMetrics(
+            quota_rejections=Counter(
+                "api_quota_rejections_total",
+                "Requests refused by a tenant quota (429), by reason (rate, unfinished).",
+                ["reason"],
+                registry=r,
+            ),
+            auth_failures=Counter(
+                "api_auth_failures_total",
+                "Requests refused with 401 (no, malformed, unknown or revoked API key).",
+                registry=r,
+            ),
+            audit_failures=Counter(
+                "api_audit_write_failures_total",
+                "Audit records that could not be written (the request itself was served).",
+                registry=r,
+            ),
+        )
+        for reason in ("rate", "unfinished"):
+            found.quota_rejections.labels(reason=reason)
+        _METRICS[metrics] = found
+    return found
+
+
+@attrs.frozen
+class Tenancy:
+    """What the routes of one app share: the key cache and the quotas."""
+
+    deps: Deps
+    auth_required: bool
+    authenticator: Authenticator
+    quotas: Quotas
+    metrics: TenancyMetrics
+
+
+def current_tenancy() -> Tenancy:
+    tenancy: Tenancy = current_app.extensions[EXTENSION]
+    return tenancy
+
+
+def claim_tenant(body: Any) -> None:
+    """Fill a create body's ``tenantId`` from the key, or check the one it names (403 for
+    another tenant than the key's). Bodies that are not objects are left to validation."""
+    if not isinstance(body, dict):
+        return
+    principal = current_principal()
+    requested = body.get("tenantId")
+    if requested is None and principal.tenant is not None:
+        body["tenantId"] = principal.tenant
+    elif isinstance(requested, str):
+        principal.scope(requested)
+
+
+def tenant_args(args: Mapping[str, str]) -> dict[str, str]:
+    """Query arguments with ``tenantId`` filled from the key when absent (checked when
+    present: 403 for another tenant than the key's)."""
+    out = dict(args.items())
+    principal = current_principal()
+    requested = out.get("tenantId")
+    if requested is None and principal.tenant is not None:
+        out["tenantId"] = principal.tenant
+    elif requested is not None:
+        principal.scope(requested)
+    return out
+
+
+async def admit_creates(tenant: str, count: int) -> None:
+    """Charge ``count`` creates for ``tenant`` to the caller's quotas (429 when refused)."""
+    principal = current_principal()
+    who = principal.key_id or f"tenant:{tenant}"
+    await current_tenancy().quotas.admit_creates(who=who, tenant=tenant, count=count)
+
+
+def forget_creates(tenant: str, count: int) -> None:
+    """Creates admitted by :func:`admit_creates` that were not stored after all."""
+    current_tenancy().quotas.forget_creates(tenant=tenant, count=count)
+
+
+def _json_error(message: str, status: int, headers: dict[str, str]) -> Response:
+    return Response(
+        json.dumps({"error": message}, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def install_tenancy(
+    app: QuartTrio,
+    deps: Deps,
+    json_response: Callable[..., Response],
+    *,
+    register_routes: bool = True,
+) -> Tenancy:
+    """Add authentication, role checks, quotas and the audit trail to ``app`` (and the
+    ``/keys`` and ``/audit`` routes). Call it right after creating the app."""
+    settings = deps.settings
+    metrics = tenancy_metrics(deps.metrics)
+    tenancy = Tenancy(
+        deps=deps,
+        auth_required=settings.auth == "required",
+        authenticator=Authenticator(
+            deps.store, ttl=settings.key_cache_ttl, timer=trio.current_time
+        ),
+        quotas=Quotas(
+            count_unfinished=deps.store.count_unfinished,
+            max_unfinished=settings.quota_max_unfinished,
+            create_rate=settings.quota_create_rate,
+            create_burst=settings.quota_create_burst,
+            on_reject=lambda reason: metrics.quota_rejections.labels(reason=reason).inc(),
+        ),
+        metrics=metrics,
+    )
+    app.extensions[EXTENSION] = tenancy
+
+    @app.before_request
+    async def _authenticate() -> None:
+        rule = request.url_rule
+        view = app.view_functions.get(rule.endpoint) if rule is not None else None
+        needed = declared_role(view)
+        if needed == PUBLIC:
+            return
+        if tenancy.auth_required:
+            g.principal = await tenancy.authenticator.authenticate(
+                request.headers.getlist("Authorization")
+            )
+        if rule is None:
+            return  # 404/405 follow, for an authenticated caller only
+        current_principal().require(needed if isinstance(needed, Role) else Role.ADMIN)
+
+    @app.errorhandler(Unauthorized)
+    async def _unauthorized(exc: Unauthorized) -> Response:
+        metrics.auth_failures.inc()
+        log.info("request refused: no valid API key", extra={"path": request.path[:200]})
+        return _json_error(UNAUTHORIZED_MESSAGE, 401, {"WWW-Authenticate": "Bearer"})
+
+    @app.errorhandler(QuotaExceeded)
+    async def _quota(exc: QuotaExceeded) -> Response:
+        principal = current_principal()
+        log.info(
+            "request refused by a quota",
+            extra={"reason": exc.reason, "tenant": principal.tenant, "key_id": principal.key_id},
+        )
+        return _json_error(str(exc), 429, {"Retry-After": str(exc.retry_after)})
+
+    @app.after_request
+    async def _audit(response: Response) -> Response:
+        if request.method in READ_METHODS or response.status_code == 401:
+            return response
+        if declared_role(_view(app)) == PUBLIC:
+            return response
+        await record_request(tenancy, response)
+        return response
+
+    if register_routes:
+        from .api_tenancy import register_tenancy_routes
+
+        register_tenancy_routes(app, deps, json_response)
+    return tenancy
+
+
+def _view(app: QuartTrio) -> Callable[..., Any] | None:
+    rule = request.url_rule
+    return app.view_functions.get(rule.endpoint) if rule is not None else None
+
+
+async def _peek_json(response: Response) -> dict[str, Any]:
+    """The reply's JSON object, if it is a small one (else {})."""
+    if response.mimetype != "application/json":
+        return {}
+    length = response.content_length
+    if length is None or length > _AUDIT_PEEK_BYTES:
+        return {}
+    try:
+        body = json.loads(await response.get_data(as_text=False))
+    except (ValueError, TypeError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+async def record_request(tenancy: Tenancy, response: Response) -> None:
+    """Append the audit record of the request being finished (never raises)."""
+    principal = current_principal()
+    rule = request.url_rule
+    action = f"{request.method} {rule.rule if rule is not None else 'unmatched'}"
+    view_args = request.view_args or {}
+    body = await _peek_json(response) if response.status_code < 300 else {}
+    job_id = view_args.get("job_id") or (
+        body.get("id") if isinstance(body.get("id"), str) and "jobType" in body else None
+    )
+    tenant = principal.tenant
+    if tenant is None and isinstance(body.get("tenantId"), str):
+        tenant = body["tenantId"]
+    record = new_record(
+        now=tenancy.deps.clock.now(),
+        key_id=principal.key_id,
+        tenant=tenant,
+        action=action,
+        status=response.status_code,
+        job_id=job_id if isinstance(job_id, str) else None,
+        detail=g.get("audit_detail"),
+    )
+    await append_record(tenancy, record)
+
+
+async def append_record(tenancy: Tenancy, record: Any) -> None:
+    """Write one audit record, bounded in time; a failure is logged and counted."""
+    failed: str | None = None
+    with trio.move_on_after(AUDIT_TIMEOUT) as scope:
+        try:
+            await tenancy.deps.store.append_audit(record)
+        except JobSchedulerError as exc:
+            failed = str(exc)
+    if scope.cancelled_caught:
+        failed = f"timed out after {AUDIT_TIMEOUT}s"
+    if failed is not None:
+        tenancy.metrics.audit_failures.inc()
+        log.error(
+            "audit record not written",
+            extra={
+                "action": record.action,
+                "job_id": record.job_id,
+                "tenant": record.tenant,
+                "error": failed,
+            },
+        )
