@@ -18,8 +18,10 @@ import pytest
 import trio
 
 from jobscheduler.api import MAX_BODY_BYTES, create_app
+from jobscheduler.auth import Role
 from jobscheduler.clock import ManualClock
 from jobscheduler.errors import StoreError
+from jobscheduler.keys import new_key
 from jobscheduler.model import Job, Status, new_job_id
 from jobscheduler.runtime import Deps
 from jobscheduler.store import JobStore
@@ -74,9 +76,12 @@ class Api:
 
     deps: Deps
     client: Any
+    #: The API key sent with every request (the app runs with AUTH=required).
+    token: str = ""
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Reply:
-        response = await self.client.open(path, method=method, **kwargs)
+        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        response = await self.client.open(path, method=method, headers=headers, **kwargs)
         return Reply(
             status=response.status_code,
             content_type=response.content_type,
@@ -92,9 +97,13 @@ class Api:
 
 @asynccontextmanager
 async def serve(deps: Deps) -> AsyncIterator[Api]:
+    """The app on ``deps`` with AUTH=required, called with an admin key of every tenant."""
+    deps = attrs.evolve(deps, settings=attrs.evolve(deps.settings, auth="required"))
     app = create_app(deps)
     async with app.test_app() as test_app:
-        yield Api(deps=deps, client=test_app.test_client())
+        key, token = new_key(tenant=None, role=Role.ADMIN, name="test", now=BASE)
+        await deps.store.insert_key(key)
+        yield Api(deps=deps, client=test_app.test_client(), token=token)
 
 
 def api_deps(make_deps: DepsFactory, store: JobStore | None = None) -> Deps:
