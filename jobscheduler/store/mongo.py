@@ -81,7 +81,7 @@ from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
 from ..states import Change, claim_fields
 from .base import JobStore
-from .mongo_tenancy import MongoTenancyMixin, create_tenancy_indexes
+from .mongo_tenancy import MongoTenancyMixin, create_tenancy_indexes, drop_global_key_index
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -129,7 +129,12 @@ CLAIM_SORT: Final = [
 #: identical index, so starting twice is harmless; an index whose definition changed under
 #: the same name fails the start with StoreError instead of being silently kept).
 INDEXES: Final = [
-    IndexModel([(FIELDS["idempotency_key"], ASCENDING)], name="idempotencyKey_unique", unique=True),
+    # Idempotency keys are unique per tenant (a key of another tenant is no conflict).
+    IndexModel(
+        [(FIELDS["tenant_id"], ASCENDING), (FIELDS["idempotency_key"], ASCENDING)],
+        name="tenant_idempotencyKey_unique",
+        unique=True,
+    ),
     # Claims: equality on status, then exactly the claim sort, so the first due job is the
     # first index entry that passes the scheduledAt/cron filter (no in-memory sort).
     IndexModel([(FIELDS["status"], ASCENDING), *CLAIM_SORT], name="claim"),
@@ -362,6 +367,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
                 client.close()
                 client = self._new_client(retry_writes=False)
             jobs = self._jobs_of(client)
+            drop_global_key_index(jobs)
             for index in INDEXES:
                 # One index per createIndexes: FerretDB v1.24 panics (and drops the
                 # connection) when one command names two or more indexes that already

@@ -124,6 +124,17 @@ def audit_filter(query: AuditQuery) -> Document:
     return filt
 
 
+#: The index of releases where idempotency keys were unique across tenants.
+GLOBAL_KEY_INDEX: Final = "idempotencyKey_unique"
+
+
+def drop_global_key_index(jobs: Collection[Document]) -> None:
+    """Drop the global idempotency-key index of older releases, if present (the per-tenant
+    one replaces it). Idempotent."""
+    if GLOBAL_KEY_INDEX in jobs.index_information():
+        jobs.drop_index(GLOBAL_KEY_INDEX)
+
+
 def create_tenancy_indexes(client: MongoClient[Document], database: str) -> None:
     """Create the audit collection's indexes (one per command, as for the jobs)."""
     audit = client.get_database(database).get_collection(AUDIT_COLLECTION)

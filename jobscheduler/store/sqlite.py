@@ -29,7 +29,7 @@ from ..errors import DuplicateJob, JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
 from .base import JobStore
-from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin
+from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
 
 T = TypeVar("T")
 
@@ -66,7 +66,7 @@ _SELECT = ", ".join(_COLUMNS.values())
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id              TEXT PRIMARY KEY,
-    idempotency_key TEXT NOT NULL UNIQUE,
+    idempotency_key TEXT NOT NULL,
     tenant_id       TEXT NOT NULL,
     job_type        TEXT NOT NULL,
     payload         TEXT NOT NULL,
@@ -86,6 +86,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at      INTEGER NOT NULL,
     cron_policy     TEXT
 ) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_tenant_key ON jobs (tenant_id, idempotency_key);
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
     WHERE status = 'pending' AND cron IS NULL;
@@ -216,6 +217,8 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             conn = self._connect()
             conn.executescript(_SCHEMA)
             _migrate(conn)
+            if migrate_tenant_keys(conn):
+                conn.executescript(_SCHEMA)  # the rebuilt table's indexes
             conn.executescript(TENANCY_SCHEMA)
             return conn
 

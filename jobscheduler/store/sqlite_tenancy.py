@@ -6,6 +6,7 @@ A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore` (it uses that stor
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -43,6 +44,33 @@ CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant_id, id);
 """
 
 _UNFINISHED = ("pending", "queued", "claimed", "running")
+
+_GLOBAL_KEY = re.compile(r"(idempotency_key\s+TEXT\s+NOT\s+NULL)\s+UNIQUE", re.IGNORECASE)
+
+
+def migrate_tenant_keys(conn: sqlite3.Connection) -> bool:
+    """Make idempotency keys unique per tenant in a file created when they were unique
+    globally (a ``UNIQUE`` column constraint, which SQLite cannot drop): rebuild the jobs
+    table without it, in one transaction. Returns True if it rebuilt (the caller then
+    recreates the indexes). Idempotent."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type='table' AND name='jobs'"
+    ).fetchone()
+    if row is None or _GLOBAL_KEY.search(row[0]) is None:
+        return False
+    create = _GLOBAL_KEY.sub(r"\1", row[0]).replace("CREATE TABLE jobs", "CREATE TABLE jobs_new", 1)
+    columns = ", ".join(r[1] for r in conn.execute("PRAGMA table_info(jobs)"))
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(create)
+        conn.execute(f"INSERT INTO jobs_new ({columns}) SELECT {columns} FROM jobs")
+        conn.execute("DROP TABLE jobs")
+        conn.execute("ALTER TABLE jobs_new RENAME TO jobs")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True
 
 
 def _ms(value: datetime) -> int:

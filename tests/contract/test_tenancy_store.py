@@ -123,3 +123,13 @@ async def test_count_unfinished_counts_a_tenants_live_jobs_only(store: JobStore)
     assert await store.apply(states.complete(running, token=token, now=NOW))
     assert await store.count_unfinished("acme") == 3
     assert await store.count_unfinished("nobody") == 0
+
+
+async def test_idempotency_keys_are_unique_per_tenant_not_globally(store: JobStore) -> None:
+    from jobscheduler.errors import DuplicateJob
+
+    await store.insert(make_job(key="shared", tenant="acme"))
+    other = await store.insert(make_job(key="shared", tenant="other"))
+    assert (await store.get(other.id)).tenant_id == "other"
+    with pytest.raises(DuplicateJob):
+        await store.insert(make_job(key="shared", tenant="acme"))

@@ -185,9 +185,10 @@ async def test_start_creates_every_index(store: MongoJobStore, database: str) ->
         found = existing[wanted["name"]]
         assert _index_keys(found) == _index_keys(wanted)
         assert bool(found.get("unique")) == bool(wanted.get("unique"))
-    unique = existing["idempotencyKey_unique"]
-    assert _index_keys(unique) == [("idempotencyKey", 1)]
+    unique = existing["tenant_idempotencyKey_unique"]
+    assert _index_keys(unique) == [("tenantId", 1), ("idempotencyKey", 1)]
     assert unique.get("unique") is True
+    assert "idempotencyKey_unique" not in existing
 
 
 async def test_start_is_idempotent_on_one_store_and_across_stores(

@@ -134,6 +134,16 @@ async def test_another_tenants_job_is_404_exactly_like_a_missing_id(api: AuthApi
     assert seen.text == missing.text.replace(missing_id, theirs["id"])
 
 
+async def test_an_idempotency_key_used_by_another_tenant_is_no_conflict(api: AuthApi) -> None:
+    mine = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="same"))
+    theirs = await api.call(
+        "POST", "/jobs", as_="b-writer", json=body(tenant="tenant-b", idempotencyKey="same")
+    )
+    assert (mine.status, theirs.status) == (201, 201)
+    again = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="same"))
+    assert again.status == 409
+
+
 async def test_an_all_tenant_admin_names_the_tenant(api: AuthApi) -> None:
     created = await api.call("POST", "/jobs", as_="admin", json=body(tenant="tenant-b"))
     assert created.status == 201
