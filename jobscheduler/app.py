@@ -65,6 +65,8 @@ def production_bus(settings: Settings) -> Bus:
         settings.kafka_brokers,
         partitions=settings.kafka_partitions,
         topic_prefix=settings.kafka_topic_prefix,
+        rejoin_timeout=settings.kafka_rejoin_timeout,
+        unhealthy_after=settings.kafka_unhealthy_after,
     )
 
 

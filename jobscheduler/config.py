@@ -181,6 +181,10 @@ class Settings:
     kafka_brokers: str = "127.0.0.1:9092"
     kafka_partitions: int = 3
     kafka_topic_prefix: str = ""
+    #: A consumer with no sign of group membership for this long is replaced by a new one.
+    kafka_rejoin_timeout: float = 20.0
+    #: ... and after this long without membership the executor reports itself unhealthy.
+    kafka_unhealthy_after: float = 60.0
     etcd_endpoints: tuple[str, ...] = ("127.0.0.1:2379",)
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
@@ -256,6 +260,8 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "KAFKA_BROKERS": ("kafka_brokers", _non_empty),
     "KAFKA_PARTITIONS": ("kafka_partitions", _positive_int),
     "KAFKA_TOPIC_PREFIX": ("kafka_topic_prefix", _topic_prefix),
+    "KAFKA_REJOIN_TIMEOUT": ("kafka_rejoin_timeout", _positive_duration),
+    "KAFKA_UNHEALTHY_AFTER": ("kafka_unhealthy_after", _positive_duration),
     "ETCD_ENDPOINTS": ("etcd_endpoints", _csv),
     "ELECTION_NAME": ("election_name", _non_empty),
     "ELECTION_TTL": ("election_ttl", _positive_int),

@@ -7,6 +7,14 @@ message loses the pick and is acked and dropped. If a heartbeat finds the claim 
 (the reaper took the job back), the handler is cancelled: the newer attempt owns the job.
 On shutdown a running job is handed back (release) without counting an attempt.
 
+Every message is settled: acked once its outcome is written (or its job turned out not
+to be ours), released when the store failed or timed out so the outcome is unknown -- the
+store is the truth, and the reaper recovers what a failed pick or outcome left behind. An
+outcome write is retried for OUTCOME_RETRY_FOR before it is given up (the handler already
+ran; losing its outcome costs a re-run). Dead letters are announced after the outcomes are
+written and their messages settled, by a task of their own, bounded, so a slow bus never
+holds settlement up.
+
 Round trips are shared, never transitions: the messages already waiting when one arrives
 are picked in one ``apply_many``, and outcomes that finish together are written in one by a
 settling task, which acks their messages afterwards. Each job still gets its own
@@ -20,16 +28,18 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 from . import states
+from ._logthrottle import LogThrottle
 from ._scopes import shielded, take_ready
-from .bus import Delivery, WakeUp
-from .bus.base import DeadLetter
-from .errors import BusError, HandlerTimeout, PermanentError, StoreError, UnknownHandler
+from .bus import Delivery, Subscription, WakeUp
+from .bus.dead_letters import publish_dead_letter
+from .errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
 from .handlers import JobContext
 from .handlers.registry import HANDLER_LOGGER
 from .handlers.runners import HandlerRunner, open_runner
@@ -39,6 +49,13 @@ from .runtime import Deps
 log = logging.getLogger(__name__)
 
 OUTCOME_TIMEOUT = 10.0
+#: How long a failing outcome write is retried before its messages are released.
+OUTCOME_RETRY_FOR = 30.0
+#: Waits between outcome-write retries, and after a failed pick before receiving more.
+RETRY_DELAY_FIRST = 0.2
+RETRY_DELAY_MAX = 5.0
+#: Dead letters waiting for the bus; beyond this they are dropped (the store says dlq).
+DEAD_LETTERS_QUEUED = 1000
 
 
 def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
@@ -48,28 +65,6 @@ def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
         logging.getLogger(HANDLER_LOGGER),
         {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
     )
-
-
-def dead_letter_of(job: Job) -> DeadLetter:
-    return DeadLetter(
-        job_id=job.id,
-        job_type=job.job_type,
-        tenant_id=job.tenant_id,
-        attempts=job.attempts,
-        last_error=job.last_error,
-    )
-
-
-async def publish_dead_letter(deps: Deps, job: Job) -> None:
-    """Announce a dead-lettered job on ``jobs.dlq``; the store already says dlq, so a bus
-    failure is logged, not raised."""
-    try:
-        await deps.bus.publish_dead_letter(dead_letter_of(job))
-    except BusError as exc:
-        log.error(
-            "dead letter not published",
-            extra={"job_id": job.id, "tenant": job.tenant_id, "error": str(exc)},
-        )
 
 
 class _InFlight:
@@ -131,6 +126,19 @@ class Executor:
         self._token_seq = itertools.count()
         self._counters: dict[tuple[str, str], Any] = {}
         self._histograms: dict[str, Any] = {}
+        self._subscriptions: dict[str, Subscription] = {}
+        #: Repeated store errors become one line per interval (with a count).
+        self._throttled = LogThrottle(log)
+
+    def liveness_problem(self) -> str | None:
+        """Why this executor is not consuming as it should (a subscription that has not
+        been a working consumer-group member for a while), or None when it is healthy."""
+        problems = [
+            problem
+            for subscription in self._subscriptions.values()
+            if (problem := subscription.problem()) is not None
+        ]
+        return "; ".join(problems) if problems else None
 
     def _count(self, job_type: str, result: str) -> None:
         """Count one processed message (label children cached: this is the hot path)."""
@@ -169,8 +177,14 @@ class Executor:
                     [states.heartbeat(e.job_id, token=e.token, now=now) for e in entries]
                 )
             except StoreError as exc:
-                log.warning("heartbeat failed", extra={"jobs": len(entries), "error": str(exc)})
+                self._throttled.log(
+                    logging.WARNING,
+                    "heartbeat failed",
+                    key="heartbeat",
+                    extra={"jobs": len(entries), "error": str(exc)},
+                )
                 continue
+            self._throttled.recovered("heartbeat", "heartbeats written again")
             for entry, beat in zip(entries, results, strict=True):
                 if beat is None and entry.token in self._in_flight:
                     entry.lost = True
@@ -188,11 +202,14 @@ class Executor:
         limiter = trio.CapacityLimiter(self._deps.settings.executor_concurrency)
         receiving = trio.CancelScope()
         finished, to_settle = trio.open_memory_channel[_Finished](math.inf)
+        dead_send, dead_receive = trio.open_memory_channel[Job](DEAD_LETTERS_QUEUED)
+        pick_delay = 0.0
         async with (
-            self._deps.bus.subscribe(job_type) as subscription,
+            self._subscribed(job_type) as subscription,
             trio.open_nursery() as settling,
         ):
-            settling.start_soon(self._settle_loop, to_settle, limiter)
+            settling.start_soon(self._dead_letter_loop, dead_receive)
+            settling.start_soon(self._settle_loop, to_settle, limiter, dead_send)
             async with finished, trio.open_nursery() as handlers:
                 self._consumers.append((receiving, handlers.cancel_scope))
                 log.info("executor consuming", extra={"job_type": job_type, "worker": self._worker})
@@ -204,10 +221,26 @@ class Executor:
                         for more in subscription.receive_ready(int(limiter.available_tokens)):
                             limiter.acquire_on_behalf_of_nowait(more)
                             batch.append(more)
-                        await self._start_batch(batch, handlers, finished, limiter)
+                        if await self._start_batch(batch, handlers, finished, limiter):
+                            pick_delay = 0.0
+                        else:
+                            # The store is failing: its batch was released; wait a little
+                            # (longer each time) rather than burn through the backlog.
+                            pick_delay = min(max(pick_delay * 2, RETRY_DELAY_FIRST), 2.0)
+                            await trio.sleep(pick_delay)
             # Draining: no new messages; running handlers finish (or are cancelled at the
             # grace deadline and hand their jobs back), then the settling task writes the
             # last outcomes, all before the subscription closes.
+
+    @asynccontextmanager
+    async def _subscribed(self, job_type: str) -> AsyncIterator[Subscription]:
+        """The bus subscription, known to ``liveness_problem`` while it is open."""
+        async with self._deps.bus.subscribe(job_type) as subscription:
+            self._subscriptions[job_type] = subscription
+            try:
+                yield subscription
+            finally:
+                del self._subscriptions[job_type]
 
     def drain(self, grace: float) -> None:
         """Stop receiving; give running handlers ``grace`` seconds, then cancel them."""
@@ -226,10 +259,13 @@ class Executor:
         done = await self._execute(*picked)
         if done is None:
             return "stale"
-        with shielded(OUTCOME_TIMEOUT):
-            [result] = await self._write_outcomes([done])
-            return result
-        return "unknown"  # the outcome write timed out; the reaper will settle the job
+        dead: list[Job] = []
+        result = "unknown"  # unless written: the outcome write timed out; the reaper will
+        with shielded(OUTCOME_TIMEOUT):  # settle the job
+            [result] = await self._write_outcomes([done], dead)
+        for job in dead:
+            await publish_dead_letter(self._deps.bus, job)
+        return result
 
     # -- pick -----------------------------------------------------------------------------
 
@@ -263,29 +299,45 @@ class Executor:
         handlers: trio.Nursery,
         finished: trio.MemorySendChannel[_Finished],
         limiter: trio.CapacityLimiter,
-    ) -> None:
+    ) -> bool:
+        """Pick the batch's jobs and start their handlers; False if the store failed (the
+        batch's messages are then released)."""
         # Shielded: once sent, the picks must be seen through (a job picked but never run
         # would wait for the reaper), even if draining cancels the receive loop meanwhile.
+        error = f"timed out after {OUTCOME_TIMEOUT:.0f}s"
         with shielded(OUTCOME_TIMEOUT):
             try:
                 picked = await self._pick([delivery.message for delivery in batch])
             except StoreError as exc:
-                # Outcome unknown: do not ack; redelivery or the reaper will settle the jobs.
-                for delivery in batch:
-                    log.error(
-                        "store failed while picking job",
-                        extra={"job_id": delivery.message.job_id, "error": str(exc)},
-                    )
-                    limiter.release_on_behalf_of(delivery)
-                return
-            for delivery, started in zip(batch, picked, strict=True):
-                if started is None:
-                    finished.send_nowait(_Finished(delivery, None))
-                else:
-                    handlers.start_soon(self._run_delivered, delivery, started, finished, limiter)
-            return
-        for delivery in batch:  # the pick timed out: its outcome is unknown, as above
-            limiter.release_on_behalf_of(delivery)
+                error = str(exc)
+            else:
+                self._throttled.recovered("pick", "store picks jobs again")
+                for delivery, started in zip(batch, picked, strict=True):
+                    if started is None:
+                        finished.send_nowait(_Finished(delivery, None))
+                    else:
+                        handlers.start_soon(
+                            self._run_delivered, delivery, started, finished, limiter
+                        )
+                return True
+        # Outcome unknown: a job is still queued (the reaper re-pends it after
+        # QUEUED_TIMEOUT) or claimed by us (recovered after CLAIM_TIMEOUT). Release the
+        # messages so the bus moves on; a redelivery would meet the same failing store.
+        self._throttled.log(
+            logging.ERROR,
+            "store failed while picking jobs; their messages are released",
+            key="pick",
+            extra={
+                "jobs": len(batch),
+                "job_ids": [d.message.job_id for d in batch],
+                "error": error,
+            },
+        )
+        with trio.CancelScope(shield=True):
+            for delivery in batch:
+                await delivery.release()
+                limiter.release_on_behalf_of(delivery)
+        return False
 
     # -- run --------------------------------------------------------------------------------
 
@@ -300,15 +352,19 @@ class Executor:
         try:
             done = await self._execute(*started)
         except StoreError as exc:
-            # The hand-back failed: not acked; redelivery or the reaper will settle the job.
+            # The hand-back failed: released; the reaper will recover the job.
             log.error(
                 "store failed while handing the job back",
                 extra={"job_id": job.id, "tenant": job.tenant_id, "error": str(exc)},
             )
+            with trio.CancelScope(shield=True):
+                await delivery.release()
             limiter.release_on_behalf_of(delivery)
             return
         except BaseException:
-            limiter.release_on_behalf_of(delivery)  # handed back (or left for the reaper)
+            with trio.CancelScope(shield=True):  # handed back (or left for the reaper)
+                await delivery.release()
+            limiter.release_on_behalf_of(delivery)
             raise
         finished.send_nowait(_Finished(delivery, done))
 
@@ -386,43 +442,107 @@ class Executor:
     # -- settle -----------------------------------------------------------------------------
 
     async def _settle_loop(
-        self, to_settle: trio.MemoryReceiveChannel[_Finished], limiter: trio.CapacityLimiter
+        self,
+        to_settle: trio.MemoryReceiveChannel[_Finished],
+        limiter: trio.CapacityLimiter,
+        dead_letters: trio.MemorySendChannel[Job],
     ) -> None:
-        """Write the outcomes of finished handlers in batches, then ack their messages."""
+        """Write the outcomes of finished handlers in batches, then settle their messages."""
         batch: list[_Finished] = []
-        try:
-            async for first in to_settle:
-                batch = [first, *take_ready(to_settle)]
-                await self._settle(batch, limiter)
-                batch = []
-        finally:
-            # Cancelled outright (not drained): settle what already finished, so a completed
-            # handler is not run again after the reaper's timeout.
-            rest = [*batch, *take_ready(to_settle)]
-            if rest:
-                await self._settle(rest, limiter)
-
-    async def _settle(self, batch: list[_Finished], limiter: trio.CapacityLimiter) -> None:
-        to_ack = [item for item in batch if item.done is None]  # stale: nothing to write
-        with shielded(OUTCOME_TIMEOUT):
-            done = [item.done for item in batch if item.done is not None]
+        async with dead_letters:
             try:
-                if done:
-                    await self._write_outcomes(done)
-                to_ack = batch
-            except StoreError as exc:
-                # Outcome unknown: do not ack; redelivery or the reaper will settle the jobs.
-                for outcome in done:
-                    outcome.logger.error(
-                        "store failed while writing the outcome", extra={"error": str(exc)}
-                    )
-            for item in to_ack:
-                await item.delivery.ack()
-        for item in batch:
-            limiter.release_on_behalf_of(item.delivery)
+                async for first in to_settle:
+                    batch = [first, *take_ready(to_settle)]
+                    await self._settle(batch, limiter, dead_letters)
+                    batch = []
+            finally:
+                # Cancelled outright (not drained): settle what already finished, so a
+                # completed handler is not run again after the reaper's timeout.
+                rest = [*batch, *take_ready(to_settle)]
+                if rest:
+                    await self._settle(rest, limiter, dead_letters)
 
-    async def _write_outcomes(self, outcomes: Sequence[_Done]) -> list[str]:
-        """Write each handler's outcome (one round trip); returns the result labels."""
+    async def _settle(
+        self,
+        batch: list[_Finished],
+        limiter: trio.CapacityLimiter,
+        dead_letters: trio.MemorySendChannel[Job],
+    ) -> None:
+        """Write the batch's outcomes (retrying), then ack its messages -- or release them
+        if the outcomes could not be written -- and queue its dead letters."""
+        done = [item.done for item in batch if item.done is not None]
+        dead: list[Job] = []
+        written = False
+        try:
+            written = not done or await self._write_outcomes_retrying(done, dead)
+        finally:
+            # Whatever happened, every message is settled and its slot freed.
+            with trio.CancelScope(shield=True):
+                for item in batch:
+                    if written or item.done is None:  # None: stale, nothing to write
+                        await item.delivery.ack()
+                    else:
+                        await item.delivery.release()
+            # All slots at once, so the receive loop sees them together (one pick batch).
+            for item in batch:
+                limiter.release_on_behalf_of(item.delivery)
+        for job in dead:
+            try:
+                dead_letters.send_nowait(job)
+            except (trio.WouldBlock, trio.ClosedResourceError):
+                self._throttled.log(
+                    logging.ERROR,
+                    "dead letter dropped: too many waiting for the bus",
+                    key="dead letters dropped",
+                    extra={"job_id": job.id, "tenant": job.tenant_id},
+                )
+
+    async def _write_outcomes_retrying(self, outcomes: Sequence[_Done], dead: list[Job]) -> bool:
+        """Write the outcomes, retrying a failing or hanging store for OUTCOME_RETRY_FOR;
+        False if they could not be written. Each attempt is shielded and bounded; a
+        cancellation (shutdown) between attempts ends the retries.
+
+        A retry is safe: every outcome is conditional on the job's claim token, so one that
+        landed although its attempt failed is found already applied and counted stale.
+        """
+        give_up_at = trio.current_time() + OUTCOME_RETRY_FOR
+        delay = RETRY_DELAY_FIRST
+        while True:
+            error = f"timed out after {OUTCOME_TIMEOUT:.0f}s"
+            with shielded(OUTCOME_TIMEOUT):
+                try:
+                    await self._write_outcomes(outcomes, dead)
+                except StoreError as exc:
+                    error = str(exc)
+                else:
+                    self._throttled.recovered("outcome", "store writes outcomes again")
+                    return True
+            self._throttled.log(
+                logging.ERROR,
+                "store failed while writing outcomes; retrying",
+                key="outcome",
+                extra={"jobs": len(outcomes), "error": error},
+            )
+            if trio.current_time() + delay > give_up_at:
+                break
+            await trio.sleep(delay)
+            delay = min(delay * 2, RETRY_DELAY_MAX)
+        for outcome in outcomes:
+            outcome.logger.error(
+                "outcome not written; message released, the reaper will recover the job",
+                extra={"error": error, "retried_for": OUTCOME_RETRY_FOR},
+            )
+        return False
+
+    async def _dead_letter_loop(self, dead_letters: trio.MemoryReceiveChannel[Job]) -> None:
+        """Announce dead-lettered jobs on the bus, each publish bounded (see dead_letters)."""
+        async with dead_letters:
+            async for job in dead_letters:
+                await publish_dead_letter(self._deps.bus, job)
+
+    async def _write_outcomes(self, outcomes: Sequence[_Done], dead: list[Job]) -> list[str]:
+        """Write each handler's outcome (one round trip); returns the result labels and
+        appends the dead-lettered jobs to ``dead`` (their dead letters are the caller's)."""
         deps = self._deps
         now = deps.clock.now()
         changes = [
@@ -451,7 +571,7 @@ class Executor:
                         "permanent": outcome.permanent,
                     },
                 )
-                await publish_dead_letter(deps, after)
+                dead.append(after)
             else:
                 result = "retried"
                 logger.info(
@@ -482,12 +602,13 @@ async def run_executor(
     job_types: Sequence[str],
     drain: trio.Event | None = None,
     *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Executor] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """The executor role: one consumer per job type, all in this role's nursery.
 
     When ``drain`` is set, stop receiving and return once running handlers have finished,
-    or SHUTDOWN_GRACE later (cancelled handlers hand their jobs back).
+    or SHUTDOWN_GRACE later (cancelled handlers hand their jobs back). Reports the
+    ``Executor`` when started, for health checks (``Executor.liveness_problem``).
     """
     settings = deps.settings
     async with (
@@ -505,7 +626,7 @@ async def run_executor(
         async with trio.open_nursery() as consumers:
             for job_type in job_types:
                 await consumers.start(executor.consume, job_type)
-            task_status.started()
+            task_status.started(executor)
             if drain is not None:
                 await drain.wait()
                 executor.drain(settings.shutdown_grace)

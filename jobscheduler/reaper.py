@@ -3,7 +3,8 @@
 Two sweeps: ``queued`` longer than QUEUED_TIMEOUT (the wake-up was lost; attempt count
 kept) and ``claimed``/``running`` without a heartbeat for CLAIM_TIMEOUT (the executor died;
 counts as a failed attempt, so a job that kills its executor ends in dlq). Each recovery
-is conditional on exactly what the sweep observed, so several reapers are safe.
+is conditional on exactly what the sweep observed, so several reapers are safe. Each job
+recovered is logged at debug; each sweep that recovered any logs one summary line.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from datetime import timedelta
 import trio
 
 from . import states
+from .bus.dead_letters import publish_dead_letter
 from .errors import StoreError
-from .executor import publish_dead_letter
 from .model import Status
 from .runtime import Deps
 
@@ -38,6 +39,7 @@ class Reaper:
         if queued_timeout is None:
             queued_timeout = settings.queued_timeout
         recovered = {"queued": 0, "claimed": 0}
+        dead_lettered = 0
         while True:
             now = deps.clock.now()
             stale = await deps.store.find_stale(
@@ -50,7 +52,7 @@ class Reaper:
             for job in results:
                 if job is not None:
                     recovered["queued"] += 1
-                    log.warning(
+                    log.debug(
                         "re-pended job stuck in queued",
                         extra={"job_id": job.id, "tenant": job.tenant_id, "sweep": "queued"},
                     )
@@ -69,7 +71,9 @@ class Reaper:
                 if job is None:
                     continue
                 recovered["claimed"] += 1
-                log.warning(
+                if job.status is Status.DLQ:
+                    dead_lettered += 1
+                log.debug(
                     "recovered job whose executor stopped heartbeating",
                     extra={
                         "job_id": job.id,
@@ -80,12 +84,22 @@ class Reaper:
                     },
                 )
                 if job.status is Status.DLQ:
-                    await publish_dead_letter(deps, job)
+                    await publish_dead_letter(deps.bus, job)
             if len(lost) < SWEEP_BATCH:
                 break
         for sweep, count in recovered.items():
             if count:
                 deps.metrics.reaper_recovered.labels(sweep=sweep).inc(count)
+        if any(recovered.values()):
+            # One line per sweep; the jobs themselves are logged at debug.
+            log.warning(
+                "reaper recovered jobs",
+                extra={
+                    "requeued": recovered["queued"],
+                    "recovered": recovered["claimed"],
+                    "dead_lettered": dead_lettered,
+                },
+            )
         if any(recovered.values()) and deps.waker is not None:
             deps.waker.notify(deps.clock.now())
         return recovered

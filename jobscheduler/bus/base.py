@@ -90,17 +90,38 @@ class DeadLetter:
 
 
 class Delivery(abc.ABC):
-    """One received wake-up. ``ack`` after the job's outcome is written (at-least-once)."""
+    """One received wake-up. Every delivery must be *settled*, exactly one of:
+
+    - ``ack`` once its job's outcome is durable, or the job is no longer the receiver's
+      (stale or duplicate wake-up);
+    - ``release`` when the receiver cannot tell (the store failed or timed out): the
+      message stops counting against the subscription's in-flight limit and its offset
+      may be committed past. The store is the truth -- the reaper re-pends a job left
+      ``queued`` after QUEUED_TIMEOUT and one left ``claimed``/``running`` after
+      CLAIM_TIMEOUT -- so nothing is lost by letting the bus move on.
+
+    An unsettled delivery holds its partition's commits back and its in-flight slot
+    forever, so every code path that receives one must settle it.
+    """
 
     message: WakeUp
 
     @abc.abstractmethod
     async def ack(self) -> None:
-        """Mark this message done. Adapters commit offsets only up to contiguous acks.
+        """Mark this message done. Adapters commit offsets only up to contiguous settles.
 
         Idempotent. Ack inside the subscription's ``async with``: an ack after it closed
         (or after its partition moved to another consumer) is a no-op, and the message
         may be delivered again.
+        """
+
+    @abc.abstractmethod
+    async def release(self) -> None:
+        """Settle without success: free the in-flight slot and let the offset advance.
+
+        Idempotent, and a no-op after ``ack`` (the first settle wins). Same scope rule as
+        ``ack``. The bus does not redeliver a released message; the store's sweeps
+        recover its job.
         """
 
 
@@ -123,6 +144,15 @@ class Subscription(abc.ABC):
         base class, for an adapter that cannot tell).
         """
         return []
+
+    def problem(self) -> str | None:
+        """Why this subscription is not a working consumer right now (e.g. it has not been
+        a member of its consumer group for longer than a rebalance takes), or None.
+
+        A liveness signal: the adapter tries to recover by itself first, so a problem here
+        means that has not worked for a while and a restart may be the remedy.
+        """
+        return None
 
 
 class Bus(abc.ABC):

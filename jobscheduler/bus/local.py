@@ -30,6 +30,10 @@ class _LocalDelivery(Delivery):
     async def ack(self) -> None:
         await trio.lowlevel.checkpoint()
 
+    async def release(self) -> None:
+        # Nothing to commit and no in-flight limit: the message already left its channel.
+        await trio.lowlevel.checkpoint()
+
 
 class _LocalSubscription(Subscription):
     # An iterator object rather than an async generator: a receive cancelled by a timeout

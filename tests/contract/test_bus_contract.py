@@ -193,7 +193,7 @@ class KafkaHarness(BusHarness):
         # The port does not expose assignments; the harness may look inside its adapter.
         with trio.fail_after(RECEIVE_TIMEOUT):
             while True:
-                owned = [len(sub._parts) for sub in subscriptions]  # type: ignore[attr-defined]
+                owned = [len(sub._book.parts) for sub in subscriptions]  # type: ignore[attr-defined]
                 if all(owned) and sum(owned) == self.partitions:
                     return
                 await trio.sleep(0.05)
@@ -384,6 +384,50 @@ async def test_acks_that_close_the_gap_commit_past_every_message(bus: Bus) -> No
         received = await receive_until(aiter(sub), [marker])
 
     assert received == [marker]
+
+
+async def test_released_message_is_settled_its_offset_committed_past_and_not_redelivered(
+    bus: Bus,
+) -> None:
+    """``release`` is how an executor settles a message whose job's outcome it could not
+    learn (the store failed): the bus moves on, and the store's sweeps recover the job."""
+    job_type = new_type()
+    job_id = new_id()  # one key, so one partition, in this order
+    released, acked, marker = (
+        WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
+    )
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish([released, acked])
+        deliveries = aiter(sub)
+        d_released = await next_delivery(deliveries)
+        d_acked = await next_delivery(deliveries)
+        assert [d_released.message, d_acked.message] == [released, acked]
+        await d_acked.ack()
+        await d_released.release()
+        await d_released.release()  # idempotent
+        await d_acked.release()  # after an ack: a no-op
+
+    async with bus.subscribe(job_type) as sub:
+        await bus.publish([marker])
+        received = await receive_until(aiter(sub), [marker])
+
+    assert received == [marker]
+
+
+async def test_releases_free_in_flight_room_like_acks(harness: BusHarness, bus: Bus) -> None:
+    job_type = new_type()
+    sent = wake_ups(job_type, 20)
+    held: list[Delivery] = []
+    async with bus.subscribe(job_type) as sub:
+        deliveries = aiter(sub)
+        await bus.publish(sent)
+        limit = harness.max_in_flight
+        while len(held) < (limit if limit is not None else len(sent)):
+            held.append(await next_delivery(deliveries))
+        for delivery in held:
+            await delivery.release()
+        rest = await receive_until(deliveries, set(sent) - {d.message for d in held})
+    assert {d.message for d in held} | set(rest) == set(sent)
 
 
 async def test_receive_ready_takes_what_has_arrived_without_waiting(bus: Bus) -> None:
@@ -617,3 +661,100 @@ async def test_kafka_topic_prefix_keeps_deployments_on_one_broker_apart(
 def test_deleting_topics_by_prefix_refuses_an_empty_prefix() -> None:
     with pytest.raises(ValueError, match="prefix"):
         delete_prefixed_topics("127.0.0.1:1", "")
+
+
+def kafka_bus(prefix: str, **options: Any) -> KafkaBus:
+    return KafkaBus(
+        KAFKA_BROKERS, partitions=2, client_id="contract-tests", poll_timeout=0.1,
+        topic_prefix=prefix, **options,
+    )  # fmt: skip
+
+
+async def leave_group_under(sub: Subscription) -> None:
+    """Make the subscription's consumer leave its group for good, as a consumer does whose
+    membership was lost and that never rejoins: a real LeaveGroup, no more assignments."""
+    consumer = sub._consumer  # type: ignore[attr-defined]
+    await trio.to_thread.run_sync(consumer.unsubscribe)
+
+
+@pytest.mark.integration
+async def test_kafka_consumer_that_left_its_group_is_replaced_and_receives_again(
+    kafka_topic_prefix: str,
+) -> None:
+    """Issue 8: an executor's consumer dropped out of its group and never rejoined (the group
+    stayed EMPTY for minutes). The subscription notices it is not a member and replaces its
+    consumer within ``rejoin_timeout`` plus a join; deliveries then flow again."""
+    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
+    job_type = new_type()
+    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=3.0, unhealthy_after=60.0)
+    await bus.start()
+    try:
+        async with bus.subscribe(job_type) as sub:
+            await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
+            before = wake_ups(job_type, 3)
+            await bus.publish(before)
+            await receive_until(aiter(sub), before)
+
+            await leave_group_under(sub)
+            left = time.monotonic()
+            after = wake_ups(job_type, 3)
+            await bus.publish(after)
+            await receive_until(aiter(sub), after)
+            recovered_in = time.monotonic() - left
+            assert sub.recreations == 1  # type: ignore[attr-defined]
+            assert sub.problem() is None
+    finally:
+        await bus.close()
+    # rejoin_timeout (3 s) + a membership check + a KIP-848 join: seconds, not minutes.
+    assert recovered_in < 20, f"recovered after {recovered_in:.1f}s"
+
+
+@pytest.mark.integration
+async def test_kafka_subscription_reports_a_problem_while_it_is_not_a_group_member(
+    kafka_topic_prefix: str,
+) -> None:
+    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
+    job_type = new_type()
+    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=120.0, unhealthy_after=2.0)
+    await bus.start()
+    try:
+        async with bus.subscribe(job_type) as sub:
+            await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
+            assert sub.problem() is None
+            await leave_group_under(sub)
+            with trio.fail_after(RECEIVE_TIMEOUT):
+                while True:  # the subscription is polled, as a health check would
+                    problem = sub.problem()
+                    if problem is not None:
+                        break
+                    await trio.sleep(0.1)
+            assert "not been a member of group" in problem
+    finally:
+        await bus.close()
+
+
+@pytest.mark.integration
+async def test_kafka_member_holding_no_partitions_is_healthy_and_kept(
+    kafka_topic_prefix: str,
+) -> None:
+    """More consumers than partitions: the spare one holds nothing, yet it is a member (the
+    coordinator lists it), so it is neither replaced nor reported."""
+    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
+    job_type = new_type()
+    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=1.5, unhealthy_after=1.5)
+    await bus.start()
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            subs = [await stack.enter_async_context(bus.subscribe(job_type)) for _ in range(3)]
+            with trio.fail_after(RECEIVE_TIMEOUT):
+                while True:
+                    if sum(len(s._book.parts) for s in subs) == 2:  # type: ignore[attr-defined]
+                        break
+                    await trio.sleep(0.05)
+            await trio.sleep(4.0)  # well past rejoin_timeout and unhealthy_after
+            owned = [len(s._book.parts) for s in subs]  # type: ignore[attr-defined]
+            assert sorted(owned) == [0, 1, 1]
+            assert [s.problem() for s in subs] == [None, None, None]
+            assert [s.recreations for s in subs] == [0, 0, 0]  # type: ignore[attr-defined]
+    finally:
+        await bus.close()

@@ -1,0 +1,571 @@
+"""One Kafka subscription: a consumer polled from trio threads, its deliveries, and the
+watchdog that replaces the consumer when it stops being a working group member.
+
+The poller polls all the time, whether or not the iterator's consumer keeps up, so the
+member is never evicted for exceeding ``max.poll.interval.ms``; it hands deliveries over a
+bounded memory channel. With ``max_in_flight`` deliveries unsettled it pauses its
+partitions and keeps serving the group (a zero-timeout poll at least every
+``poll_timeout``); the first settle wakes it to resume. Commit bookkeeping is
+:mod:`.offsets` (pure; touched only on the trio thread). Rebalance callbacks run inside
+``poll()`` on the worker thread and hop back to the trio thread for the bookkeeping.
+
+Membership (see ``membership``). The subscription records every sign that its consumer is
+a group member and asks the coordinator when there was none for a while; past
+``rejoin_timeout`` without one -- or at once on a fatal error or a poll that raises -- the
+consumer is closed and a fresh one joins the group. The partitions' state is dropped first,
+so their unsettled deliveries are redelivered from the committed offsets. ``problem()``
+reports a subscription that has not been a member for ``unhealthy_after``.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import trio
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from ..._logthrottle import LogThrottle
+from ..._scopes import shielded, take_ready
+from ...errors import BusError
+from ..base import Delivery, Subscription, WakeUp
+from ._common import CLOSE_TIMEOUT, bus_error
+from .membership import ConsumerOptions, MembershipWatch
+from .offsets import TP, TPO, OffsetBook, PartitionState
+
+log = logging.getLogger(__name__)
+
+#: Errors that mean this consumer is no longer (or not yet again) a member of its group.
+MEMBERSHIP_ERRORS = frozenset(
+    code
+    for code in (
+        getattr(KafkaError, name, None)
+        for name in (
+            "UNKNOWN_MEMBER_ID",
+            "ILLEGAL_GENERATION",
+            "FENCED_INSTANCE_ID",
+            "FENCED_MEMBER_EPOCH",
+            "STALE_MEMBER_EPOCH",
+            "UNRELEASED_INSTANCE_ID",
+        )
+    )
+    if code is not None
+)
+
+
+def _to_tps(offsets: Sequence[TPO]) -> list[TopicPartition]:
+    return [TopicPartition(topic, partition, offset) for topic, partition, offset in offsets]
+
+
+class KafkaDelivery(Delivery):
+    __slots__ = ("_offset", "_partition", "_settled", "_state", "_subscription", "message")
+
+    def __init__(
+        self,
+        subscription: KafkaSubscription,
+        tp: TP,
+        state: PartitionState,
+        offset: int,
+        message: WakeUp,
+    ) -> None:
+        self.message = message
+        self._subscription = subscription
+        self._partition = tp
+        self._state = state
+        self._offset = offset
+        self._settled = False
+
+    @property
+    def stale(self) -> bool:
+        """The partition was revoked since this was received; settling it is a no-op."""
+        return not self._subscription._book.is_current(self._partition, self._state)
+
+    def _settle(self, how: str) -> None:
+        if not self._settled:
+            self._settled = True
+            self._subscription._settle(self._partition, self._state, self._offset, how)
+
+    async def ack(self) -> None:
+        self._settle("ack")
+        await trio.lowlevel.checkpoint()
+
+    async def release(self) -> None:
+        self._settle("release")
+        await trio.lowlevel.checkpoint()
+
+
+class KafkaSubscription(Subscription):
+    """The consumer of one job type plus the bookkeeping its poller and deliveries share."""
+
+    def __init__(
+        self,
+        *,
+        job_type: str,
+        topic: str,
+        group: str,
+        config: dict[str, Any],
+        options: ConsumerOptions,
+        poll_limiter: trio.CapacityLimiter,
+        member_ids: Callable[[str], Awaitable[set[str] | None]],
+    ) -> None:
+        self._job_type = job_type
+        self._topic = topic
+        self._group = group
+        self._config = config
+        self._options = options
+        self._poll_limiter = poll_limiter
+        self._member_ids = member_ids
+        self._consumer: Consumer | None = None
+        #: Which consumer instance callbacks belong to; older ones are ignored.
+        self._generation = 0
+        self._book = OffsetBook(options.max_in_flight)
+        self._send, self._receive = trio.open_memory_channel[KafkaDelivery](options.max_in_flight)
+        #: Deliveries received beyond the channel's room (only possible when a partition was
+        #: paused after librdkafka had already fetched for it); handed over in order.
+        self._backlog: collections.deque[KafkaDelivery] = collections.deque()
+        self._poller_scope = trio.CancelScope()
+        self._failure: BusError | None = None
+        #: Set by settles; the poller waits on it while paused at the in-flight limit.
+        self._settle_event = trio.Event()
+        #: Membership evidence (trio time); set for real when the consumer is opened.
+        self._watch = MembershipWatch(options, 0.0)
+        #: How many times the consumer was replaced.
+        self.recreations = 0
+        self._throttled = LogThrottle(log)
+
+    # -- the iterator side ---------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        while True:
+            try:
+                delivery = await self._receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                if self._failure is not None:
+                    raise self._failure from None
+                raise StopAsyncIteration from None
+            if not delivery.stale:
+                return delivery
+            # Its partition moved away; whoever owns it re-reads from the committed offset.
+            log.debug(
+                "delivery of a revoked partition dropped",
+                extra={"topic": delivery._partition[0], "partition": delivery._partition[1]},
+            )
+
+    def receive_ready(self, limit: int) -> list[Delivery]:
+        # Deliveries of revoked partitions are dropped, as in __anext__.
+        return [d for d in take_ready(self._receive, limit) if not d.stale]
+
+    def problem(self) -> str | None:
+        absent = self._watch.absent_for(trio.current_time())
+        if absent is not None:
+            return (
+                f"consumer of {self._topic} has not been a member of group {self._group} "
+                f"for {absent:.0f}s"
+            )
+        return None
+
+    # -- bookkeeping (trio thread only) --------------------------------------------------
+
+    def _settle(self, tp: TP, state: PartitionState, offset: int, how: str) -> None:
+        if not self._book.settle(tp, state, offset):
+            log.debug(
+                "settle of a revoked partition ignored",
+                extra={"topic": tp[0], "partition": tp[1], "offset": offset, "settle": how},
+            )
+            return
+        if how == "release":
+            log.debug(
+                "delivery released",
+                extra={"topic": tp[0], "partition": tp[1], "offset": offset},
+            )
+        self._settle_event.set()
+
+    def _saw_member(self) -> None:
+        self._watch.saw_member(trio.current_time())
+
+    def _membership_doubt(self, reason: str) -> None:
+        """An error says we may have left the group: ask the coordinator at once."""
+        self._watch.doubt(trio.current_time())
+        self._throttled.log(
+            logging.WARNING,
+            "consumer group membership in doubt",
+            key=("membership", reason),
+            extra={"job_type": self._job_type, "group": self._group, "error": reason},
+        )
+
+    def _accept(self, msg: Message) -> None:
+        err = msg.error()
+        if err is not None:
+            reason = f"{err.name()}: {err.str()}"
+            if err.fatal():
+                self._watch.failed(f"fatal consumer error {reason}")
+                return
+            if err.code() in MEMBERSHIP_ERRORS:
+                self._membership_doubt(reason)
+                return
+            if err.code() == KafkaError._PARTITION_EOF:
+                log.debug("partition end reached", extra={"job_type": self._job_type})
+                return
+            self._throttled.log(
+                logging.WARNING,
+                "consumer error event",
+                key=("error", err.code()),
+                extra={"job_type": self._job_type, "error": reason},
+            )
+            return
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        assert topic is not None
+        assert partition is not None
+        assert offset is not None
+        tp: TP = (topic, partition)
+        state = self._book.receive(tp, offset)
+        if state is None:
+            log.debug(
+                "message of an unassigned partition dropped",
+                extra={"topic": topic, "partition": partition, "offset": offset},
+            )
+            return
+        try:
+            wake_up = WakeUp.decode(msg.value() or b"")
+        except BusError as exc:
+            log.warning(
+                "malformed wake-up skipped",
+                extra={"topic": topic, "partition": partition, "offset": offset, "error": str(exc)},
+            )
+            state.mark_done(offset)
+            return
+        delivery = KafkaDelivery(self, tp, state, offset, wake_up)
+        if self._backlog:
+            self._backlog.append(delivery)
+            return
+        try:
+            self._send.send_nowait(delivery)
+        except trio.WouldBlock:
+            self._backlog.append(delivery)
+
+    def _hand_over_backlog(self) -> None:
+        while self._backlog:
+            try:
+                self._send.send_nowait(self._backlog[0])
+            except trio.WouldBlock:
+                return
+            self._backlog.popleft()
+
+    def _assigned(self, generation: int, partitions: Sequence[TopicPartition]) -> None:
+        if generation != self._generation:
+            return
+        self._saw_member()
+        self._book.assign((p.topic, p.partition) for p in partitions)
+        log.log(
+            logging.INFO if partitions else logging.DEBUG,
+            "partitions assigned",
+            extra={
+                "job_type": self._job_type,
+                "partitions": sorted(p.partition for p in partitions),
+            },
+        )
+
+    def _revoked(
+        self, generation: int, partitions: Sequence[TopicPartition], *, lost: bool
+    ) -> list[TPO]:
+        if generation != self._generation:
+            return []
+        offsets = self._book.revoke(((p.topic, p.partition) for p in partitions), lost=lost)
+        if lost:
+            self._membership_doubt("partitions lost")
+        log.log(
+            logging.WARNING if lost else logging.INFO,
+            "partitions lost" if lost else "partitions revoked",
+            extra={
+                "job_type": self._job_type,
+                "partitions": sorted(p.partition for p in partitions),
+            },
+        )
+        return offsets
+
+    def _committed(
+        self, generation: int, failed: Sequence[TopicPartition], reason: str | None, code: int
+    ) -> None:
+        if generation != self._generation:
+            return
+        if reason is None:
+            self._saw_member()
+            return
+        if code in MEMBERSHIP_ERRORS:
+            self._membership_doubt(reason)
+        self._throttled.log(
+            logging.WARNING,
+            "offset commit failed",
+            key=("commit", code),
+            extra={"job_type": self._job_type, "error": reason},
+        )
+        self._book.commit_failed((p.topic, p.partition) for p in failed)
+
+    # -- librdkafka callbacks (worker thread, inside poll/close) -------------------------
+
+    def _on_assign(self, generation: int, consumer: Consumer, partitions: list[Any]) -> None:
+        self._call_trio(self._assigned, generation, partitions)
+
+    def _on_revoke(self, generation: int, consumer: Consumer, partitions: list[Any]) -> None:
+        offsets = self._call_trio(lambda: self._revoked(generation, partitions, lost=False))
+        if offsets:
+            try:
+                consumer.commit(offsets=_to_tps(offsets), asynchronous=False)
+            except KafkaException as exc:
+                log.warning(
+                    "commit on revoke failed",
+                    extra={"job_type": self._job_type, "error": str(bus_error("commit", exc))},
+                )
+
+    def _on_lost(self, generation: int, consumer: Consumer, partitions: list[Any]) -> None:
+        self._call_trio(lambda: self._revoked(generation, partitions, lost=True))
+
+    def _on_commit(
+        self, generation: int, err: KafkaError | None, partitions: list[TopicPartition]
+    ) -> None:
+        failed = [p for p in partitions if p.error is not None]
+        if err is not None and err.code() == KafkaError._NO_OFFSET:
+            return
+        if err is None and not failed:
+            self._call_trio(self._committed, generation, [], None, 0)
+            return
+        if err is not None:
+            reason, code = f"{err.name()} ({err.str()})", err.code()
+        else:
+            first = failed[0].error
+            assert first is not None
+            reason, code = f"{first.name()} ({first.str()})", first.code()
+        self._call_trio(self._committed, generation, failed or partitions, reason, code)
+
+    def _call_trio(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run bookkeeping on the trio thread; the poll hop waits for it (microseconds)."""
+        try:
+            return trio.from_thread.run_sync(fn, *args)
+        except trio.RunFinishedError:
+            return None
+        except Exception:
+            # An exception escaping a callback would surface from poll() in the wrong place.
+            log.exception("rebalance bookkeeping failed", extra={"job_type": self._job_type})
+            return None
+
+    # -- the consumer's life -------------------------------------------------------------
+
+    def _open(self, generation: int) -> Consumer:
+        """Create and subscribe a consumer (blocking; a worker thread)."""
+        consumer = Consumer(
+            {**self._config, "on_commit": functools.partial(self._on_commit, generation)}
+        )
+        try:
+            consumer.subscribe(
+                [self._topic],
+                on_assign=functools.partial(self._on_assign, generation),
+                on_revoke=functools.partial(self._on_revoke, generation),
+                on_lost=functools.partial(self._on_lost, generation),
+            )
+        except BaseException:
+            consumer.close()
+            raise
+        return consumer
+
+    async def open(self) -> None:
+        """Create the first consumer; raises BusError if it cannot be created."""
+        try:
+            self._consumer = await trio.to_thread.run_sync(
+                self._open, self._generation, limiter=self._poll_limiter
+            )
+        except (KafkaException, ValueError, TypeError, RuntimeError) as exc:
+            raise bus_error(f"cannot subscribe to {self._topic}", exc) from exc
+        self._watch = MembershipWatch(self._options, trio.current_time())
+
+    async def _recreate(self, reason: str) -> None:
+        """Replace the consumer: drop every partition's state (their unsettled deliveries
+        go back to the group from the committed offsets), close the old consumer (bounded),
+        and join with a new one. Raises BusError if no new consumer can be created."""
+        self.recreations += 1
+        held = self._book.lose_all()
+        self._generation += 1
+        old, self._consumer = self._consumer, None
+        self._throttled.log(
+            logging.WARNING,
+            "consumer replaced",
+            key="recreate",
+            extra={
+                "job_type": self._job_type,
+                "group": self._group,
+                "reason": reason,
+                "partitions_dropped": len(held),
+                "recreations": self.recreations,
+            },
+        )
+        if old is not None:
+            with trio.move_on_after(CLOSE_TIMEOUT):
+                try:
+                    # Abandonable: a consumer stuck leaving its group must not hold us up.
+                    await trio.to_thread.run_sync(old.close, abandon_on_cancel=True)
+                except (KafkaException, RuntimeError) as exc:  # e.g. already closed
+                    log.debug("old consumer close failed", extra={"error": str(exc)})
+        try:
+            self._consumer = await trio.to_thread.run_sync(
+                self._open, self._generation, limiter=self._poll_limiter
+            )
+        except (KafkaException, ValueError, TypeError, RuntimeError) as exc:
+            raise bus_error(f"cannot re-subscribe to {self._topic}", exc) from exc
+        self._watch.replaced(trio.current_time())
+
+    async def _watch_membership(self) -> None:
+        """Replace the consumer if it has been failing, or out of its group, for too long."""
+        if self._watch.replace_reason is not None:
+            # A fault that recurs at once is not retried in a tight loop.
+            await trio.sleep_until(self._watch.earliest_replacement())
+        elif self._watch.should_ask(trio.current_time()):
+            await self._ask_coordinator()
+        reason = self._watch.replace_due(trio.current_time())
+        if reason is not None:
+            await self._recreate(reason)
+
+    async def _ask_coordinator(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        try:
+            member_id = await trio.to_thread.run_sync(consumer.memberid, limiter=self._poll_limiter)
+        except (KafkaException, RuntimeError) as exc:  # e.g. closed under us
+            self._watch.failed(str(bus_error("consumer unusable", exc)))
+            return
+        members = await self._member_ids(self._group)
+        if members is None:  # the coordinator did not answer: no evidence either way
+            return
+        if member_id and member_id in members:
+            self._saw_member()
+        else:
+            log.debug(
+                "not listed as a group member",
+                extra={"job_type": self._job_type, "group": self._group, "members": len(members)},
+            )
+
+    # -- the poller ------------------------------------------------------------------------
+
+    def _cycle(
+        self,
+        commits: list[TPO],
+        pause: list[TP],
+        resume: list[TPO],
+        max_messages: int,
+        timeout: float,
+    ) -> list[Message]:
+        """One blocking hop: commit, apply flow control, poll up to ``max_messages``."""
+        consumer = self._consumer
+        assert consumer is not None
+        if commits:
+            try:
+                consumer.commit(offsets=_to_tps(commits), asynchronous=True)
+            except KafkaException as exc:  # e.g. no longer a group member: retry next cycle
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                self._call_trio(
+                    self._committed,
+                    self._generation,
+                    _to_tps(commits),
+                    str(bus_error("commit", exc)),
+                    error.code() if error is not None else 0,
+                )
+        try:
+            if pause:
+                consumer.pause([TopicPartition(t, p) for t, p in pause])
+            if resume:
+                consumer.resume([TopicPartition(t, p) for t, p, _ in resume])
+                for t, p, offset in resume:
+                    if offset >= 0:
+                        consumer.seek(TopicPartition(t, p, offset))  # a failure: slower resume
+        except KafkaException as exc:  # e.g. a partition revoked in between: harmless
+            log.debug("pause/resume failed", extra={"error": str(exc)})
+        first = consumer.poll(timeout)
+        if first is None:
+            return []
+        if max_messages <= 1:
+            return [first]
+        return [first, *consumer.consume(num_messages=max_messages - 1, timeout=0)]
+
+    async def run_poller(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Poll until cancelled or stopped; always ends the iterator when it returns."""
+        options = self._options
+        try:
+            with self._poller_scope:
+                task_status.started()
+                while True:
+                    await self._watch_membership()
+                    commits = self._book.due_commits()
+                    pause, resume = self._book.flow_control()
+                    room = self._book.room()
+                    # Paused, a poll only serves the group (and returns at once).
+                    timeout = options.poll_timeout if room > 0 else 0.0
+                    try:
+                        messages = await trio.to_thread.run_sync(
+                            self._cycle, commits, pause, resume, max(room, 1), timeout,
+                            limiter=self._poll_limiter,
+                        )  # fmt: skip
+                    except (KafkaException, RuntimeError) as exc:
+                        self._watch.failed(str(bus_error("poll failed", exc)))
+                        continue
+                    for msg in messages:
+                        self._accept(msg)
+                    self._hand_over_backlog()
+                    if self._book.room() <= 0:
+                        # At the limit: nothing to fetch until a settle frees room. Wake on
+                        # the first one (to commit and resume at once), or after
+                        # poll_timeout to keep serving the group.
+                        self._settle_event = trio.Event()
+                        with trio.move_on_after(options.poll_timeout):
+                            await self._settle_event.wait()
+        except BusError as exc:
+            self._failure = exc
+            log.error("subscription failed", extra={"job_type": self._job_type, "error": str(exc)})
+        finally:
+            self._send.close()
+
+    def stop(self) -> None:
+        """Stop polling; the iterator ends once buffered deliveries are consumed."""
+        self._poller_scope.cancel()
+
+    def _final_commit_and_close(self, consumer: Consumer) -> None:
+        offsets = self._call_trio(self._book.all_positions)
+        try:
+            if offsets:
+                consumer.commit(offsets=_to_tps(offsets), asynchronous=False)
+        except KafkaException as exc:
+            log.warning(
+                "final commit failed",
+                extra={"job_type": self._job_type, "error": str(bus_error("commit", exc))},
+            )
+        finally:
+            consumer.close()
+
+    async def close_consumer(self) -> None:
+        """Commit contiguous settles and leave the group; bounded, survives cancellation."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is None:
+            await trio.lowlevel.checkpoint()
+            return
+        with shielded(CLOSE_TIMEOUT) as scope:
+            try:
+                # Abandonable only so a dead broker cannot hold shutdown past the deadline.
+                await trio.to_thread.run_sync(
+                    self._final_commit_and_close,
+                    consumer,
+                    limiter=self._poll_limiter,
+                    abandon_on_cancel=True,
+                )
+            except (KafkaException, RuntimeError) as exc:
+                log.warning(
+                    "consumer close failed", extra={"job_type": self._job_type, "error": str(exc)}
+                )
+        if scope.cancelled_caught:
+            log.warning("consumer close timed out", extra={"job_type": self._job_type})
+        else:
+            log.debug("subscription closed", extra={"job_type": self._job_type})
