@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 import trio
-from prometheus_client import Counter
 from quart import Response, current_app, g, request
 from quart_trio import QuartTrio
 
@@ -51,45 +49,6 @@ _AUDIT_PEEK_BYTES = 64 * 1024
 
 
 @attrs.frozen
-class TenancyMetrics:
-    quota_rejections: Counter
-    auth_failures: Counter
-    audit_failures: Counter
-
-
-_METRICS: weakref.WeakKeyDictionary[Metrics, TenancyMetrics] = weakref.WeakKeyDictionary()
-
-
-def tenancy_metrics(metrics: Metrics) -> TenancyMetrics:
-    """The tenancy metrics on ``metrics``' registry (registered once per registry)."""
-    found = _METRICS.get(metrics)
-    if found is None:
-        r = metrics.registry
-        found = TenancyMetrics(
-            quota_rejections=Counter(
-                "api_quota_rejections_total",
-                "Requests refused by a tenant quota (429), by reason (rate, unfinished).",
-                ["reason"],
-                registry=r,
-            ),
-            auth_failures=Counter(
-                "api_auth_failures_total",
-                "Requests refused with 401 (no, malformed, unknown or revoked API key).",
-                registry=r,
-            ),
-            audit_failures=Counter(
-                "api_audit_write_failures_total",
-                "Audit records that could not be written (the request itself was served).",
-                registry=r,
-            ),
-        )
-        for reason in ("rate", "unfinished"):
-            found.quota_rejections.labels(reason=reason)
-        _METRICS[metrics] = found
-    return found
-
-
-@attrs.frozen
 class Tenancy:
     """What the routes of one app share: the key cache and the quotas."""
 
@@ -97,7 +56,7 @@ class Tenancy:
     auth_required: bool
     authenticator: Authenticator
     quotas: Quotas
-    metrics: TenancyMetrics
+    metrics: Metrics
 
 
 def current_tenancy() -> Tenancy:
@@ -162,7 +121,7 @@ def install_tenancy(
     """Add authentication, role checks, quotas and the audit trail to ``app`` (and the
     ``/keys`` and ``/audit`` routes). Call it right after creating the app."""
     settings = deps.settings
-    metrics = tenancy_metrics(deps.metrics)
+    metrics = deps.metrics
     tenancy = Tenancy(
         deps=deps,
         auth_required=settings.auth == "required",
@@ -174,7 +133,7 @@ def install_tenancy(
             max_unfinished=settings.quota_max_unfinished,
             create_rate=settings.quota_create_rate,
             create_burst=settings.quota_create_burst,
-            on_reject=lambda reason: metrics.quota_rejections.labels(reason=reason).inc(),
+            on_reject=lambda reason: metrics.api_quota_rejections.labels(reason=reason).inc(),
         ),
         metrics=metrics,
     )
@@ -197,7 +156,7 @@ def install_tenancy(
 
     @app.errorhandler(Unauthorized)
     async def _unauthorized(exc: Unauthorized) -> Response:
-        metrics.auth_failures.inc()
+        metrics.api_auth_failures.inc()
         log.info("request refused: no valid API key", extra={"path": request.path[:200]})
         return _json_error(UNAUTHORIZED_MESSAGE, 401, {"WWW-Authenticate": "Bearer"})
 
@@ -281,7 +240,7 @@ async def append_record(tenancy: Tenancy, record: Any) -> None:
     if scope.cancelled_caught:
         failed = f"timed out after {AUDIT_TIMEOUT}s"
     if failed is not None:
-        tenancy.metrics.audit_failures.inc()
+        tenancy.metrics.api_audit_failures.inc()
         log.error(
             "audit record not written",
             extra={
