@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 from trio.testing import MockClock
@@ -17,7 +18,7 @@ from jobscheduler.keys import ApiKey, hash_secret, new_key, parse_token
 from jobscheduler.quotas import TokenBucket
 from jobscheduler.store.sqlite import SQLiteJobStore
 
-from .conftest import BASE
+from .conftest import BASE, DepsFactory
 
 
 def test_a_new_key_has_a_public_id_and_256_random_bits_stored_only_as_a_hash() -> None:
@@ -196,3 +197,22 @@ def test_dev_with_auth_off_on_a_public_host_exits_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "AUTH=off" in err
+
+
+async def test_the_reaper_prunes_audit_records_past_the_retention(
+    make_deps: DepsFactory,
+) -> None:
+    from jobscheduler.audit import AuditQuery, new_record
+    from jobscheduler.clock import ManualClock
+    from jobscheduler.reaper import Reaper
+
+    clock = ManualClock(BASE)
+    deps = make_deps(clock=clock, settings=attrs.evolve(make_deps.settings, audit_retention=3600.0))
+    old = new_record(now=BASE, key_id=None, tenant="t", action="POST /jobs", status=201)
+    await deps.store.append_audit(old)
+    clock.advance(1800)
+    recent = new_record(now=clock.now(), key_id=None, tenant="t", action="POST /jobs", status=201)
+    await deps.store.append_audit(recent)
+    clock.advance(1801)
+    assert await Reaper(deps).prune_audit() == 1
+    assert [r.id for r in await deps.store.list_audit(AuditQuery())] == [recent.id]
