@@ -18,6 +18,7 @@ from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
 from .auth import Role, current_principal, public, requires
+from .bounded import BoundedCalls
 from .errors import (
     DuplicateJob,
     Forbidden,
@@ -41,6 +42,8 @@ from .tenancy import admit_creates, claim_tenant, forget_creates, install_tenanc
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+#: ``Retry-After`` (seconds) of every 503: the store failed or did not answer in time.
+RETRY_AFTER_SECONDS = 1
 
 # Project error -> HTTP status. Anything else is a 500 with a generic message.
 ERROR_STATUS: dict[type[JobSchedulerError], int] = {
@@ -72,13 +75,21 @@ def create_app(deps: Deps) -> QuartTrio:
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
     job_types = deps.registry.validators()
+    # Every store call of a request is bounded by API_STORE_TIMEOUT (see bounded.py); the
+    # calls run in the app's own nursery, which exists while the app serves.
+    store_calls = BoundedCalls(deps.settings.api_store_timeout)
+
+    @app.before_serving
+    async def _attach_store_calls() -> None:
+        store_calls.attach(app.nursery)
+
     max_attempts_defaults = deps.registry.max_attempts_defaults()
 
     @app.before_request
     async def _start_timer() -> None:
         g.started = time.perf_counter()
 
-    install_tenancy(app, deps, _json)
+    install_tenancy(app, deps, _json, store_calls)
 
     # Label children cached per (method, route, status): resolving labels on every request
     # costs more than the counting itself.
@@ -109,7 +120,9 @@ def create_app(deps: Deps) -> QuartTrio:
             if isinstance(exc, cls):
                 if status >= 500:
                     log.error("request failed", extra={"error": str(exc), "path": request.path})
-                    return error_response("job store unavailable, retry later", status)
+                    response = error_response("job store unavailable, retry later", status)
+                    response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+                    return response
                 return error_response(str(exc), status)
         log.exception("unexpected project error", extra={"path": request.path})
         return error_response("internal error", 500)
@@ -151,7 +164,7 @@ def create_app(deps: Deps) -> QuartTrio:
         )
         await admit_creates(job.tenant_id, 1)
         try:
-            stored = await deps.store.insert(job)
+            stored = await store_calls.call(deps.store.insert, job)
         except DuplicateJob:
             forget_creates(job.tenant_id, 1)
             raise DuplicateJob(
@@ -176,7 +189,7 @@ def create_app(deps: Deps) -> QuartTrio:
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
-        job = await deps.store.get(job_id.lower())
+        job = await store_calls.call(deps.store.get, job_id.lower())
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
@@ -185,10 +198,10 @@ def create_app(deps: Deps) -> QuartTrio:
     async def list_jobs() -> Response:
         tenant, status, limit = parse_list_query(tenant_args(request.args))
         current_principal().scope(tenant)
-        jobs = await deps.store.list_jobs(tenant, status, limit)
+        jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
         return _json([job_to_json(job) for job in jobs], 200)
 
-    register_cron_routes(app, deps, _json)
+    register_cron_routes(app, deps, _json, store_calls)
     return app
 
 

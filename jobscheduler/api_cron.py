@@ -22,8 +22,10 @@ from quart_trio import QuartTrio
 
 from . import cron
 from .auth import Role, current_principal, requires
+from .bounded import BoundedCalls
 from .errors import ValidationError
 from .model import (
+    Job,
     Status,
     cron_policy_of,
     format_time,
@@ -112,9 +114,20 @@ def parse_preview_request(
 
 
 def register_cron_routes(
-    app: QuartTrio, deps: Deps, json_response: Callable[..., Response]
+    app: QuartTrio,
+    deps: Deps,
+    json_response: Callable[..., Response],
+    store_calls: BoundedCalls | None = None,
 ) -> None:
-    """Add the preview routes to ``app`` (``json_response(body, status)`` renders replies)."""
+    """Add the preview routes to ``app`` (``json_response(body, status)`` renders replies).
+
+    ``store_calls`` bounds their store reads by API_STORE_TIMEOUT (see bounded.py).
+    """
+
+    async def get_job(job_id: str) -> Job:
+        if store_calls is None:
+            return await deps.store.get(job_id)
+        return await store_calls.call(deps.store.get, job_id)
 
     @app.get("/jobs/<job_id>/next")
     @requires(Role.READER)
@@ -122,7 +135,7 @@ def register_cron_routes(
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
         count = parse_count(request.args.get("count"), query=True)
-        template = await deps.store.get(job_id.lower())
+        template = await get_job(job_id.lower())
         current_principal().check_visible(template.tenant_id, template.id)
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")

@@ -69,7 +69,7 @@ def register_tenancy_routes(
         role = parse_role(body.get("role"))
         name = check_name(body.get("name"))
         record, token = new_key(tenant=tenant, role=role, name=name, now=deps.clock.now())
-        await deps.store.insert_key(record)
+        await current_tenancy().call(deps.store.insert_key, record)
         current_tenancy().authenticator.forget(record.id)
         g.audit_detail = f"key {record.id} created ({role.value})"
         log.info(
@@ -84,7 +84,7 @@ def register_tenancy_routes(
         principal = current_principal()
         requested = request.args.get("tenantId") or None
         tenant = principal.scope(requested)
-        keys = await deps.store.list_keys(tenant)
+        keys = await current_tenancy().call(deps.store.list_keys, tenant)
         return json_response([key_to_json(k) for k in keys], 200)
 
     @app.delete("/keys/<key_id>")
@@ -93,10 +93,10 @@ def register_tenancy_routes(
         principal = current_principal()
         if not is_key_id(key_id):
             return not_found(key_id[:64])
-        key = await deps.store.get_key(key_id)
+        key = await current_tenancy().call(deps.store.get_key, key_id)
         if key is None or not (principal.tenant is None or key.tenant == principal.tenant):
             return not_found(key_id)
-        revoked = await deps.store.revoke_key(key_id, deps.clock.now())
+        revoked = await current_tenancy().call(deps.store.revoke_key, key_id, deps.clock.now())
         current_tenancy().authenticator.forget(key_id)
         if revoked is None:
             return not_found(key_id)
@@ -115,7 +115,7 @@ def register_tenancy_routes(
         scoped = principal.scope(query.tenant)
         if scoped != query.tenant:
             query = attrs.evolve(query, tenant=scoped)
-        records = await deps.store.list_audit(query)
+        records = await current_tenancy().call(deps.store.list_audit, query)
         next_before = records[-1].id if len(records) == query.limit else None
         return json_response(
             {"records": [audit_to_json(r) for r in records], "nextBefore": next_before}, 200

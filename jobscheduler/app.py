@@ -11,6 +11,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 import trio
 
@@ -20,11 +21,13 @@ from .bus import Bus
 from .clock import SystemClock
 from .config import Settings
 from .election import Elector
+from .errors import StoreError
 from .executor import run_executor
 from .handlers import HandlerRegistry
 from .handlers.loading import load_app, resolve_job_types
 from .observability import Metrics, run_metrics_server
 from .reaper import run_reaper
+from .recovery import recover_in_flight
 from .runtime import Deps, Waker
 from .scheduler import run_scheduler
 from .store import JobStore
@@ -87,9 +90,10 @@ def production_deps(
     """Adapters for one production role; a role gets real connections only to what it uses."""
     from .bus.local import LocalBus
     from .election.local import LocalElector
+    from .probes import etcd_probe, kafka_probe
 
     needs_bus = role in ("scheduler", "executor", "reaper")
-    return Deps(
+    deps = Deps(
         settings=settings,
         store=production_store(settings),
         bus=production_bus(settings) if needs_bus else LocalBus(),
@@ -99,6 +103,17 @@ def production_deps(
         clock=SystemClock(),
         waker=None,
     )
+    # Readiness of what this role talks to besides its store (registered by run_roles).
+    probe_timeout = deps.health.timeout
+    if needs_bus:
+        deps.health.add_readiness(
+            "kafka", kafka_probe(settings.kafka_brokers, timeout=probe_timeout)
+        )
+    if role == "scheduler":
+        deps.health.add_readiness(
+            "etcd", etcd_probe(settings.etcd_endpoints, timeout=probe_timeout)
+        )
+    return deps
 
 
 @asynccontextmanager
@@ -133,9 +148,15 @@ async def _stop_on_signals(
             force = True
 
 
-async def run_roles(deps: Deps, roles: list[str], *, with_signals: bool = True) -> None:
+async def run_roles(
+    deps: Deps, roles: list[str], *, with_signals: bool = True, recover_at_start: bool = False
+) -> None:
     """Start the adapters, the metrics listener and ``roles``; run until a signal or
     cancellation, then close the adapters.
+
+    ``recover_at_start`` (``dev``, which holds the lock on its store file and so is its only
+    executor): before any role starts, recover every claimed/running job of the previous
+    process at once (:func:`recovery.recover_in_flight`) instead of after CLAIM_TIMEOUT.
 
     Shutdown order on a signal: the API, scheduler and reaper stop at once; executors stop
     receiving and get SHUTDOWN_GRACE to finish running handlers (then hand the jobs back);
@@ -156,8 +177,19 @@ async def run_roles(deps: Deps, roles: list[str], *, with_signals: bool = True) 
         if with_signals:
             await outer.start(_stop_on_signals, stop)
         async with started(deps):
+            deps.health.add_readiness("store", deps.store.ping)
+            if recover_at_start:
+                try:
+                    recovered = await recover_in_flight(deps)
+                except StoreError as exc:
+                    log.error("start-up recovery failed", extra={"error": str(exc)})
+                else:
+                    log.info("start-up recovery done", extra={"recovered": recovered})
             bound = await outer.start(
-                run_metrics_server, deps.metrics, settings.metrics_host, settings.metrics_port
+                partial(run_metrics_server, health=deps.health),
+                deps.metrics,
+                settings.metrics_host,
+                settings.metrics_port,
             )
             log.info("metrics listening", extra={"addresses": bound})
             with workers:
@@ -168,7 +200,9 @@ async def run_roles(deps: Deps, roles: list[str], *, with_signals: bool = True) 
                             if settings.job_type
                             else deps.registry.names()
                         )
-                        await workers_nursery.start(run_executor, deps, job_types, drain)
+                        executor = await workers_nursery.start(run_executor, deps, job_types, drain)
+                        # /healthz fails while a consumer has no working group membership.
+                        deps.health.add_liveness("executor", executor.liveness_problem)
                     with front:
                         async with trio.open_nursery() as front_nursery:
                             if "reaper" in roles:

@@ -8,12 +8,14 @@ import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 import attrs
 import trio
 
 from .app import embedded_deps, production_deps, run_roles
 from .config import Settings
+from .devlock import DevLock, StoreLocked
 from .errors import AppLoadError, ConfigError, JobSchedulerError
 from .handlers import HandlerRegistry
 from .handlers.loading import describe, load_app, process_problem, resolve_job_types
@@ -91,6 +93,18 @@ def _dev(args: argparse.Namespace) -> int:
         return 2
     app = _app(args, settings)
     registry = _registry(app, settings)
+    # The only executor of its file: refuse a second `dev`, and recover the jobs a previous
+    # (dead) process left claimed/running at once instead of after CLAIM_TIMEOUT.
+    lock = DevLock(settings.sqlite_path) if settings.sqlite_path != ":memory:" else None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except StoreLocked as exc:
+            print(f"jobscheduler: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:
+            print(f"jobscheduler: cannot lock {lock.path}: {exc}", file=sys.stderr)
+            return 2
     configure_logging(settings.log_level, settings.log_format, "dev")
     log.info(
         "starting jobscheduler dev",
@@ -107,7 +121,15 @@ def _dev(args: argparse.Namespace) -> int:
             "every tenant; set AUTH=required and create keys with `jobscheduler keys create`",
             extra={"api_host": settings.api_host},
         )
-    trio.run(run_roles, embedded_deps(settings, registry), list(ROLES))
+    try:
+        trio.run(
+            partial(run_roles, recover_at_start=lock is not None),
+            embedded_deps(settings, registry),
+            list(ROLES),
+        )
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
 
 

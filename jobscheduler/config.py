@@ -167,11 +167,16 @@ class Settings:
     scheduler_tick: float = 0.5
     claim_batch: int = 20
     queued_timeout: float = 30.0
-    claim_timeout: float = 300.0
+    #: No heartbeat for this long (heartbeats come every HEARTBEAT_INTERVAL) means the
+    #: executor is dead: 45 s misses four heartbeats, so a dead executor's jobs run again
+    #: within about a minute (plus up to REAPER_INTERVAL).
+    claim_timeout: float = 45.0
     reaper_interval: float = 30.0
     heartbeat_interval: float = 10.0
     executor_concurrency: int = 32
     shutdown_grace: float = 10.0
+    #: Bound of each store call an API request makes; past it the request answers 503.
+    api_store_timeout: float = 2.0
     log_level: str = "INFO"
     log_format: str = "text"
     worker_id: str = attrs.field(factory=_default_worker_id)
@@ -252,6 +257,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "HEARTBEAT_INTERVAL": ("heartbeat_interval", _positive_duration),
     "EXECUTOR_CONCURRENCY": ("executor_concurrency", _positive_int),
     "SHUTDOWN_GRACE": ("shutdown_grace", _positive_duration),
+    "API_STORE_TIMEOUT": ("api_store_timeout", _positive_duration),
     "LOG_LEVEL": ("log_level", _choice(*LOG_LEVELS)),
     "LOG_FORMAT": ("log_format", _choice(*LOG_FORMATS)),
     "WORKER_ID": ("worker_id", _non_empty),

@@ -232,7 +232,43 @@ def _string(body: Mapping[str, Any], field: str, *, required: bool) -> str | Non
         raise ValidationError(f"{field}: longer than {MAX_STRING_LENGTH} characters")
     if any(ord(ch) < 32 for ch in value):
         raise ValidationError(f"{field}: must not contain control characters")
+    if not is_valid_unicode(value):
+        raise ValidationError(f"{field}: {_SURROGATE_MESSAGE}")
     return value
+
+
+_SURROGATE_MESSAGE = "must be valid Unicode (a lone UTF-16 surrogate like \\ud800 is not)"
+
+
+def is_valid_unicode(text: str) -> bool:
+    """False when ``text`` holds a lone UTF-16 surrogate (JSON's ``"\\ud800"``), which no
+    store can encode: SQLite and BSON both need valid UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_payload_strings(payload: Mapping[str, Any]) -> None:
+    """Every key and string value in ``payload``, at any depth, must be valid Unicode.
+
+    Iterative, so a deeply nested payload (as deep as the JSON parser allows) cannot
+    overflow the stack here.
+    """
+    stack: list[tuple[str, Any]] = [("payload", payload)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if not is_valid_unicode(value):
+                raise ValidationError(f"{path}: {_SURROGATE_MESSAGE}")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not is_valid_unicode(key):
+                    raise ValidationError(f"{path}: a key {_SURROGATE_MESSAGE}")
+                stack.append((f"{path}.{key}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
 
 
 def _integer(body: Mapping[str, Any], field: str) -> int | None:
@@ -284,6 +320,7 @@ def parse_create_request(
         payload = {}
     if not isinstance(payload, dict):
         raise ValidationError("payload: must be a JSON object")
+    _check_payload_strings(payload)
     validator = job_types[job_type]
     if validator is not None:
         validator(payload)
@@ -358,6 +395,10 @@ def parse_list_query(args: Mapping[str, str]) -> tuple[str, Status | None, int]:
         raise ValidationError("tenantId is required")
     if len(tenant) > MAX_STRING_LENGTH:
         raise ValidationError(f"tenantId: longer than {MAX_STRING_LENGTH} characters")
+    if any(ord(ch) < 32 for ch in tenant):
+        raise ValidationError("tenantId: must not contain control characters")
+    if not is_valid_unicode(tenant):
+        raise ValidationError(f"tenantId: {_SURROGATE_MESSAGE}")
     status_raw = args.get("status")
     status: Status | None = None
     if status_raw:

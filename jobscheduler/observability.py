@@ -15,6 +15,9 @@ from hypercorn.trio import serve
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from . import http_errors
+from .health import Health
+
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _HANDLER_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900)
 
@@ -118,8 +121,16 @@ ASGIReceive = Callable[[], Awaitable[dict[str, Any]]]
 ASGISend = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def metrics_app(metrics: Metrics) -> Callable[[dict[str, Any], ASGIReceive, ASGISend], Any]:
-    """A minimal ASGI app: ``/metrics`` (Prometheus text) and ``/healthz`` (``ok``)."""
+def metrics_app(
+    metrics: Metrics, health: Health | None = None
+) -> Callable[[dict[str, Any], ASGIReceive, ASGISend], Any]:
+    """A minimal ASGI app: ``/metrics`` (Prometheus text), ``/healthz`` (liveness) and
+    ``/readyz`` (readiness), both from ``health`` (see :mod:`jobscheduler.health`).
+
+    ``/healthz`` answers 200 ``ok`` (plain text) while every liveness check passes, else 503
+    with the JSON report; ``/readyz`` answers 200 or 503 with the JSON report.
+    """
+    health = health if health is not None else Health()
 
     async def app(scope: dict[str, Any], receive: ASGIReceive, send: ASGISend) -> None:
         if scope["type"] == "lifespan":
@@ -136,7 +147,18 @@ def metrics_app(metrics: Metrics) -> Callable[[dict[str, Any], ASGIReceive, ASGI
         if path == "/metrics":
             status, ctype, body = 200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry)
         elif path == "/healthz":
-            status, ctype, body = 200, "text/plain; charset=utf-8", b"ok"
+            alive, checks = health.liveness()
+            if alive:
+                status, ctype, body = 200, "text/plain; charset=utf-8", b"ok"
+            else:
+                status, ctype, body = 503, "application/json", _report(alive, checks)
+        elif path == "/readyz":
+            ready, checks = await health.readiness()
+            status, ctype, body = (
+                (200 if ready else 503),
+                "application/json",
+                _report(ready, checks),
+            )
         else:
             status, ctype, body = 404, "application/json", b'{"error":"not found"}'
         await send(
@@ -152,6 +174,11 @@ def metrics_app(metrics: Metrics) -> Callable[[dict[str, Any], ASGIReceive, ASGI
         await send({"type": "http.response.body", "body": body})
 
     return app
+
+
+def _report(ok: bool, checks: dict[str, str]) -> bytes:
+    body = {"status": "ok" if ok else "fail", "checks": checks}
+    return json.dumps(body, separators=(",", ":")).encode()
 
 
 def hypercorn_config(host: str, port: int) -> HypercornConfig:
@@ -174,7 +201,9 @@ async def serve_asgi(
     """Serve an ASGI app with hypercorn's trio worker inside the caller's nursery.
 
     ``task_status.started`` receives the bound addresses (port 0 picks a free port).
+    Errors hypercorn answers itself (400, 431) carry the JSON error body too.
     """
+    http_errors.install()
     await serve(app, hypercorn_config(host, port), task_status=task_status)
 
 
@@ -183,9 +212,10 @@ async def run_metrics_server(
     host: str,
     port: int,
     *,
+    health: Health | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await serve_asgi(metrics_app(metrics), host, port, task_status=task_status)
+    await serve_asgi(metrics_app(metrics, health), host, port, task_status=task_status)
 
 
 # --------------------------------------------------------------------------- logging

@@ -12,6 +12,7 @@ from .clock import Clock, SystemClock
 from .config import Settings
 from .election import Elector
 from .handlers import HandlerRegistry
+from .health import Health
 from .observability import Metrics
 from .store import JobStore
 
@@ -59,3 +60,5 @@ class Deps:
     metrics: Metrics = attrs.field(factory=Metrics)
     clock: Clock = attrs.field(factory=SystemClock)
     waker: Waker | None = None
+    #: Liveness/readiness checks served on the metrics listener (roles register theirs).
+    health: Health = attrs.field(factory=Health)

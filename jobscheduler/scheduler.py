@@ -29,6 +29,12 @@ STALL_PAUSE = 0.005
 #: Upper bound of the claim batch while a tick works through a backlog.
 MAX_CLAIM_BATCH = 500
 ERROR_BACKOFF = 1.0
+#: Bound of the publish inside a claim + publish unit, which leadership loss and shutdown
+#: cannot interrupt (past it the claimed jobs are left queued for the reaper). The claim in
+#: that unit is bounded by the store's own timeouts (SQLite's busy timeout, pymongo's
+#: server-selection and socket timeouts), not by a trio deadline: under a mock clock a
+#: deadline could expire around a worker thread and drop a claim's result.
+PUBLISH_TIMEOUT = 15.0
 
 
 class Scheduler:
@@ -75,16 +81,43 @@ class Scheduler:
         batch = deps.settings.claim_batch
         claimed_total = 0
         while True:
-            jobs = await deps.store.claim_due(deps.clock.now(), batch)
-            if jobs:
-                claimed_total += len(jobs)
-                deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
-                await self._publish(jobs)
+            jobs = await self._claim_and_publish(batch)
+            claimed_total += len(jobs)
             if len(jobs) < batch:
                 return claimed_total
             # A full batch means a backlog: claim more per round trip, up to a bound, so a
             # burst drains at the store's pace rather than at CLAIM_BATCH per round trip.
             batch = min(batch * 2, MAX_CLAIM_BATCH)
+
+    async def _claim_and_publish(self, batch: int) -> list[Job]:
+        """Claim up to ``batch`` due jobs and publish their wake-ups as ONE unit.
+
+        Leadership loss or shutdown that arrives once the claim has begun waits for the
+        publish (shielded; the publish bounded by PUBLISH_TIMEOUT, the claim by the store's
+        own timeouts): cancelling in between would leave the claimed jobs queued with no
+        wake-up until QUEUED_TIMEOUT. A deposed leader finishing its last claim is safe:
+        claims are conditional and wake-ups idempotent.
+
+        If the publish fails or times out, the jobs are deliberately LEFT queued for the
+        reaper, which re-pends them after QUEUED_TIMEOUT: re-pending them at once would spin
+        claim/publish against a bus that is down, and some wake-ups of a failed batch may
+        have been delivered already.
+        """
+        deps = self._deps
+        await trio.lowlevel.checkpoint_if_cancelled()  # not leading any more: claim nothing
+        with trio.CancelScope(shield=True):
+            jobs = await deps.store.claim_due(deps.clock.now(), batch)
+            if jobs:
+                deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
+                with trio.move_on_after(PUBLISH_TIMEOUT) as publishing:
+                    await self._publish(jobs)
+                if publishing.cancelled_caught:
+                    deps.metrics.scheduler_dispatch_errors.inc(len(jobs))
+                    log.error(
+                        "dispatch timed out; reaper will re-pend",
+                        extra={"jobs": len(jobs), "timeout": PUBLISH_TIMEOUT},
+                    )
+        return jobs
 
     async def _publish(self, jobs: list[Job]) -> None:
         messages = [WakeUp(job_id=j.id, job_type=j.job_type, priority=j.priority) for j in jobs]

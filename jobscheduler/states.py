@@ -168,15 +168,20 @@ def requeue(job: Job, *, now: datetime) -> Change:
     )
 
 
-def recover(job: Job, *, now: datetime) -> Change:
+def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
     """claimed/running without a heartbeat for CLAIM_TIMEOUT -> pending or dlq (reaper).
 
     Counts as a failed attempt, so a job that kills its executor every time ends in dlq
     instead of looping. Conditioned on the exact claim token and heartbeat the reaper saw.
+    ``error`` replaces the default ``lastError`` (e.g. `dev` recovering at start-up the jobs
+    of the process that held its store before, which is known dead).
     """
     now = utc(now)
     seen = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
-    error = f"lost: executor {job.claimed_by or '?'} stopped heartbeating (last heartbeat {seen})"
+    if error is None:
+        error = (
+            f"lost: executor {job.claimed_by or '?'} stopped heartbeating (last heartbeat {seen})"
+        )
     return Change(
         transition="recover",
         job_id=job.id,

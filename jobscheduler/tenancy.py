@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import attrs
 import trio
 from quart import Response, current_app, g, request
 from quart_trio import QuartTrio
 
-from .audit import new_record
+from .audit import AuditRecord, new_record
 from .auth import (
     PUBLIC,
     UNAUTHORIZED_MESSAGE,
@@ -36,6 +36,13 @@ from .errors import JobSchedulerError, Unauthorized
 from .observability import Metrics
 from .quotas import QuotaExceeded, Quotas
 from .runtime import Deps
+
+if TYPE_CHECKING:
+    from .bounded import BoundedCalls
+    from .keys import ApiKey
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +57,20 @@ _AUDIT_PEEK_BYTES = 64 * 1024
 
 @attrs.frozen
 class Tenancy:
-    """What the routes of one app share: the key cache and the quotas."""
+    """What the routes of one app share: the key cache, the quotas, bounded store calls."""
 
     deps: Deps
     auth_required: bool
     authenticator: Authenticator
     quotas: Quotas
     metrics: Metrics
+    calls: BoundedCalls | None = None
+
+    async def call(self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        """A store call bounded by API_STORE_TIMEOUT (503 when the store does not answer)."""
+        if self.calls is None:
+            return await fn(*args, **kwargs)
+        return await self.calls.call(fn, *args, **kwargs)
 
 
 def current_tenancy() -> Tenancy:
@@ -115,21 +129,31 @@ def install_tenancy(
     app: QuartTrio,
     deps: Deps,
     json_response: Callable[..., Response],
+    store_calls: BoundedCalls | None = None,
     *,
     register_routes: bool = True,
 ) -> Tenancy:
     """Add authentication, role checks, quotas and the audit trail to ``app`` (and the
-    ``/keys`` and ``/audit`` routes). Call it right after creating the app."""
+    ``/keys`` and ``/audit`` routes). Call it right after creating the app; its store calls
+    go through ``store_calls`` (bounded) when given."""
     settings = deps.settings
     metrics = deps.metrics
+
+    async def get_key(key_id: str) -> ApiKey | None:
+        return await tenancy.call(deps.store.get_key, key_id)
+
+    async def count_unfinished(tenant: str) -> int:
+        return await tenancy.call(deps.store.count_unfinished, tenant)
+
     tenancy = Tenancy(
         deps=deps,
         auth_required=settings.auth == "required",
         authenticator=Authenticator(
-            deps.store, ttl=settings.key_cache_ttl, timer=trio.current_time
+            _KeyLookup(get_key), ttl=settings.key_cache_ttl, timer=trio.current_time
         ),
+        calls=store_calls,
         quotas=Quotas(
-            count_unfinished=deps.store.count_unfinished,
+            count_unfinished=count_unfinished,
             max_unfinished=settings.quota_max_unfinished,
             create_rate=settings.quota_create_rate,
             create_burst=settings.quota_create_burst,
@@ -175,7 +199,13 @@ def install_tenancy(
             return response
         if declared_role(_view(app)) == PUBLIC:
             return response
-        await record_request(tenancy, response)
+        record = await request_record(tenancy, response)
+        if response.status_code >= 500:
+            # The store is failing: do not make the client wait a second store timeout;
+            # write the record in the background (the app's nursery owns the task).
+            app.nursery.start_soon(append_record, tenancy, record)
+        else:
+            await append_record(tenancy, record)
         return response
 
     if register_routes:
@@ -183,6 +213,14 @@ def install_tenancy(
 
         register_tenancy_routes(app, deps, json_response)
     return tenancy
+
+
+@attrs.frozen
+class _KeyLookup:
+    lookup: Callable[[str], Awaitable[ApiKey | None]]
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        return await self.lookup(key_id)
 
 
 def _view(app: QuartTrio) -> Callable[..., Any] | None:
@@ -204,8 +242,8 @@ async def _peek_json(response: Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-async def record_request(tenancy: Tenancy, response: Response) -> None:
-    """Append the audit record of the request being finished (never raises)."""
+async def request_record(tenancy: Tenancy, response: Response) -> AuditRecord:
+    """The audit record of the request being finished."""
     principal = current_principal()
     rule = request.url_rule
     action = f"{request.method} {rule.rule if rule is not None else 'unmatched'}"
@@ -226,15 +264,15 @@ async def record_request(tenancy: Tenancy, response: Response) -> None:
         job_id=job_id if isinstance(job_id, str) else None,
         detail=g.get("audit_detail"),
     )
-    await append_record(tenancy, record)
+    return record
 
 
-async def append_record(tenancy: Tenancy, record: Any) -> None:
+async def append_record(tenancy: Tenancy, record: AuditRecord) -> None:
     """Write one audit record, bounded in time; a failure is logged and counted."""
     failed: str | None = None
     with trio.move_on_after(AUDIT_TIMEOUT) as scope:
         try:
-            await tenancy.deps.store.append_audit(record)
+            await tenancy.call(tenancy.deps.store.append_audit, record)
         except JobSchedulerError as exc:
             failed = str(exc)
     if scope.cancelled_caught:

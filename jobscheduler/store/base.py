@@ -28,6 +28,15 @@ class JobStore(abc.ABC):
     async def close(self) -> None:
         """Release connections. Safe to call twice."""
 
+    async def ping(self) -> None:
+        """Return once the store answers a trivial request; raise StoreError if it cannot.
+
+        Cheap (no scan) and cancellable: a blocking driver call runs in a thread that is
+        abandoned on cancellation, so a readiness probe with a deadline always returns in
+        time. Adapters override this default, which reads the next due time.
+        """
+        await self.next_due_at()
+
     @abc.abstractmethod
     async def insert(self, job: Job) -> Job:
         """Store a new job and return it as stored.

@@ -434,6 +434,10 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             raise StoreError(f"MongoDB {what} failed: {exc}") from exc
         except BSONError as exc:
             raise StoreError(f"MongoDB {what}: cannot encode/decode document: {exc}") from exc
+        except UnicodeEncodeError as exc:
+            # BSON strings are UTF-8: a lone surrogate cannot be sent (the API refuses
+            # those at parse time; this keeps any other caller from seeing a raw error).
+            raise ValidationError(f"a string is not valid Unicode: {exc.reason}") from exc
 
     @contextlib.asynccontextmanager
     async def _conditional_write(self) -> AsyncIterator[None]:
@@ -444,6 +448,14 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             yield
 
     # ------------------------------------------------------------------ JobStore
+
+    async def ping(self) -> None:
+        """The server's ``ping`` command (abandoned if cancelled; bounded by the client's
+        server-selection timeout)."""
+        client = self._client
+        if client is None:
+            raise StoreError("MongoDB store is not started")
+        await self._call(lambda: client.admin.command("ping"), "ping", read=True)
 
     async def insert(self, job: Job) -> Job:
         """Insert; DuplicateJob if the idempotencyKey is used (see module doc for retries)."""

@@ -7,6 +7,15 @@ others find their result ready. This keeps per-job transitions individually atom
 paying one thread hop and one commit per batch, which is what lets one process move
 thousands of jobs a second. Reads use a small pool of separate connections (WAL lets them
 run beside the writer).
+
+``":memory:"`` is one private in-memory database: everything, reads included, runs on the
+single writer connection, one call at a time (separate connections would each open their
+own empty database).
+
+Every ``sqlite3`` error (a full disk, a read-only file, a lock held too long) becomes a
+:class:`~jobscheduler.errors.StoreError` at this edge, so callers answer 503 or retry
+instead of crashing; a string no SQLite text can hold (a lone surrogate) is a
+:class:`~jobscheduler.errors.ValidationError`.
 """
 
 from __future__ import annotations
@@ -25,13 +34,15 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from ..cron import CronPolicy
-from ..errors import DuplicateJob, JobNotFound, StoreError
+from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
 from ..model import Job, Status
 from ..states import Change, claim_fields
 from .base import JobStore
 from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
 
 T = TypeVar("T")
+
+MEMORY = ":memory:"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -181,11 +192,25 @@ class _Slot(Generic[T]):
         self.error: BaseException | None = None
 
 
+def _edge_error(exc: Exception) -> Exception:
+    """A failed operation's error as callers may see it: project errors pass, a driver
+    error becomes StoreError, an unencodable string a ValidationError."""
+    if isinstance(exc, sqlite3.Error):
+        mapped: Exception = StoreError(f"SQLite write failed: {exc}")
+    elif isinstance(exc, UnicodeEncodeError):
+        mapped = ValidationError(f"a string is not valid Unicode: {exc.reason}")
+    else:
+        return exc
+    mapped.__cause__ = exc
+    return mapped
+
+
 class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
     """JobStore on one SQLite file (created with its directory if missing)."""
 
     def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
         self._path = str(path)
+        self._memory = self._path == MEMORY
         self._readers = readers
         self._writer: sqlite3.Connection | None = None
         self._read_pool: list[sqlite3.Connection] = []
@@ -212,7 +237,7 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             return
 
         def open_writer() -> sqlite3.Connection:
-            if self._path != ":memory:":
+            if not self._memory:
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
             conn.executescript(_SCHEMA)
@@ -254,8 +279,12 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
                 try:
                     slot.result = slot.op(conn)
                 except Exception as exc:
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back itself (SQLITE_FULL, an
+                        # I/O error): every write of the batch is lost, so all fail with it.
+                        raise
                     conn.execute("ROLLBACK TO op")
-                    slot.error = exc
+                    slot.error = _edge_error(exc)
                 conn.execute("RELEASE op")
             conn.execute("COMMIT")
         except BaseException as exc:
@@ -265,6 +294,8 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             error = (
                 exc if isinstance(exc, StoreError) else StoreError(f"SQLite write failed: {exc}")
             )
+            if error is not exc:
+                error.__cause__ = exc
             for slot in batch:
                 slot.error, slot.result = error, None
             if not isinstance(exc, Exception):
@@ -310,15 +341,31 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
                 if conn in self._all_readers:
                     self._read_pool.append(conn)
 
-    async def _read(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        if self._writer is None:
+    async def _read(
+        self, op: Callable[[sqlite3.Connection], T], *, abandon_on_cancel: bool = False
+    ) -> T:
+        writer = self._writer
+        if writer is None:
             raise StoreError("store is not started")
         try:
-            return await trio.to_thread.run_sync(self._read_sync, op, limiter=self._read_limiter)
+            if self._memory:
+                # One in-memory database, one connection: reads wait for the writer's batch.
+                async with self._write_lock:
+                    return await trio.to_thread.run_sync(op, writer, limiter=self._write_limiter)
+            return await trio.to_thread.run_sync(
+                self._read_sync,
+                op,
+                limiter=self._read_limiter,
+                abandon_on_cancel=abandon_on_cancel,
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite read failed: {exc}") from exc
 
     # ------------------------------------------------------------------ JobStore
+
+    async def ping(self) -> None:
+        """``SELECT 1`` on a reader connection; its thread is abandoned if cancelled."""
+        await self._read(lambda conn: conn.execute("SELECT 1").fetchone(), abandon_on_cancel=True)
 
     async def insert(self, job: Job) -> Job:
         columns = list(_COLUMNS.values())

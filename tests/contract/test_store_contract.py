@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from jobscheduler import states
-from jobscheduler.errors import DuplicateJob, JobNotFound
+from jobscheduler.errors import DuplicateJob, JobNotFound, StoreError
 from jobscheduler.model import Job, Status, new_job_id, utc
 from jobscheduler.store import JobStore
 
@@ -343,3 +343,13 @@ async def test_count_by_status(store: JobStore) -> None:
     assert counts[Status.PENDING] == 1
     assert counts[Status.QUEUED] == 1
     assert counts[Status.COMPLETED] == 0
+
+
+async def test_ping_answers_while_the_store_is_up_and_fails_as_store_error_once_closed(
+    store: JobStore,
+) -> None:
+    # The readiness probe's store check (issue 8).
+    await store.ping()
+    await store.close()
+    with pytest.raises(StoreError):
+        await store.ping()

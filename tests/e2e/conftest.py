@@ -39,7 +39,8 @@ class DevServer:
     an all-tenant admin key (:attr:`key`) in its SQLite file first.
     """
 
-    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+    def __init__(self, tmp_path: Path, env: dict[str, str], argv: list[str] | None = None) -> None:
+        self.argv = argv or [sys.executable, "-m", "jobscheduler", "dev"]
         self.db_path = tmp_path / "jobs.db"
         self.log_path = tmp_path / "dev.log"
         self.api_port = free_port()
@@ -78,7 +79,7 @@ class DevServer:
             self.key = await self.create_admin_key()
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jobscheduler", "dev"],
+            self.argv,
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -136,8 +137,8 @@ async def dev_factory(
     ``AUTH=required`` (the default here) the ``client`` fixture sends the server's key."""
     servers: list[DevServer] = []
 
-    async def start(**env: str) -> DevServer:
-        server = DevServer(tmp_path, env)
+    async def start(*, argv: list[str] | None = None, **env: str) -> DevServer:
+        server = DevServer(tmp_path, env, argv)
         servers.append(server)
         await server.start()
         client.headers.update(server.auth_headers)

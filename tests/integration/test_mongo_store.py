@@ -60,6 +60,15 @@ class FaultProxy:
         self._rule: tuple[bytes, Literal["request", "reply"]] | None = None
         self.fired = trio.Event()
         self._scope = trio.CancelScope()
+        self._flowing = trio.Event()
+        self._flowing.set()
+
+    def freeze(self) -> None:
+        """Hold every byte in both directions (a SIGSTOPped server) until :meth:`thaw`."""
+        self._flowing = trio.Event()
+
+    def thaw(self) -> None:
+        self._flowing.set()
 
     def lose_next(self, marker: bytes, what: Literal["request", "reply"]) -> None:
         """Lose the next request containing ``marker`` (never sent), or its reply (sent,
@@ -88,6 +97,7 @@ class FaultProxy:
                 async def requests() -> None:
                     nonlocal swallow
                     while chunk := await client.receive_some(1 << 16):
+                        await self._flowing.wait()
                         rule = self._rule
                         if rule is not None and rule[0] in chunk:
                             self._rule = None
@@ -100,6 +110,7 @@ class FaultProxy:
 
                 async def replies() -> None:
                     while chunk := await upstream.receive_some(1 << 16):
+                        await self._flowing.wait()
                         if swallow:
                             self.fired.set()
                             break

@@ -121,6 +121,9 @@ class ProxyStore(JobStore):
     async def close(self) -> None:
         await self.inner.close()
 
+    async def ping(self) -> None:
+        await self.inner.ping()
+
     async def insert(self, job: Job) -> Job:
         return await self.inner.insert(job)
 

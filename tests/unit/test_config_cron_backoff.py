@@ -61,7 +61,8 @@ def test_from_env_with_empty_environment_gives_documented_defaults() -> None:
     assert settings.scheduler_tick == 0.5
     assert settings.claim_batch == 20
     assert settings.queued_timeout == 30.0
-    assert settings.claim_timeout == 300.0
+    assert settings.claim_timeout == 45.0
+    assert settings.api_store_timeout == 2.0
     assert settings.reaper_interval == 30.0
     assert settings.heartbeat_interval == 10.0
     assert settings.executor_concurrency == 32
@@ -101,6 +102,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "HEARTBEAT_INTERVAL": ("5", "heartbeat_interval", 5.0),
     "EXECUTOR_CONCURRENCY": ("4", "executor_concurrency", 4),
     "SHUTDOWN_GRACE": ("2s", "shutdown_grace", 2.0),
+    "API_STORE_TIMEOUT": ("1500ms", "api_store_timeout", 1.5),
     "LOG_LEVEL": ("debug", "log_level", "DEBUG"),
     "LOG_FORMAT": ("JSON", "log_format", "json"),
     "WORKER_ID": ("worker-7", "worker_id", "worker-7"),
@@ -168,6 +170,7 @@ BAD: list[tuple[str, str]] = [
     ("HEARTBEAT_INTERVAL", "1d"),
     ("EXECUTOR_CONCURRENCY", "-3"),
     ("SHUTDOWN_GRACE", "soon"),
+    ("API_STORE_TIMEOUT", "0"),
     ("LOG_LEVEL", "TRACE"),
     ("LOG_FORMAT", "xml"),
     ("WORKER_ID", "  "),
