@@ -89,6 +89,11 @@ class Job:
     queued_at: datetime | None = attrs.field(default=None, validator=_aware)
     created_at: datetime = attrs.field(validator=_aware)
     updated_at: datetime = attrs.field(validator=_aware)
+    #: For a cron run: the id of the template that spawned it.
+    template_id: str | None = None
+    #: For a cron run: the fire time it stands for. (template_id, fire_at) identifies a run
+    #: (its own unique index in every store), whatever its idempotency key.
+    fire_at: datetime | None = attrs.field(default=None, validator=_aware)
 
 
 def new_job_id() -> str:

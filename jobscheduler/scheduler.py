@@ -12,6 +12,7 @@ import logging
 import time
 from datetime import datetime, timedelta
 
+import attrs
 import trio
 
 from . import cron, states
@@ -195,7 +196,13 @@ class Scheduler:
     async def _spawn(
         self, template: Job, fire_at: datetime, policy: cron.CronPolicy, now: datetime
     ) -> None:
-        """Insert the instance of one fire time (a no-op if it was already spawned)."""
+        """Insert the instance of one fire time (a no-op if it was already spawned).
+
+        A duplicate is "already spawned" only if the store holds this template's run of this
+        fire time (:meth:`JobStore.find_run`). Otherwise another job of the tenant holds the
+        run's key: the run is spawned anyway, under a key of its own (the key plus the run's
+        fresh id), so no client-chosen key can stop a template from firing.
+        """
         deps = self._deps
         fields = {"job_id": template.id, "tenant": template.tenant_id}
         run_at = fire_at + cron.jitter_offset(template.id, fire_at, policy.jitter)
@@ -203,21 +210,35 @@ class Scheduler:
         try:
             await deps.store.insert(instance)
         except DuplicateJob:
-            log.debug(
-                "cron instance already spawned", extra={**fields, "key": instance.idempotency_key}
+            if await deps.store.find_run(template.id, fire_at) is not None:
+                log.debug(
+                    "cron instance already spawned",
+                    extra={**fields, "key": instance.idempotency_key},
+                )
+                return
+            log.warning(
+                "cron run key held by another job; spawning the run under its own key",
+                extra={**fields, "key": instance.idempotency_key, "fire_at": fire_at.isoformat()},
             )
-        else:
-            deps.metrics.scheduler_cron_spawned.inc()
-            log.info(
-                "cron instance spawned",
-                extra={
-                    **fields,
-                    "instance_id": instance.id,
-                    "key": instance.idempotency_key,
-                    "fire_at": fire_at.isoformat(),
-                    "run_at": instance.scheduled_at.isoformat(),
-                },
+            instance = attrs.evolve(
+                instance, idempotency_key=f"{instance.idempotency_key}-{instance.id}"
             )
+            try:
+                await deps.store.insert(instance)
+            except DuplicateJob:  # another leader spawned this run meanwhile
+                log.debug("cron instance already spawned", extra=fields)
+                return
+        deps.metrics.scheduler_cron_spawned.inc()
+        log.info(
+            "cron instance spawned",
+            extra={
+                **fields,
+                "instance_id": instance.id,
+                "key": instance.idempotency_key,
+                "fire_at": fire_at.isoformat(),
+                "run_at": instance.scheduled_at.isoformat(),
+            },
+        )
 
     async def _sleep(self, progress: int) -> None:
         """Sleep until the next job is due (at most one tick), or the waker fires.

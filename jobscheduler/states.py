@@ -242,4 +242,6 @@ def spawn_instance(
         max_attempts=template.max_attempts,
         created_at=now,
         updated_at=now,
+        template_id=template.id,
+        fire_at=utc(fire_at),
     )

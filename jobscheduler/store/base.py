@@ -97,6 +97,14 @@ class JobStore(abc.ABC):
     # ------------------------------------------------------------------ tenancy
 
     @abc.abstractmethod
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        """The run the template spawned for this fire time, or None.
+
+        A run is identified by (``template_id``, ``fire_at``) with a unique index of its own:
+        inserting a second job with the same pair raises DuplicateJob, whatever its key.
+        """
+
+    @abc.abstractmethod
     async def count_unfinished(self, tenant_id: str) -> int:
         """How many of the tenant's jobs are pending, queued, claimed or running (cron
         templates included: they are pending until removed)."""

@@ -112,11 +112,23 @@ FIELDS: Final[Mapping[str, str]] = {
     "created_at": "createdAt",
     "updated_at": "updatedAt",
     "cron_policy": "cronPolicy",
+    "template_id": "templateId",
+    "fire_at": "fireAt",
 }
 _TIME_FIELDS: Final = frozenset(
-    {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "fire_at",
+    }
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
+#: Left out of a document unless set (see the sparse ``run_unique`` index).
+RUN_FIELDS: Final = ("template_id", "fire_at")
 
 #: The order claims hand jobs out in (highest priority, then oldest, then oldest id).
 CLAIM_SORT: Final = [
@@ -134,6 +146,14 @@ INDEXES: Final = [
         [(FIELDS["tenant_id"], ASCENDING), (FIELDS["idempotency_key"], ASCENDING)],
         name="tenant_idempotencyKey_unique",
         unique=True,
+    ),
+    # A cron run's identity (template, fire time), whatever its key; sparse, so jobs that
+    # are not runs (the fields left out) are not in it.
+    IndexModel(
+        [(FIELDS["template_id"], ASCENDING), (FIELDS["fire_at"], ASCENDING)],
+        name="run_unique",
+        unique=True,
+        sparse=True,
     ),
     # Claims: equality on status, then exactly the claim sort, so the first due job is the
     # first index entry that passes the scheduledAt/cron filter (no in-memory sort).
@@ -200,8 +220,13 @@ def _to_doc(field: str, value: Any) -> Any:
 
 
 def job_to_document(job: Job) -> Document:
-    """The document stored for ``job`` (every field present; absent values are null)."""
-    return {doc_field: _to_doc(field, getattr(job, field)) for field, doc_field in FIELDS.items()}
+    """The document stored for ``job`` (every field present, absent values null, except the
+    run identity fields, left out unless set: the sparse run index skips such documents)."""
+    doc = {doc_field: _to_doc(field, getattr(job, field)) for field, doc_field in FIELDS.items()}
+    for field in RUN_FIELDS:
+        if doc[FIELDS[field]] is None:
+            del doc[FIELDS[field]]
+    return doc
 
 
 def document_to_job(doc: Mapping[str, Any]) -> Job:
@@ -470,7 +495,9 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
                 ):
                     return job  # the attempt whose reply was lost did land
             key_pattern = (exc.details or {}).get("keyPattern") or {}
-            if key_pattern and FIELDS["idempotency_key"] not in key_pattern:
+            if key_pattern and not {FIELDS["idempotency_key"], FIELDS["template_id"]} & set(
+                key_pattern
+            ):
                 raise StoreError(f"insert of job {job.id} failed: {exc}") from None
             # FerretDB names no index in its E11000 errors; _id collisions of fresh
             # ObjectIds do not happen, so an unnamed duplicate is the idempotency key.
@@ -506,6 +533,12 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
         if doc is None:
             raise JobNotFound(f"job {job_id} not found")
         return document_to_job(doc)
+
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        jobs = self._collection()
+        query = {FIELDS["template_id"]: template_id, FIELDS["fire_at"]: utc(fire_at)}
+        doc = await self._call(lambda: jobs.find_one(query), "find_run", read=True)
+        return None if doc is None else document_to_job(doc)
 
     async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         jobs = self._collection()

@@ -68,9 +68,19 @@ _COLUMNS: dict[str, str] = {
     "created_at": "created_at",
     "updated_at": "updated_at",
     "cron_policy": "cron_policy",
+    "template_id": "template_id",
+    "fire_at": "fire_at",
 }
 _TIME_FIELDS = frozenset(
-    {"scheduled_at", "claimed_at", "heartbeat_at", "queued_at", "created_at", "updated_at"}
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "fire_at",
+    }
 )
 _SELECT = ", ".join(_COLUMNS.values())
 
@@ -95,7 +105,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     queued_at       INTEGER,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
-    cron_policy     TEXT
+    cron_policy     TEXT,
+    template_id     TEXT,
+    fire_at         INTEGER
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_tenant_key ON jobs (tenant_id, idempotency_key);
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
@@ -125,7 +137,7 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 #: Columns added after the first release: (column, definition), added to older files at start.
-_ADDED_COLUMNS = (("cron_policy", "TEXT"),)
+_ADDED_COLUMNS = (("cron_policy", "TEXT"), ("template_id", "TEXT"), ("fire_at", "INTEGER"))
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -376,7 +388,7 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             try:
                 conn.execute(sql, params)
             except sqlite3.IntegrityError as exc:
-                if "idempotency_key" in str(exc):
+                if "idempotency_key" in str(exc) or "template_id" in str(exc):
                     raise DuplicateJob(
                         f"idempotencyKey {job.idempotency_key!r} is already used"
                     ) from None
@@ -394,6 +406,16 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         if job is None:
             raise JobNotFound(f"job {job_id} not found")
         return job
+
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        sql = f"SELECT {_SELECT} FROM jobs WHERE template_id = ? AND fire_at = ?"
+        params = (template_id, _to_db("fire_at", fire_at))
+
+        def op(conn: sqlite3.Connection) -> Job | None:
+            row = conn.execute(sql, params).fetchone()
+            return _from_row(row) if row else None
+
+        return await self._read(op)
 
     async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         if status is None:

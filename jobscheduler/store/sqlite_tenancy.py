@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS audit (
     detail    TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+-- A cron run's identity: one job per (template, fire time), whatever its key (NULLs, i.e.
+-- jobs that are not runs, never collide).
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_run ON jobs (template_id, fire_at);
 CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant_id, id);
 """
 

@@ -156,6 +156,9 @@ class ProxyStore(JobStore):
     async def count_by_status(self) -> dict[Status, int]:
         return await self.inner.count_by_status()
 
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        return await self.inner.find_run(template_id, fire_at)
+
     async def count_unfinished(self, tenant_id: str) -> int:
         return await self.inner.count_unfinished(tenant_id)
 
