@@ -40,7 +40,7 @@ test *ARGS: install
 
 # Tests that need no external server (fast inner loop).
 test-unit *ARGS: install
-    {{bin}}/python -m pytest -m "not integration and not e2e" {{ARGS}}
+    {{bin}}/python -m pytest -m "not integration and not e2e and not faults" {{ARGS}}
 
 # ruff + mypy.
 lint: install

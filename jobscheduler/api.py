@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import trio
@@ -17,8 +18,10 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
+from .attempts import attempt_to_json
 from .auth import Role, current_principal, public, requires
 from .bounded import BoundedCalls
+from .bulk import create_batch, parse_batch_request
 from .errors import (
     DuplicateJob,
     Forbidden,
@@ -29,6 +32,7 @@ from .errors import (
     ValidationError,
 )
 from .model import (
+    Job,
     is_job_id,
     job_to_json,
     loads_json_body,
@@ -37,7 +41,16 @@ from .model import (
 )
 from .observability import serve_asgi
 from .runtime import Deps
-from .tenancy import admit_creates, claim_tenant, forget_creates, install_tenancy, tenant_args
+from .store.base import InsertOutcome
+from .tenancy import (
+    admit_batch,
+    admit_creates,
+    claim_tenant,
+    forget_batch,
+    forget_creates,
+    install_tenancy,
+    tenant_args,
+)
 
 log = logging.getLogger(__name__)
 
@@ -165,11 +178,11 @@ def create_app(deps: Deps) -> QuartTrio:
         await admit_creates(job.tenant_id, 1)
         try:
             stored = await store_calls.call(deps.store.insert, job)
-        except DuplicateJob:
+        except DuplicateJob as exc:
             forget_creates(job.tenant_id, 1)
-            raise DuplicateJob(
-                f"idempotencyKey {job.idempotency_key!r} is already used by another job"
-            ) from None
+            # 409 names the job holding the key, so a retrying client can follow it.
+            message = f"idempotencyKey {job.idempotency_key!r} is already used by another job"
+            return _json({"error": message, "jobId": exc.existing_id}, 409)
         if deps.waker is not None:
             deps.waker.notify(stored.scheduled_at)
         log.info(
@@ -183,6 +196,58 @@ def create_app(deps: Deps) -> QuartTrio:
             },
         )
         return _json(job_to_json(stored), 201)
+
+    @app.post("/jobs/batch")
+    @requires(Role.WRITER)
+    async def create_jobs_batch() -> Response:
+        mimetype = request.mimetype
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            return error_response("Content-Type must be application/json", 415)
+        raw = await request.get_data(cache=False)
+        items = parse_batch_request(loads_json_body(raw.encode() if isinstance(raw, str) else raw))
+        for item in items:
+            claim_tenant(item)  # 403 for the whole batch if one names another tenant
+        admitted = await admit_batch(items)
+
+        async def insert_many(jobs: Sequence[Job]) -> list[InsertOutcome]:
+            return await store_calls.call(deps.store.insert_many, jobs)
+
+        answers, created = await create_batch(
+            insert_many,
+            items,
+            now=deps.clock.now(),
+            job_types=job_types,
+            max_attempts_defaults=max_attempts_defaults,
+        )
+        forget_batch(admitted, created)
+        g.audit_detail = f"{len(created)} of {len(items)} jobs created"
+        if created and deps.waker is not None:
+            deps.waker.notify(min(job.scheduled_at for job in created))
+        for job in created:
+            log.debug(
+                "job created",
+                extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
+            )
+        log.info(
+            "job batch created",
+            extra={
+                "jobs": len(items),
+                "stored": len(created),
+                "rejected": len(items) - len(created),
+            },
+        )
+        return _json({"results": answers}, 200)
+
+    @app.get("/jobs/<job_id>/attempts")
+    @requires(Role.READER)
+    async def get_job_attempts(job_id: str) -> Response:
+        job_id = job_id.lower()
+        if not is_job_id(job_id):
+            raise ValidationError("id: must be a 24-character hex ObjectId")
+        job = await store_calls.call(deps.store.get, job_id)  # 404, not an empty history
+        current_principal().check_visible(job.tenant_id, job.id)
+        records = await store_calls.call(deps.store.attempts, job_id)
+        return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
 
     @app.get("/jobs/<job_id>")
     @requires(Role.READER)

@@ -194,6 +194,8 @@ class Settings:
     election_name: str = "jobscheduler/scheduler-leader"
     election_ttl: int = 10
     job_type: str = ""
+    #: How long attempt records are kept (the reaper prunes older ones).
+    attempt_retention: float = 30 * 24 * 3600.0
     #: The user's handlers, ``MODULE[:ATTRIBUTE]`` (``--app`` wins); empty: built-ins only.
     app: str = ""
     #: Worker processes running ``def`` handlers at once per executor; 0: one per CPU.
@@ -272,6 +274,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "ELECTION_NAME": ("election_name", _non_empty),
     "ELECTION_TTL": ("election_ttl", _positive_int),
     "JOB_TYPE": ("job_type", _non_empty),
+    "ATTEMPT_RETENTION": ("attempt_retention", _positive_duration),
     "JOBSCHEDULER_APP": ("app", app_spec),
     "PROCESS_WORKERS": ("process_workers", _positive_int),
     "HTTP_ALLOWLIST": ("http_allowlist", _allowlist),

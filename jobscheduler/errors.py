@@ -32,7 +32,11 @@ class Forbidden(JobSchedulerError, PermissionError):
 
 
 class DuplicateJob(JobSchedulerError, ValueError):
-    """The idempotencyKey is already used by another job."""
+    """The idempotencyKey is already used by another job (``existing_id``, when known)."""
+
+    def __init__(self, message: str, *, existing_id: str | None = None) -> None:
+        super().__init__(message)
+        self.existing_id = existing_id
 
 
 class StoreError(JobSchedulerError, RuntimeError):

@@ -37,6 +37,7 @@ import trio
 from . import states
 from ._logthrottle import LogThrottle
 from ._scopes import shielded, take_ready
+from .attempts import Failure, Outcome, ResultError, encode_result
 from .bus import Delivery, Subscription, WakeUp
 from .bus.dead_letters import publish_dead_letter
 from .errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
@@ -70,7 +71,7 @@ def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
 class _InFlight:
     """A running job, as the executor's shared heartbeat loop sees it."""
 
-    __slots__ = ("job_id", "lost", "permanent", "scope", "token")
+    __slots__ = ("job_id", "lost", "permanent", "scope", "timed_out", "token")
 
     def __init__(self, job_id: str, token: str) -> None:
         self.job_id = job_id
@@ -79,26 +80,38 @@ class _InFlight:
         self.lost = False
         #: The handler raised PermanentError: dead-letter without further attempts.
         self.permanent = False
+        #: The handler ran past its timeout and was stopped.
+        self.timed_out = False
 
 
 class _Done:
-    """A handler has returned: the outcome to write for its job."""
+    """A handler has returned: the outcome to write for its job (its result, or why the
+    attempt failed, and how: ``failed`` or ``timed_out``)."""
 
-    __slots__ = ("error", "job", "logger", "permanent", "token")
+    __slots__ = ("failure", "job", "logger", "outcome", "permanent", "result", "token")
 
     def __init__(
         self,
         job: Job,
         token: str,
-        error: str | None,
+        failure: Failure | None,
         logger: logging.LoggerAdapter[logging.Logger],
+        *,
+        result: Any = None,
+        outcome: Outcome = Outcome.FAILED,
         permanent: bool = False,
     ) -> None:
         self.job = job
         self.token = token
-        self.error = error
+        self.failure = failure
         self.logger = logger
+        self.result = result
+        self.outcome = outcome
         self.permanent = permanent
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else self.failure.summary()
 
 
 class _Finished:
@@ -380,7 +393,7 @@ class Executor:
         ok = False
         started = time.perf_counter()
         try:
-            error = await self._run_handler(job, entry, logger)
+            failure, result = await self._run_handler(job, entry, logger)
             ok = True
         finally:
             del self._in_flight[token]
@@ -393,39 +406,57 @@ class Executor:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
             return None
-        return _Done(job, token, error, logger, permanent=entry.permanent)
+        return _Done(
+            job,
+            token,
+            failure,
+            logger,
+            result=result,
+            outcome=Outcome.TIMED_OUT if entry.timed_out else Outcome.FAILED,
+            permanent=entry.permanent,
+        )
 
     async def _run_handler(
         self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> str | None:
-        """Run the handler inside the entry's cancel scope; returns the error, if any (and
-        marks the entry ``permanent`` when the handler raised PermanentError). The runner
-        stops the handler at its timeout, and when the scope is cancelled (shutdown, lost
-        claim): an async handler is cancelled, a worker process killed, a thread abandoned."""
+    ) -> tuple[Failure | None, Any]:
+        """Run the handler inside the entry's cancel scope; returns (failure, result) and
+        marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
+        handler at its timeout, and when the scope is cancelled (shutdown, lost claim): an
+        async handler is cancelled, a worker process killed, a thread abandoned. The result
+        is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
+        that is not makes the attempt a failure."""
         ctx = JobContext(
             job_id=job.id,
             tenant_id=job.tenant_id,
             job_type=job.job_type,
             payload=job.payload,
-            attempt=job.attempts + 1,
+            attempt=job.attempts,
             max_attempts=job.max_attempts,
             logger=handler_logger(job),
+            idempotency_key=job.idempotency_key,
+            scheduled_at=job.scheduled_at,
+            template_id=job.template_id,
         )
+        value: Any = None
         with entry.scope:
             try:
                 handler = self._deps.registry.get(job.job_type)
-                await self._runner.run(handler, ctx)
+                value = await self._runner.run(handler, ctx)
+                encode_result(value)
             except UnknownHandler as exc:
-                return str(exc)
+                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
             except HandlerTimeout as exc:
                 logger.warning("handler timed out", extra={"error": str(exc)})
-                return str(exc)
+                entry.timed_out = True
+                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
+            except ResultError as exc:
+                return Failure(type=type(exc).__name__, message=str(exc)), None
             except PermanentError as exc:
                 entry.permanent = True
-                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                return Failure.from_exception(exc), None
             except Exception as exc:
-                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return None
+                return Failure.from_exception(exc), None
+        return None, value
 
     async def _release(
         self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
@@ -546,9 +577,16 @@ class Executor:
         deps = self._deps
         now = deps.clock.now()
         changes = [
-            states.complete(o.job, token=o.token, now=now)
-            if o.error is None
-            else states.fail(o.job, token=o.token, now=now, error=o.error, permanent=o.permanent)
+            states.complete(o.job, token=o.token, now=now, result=o.result)
+            if o.failure is None
+            else states.fail(
+                o.job,
+                token=o.token,
+                now=now,
+                error=o.failure,
+                outcome=o.outcome,
+                permanent=o.permanent,
+            )
             for o in outcomes
         ]
         results: list[str] = []

@@ -89,6 +89,8 @@ class Job:
     queued_at: datetime | None = attrs.field(default=None, validator=_aware)
     created_at: datetime = attrs.field(validator=_aware)
     updated_at: datetime = attrs.field(validator=_aware)
+    #: The handler's return value (JSON; at most 64 KiB encoded), set when it completes.
+    result: Any = None
     #: For a cron run: the id of the template that spawned it.
     template_id: str | None = None
     #: For a cron run: the fire time it stands for. (template_id, fire_at) identifies a run
@@ -176,6 +178,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
     if job.cron is not None:
         out["cron"] = job.cron
         out.update(cron_template_json(job))
+    if job.template_id is not None:
+        out["templateId"] = job.template_id
     if job.claimed_by is not None:
         out["claimedBy"] = job.claimed_by
     if job.claimed_at is not None:
@@ -184,6 +188,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
     out["maxAttempts"] = job.max_attempts
     if job.last_error is not None:
         out["lastError"] = job.last_error
+    if job.result is not None:
+        out["result"] = job.result
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
     return out

@@ -15,6 +15,7 @@ Both refuse with :class:`QuotaExceeded` (429 with ``Retry-After``) and count the
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Awaitable, Callable
 
@@ -23,8 +24,14 @@ import trio
 
 from .errors import JobSchedulerError
 
+log = logging.getLogger(__name__)
+
 #: How old the store's count of a tenant's unfinished jobs may get before a re-read.
 COUNT_REFRESH = 1.0
+#: Longest a create waits for the store's count; past it (or on a store error) the last
+#: count stands (none yet: the create is admitted), so a slow store does not also stall
+#: creates on their quota check.
+COUNT_WAIT = 0.5
 #: Retry-After (seconds) of an unfinished-jobs refusal: wait for jobs to finish.
 UNFINISHED_RETRY_AFTER = 5
 
@@ -147,7 +154,17 @@ class Quotas:
                 return current
             assert self._count_unfinished is not None
             read_at = self._timer()
-            value = await self._count_unfinished(tenant)
+            value: int | None = None
+            with trio.move_on_after(COUNT_WAIT):
+                try:
+                    value = await self._count_unfinished(tenant)
+                except JobSchedulerError as exc:
+                    log.warning(
+                        "unfinished count not read", extra={"tenant": tenant, "error": str(exc)}
+                    )
+            if value is None:
+                # Keep the last count (or none: admit) and try again after COUNT_REFRESH.
+                value = current.value if current is not None else 0
             if len(self._counts) >= self._max_buckets:
                 self._counts.clear()
             current = _Count(value, read_at)

@@ -87,6 +87,15 @@ class Reaper:
                     await publish_dead_letter(deps.bus, job)
             if len(lost) < SWEEP_BATCH:
                 break
+        try:
+            pruned = await deps.store.prune_attempts(
+                deps.clock.now() - timedelta(seconds=settings.attempt_retention)
+            )
+        except StoreError as exc:
+            log.warning("attempt records not pruned", extra={"error": str(exc)})
+        else:
+            if pruned:
+                log.info("pruned old attempt records", extra={"records": pruned})
         for sweep, count in recovered.items():
             if count:
                 deps.metrics.reaper_recovered.labels(sweep=sweep).inc(count)

@@ -14,6 +14,13 @@ transition lost a race and the caller must not act on it.
       |  |                               |                (or permanent failure)
       |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
       '-----release: shutdown hands the job back (attempt not counted) ---'
+
+``attempts`` counts attempts *started*: ``start`` increments it (so a job completed on its
+first try reads 1, matching ``JobContext.attempt``); ``fail`` and ``recover`` of a running
+job do not count again and dead-letter once ``attempts >= maxAttempts``; ``release`` takes
+the started attempt back. Every transition that ends an attempt carries its
+:class:`~jobscheduler.attempts.Attempt` record, which the store appends beside the job when
+(and only when) the transition applies.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from .attempts import Attempt, Failure, Outcome
 from .backoff import backoff_seconds
 from .model import Job, Status, new_job_id, truncate_error, utc
 
@@ -35,13 +43,17 @@ class Change:
     """One conditional update of one job.
 
     ``expect`` maps a Job field name to the value it must currently hold (a tuple of Status
-    values means "any of these"). ``set`` maps Job field names to their new values.
+    values means "any of these"). ``set`` maps Job field names to their new values; ``inc``
+    maps integer Job fields to an amount added to their current value. ``record`` is the
+    attempt record the store appends beside the job if, and only if, the change applies.
     """
 
     transition: str
     job_id: str
     expect: Mapping[str, Any]
     set: Mapping[str, Any]
+    inc: Mapping[str, int] = attrs.field(factory=dict)
+    record: Attempt | None = None
 
 
 def claim_fields(now: datetime) -> dict[str, Any]:
@@ -73,9 +85,10 @@ def pick(job_id: str, *, worker: str, token: str, now: datetime) -> Change:
 
 
 def start(job_id: str, *, token: str, now: datetime) -> Change:
-    """claimed -> running: the handler is about to be called.
+    """claimed -> running: the handler is about to be called; the attempt counts from here.
 
-    Needs only the id and token, so an executor can send it together with its pick.
+    Needs only the id and token (``attempts`` is incremented, not set), so an executor can
+    send it together with its pick.
     """
     now = utc(now)
     return Change(
@@ -83,6 +96,7 @@ def start(job_id: str, *, token: str, now: datetime) -> Change:
         job_id=job_id,
         expect={"status": Status.CLAIMED, "claim_token": token},
         set={"status": Status.RUNNING, "heartbeat_at": now, "updated_at": now},
+        inc={"attempts": 1},
     )
 
 
@@ -97,62 +111,111 @@ def heartbeat(job_id: str, *, token: str, now: datetime) -> Change:
     )
 
 
-def complete(job: Job, *, token: str, now: datetime) -> Change:
-    """running -> completed."""
+def attempt_record(
+    job: Job, *, outcome: Outcome, now: datetime, failure: Failure | None = None
+) -> Attempt:
+    """The record of the attempt ``job`` (as its executor holds it) ends with ``outcome``.
+
+    The attempt's number is ``job.attempts`` once started (``start`` counted it); a job that
+    never got past ``claimed`` is on attempt ``attempts + 1``.
+    """
+    number = job.attempts if job.status is Status.RUNNING else job.attempts + 1
+    return Attempt(
+        job_id=job.id,
+        number=max(number, 1),
+        outcome=outcome,
+        worker=job.claimed_by,
+        started_at=job.claimed_at,
+        finished_at=utc(now),
+        error_type=failure.type if failure else None,
+        error_message=failure.message if failure else None,
+        traceback=failure.traceback if failure else None,
+    )
+
+
+def complete(job: Job, *, token: str, now: datetime, result: Any = None) -> Change:
+    """running -> completed, storing the handler's (already validated) ``result``."""
     now = utc(now)
+    changes: dict[str, Any] = {
+        "status": Status.COMPLETED,
+        "claim_token": None,
+        "updated_at": now,
+    }
+    if result is not None:
+        changes["result"] = result
     return Change(
         transition="complete",
         job_id=job.id,
         expect={"status": Status.RUNNING, "claim_token": token},
-        set={"status": Status.COMPLETED, "claim_token": None, "updated_at": now},
+        set=changes,
+        record=attempt_record(job, outcome=Outcome.COMPLETED, now=now),
     )
 
 
 def _failure_set(job: Job, *, now: datetime, error: str, permanent: bool = False) -> dict[str, Any]:
-    attempts = job.attempts + 1
+    """A started attempt failed: retry with backoff, or dlq once attempts reach the max (or
+    at once when ``permanent``). The attempt was counted when it started."""
     changes: dict[str, Any] = {
-        "attempts": attempts,
         "last_error": truncate_error(error),
         "claim_token": None,
         "updated_at": now,
     }
-    if permanent or attempts >= job.max_attempts:
+    if permanent or job.attempts >= job.max_attempts:
         changes["status"] = Status.DLQ
     else:
         changes["status"] = Status.PENDING
-        changes["scheduled_at"] = utc(now + timedelta(seconds=backoff_seconds(attempts)))
+        delay = backoff_seconds(max(job.attempts, 1))
+        changes["scheduled_at"] = utc(now + timedelta(seconds=delay))
     return changes
 
 
-def fail(job: Job, *, token: str, now: datetime, error: str, permanent: bool = False) -> Change:
+def fail(
+    job: Job,
+    *,
+    token: str,
+    now: datetime,
+    error: str | Failure,
+    outcome: Outcome = Outcome.FAILED,
+    permanent: bool = False,
+) -> Change:
     """running -> pending with backoff, or -> dlq once attempts reach maxAttempts.
 
-    ``permanent`` (the handler raised PermanentError): -> dlq at once, whatever attempts
-    remain.
+    ``error`` is the failure (a plain string is a failure without a type); ``outcome`` is
+    ``failed`` or ``timed_out`` in the attempt record. ``permanent`` (the handler raised
+    PermanentError): -> dlq at once, whatever attempts remain.
     """
     now = utc(now)
+    failure = error if isinstance(error, Failure) else Failure(type="Error", message=error)
+    summary = error.summary() if isinstance(error, Failure) else error
     return Change(
         transition="fail",
         job_id=job.id,
         expect={"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts},
-        set=_failure_set(job, now=now, error=error, permanent=permanent),
+        set=_failure_set(job, now=now, error=summary, permanent=permanent),
+        record=attempt_record(job, outcome=outcome, now=now, failure=failure),
     )
 
 
 def release(job: Job, *, token: str, now: datetime) -> Change:
     """claimed/running -> pending at once, attempt not counted: an executor shutting down
-    hands back a job it could not finish."""
+    hands back a job it could not finish (a started attempt is taken back)."""
     now = utc(now)
+    changes: dict[str, Any] = {
+        "status": Status.PENDING,
+        "scheduled_at": now,
+        "claim_token": None,
+        "updated_at": now,
+    }
+    expect: dict[str, Any] = {"status": (Status.CLAIMED, Status.RUNNING), "claim_token": token}
+    if job.status is Status.RUNNING:
+        expect = {"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts}
+        changes["attempts"] = max(job.attempts - 1, 0)
     return Change(
         transition="release",
         job_id=job.id,
-        expect={"status": (Status.CLAIMED, Status.RUNNING), "claim_token": token},
-        set={
-            "status": Status.PENDING,
-            "scheduled_at": now,
-            "claim_token": None,
-            "updated_at": now,
-        },
+        expect=expect,
+        set=changes,
+        record=attempt_record(job, outcome=Outcome.RELEASED, now=now),
     )
 
 
@@ -171,10 +234,12 @@ def requeue(job: Job, *, now: datetime) -> Change:
 def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
     """claimed/running without a heartbeat for CLAIM_TIMEOUT -> pending or dlq (reaper).
 
-    Counts as a failed attempt, so a job that kills its executor every time ends in dlq
-    instead of looping. Conditioned on the exact claim token and heartbeat the reaper saw.
-    ``error`` replaces the default ``lastError`` (e.g. `dev` recovering at start-up the jobs
-    of the process that held its store before, which is known dead).
+    A running job's attempt (counted when it started) is a failed one, so a job that kills
+    its executor every time ends in dlq instead of looping. A job lost while only
+    ``claimed`` never started: it goes back to pending at once, uncounted. Either way a
+    ``lost`` attempt is recorded. Conditioned on the exact claim token and heartbeat the
+    reaper saw. ``error`` replaces the default ``lastError`` (e.g. `dev` recovering at
+    start-up the jobs of the process that held its store before, which is known dead).
     """
     now = utc(now)
     seen = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
@@ -182,6 +247,16 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
         error = (
             f"lost: executor {job.claimed_by or '?'} stopped heartbeating (last heartbeat {seen})"
         )
+    if job.status is Status.RUNNING:
+        changes = _failure_set(job, now=now, error=error)
+    else:
+        changes = {
+            "status": Status.PENDING,
+            "scheduled_at": now,
+            "last_error": truncate_error(error),
+            "claim_token": None,
+            "updated_at": now,
+        }
     return Change(
         transition="recover",
         job_id=job.id,
@@ -189,8 +264,12 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
             "status": job.status,
             "claim_token": job.claim_token,
             "heartbeat_at": job.heartbeat_at,
+            "attempts": job.attempts,
         },
-        set=_failure_set(job, now=now, error=error),
+        set=changes,
+        record=attempt_record(
+            job, outcome=Outcome.LOST, now=now, failure=Failure(type="Lost", message=error)
+        ),
     )
 
 

@@ -15,7 +15,11 @@
 #
 # Environment: DEPS_DIR (default <repo>/.deps), ETCD_PORT (2379; peer port is
 # +1), KAFKA_PORT (9092; controller port is +1), MONGO_PORT (27017),
-# PYTHON (default <repo>/.venv/bin/python, used for readiness checks).
+# PYTHON (default <repo>/.venv/bin/python, used for readiness checks),
+# DEPS_CACHE_DIR (default DEPS_DIR): where the built FerretDB binary
+# (bin/ferretdb) and the Kafka jars (kafka/libs) are installed. A second
+# instance on other ports (e.g. the fault suite's private servers) points it at
+# the first instance's DEPS_DIR, so nothing is rebuilt or downloaded again.
 # Each service keeps data, its log (<svc>/log) and pid file under DEPS_DIR.
 set -euo pipefail
 
@@ -261,7 +265,7 @@ java_major() {
 
 install_kafka() {
   local libs stamp
-  libs=$(svc_dir kafka)/libs
+  libs=$KAFKA_LIBS
   stamp="$KAFKA_VERSION $(sha256sum <"$KAFKA_POM" | cut -c1-16)"
   if [[ -f $libs/.installed && $(<"$libs/.installed") == "$stamp" ]]; then return 0; fi
 
@@ -272,7 +276,7 @@ install_kafka() {
   say "kafka: resolving kafka_2.13 $KAFKA_VERSION and its runtime deps (maven, ~/.m2)"
   rm -rf "$libs"
   local log
-  log=$(svc_dir kafka)/install.log
+  log=$DEPS_CACHE_DIR/kafka/install.log
   : >"$log"
   run_logged "$log" mvn -B -ntp -Dstyle.color=never -f "$KAFKA_POM" \
     dependency:copy-dependencies -DincludeScope=runtime \
@@ -286,7 +290,7 @@ kafka_java() {
   KAFKA_JAVA=(java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20
     -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
     -Dlog4j2.configurationFile="$KAFKA_LOG4J"
-    -cp "$(svc_dir kafka)/libs/*")
+    -cp "$KAFKA_LIBS/*")
 }
 
 write_kafka_config() {
@@ -382,7 +386,7 @@ install_ferretdb() {
   command -v patch >/dev/null || apt_install patch
   local t0 log
   t0=$(now_ms)
-  log=$(svc_dir ferretdb)/install.log
+  log=$DEPS_CACHE_DIR/ferretdb/install.log
   : >"$log"
   say "ferretdb: building FerretDB $FERRETDB_VERSION with $(basename "$FERRETDB_PATCH") (go; ~2 min with cold caches)"
   # Not `go install ...@version`: that binary panics at startup because
@@ -393,8 +397,8 @@ install_ferretdb() {
   # -buildvcs=false: the copy sits inside this git checkout, whose VCS info
   # must not be stamped into (or break) the build.
   export GOTOOLCHAIN=local
-  local moddir src=$DEPS_DIR/ferretdb/src
-  moddir=$(cd "$DEPS_DIR" &&
+  local moddir src=$DEPS_CACHE_DIR/ferretdb/src
+  moddir=$(cd "$DEPS_CACHE_DIR" &&
     go mod download -json "github.com/FerretDB/FerretDB@$FERRETDB_VERSION" 2>>"$log" |
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
   [[ -n $moddir && -d $moddir ]] || die "ferretdb: go mod download failed (see $log)"
@@ -469,9 +473,16 @@ cmd_up() {
   local svc pid
   local -a to_start=()
   local -A started=() note=()
+  # A shared cache (DEPS_CACHE_DIR elsewhere) is locked while installing into it, so
+  # two instances never build into it at once; the lock is dropped before any start.
+  if [[ $DEPS_CACHE_DIR != "$DEPS_DIR" ]]; then
+    exec 8>"$DEPS_CACHE_DIR/.lock"
+    flock 8
+  fi
   install_etcd
   install_kafka
   install_ferretdb
+  if [[ $DEPS_CACHE_DIR != "$DEPS_DIR" ]]; then exec 8>&-; fi
 
   for svc in "${SERVICES[@]}"; do
     if running_pid "$svc" >/dev/null; then
@@ -525,7 +536,11 @@ main() {
   esac
   mkdir -p "$DEPS_DIR"
   DEPS_DIR=$(cd "$DEPS_DIR" && pwd -P)
-  FERRETDB_BIN=$DEPS_DIR/bin/ferretdb
+  DEPS_CACHE_DIR=${DEPS_CACHE_DIR:-$DEPS_DIR}
+  mkdir -p "$DEPS_CACHE_DIR"/{kafka,ferretdb}
+  DEPS_CACHE_DIR=$(cd "$DEPS_CACHE_DIR" && pwd -P)
+  FERRETDB_BIN=$DEPS_CACHE_DIR/bin/ferretdb
+  KAFKA_LIBS=$DEPS_CACHE_DIR/kafka/libs
   KAFKA_JAVA=()
   mkdir -p "$DEPS_DIR"/{etcd,kafka,ferretdb}
   # Serialize up/down (e.g. two test runs calling `up` at once); status only

@@ -69,9 +69,11 @@ def validate_slow(payload: Mapping[str, Any]) -> None:
             )
 
 
-async def slow(ctx: JobContext) -> None:
-    """Sleeps ``payload.sleepMs`` milliseconds (default 1000)."""
-    await trio.sleep(int(ctx.payload.get("sleepMs", 1000)) / 1000)
+async def slow(ctx: JobContext) -> dict[str, int]:
+    """Sleeps ``payload.sleepMs`` milliseconds (default 1000); its result says how long."""
+    slept = int(ctx.payload.get("sleepMs", 1000))
+    await trio.sleep(slept / 1000)
+    return {"sleptMs": slept}
 
 
 def register_builtins(

@@ -62,6 +62,12 @@ class JobContext:
     attempt: int
     max_attempts: int
     logger: logging.LoggerAdapter[logging.Logger]
+    #: The job's idempotency key (a cron run's is ``<template key>-run-<unixnano>``).
+    idempotency_key: str = ""
+    #: When the job was due (for a retry: when the retry was due).
+    scheduled_at: datetime | None = None
+    #: For a cron run: the id of the template that spawned it.
+    template_id: str | None = None
     #: When this attempt's ``timeout`` runs out (UTC), or None without a timeout.
     deadline: datetime | None = None
 

@@ -11,10 +11,63 @@ import abc
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..attempts import Attempt
 from ..audit import AuditQuery, AuditRecord
+from ..errors import DuplicateJob, ValidationError
 from ..keys import ApiKey
 from ..model import Job, Status
 from ..states import Change
+
+#: What :meth:`JobStore.insert_many` answers for each job, in order: the job as stored, or
+#: the reason it was not stored (DuplicateJob with ``existing_id``, or ValidationError).
+InsertOutcome = Job | DuplicateJob | ValidationError
+
+#: Most jobs one :meth:`JobStore.insert_many` call accepts.
+MAX_INSERT_MANY = 1000
+
+
+def first_of_each_key(jobs: Sequence[Job]) -> tuple[list[Job], dict[int, int]]:
+    """Split a batch into the jobs to store (the first of each (tenant, idempotency key), in
+    order) and ``{index of a later duplicate: index of the first job with its key}``."""
+    first_index: dict[tuple[str, str], int] = {}
+    unique: list[Job] = []
+    later: dict[int, int] = {}
+    for i, job in enumerate(jobs):
+        seen = first_index.get((job.tenant_id, job.idempotency_key))
+        if seen is None:
+            first_index[(job.tenant_id, job.idempotency_key)] = i
+            unique.append(job)
+        else:
+            later[i] = seen
+    return unique, later
+
+
+def duplicate_of(job: Job, existing_id: str | None) -> DuplicateJob:
+    return DuplicateJob(
+        f"idempotencyKey {job.idempotency_key!r} is already used by another job",
+        existing_id=existing_id,
+    )
+
+
+def spread_outcomes(
+    jobs: Sequence[Job], stored: Sequence[InsertOutcome], later: dict[int, int]
+) -> list[InsertOutcome]:
+    """The outcomes of a whole batch from those of its first-of-each-key jobs (``stored``,
+    in order): a later duplicate points at the first job of its key (or at its holder)."""
+    it = iter(stored)
+    outcomes: list[InsertOutcome] = []
+    for i, job in enumerate(jobs):
+        if i not in later:
+            outcomes.append(next(it))
+            continue
+        first = outcomes[later[i]]
+        if isinstance(first, Job):
+            outcomes.append(duplicate_of(job, first.id))
+        elif isinstance(first, DuplicateJob):
+            outcomes.append(duplicate_of(job, first.existing_id))
+        else:  # the first of the key was not storable: it still wins, holding nothing
+            outcomes.append(duplicate_of(job, None))
+    return outcomes
 
 
 class JobStore(abc.ABC):
@@ -42,7 +95,20 @@ class JobStore(abc.ABC):
         """Store a new job and return it as stored.
 
         Raises DuplicateJob if its idempotencyKey is already used (also under concurrent
-        inserts: exactly one of several racing inserts of one key succeeds).
+        inserts: exactly one of several racing inserts of one key succeeds); its
+        ``existing_id`` is the id of the job holding the key.
+        """
+
+    @abc.abstractmethod
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        """Store up to :data:`MAX_INSERT_MANY` new jobs in as few round trips as the store
+        allows; one outcome per job, in order.
+
+        Each job succeeds or fails on its own (not a transaction). A job whose key is
+        already used gets DuplicateJob with the holder's ``existing_id``; within the batch
+        the first job of a key wins and later ones get DuplicateJob naming it (or its
+        holder). A job the store cannot hold gets ValidationError. A driver failure raises
+        StoreError (then any of the jobs may or may not be stored).
         """
 
     @abc.abstractmethod
@@ -76,7 +142,10 @@ class JobStore(abc.ABC):
         """Apply one conditional update atomically.
 
         Returns the job as updated, or None when the job does not exist or any expectation
-        does not hold (the caller lost a race). Never partially applies.
+        does not hold (the caller lost a race). Never partially applies. When the change
+        applies and carries a ``record``, the attempt record is appended beside the job
+        (see :meth:`attempts`): in the same transaction where the store has them, else right
+        after, in the same call; a second record with the same key is ignored.
         """
 
     async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
@@ -93,6 +162,15 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def count_by_status(self) -> dict[Status, int]:
         """How many jobs are in each status (for operators and benchmarks)."""
+
+    @abc.abstractmethod
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        """The attempt records of a job, oldest first (by number, then finish time); empty
+        for an unknown job."""
+
+    @abc.abstractmethod
+    async def prune_attempts(self, before: datetime) -> int:
+        """Delete attempt records that finished before ``before``; returns how many."""
 
     # ------------------------------------------------------------------ tenancy
 

@@ -66,6 +66,7 @@ from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocume
 from pymongo.collection import Collection
 from pymongo.errors import (
     AutoReconnect,
+    BulkWriteError,
     ConnectionFailure,
     DuplicateKeyError,
     NetworkTimeout,
@@ -76,11 +77,19 @@ from pymongo.errors import (
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
+from ..attempts import Attempt, decode_result, encode_result
 from ..cron import CronPolicy
-from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
+from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
 from ..states import Change, claim_fields
-from .base import JobStore
+from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
+from .mongo_attempts import (
+    ATTEMPT_INDEXES,
+    ATTEMPTS_COLLECTION,
+    attempt_to_document,
+    document_to_attempt,
+    write_records,
+)
 from .mongo_tenancy import MongoTenancyMixin, create_tenancy_indexes, drop_global_key_index
 
 T = TypeVar("T")
@@ -112,6 +121,9 @@ FIELDS: Final[Mapping[str, str]] = {
     "created_at": "createdAt",
     "updated_at": "updatedAt",
     "cron_policy": "cronPolicy",
+    # JSON text, not a sub-document: any JSON value round-trips (keys with "." or "$",
+    # integers beyond 64 bits), and nothing queries inside it.
+    "result": "result",
     "template_id": "templateId",
     "fire_at": "fireAt",
 }
@@ -187,6 +199,7 @@ INDEXES: Final = [
     ),
 ]
 
+
 #: In the ``ferretdbVersion`` of a FerretDB built by ``scripts/deps.sh`` with its patch.
 ATOMIC_FERRETDB_MARK: Final = "-jobscheduler"
 
@@ -216,6 +229,8 @@ def _to_doc(field: str, value: Any) -> Any:
         return Status(value).value
     if field == "cron_policy":
         return value.to_storage()
+    if field == "result":
+        return encode_result(value)
     return value
 
 
@@ -244,12 +259,21 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = Status(value)
         elif field == "cron_policy":
             value = CronPolicy.from_storage(value)
+        elif field == "result":
+            value = decode_result(value)
         values[field] = value
     return Job(**values)
 
 
 def _set_document(values: Mapping[str, Any]) -> Document:
     return {FIELDS[field]: _to_doc(field, value) for field, value in values.items()}
+
+
+def _update_document(change: Change) -> Document:
+    update: Document = {"$set": _set_document(change.set)}
+    if change.inc:
+        update["$inc"] = {FIELDS[field]: amount for field, amount in change.inc.items()}
+    return update
 
 
 def _change_filter(change: Change) -> Document:
@@ -279,6 +303,10 @@ def _chain(first: Change, second: Change) -> Change | None:
     fields ``first`` writes too (so the state between them can be rebuilt). Else None."""
     if first.job_id != second.job_id or not set(second.set) <= set(first.set):
         return None
+    if first.record is not None or second.record is not None or set(first.inc) & set(second.inc):
+        return None
+    if set(second.expect) & set(first.inc):
+        return None
     for field, expected in second.expect.items():
         if field not in first.set:
             return None
@@ -290,6 +318,7 @@ def _chain(first: Change, second: Change) -> Change | None:
         job_id=first.job_id,
         expect=first.expect,
         set={**first.set, **second.set},
+        inc={**first.inc, **second.inc},
     )
 
 
@@ -334,6 +363,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
         self._start_lock = trio.Lock()
         self._client: MongoClient[Document] | None = None
         self._jobs: Collection[Document] | None = None
+        self._attempts: Collection[Document] | None = None
         #: The server's ``buildInfo`` (set by :meth:`start`).
         self.server_info: dict[str, Any] = {}
 
@@ -399,6 +429,9 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
                 # exist — its "skip identical index" step deletes from a shrinking slice by
                 # the original position. One at a time is standard and costs 7 round trips.
                 jobs.create_indexes([index])
+            attempts = self._attempts_of(client)
+            for index in ATTEMPT_INDEXES:
+                attempts.create_indexes([index])
             create_tenancy_indexes(client, self._database)
         except BaseException:
             client.close()
@@ -412,6 +445,13 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             read_concern=ReadConcern("majority"),
         )
 
+    def _attempts_of(self, client: MongoClient[Document]) -> Collection[Document]:
+        return client.get_database(self._database).get_collection(
+            ATTEMPTS_COLLECTION,
+            write_concern=WriteConcern(w="majority", j=True),
+            read_concern=ReadConcern("majority"),
+        )
+
     async def _start(self) -> None:
         client, info = await self._call(self._connect_sync, "start")
         self.server_info = info
@@ -421,6 +461,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             stock_ferretdb if self._serialize_option is None else self._serialize_option
         )
         self._client, self._jobs = client, self._jobs_of(client)
+        self._attempts = self._attempts_of(client)
         log.info(
             "mongo store started database=%s server=%s serialize_writes=%s",
             self._database,
@@ -436,6 +477,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
     async def close(self) -> None:
         """Close the client. Safe to call twice."""
         client, self._client, self._jobs = self._client, None, None
+        self._attempts = None
         if client is not None:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(client.close, limiter=self._limiter)
@@ -501,7 +543,14 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
                 raise StoreError(f"insert of job {job.id} failed: {exc}") from None
             # FerretDB names no index in its E11000 errors; _id collisions of fresh
             # ObjectIds do not happen, so an unnamed duplicate is the idempotency key.
-            raise DuplicateJob(f"idempotencyKey {job.idempotency_key!r} is already used") from None
+            holder = jobs.find_one(
+                {
+                    FIELDS["tenant_id"]: job.tenant_id,
+                    FIELDS["idempotency_key"]: job.idempotency_key,
+                },
+                projection={"_id": True},
+            )
+            raise duplicate_of(job, None if holder is None else str(holder["_id"])) from None
 
         def op() -> Job:
             try:
@@ -524,6 +573,66 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             return job
 
         return await self._call(op, "insert")
+
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        """One unordered ``insert_many`` of the first job of each key; its per-document
+        errors are mapped back to their index (duplicate keys to DuplicateJob, documents
+        the server refuses to ValidationError), then one ``find`` names the holders of the
+        taken keys. A network error (unknown outcome) sends the same documents once more:
+        a duplicate whose holder has the job's own id then means the first send landed."""
+        if not jobs:
+            return []
+        unique, later = first_of_each_key(jobs)
+        collection = self._collection()
+        docs = [job_to_document(job) for job in unique]
+
+        def send() -> dict[int, Document]:
+            """Insert; the write errors by index (empty when every document was stored)."""
+            try:
+                collection.insert_many([dict(doc) for doc in docs], ordered=False)
+            except BulkWriteError as exc:
+                return {int(e["index"]): e for e in exc.details.get("writeErrors", [])}
+            return {}
+
+        def op() -> list[InsertOutcome]:
+            retried = False
+            try:
+                errors = send()
+            except PyMongoError as exc:
+                if not _outcome_unknown(exc):
+                    raise
+                log.warning("insert_many outcome unknown (%d jobs), retrying: %s", len(docs), exc)
+                errors, retried = send(), True
+            taken = [i for i, e in errors.items() if e.get("code") == 11000]
+            # Keys are unique per tenant: a taken key's holder is looked up in its tenant.
+            holders: dict[tuple[str, str], str] = {}
+            if taken:
+                key_field, tenant_field = FIELDS["idempotency_key"], FIELDS["tenant_id"]
+                keys = [unique[i].idempotency_key for i in taken]
+                for doc in collection.find(
+                    {key_field: {"$in": keys}},
+                    projection={"_id": True, key_field: True, tenant_field: True},
+                ):
+                    holders[(doc[tenant_field], doc[key_field])] = str(doc["_id"])
+            outcomes: list[InsertOutcome] = []
+            for i, job in enumerate(unique):
+                error = errors.get(i)
+                if error is None:
+                    outcomes.append(job)
+                elif error.get("code") == 11000:
+                    holder = holders.get((job.tenant_id, job.idempotency_key))
+                    if retried and holder == job.id:
+                        outcomes.append(job)  # the send whose reply was lost stored it
+                    else:
+                        outcomes.append(duplicate_of(job, holder))
+                elif error.get("code") in _INVALID_DOCUMENT_CODES:
+                    message = error.get("errmsg") or "invalid document"
+                    outcomes.append(ValidationError(f"payload: rejected by the store: {message}"))
+                else:
+                    raise StoreError(f"insert of job {job.id} failed: {error.get('errmsg')}")
+            return outcomes
+
+        return spread_outcomes(jobs, await self._call(op, "insert_many"), later)
 
     async def get(self, job_id: str) -> Job:
         if not ObjectId.is_valid(job_id):
@@ -626,7 +735,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
         jobs = self._collection()
         query = _change_filter(change)
         values = _set_document(change.set)
-        update = {"$set": values}
+        update = _update_document(change)
 
         def attempt() -> Job | None:
             doc = jobs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
@@ -648,9 +757,18 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             return document_to_job(current)
         return attempt()
 
+    def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | None]) -> None:
+        if self._attempts is not None:
+            write_records(self._attempts, changes, results)
+
     async def apply(self, change: Change) -> Job | None:
+        def op() -> Job | None:
+            result = self._apply_sync(change)
+            self._record_sync([change], [result])
+            return result
+
         async with self._conditional_write():
-            return await self._call(lambda: self._apply_sync(change), change.transition)
+            return await self._call(op, change.transition)
 
     async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
         """Apply the changes one after another in a single thread hop (not a transaction).
@@ -678,10 +796,13 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
                 if after is None:
                     results += [None, self._apply_sync(second)]
                 else:
-                    # The state between the two: the second change's fields as the first set them.
-                    between = attrs.evolve(after, **{f: first.set[f] for f in second.set})
-                    results += [between, after]
+                    # The state between the two: the second change's fields as the first set
+                    # them, and its increments not yet added.
+                    before = {f: first.set[f] for f in second.set}
+                    before.update({f: getattr(after, f) - n for f, n in second.inc.items()})
+                    results += [attrs.evolve(after, **before), after]
                 i += 2
+            self._record_sync(changes, results)
             return results
 
         async with self._conditional_write():
@@ -722,5 +843,34 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             counts[Status(row["_id"])] = int(row["n"])
         return counts
 
+    def _attempts_collection(self) -> Collection[Document]:
+        if self._attempts is None:
+            raise StoreError("MongoDB store is not started")
+        return self._attempts
 
-__all__ = ["FIELDS", "INDEXES", "MongoJobStore", "document_to_job", "job_to_document"]
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        records = self._attempts_collection()
+        sort = [("number", ASCENDING), ("finishedAt", ASCENDING)]
+
+        def op() -> list[Attempt]:
+            return [document_to_attempt(d) for d in records.find({"jobId": job_id}, sort=sort)]
+
+        return await self._call(op, "attempts", read=True)
+
+    async def prune_attempts(self, before: datetime) -> int:
+        records = self._attempts_collection()
+        query = {"finishedAt": {"$lt": utc(before)}}
+        result = await self._call(lambda: records.delete_many(query), "prune_attempts")
+        return int(result.deleted_count)
+
+
+__all__ = [
+    "ATTEMPT_INDEXES",
+    "FIELDS",
+    "INDEXES",
+    "MongoJobStore",
+    "attempt_to_document",
+    "document_to_attempt",
+    "document_to_job",
+    "job_to_document",
+]

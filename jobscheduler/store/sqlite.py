@@ -33,11 +33,20 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from ..attempts import Attempt
 from ..cron import CronPolicy
-from ..errors import DuplicateJob, JobNotFound, StoreError, ValidationError
+from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Status
 from ..states import Change, claim_fields
-from .base import JobStore
+from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
+from .sqlite_attempts import (
+    ATTEMPT_COLUMNS,
+    ATTEMPTS_SCHEMA,
+    INSERT_ATTEMPT,
+    attempt_from_row,
+    attempt_params,
+    millis,
+)
 from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
 
 T = TypeVar("T")
@@ -68,6 +77,7 @@ _COLUMNS: dict[str, str] = {
     "created_at": "created_at",
     "updated_at": "updated_at",
     "cron_policy": "cron_policy",
+    "result": "result",
     "template_id": "template_id",
     "fire_at": "fire_at",
 }
@@ -105,8 +115,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     queued_at       INTEGER,
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
-    cron_policy     TEXT,
+    result          TEXT,
     template_id     TEXT,
+    cron_policy     TEXT,
     fire_at         INTEGER
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_tenant_key ON jobs (tenant_id, idempotency_key);
@@ -127,8 +138,8 @@ def _to_db(field: str, value: Any) -> Any:
     if field in _TIME_FIELDS:
         # Values come from model.utc (whole milliseconds), so rounding is exact.
         return round(value.timestamp() * 1000)
-    if field == "payload":
-        return json.dumps(value, separators=(",", ":"))
+    if field in ("payload", "result"):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if field == "status":
         return Status(value).value
     if field == "cron_policy":
@@ -137,7 +148,12 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 #: Columns added after the first release: (column, definition), added to older files at start.
-_ADDED_COLUMNS = (("cron_policy", "TEXT"), ("template_id", "TEXT"), ("fire_at", "INTEGER"))
+_ADDED_COLUMNS = (
+    ("cron_policy", "TEXT"),
+    ("result", "TEXT"),
+    ("template_id", "TEXT"),
+    ("fire_at", "INTEGER"),
+)
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -153,6 +169,7 @@ _TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIE
 _PAYLOAD_INDEX = _FIELDS.index("payload")
 _STATUS_INDEX = _FIELDS.index("status")
 _CRON_POLICY_INDEX = _FIELDS.index("cron_policy")
+_RESULT_INDEX = _FIELDS.index("result")
 _STATUSES = {status.value: status for status in Status}
 
 
@@ -170,16 +187,27 @@ def _from_row(row: Sequence[Any]) -> Job:
     policy = values[_CRON_POLICY_INDEX]
     if policy is not None:
         values[_CRON_POLICY_INDEX] = CronPolicy.from_storage(json.loads(policy))
+    result = values[_RESULT_INDEX]
+    if result is not None:
+        values[_RESULT_INDEX] = json.loads(result)
     return Job(**dict(zip(_FIELDS, values, strict=True)))
 
 
 @functools.lru_cache(maxsize=256)
-def _update_sql(set_fields: tuple[str, ...], expect_shape: tuple[tuple[str, int], ...]) -> str:
+def _update_sql(
+    set_fields: tuple[str, ...],
+    expect_shape: tuple[tuple[str, int], ...],
+    inc_fields: tuple[str, ...] = (),
+) -> str:
     """The UPDATE for a Change of this shape (cached: transitions have a handful of shapes).
 
     ``expect_shape`` is (field, n): n > 0 is ``IN`` with n values, 0 is ``=``, -1 is NULL.
+    ``inc_fields`` are added to (``column = column + ?``), after the ``set_fields``.
     """
-    assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in set_fields)
+    assignments = ", ".join(
+        [f"{_COLUMNS[f]} = ?" for f in set_fields]
+        + [f"{_COLUMNS[f]} = {_COLUMNS[f]} + ?" for f in inc_fields]
+    )
     conditions = ["id = ?"]
     for field, n in expect_shape:
         column = _COLUMNS[field]
@@ -252,7 +280,7 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             if not self._memory:
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
-            conn.executescript(_SCHEMA)
+            conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
             _migrate(conn)
             if migrate_tenant_keys(conn):
                 conn.executescript(_SCHEMA)  # the rebuilt table's indexes
@@ -389,13 +417,58 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
                 conn.execute(sql, params)
             except sqlite3.IntegrityError as exc:
                 if "idempotency_key" in str(exc) or "template_id" in str(exc):
-                    raise DuplicateJob(
-                        f"idempotencyKey {job.idempotency_key!r} is already used"
-                    ) from None
+                    raise duplicate_of(job, self._holder(conn, job)) from None
                 raise StoreError(f"insert failed: {exc}") from exc
             return job
 
         return await self._write(op)
+
+    @staticmethod
+    def _holder(conn: sqlite3.Connection, job: Job) -> str | None:
+        """The id of the job of ``job``'s tenant holding its key (None: the run's slot was
+        taken under another key)."""
+        row = conn.execute(
+            "SELECT id FROM jobs WHERE tenant_id = ? AND idempotency_key = ?",
+            (job.tenant_id, job.idempotency_key),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        """One transaction (one group commit): an ``INSERT ... ON CONFLICT DO NOTHING`` per
+        job, then one query for the holders of the keys that were taken."""
+        if not jobs:
+            return []
+        unique, later = first_of_each_key(jobs)
+        columns = list(_COLUMNS.values())
+        sql = (
+            f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            "ON CONFLICT DO NOTHING"
+        )
+        rows = [[_to_db(field, getattr(job, field)) for field in _COLUMNS] for job in unique]
+
+        def op(conn: sqlite3.Connection) -> list[InsertOutcome]:
+            taken: list[int] = []
+            for i, params in enumerate(rows):
+                if conn.execute(sql, params).rowcount == 0:
+                    taken.append(i)
+            # Keys are unique per tenant: the holder of a taken key is looked up in its tenant.
+            holders: dict[tuple[str, str], str] = {}
+            keys = [unique[i].idempotency_key for i in taken]
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                for tenant, key, holder in conn.execute(
+                    "SELECT tenant_id, idempotency_key, id FROM jobs "
+                    f"WHERE idempotency_key IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ):
+                    holders[(tenant, key)] = holder
+            stored: list[InsertOutcome] = list(unique)
+            for i in taken:
+                job = unique[i]
+                stored[i] = duplicate_of(job, holders.get((job.tenant_id, job.idempotency_key)))
+            return stored
+
+        return spread_outcomes(jobs, await self._write(op), later)
 
     async def get(self, job_id: str) -> Job:
         def op(conn: sqlite3.Connection) -> Job | None:
@@ -484,7 +557,11 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         return None if value is None else _EPOCH + timedelta(milliseconds=value)
 
     @staticmethod
-    def _change_op(change: Change) -> Callable[[sqlite3.Connection], Job | None]:
+    def _change_op(
+        change: Change, records: list[tuple[Any, ...]] | None = None
+    ) -> Callable[[sqlite3.Connection], Job | None]:
+        """The operation applying ``change``. Its attempt record, if it applies, is written
+        at once, or appended to ``records`` for the caller to write in the same transaction."""
         params: list[Any] = [_to_db(f, v) for f, v in change.set.items()]
         params.append(change.job_id)
         shape: list[tuple[str, int]] = []
@@ -497,11 +574,22 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             else:
                 shape.append((field, 0))
                 params.append(_to_db(field, expected))
-        sql = _update_sql(tuple(change.set), tuple(shape))
+        inc = tuple(change.inc)
+        if inc:
+            params[len(change.set) : len(change.set)] = [change.inc[f] for f in inc]
+        sql = _update_sql(tuple(change.set), tuple(shape), inc)
+        record = None if change.record is None else attempt_params(change.record)
 
         def op(conn: sqlite3.Connection) -> Job | None:
             row = conn.execute(sql, params).fetchone()
-            return _from_row(row) if row else None
+            if row is None:
+                return None
+            if record is not None:  # in the transition's transaction, only if it applied
+                if records is None:
+                    conn.execute(INSERT_ATTEMPT, record)
+                else:
+                    records.append(record)
+            return _from_row(row)
 
         return op
 
@@ -509,8 +597,16 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         return await self._write(self._change_op(change))
 
     async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
-        ops = [self._change_op(change) for change in changes]
-        return await self._write(lambda conn: [op(conn) for op in ops])
+        def op(conn: sqlite3.Connection) -> list[Job | None]:
+            # The records of the changes that applied, written by one executemany at the end
+            # of this operation (same transaction: all of it lands, or none).
+            records: list[tuple[Any, ...]] = []
+            results = [self._change_op(change, records)(conn) for change in changes]
+            if records:
+                conn.executemany(INSERT_ATTEMPT, records)
+            return results
+
+        return await self._write(op)
 
     async def find_stale(
         self, statuses: Sequence[Status], field: str, before: datetime, limit: int
@@ -538,3 +634,20 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         for status, count in rows:
             counts[Status(status)] = count
         return counts
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        sql = (
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
+            "ORDER BY number ASC, finished_at ASC"
+        )
+        return await self._read(
+            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
+        )
+
+    async def prune_attempts(self, before: datetime) -> int:
+        cutoff = millis(before)
+        return await self._write(
+            lambda conn: (
+                conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount
+            )
+        )

@@ -12,7 +12,10 @@ shared and noisy):
    due instant), from the jobs' own ``updatedAt``;
 3. steady load: R jobs/s for D seconds, each due 1 s after creation; start delay
    (``claimedAt - scheduledAt``) percentiles and ``POST /jobs`` latency percentiles;
-4. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
+4. enqueue+drain: 20,000 due ``noop`` jobs sent in batches of 1,000 through
+   ``POST /jobs/batch``, then as many through one ``POST /jobs`` each; the rate from the
+   first request to the last completion (:mod:`jobscheduler.tools.bench_enqueue`);
+5. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
    until the standby reports ``scheduler_is_leader 1``.
 
 Client and server share the machine. To keep the client's share small, requests go through
@@ -44,6 +47,7 @@ from ..bus.kafka import delete_prefixed_topics
 from ..config import Settings, parse_duration
 from ..errors import ConfigError
 from ..model import format_time, parse_time
+from . import bench_enqueue
 from .stats import format_seconds, percentiles
 
 PCTS = (50, 95, 99)
@@ -72,6 +76,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="off",
         help="AUTH of the stack; with required, requests carry an all-tenant admin key (off)",
     )
+    bench_enqueue.configure(parser)
 
 
 def _free_port() -> int:
@@ -536,9 +541,16 @@ class _Bench:
                 print(f"idle RSS of {process.name}: {process.rss_mb():.1f} MB (target <= 150 MB)")
             print(f"auth: {self.args.auth}")
             client = _Pool(self.api, self.args.concurrency, self.key)
+            phases = {p.strip() for p in self.args.phases.split(",")}
             try:
-                await self.burst(client)
-                await self.steady(client)
+                if "burst" in phases:
+                    await self.burst(client)
+                if "steady" in phases:
+                    await self.steady(client)
+                if "enqueue" in phases:
+                    await bench_enqueue.enqueue_drain(
+                        client, self._completed_total, self.args, self.run_id
+                    )
             finally:
                 await client.aclose()
             for process in self.processes:

@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from jobscheduler import states
+from jobscheduler.attempts import Attempt, Failure, Outcome
 from jobscheduler.errors import DuplicateJob, JobNotFound, StoreError
 from jobscheduler.model import Job, Status, new_job_id, utc
 from jobscheduler.store import JobStore
@@ -41,6 +42,7 @@ def make_job(
     cron: str | None = None,
     max_attempts: int = 3,
     payload: dict[str, object] | None = None,
+    template_id: str | None = None,
 ) -> Job:
     job_id = new_job_id()
     return Job(
@@ -55,6 +57,7 @@ def make_job(
         max_attempts=max_attempts,
         created_at=utc(created_at),
         updated_at=utc(created_at),
+        template_id=template_id,
     )
 
 
@@ -70,10 +73,21 @@ async def running_job(store: JobStore, *, token: str = "tok-1", **kwargs: object
 
 
 async def test_insert_then_get_round_trips_every_field(store: JobStore) -> None:
-    job = make_job(payload={"message": "héllo", "list": [1, 2.5, None, True]}, priority=-3)
+    job = make_job(
+        payload={"message": "héllo", "list": [1, 2.5, None, True]},
+        priority=-3,
+        template_id=new_job_id(),
+    )
     stored = await store.insert(job)
     assert stored == job
     assert await store.get(job.id) == job
+
+
+async def test_duplicate_insert_names_the_job_holding_the_key(store: JobStore) -> None:
+    holder = await store.insert(make_job(key="taken"))
+    with pytest.raises(DuplicateJob) as caught:
+        await store.insert(make_job(key="taken"))
+    assert caught.value.existing_id == holder.id
 
 
 async def test_get_unknown_id_raises_job_not_found(store: JobStore) -> None:
@@ -209,6 +223,8 @@ async def test_apply_many_of_a_pick_and_its_start_returns_both_states(store: Job
     )
     for state in (picked, running):
         assert (state.claimed_by, state.claim_token, state.claimed_at) == ("w", "t", NOW)
+    # attempts counts attempts started: the start (not the pick) counts it.
+    assert (picked.attempts, running.attempts) == (0, 1)
     assert await store.get(job.id) == running
 
 
@@ -235,7 +251,7 @@ async def test_stale_claim_token_cannot_complete_fail_or_heartbeat(store: JobSto
     recovered = await store.apply(states.recover(running, now=NOW + timedelta(minutes=10)))
     assert recovered is not None
     assert recovered.status is Status.PENDING
-    assert recovered.attempts == 1
+    assert recovered.attempts == 1  # the attempt it started, failed as lost
     later = recovered.scheduled_at
     [requeued] = await store.claim_due(later, 10)
     newer = await store.apply(states.pick(requeued.id, worker="w2", token="new", now=later))
@@ -247,10 +263,13 @@ async def test_stale_claim_token_cannot_complete_fail_or_heartbeat(store: JobSto
     assert current.status is Status.CLAIMED
     assert current.claimed_by == "w2"
     assert current.attempts == 1
+    # Only the applied recovery left a record; the stale outcomes wrote none.
+    assert [(a.number, a.outcome) for a in await store.attempts(running.id)] == [(1, Outcome.LOST)]
 
 
 async def test_fail_retries_with_backoff_then_dead_letters(store: JobStore) -> None:
     running = await running_job(store, max_attempts=2)
+    assert running.attempts == 1
     failed = await store.apply(states.fail(running, token="tok-1", now=NOW, error="boom"))
     assert failed is not None
     assert failed.status is Status.PENDING
@@ -277,6 +296,8 @@ async def test_release_hands_back_without_counting_an_attempt(store: JobStore) -
     assert released.status is Status.PENDING
     assert released.attempts == 0
     assert [j.id for j in await store.claim_due(NOW, 10)] == [running.id]
+    [record] = await store.attempts(running.id)
+    assert (record.number, record.outcome, record.worker) == (1, Outcome.RELEASED, "w1")
 
 
 async def test_find_stale_and_requeue_queued(store: JobStore) -> None:
@@ -353,3 +374,168 @@ async def test_ping_answers_while_the_store_is_up_and_fails_as_store_error_once_
     await store.close()
     with pytest.raises(StoreError):
         await store.ping()
+
+
+# ------------------------------------------------------------ results and attempt records
+
+
+async def test_complete_stores_any_json_result(store: JobStore) -> None:
+    result = {
+        "a.b": 1,
+        "$where": "not an operator here",
+        "big": 2**70,
+        "list": [1.5, None, "é", {"nested": True}],
+    }
+    running = await running_job(store)
+    done = await store.apply(states.complete(running, token="tok-1", now=NOW, result=result))
+    assert done is not None
+    assert done.result == result
+    assert (await store.get(running.id)).result == result
+
+
+async def test_an_applied_outcome_appends_its_attempt_record(store: JobStore) -> None:
+    running = await running_job(store, max_attempts=3)
+    try:
+        raise ValueError("bad address")
+    except ValueError as exc:
+        failure = Failure.from_exception(exc)
+    later = NOW + timedelta(seconds=3)
+    assert await store.apply(states.fail(running, token="tok-1", now=later, error=failure))
+    [again] = await store.claim_due(NOW + timedelta(minutes=1), 1)
+    _picked, second = await store.apply_many(
+        [
+            states.pick(again.id, worker="w2", token="t2", now=later),
+            states.start(again.id, token="t2", now=later),
+        ]
+    )
+    assert second is not None
+    assert second.attempts == 2
+    end = NOW + timedelta(seconds=9)
+    assert await store.apply(states.complete(second, token="t2", now=end, result=[1]))
+
+    failed, completed = await store.attempts(running.id)
+    assert failed == Attempt(
+        job_id=running.id,
+        number=1,
+        outcome=Outcome.FAILED,
+        worker="w1",
+        started_at=NOW,
+        finished_at=later,
+        error_type="ValueError",
+        error_message="bad address",
+        traceback=failure.traceback,
+    )
+    assert completed == Attempt(
+        job_id=running.id,
+        number=2,
+        outcome=Outcome.COMPLETED,
+        worker="w2",
+        started_at=later,
+        finished_at=end,
+    )
+
+
+async def test_apply_many_records_only_the_outcomes_that_applied(store: JobStore) -> None:
+    first = await running_job(store, token="a")
+    second = await running_job(store, token="b")
+    results = await store.apply_many(
+        [
+            states.complete(first, token="a", now=NOW),
+            states.complete(second, token="wrong", now=NOW),
+        ]
+    )
+    assert [r is not None for r in results] == [True, False]
+    assert [a.outcome for a in await store.attempts(first.id)] == [Outcome.COMPLETED]
+    assert await store.attempts(second.id) == []
+
+
+async def test_a_record_written_twice_is_kept_once(store: JobStore) -> None:
+    # One record per (job, number, outcome): a repeated write (a retried request, a second
+    # release of the same attempt number) keeps the first, so a job's history is bounded.
+    job = await store.insert(make_job())
+    for i in range(2):
+        await store.claim_due(NOW, 1)
+        claimed = await store.apply(states.pick(job.id, worker="w", token=f"t{i}", now=NOW))
+        running = await store.apply(states.start(job.id, token=f"t{i}", now=NOW))
+        assert claimed is not None
+        assert running is not None
+        at = NOW + timedelta(seconds=i)
+        released = await store.apply(states.release(running, token=f"t{i}", now=at))
+        assert released is not None
+        assert released.attempts == 0
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome, record.finished_at) == (1, Outcome.RELEASED, NOW)
+
+
+async def test_attempts_of_an_unknown_job_are_empty(store: JobStore) -> None:
+    assert await store.attempts(new_job_id()) == []
+
+
+async def test_prune_attempts_deletes_records_finished_before_the_cutoff(store: JobStore) -> None:
+    old = await running_job(store, token="a")
+    assert await store.apply(states.complete(old, token="a", now=NOW))
+    new = await running_job(store, token="b")
+    assert await store.apply(states.complete(new, token="b", now=NOW + timedelta(days=2)))
+    assert await store.prune_attempts(NOW + timedelta(days=1)) == 1
+    assert await store.attempts(old.id) == []
+    assert len(await store.attempts(new.id)) == 1
+    assert await store.prune_attempts(NOW + timedelta(days=1)) == 0
+
+
+# ------------------------------------------------------------------------ bulk insert
+
+
+async def test_insert_many_answers_each_job_in_order(store: JobStore) -> None:
+    holder = await store.insert(make_job(key="taken"))
+    jobs = [
+        make_job(key="new-1"),
+        make_job(key="taken"),
+        make_job(key="new-2"),
+        make_job(key="new-1"),  # a later duplicate inside the batch: the first wins
+    ]
+    outcomes = await store.insert_many(jobs)
+    assert outcomes[0] == jobs[0]
+    assert isinstance(outcomes[1], DuplicateJob)
+    assert outcomes[1].existing_id == holder.id
+    assert outcomes[2] == jobs[2]
+    assert isinstance(outcomes[3], DuplicateJob)
+    assert outcomes[3].existing_id == jobs[0].id
+    assert await store.get(jobs[0].id) == jobs[0]
+    assert await store.get(jobs[2].id) == jobs[2]
+    for rejected in (jobs[1], jobs[3]):
+        with pytest.raises(JobNotFound):
+            await store.get(rejected.id)
+
+
+async def test_insert_many_of_nothing_is_nothing(store: JobStore) -> None:
+    assert await store.insert_many([]) == []
+
+
+async def test_insert_many_stores_a_thousand_jobs(store: JobStore) -> None:
+    jobs = [
+        make_job(key=f"bulk-{i}", created_at=NOW + timedelta(milliseconds=i)) for i in range(1000)
+    ]
+    outcomes = await store.insert_many(jobs)
+    assert outcomes == jobs
+    assert (await store.count_by_status())[Status.PENDING] == 1000
+    listed = await store.list_jobs("tenant-a", None, 5)
+    assert [j.id for j in listed] == [j.id for j in reversed(jobs[-5:])]
+
+
+async def test_concurrent_insert_many_store_each_key_exactly_once(store: JobStore) -> None:
+    keys = [f"race-{i}" for i in range(50)]
+    answers: list[list[object]] = []
+
+    async def send() -> None:
+        answers.append(list(await store.insert_many([make_job(key=k) for k in keys])))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(send)
+    for i in range(len(keys)):
+        stored = [a[i] for a in answers if isinstance(a[i], Job)]
+        duplicates = [a[i] for a in answers if isinstance(a[i], DuplicateJob)]
+        assert len(stored) == 1
+        assert len(duplicates) == 2
+        assert all(d.existing_id == stored[0].id for d in duplicates)
+    assert (await store.count_by_status())[Status.PENDING] == len(keys)

@@ -62,7 +62,7 @@ async def test_a_due_job_completes_with_claim_fields(
         client, server, job_body(jobType="log-message", payload={"message": "hello"}, priority=5)
     )
     done = await wait_for_job(client, server, job["id"], is_status("completed"))
-    assert done["attempts"] == 0
+    assert done["attempts"] == 1  # attempts started: the first one completed
     assert done["claimedBy"]
     assert parse_time(done["claimedAt"], "claimedAt") >= parse_time(done["createdAt"], "createdAt")
     assert "lastError" not in done
@@ -74,7 +74,7 @@ async def test_flaky_job_retries_with_backoff_then_dead_letters(
 ) -> None:
     server = await dev_factory()
     job = await create(client, server, job_body(jobType="flaky", payload={"failRate": 1}))
-    first = await wait_for_job(client, server, job["id"], lambda j: j["attempts"] >= 1)
+    first = await wait_for_job(client, server, job["id"], lambda j: "lastError" in j)
     assert first["status"] in ("pending", "queued", "claimed", "running")
     assert "simulated failure" in first["lastError"]
     if first["status"] == "pending":
@@ -158,7 +158,7 @@ async def test_reaper_repends_a_job_stuck_in_queued(
             (queued_at, job["id"]),
         )
     done = await wait_for_job(client, server, job["id"], is_status("completed"))
-    assert done["attempts"] == 0  # it never started: recovery from queued costs no attempt
+    assert done["attempts"] == 1  # recovery from queued cost no attempt: one run, one attempt
     assert await metric(client, server, "reaper_recovered_jobs_total", sweep="queued") == 1
 
 
@@ -174,8 +174,14 @@ async def test_restarted_dev_reruns_the_running_job_of_a_killed_dev_within_secon
     server.kill9()  # the executor dies mid-handler
     restarted = await dev_factory(SQLITE_PATH=str(server.db_path))
     done = await wait_for_job(client, restarted, job["id"], is_status("completed"), timeout=20)
-    assert done["attempts"] == 1  # the lost run counts as a failed attempt
+    assert done["attempts"] == 2  # the lost run counted, then the one that completed
     assert done["lastError"].startswith("lost: the previous process")
+    history = (await client.get(f"{restarted.url}/jobs/{job['id']}/attempts")).json()
+    assert [(a["number"], a["outcome"]) for a in history["attempts"]] == [
+        (1, "lost"),
+        (2, "completed"),
+    ]
+    assert history["attempts"][0]["worker"] == running["claimedBy"]
     assert done["claimedBy"] != running["claimedBy"]  # the restarted process ran it
     assert await metric(client, restarted, "reaper_recovered_jobs_total", sweep="claimed") == 1
 
@@ -244,7 +250,7 @@ async def test_zombie_executor_with_stale_claim_token_cannot_overwrite_the_newer
         zombie.proc.send_signal(signal.SIGCONT)
     done = await wait_for_job(client, rescuer, job["id"], is_status("completed"), timeout=15)
     assert done["claimedBy"] == "worker-b"
-    assert done["attempts"] == 1
+    assert done["attempts"] == 2  # worker-a's lost attempt, then worker-b's
     assert done["lastError"].startswith("lost: executor worker-a")
     with trio.fail_after(10):
         while not await metric(client, zombie, "executor_jobs_processed_total", result="stale"):
@@ -292,7 +298,7 @@ async def test_heartbeating_job_longer_than_claim_timeout_is_not_reaped(
     )
     job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 3000}))
     done = await wait_for_job(client, server, job["id"], is_status("completed"), timeout=20)
-    assert done["attempts"] == 0
+    assert done["attempts"] == 1
     assert "lastError" not in done
     assert await metric(client, server, "reaper_recovered_jobs_total") == 0
 
@@ -348,7 +354,7 @@ async def test_sigterm_lets_a_running_job_finish_within_the_grace(
     job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 1500}))
     await wait_for_job(client, server, job["id"], is_status("running"))
     assert await server.stop() == 0
-    assert await job_row(server, job["id"]) == ("completed", 0)
+    assert await job_row(server, job["id"]) == ("completed", 1)
 
 
 async def test_sigterm_hands_back_a_job_still_running_at_the_grace_deadline(
@@ -358,7 +364,7 @@ async def test_sigterm_hands_back_a_job_still_running_at_the_grace_deadline(
     job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 60000}))
     await wait_for_job(client, server, job["id"], is_status("running"))
     assert await server.stop() == 0
-    assert await job_row(server, job["id"]) == ("pending", 0)
+    assert await job_row(server, job["id"]) == ("pending", 0)  # the attempt is taken back
     assert "job handed back on shutdown" in server.log()
 
 
@@ -378,7 +384,7 @@ async def test_restart_repends_jobs_whose_in_process_wake_up_was_lost(
         )
     restarted = await dev_factory(SQLITE_PATH=str(server.db_path), **env)
     done = await wait_for_job(client, restarted, job["id"], is_status("completed"), timeout=10)
-    assert done["attempts"] == 0
+    assert done["attempts"] == 1
 
 
 async def test_metrics_listener_serves_every_metric_name(

@@ -213,6 +213,8 @@ async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
     assert jobs["welcome-ada"]["status"] == "completed"
     assert jobs["welcome-ada"]["maxAttempts"] == 5
     assert jobs["primes-2m"]["status"] == "completed"
+    assert jobs["primes-2m"]["result"] == {"below": 2000000, "primes": 148933}
+    assert jobs["fetch-page"]["result"]["status"] == 200
     nobody = jobs["welcome-nobody"]
     assert (nobody["status"], nobody["attempts"]) == ("dlq", 1)
     assert nobody["lastError"] == ("PermanentError: undeliverable address 'nobody@example.invalid'")

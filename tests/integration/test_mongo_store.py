@@ -330,6 +330,37 @@ async def test_a_payload_the_server_cannot_store_is_a_validation_error_not_a_dri
         assert await store.get(job.id) == job
 
 
+async def test_insert_many_maps_an_unstorable_document_to_its_index(
+    store: MongoJobStore,
+) -> None:
+    # The unordered insert_many stores the others; the refused one answers at its index.
+    jobs = [make_job(), make_job(payload={"a.b": 1}), make_job()]
+    outcomes = await store.insert_many(jobs)
+    assert outcomes[0] == jobs[0]
+    assert outcomes[2] == jobs[2]
+    if store.is_ferretdb:
+        assert isinstance(outcomes[1], ValidationError)
+        assert "a.b" in str(outcomes[1])
+    else:
+        assert outcomes[1] == jobs[1]
+    assert await store.get(jobs[2].id) == jobs[2]
+
+
+async def test_a_result_is_stored_as_json_text_beside_a_document_payload(
+    store: MongoJobStore, database: str
+) -> None:
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    assert await store.apply(states.pick(job.id, worker="w", token="t", now=NOW))
+    running = await store.apply(states.start(job.id, token="t", now=NOW))
+    assert running is not None
+    result = {"a.b": 1, "$x": [2**70]}  # neither a storable sub-document nor a BSON int
+    assert await store.apply(states.complete(running, token="t", now=NOW, result=result))
+    doc = await _raw(mongo_uri(), database, lambda c: c.find_one({"_id": ObjectId(job.id)}))
+    assert doc[FIELDS["result"]] == '{"a.b":1,"$x":[1180591620717411303424]}'
+    assert (await store.get(job.id)).result == result
+
+
 async def test_serializes_conditional_writes_only_on_a_stock_ferretdb(
     store: MongoJobStore,
 ) -> None:

@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites (process supervisor, cluster of role processes)."""

@@ -29,6 +29,7 @@ import attrs
 import pytest
 from trio.testing import MockClock
 
+from jobscheduler.attempts import Attempt
 from jobscheduler.audit import AuditQuery, AuditRecord
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
@@ -42,6 +43,7 @@ from jobscheduler.observability import Metrics
 from jobscheduler.runtime import Deps, Waker
 from jobscheduler.states import Change
 from jobscheduler.store import JobStore
+from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
@@ -82,6 +84,7 @@ def make_job(
     attempts: int = 0,
     max_attempts: int = 3,
     payload: dict[str, Any] | None = None,
+    template_id: str | None = None,
 ) -> Job:
     """A job as the store would hold it (defaults: a pending noop due at BASE)."""
     job_id = new_job_id()
@@ -99,6 +102,7 @@ def make_job(
         max_attempts=max_attempts,
         created_at=utc(created_at),
         updated_at=utc(created_at),
+        template_id=template_id,
     )
 
 
@@ -126,6 +130,9 @@ class ProxyStore(JobStore):
 
     async def insert(self, job: Job) -> Job:
         return await self.inner.insert(job)
+
+    async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
+        return await self.inner.insert_many(jobs)
 
     async def get(self, job_id: str) -> Job:
         return await self.inner.get(job_id)
@@ -155,6 +162,12 @@ class ProxyStore(JobStore):
 
     async def count_by_status(self) -> dict[Status, int]:
         return await self.inner.count_by_status()
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        return await self.inner.attempts(job_id)
+
+    async def prune_attempts(self, before: datetime) -> int:
+        return await self.inner.prune_attempts(before)
 
     async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
         return await self.inner.find_run(template_id, fire_at)

@@ -220,9 +220,15 @@ async def test_reused_idempotency_key_is_409_and_stores_nothing_new(
     api: Api, store: SQLiteJobStore
 ) -> None:
     # Keys are unique per tenant (tenancy): the same tenant reusing one is the conflict.
-    assert (await api.create(create_body())).status == 201
+    first = await api.create(create_body())
+    assert first.status == 201
     reply = await api.create(create_body(jobType="noop", payload=None))
-    reply.assert_error(409, "test-job-1")
+    # The 409 names the job holding the key, so a retrying client can follow it.
+    assert reply.status == 409
+    assert reply.content_type == JSON
+    assert list(reply.json) == ["error", "jobId"]
+    assert "test-job-1" in reply.json["error"]
+    assert reply.json["jobId"] == first.json["id"]
     assert len(await store.list_jobs("tenant-a", None, 10)) == 1
 
 
@@ -240,9 +246,11 @@ async def test_fifty_concurrent_creates_of_one_key_yield_exactly_one_201(
 
     statuses = sorted(r.status for r in replies)
     assert statuses == [201] + [409] * 49
+    [winner] = [r.json["id"] for r in replies if r.status == 201]
     for reply in replies:
         if reply.status == 409:
-            reply.assert_error(409, "race")
+            assert "race" in reply.json["error"]
+            assert reply.json["jobId"] == winner
     assert len(await store.list_jobs("tenant-a", None, 100)) == 1
 
 

@@ -113,9 +113,11 @@ async def test_create_whose_insert_lands_after_the_503_is_stored_and_its_retry_g
         with trio.fail_after(10):
             await hung.inserted.wait()
         retry = await api.create(create_body(idempotencyKey="late-1"))
-    retry.assert_error(409, "late-1")
+    assert retry.status == 409
+    assert "late-1" in retry.json["error"]
     stored = await store.list_jobs("tenant-a", None, 10)
     assert [job.idempotency_key for job in stored] == ["late-1"]
+    assert retry.json["jobId"] == stored[0].id  # the 409 names the job that was stored
 
 
 async def test_detached_store_calls_are_capped_and_further_calls_fail_at_once(

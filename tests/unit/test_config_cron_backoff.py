@@ -117,6 +117,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "ELECTION_NAME": ("x/leader", "election_name", "x/leader"),
     "ELECTION_TTL": ("30", "election_ttl", 30),
     "JOB_TYPE": ("flaky", "job_type", "flaky"),
+    "ATTEMPT_RETENTION": ("48h", "attempt_retention", 172800.0),
     "JOBSCHEDULER_APP": (" myapp.jobs:registry ", "app", "myapp.jobs:registry"),
     "PROCESS_WORKERS": ("8", "process_workers", 8),
     "HTTP_ALLOWLIST": (
@@ -186,6 +187,7 @@ BAD: list[tuple[str, str]] = [
     ("ELECTION_NAME", " "),
     ("ELECTION_TTL", "0"),
     ("JOB_TYPE", "   "),
+    ("ATTEMPT_RETENTION", "0s"),
     ("JOBSCHEDULER_APP", "my jobs"),
     ("JOBSCHEDULER_APP", "myjobs:registry:extra"),
     ("JOBSCHEDULER_APP", "myjobs:"),

@@ -72,7 +72,7 @@ def test_cli_dev_refuses_a_store_file_another_dev_holds_with_exit_2(
     assert "already in use by another `jobscheduler dev`" in err[0]
 
 
-async def test_start_up_recovery_fails_the_attempt_of_every_claimed_and_running_job(
+async def test_start_up_recovery_fails_running_attempts_and_repends_claimed_jobs_uncounted(
     make_deps: DepsFactory, store: SQLiteJobStore
 ) -> None:
     bus = LocalBus()
@@ -97,10 +97,12 @@ async def test_start_up_recovery_fails_the_attempt_of_every_claimed_and_running_
 
     assert await recover_in_flight(deps) == 3
 
-    for job in (running, claimed):
+    # The running job's attempt (counted at its start) failed as lost; the claimed one never
+    # started, so it goes back uncounted.
+    for job, attempts in ((running, 1), (claimed, 0)):
         stored = await store.get(job.id)
         assert stored.status is Status.PENDING
-        assert stored.attempts == 1
+        assert stored.attempts == attempts
         assert stored.claim_token is None
         assert stored.last_error is not None
         assert "previous process (old-pid-1) stopped" in stored.last_error

@@ -160,10 +160,10 @@ def test_create_request_uses_the_types_default_max_attempts_unless_the_job_says(
 
 
 def test_a_permanent_failure_dead_letters_with_attempts_left() -> None:
-    job = make_job(status=Status.RUNNING, max_attempts=5)
+    job = make_job(status=Status.RUNNING, attempts=1, max_attempts=5)  # its first attempt
     change = states.fail(job, token="t", now=BASE, error="PermanentError: 404", permanent=True)
     assert change.set["status"] is Status.DLQ
-    assert change.set["attempts"] == 1
+    assert "attempts" not in change.set  # counted when it started
     assert "scheduled_at" not in change.set
     retry = states.fail(job, token="t", now=BASE, error="boom")
     assert retry.set["status"] is Status.PENDING

@@ -23,6 +23,7 @@ import trio.testing
 
 from jobscheduler import states
 from jobscheduler.api import create_app
+from jobscheduler.attempts import Outcome
 from jobscheduler.bus import Delivery, Subscription, WakeUp
 from jobscheduler.bus.base import DeadLetter
 from jobscheduler.bus.local import LocalBus
@@ -718,9 +719,10 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
 ) -> None:
     contexts: list[JobContext] = []
 
-    async def record(ctx: JobContext) -> None:
+    async def record(ctx: JobContext) -> dict[str, int]:
         contexts.append(ctx)
         await trio.lowlevel.checkpoint()
+        return {"sent": 3}
 
     deps = make_deps(registry=registry_with(record=record))
     job = make_job(job_type="record", payload={"x": [1]}, tenant="tenant-z")
@@ -733,11 +735,21 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
     assert done.claim_token is None
     assert done.claimed_by == "worker-test"
     assert done.claimed_at is not None
-    assert done.attempts == 0
+    assert done.attempts == 1  # attempts started, as the handler's ctx.attempt said
+    assert done.result == {"sent": 3}
     [ctx] = contexts
     assert (ctx.job_id, ctx.tenant_id, ctx.job_type) == (job.id, "tenant-z", "record")
     assert ctx.payload == {"x": [1]}
     assert (ctx.attempt, ctx.max_attempts) == (1, 3)
+    assert (ctx.idempotency_key, ctx.scheduled_at) == (job.idempotency_key, job.scheduled_at)
+    assert ctx.template_id is None
+    [attempt] = await store.attempts(job.id)
+    assert (attempt.number, attempt.outcome, attempt.worker) == (
+        1,
+        Outcome.COMPLETED,
+        "worker-test",
+    )
+    assert attempt.started_at == done.claimed_at
     labels = {"job_type": "record", "result": "completed"}
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
 
@@ -967,6 +979,8 @@ async def test_cancelled_executor_releases_its_running_job_without_counting_an_a
     assert released.attempts == 1
     assert released.claim_token is None
     assert released.scheduled_at == released.updated_at  # due again at once
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome) == (2, Outcome.RELEASED)  # its number, uncounted
     labels = {"job_type": "hang", "result": "released"}
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
 
@@ -997,6 +1011,14 @@ async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
     # Two backoffs (2 s, then 4 s) lie between the first and the last attempt.
     assert dead.updated_at >= BASE + timedelta(seconds=6)
     assert bus.published_ids() == [job.id] * 3
+    records = await store.attempts(job.id)
+    assert [(r.number, r.outcome, r.error_type) for r in records] == [
+        (n, Outcome.FAILED, "RuntimeError") for n in (1, 2, 3)
+    ]
+    assert [r.error_message for r in records] == [f"attempt {n} failed" for n in (1, 2, 3)]
+    for record in records:
+        assert record.traceback is not None
+        assert "in always_fails" in record.traceback
     processed = "executor_jobs_processed_total"
     labels = {"job_type": "always-fails"}
     assert sample(deps.metrics, processed, {**labels, "result": "retried"}) == 2
@@ -1027,14 +1049,19 @@ async def test_reaper_recovers_stale_claimed_and_running_jobs_and_leaves_live_on
 
     assert await Reaper(deps).sweep() == {"queued": 0, "claimed": 3}
 
-    for job in (running_stale, claimed_stale):
+    # A running job's attempt was counted when it started and fails as lost (backoff); a
+    # job that never got past claimed goes back at once, uncounted.
+    for job, delay, attempts in ((running_stale, 2, 1), (claimed_stale, 0, 0)):
         stored = await store.get(job.id)
         assert stored.status is Status.PENDING
-        assert stored.attempts == 1
+        assert stored.attempts == attempts
         assert stored.claim_token is None
-        assert stored.scheduled_at == now + timedelta(seconds=2)
+        assert stored.scheduled_at == now + timedelta(seconds=delay)
         assert stored.last_error is not None
         assert stored.last_error.startswith("lost: executor worker-old stopped heartbeating")
+        [lost] = await store.attempts(job.id)
+        assert (lost.number, lost.outcome, lost.worker) == (1, Outcome.LOST, "worker-old")
+        assert lost.error_message == stored.last_error
     dead = await store.get(last_attempt.id)
     assert dead.status is Status.DLQ
     assert dead.attempts == 3
@@ -1042,7 +1069,8 @@ async def test_reaper_recovers_stale_claimed_and_running_jobs_and_leaves_live_on
     live = await store.get(heartbeating.id)
     assert live.status is Status.RUNNING
     assert live.claim_token == "tok-d"
-    assert live.attempts == 0
+    assert live.attempts == 1
+    assert await store.attempts(heartbeating.id) == []
     assert sample(deps.metrics, "reaper_recovered_jobs_total", {"sweep": "claimed"}) == 3
 
     # The old executor's late outcome cannot overwrite the recovery.
@@ -1231,3 +1259,25 @@ async def test_waker_sleep_until_a_past_deadline_returns_at_once(
     clock = make_clock()
     await Waker(clock).sleep_until(after(-5))
     assert clock.now() == BASE
+
+
+async def test_reaper_prunes_attempt_records_older_than_the_retention(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    deps = make_deps(settings=make_settings(tmp_path, attempt_retention=3600.0))
+    old, recent = make_job(), make_job()
+    await queue(deps, store, old)
+    assert await Executor(deps).run(wake_up(old)) == "completed"
+    await trio.sleep(1800)
+    await queue(deps, store, recent)
+    assert await Executor(deps).run(wake_up(recent)) == "completed"
+
+    await trio.sleep(1801)  # old's record is now 3601 s old, recent's 1801 s
+    await Reaper(deps).sweep()
+
+    assert await store.attempts(old.id) == []
+    assert [a.outcome for a in await store.attempts(recent.id)] == [Outcome.COMPLETED]
+    assert (await store.get(old.id)).status is Status.COMPLETED  # the job itself stays

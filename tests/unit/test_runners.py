@@ -23,6 +23,7 @@ import trio
 import trio.testing
 
 from jobscheduler import PermanentError, states
+from jobscheduler.attempts import Outcome
 from jobscheduler.bus import WakeUp
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.executor import Executor, handler_logger, run_executor
@@ -146,6 +147,9 @@ async def test_async_handler_past_its_timeout_is_cancelled_and_the_attempt_fails
     assert failed.attempts == 1
     assert failed.last_error == "timed out after 30s"
     assert failed.scheduled_at > failed.updated_at  # retried with backoff
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome) == (1, Outcome.TIMED_OUT)
+    assert (record.error_type, record.error_message) == ("HandlerTimeout", "timed out after 30s")
     [(deadline, started_at)] = seen
     assert deadline - started_at == timedelta(seconds=30)
     assert cancelled_after == [30.0]
@@ -208,6 +212,12 @@ async def test_permanent_error_dead_letters_after_one_attempt(
     dead = await store.get(job.id)
     assert (dead.status, dead.attempts) == (Status.DLQ, 1)
     assert dead.last_error == "PermanentError: 404 from the CRM"
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome, record.error_type) == (
+        1,
+        Outcome.FAILED,
+        "PermanentError",
+    )
     assert [letter.job_id for letter in bus.dead_letters] == [job.id]
     labels = {"job_type": "gone", "result": "dlq"}
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1

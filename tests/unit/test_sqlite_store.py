@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
 import trio
 import trio.testing
 
+from jobscheduler import states
 from jobscheduler.model import Job, new_job_id
 from jobscheduler.store.sqlite import SQLiteJobStore
 
@@ -77,3 +79,51 @@ async def test_a_write_cancelled_while_queued_is_withdrawn(tmp_path: Path) -> No
     await store.insert(job("later"))  # runs a batch: the withdrawn write must not be in it
     assert [j.idempotency_key for j in await store.list_jobs("t", None, 10)] == ["later"]
     await store.close()
+
+
+#: The jobs table as the first release created it (before results and cron template ids).
+_FIRST_RELEASE_SCHEMA = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY, idempotency_key TEXT NOT NULL UNIQUE, tenant_id TEXT NOT NULL,
+    job_type TEXT NOT NULL, payload TEXT NOT NULL, priority INTEGER NOT NULL,
+    status TEXT NOT NULL, scheduled_at INTEGER NOT NULL, cron TEXT, attempts INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL, last_error TEXT, claimed_by TEXT, claimed_at INTEGER,
+    claim_token TEXT, heartbeat_at INTEGER, queued_at INTEGER, created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+async def test_a_file_from_the_first_release_gains_the_new_columns_and_keeps_its_jobs(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    millis = int(NOW.timestamp() * 1000)
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_FIRST_RELEASE_SCHEMA)
+        conn.execute(
+            "INSERT INTO jobs VALUES (?, 'old', 't', 'noop', '{}', 0, 'pending', ?, NULL, 0, 3,"
+            " NULL, NULL, NULL, NULL, NULL, NULL, ?, ?)",
+            ("a" * 24, millis, millis, millis),
+        )
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        old = await store.get("a" * 24)
+        assert (old.idempotency_key, old.result, old.template_id) == ("old", None, None)
+        [queued] = await store.claim_due(NOW, 1)
+        assert await store.apply(states.pick(queued.id, worker="w", token="t", now=NOW))
+        running = await store.apply(states.start(queued.id, token="t", now=NOW))
+        assert running is not None
+        done = await store.apply(states.complete(running, token="t", now=NOW, result=[1]))
+        assert done is not None
+        assert done.result == [1]
+        assert len(await store.attempts(old.id)) == 1
+    finally:
+        await store.close()
+    again = SQLiteJobStore(path)  # a second start finds the columns already there
+    await again.start()
+    try:
+        assert (await again.get("a" * 24)).result == [1]
+    finally:
+        await again.close()

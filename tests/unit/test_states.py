@@ -12,6 +12,7 @@ import attrs
 import pytest
 
 from jobscheduler import states
+from jobscheduler.attempts import Attempt, Failure, Outcome
 from jobscheduler.model import MAX_ERROR_LENGTH, Job, Status
 
 from .conftest import make_job
@@ -56,11 +57,13 @@ def test_pick_expects_queued_and_records_the_claim() -> None:
     }
 
 
-def test_start_expects_claimed_with_the_same_token() -> None:
+def test_start_expects_claimed_with_the_same_token_and_counts_the_attempt() -> None:
     change = states.start("job-1", token=TOKEN, now=NOW)
     assert change.transition == "start"
     assert change.expect == {"status": Status.CLAIMED, "claim_token": TOKEN}
     assert change.set == {"status": Status.RUNNING, "heartbeat_at": NOW_MS, "updated_at": NOW_MS}
+    assert change.inc == {"attempts": 1}
+    assert change.record is None
 
 
 def test_heartbeat_expects_running_with_the_token_and_only_refreshes_times() -> None:
@@ -77,13 +80,26 @@ def test_complete_expects_running_with_the_token_and_drops_the_token() -> None:
     assert change.job_id == job.id
     assert change.expect == {"status": Status.RUNNING, "claim_token": TOKEN}
     assert change.set == {"status": Status.COMPLETED, "claim_token": None, "updated_at": NOW_MS}
+    assert change.record == Attempt(
+        job_id=job.id,
+        number=1,
+        outcome=Outcome.COMPLETED,
+        worker="worker-1",
+        started_at=job.claimed_at,
+        finished_at=NOW_MS,
+    )
+
+
+def test_complete_stores_the_result_when_there_is_one() -> None:
+    change = states.complete(running(), token=TOKEN, now=NOW, result={"sent": 3})
+    assert change.set["result"] == {"sent": 3}
 
 
 @pytest.mark.parametrize(
     ("attempts", "backoff"),
-    [(0, 2), (1, 4), (2, 8), (5, 64), (8, 300), (20, 300)],
+    [(1, 2), (2, 4), (3, 8), (6, 64), (9, 300), (21, 300)],
 )
-def test_fail_below_max_attempts_counts_the_attempt_and_backs_off(
+def test_fail_below_max_attempts_backs_off_without_counting_again(
     attempts: int, backoff: int
 ) -> None:
     job = running(attempts=attempts, max_attempts=100)
@@ -96,23 +112,40 @@ def test_fail_below_max_attempts_counts_the_attempt_and_backs_off(
     }
     assert change.set == {
         "status": Status.PENDING,
-        "attempts": attempts + 1,
         "last_error": "boom",
         "claim_token": None,
         "scheduled_at": NOW_MS + timedelta(seconds=backoff),
         "updated_at": NOW_MS,
     }
+    assert change.inc == {}
 
 
-@pytest.mark.parametrize(("attempts", "max_attempts"), [(2, 3), (0, 1), (4, 5), (5, 3)])
+@pytest.mark.parametrize(("attempts", "max_attempts"), [(3, 3), (1, 1), (5, 5), (6, 3)])
 def test_fail_reaching_max_attempts_dead_letters(attempts: int, max_attempts: int) -> None:
     job = running(attempts=attempts, max_attempts=max_attempts)
     change = states.fail(job, token=TOKEN, now=NOW, error="boom")
     assert change.set["status"] is Status.DLQ
-    assert change.set["attempts"] == attempts + 1
+    assert "attempts" not in change.set
     assert change.set["last_error"] == "boom"
     assert change.set["claim_token"] is None
     assert "scheduled_at" not in change.set
+
+
+def test_fail_records_the_failure_with_its_type_message_and_traceback() -> None:
+    try:
+        raise KeyError("to")
+    except KeyError as exc:
+        failure = Failure.from_exception(exc)
+    job = running(attempts=2, max_attempts=3)
+    change = states.fail(job, token=TOKEN, now=NOW, error=failure, outcome=Outcome.TIMED_OUT)
+    assert change.set["last_error"] == "KeyError: 'to'"
+    record = change.record
+    assert record is not None
+    assert (record.number, record.outcome, record.worker) == (2, Outcome.TIMED_OUT, "worker-1")
+    assert (record.error_type, record.error_message) == ("KeyError", "'to'")
+    assert record.traceback is not None
+    assert record.traceback.startswith("Traceback")
+    assert record.traceback.rstrip().endswith("KeyError: 'to'")
 
 
 def test_fail_truncates_very_long_errors() -> None:
@@ -121,22 +154,33 @@ def test_fail_truncates_very_long_errors() -> None:
     assert change.set["last_error"].endswith("…")
 
 
-@pytest.mark.parametrize("attempts", [0, 2])
-def test_release_hands_back_without_counting_an_attempt(attempts: int) -> None:
+@pytest.mark.parametrize("attempts", [1, 3])
+def test_release_of_a_running_job_takes_its_started_attempt_back(attempts: int) -> None:
     job = running(attempts=attempts)
     change = states.release(job, token=TOKEN, now=NOW)
     assert change.transition == "release"
     assert change.expect == {
-        "status": (Status.CLAIMED, Status.RUNNING),
+        "status": Status.RUNNING,
         "claim_token": TOKEN,
+        "attempts": attempts,
     }
     assert change.set == {
         "status": Status.PENDING,
         "scheduled_at": NOW_MS,
+        "attempts": attempts - 1,
         "claim_token": None,
         "updated_at": NOW_MS,
     }
+    assert change.record is not None
+    assert (change.record.number, change.record.outcome) == (attempts, Outcome.RELEASED)
+
+
+def test_release_of_a_claimed_job_leaves_attempts_alone() -> None:
+    change = states.release(running(status=Status.CLAIMED, attempts=1), token=TOKEN, now=NOW)
+    assert change.expect == {"status": (Status.CLAIMED, Status.RUNNING), "claim_token": TOKEN}
     assert "attempts" not in change.set
+    assert change.record is not None
+    assert change.record.number == 2  # the attempt it was about to start
 
 
 def test_requeue_is_conditioned_on_the_observed_queued_at_and_keeps_attempts() -> None:
@@ -148,29 +192,41 @@ def test_requeue_is_conditioned_on_the_observed_queued_at_and_keeps_attempts() -
     assert change.set == {"status": Status.PENDING, "queued_at": None, "updated_at": NOW_MS}
 
 
-@pytest.mark.parametrize("status", [Status.CLAIMED, Status.RUNNING])
-def test_recover_counts_an_attempt_and_says_lost(status: Status) -> None:
-    job = running(status=status, attempts=1, max_attempts=3)
+def test_recover_of_a_running_job_fails_its_started_attempt_and_says_lost() -> None:
+    job = running(attempts=2, max_attempts=3)
     change = states.recover(job, now=NOW)
     assert change.transition == "recover"
     assert change.expect == {
-        "status": status,
+        "status": Status.RUNNING,
         "claim_token": TOKEN,
         "heartbeat_at": job.heartbeat_at,
+        "attempts": 2,
     }
     assert change.set["status"] is Status.PENDING
-    assert change.set["attempts"] == 2
+    assert "attempts" not in change.set  # counted when it started
     assert change.set["scheduled_at"] == NOW_MS + timedelta(seconds=4)
     assert change.set["claim_token"] is None
     assert change.set["last_error"].startswith("lost: executor worker-1 stopped heartbeating")
     assert job.heartbeat_at is not None
     assert job.heartbeat_at.isoformat() in change.set["last_error"]
+    assert change.record is not None
+    assert (change.record.number, change.record.outcome) == (2, Outcome.LOST)
+    assert change.record.error_message == change.set["last_error"]
+
+
+def test_recover_of_a_job_never_started_repends_it_at_once_uncounted() -> None:
+    job = running(status=Status.CLAIMED, attempts=1, max_attempts=1)
+    change = states.recover(job, now=NOW)
+    assert change.set["status"] is Status.PENDING
+    assert change.set["scheduled_at"] == NOW_MS
+    assert "attempts" not in change.set
+    assert change.record is not None
+    assert (change.record.number, change.record.outcome) == (2, Outcome.LOST)
 
 
 def test_recover_at_max_attempts_dead_letters() -> None:
-    change = states.recover(running(attempts=2, max_attempts=3), now=NOW)
+    change = states.recover(running(attempts=3, max_attempts=3), now=NOW)
     assert change.set["status"] is Status.DLQ
-    assert change.set["attempts"] == 3
     assert change.set["last_error"].startswith("lost:")
 
 
@@ -252,4 +308,5 @@ def test_spawn_instance_copies_the_template_as_a_one_off_at_the_fire_time() -> N
     assert instance.payload is not template.payload
     assert instance.max_attempts == 5
     assert instance.attempts == 0
+    assert instance.template_id == template.id  # cron runs name their template
     assert instance.created_at == instance.updated_at == NOW_MS

@@ -1,0 +1,96 @@
+"""The MongoDB store's attempt records: their collection (beside ``jobs``), indexes and codec.
+
+One document per (job, attempt number, outcome), whose ``_id`` is that key, so a repeated
+write is a duplicate-key error the store ignores (the first record wins).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pymongo import ASCENDING, IndexModel
+from pymongo.collection import Collection
+from pymongo.errors import BulkWriteError, PyMongoError
+
+from ..attempts import Attempt, Outcome
+from ..model import Job, utc
+from ..states import Change
+
+log = logging.getLogger(__name__)
+
+Document = dict[str, Any]
+
+#: Attempt records, beside the jobs: ``_id`` is ``<job id>:<number>:<outcome>``.
+ATTEMPTS_COLLECTION: Final = "attempts"
+
+#: Indexes of the attempts collection (its ``_id`` is the unique per-record key).
+ATTEMPT_INDEXES: Final = [
+    IndexModel([("jobId", ASCENDING), ("number", ASCENDING)], name="jobId_number"),
+    IndexModel([("finishedAt", ASCENDING)], name="finishedAt"),
+]
+
+
+def attempt_to_document(record: Attempt) -> Document:
+    return {
+        "_id": record.key,
+        "jobId": record.job_id,
+        "number": record.number,
+        "outcome": record.outcome.value,
+        "worker": record.worker,
+        "startedAt": None if record.started_at is None else utc(record.started_at),
+        "finishedAt": utc(record.finished_at),
+        "errorType": record.error_type,
+        "errorMessage": record.error_message,
+        "traceback": record.traceback,
+    }
+
+
+def document_to_attempt(doc: Mapping[str, Any]) -> Attempt:
+    def aware(value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+    finished = aware(doc["finishedAt"])
+    assert finished is not None
+    return Attempt(
+        job_id=doc["jobId"],
+        number=int(doc["number"]),
+        outcome=Outcome(doc["outcome"]),
+        worker=doc.get("worker"),
+        started_at=aware(doc.get("startedAt")),
+        finished_at=finished,
+        error_type=doc.get("errorType"),
+        error_message=doc.get("errorMessage"),
+        traceback=doc.get("traceback"),
+    )
+
+
+def write_records(
+    collection: Collection[Document], changes: Sequence[Change], results: Sequence[Job | None]
+) -> None:
+    """Append the attempt records of the changes that applied (``results[i]`` not None):
+    one unordered ``insert_many`` right after the transitions, in the same worker thread.
+    Without transactions this is not atomic with them: a failure here is logged, and the
+    transitions stand. A duplicate (the record was already written) is a no-op."""
+    docs = [
+        attempt_to_document(change.record)
+        for change, result in zip(changes, results, strict=True)
+        if change.record is not None and result is not None
+    ]
+    if not docs:
+        return
+    try:
+        collection.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if any(error.get("code") != 11000 for error in errors):
+            log.warning(
+                "attempt records not all written",
+                extra={"records": len(docs), "error": str(errors[:3])},
+            )
+    except PyMongoError as exc:
+        log.warning("attempt records not written", extra={"records": len(docs), "error": str(exc)})

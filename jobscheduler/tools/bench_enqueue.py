@@ -1,0 +1,140 @@
+"""The bench's enqueue+drain phase: N due ``noop`` jobs sent through ``POST /jobs/batch``
+(batches of 1,000) and then through one ``POST /jobs`` per job; for each, the rate from the
+first request to the last completion (counted by the executor's metrics).
+
+Used by :mod:`jobscheduler.tools.bench`; kept apart so that module stays one concern each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import trio
+
+from ..bulk import MAX_BATCH
+from ..model import format_time
+
+#: How many batch requests are in flight at once.
+BATCH_CONCURRENCY = 4
+
+
+class Client(Protocol):
+    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]: ...
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--enqueue", type=int, default=20_000, help="jobs in the bulk enqueue+drain phase (20000)"
+    )
+    parser.add_argument(
+        "--enqueue-single",
+        type=int,
+        default=None,
+        help="jobs in its one-request-per-job run (default: as many as --enqueue)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=MAX_BATCH, help=f"jobs per batch ({MAX_BATCH})"
+    )
+    parser.add_argument(
+        "--phases",
+        default="burst,steady,enqueue",
+        help="comma list of phases to run: burst, steady, enqueue (all)",
+    )
+
+
+def _bodies(tenant: str, n: int) -> list[dict[str, Any]]:
+    due = format_time(datetime.now(UTC) - timedelta(seconds=1))
+    return [
+        {
+            "idempotencyKey": f"{tenant}-{i}",
+            "tenantId": tenant,
+            "jobType": "noop",
+            "scheduledAt": due,
+        }
+        for i in range(n)
+    ]
+
+
+async def _drain(completed_total: Callable[[], Awaitable[float]], target: float) -> float:
+    """Wait until ``target`` jobs completed in all; returns when (perf_counter)."""
+    with trio.fail_after(600):
+        # Polling another process's metrics: there is no event to wait on.
+        while await completed_total() < target:  # noqa: ASYNC110
+            await trio.sleep(0.02)
+    return time.perf_counter()
+
+
+async def _send_batches(client: Client, bodies: list[dict[str, Any]], size: int) -> None:
+    send, receive = trio.open_memory_channel[list[dict[str, Any]]](len(bodies) // size + 1)
+    for start in range(0, len(bodies), size):
+        send.send_nowait(bodies[start : start + size])
+    send.close()
+
+    async def worker() -> None:
+        async for chunk in receive:
+            status, reply = await client.request("POST", "/jobs/batch", {"jobs": chunk})
+            if status != 200:
+                raise RuntimeError(f"POST /jobs/batch -> {status}: {reply}")
+            refused = [r for r in reply["results"] if r["status"] != 201]
+            if refused:
+                raise RuntimeError(f"POST /jobs/batch refused {len(refused)}: {refused[0]}")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(BATCH_CONCURRENCY):
+            nursery.start_soon(worker)
+
+
+async def _send_singly(client: Client, bodies: list[dict[str, Any]], concurrency: int) -> None:
+    send, receive = trio.open_memory_channel[dict[str, Any]](len(bodies))
+    for body in bodies:
+        send.send_nowait(body)
+    send.close()
+
+    async def worker() -> None:
+        async for body in receive:
+            status, reply = await client.request("POST", "/jobs", body)
+            if status != 201:
+                raise RuntimeError(f"POST /jobs -> {status}: {reply}")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrency):
+            nursery.start_soon(worker)
+
+
+async def enqueue_drain(
+    client: Client,
+    completed_total: Callable[[], Awaitable[float]],
+    args: argparse.Namespace,
+    run_id: str,
+) -> None:
+    """Run the phase and print its figures (bulk first, then single)."""
+    n, size = args.enqueue, args.batch_size
+    n_single = args.enqueue_single if args.enqueue_single is not None else n
+    rates: dict[str, float] = {}
+    for mode, count in (("batch", n), ("single", n_single)):
+        if count <= 0:
+            continue
+        bodies = _bodies(f"bench-enqueue-{mode}-{run_id}", count)
+        baseline = await completed_total()
+        started = time.perf_counter()
+        if mode == "batch":
+            await _send_batches(client, bodies, size)
+            requests = -(-count // size)
+            how = f"{requests} x POST /jobs/batch ({size} each, {BATCH_CONCURRENCY} at once)"
+        else:
+            await _send_singly(client, bodies, args.concurrency)
+            how = f"POST /jobs x {count} ({args.concurrency} connections)"
+        sent = time.perf_counter() - started
+        took = await _drain(completed_total, baseline + count) - started
+        rates[mode] = count / took
+        print(
+            f"enqueue+drain {mode}: {count} noop jobs via {how}: sent in {sent:.2f}s "
+            f"({count / sent:.0f} jobs/s accepted), last completed {took:.2f}s after the first "
+            f"request = {rates[mode]:.0f} jobs/s"
+        )
+    if len(rates) == 2:
+        print(f"  bulk vs single enqueue+drain: {rates['batch'] / rates['single']:.1f}x")

@@ -1,0 +1,83 @@
+"""Faults of the role processes: a frozen scheduler leader, executors killed or frozen."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from bson import ObjectId
+
+from .harness import ROLE_ENV, Harness
+
+pytestmark = pytest.mark.faults
+
+ELECTION_TTL = int(ROLE_ENV["ELECTION_TTL"])
+#: The broker's consumer session timeout (scripts/deps.sh: group.consumer.session.timeout.ms).
+SESSION_TIMEOUT = 10.0
+
+
+async def test_a_leader_frozen_past_its_lease_is_replaced_and_steps_down(harness: Harness) -> None:
+    await harness.start(schedulers=2)
+    async with harness.loaded():
+        await harness.warm_up()
+        leader, (standby,) = await harness.cluster.leader(harness.schedulers)
+        async with harness.fault("leader SIGSTOP"):
+            harness.freeze(leader)
+            frozen_at = trio.current_time()
+            # The standby takes over once the frozen leader's lease expires.
+            new_leader, _ = await harness.cluster.leader([standby], timeout=ELECTION_TTL + 15)
+            assert new_leader is standby
+            harness.figures["failover"] = trio.current_time() - frozen_at
+            await trio.sleep(ELECTION_TTL + 2)
+            harness.thaw(leader)
+        # Woken, the old leader finds its lease gone and stops dispatching: one leader.
+        with trio.fail_after(15):
+            while await leader.is_leader(harness.cluster.http):
+                await trio.sleep(0.1)
+        assert await standby.is_leader(harness.cluster.http)
+        await trio.sleep(3)
+    await harness.settle()
+
+
+async def test_an_executor_killed_during_handlers_loses_no_job(harness: Harness) -> None:
+    await harness.start(slow=2)
+    victim = harness.slow[0]
+    async with harness.loaded():
+        await harness.warm_up()
+        with trio.fail_after(20):  # wait until the victim is running slow handlers
+            while await harness.count(status="running", claimedBy=victim.worker_id) < 2:
+                await trio.sleep(0.1)
+        async with harness.fault("executor SIGKILL"):
+            victim.kill()
+            killed_at = trio.current_time()
+        running = await harness.jobs(status="running", claimedBy=victim.worker_id)
+        assert running, "the victim's handlers were running when it was killed"
+        # The reaper recovers them after CLAIM_TIMEOUT; the other executor runs them again.
+        ids = [job.id for job in running]
+        with trio.fail_after(30):
+            while await harness.count(
+                _id={"$in": [ObjectId(i) for i in ids]}, status="completed"
+            ) < len(ids):
+                await trio.sleep(0.2)
+        harness.figures["killed jobs completed"] = trio.current_time() - killed_at
+        await trio.sleep(2)
+    await harness.settle()
+
+
+async def test_an_executor_frozen_past_its_consumer_session_rejoins(harness: Harness) -> None:
+    await harness.start(slow=2)
+    victim = harness.slow[0]
+    async with harness.loaded():
+        await harness.warm_up()
+        with trio.fail_after(20):
+            while await harness.count(status="running", claimedBy=victim.worker_id) < 2:
+                await trio.sleep(0.1)
+        async with harness.fault("executor SIGSTOP") as window:
+            harness.freeze(victim)
+            await trio.sleep(SESSION_TIMEOUT + 5)
+            harness.thaw(victim)
+        assert window.end is not None
+        # The thawed executor was fenced out of its group; it must consume again.
+        waits = await harness.executors_complete_again(window.end, [victim])
+        harness.figures["rejoin"] = waits[victim.name]
+        await trio.sleep(3)
+    await harness.settle()

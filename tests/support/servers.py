@@ -1,0 +1,158 @@
+"""Private etcd, Kafka and FerretDB servers for one test session, run by scripts/deps.sh.
+
+The fault-injection suite freezes and kills its servers, so it never uses the shared ones
+on the default ports: :class:`PrivateServers` starts a second instance of each on free
+ports, with its own ``DEPS_DIR`` (data, logs, pid files), sharing the first instance's
+built FerretDB binary and Kafka jars through ``DEPS_CACHE_DIR`` (default ``<repo>/.deps``,
+which ``scripts/deps.sh up`` fills; the environment variable of that name overrides it).
+
+Every signal goes to a pid read from this instance's pid file, and only after checking
+that the process's command line names this instance's ``DEPS_DIR``: a signal can never
+reach the shared servers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import trio
+
+from .cluster import Servers
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPS_SH = ROOT / "scripts" / "deps.sh"
+SERVICES = ("etcd", "kafka", "ferretdb")
+#: Bound on ``deps.sh up`` (Kafka's JVM start dominates: ~10-15 s on a busy 2-core box).
+UP_TIMEOUT = 180.0
+#: Bound on ``deps.sh down``.
+DOWN_TIMEOUT = 90.0
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port_pair(taken: set[int]) -> int:
+    """A port ``p`` such that ``p`` and ``p + 1`` are free (deps.sh uses ``p + 1`` for etcd's
+    peer and Kafka's controller listener), clear of ``taken`` and of the default ports."""
+    for _ in range(200):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        pair = {port, port + 1}
+        if port + 1 < 65536 and not pair & taken and all(_free(p) for p in pair):
+            taken |= pair
+            return port
+    raise RuntimeError("no two consecutive free ports found")
+
+
+class PrivateServers:
+    """A second etcd, Kafka and FerretDB under ``deps_dir``, on free ports."""
+
+    def __init__(self, deps_dir: Path, cache_dir: Path | None = None) -> None:
+        self.deps_dir = deps_dir.resolve()
+        default_cache = os.environ.get("DEPS_CACHE_DIR") or str(ROOT / ".deps")
+        self.cache_dir = (cache_dir or Path(default_cache)).resolve()
+        taken = {2379, 2380, 9092, 9093, 27017}
+        self.etcd_port = free_port_pair(taken)
+        self.kafka_port = free_port_pair(taken)
+        self.mongo_port = free_port_pair(taken)
+        self.frozen: set[str] = set()
+
+    @property
+    def servers(self) -> Servers:
+        return Servers(
+            mongo_uri=f"mongodb://127.0.0.1:{self.mongo_port}",
+            kafka_brokers=f"127.0.0.1:{self.kafka_port}",
+            etcd_endpoint=f"127.0.0.1:{self.etcd_port}",
+        )
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "DEPS_DIR": str(self.deps_dir),
+            "DEPS_CACHE_DIR": str(self.cache_dir),
+            "ETCD_PORT": str(self.etcd_port),
+            "KAFKA_PORT": str(self.kafka_port),
+            "MONGO_PORT": str(self.mongo_port),
+        }
+
+    def _deps(self, command: str, timeout: float) -> str:
+        result = subprocess.run(
+            [str(DEPS_SH), command],
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"deps.sh {command} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
+            )
+        return result.stdout
+
+    # -- lifecycle (blocking: session set-up and teardown) ---------------------------------
+
+    def up(self) -> str:
+        """Start whatever is not running and wait until every server answers."""
+        return self._deps("up", UP_TIMEOUT)
+
+    def down(self) -> str:
+        """Stop all three (a frozen one is thawed first so that it can stop)."""
+        for svc in list(self.frozen):
+            self.thaw(svc)
+        return self._deps("down", DOWN_TIMEOUT)
+
+    # -- faults ----------------------------------------------------------------------------
+
+    def pid(self, svc: str) -> int:
+        """The pid of this instance's ``svc``, checked against its command line."""
+        assert svc in SERVICES, svc
+        pid = int((self.deps_dir / svc / "pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        if f"{self.deps_dir}/{svc}/" not in cmdline:
+            raise AssertionError(f"pid {pid} is not this instance's {svc}: {cmdline[:200]}")
+        return pid
+
+    def freeze(self, svc: str) -> None:
+        """SIGSTOP: the server keeps its sockets open but answers nothing."""
+        os.kill(self.pid(svc), signal.SIGSTOP)
+        self.frozen.add(svc)
+
+    def thaw(self, svc: str) -> None:
+        os.kill(self.pid(svc), signal.SIGCONT)
+        self.frozen.discard(svc)
+
+    def kill(self, svc: str) -> None:
+        """SIGKILL, and wait until the process is gone (its ports are then free)."""
+        pid = self.pid(svc)
+        os.kill(pid, signal.SIGKILL)
+        self.frozen.discard(svc)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2:3]
+            if state == ["Z"]:  # a zombie (its parent, setsid nohup, reaps it)
+                break
+            time.sleep(0.05)
+
+    async def restart(self) -> float:
+        """``deps.sh up`` (starts what is not running); returns the seconds it took."""
+        started = time.monotonic()
+        await trio.to_thread.run_sync(self.up)
+        return time.monotonic() - started
+
+    def log_tail(self, svc: str, lines: int = 40) -> str:
+        path = self.deps_dir / svc / "log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
