@@ -354,3 +354,47 @@ async def test_with_auth_off_every_caller_is_the_operator(make_deps: DepsFactory
 
 def test_roles_order_reader_writer_admin() -> None:
     assert Role.READER.rank < Role.WRITER.rank < Role.ADMIN.rank
+
+
+# ----------------------------------------------------------------------- batch
+
+
+async def test_a_batch_takes_the_keys_tenant_and_refuses_another(api: AuthApi) -> None:
+    ok = await api.call(
+        "POST", "/jobs/batch", as_="a-writer", json={"jobs": [body(tenant=None), body()]}
+    )
+    assert ok.status == 200, ok.text
+    assert [r["job"]["tenantId"] for r in ok.json["results"]] == ["tenant-a", "tenant-a"]
+    mixed = await api.call(
+        "POST", "/jobs/batch", as_="a-writer", json={"jobs": [body(), body(tenant="tenant-b")]}
+    )
+    assert mixed.status == 403
+    assert await api.deps.store.list_jobs("tenant-b", None, 10) == []
+    reader = await api.call("POST", "/jobs/batch", as_="a-reader", json={"jobs": [body()]})
+    assert reader.status == 403
+
+
+async def test_a_batch_counts_each_job_against_the_create_rate(
+    make_deps: DepsFactory, mock_clock: MockClock
+) -> None:
+    deps = auth_deps(make_deps, quota_create_rate=1.0, quota_create_burst=3)
+    async with serve_auth(deps) as api:
+        batch = {"jobs": [body() for _ in range(3)]}
+        assert (await api.call("POST", "/jobs/batch", as_="a-writer", json=batch)).status == 200
+        refused = await api.call("POST", "/jobs/batch", as_="a-writer", json={"jobs": [body()]})
+        assert refused.status == 429
+        assert refused.headers["Retry-After"] == "1"
+
+
+async def test_a_409_never_names_another_tenants_job(api: AuthApi) -> None:
+    await api.call(
+        "POST", "/jobs", as_="b-writer", json=body(tenant="tenant-b", idempotencyKey="k")
+    )
+    mine = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="k"))
+    again = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="k"))
+    assert again.status == 409
+    assert again.json["jobId"] == mine.json["id"]
+    batch = await api.call(
+        "POST", "/jobs/batch", as_="a-writer", json={"jobs": [body(idempotencyKey="k")]}
+    )
+    assert batch.json["results"][0]["jobId"] == mine.json["id"]
