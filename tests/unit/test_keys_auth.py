@@ -216,3 +216,33 @@ async def test_the_reaper_prunes_audit_records_past_the_retention(
     clock.advance(1801)
     assert await Reaper(deps).prune_audit() == 1
     assert [r.id for r in await deps.store.list_audit(AuditQuery())] == [recent.id]
+
+
+async def test_a_stalled_count_leaves_the_last_one_standing_after_half_a_second(
+    autojump_clock: MockClock,
+) -> None:
+    from jobscheduler.quotas import COUNT_REFRESH, QuotaExceeded, Quotas
+
+    counts = [5]
+    stalled = trio.Event()
+
+    async def count(tenant: str) -> int:
+        if stalled.is_set():
+            await trio.sleep_forever()
+        return counts[0]
+
+    quotas = Quotas(
+        count_unfinished=count,
+        max_unfinished=6,
+        create_rate=0,
+        create_burst=1,
+        on_reject=lambda reason: None,
+    )
+    await quotas.admit_creates(who="k", tenant="t", count=1)  # 5 + 1 = 6: at the limit
+    stalled.set()
+    await trio.sleep(COUNT_REFRESH)
+    started = trio.current_time()
+    with pytest.raises(QuotaExceeded):
+        # The last count (5 read + 1 admitted) stands: 6 + 1 is over the limit.
+        await quotas.admit_creates(who="k", tenant="t", count=1)
+    assert trio.current_time() - started == pytest.approx(0.5)
