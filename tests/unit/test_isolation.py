@@ -38,6 +38,16 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "scheduledAt": "2026-01-01T00:00:00Z",
     },
     ("POST", "/keys"): {"tenantId": B, "role": "admin"},
+    ("POST", "/jobs/batch"): {
+        "jobs": [
+            {
+                "idempotencyKey": "b-template",
+                "tenantId": B,
+                "jobType": "noop",
+                "scheduledAt": "2026-01-01T00:00:00Z",
+            }
+        ]
+    },
     ("POST", "/cron/preview"): {"cron": "*/5 * * * *"},
 }
 
