@@ -18,6 +18,8 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from .api_cron import register_cron_routes
+from .api_listing import register_listing_routes
+from .api_manage import register_manage_routes
 from .attempts import attempt_to_json
 from .auth import Role, current_principal, public, requires
 from .bounded import BoundedCalls
@@ -25,6 +27,7 @@ from .bulk import create_batch, parse_batch_request
 from .errors import (
     DuplicateJob,
     Forbidden,
+    InvalidTransition,
     JobNotFound,
     JobSchedulerError,
     StoreError,
@@ -37,7 +40,6 @@ from .model import (
     job_to_json,
     loads_json_body,
     parse_create_request,
-    parse_list_query,
 )
 from .observability import serve_asgi
 from .runtime import Deps
@@ -49,7 +51,6 @@ from .tenancy import (
     forget_batch,
     forget_creates,
     install_tenancy,
-    tenant_args,
 )
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     Forbidden: 403,
     JobNotFound: 404,
     DuplicateJob: 409,
+    InvalidTransition: 409,
     StoreError: 503,
 }
 
@@ -258,15 +260,9 @@ def create_app(deps: Deps) -> QuartTrio:
         current_principal().check_visible(job.tenant_id, job.id)
         return _json(job_to_json(job), 200)
 
-    @app.get("/jobs")
-    @requires(Role.READER)
-    async def list_jobs() -> Response:
-        tenant, status, limit = parse_list_query(tenant_args(request.args))
-        current_principal().scope(tenant)
-        jobs = await store_calls.call(deps.store.list_jobs, tenant, status, limit)
-        return _json([job_to_json(job) for job in jobs], 200)
-
     register_cron_routes(app, deps, _json, store_calls)
+    register_listing_routes(app, deps, _json, store_calls)
+    register_manage_routes(app, deps, _json, store_calls)
     return app
 
 

@@ -45,6 +45,8 @@ class Outcome(enum.StrEnum):
     LOST = "lost"
     #: The executor shut down and handed the job back; the attempt is not counted.
     RELEASED = "released"
+    #: A user cancelled the running job; its executor stopped the handler.
+    CANCELLED = "cancelled"
 
 
 def _clip(text: str, limit: int) -> str:

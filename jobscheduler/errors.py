@@ -70,3 +70,12 @@ class HandlerTimeout(HandlerError, TimeoutError):
 
 class AppLoadError(ConfigError):
     """The user's app (``--app`` / ``JOBSCHEDULER_APP``) could not be loaded or is invalid."""
+
+
+class InvalidTransition(JobSchedulerError, ValueError):
+    """The job's current status does not allow the action (a 409 naming the status)."""
+
+    def __init__(self, message: str, *, job_id: str, status: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.status = status

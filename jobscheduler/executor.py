@@ -71,13 +71,15 @@ def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
 class _InFlight:
     """A running job, as the executor's shared heartbeat loop sees it."""
 
-    __slots__ = ("job_id", "lost", "permanent", "scope", "timed_out", "token")
+    __slots__ = ("cancel_requested", "job_id", "lost", "permanent", "scope", "timed_out", "token")
 
     def __init__(self, job_id: str, token: str) -> None:
         self.job_id = job_id
         self.token = token
         self.scope = trio.CancelScope()
         self.lost = False
+        #: A user asked to cancel the job: its handler is stopped and the job cancelled.
+        self.cancel_requested = False
         #: The handler raised PermanentError: dead-letter without further attempts.
         self.permanent = False
         #: The handler ran past its timeout and was stopped.
@@ -199,8 +201,14 @@ class Executor:
                 continue
             self._throttled.recovered("heartbeat", "heartbeats written again")
             for entry, beat in zip(entries, results, strict=True):
-                if beat is None and entry.token in self._in_flight:
+                if entry.token not in self._in_flight:
+                    continue
+                if beat is None:
                     entry.lost = True
+                    entry.scope.cancel()
+                elif beat.cancel_requested_at is not None and not entry.cancel_requested:
+                    # The heartbeat's own reply carries the request: no extra round trip.
+                    entry.cancel_requested = True
                     entry.scope.cancel()
 
     async def consume(
@@ -270,8 +278,8 @@ class Executor:
         if picked is None:
             return "stale"
         done = await self._execute(*picked)
-        if done is None:
-            return "stale"
+        if isinstance(done, str):
+            return done
         dead: list[Job] = []
         result = "unknown"  # unless written: the outcome write timed out; the reaper will
         with shielded(OUTCOME_TIMEOUT):  # settle the job
@@ -379,12 +387,14 @@ class Executor:
                 await delivery.release()
             limiter.release_on_behalf_of(delivery)
             raise
-        finished.send_nowait(_Finished(delivery, done))
+        finished.send_nowait(_Finished(delivery, done if isinstance(done, _Done) else None))
 
-    async def _execute(self, job: Job, token: str) -> _Done | None:
+    async def _execute(self, job: Job, token: str) -> _Done | str:
         """Run the handler while the heartbeat loop watches the job. Returns what to write,
-        or None when the reaper took the job back meanwhile (counted stale here). Cancelled
-        (shutdown) or failing unexpectedly, it hands the job back before re-raising."""
+        or the result label when there is nothing left to write (counted here): "stale" when
+        the reaper took the job back meanwhile, "cancelled" when a user's cancel request
+        stopped the handler and the job was cancelled. Cancelled (shutdown) or failing
+        unexpectedly, it hands the job back before re-raising."""
         logger = logging.LoggerAdapter(
             log, {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type}
         )
@@ -402,10 +412,14 @@ class Executor:
             if not ok:
                 await self._release(job, token, logger)
         self._duration(job.job_type).observe(time.perf_counter() - started)
+        if entry.cancel_requested and not entry.lost:
+            if await self._finish_cancel(job, token, logger):
+                return "cancelled"
+            return self._count_lost(job.job_type, "finish_cancel", job.id)
         if entry.lost:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
-            return None
+            return "stale"
         return _Done(
             job,
             token,
@@ -469,6 +483,24 @@ class Executor:
             if released is not None:
                 self._count(job.job_type, "released")
                 logger.info("job handed back on shutdown")
+            else:
+                # Not handed back because a cancel was requested meanwhile: finish it.
+                await self._finish_cancel(job, token, logger)
+
+    async def _finish_cancel(
+        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> bool:
+        """running -> cancelled (token-fenced, shielded); False if the job moved on."""
+        deps = self._deps
+        with shielded(OUTCOME_TIMEOUT):
+            cancelled = await deps.store.apply(
+                states.finish_cancel(job, token=token, now=deps.clock.now())
+            )
+            if cancelled is not None:
+                self._count(job.job_type, "cancelled")
+                logger.info("job cancelled while running; handler stopped")
+                return True
+        return False
 
     # -- settle -----------------------------------------------------------------------------
 
@@ -593,6 +625,10 @@ class Executor:
         for outcome, after in zip(outcomes, await deps.store.apply_many(changes), strict=True):
             job, error, logger = outcome.job, outcome.error, outcome.logger
             if after is None:
+                # A failed attempt loses to a cancel request: the job ends cancelled.
+                if error is not None and await self._finish_cancel(job, outcome.token, logger):
+                    results.append("cancelled")
+                    continue
                 transition = "complete" if error is None else "fail"
                 results.append(self._count_lost(job.job_type, transition, job.id))
                 continue

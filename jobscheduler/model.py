@@ -50,6 +50,10 @@ class Status(enum.StrEnum):
     FAILED = "failed"
     #: Attempts exhausted (or a cron template that no longer parses). Final; never claimed.
     DLQ = "dlq"
+    #: Cancelled by a user (a retired cron template, too). Final until retried.
+    CANCELLED = "cancelled"
+    #: A cron template that does not fire until resumed.
+    PAUSED = "paused"
 
 
 LISTABLE_STATUSES = tuple(s.value for s in Status)
@@ -96,6 +100,44 @@ class Job:
     #: For a cron run: the fire time it stands for. (template_id, fire_at) identifies a run
     #: (its own unique index in every store), whatever its idempotency key.
     fire_at: datetime | None = attrs.field(default=None, validator=_aware)
+    #: A running job's cancel request; the executor's next heartbeat stops the handler.
+    cancel_requested_at: datetime | None = attrs.field(default=None, validator=_aware)
+    #: The job's retries by a user, oldest first (at most MAX_REPLAYS kept).
+    replays: tuple[Replay, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class Replay:
+    """One retry of a dlq or cancelled job by a user: when, and what it left behind."""
+
+    at: datetime = attrs.field(validator=_aware)
+    previous_status: Status
+    previous_error: str | None = None
+    previous_attempts: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "at": format_time(self.at),
+            "previousStatus": self.previous_status.value,
+            "previousAttempts": self.previous_attempts,
+        }
+        if self.previous_error is not None:
+            out["previousError"] = self.previous_error
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Replay:
+        """The inverse of :meth:`to_json` (how both stores keep replays)."""
+        return cls(
+            at=parse_time(data["at"], "replays.at"),
+            previous_status=Status(data["previousStatus"]),
+            previous_error=data.get("previousError"),
+            previous_attempts=int(data.get("previousAttempts", 0)),
+        )
+
+
+#: How many replays a job remembers (the oldest are dropped first).
+MAX_REPLAYS = 20
 
 
 def new_job_id() -> str:
@@ -190,6 +232,10 @@ def job_to_json(job: Job) -> dict[str, Any]:
         out["lastError"] = job.last_error
     if job.result is not None:
         out["result"] = job.result
+    if job.cancel_requested_at is not None:
+        out["cancelRequestedAt"] = format_time(job.cancel_requested_at)
+    if job.replays:
+        out["replays"] = [replay.to_json() for replay in job.replays]
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
     return out

@@ -113,6 +113,18 @@ class Metrics:
         )
         for reason in ("rate", "unfinished"):
             self.api_quota_rejections.labels(reason=reason)
+        self.jobs = Gauge(
+            "jobs",
+            "Jobs by status and job type (every tenant), sampled by the reaper.",
+            ["status", "job_type"],
+            registry=r,
+        )
+        self.queue_lag = Gauge(
+            "jobs_queue_lag_seconds",
+            "How long the oldest due pending one-off job has waited past its scheduledAt, "
+            "sampled by the reaper.",
+            registry=r,
+        )
         for sweep in ("queued", "claimed"):
             self.reaper_recovered.labels(sweep=sweep)
 

@@ -1,4 +1,4 @@
-"""The reaper role: return stuck jobs to pending.
+"""The reaper role: return stuck jobs to pending, and sample the job gauges.
 
 Two sweeps: ``queued`` longer than QUEUED_TIMEOUT (the wake-up was lost; attempt count
 kept) and ``claimed``/``running`` without a heartbeat for CLAIM_TIMEOUT (the executor died;
@@ -23,6 +23,8 @@ from .runtime import Deps
 log = logging.getLogger(__name__)
 
 SWEEP_BATCH = 500
+#: Upper bound of one sample of the job gauges (a count over every job).
+STATS_TIMEOUT = 5.0
 
 
 class Reaper:
@@ -128,6 +130,28 @@ class Reaper:
         return pruned
 
 
+async def sample_gauges(deps: Deps, seen: set[tuple[str, str]]) -> bool:
+    """Set the ``jobs{status,job_type}`` and queue-lag gauges from one stats query, bounded
+    by STATS_TIMEOUT; a label pair seen before but gone now reads 0. False if it failed."""
+    now = deps.clock.now()
+    with trio.move_on_after(STATS_TIMEOUT):
+        try:
+            stats = await deps.store.stats(None, now)
+        except StoreError as exc:
+            log.warning("job gauges not sampled", extra={"error": str(exc)})
+            return False
+        current = {(status.value, job_type): n for (status, job_type), n in stats.counts.items()}
+        for labels in seen - set(current):
+            deps.metrics.jobs.labels(*labels).set(0)
+        for labels, n in current.items():
+            deps.metrics.jobs.labels(*labels).set(n)
+        seen |= set(current)
+        deps.metrics.queue_lag.set(stats.queue_lag(now))
+        return True
+    log.warning("job gauges not sampled: stats query timed out", extra={"timeout": STATS_TIMEOUT})
+    return False
+
+
 async def run_reaper(
     deps: Deps, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
@@ -142,6 +166,7 @@ async def run_reaper(
         except StoreError as exc:
             log.error("reaper start-up sweep failed", extra={"error": str(exc)})
     task_status.started()
+    seen: set[tuple[str, str]] = set()
     while True:
         try:
             await reaper.sweep()
@@ -151,4 +176,5 @@ async def run_reaper(
             await reaper.prune_audit()
         except StoreError as exc:
             log.warning("audit records not pruned", extra={"error": str(exc)})
+        await sample_gauges(deps, seen)
         await trio.sleep(deps.settings.reaper_interval)

@@ -21,6 +21,14 @@ job do not count again and dead-letter once ``attempts >= maxAttempts``; ``relea
 the started attempt back. Every transition that ends an attempt carries its
 :class:`~jobscheduler.attempts.Attempt` record, which the store appends beside the job when
 (and only when) the transition applies.
+
+User actions (issue 11), each one conditional update too::
+
+    pending/queued/claimed -cancel-> cancelled        (a stale wake-up then loses its pick)
+    running -request_cancel-> running + cancelRequestedAt -finish_cancel (executor)-> cancelled
+    dlq/cancelled -retry-> pending (attempts reset to 0, a Replay record kept)
+    template: pending -pause-> paused -resume-> pending (next fire from now, no burst)
+              pending/paused/dlq -retire-> cancelled;  update_template edits it in place
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import attrs
 
 from .attempts import Attempt, Failure, Outcome
 from .backoff import backoff_seconds
-from .model import Job, Status, new_job_id, truncate_error, utc
+from .model import MAX_REPLAYS, Job, Replay, Status, new_job_id, truncate_error, utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -190,7 +198,13 @@ def fail(
     return Change(
         transition="fail",
         job_id=job.id,
-        expect={"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts},
+        # A cancel request wins over a retry: the executor then writes finish_cancel.
+        expect={
+            "status": Status.RUNNING,
+            "claim_token": token,
+            "attempts": job.attempts,
+            "cancel_requested_at": None,
+        },
         set=_failure_set(job, now=now, error=summary, permanent=permanent),
         record=attempt_record(job, outcome=outcome, now=now, failure=failure),
     )
@@ -206,9 +220,19 @@ def release(job: Job, *, token: str, now: datetime) -> Change:
         "claim_token": None,
         "updated_at": now,
     }
-    expect: dict[str, Any] = {"status": (Status.CLAIMED, Status.RUNNING), "claim_token": token}
+    # A job asked to stop is cancelled (finish_cancel), not handed back.
+    expect: dict[str, Any] = {
+        "status": (Status.CLAIMED, Status.RUNNING),
+        "claim_token": token,
+        "cancel_requested_at": None,
+    }
     if job.status is Status.RUNNING:
-        expect = {"status": Status.RUNNING, "claim_token": token, "attempts": job.attempts}
+        expect = {
+            "status": Status.RUNNING,
+            "claim_token": token,
+            "attempts": job.attempts,
+            "cancel_requested_at": None,
+        }
         changes["attempts"] = max(job.attempts - 1, 0)
     return Change(
         transition="release",
@@ -237,9 +261,11 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
     A running job's attempt (counted when it started) is a failed one, so a job that kills
     its executor every time ends in dlq instead of looping. A job lost while only
     ``claimed`` never started: it goes back to pending at once, uncounted. Either way a
-    ``lost`` attempt is recorded. Conditioned on the exact claim token and heartbeat the
-    reaper saw. ``error`` replaces the default ``lastError`` (e.g. `dev` recovering at
-    start-up the jobs of the process that held its store before, which is known dead).
+    ``lost`` attempt is recorded. A lost running job whose cancel was requested ends
+    ``cancelled`` instead (its attempt still counted). Conditioned on the exact claim token
+    and heartbeat the reaper saw. ``error`` replaces the default ``lastError`` (e.g. `dev`
+    recovering at start-up the jobs of the process that held its store before, which is
+    known dead).
     """
     now = utc(now)
     seen = job.heartbeat_at.isoformat() if job.heartbeat_at else "never"
@@ -249,6 +275,9 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
         )
     if job.status is Status.RUNNING:
         changes = _failure_set(job, now=now, error=error)
+        if job.cancel_requested_at is not None:
+            # A lost job whose cancel was requested ends cancelled rather than running again.
+            changes.update(status=Status.CANCELLED, scheduled_at=job.scheduled_at)
     else:
         changes = {
             "status": Status.PENDING,
@@ -323,4 +352,145 @@ def spawn_instance(
         updated_at=now,
         template_id=template.id,
         fire_at=utc(fire_at),
+    )
+
+
+# --------------------------------------------------------------------------- user actions
+
+#: Statuses a job can be cancelled from at once (no executor runs it yet, or a template).
+CANCELLABLE = (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
+#: Statuses a job can be retried (replayed) from.
+RETRYABLE = (Status.DLQ, Status.CANCELLED)
+#: Statuses that are final unless a user retries the job.
+FINISHED = (Status.COMPLETED, Status.FAILED, Status.DLQ, Status.CANCELLED)
+
+
+def cancel(job: Job, *, now: datetime) -> Change:
+    """pending/queued/claimed (or a paused template) -> cancelled.
+
+    A queued job's wake-up then loses its pick; a claimed job's start loses (the executor
+    drops it). Conditioned on the status only: from any of these the outcome is the same.
+    """
+    now = utc(now)
+    return Change(
+        transition="cancel",
+        job_id=job.id,
+        expect={"status": CANCELLABLE},
+        set={"status": Status.CANCELLED, "claim_token": None, "updated_at": now},
+    )
+
+
+def request_cancel(job: Job, *, now: datetime) -> Change:
+    """running -> running with ``cancel_requested_at``: the executor's next heartbeat reads
+    it (the heartbeat's update returns the job) and stops the handler."""
+    now = utc(now)
+    return Change(
+        transition="request_cancel",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": job.claim_token},
+        set={"cancel_requested_at": now, "updated_at": now},
+    )
+
+
+def finish_cancel(job: Job, *, token: str, now: datetime) -> Change:
+    """running -> cancelled, by the executor that stopped the handler (token-fenced)."""
+    now = utc(now)
+    return Change(
+        transition="finish_cancel",
+        job_id=job.id,
+        expect={"status": Status.RUNNING, "claim_token": token},
+        set={
+            "status": Status.CANCELLED,
+            "claim_token": None,
+            "last_error": "cancelled while running",
+            "updated_at": now,
+        },
+        # The attempt started (``start`` counted it) and ends here, cancelled.
+        record=attempt_record(job, outcome=Outcome.CANCELLED, now=now),
+    )
+
+
+def retry(
+    job: Job,
+    *,
+    now: datetime,
+    scheduled_at: datetime | None = None,
+    payload: Mapping[str, Any] | None = None,
+) -> Change:
+    """dlq/cancelled -> pending (a replay): due ``scheduled_at`` (default now), attempts
+    reset, optionally a new payload; a :class:`Replay` record of what it left behind is kept
+    (the last MAX_REPLAYS). Conditioned on the exact version read (``updated_at``), so two
+    racing retries replay once."""
+    now = utc(now)
+    replay = Replay(
+        at=now,
+        previous_status=job.status,
+        previous_error=job.last_error,
+        previous_attempts=job.attempts,
+    )
+    changes: dict[str, Any] = {
+        "status": Status.PENDING,
+        "scheduled_at": utc(scheduled_at or now),
+        "attempts": 0,
+        "last_error": None,
+        "claim_token": None,
+        "queued_at": None,
+        "cancel_requested_at": None,
+        "replays": (*job.replays, replay)[-MAX_REPLAYS:],
+        "updated_at": now,
+    }
+    if payload is not None:
+        changes["payload"] = dict(payload)
+    return Change(
+        transition="retry",
+        job_id=job.id,
+        expect={"status": job.status, "updated_at": job.updated_at},
+        set=changes,
+    )
+
+
+def pause(template: Job, *, now: datetime) -> Change:
+    """A cron template: pending -> paused (it stops firing)."""
+    now = utc(now)
+    return Change(
+        transition="pause",
+        job_id=template.id,
+        expect={"status": Status.PENDING, "cron": template.cron},
+        set={"status": Status.PAUSED, "updated_at": now},
+    )
+
+
+def resume(template: Job, *, next_at: datetime, now: datetime) -> Change:
+    """A cron template: paused -> pending at ``next_at``, its next fire time after now, so
+    the fire times missed while paused do not run (no burst)."""
+    now = utc(now)
+    return Change(
+        transition="resume",
+        job_id=template.id,
+        expect={"status": Status.PAUSED, "cron": template.cron},
+        set={"status": Status.PENDING, "scheduled_at": utc(next_at), "updated_at": now},
+    )
+
+
+def retire(template: Job, *, now: datetime) -> Change:
+    """A cron template: pending/paused/dlq -> cancelled (it never fires again; its runs stay)."""
+    now = utc(now)
+    return Change(
+        transition="retire",
+        job_id=template.id,
+        expect={"status": (Status.PENDING, Status.PAUSED, Status.DLQ), "cron": template.cron},
+        set={"status": Status.CANCELLED, "updated_at": now},
+    )
+
+
+def update_template(template: Job, *, fields: Mapping[str, Any], now: datetime) -> Change:
+    """A cron template's ``fields`` (cron, cron_policy, payload, priority, max_attempts,
+    scheduled_at) change in place. Conditioned on the version read (status and
+    ``updated_at``), so an update never overwrites a change it did not see."""
+    now = utc(now)
+    return Change(
+        transition="update_template",
+        job_id=template.id,
+        expect={"status": template.status, "updated_at": template.updated_at},
+        set={**fields, "updated_at": now},
     )

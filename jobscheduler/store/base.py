@@ -17,6 +17,7 @@ from ..errors import DuplicateJob, ValidationError
 from ..keys import ApiKey
 from ..model import Job, Status
 from ..states import Change
+from .query import Cursor, JobQuery, JobStats
 
 #: What :meth:`JobStore.insert_many` answers for each job, in order: the job as stored, or
 #: the reason it was not stored (DuplicateJob with ``existing_id``, or ValidationError).
@@ -217,3 +218,24 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def prune_audit(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` records older than ``before``; returns how many."""
+
+    # ------------------------------------------------------------------ management (issue 11)
+
+    @abc.abstractmethod
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        """Up to ``limit`` jobs matching ``query``, newest ``created_at`` first (ties: newest
+        id first), strictly after ``after``. One indexed query (read only)."""
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """Apply independent changes (as :meth:`apply_many`); returns how many applied.
+        Adapters may send them in one round trip without reading the jobs back."""
+        return sum(job is not None for job in await self.apply_many(changes))
+
+    @abc.abstractmethod
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        """Counts by (status, job type), the oldest due pending one-off job, and the jobs
+        completed / dead-lettered (by ``updated_at``) in each of the last
+        :data:`~jobscheduler.store.query.STATS_WINDOWS` minutes. ``tenant_id`` None: every
+        tenant."""

@@ -80,7 +80,7 @@ from pymongo.write_concern import WriteConcern
 from ..attempts import Attempt, decode_result, encode_result
 from ..cron import CronPolicy
 from ..errors import JobNotFound, StoreError, ValidationError
-from ..model import Job, Status, utc
+from ..model import Job, Replay, Status, utc
 from ..states import Change, claim_fields
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
 from .mongo_attempts import (
@@ -90,7 +90,9 @@ from .mongo_attempts import (
     document_to_attempt,
     write_records,
 )
+from .mongo_query import MANAGE_INDEXES, ManageQueries
 from .mongo_tenancy import MongoTenancyMixin, create_tenancy_indexes, drop_global_key_index
+from .query import Cursor, JobQuery, JobStats
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -126,6 +128,8 @@ FIELDS: Final[Mapping[str, str]] = {
     "result": "result",
     "template_id": "templateId",
     "fire_at": "fireAt",
+    "cancel_requested_at": "cancelRequestedAt",
+    "replays": "replays",
 }
 _TIME_FIELDS: Final = frozenset(
     {
@@ -136,6 +140,7 @@ _TIME_FIELDS: Final = frozenset(
         "created_at",
         "updated_at",
         "fire_at",
+        "cancel_requested_at",
     }
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
@@ -197,6 +202,7 @@ INDEXES: Final = [
         [(FIELDS["status"], ASCENDING), (FIELDS["heartbeat_at"], ASCENDING)],
         name="status_heartbeatAt",
     ),
+    *MANAGE_INDEXES,
 ]
 
 
@@ -231,6 +237,8 @@ def _to_doc(field: str, value: Any) -> Any:
         return value.to_storage()
     if field == "result":
         return encode_result(value)
+    if field == "replays":
+        return [replay.to_json() for replay in value]
     return value
 
 
@@ -261,6 +269,8 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = CronPolicy.from_storage(value)
         elif field == "result":
             value = decode_result(value)
+        elif field == "replays":
+            value = tuple(Replay.from_json(r) for r in value)
         values[field] = value
     return Job(**values)
 
@@ -757,7 +767,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             return document_to_job(current)
         return attempt()
 
-    def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | None]) -> None:
+    def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
         if self._attempts is not None:
             write_records(self._attempts, changes, results)
 
@@ -842,6 +852,42 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
         for row in rows:
             counts[Status(row["_id"])] = int(row["n"])
         return counts
+
+    # ------------------------------------------------------------------ management
+
+    def _manage(self) -> ManageQueries:
+        return ManageQueries(
+            self._collection(),
+            FIELDS,
+            document_to_job,
+            _change_filter,
+            _to_doc,
+            _update_document,
+        )
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        manage = self._manage()
+        return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """Conditional updates in one thread hop, nothing read back (see ManageQueries)."""
+        if not changes:
+            return 0
+        manage = self._manage()
+
+        def op() -> int:
+            applied = manage.apply_bulk(changes)
+            self._record_sync(changes, applied)
+            return sum(applied)
+
+        async with self._conditional_write():
+            return await self._call(op, "apply_bulk")
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        manage = self._manage()
+        return await self._call(lambda: manage.stats(tenant_id, now), "stats", read=True)
 
     def _attempts_collection(self) -> Collection[Document]:
         if self._attempts is None:

@@ -70,16 +70,18 @@ def document_to_attempt(doc: Mapping[str, Any]) -> Attempt:
 
 
 def write_records(
-    collection: Collection[Document], changes: Sequence[Change], results: Sequence[Job | None]
+    collection: Collection[Document],
+    changes: Sequence[Change],
+    results: Sequence[Job | bool | None],
 ) -> None:
-    """Append the attempt records of the changes that applied (``results[i]`` not None):
+    """Append the attempt records of the changes that applied (``results[i]`` a Job or True):
     one unordered ``insert_many`` right after the transitions, in the same worker thread.
     Without transactions this is not atomic with them: a failure here is logged, and the
     transitions stand. A duplicate (the record was already written) is a no-op."""
     docs = [
         attempt_to_document(change.record)
         for change, result in zip(changes, results, strict=True)
-        if change.record is not None and result is not None
+        if change.record is not None and result is not None and result is not False
     ]
     if not docs:
         return

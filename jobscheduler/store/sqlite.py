@@ -36,9 +36,10 @@ import trio
 from ..attempts import Attempt
 from ..cron import CronPolicy
 from ..errors import JobNotFound, StoreError, ValidationError
-from ..model import Job, Status
+from ..model import Job, Replay, Status
 from ..states import Change, claim_fields
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
+from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
 from .sqlite_attempts import (
     ATTEMPT_COLUMNS,
     ATTEMPTS_SCHEMA,
@@ -47,6 +48,7 @@ from .sqlite_attempts import (
     attempt_params,
     millis,
 )
+from .sqlite_query import MANAGE_INDEXES, find_sql, stats_sql
 from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
 
 T = TypeVar("T")
@@ -80,6 +82,8 @@ _COLUMNS: dict[str, str] = {
     "result": "result",
     "template_id": "template_id",
     "fire_at": "fire_at",
+    "cancel_requested_at": "cancel_requested_at",
+    "replays": "replays",
 }
 _TIME_FIELDS = frozenset(
     {
@@ -90,6 +94,7 @@ _TIME_FIELDS = frozenset(
         "created_at",
         "updated_at",
         "fire_at",
+        "cancel_requested_at",
     }
 )
 _SELECT = ", ".join(_COLUMNS.values())
@@ -144,15 +149,20 @@ def _to_db(field: str, value: Any) -> Any:
         return Status(value).value
     if field == "cron_policy":
         return json.dumps(value.to_storage(), separators=(",", ":"))
+    if field == "replays":
+        return json.dumps([r.to_json() for r in value], separators=(",", ":")) if value else None
     return value
 
 
-#: Columns added after the first release: (column, definition), added to older files at start.
+#: Columns added after the first release: (column, definition), added to older files at start
+#: (and to new ones: ``cancel_requested_at`` and ``replays`` exist only through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
     ("template_id", "TEXT"),
     ("fire_at", "INTEGER"),
+    ("cancel_requested_at", "INTEGER"),
+    ("replays", "TEXT"),
 )
 
 
@@ -170,6 +180,7 @@ _PAYLOAD_INDEX = _FIELDS.index("payload")
 _STATUS_INDEX = _FIELDS.index("status")
 _CRON_POLICY_INDEX = _FIELDS.index("cron_policy")
 _RESULT_INDEX = _FIELDS.index("result")
+_REPLAYS_INDEX = _FIELDS.index("replays")
 _STATUSES = {status.value: status for status in Status}
 
 
@@ -190,6 +201,10 @@ def _from_row(row: Sequence[Any]) -> Job:
     result = values[_RESULT_INDEX]
     if result is not None:
         values[_RESULT_INDEX] = json.loads(result)
+    replays = values[_REPLAYS_INDEX]
+    values[_REPLAYS_INDEX] = (
+        () if replays is None else tuple(Replay.from_json(r) for r in json.loads(replays))
+    )
     return Job(**dict(zip(_FIELDS, values, strict=True)))
 
 
@@ -285,6 +300,7 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             if migrate_tenant_keys(conn):
                 conn.executescript(_SCHEMA)  # the rebuilt table's indexes
             conn.executescript(TENANCY_SCHEMA)
+            conn.executescript(MANAGE_INDEXES)
             return conn
 
         try:
@@ -651,3 +667,45 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
                 conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount
             )
         )
+
+    # ------------------------------------------------------------------ management
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        sql, params = find_sql(query, limit, after, select=_SELECT, millis=_millis)
+        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """All in one write transaction (one thread hop); rows are read back only to count."""
+        ops = [self._change_op(change) for change in changes]
+        return await self._write(lambda conn: sum(op(conn) is not None for op in ops))
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        queries = stats_sql(tenant_id, now, millis=_millis)
+
+        def op(conn: sqlite3.Connection) -> list[list[Any]]:
+            return [conn.execute(sql, params).fetchall() for sql, params in queries]
+
+        counts_rows, oldest_rows, window_rows = await self._read(op)
+        finished = {status: sums for status, *sums in window_rows}
+        windows = tuple(
+            Window(
+                minutes=minutes,
+                completed=int((finished.get("completed") or [0] * 3)[i] or 0),
+                failed=int((finished.get("dlq") or [0] * 3)[i] or 0),
+            )
+            for i, minutes in enumerate(STATS_WINDOWS)
+        )
+        return JobStats(
+            counts={(Status(st), jt): n for st, jt, n in counts_rows},
+            oldest_due_at=(
+                _EPOCH + timedelta(milliseconds=oldest_rows[0][0]) if oldest_rows else None
+            ),
+            windows=windows,
+        )
+
+
+def _millis(dt: datetime) -> int:
+    value: int = _to_db("created_at", dt)
+    return value

@@ -44,6 +44,7 @@ from jobscheduler.runtime import Deps, Waker
 from jobscheduler.states import Change
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
+from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
@@ -162,6 +163,17 @@ class ProxyStore(JobStore):
 
     async def count_by_status(self) -> dict[Status, int]:
         return await self.inner.count_by_status()
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        return await self.inner.find_jobs(query, limit, after)
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        return await self.inner.apply_bulk(changes)
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        return await self.inner.stats(tenant_id, now)
 
     async def attempts(self, job_id: str) -> list[Attempt]:
         return await self.inner.attempts(job_id)

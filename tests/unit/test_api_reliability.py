@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from jobscheduler.bounded import BoundedCalls
 from jobscheduler.clock import ManualClock
 from jobscheduler.errors import StoreError
 from jobscheduler.model import Job, Status
+from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, ProxyStore, make_settings
@@ -53,6 +55,16 @@ class HungStore(ProxyStore):
         await self.release.wait()
         return await self.inner.list_jobs(tenant_id, status, limit)
 
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        await self.release.wait()
+        return await self.inner.find_jobs(query, limit, after)
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        await self.release.wait()
+        return await self.inner.stats(tenant_id, now)
+
 
 def hung_deps(make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Any) -> Any:
     settings = make_settings(tmp_path, api_store_timeout=TIMEOUT)
@@ -74,10 +86,20 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/jobs", {"json": create_body()}),
     ("GET", f"/jobs/{'a' * 24}", {}),
     ("GET", "/jobs", {"query_string": {"tenantId": "tenant-a"}}),
+    ("GET", "/stats", {"query_string": {"tenantId": "tenant-a"}}),
+    ("POST", f"/jobs/{'a' * 24}/cancel", {}),
+    ("POST", f"/jobs/{'a' * 24}/retry", {}),
+    ("POST", f"/jobs/{'a' * 24}/pause", {}),
+    ("PATCH", f"/jobs/{'a' * 24}", {"json": {"priority": 1}}),
+    ("DELETE", f"/jobs/{'a' * 24}", {}),
 ]
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), REQUESTS, ids=["create", "get", "list"])
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs"),
+    REQUESTS,
+    ids=["create", "get", "list", "stats", "cancel", "retry", "pause", "patch", "delete"],
+)
 async def test_hung_store_answers_503_with_retry_after_once_api_store_timeout_passes(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,

@@ -109,6 +109,7 @@ def test_fail_below_max_attempts_backs_off_without_counting_again(
         "status": Status.RUNNING,
         "claim_token": TOKEN,
         "attempts": attempts,
+        "cancel_requested_at": None,  # a cancel request wins over a retry
     }
     assert change.set == {
         "status": Status.PENDING,
@@ -163,6 +164,7 @@ def test_release_of_a_running_job_takes_its_started_attempt_back(attempts: int) 
         "status": Status.RUNNING,
         "claim_token": TOKEN,
         "attempts": attempts,
+        "cancel_requested_at": None,  # a job asked to stop is cancelled, not handed back
     }
     assert change.set == {
         "status": Status.PENDING,
@@ -177,7 +179,11 @@ def test_release_of_a_running_job_takes_its_started_attempt_back(attempts: int) 
 
 def test_release_of_a_claimed_job_leaves_attempts_alone() -> None:
     change = states.release(running(status=Status.CLAIMED, attempts=1), token=TOKEN, now=NOW)
-    assert change.expect == {"status": (Status.CLAIMED, Status.RUNNING), "claim_token": TOKEN}
+    assert change.expect == {
+        "status": (Status.CLAIMED, Status.RUNNING),
+        "claim_token": TOKEN,
+        "cancel_requested_at": None,
+    }
     assert "attempts" not in change.set
     assert change.record is not None
     assert change.record.number == 2  # the attempt it was about to start

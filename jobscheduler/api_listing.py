@@ -1,0 +1,93 @@
+"""The reading routes: ``GET /jobs`` with filters and cursor pages, and ``GET /stats``.
+
+``GET /jobs`` answers the seed's bare array; when a page is full, a ``Link: <...>;
+rel="next"`` header carries the URL of the next page (the same query with an opaque
+``cursor``). ``GET /stats?tenantId=`` reports counts by status and job type, the queue lag
+(age of the oldest due pending one-off job) and the jobs completed / dead-lettered in the
+last 1, 5 and 15 minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from quart import Response, request
+from quart_trio import QuartTrio
+
+from .actions import Caller, direct
+from .auth import current_principal
+from .bounded import BoundedCalls
+from .errors import ValidationError
+from .listing import encode_cursor, parse_list_request
+from .model import MAX_STRING_LENGTH, format_time, job_to_json
+from .runtime import Deps
+from .store.query import Cursor, JobStats
+
+STATS_PARAMETERS = ("tenantId",)
+
+
+def stats_to_json(stats: JobStats, *, tenant: str | None, now: Any) -> dict[str, Any]:
+    """The ``GET /stats`` body."""
+    by_status: dict[str, int] = {}
+    by_type: dict[str, int] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for (status, job_type), n in sorted(stats.counts.items()):
+        by_status[status.value] = by_status.get(status.value, 0) + n
+        by_type[job_type] = by_type.get(job_type, 0) + n
+        counts.setdefault(status.value, {})[job_type] = n
+    out: dict[str, Any] = {
+        "tenantId": tenant,
+        "at": format_time(now),
+        "byStatus": by_status,
+        "byJobType": by_type,
+        "counts": counts,
+        "queueLagSeconds": round(stats.queue_lag(now), 3),
+        "finished": {
+            f"{w.minutes}m": {"completed": w.completed, "failed": w.failed} for w in stats.windows
+        },
+    }
+    if stats.oldest_due_at is not None:
+        out["oldestDueAt"] = format_time(stats.oldest_due_at)
+    return out
+
+
+def register_listing_routes(
+    app: QuartTrio,
+    deps: Deps,
+    json_response: Callable[..., Response],
+    store_calls: BoundedCalls | None = None,
+) -> None:
+    """Add ``GET /jobs`` and ``GET /stats`` to ``app`` (``store_calls`` bounds their store
+    reads by API_STORE_TIMEOUT, see bounded.py)."""
+    bounded: Caller = direct if store_calls is None else store_calls.call
+
+    @app.get("/jobs")
+    async def list_jobs() -> Response:
+        args = request.args
+        query, limit, cursor = parse_list_request(args.to_dict(), args.getlist("status"))
+        current_principal().scope(query.tenant_id)
+        jobs = await bounded(deps.store.find_jobs, query, limit, cursor)
+        response = json_response([job_to_json(job) for job in jobs], 200)
+        if len(jobs) == limit:
+            pairs = [(k, v) for k, v in args.items(multi=True) if k != "cursor"]
+            pairs.append(("cursor", encode_cursor(Cursor.after(jobs[-1]))))
+            response.headers["Link"] = f'<{request.path}?{urlencode(pairs)}>; rel="next"'
+        return response
+
+    @app.get("/stats")
+    async def stats() -> Response:
+        unknown = sorted(set(request.args) - set(STATS_PARAMETERS))
+        if unknown:
+            raise ValidationError(
+                f"unknown query parameter(s): {', '.join(u[:40] for u in unknown)} "
+                f"(accepted: {', '.join(STATS_PARAMETERS)})"
+            )
+        requested = request.args.get("tenantId")
+        if requested is not None and (not requested.strip() or len(requested) > MAX_STRING_LENGTH):
+            raise ValidationError(f"tenantId: must be 1 to {MAX_STRING_LENGTH} characters")
+        tenant = current_principal().scope(requested)
+        now = deps.clock.now()
+        result = await bounded(deps.store.stats, tenant, now)
+        return json_response(stats_to_json(result, tenant=tenant, now=now), 200)

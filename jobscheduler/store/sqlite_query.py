@@ -1,0 +1,98 @@
+"""SQL of the SQLite store's management queries: job filters with keyset pages, and stats.
+
+Pure functions building (sql, params), so the shape of each query is testable without a
+database. Status values are inlined (enum values, never user input) so that conditions read
+as the literal text of a partial index's WHERE, which SQLite needs to use that index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..model import Status
+from .query import STATS_WINDOWS, Cursor, JobQuery
+
+#: Indexes of the management queries. Created after the column migration, since they name
+#: columns an older file gains there.
+MANAGE_INDEXES = """
+CREATE INDEX IF NOT EXISTS jobs_tenant_type ON jobs (tenant_id, job_type, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS jobs_template ON jobs (template_id, created_at DESC, id DESC)
+    WHERE template_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_status_created ON jobs (status, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (updated_at)
+    WHERE status IN ('completed', 'dlq');
+"""
+
+Millis = Callable[[datetime], int]
+
+
+def _status_list(statuses: tuple[Status, ...]) -> str:
+    return ", ".join(f"'{Status(s).value}'" for s in sorted(set(statuses)))
+
+
+def find_sql(
+    query: JobQuery, limit: int, after: Cursor | None, *, select: str, millis: Millis
+) -> tuple[str, list[Any]]:
+    """``SELECT select FROM jobs WHERE ... ORDER BY created_at DESC, id DESC LIMIT ?``."""
+    conditions: list[str] = []
+    params: list[Any] = []
+    if query.tenant_id is not None:
+        conditions.append("tenant_id = ?")
+        params.append(query.tenant_id)
+    if query.template_id is not None:
+        conditions.append("template_id = ?")
+        params.append(query.template_id)
+    if query.job_type is not None:
+        conditions.append("job_type = ?")
+        params.append(query.job_type)
+    if query.statuses:
+        statuses = sorted(set(query.statuses))
+        if len(statuses) == 1:
+            conditions.append(f"status = '{statuses[0].value}'")
+        else:
+            conditions.append(f"status IN ({_status_list(query.statuses)})")
+    if query.cron is not None:
+        conditions.append("cron IS NOT NULL" if query.cron else "cron IS NULL")
+    if query.created_after is not None:
+        conditions.append("created_at >= ?")
+        params.append(millis(query.created_after))
+    if query.created_before is not None:
+        conditions.append("created_at < ?")
+        params.append(millis(query.created_before))
+    if after is not None:
+        conditions.append("(created_at, id) < (?, ?)")
+        params += [millis(after.created_at), after.id]
+    where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
+    sql = f"SELECT {select} FROM jobs {where}ORDER BY created_at DESC, id DESC LIMIT ?"
+    params.append(limit)
+    return sql, params
+
+
+def stats_sql(
+    tenant_id: str | None, now: datetime, *, millis: Millis
+) -> list[tuple[str, list[Any]]]:
+    """The three stats queries: counts by (status, job type); the oldest due pending
+    one-off job's ``scheduled_at``; per finished status, the count in each window."""
+    tenant = " AND tenant_id = ?" if tenant_id is not None else ""
+    tenant_params = [tenant_id] if tenant_id is not None else []
+    counts = (
+        "SELECT status, job_type, COUNT(*) FROM jobs"
+        + (" WHERE tenant_id = ?" if tenant_id is not None else "")
+        + " GROUP BY status, job_type",
+        list(tenant_params),
+    )
+    oldest = (
+        "SELECT scheduled_at FROM jobs WHERE status = 'pending' AND cron IS NULL "
+        f"AND scheduled_at <= ?{tenant} ORDER BY scheduled_at ASC LIMIT 1",
+        [millis(now), *tenant_params],
+    )
+    starts = [millis(now - timedelta(minutes=m)) for m in STATS_WINDOWS]
+    sums = ", ".join("SUM(updated_at >= ?)" for _ in STATS_WINDOWS)
+    windows = (
+        f"SELECT status, {sums} FROM jobs WHERE status IN ('completed', 'dlq') "
+        f"AND updated_at >= ?{tenant} GROUP BY status",
+        [*starts, min(starts), *tenant_params],
+    )
+    return [counts, oldest, windows]

@@ -1,0 +1,232 @@
+"""Managing jobs on a real ``jobscheduler dev`` (issue 11): cancel of a pending job and of
+a running one (``async def`` and ``def`` handlers), retry of a dead job with a new payload,
+bulk retry of 1,000 dead jobs, and a cron template paused across a fire time, resumed
+without a burst, triggered, re-scheduled and retired.
+
+Wall-clock bounds are generous upper limits; nothing asserts that something is fast.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from .conftest import DevServer, wait_for_job
+from .test_own_jobs import alive, sleepy_app, start_nap
+
+pytestmark = pytest.mark.e2e
+
+Factory = Callable[..., Awaitable[DevServer]]
+Body = Callable[..., dict[str, Any]]
+
+__all__ = ["sleepy_app"]  # a fixture this module uses
+
+GATE_APP = """
+    from pathlib import Path
+
+    from jobscheduler import PermanentError
+    from jobscheduler.handlers import HandlerRegistry
+
+    registry = HandlerRegistry()
+
+
+    @registry.handler("gate")
+    async def gate(ctx):
+        if Path(ctx.payload["closed"]).exists():
+            raise PermanentError("the gate is closed")
+        return None
+"""
+
+
+@pytest.fixture
+def gate_app(tmp_path: Path) -> dict[str, str]:
+    app_dir = tmp_path / "gate-app"
+    app_dir.mkdir()
+    (app_dir / "gate.py").write_text(textwrap.dedent(GATE_APP))
+    return {"JOBSCHEDULER_APP": "gate", "PYTHONPATH": str(app_dir), "LOG_LEVEL": "INFO"}
+
+
+async def create(client: httpx.AsyncClient, server: DevServer, body: dict[str, Any]) -> Any:
+    response = await client.post(f"{server.url}/jobs", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def act(
+    client: httpx.AsyncClient, server: DevServer, path: str, body: Any = None, status: int = 200
+) -> Any:
+    response = await client.post(f"{server.url}{path}", json=body)
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+# ----------------------------------------------------------------------------- cancel
+
+
+async def test_cancel_of_a_pending_job_means_it_never_runs(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> None:
+    server = await dev_factory()
+    soon = datetime.now(UTC).timestamp() + 2
+    at = datetime.fromtimestamp(soon, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    job = await create(client, server, job_body(scheduledAt=at))
+    cancelled = await act(client, server, f"/jobs/{job['id']}/cancel")
+    assert cancelled["status"] == "cancelled"
+    await trio.sleep(3)  # past its scheduledAt and several scheduler ticks
+    after = (await client.get(f"{server.url}/jobs/{job['id']}")).json()
+    assert (after["status"], after["attempts"]) == ("cancelled", 0)
+
+
+async def test_cancel_of_a_running_async_handler_stops_it_within_a_heartbeat(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> None:
+    server = await dev_factory(HEARTBEAT_INTERVAL="200ms")
+    job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 600_000}))
+    await wait_for_job(client, server, job["id"], lambda j: j["status"] == "running")
+    requested = await act(client, server, f"/jobs/{job['id']}/cancel", status=202)
+    assert requested["status"] == "running"
+    assert "cancelRequestedAt" in requested
+    done = await wait_for_job(client, server, job["id"], lambda j: j["status"] != "running")
+    assert done["status"] == "cancelled"
+    assert done["lastError"] == "cancelled while running"
+    again = await client.post(f"{server.url}/jobs/{job['id']}/cancel")
+    assert (again.status_code, again.json()["status"]) == (200, "cancelled")
+
+
+async def test_cancel_of_a_running_def_handler_kills_its_worker_process(
+    dev_factory: Factory,
+    client: httpx.AsyncClient,
+    job_body: Body,
+    sleepy_app: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    server = await dev_factory(HEARTBEAT_INTERVAL="200ms", **sleepy_app)
+    job_id, pid = await start_nap(client, server, job_body, tmp_path / "nap.pid")
+    await act(client, server, f"/jobs/{job_id}/cancel", status=202)
+    done = await wait_for_job(client, server, job_id, lambda j: j["status"] != "running")
+    assert done["status"] == "cancelled"
+    with trio.fail_after(20):
+        while alive(pid):  # another process: nothing can wake us, so poll
+            await trio.sleep(0.05)
+
+
+# ----------------------------------------------------------------------------- retry
+
+
+async def test_retry_of_a_dead_job_with_a_new_payload_completes_it(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> None:
+    server = await dev_factory()
+    job = await create(
+        client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
+    )
+    dead = await wait_for_job(client, server, job["id"], lambda j: j["status"] == "dlq")
+    retried = await act(client, server, f"/jobs/{job['id']}/retry", {"payload": {"failRate": 0}})
+    assert (retried["status"], retried["attempts"]) == ("pending", 0)
+    assert retried["replays"][0]["previousError"] == dead["lastError"]
+    done = await wait_for_job(client, server, job["id"], lambda j: j["status"] == "completed")
+    assert done["payload"] == {"failRate": 0}
+    assert len(done["replays"]) == 1
+
+
+async def test_bulk_retry_of_a_thousand_dead_jobs_runs_every_one_again(
+    dev_factory: Factory,
+    client: httpx.AsyncClient,
+    job_body: Body,
+    gate_app: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    closed = tmp_path / "closed"
+    closed.write_text("")
+    server = await dev_factory(**gate_app)
+    payload = {"closed": str(closed)}
+    limiter = trio.CapacityLimiter(16)
+
+    async def one(i: int) -> None:
+        async with limiter:
+            await create(client, server, job_body(jobType="gate", payload=payload))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(1000):
+            nursery.start_soon(one, i)
+
+    async def counts() -> dict[str, int]:
+        stats = await client.get(f"{server.url}/stats", params={"tenantId": "tenant-e2e"})
+        assert stats.status_code == 200, stats.text
+        by_status: dict[str, int] = stats.json()["byStatus"]
+        return by_status
+
+    with trio.fail_after(120):
+        while (await counts()).get("dlq") != 1000:
+            await trio.sleep(0.2)
+    closed.unlink()
+    started = time.monotonic()
+    result = await act(
+        client, server, "/jobs/retry", {"filter": {"tenantId": "tenant-e2e", "status": "dlq"}}
+    )
+    elapsed = time.monotonic() - started
+    print(f"bulk retry of 1,000 dlq jobs on dev: {elapsed * 1000:.0f} ms")
+    assert result == {"matched": 1000, "changed": 1000, "cancelRequested": 0}
+    with trio.fail_after(120):
+        while (await counts()).get("completed") != 1000:
+            await trio.sleep(0.2)
+    repeat = await act(
+        client, server, "/jobs/retry", {"filter": {"tenantId": "tenant-e2e", "status": "dlq"}}
+    )
+    assert repeat["changed"] == 0
+
+
+# ----------------------------------------------------------------------------- templates
+
+
+async def test_cron_template_pause_resume_trigger_update_and_delete(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> None:
+    server = await dev_factory()
+    template = await create(
+        client, server, job_body(scheduledAt=None, cron="*/5 * * * *", idempotencyKey="tmpl")
+    )
+    tid = template["id"]
+    runs_url = f"{server.url}/jobs"
+    runs_query = {"tenantId": "tenant-e2e", "templateId": tid}
+
+    async def runs() -> list[dict[str, Any]]:
+        response = await client.get(runs_url, params=runs_query)
+        assert response.status_code == 200, response.text
+        listed: list[dict[str, Any]] = response.json()
+        return listed
+
+    paused = await act(client, server, f"/jobs/{tid}/pause")
+    assert paused["status"] == "paused"
+    # A fire time passes while paused (moved into the past in the file: the clock is real).
+    with server.db() as db:
+        db.execute("UPDATE jobs SET scheduled_at = 0 WHERE id = ?", (tid,))
+    await trio.sleep(2)  # several scheduler ticks
+    assert await runs() == []
+    resumed = await act(client, server, f"/jobs/{tid}/resume")
+    assert resumed["status"] == "pending"
+    assert resumed["scheduledAt"] > datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    await trio.sleep(2)
+    assert await runs() == []  # no burst of the missed fire times
+
+    run = await act(client, server, f"/jobs/{tid}/trigger", status=201)
+    assert run["templateId"] == tid
+    await wait_for_job(client, server, run["id"], lambda j: j["status"] == "completed")
+    assert [r["id"] for r in await runs()] == [run["id"]]
+
+    patched = await client.patch(f"{server.url}/jobs/{tid}", json={"cron": "0 3 * * *"})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["cron"] == "0 3 * * *"
+    assert patched.json()["scheduledAt"].endswith("T03:00:00Z")
+
+    retired = await client.delete(f"{server.url}/jobs/{tid}")
+    assert (retired.status_code, retired.json()["status"]) == (200, "cancelled")
+    assert [r["id"] for r in await runs()] == [run["id"]]  # its runs stay

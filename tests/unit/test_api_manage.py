@@ -1,0 +1,382 @@
+"""The management routes (issue 11 §1-2) through the app's test client: actions on one job,
+bulk actions, cron template control, filtered and paged listing, stats. The clock is a
+ManualClock at BASE (2026-01-01T00:00Z), so times in responses are exact."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import trio
+import trio.testing
+from quart import g
+
+from jobscheduler import states
+from jobscheduler.api_manage import BULK_PAGE_TIMEOUT
+from jobscheduler.auth import Principal, Role
+from jobscheduler.clock import ManualClock
+from jobscheduler.model import Job, Status, new_job_id
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import BASE, DepsFactory, make_job
+from .test_api import Api, api_deps, create_body, serve
+from .test_api_reliability import hung_deps
+
+
+@pytest.fixture
+async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
+    async with serve(api_deps(make_deps)) as served:
+        yield served
+
+
+async def post(api: Api, path: str, body: Any = None) -> Any:
+    return await api.request("POST", path, **({} if body is None else {"json": body}))
+
+
+async def running(store: SQLiteJobStore, **kwargs: Any) -> Job:
+    job = await store.insert(make_job(**kwargs))
+    await store.claim_due(BASE, 100)
+    await store.apply(states.pick(job.id, worker="w", token="tok", now=BASE))
+    started = await store.apply(states.start(job.id, token="tok", now=BASE))
+    assert started is not None
+    return started
+
+
+async def dead(store: SQLiteJobStore, **kwargs: Any) -> Job:
+    job = await running(store, max_attempts=1, **kwargs)
+    failed = await store.apply(states.fail(job, token="tok", now=BASE, error="boom"))
+    assert failed is not None
+    return failed
+
+
+async def template(api: Api, **overrides: Any) -> dict[str, Any]:
+    body = create_body(**{"scheduledAt": None, "cron": "0 * * * *", **overrides})
+    reply = await api.create(body)
+    assert reply.status == 201, reply.text
+    result: dict[str, Any] = reply.json
+    return result
+
+
+# ----------------------------------------------------------------------------- cancel
+
+
+async def test_cancel_of_a_pending_job_answers_the_cancelled_job_and_is_idempotent(
+    api: Api,
+) -> None:
+    created = (await api.create(create_body())).json
+    first = await post(api, f"/jobs/{created['id']}/cancel")
+    assert first.status == 200, first.text
+    assert first.json["status"] == "cancelled"
+    again = await post(api, f"/jobs/{created['id']}/cancel")
+    assert (again.status, again.json) == (200, first.json)
+
+
+async def test_cancel_of_a_running_job_is_a_202_cancel_request(
+    api: Api, store: SQLiteJobStore
+) -> None:
+    job = await running(store)
+    reply = await post(api, f"/jobs/{job.id}/cancel")
+    assert reply.status == 202, reply.text
+    assert reply.json["status"] == "running"
+    assert reply.json["cancelRequestedAt"] == "2026-01-01T00:00:00Z"
+    assert (await post(api, f"/jobs/{job.id}/cancel")).status == 202  # idempotent
+
+
+async def test_cancel_of_a_finished_job_is_a_409_naming_its_status(
+    api: Api, store: SQLiteJobStore
+) -> None:
+    job = await dead(store)
+    reply = await post(api, f"/jobs/{job.id}/cancel")
+    assert reply.status == 409
+    assert reply.json == {
+        "error": f"job {job.id} is dlq: a finished job cannot be cancelled",
+        "jobId": job.id,
+        "status": "dlq",
+    }
+
+
+@pytest.mark.parametrize("action", ["cancel", "retry", "pause", "resume", "trigger"])
+async def test_actions_on_unknown_or_malformed_ids_are_404_and_400(api: Api, action: str) -> None:
+    (await post(api, f"/jobs/{new_job_id()}/{action}")).assert_error(404, "not found")
+    (await post(api, f"/jobs/nope/{action}")).assert_error(400, "ObjectId")
+
+
+async def test_actions_need_a_writer_and_hide_other_tenants_jobs(
+    make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    deps = api_deps(make_deps)
+    mine = await store.insert(make_job(tenant="tenant-a"))
+    theirs = await store.insert(make_job(tenant="tenant-b"))
+    async with serve(deps) as api:
+        principal = Principal(key_id="k", tenant="tenant-a", role=Role.WRITER)
+        api.client.app.before_request(lambda: setattr(g, "principal", principal))
+        (await post(api, f"/jobs/{theirs.id}/cancel")).assert_error(404, "not found")
+        assert (await post(api, f"/jobs/{mine.id}/cancel")).status == 200
+        (await post(api, "/jobs/cancel", {"filter": {"tenantId": "tenant-b"}})).assert_error(403)
+        principal = Principal(key_id="k", tenant="tenant-a", role=Role.READER)
+        (await post(api, f"/jobs/{mine.id}/retry")).assert_error(403, "writer")
+    assert (await store.get(theirs.id)).status is Status.PENDING
+
+
+# ----------------------------------------------------------------------------- retry
+
+
+async def test_retry_of_a_dead_job_with_a_new_payload_records_the_replay(
+    api: Api, store: SQLiteJobStore
+) -> None:
+    job = await dead(store, job_type="log-message", payload={"message": "old"})
+    reply = await post(
+        api,
+        f"/jobs/{job.id}/retry",
+        {"payload": {"message": "fixed"}, "scheduledAt": "2026-01-02T00:00:00Z"},
+    )
+    assert reply.status == 200, reply.text
+    body = reply.json
+    assert (body["status"], body["attempts"], body["payload"]) == (
+        "pending",
+        0,
+        {"message": "fixed"},
+    )
+    assert body["scheduledAt"] == "2026-01-02T00:00:00Z"
+    assert "lastError" not in body
+    assert body["replays"] == [
+        {
+            "at": "2026-01-01T00:00:00Z",
+            "previousStatus": "dlq",
+            "previousError": "boom",
+            "previousAttempts": 1,
+        }
+    ]
+    # Pending now: a second retry is a clear 409, not a second replay.
+    again = await post(api, f"/jobs/{job.id}/retry")
+    assert (again.status, again.json["status"]) == (409, "pending")
+
+
+async def test_retry_validates_its_body_like_a_create(api: Api, store: SQLiteJobStore) -> None:
+    job = await dead(store, job_type="log-message")
+    (await post(api, f"/jobs/{job.id}/retry", {"payload": {"nope": 1}})).assert_error(400)
+    (await post(api, f"/jobs/{job.id}/retry", {"payload": []})).assert_error(400, "payload")
+    (await post(api, f"/jobs/{job.id}/retry", {"scheduledAt": "soon"})).assert_error(400)
+    (await post(api, f"/jobs/{job.id}/retry", {"other": 1})).assert_error(400, "unknown field")
+    assert (await store.get(job.id)).status is Status.DLQ
+
+
+# ----------------------------------------------------------------------------- bulk
+
+
+async def test_bulk_retry_changes_every_match_and_is_safe_to_repeat(
+    api: Api, store: SQLiteJobStore
+) -> None:
+    for i in range(7):
+        await dead(store, job_type="email" if i % 2 else "noop")
+    await dead(store, tenant="tenant-b")
+    reply = await post(api, "/jobs/retry", {"filter": {"tenantId": "tenant-a", "jobType": "noop"}})
+    assert reply.json == {"matched": 4, "changed": 4, "cancelRequested": 0}
+    reply = await post(api, "/jobs/retry", {"filter": {"tenantId": "tenant-a", "jobType": "noop"}})
+    assert reply.json == {"matched": 0, "changed": 0, "cancelRequested": 0}
+    # Without a tenant, the operator (authentication off) acts on every tenant.
+    reply = await post(api, "/jobs/retry", {"filter": {"status": ["dlq"]}})
+    assert reply.json == {"matched": 4, "changed": 4, "cancelRequested": 0}
+
+
+async def test_bulk_cancel_requests_running_jobs_and_leaves_templates_alone(
+    api: Api, store: SQLiteJobStore
+) -> None:
+    busy = await running(store)
+    await store.insert(make_job())
+    await store.insert(make_job(cron="0 * * * *"))
+    reply = await post(api, "/jobs/cancel", {"filter": {"tenantId": "tenant-a"}})
+    assert reply.json == {"matched": 2, "changed": 2, "cancelRequested": 1}
+    assert (await store.get(busy.id)).cancel_requested_at == BASE
+    reply = await post(api, "/jobs/cancel", {"filter": {"tenantId": "tenant-a"}})
+    assert reply.json["changed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({}, "filter is required"),
+        ({"filter": {"status": "done"}}, "accepted: pending"),
+        ({"filter": {"colour": "red"}}, "unknown field"),
+        ({"filter": {"createdAfter": "yesterday"}}, "createdAfter"),
+        ({"filter": {"cron": "yes"}}, "cron"),
+        ({"filter": [], "x": 1}, "unknown field"),
+    ],
+)
+async def test_bulk_filters_are_validated(api: Api, body: Any, fragment: str) -> None:
+    (await post(api, "/jobs/retry", body)).assert_error(400, fragment)
+
+
+# ----------------------------------------------------------------------------- templates
+
+
+async def test_pause_then_resume_fires_next_from_now_without_a_burst(api: Api) -> None:
+    created = await template(api)
+    assert created["scheduledAt"] == "2026-01-01T01:00:00Z"
+    paused = await post(api, f"/jobs/{created['id']}/pause")
+    assert (paused.status, paused.json["status"]) == (200, "paused")
+    assert (await post(api, f"/jobs/{created['id']}/pause")).json == paused.json
+    clock = api.deps.clock
+    assert isinstance(clock, ManualClock)
+    clock.advance(5 * 3600 + 60)  # five fire times pass while paused
+    resumed = await post(api, f"/jobs/{created['id']}/resume")
+    assert resumed.json["status"] == "pending"
+    assert resumed.json["scheduledAt"] == "2026-01-01T06:00:00Z"  # the next one, not 01:00
+
+
+async def test_trigger_runs_a_template_once_now_with_its_own_identity(api: Api) -> None:
+    created = await template(api)
+    reply = await post(api, f"/jobs/{created['id']}/trigger")
+    assert reply.status == 201, reply.text
+    run = reply.json
+    assert run["templateId"] == created["id"]
+    assert run["scheduledAt"] == "2026-01-01T00:00:00Z"
+    assert run["idempotencyKey"] == "test-job-1-run-1767225600000000000"
+    assert "cron" not in run
+    # Its runs are listable by template id.
+    listed = await api.get("/jobs", tenantId="tenant-a", templateId=created["id"])
+    assert [j["id"] for j in listed.json] == [run["id"]]
+
+
+async def test_patch_changes_the_schedule_and_recomputes_the_next_fire(api: Api) -> None:
+    created = await template(api, timezone="Europe/Paris")
+    reply = await api.request(
+        "PATCH",
+        f"/jobs/{created['id']}",
+        json={"cron": "30 9 * * *", "priority": 9, "maxAttempts": 5, "payload": {"message": "x"}},
+    )
+    assert reply.status == 200, reply.text
+    body = reply.json
+    assert (body["cron"], body["priority"], body["maxAttempts"]) == ("30 9 * * *", 9, 5)
+    assert body["payload"] == {"message": "x"}
+    assert body["timezone"] == "Europe/Paris"  # the other schedule fields stay
+    assert body["scheduledAt"] == "2026-01-01T08:30:00Z"
+    zone = await api.request("PATCH", f"/jobs/{created['id']}", json={"timezone": "UTC"})
+    assert zone.json["scheduledAt"] == "2026-01-01T09:30:00Z"
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"cron": "every day"}, "cron"),
+        ({"timezone": "Mars/Olympus"}, "timezone"),
+        ({"priority": "high"}, "priority"),
+        ({"maxAttempts": 0}, "maxAttempts"),
+        ({"jobType": "noop"}, "unknown field"),
+        ({}, "nothing to change"),
+    ],
+)
+async def test_patch_is_validated(api: Api, body: Any, fragment: str) -> None:
+    created = await template(api)
+    reply = await api.request("PATCH", f"/jobs/{created['id']}", json=body)
+    reply.assert_error(400, fragment)
+
+
+async def test_delete_retires_a_template_and_keeps_its_runs(api: Api) -> None:
+    created = await template(api)
+    run = (await post(api, f"/jobs/{created['id']}/trigger")).json
+    reply = await api.request("DELETE", f"/jobs/{created['id']}")
+    assert (reply.status, reply.json["status"]) == (200, "cancelled")
+    assert (await api.request("DELETE", f"/jobs/{created['id']}")).status == 200  # idempotent
+    assert (await api.get(f"/jobs/{run['id']}")).json["status"] == "pending"
+    assert (await post(api, f"/jobs/{created['id']}/trigger")).status == 409
+    assert (await post(api, f"/jobs/{created['id']}/resume")).status == 409
+
+
+async def test_template_actions_on_a_one_off_job_are_409(api: Api) -> None:
+    created = (await api.create(create_body())).json
+    for action in ("pause", "resume", "trigger"):
+        reply = await post(api, f"/jobs/{created['id']}/{action}")
+        assert reply.status == 409
+        assert "not a cron template" in reply.json["error"]
+    assert (await api.request("DELETE", f"/jobs/{created['id']}")).status == 409
+    assert (
+        await api.request("PATCH", f"/jobs/{created['id']}", json={"priority": 1})
+    ).status == 409
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+async def test_list_filters_and_rejects_unknown_parameters_and_statuses(
+    api: Api, store: SQLiteJobStore
+) -> None:
+    failed = await dead(store)
+    email = await store.insert(make_job(job_type="email"))
+    noop = await store.insert(make_job())
+    ids = lambda reply: {j["id"] for j in reply.json}  # noqa: E731
+    assert ids(await api.get("/jobs", tenantId="tenant-a", jobType="email")) == {email.id}
+    reply = await api.request(
+        "GET",
+        "/jobs",
+        query_string=[("tenantId", "tenant-a"), ("status", "dlq"), ("status", "pending")],
+    )
+    assert ids(reply) == {email.id, noop.id, failed.id}
+    assert ids(await api.get("/jobs", tenantId="tenant-a", status="dlq,cancelled")) == {failed.id}
+    assert ids(await api.get("/jobs", tenantId="tenant-a", status="failed")) == set()
+    assert ids(await api.get("/jobs", tenantId="tenant-a", cron="false")) == {
+        email.id,
+        noop.id,
+        failed.id,
+    }
+    (await api.get("/jobs", tenantId="tenant-a", sort="id")).assert_error(400, "accepted: tenantId")
+    (await api.get("/jobs", tenantId="tenant-a", status="done")).assert_error(400, "cancelled")
+    (await api.get("/jobs", tenantId="tenant-a", cursor="garbage")).assert_error(400, "cursor")
+    (await api.get("/jobs", tenantId="tenant-a", templateId="x")).assert_error(400, "templateId")
+
+
+async def test_list_pages_with_a_link_header_until_the_last_page(
+    api: Api, store: SQLiteJobStore
+) -> None:
+    for _ in range(5):
+        await store.insert(make_job())
+    seen: list[str] = []
+    query: dict[str, str] = {"tenantId": "tenant-a", "limit": "2"}
+    pages = 0
+    while True:
+        response = await api.client.get("/jobs", query_string=query)
+        pages += 1
+        seen += [j["id"] for j in await response.get_json()]
+        link = response.headers.get("Link")
+        if link is None:
+            break
+        match = re.fullmatch(r'<(/jobs\?[^>]+)>; rel="next"', link)
+        assert match, link
+        query = {k: v[0] for k, v in parse_qs(urlsplit(match.group(1)).query).items()}
+        assert query["tenantId"] == "tenant-a"
+    assert pages == 3
+    assert len(seen) == len(set(seen)) == 5
+
+
+async def test_stats_reports_counts_lag_and_windows(api: Api, store: SQLiteJobStore) -> None:
+    await dead(store)
+    await store.insert(make_job(scheduled_at=BASE - timedelta(seconds=90)))
+    reply = await api.get("/stats", tenantId="tenant-a")
+    assert reply.status == 200, reply.text
+    body = reply.json
+    assert body["byStatus"] == {"dlq": 1, "pending": 1}
+    assert body["counts"] == {"dlq": {"noop": 1}, "pending": {"noop": 1}}
+    assert body["queueLagSeconds"] == 90.0
+    assert body["finished"]["1m"] == {"completed": 0, "failed": 1}
+    (await api.get("/stats", tenantId="tenant-a", window="5m")).assert_error(400, "accepted")
+
+
+async def test_a_bulk_action_on_a_hung_store_answers_503_once_a_page_times_out(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    deps = hung_deps(make_deps, store, tmp_path)
+    async with serve(deps) as api:
+        started = trio.current_time()
+        reply = await post(api, "/jobs/retry", {"filter": {"tenantId": "tenant-a"}})
+        elapsed = trio.current_time() - started
+        deps.store.release.set()
+    reply.assert_error(503)
+    assert elapsed == pytest.approx(BULK_PAGE_TIMEOUT)

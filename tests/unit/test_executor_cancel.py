@@ -1,0 +1,142 @@
+"""Cancelling a running job: the executor's heartbeat reply carries the request, the handler
+is stopped in every runner (an ``async def`` cancelled, a worker process killed, a thread
+abandoned) and the job ends ``cancelled``, token-fenced. Virtual time for trio and threads;
+real time, bounded, for worker processes (see test_runners)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from jobscheduler import states
+from jobscheduler.attempts import Outcome
+from jobscheduler.executor import Executor
+from jobscheduler.handlers import JobContext
+from jobscheduler.model import Job, Status
+from jobscheduler.runtime import Deps
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import DepsFactory, make_job, make_settings, sample
+from .test_runners import REAL_BOUND, alive, pid_from, queue, registry_of, sleep_in_process, wake_up
+
+
+async def request_cancel_when_running(deps: Deps, store: SQLiteJobStore, job: Job) -> Job:
+    """Wait (polling the store) until the job runs, then ask to cancel it."""
+    while True:
+        current = await store.get(job.id)
+        if current.status is Status.RUNNING:
+            requested = await store.apply(states.request_cancel(current, now=deps.clock.now()))
+            assert requested is not None
+            return requested
+        await trio.sleep(0.01)
+
+
+async def run_until_settled(deps: Deps, store: SQLiteJobStore, job: Job) -> list[str]:
+    executor = Executor(deps)
+    results: list[str] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(executor.heartbeat_loop)
+
+        async def run() -> None:
+            results.append(await executor.run(wake_up(job)))
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(run)
+        await request_cancel_when_running(deps, store, job)
+    return results
+
+
+async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_cancelled(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    stopped_at: list[float] = []
+
+    async def hang(ctx: JobContext) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            stopped_at.append(trio.current_time())
+
+    deps = make_deps(registry=registry_of("hang", hang))  # heartbeat every 10 s
+    job = make_job(job_type="hang")
+    await queue(deps, store, job)
+    started = trio.current_time()
+    await run_until_settled(deps, store, job)
+    [stopped] = stopped_at
+    assert stopped - started <= deps.settings.heartbeat_interval + 1
+    cancelled = await store.get(job.id)
+    assert (cancelled.status, cancelled.claim_token) == (Status.CANCELLED, None)
+    assert cancelled.last_error == "cancelled while running"
+    # The attempt started (start counted it) and ended cancelled, not failed.
+    assert cancelled.attempts == 1
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome) == (1, Outcome.CANCELLED)
+    assert record.error_type is None
+    labels = {"job_type": "hang", "result": "cancelled"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+
+
+async def test_thread_handler_is_abandoned_and_the_job_ends_cancelled(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    release = threading.Event()
+
+    def blocked(ctx: JobContext) -> None:
+        release.wait(REAL_BOUND)
+
+    deps = make_deps(registry=registry_of("blocked", blocked, run_in="thread"))
+    job = make_job(job_type="blocked")
+    await queue(deps, store, job)
+    try:
+        await run_until_settled(deps, store, job)
+    finally:
+        release.set()
+    assert (await store.get(job.id)).status is Status.CANCELLED
+
+
+async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    async def fails_after_cancel(ctx: JobContext) -> None:
+        current = await store.get(ctx.job_id)
+        assert await store.apply(states.request_cancel(current, now=deps.clock.now()))
+        raise RuntimeError("interrupted")
+
+    deps = make_deps(registry=registry_of("fails-after-cancel", fails_after_cancel))
+    job = make_job(job_type="fails-after-cancel", max_attempts=5)
+    await queue(deps, store, job)
+    assert await Executor(deps).run(wake_up(job)) == "cancelled"
+    assert (await store.get(job.id)).status is Status.CANCELLED
+    # The failure lost to the cancel request: only the cancelled attempt is recorded.
+    assert [(a.number, a.outcome) for a in await store.attempts(job.id)] == [(1, Outcome.CANCELLED)]
+
+
+async def test_process_handler_is_killed_and_the_job_ends_cancelled(
+    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Path
+) -> None:
+    deps = make_deps(
+        registry=registry_of("sleepy", sleep_in_process),
+        settings=make_settings(tmp_path, heartbeat_interval=0.1),
+    )
+    pid_file = tmp_path / "pid"
+    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
+    await queue(deps, store, job)
+    executor = Executor(deps)
+    results: list[str] = []
+    with trio.fail_after(REAL_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(executor.heartbeat_loop)
+
+            async def run() -> None:
+                results.append(await executor.run(wake_up(job)))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(run)
+            pid = await pid_from(pid_file)  # the handler really runs in its process
+            await request_cancel_when_running(deps, store, job)
+    assert results == ["cancelled"]
+    assert not alive(pid)
+    assert (await store.get(job.id)).status is Status.CANCELLED
