@@ -49,6 +49,16 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         ]
     },
     ("POST", "/cron/preview"): {"cron": "*/5 * * * *"},
+    # Management (issue 11): bulk filters naming B; single-job actions with valid bodies,
+    # so the refusal comes from the job's tenant, not from validation.
+    ("POST", "/jobs/cancel"): {"filter": {"tenantId": B}},
+    ("POST", "/jobs/retry"): {"filter": {"tenantId": B}},
+    ("POST", "/jobs/<job_id>/cancel"): {},
+    ("POST", "/jobs/<job_id>/retry"): {},
+    ("POST", "/jobs/<job_id>/pause"): {},
+    ("POST", "/jobs/<job_id>/resume"): {},
+    ("POST", "/jobs/<job_id>/trigger"): {},
+    ("PATCH", "/jobs/<job_id>"): {"priority": 3},
 }
 
 
@@ -61,6 +71,13 @@ class Route:
     @property
     def writes(self) -> bool:
         return self.method not in READ_METHODS
+
+    @property
+    def template_action(self) -> bool:
+        """A route that acts on a cron template (so it is called with B's template)."""
+        return self.rule.endswith(("/pause", "/resume", "/trigger")) or (
+            self.method in ("PATCH", "DELETE") and self.rule == "/jobs/<job_id>"
+        )
 
     def __str__(self) -> str:
         return f"{self.method} {self.rule}"
@@ -96,7 +113,7 @@ class World:
                 chosen = secrets.token_hex(8) if missing else self.b_key_id
             elif missing:
                 chosen = new_job_id()
-            elif "next" in route.rule:
+            elif "next" in route.rule or route.template_action:
                 chosen = str(self.b_template["id"])
             else:
                 chosen = str(self.b_job["id"])
