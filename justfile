@@ -33,6 +33,7 @@ dev *ARGS: install
 test *ARGS: install
     #!/usr/bin/env bash
     set -euo pipefail
+    scripts/browser.sh
     scripts/deps.sh up
     trap 'scripts/deps.sh down' EXIT
     just lint
@@ -95,3 +96,12 @@ loadtest *ARGS: install
 # Regenerate the etcd gRPC stubs from protos/etcd/.
 protos: install
     scripts/gen-protos.sh
+
+# Screenshots of each dashboard view (headless Chromium against a fresh dev) into docs/.
+screenshots: install
+    scripts/browser.sh
+    {{bin}}/python -m tests.support.screenshots docs
+
+# Dashboard page timings with many jobs in a fresh store (`just bench-ui --store mongo`).
+bench-ui *ARGS: install
+    {{bin}}/python -m tests.support.ui_bench {{ARGS}}

@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import attrs
 
-from . import states
+from . import cron_firing, states
 from .errors import DuplicateJob, InvalidTransition, StoreError
 from .model import Job, Status, cron_policy_of, utc
 from .runtime import Deps
@@ -165,21 +165,41 @@ async def pause(deps: Deps, job: Job) -> Outcome:
 
 async def resume(deps: Deps, job: Job) -> Outcome:
     """A template: paused -> pending at its next fire time after now (missed fire times do
-    not run); pending: no-op; retired or dead: 409."""
+    not run, and are recorded in its ledger as skipped, reason ``paused``); pending: no-op;
+    retired or dead: 409."""
     _require_template(job)
+    paused: Job | None = None
 
     def plan(job: Job) -> states.Change | Outcome:
+        nonlocal paused
         if job.status is Status.PENDING:
             return Outcome(job=job, changed=False)
         if job.status is not Status.PAUSED:
             raise _conflict(job, "only a paused template can be resumed")
         now = deps.clock.now()
+        paused = job
         return states.resume(job, next_at=next_fire(job, now), now=now)
 
     outcome = await _decide(deps, job, plan, "resumed")
     if deps.waker is not None:
         deps.waker.notify(outcome.job.scheduled_at)
+    if outcome.changed and paused is not None:
+        await _record_paused(deps, paused, outcome.job)
     return outcome
+
+
+async def _record_paused(deps: Deps, paused: Job, resumed: Job) -> None:
+    """The ledger's ``paused`` skips: the fire times from the one the template held when it
+    was paused up to (not including) the one it resumes at. The resume has applied by now,
+    so a store failure here is logged, not raised: the ledger misses those records, and the
+    resumed template is what the caller gets."""
+    try:
+        await cron_firing.record_paused(deps, paused, until=resumed.scheduled_at)
+    except StoreError as exc:
+        log.warning(
+            "paused fire times not recorded in the ledger",
+            extra={**_fields(resumed), "error": str(exc)},
+        )
 
 
 async def retire(deps: Deps, job: Job) -> Outcome:

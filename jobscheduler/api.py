@@ -6,6 +6,7 @@ matching status and a JSON content type. Error classes map to statuses in one ta
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import time
@@ -17,13 +18,17 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from . import api_schemas as ops
 from .api_cron import register_cron_routes
 from .api_listing import register_listing_routes
 from .api_manage import register_manage_routes
+from .api_occurrences import register_occurrence_routes
+from .api_schemas_manage import describe_registered
 from .attempts import attempt_to_json
 from .auth import Role, current_principal, public, requires
 from .bounded import BoundedCalls
 from .bulk import create_batch, parse_batch_request
+from .contract import RouteTable, UnsupportedMediaType, openapi_document
 from .errors import (
     DuplicateJob,
     Forbidden,
@@ -52,6 +57,7 @@ from .tenancy import (
     forget_creates,
     install_tenancy,
 )
+from .ui import register_ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,7 @@ ERROR_STATUS: dict[type[JobSchedulerError], int] = {
     JobNotFound: 404,
     DuplicateJob: 409,
     InvalidTransition: 409,
+    UnsupportedMediaType: 415,
     StoreError: 503,
 }
 
@@ -85,7 +92,7 @@ def error_response(message: str, status: int) -> Response:
 
 def create_app(deps: Deps) -> QuartTrio:
     """Build the API app around ``deps`` (no I/O happens here)."""
-    app = QuartTrio(__name__)
+    app = QuartTrio(__name__, static_folder=None)  # no /static route: every route is declared
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     metrics = deps.metrics
@@ -99,6 +106,7 @@ def create_app(deps: Deps) -> QuartTrio:
         store_calls.attach(app.nursery)
 
     max_attempts_defaults = deps.registry.max_attempts_defaults()
+    routes = RouteTable(app)
 
     @app.before_request
     async def _start_timer() -> None:
@@ -157,19 +165,14 @@ def create_app(deps: Deps) -> QuartTrio:
         log.exception("unhandled error", extra={"path": request.path})
         return error_response("internal error", 500)
 
-    @app.get("/healthz")
+    @routes.route(ops.HEALTHZ)
     @public
     async def healthz() -> Response:
         return Response("ok", status=200, content_type="text/plain; charset=utf-8")
 
-    @app.post("/jobs")
+    @routes.route(ops.create_operation(job_types))
     @requires(Role.WRITER)
-    async def create_job() -> Response:
-        mimetype = request.mimetype
-        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-            return error_response("Content-Type must be application/json", 415)
-        raw = await request.get_data(cache=False)
-        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+    async def create_job(body: Any) -> Response:
         claim_tenant(body)
         job = parse_create_request(
             body,
@@ -251,7 +254,7 @@ def create_app(deps: Deps) -> QuartTrio:
         records = await store_calls.call(deps.store.attempts, job_id)
         return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
 
-    @app.get("/jobs/<job_id>")
+    @routes.route(ops.GET)
     @requires(Role.READER)
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
@@ -261,9 +264,30 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json(job_to_json(job), 200)
 
     register_cron_routes(app, deps, _json, store_calls)
+    register_occurrence_routes(app, deps, _json, store_calls)
     register_listing_routes(app, deps, _json, store_calls)
     register_manage_routes(app, deps, _json, store_calls)
+    register_ui_routes(app, deps, store_calls)
+    routes.pages("ui.", "root")  # the dashboard's HTML pages are not part of the JSON API
+    describe_registered(routes)  # routes other modules registered with their own validation
+
+    document: dict[str, Any] = {}
+
+    @routes.route(ops.OPENAPI)
+    @public
+    async def openapi() -> Response:
+        if not document:  # built on first use: every module has registered its routes
+            document.update(openapi_document(routes, title="jobscheduler", version=_version()))
+        return _json(document, 200)
+
     return app
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("jobscheduler")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 async def run_api(

@@ -20,9 +20,11 @@ from typing import Any
 from quart import Response, request
 from quart_trio import QuartTrio
 
+from . import api_schemas as ops
 from . import cron
 from .auth import Role, current_principal, requires
 from .bounded import BoundedCalls
+from .contract import table_of
 from .errors import ValidationError
 from .model import (
     Job,
@@ -30,7 +32,6 @@ from .model import (
     cron_policy_of,
     format_time,
     is_job_id,
-    loads_json_body,
     parse_time,
 )
 from .runtime import Deps
@@ -123,13 +124,14 @@ def register_cron_routes(
 
     ``store_calls`` bounds their store reads by API_STORE_TIMEOUT (see bounded.py).
     """
+    routes = table_of(app)
 
     async def get_job(job_id: str) -> Job:
         if store_calls is None:
             return await deps.store.get(job_id)
         return await store_calls.call(deps.store.get, job_id)
 
-    @app.get("/jobs/<job_id>/next")
+    @routes.route(ops.NEXT)
     @requires(Role.READER)
     async def next_fire_times(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
@@ -156,14 +158,9 @@ def register_cron_routes(
             {"id": template.id, **_schedule_json(template.cron, policy), "fireTimes": times}, 200
         )
 
-    @app.post("/cron/preview")
+    @routes.route(ops.PREVIEW_OP)
     @requires(Role.READER)
-    async def preview() -> Response:
-        mimetype = request.mimetype
-        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-            return json_response({"error": "Content-Type must be application/json"}, 415)
-        raw = await request.get_data(cache=False)
-        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+    async def preview(body: Any) -> Response:
         expression, policy, count, start = parse_preview_request(body, now=deps.clock.now())
         fires = itertools.islice(policy.fires(expression, start), count)
         reply: Mapping[str, Any] = {

@@ -1,4 +1,5 @@
-"""``jobscheduler`` command line: dev, run-<role>, check, seed, loadtest, bench."""
+"""``jobscheduler`` command line: dev, run-<role>, check, seed, loadtest, bench; jobs, cron and
+stats over the HTTP API."""
 
 from __future__ import annotations
 
@@ -34,7 +35,19 @@ TOOLS = {
     "audit": "read the audit trail from the configured store",
 }
 
+# API commands, built on jobscheduler.client: the same protocol as TOOLS, each in
+# jobscheduler.client.cli_<name>, imported only when it runs.
+API_COMMANDS = {
+    "jobs": "list, show, create, cancel and retry jobs over the HTTP API",
+    "cron": "list, pause, resume, trigger, update, delete and preview cron templates",
+    "stats": "counts by status and job type, queue lag and recent outcomes",
+}
+
 log = logging.getLogger("jobscheduler")
+
+
+def _command_module(name: str) -> str:
+    return f"jobscheduler.tools.{name}" if name in TOOLS else f"jobscheduler.client.cli_{name}"
 
 
 def _settings() -> Settings:
@@ -213,10 +226,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="load an app and list its job types with their options (exit 1/2 on a problem)",
     )
     check.add_argument("--app", metavar="MODULE[:ATTRIBUTE]", help=app_help)
-    for tool, help_text in TOOLS.items():
+    for tool, help_text in {**TOOLS, **API_COMMANDS}.items():
         tool_parser = sub.add_parser(tool, help=help_text, description=help_text)
         if tool == command:
-            importlib.import_module(f"jobscheduler.tools.{tool}").configure(tool_parser)
+            importlib.import_module(_command_module(tool)).configure(tool_parser)
     return parser
 
 
@@ -231,8 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _role(args.command.removeprefix("run-"), args)
         if args.command == "check":
             return _check(args)
-        if args.command in TOOLS:
-            result: int = importlib.import_module(f"jobscheduler.tools.{args.command}").run(args)
+        if args.command in TOOLS or args.command in API_COMMANDS:
+            result: int = importlib.import_module(_command_module(args.command)).run(args)
             return result
     except KeyboardInterrupt:
         return 130

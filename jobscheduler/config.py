@@ -177,6 +177,8 @@ class Settings:
     shutdown_grace: float = 10.0
     #: Bound of each store call an API request makes; past it the request answers 503.
     api_store_timeout: float = 2.0
+    #: How often the dashboard's pages re-read their data (``/ui``).
+    ui_refresh: float = 5.0
     log_level: str = "INFO"
     log_format: str = "text"
     worker_id: str = attrs.field(factory=_default_worker_id)
@@ -214,6 +216,8 @@ class Settings:
     quota_create_rate: float = 5000.0
     quota_create_burst: int = 50_000
     audit_retention: float = 90 * 86400.0
+    #: How long cron ledger records are kept (the reaper prunes older ones); 30 days.
+    cron_ledger_retention: float = 30 * 24 * 3600.0
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -260,6 +264,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "EXECUTOR_CONCURRENCY": ("executor_concurrency", _positive_int),
     "SHUTDOWN_GRACE": ("shutdown_grace", _positive_duration),
     "API_STORE_TIMEOUT": ("api_store_timeout", _positive_duration),
+    "UI_REFRESH": ("ui_refresh", _positive_duration),
     "LOG_LEVEL": ("log_level", _choice(*LOG_LEVELS)),
     "LOG_FORMAT": ("log_format", _choice(*LOG_FORMATS)),
     "WORKER_ID": ("worker_id", _non_empty),
@@ -286,6 +291,28 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "QUOTA_CREATE_RATE": ("quota_create_rate", _non_negative_float),
     "QUOTA_CREATE_BURST": ("quota_create_burst", _positive_int),
     "AUDIT_RETENTION": ("audit_retention", _positive_duration),
+    "CRON_LEDGER_RETENTION": ("cron_ledger_retention", _positive_duration),
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)
+
+
+#: Where :mod:`jobscheduler.client` and the CLI find the API when no URL is given.
+DEFAULT_CLIENT_URL = "http://127.0.0.1:8080"
+
+
+@attrs.frozen(kw_only=True)
+class ClientSettings:
+    """The client's connection: ``JOBSCHEDULER_URL`` and ``JOBSCHEDULER_API_KEY``."""
+
+    url: str = DEFAULT_CLIENT_URL
+    api_key: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
+        env = os.environ if env is None else env
+        url = env.get("JOBSCHEDULER_URL", "").strip() or DEFAULT_CLIENT_URL
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"JOBSCHEDULER_URL: must start with http:// or https://: {url!r}")
+        key = env.get("JOBSCHEDULER_API_KEY", "").strip() or None
+        return cls(url=url.rstrip("/"), api_key=key)

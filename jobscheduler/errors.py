@@ -79,3 +79,38 @@ class InvalidTransition(JobSchedulerError, ValueError):
         super().__init__(message)
         self.job_id = job_id
         self.status = status
+
+
+# ------------------------------------------------------- raised by jobscheduler.client
+
+
+class RateLimited(JobSchedulerError):
+    """Too many requests (HTTP 429); ``retry_after`` is the server's hint in seconds."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ServiceUnavailable(StoreError):
+    """The API could not reach its store (HTTP 503); ``retry_after`` in seconds, if given."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ApiError(JobSchedulerError):
+    """The API answered a status the client has no better exception for (``status``)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApiUnreachable(JobSchedulerError, ConnectionError):
+    """The API could not be reached (connection refused, DNS, timeout)."""
+
+
+class WaitTimeout(JobSchedulerError, TimeoutError):
+    """``wait()`` gave up before the job reached a final status."""

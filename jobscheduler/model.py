@@ -93,6 +93,8 @@ class Job:
     queued_at: datetime | None = attrs.field(default=None, validator=_aware)
     created_at: datetime = attrs.field(validator=_aware)
     updated_at: datetime = attrs.field(validator=_aware)
+    #: A template's fire time held by ``overlap="buffer_one"`` until its previous run ends.
+    cron_buffered: datetime | None = attrs.field(default=None, validator=_aware)
     #: The handler's return value (JSON; at most 64 KiB encoded), set when it completes.
     result: Any = None
     #: For a cron run: the id of the template that spawned it.
@@ -220,6 +222,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
     if job.cron is not None:
         out["cron"] = job.cron
         out.update(cron_template_json(job))
+        if job.cron_buffered is not None:
+            out["bufferedFireAt"] = format_time(job.cron_buffered)
     if job.template_id is not None:
         out["templateId"] = job.template_id
     if job.claimed_by is not None:

@@ -47,6 +47,24 @@ class Metrics:
             "One-off instances inserted by cron templates.",
             registry=r,
         )
+        self.scheduler_cron_lag = Histogram(
+            "scheduler_cron_lag_seconds",
+            "Spawn time minus fire time of each cron run spawned.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600),
+            registry=r,
+        )
+        self.scheduler_cron_skipped = Counter(
+            "scheduler_cron_skipped_total",
+            "Cron fire times recorded in the ledger without a run, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.scheduler_cron_cancelled_previous = Counter(
+            "scheduler_cron_cancelled_previous_total",
+            "Unfinished cron runs cancelled (or asked to stop) by a newer fire time of their "
+            "template under overlap=cancel_previous.",
+            registry=r,
+        )
         self.scheduler_invalid_cron = Counter(
             "scheduler_invalid_cron_templates_total",
             "Cron templates dead-lettered because their expression no longer parses.",

@@ -98,6 +98,7 @@ class Reaper:
         else:
             if pruned:
                 log.info("pruned old attempt records", extra={"records": pruned})
+        await self._prune_ledger()
         for sweep, count in recovered.items():
             if count:
                 deps.metrics.reaper_recovered.labels(sweep=sweep).inc(count)
@@ -128,6 +129,19 @@ class Reaper:
         if pruned:
             log.info("pruned old audit records", extra={"records": pruned})
         return pruned
+
+    async def _prune_ledger(self) -> None:
+        """Delete cron ledger records older than CRON_LEDGER_RETENTION (a failure is only
+        logged: the next sweep tries again)."""
+        deps = self._deps
+        cutoff = deps.clock.now() - timedelta(seconds=deps.settings.cron_ledger_retention)
+        try:
+            pruned = await deps.store.prune_occurrences(cutoff)
+        except StoreError as exc:
+            log.warning("cron ledger not pruned", extra={"error": str(exc)})
+            return
+        if pruned:
+            log.info("pruned old cron ledger records", extra={"records": pruned})
 
 
 async def sample_gauges(deps: Deps, seen: set[tuple[str, str]]) -> bool:

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-import attrs
 import trio
 
-from . import cron, states
 from .bus import WakeUp
+from .cron_firing import TemplateFiring
 from .election import Term, lead
-from .errors import BusError, DuplicateJob, StoreError, ValidationError
-from .model import Job, cron_policy_of
+from .errors import BusError, StoreError
+from .model import Job
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
@@ -42,6 +41,7 @@ class Scheduler:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
         self._tick = timedelta(seconds=deps.settings.scheduler_tick)
+        self._firing = TemplateFiring(deps)
 
     async def dispatch_loop(self, term: Term) -> None:
         """Tick until cancelled: spawn due cron instances, claim and publish every due job,
@@ -140,7 +140,7 @@ class Scheduler:
 
     async def _fire_templates(self) -> int:
         deps = self._deps
-        fired = 0
+        fired = await self._firing.release_buffers()
         while True:
             now = deps.clock.now()
             templates = await deps.store.due_templates(now, TEMPLATE_BATCH)
@@ -153,92 +153,13 @@ class Scheduler:
     async def _fire(self, template: Job) -> None:
         """Spawn the instances of the template's due fire times, then move the template.
 
-        Which fire times run is the template's catch-up policy (:func:`cron.plan_pass`): by
-        default missed fire times coalesce into one run. Each instance is keyed on its fire
-        time and due at the fire time plus the template's jitter; the move is conditional on
-        the template's current fire time.
+        Which fire times run is the template's catch-up policy (:func:`cron.plan_pass`) and
+        overlap policy; every fire time is recorded in the template's ledger first, and
+        the scheduler acts on the recorded decision (:mod:`jobscheduler.cron_firing`). Each
+        instance is keyed on its fire time and due at the fire time plus the template's
+        jitter; the move is conditional on the template's current fire time.
         """
-        deps = self._deps
-        now = deps.clock.now()
-        fields = {"job_id": template.id, "tenant": template.tenant_id}
-        assert template.cron is not None
-        policy = cron_policy_of(template)
-        try:
-            plan = cron.plan_pass(template.cron, policy, template.scheduled_at, now)
-        except ValidationError as exc:
-            dead = await deps.store.apply(
-                states.dead_letter_template(template, error=str(exc), now=now)
-            )
-            if dead is not None:
-                deps.metrics.scheduler_invalid_cron.inc()
-                log.error("cron template dead-lettered", extra={**fields, "error": str(exc)})
-            return
-        if plan.skipped:
-            log.info(
-                "cron fire times skipped",
-                extra={
-                    **fields,
-                    "skipped": plan.skipped,
-                    "at_least": plan.skipped_capped,
-                    "reason": plan.skip_reason,
-                    "catch_up": policy.catch_up.value,
-                },
-            )
-        for fire_at in plan.spawn:
-            await self._spawn(template, fire_at, policy, now)
-        moved = await deps.store.apply(
-            states.advance_template(template, next_at=plan.next_at, now=now)
-        )
-        if moved is None:
-            deps.metrics.transitions_lost.labels(transition="advance_template").inc()
-            log.debug("template already advanced", extra=fields)
-
-    async def _spawn(
-        self, template: Job, fire_at: datetime, policy: cron.CronPolicy, now: datetime
-    ) -> None:
-        """Insert the instance of one fire time (a no-op if it was already spawned).
-
-        A duplicate is "already spawned" only if the store holds this template's run of this
-        fire time (:meth:`JobStore.find_run`). Otherwise another job of the tenant holds the
-        run's key: the run is spawned anyway, under a key of its own (the key plus the run's
-        fresh id), so no client-chosen key can stop a template from firing.
-        """
-        deps = self._deps
-        fields = {"job_id": template.id, "tenant": template.tenant_id}
-        run_at = fire_at + cron.jitter_offset(template.id, fire_at, policy.jitter)
-        instance = states.spawn_instance(template, fire_at=fire_at, now=now, run_at=run_at)
-        try:
-            await deps.store.insert(instance)
-        except DuplicateJob:
-            if await deps.store.find_run(template.id, fire_at) is not None:
-                log.debug(
-                    "cron instance already spawned",
-                    extra={**fields, "key": instance.idempotency_key},
-                )
-                return
-            log.warning(
-                "cron run key held by another job; spawning the run under its own key",
-                extra={**fields, "key": instance.idempotency_key, "fire_at": fire_at.isoformat()},
-            )
-            instance = attrs.evolve(
-                instance, idempotency_key=f"{instance.idempotency_key}-{instance.id}"
-            )
-            try:
-                await deps.store.insert(instance)
-            except DuplicateJob:  # another leader spawned this run meanwhile
-                log.debug("cron instance already spawned", extra=fields)
-                return
-        deps.metrics.scheduler_cron_spawned.inc()
-        log.info(
-            "cron instance spawned",
-            extra={
-                **fields,
-                "instance_id": instance.id,
-                "key": instance.idempotency_key,
-                "fire_at": fire_at.isoformat(),
-                "run_at": instance.scheduled_at.isoformat(),
-            },
-        )
+        await self._firing.fire(template)
 
     async def _sleep(self, progress: int) -> None:
         """Sleep until the next job is due (at most one tick), or the waker fires.

@@ -355,6 +355,37 @@ def spawn_instance(
     )
 
 
+def advance_template_holding(
+    template: Job, *, next_at: datetime, buffered: datetime, now: datetime
+) -> Change:
+    """:func:`advance_template` that also holds the fire time ``buffered`` for
+    ``overlap="buffer_one"`` (spawned by :func:`release_buffered`'s caller once the
+    template's previous run has finished). Conditioned also on holding none."""
+    now = utc(now)
+    return Change(
+        transition="advance_template",
+        job_id=template.id,
+        expect={
+            "status": Status.PENDING,
+            "scheduled_at": template.scheduled_at,
+            "cron_buffered": None,
+        },
+        set={"scheduled_at": utc(next_at), "cron_buffered": utc(buffered), "updated_at": now},
+    )
+
+
+def release_buffered(template: Job, *, now: datetime) -> Change:
+    """A template's buffered fire time was spawned: it holds none any more. Conditioned on
+    the buffer it held, so two schedulers release it once."""
+    now = utc(now)
+    return Change(
+        transition="release_buffered",
+        job_id=template.id,
+        expect={"status": Status.PENDING, "cron_buffered": template.cron_buffered},
+        set={"cron_buffered": None, "updated_at": now},
+    )
+
+
 # --------------------------------------------------------------------------- user actions
 
 #: Statuses a job can be cancelled from at once (no executor runs it yet, or a template).

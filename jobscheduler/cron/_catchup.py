@@ -18,24 +18,30 @@ two schedulers running the same plan at once spawn each fire time once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 
 import attrs
 
+from ._fires import DstGap, Fire
+from ._ledger import SkipReason
 from ._policy import CatchUp, CronPolicy
 
 ON_TIME_GRACE = timedelta(seconds=60)
 #: The most runs one template spawns in one scheduler pass (``catchUp="all"``).
 MAX_SPAWNS_PER_PASS = 100
-#: Skipped fire times are counted up to this many (they are only logged).
+#: Skipped fire times are counted (and recorded in the ledger) up to this many per pass.
 SKIP_COUNT_LIMIT = 100
 
 
 @attrs.frozen(kw_only=True)
 class Plan:
-    """``spawn``: fire times to spawn, oldest first. ``skipped``: how many fire times were
-    skipped (``skipped_capped``: at least that many; counting stopped). ``next_at``: where
-    the template moves (after now, unless a capped catch-up left some due)."""
+    """``spawn``: fire times to spawn, oldest first. ``skipped``: how many fire times the
+    catch-up policy skipped (``skipped_capped``: at least that many; counting stopped).
+    ``next_at``: where the template moves (after now, unless a capped catch-up left some
+    due). ``skips``: the ledger's skipped fire times with their reasons, oldest first (at
+    most :data:`SKIP_COUNT_LIMIT`): catch-up skips, coalesced fire times and DST-gap skips up
+    to ``next_at`` (a gap skip is recorded by the pass that moves the template past it)."""
 
     spawn: tuple[datetime, ...]
     skipped: int
@@ -43,6 +49,22 @@ class Plan:
     next_at: datetime
     #: Why fire times were skipped: "missed" (catchUp none) or "outside_catch_up_window".
     skip_reason: str | None
+    skips: tuple[tuple[datetime, SkipReason], ...] = ()
+
+
+def _walk(
+    expression: str, policy: CronPolicy, current: datetime, resume: Callable[[], datetime]
+) -> Generator[Fire, bool, None]:
+    """``current`` (a fire time), then the fire times after it (with DST-gap skips under
+    ``dstGap="skip"``). Once the caller sends True the walk jumps: it goes on after
+    ``resume()`` instead (skipping the stretch nobody records)."""
+    gaps = policy.dst_gap is DstGap.SKIP
+    jump = yield Fire(at=current, wall=current.replace(tzinfo=None))
+    fires = policy.fires(expression, current, gap_skips=gaps)
+    while True:
+        if jump:
+            fires = policy.fires(expression, resume(), gap_skips=gaps)
+        jump = yield next(fires)
 
 
 def plan_pass(
@@ -59,49 +81,51 @@ def plan_pass(
     """
     if current > now:
         return Plan(spawn=(), skipped=0, skipped_capped=False, next_at=current, skip_reason=None)
-    if policy.catch_up is CatchUp.ONE:
-        return Plan(
-            spawn=(current,),
-            skipped=0,
-            skipped_capped=False,
-            next_at=policy.next_fire(expression, max(now, current)),
-            skip_reason=None,
-        )
-    if policy.catch_up is CatchUp.NONE:
-        horizon, reason = ON_TIME_GRACE, "missed"
+    one = policy.catch_up is CatchUp.ONE
+    if one:
+        horizon, reason = timedelta.max, SkipReason.COALESCED
+        earliest = current
+    elif policy.catch_up is CatchUp.NONE:
+        horizon, reason = ON_TIME_GRACE, SkipReason.MISSED
+        earliest = now - horizon
     else:
-        horizon, reason = max(policy.catch_up_window, ON_TIME_GRACE), "outside_catch_up_window"
-    earliest = now - horizon
+        horizon = max(policy.catch_up_window, ON_TIME_GRACE)
+        reason = SkipReason.OUTSIDE_CATCH_UP_WINDOW
+        earliest = now - horizon
+    # Where a walk that stopped recording skips goes on: for catchUp "one" nothing after the
+    # first run is spawned before now; otherwise the first fire time inside the horizon.
+    resume_at = now if one else max(current, earliest - timedelta(microseconds=1))
 
+    spawn: list[datetime] = []
+    skips: list[tuple[datetime, SkipReason]] = []
     skipped = 0
     capped = False
-    due: list[datetime] = []
-    if current >= earliest:
-        due.append(current)
-    else:
-        skipped = 1
-        for fire in policy.fires(expression, current):
-            if fire.at >= earliest:
-                break
-            if skipped >= SKIP_COUNT_LIMIT:
-                capped = True
-                break
-            skipped += 1
-    if len(due) <= cap:
-        start = max(current, earliest - timedelta(microseconds=1))
-        for fire in policy.fires(expression, start):
-            if fire.at > now or len(due) > cap:
-                break
-            due.append(fire.at)
-    if len(due) > cap:
-        next_at = due[cap]
-        due = due[:cap]
-    else:
-        next_at = policy.next_fire(expression, now)
+    walk = _walk(expression, policy, current, lambda: resume_at)
+    fire = next(walk)
+    while True:
+        jump = False
+        if fire.skipped:
+            if len(skips) < SKIP_COUNT_LIMIT:
+                skips.append((fire.at, SkipReason.DST_GAP))
+        elif fire.at > now or len(spawn) >= cap:
+            next_at = fire.at
+            break
+        elif (one and spawn) or fire.at < earliest:
+            if len(skips) < SKIP_COUNT_LIMIT:
+                skips.append((fire.at, reason))
+                skipped += 0 if one else 1
+            else:
+                # Counting stops here; the rest of the stretch is jumped over.
+                capped = not one
+                jump = True
+        else:
+            spawn.append(fire.at)
+        fire = walk.send(jump)
     return Plan(
-        spawn=tuple(due),
+        spawn=tuple(spawn),
         skipped=skipped,
         skipped_capped=capped,
         next_at=next_at,
-        skip_reason=reason if skipped else None,
+        skip_reason=None if one or not skipped else reason.value,
+        skips=tuple(skips),
     )

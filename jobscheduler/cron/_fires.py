@@ -54,6 +54,8 @@ class Fire:
     for (naive; for a shifted fire the earliest such time). ``shifted``: a DST gap moved it
     (its wall time did not exist). ``repeated``: its wall time happens twice that day;
     ``second`` says this is the second occurrence (only under ``dstFold="both"``).
+    ``skipped``: a wall time in a DST gap that ``dstGap="skip"`` drops, placed at the first
+    instant after the gap (only from ``iter_fires(..., gap_skips=True)``, for the ledger).
     """
 
     at: datetime
@@ -61,26 +63,35 @@ class Fire:
     shifted: bool = False
     repeated: bool = False
     second: bool = False
+    skipped: bool = False
 
     def local(self, tz: ZoneInfo) -> datetime:
         return self.at.astimezone(tz)
 
     def merge(self, other: Fire) -> Fire:
-        """Two wall times that land on the same instant make one fire time."""
+        """Two wall times that land on the same instant make one fire time (a real fire
+        time there wins over a skipped gap wall time)."""
+        if self.skipped != other.skipped:
+            return other if self.skipped else self
         return Fire(
             at=self.at,
             wall=min(self.wall, other.wall),
             shifted=self.shifted or other.shifted,
             repeated=self.repeated or other.repeated,
             second=self.second and other.second,
+            skipped=self.skipped,
         )
 
 
-def _candidates(wall: datetime, resolved: Resolved, gap: DstGap, fold: DstFold) -> list[Fire]:
+def _candidates(
+    wall: datetime, resolved: Resolved, gap: DstGap, fold: DstFold, gap_skips: bool
+) -> list[Fire]:
     if resolved.kind is WallKind.NORMAL:
         return [Fire(at=resolved.instants[0], wall=wall)]
     if resolved.kind is WallKind.GAP:
         if gap is DstGap.SKIP:
+            if gap_skips:
+                return [Fire(at=resolved.instants[0], wall=wall, shifted=True, skipped=True)]
             return []
         return [Fire(at=resolved.instants[0], wall=wall, shifted=True)]
     first = Fire(at=resolved.instants[0], wall=wall, repeated=True)
@@ -96,8 +107,12 @@ def iter_fires(
     timezone: str = "UTC",
     dst_gap: DstGap = DstGap.SHIFT,
     dst_fold: DstFold = DstFold.FIRST,
+    gap_skips: bool = False,
 ) -> Iterator[Fire]:
     """Every fire time strictly after ``after`` (aware), in order, without end.
+
+    ``gap_skips``: also yield, as ``skipped`` fires, the wall times ``dstGap="skip"`` drops
+    (one per gap instant that is not a fire time of its own).
 
     Raises ValidationError (on the first ``next``) for an expression or zone that does not
     parse. The wall-time walk starts a little before ``after``'s own wall time when a fold
@@ -107,7 +122,7 @@ def iter_fires(
         raise ValueError("after must be timezone-aware")
     tz = zone(timezone)
     try:
-        yield from _walk(expression, after.astimezone(UTC), tz, dst_gap, dst_fold)
+        yield from _walk(expression, after.astimezone(UTC), tz, dst_gap, dst_fold, gap_skips)
     except OverflowError:
         raise ValidationError(
             f"cron: no fire time of {expression!r} within the calendar (years 1-9999)"
@@ -115,7 +130,12 @@ def iter_fires(
 
 
 def _walk(
-    expression: str, after: datetime, tz: ZoneInfo, dst_gap: DstGap, dst_fold: DstFold
+    expression: str,
+    after: datetime,
+    tz: ZoneInfo,
+    dst_gap: DstGap,
+    dst_fold: DstFold,
+    gap_skips: bool = False,
 ) -> Iterator[Fire]:
     lookback = offset_drop_ahead(after, tz) + timedelta(minutes=1)
     start = after.astimezone(tz).replace(tzinfo=None) - lookback
@@ -126,7 +146,7 @@ def _walk(
     heap: list[datetime] = []
     for wall in wall_times(expression, start.replace(second=0, microsecond=0)):
         resolved = resolve(wall, tz)
-        for fire in _candidates(wall, resolved, dst_gap, dst_fold):
+        for fire in _candidates(wall, resolved, dst_gap, dst_fold, gap_skips):
             if fire.at <= after:
                 continue
             if fire.at in pending:

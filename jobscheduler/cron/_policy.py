@@ -30,7 +30,9 @@ MIN_CATCH_UP_WINDOW = timedelta(seconds=1)
 MAX_CATCH_UP_WINDOW = timedelta(days=7)
 
 #: The request/JSON fields of a template's schedule settings.
-POLICY_FIELDS = frozenset({"timezone", "dstGap", "dstFold", "catchUp", "catchUpWindow", "jitter"})
+POLICY_FIELDS = frozenset(
+    {"timezone", "dstGap", "dstFold", "catchUp", "catchUpWindow", "jitter", "overlap"}
+)
 
 
 class CatchUp(enum.StrEnum):
@@ -44,6 +46,22 @@ class CatchUp(enum.StrEnum):
     ALL = "all"
 
 
+class Overlap(enum.StrEnum):
+    """What a fire time does while the template's previous run has not finished."""
+
+    #: Spawn it anyway: runs may overlap. The default, and the old behaviour.
+    ALLOW = "allow"
+    #: Skip it (recorded in the ledger with reason ``overlap``).
+    SKIP = "skip"
+    #: Hold it (one at most) and spawn it once the previous run has finished; further fire
+    #: times while one is held are skipped.
+    BUFFER_ONE = "buffer_one"
+    #: Cancel the previous run if it has not finished (a pending/queued/claimed one at once,
+    #: a running one by a cancel request its executor honours within a heartbeat) and spawn
+    #: this one.
+    CANCEL_PREVIOUS = "cancel_previous"
+
+
 @attrs.frozen(kw_only=True)
 class CronPolicy:
     timezone: str = "UTC"
@@ -52,8 +70,9 @@ class CronPolicy:
     catch_up: CatchUp = CatchUp.ONE
     catch_up_window: timedelta = DEFAULT_CATCH_UP_WINDOW
     jitter: timedelta = timedelta(0)
+    overlap: Overlap = Overlap.ALLOW
 
-    def fires(self, expression: str, after: datetime) -> Iterator[Fire]:
+    def fires(self, expression: str, after: datetime, *, gap_skips: bool = False) -> Iterator[Fire]:
         """This template's fire times strictly after ``after`` (see :func:`iter_fires`)."""
         return iter_fires(
             expression,
@@ -61,6 +80,7 @@ class CronPolicy:
             timezone=self.timezone,
             dst_gap=self.dst_gap,
             dst_fold=self.dst_fold,
+            gap_skips=gap_skips,
         )
 
     def next_fire(self, expression: str, after: datetime) -> datetime:
@@ -79,6 +99,7 @@ class CronPolicy:
             "catchUp": self.catch_up.value,
             "catchUpWindowMs": _millis(self.catch_up_window),
             "jitterMs": _millis(self.jitter),
+            "overlap": self.overlap.value,
         }
 
     @classmethod
@@ -94,6 +115,7 @@ class CronPolicy:
                 milliseconds=int(doc.get("catchUpWindowMs", _millis(default.catch_up_window)))
             ),
             jitter=timedelta(milliseconds=int(doc.get("jitterMs", 0))),
+            overlap=Overlap(doc.get("overlap", default.overlap)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +126,7 @@ class CronPolicy:
             "dstFold": self.dst_fold.value,
             "catchUp": self.catch_up.value,
             "catchUpWindow": format_duration(self.catch_up_window),
+            "overlap": self.overlap.value,
         }
         if self.jitter:
             out["jitter"] = format_duration(self.jitter)
@@ -180,6 +203,7 @@ def parse_policy(body: Mapping[str, Any], expression: str) -> CronPolicy:
             raise ValidationError(
                 f"jitter: must not exceed the schedule's interval ({format_duration(interval)})"
             )
+    overlap = _choice(body, "overlap", Overlap, DEFAULT_POLICY.overlap)
     return CronPolicy(
         timezone=timezone,
         dst_gap=_choice(body, "dstGap", DstGap, DEFAULT_POLICY.dst_gap),
@@ -187,6 +211,7 @@ def parse_policy(body: Mapping[str, Any], expression: str) -> CronPolicy:
         catch_up=_choice(body, "catchUp", CatchUp, DEFAULT_POLICY.catch_up),
         catch_up_window=window,
         jitter=jitter,
+        overlap=overlap,
     )
 
 

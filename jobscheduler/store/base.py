@@ -13,6 +13,7 @@ from datetime import datetime
 
 from ..attempts import Attempt
 from ..audit import AuditQuery, AuditRecord
+from ..cron import Occurrence, OccurrenceStatus
 from ..errors import DuplicateJob, ValidationError
 from ..keys import ApiKey
 from ..model import Job, Status
@@ -163,6 +164,39 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def count_by_status(self) -> dict[Status, int]:
         """How many jobs are in each status (for operators and benchmarks)."""
+
+    # ------------------------------------------------------------------ cron ledger
+
+    @abc.abstractmethod
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
+        """Append cron ledger records, each unless its (template id, fire time) is recorded
+        already; return, in order, the record stored under each key (the given one, or the
+        one a concurrent or earlier writer stored first, never changed) and whether this
+        call wrote it."""
+
+    @abc.abstractmethod
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        """A template's ledger records, newest fire time first, at most ``limit``; only
+        those whose fire time is older than ``before`` and whose status is one of
+        ``statuses``, when given."""
+
+    @abc.abstractmethod
+    async def prune_occurrences(self, before: datetime) -> int:
+        """Delete ledger records recorded before ``before``; returns how many."""
+
+    @abc.abstractmethod
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        """Pending cron templates holding a buffered fire time (``cron_buffered`` set),
+        oldest buffer first, at most ``limit`` (read only)."""
 
     @abc.abstractmethod
     async def attempts(self, job_id: str) -> list[Attempt]:

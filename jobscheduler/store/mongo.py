@@ -78,10 +78,11 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from ..attempts import Attempt, decode_result, encode_result
-from ..cron import CronPolicy
+from ..cron import CronPolicy, Occurrence, OccurrenceStatus
 from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Replay, Status, utc
 from ..states import Change, claim_fields
+from . import mongo_ledger
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
 from .mongo_attempts import (
     ATTEMPT_INDEXES,
@@ -123,6 +124,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "created_at": "createdAt",
     "updated_at": "updatedAt",
     "cron_policy": "cronPolicy",
+    "cron_buffered": "cronBuffered",
     # JSON text, not a sub-document: any JSON value round-trips (keys with "." or "$",
     # integers beyond 64 bits), and nothing queries inside it.
     "result": "result",
@@ -141,6 +143,7 @@ _TIME_FIELDS: Final = frozenset(
         "updated_at",
         "fire_at",
         "cancel_requested_at",
+        "cron_buffered",
     }
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
@@ -201,6 +204,11 @@ INDEXES: Final = [
     IndexModel(
         [(FIELDS["status"], ASCENDING), (FIELDS["heartbeat_at"], ASCENDING)],
         name="status_heartbeatAt",
+    ),
+    # Templates holding a fire time for overlap="buffer_one".
+    IndexModel(
+        [(FIELDS["status"], ASCENDING), (FIELDS["cron_buffered"], ASCENDING)],
+        name="status_cronBuffered",
     ),
     *MANAGE_INDEXES,
 ]
@@ -439,6 +447,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
                 # exist — its "skip identical index" step deletes from a shrinking slice by
                 # the original position. One at a time is standard and costs 7 round trips.
                 jobs.create_indexes([index])
+            mongo_ledger.create_ledger_indexes(self._ledger_of(client))
             attempts = self._attempts_of(client)
             for index in ATTEMPT_INDEXES:
                 attempts.create_indexes([index])
@@ -454,6 +463,9 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             write_concern=WriteConcern(w="majority", j=True),
             read_concern=ReadConcern("majority"),
         )
+
+    def _ledger_of(self, client: MongoClient[Document]) -> Collection[Document]:
+        return mongo_ledger.ledger_collection(client.get_database(self._database))
 
     def _attempts_of(self, client: MongoClient[Document]) -> Collection[Document]:
         return client.get_database(self._database).get_collection(
@@ -852,6 +864,54 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
         for row in rows:
             counts[Status(row["_id"])] = int(row["n"])
         return counts
+
+    # ------------------------------------------------------------------ cron ledger
+
+    def _ledger(self) -> Collection[Document]:
+        if self._client is None:
+            raise StoreError("MongoDB store is not started")
+        return self._ledger_of(self._client)
+
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
+        if not records:
+            return []
+        ledger = self._ledger()
+        return await self._call(lambda: mongo_ledger.record(ledger, records), "record_occurrences")
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        ledger = self._ledger()
+        return await self._call(
+            lambda: mongo_ledger.select(ledger, template_id, before, limit, statuses),
+            "occurrences",
+            read=True,
+        )
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        ledger = self._ledger()
+        return await self._call(lambda: mongo_ledger.prune(ledger, before), "prune_occurrences")
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        jobs = self._collection()
+        query: Document = {
+            FIELDS["status"]: Status.PENDING.value,
+            # A range, not ``$ne: null``: FerretDB (patched) pushes ranges down to SQLite.
+            FIELDS["cron_buffered"]: {"$gte": datetime(1970, 1, 1, tzinfo=UTC)},
+        }
+        sort = [(FIELDS["cron_buffered"], ASCENDING)]
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "buffered_templates", read=True)
 
     # ------------------------------------------------------------------ management
 

@@ -34,10 +34,11 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from ..attempts import Attempt
-from ..cron import CronPolicy
+from ..cron import CronPolicy, Occurrence, OccurrenceStatus
 from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Replay, Status
 from ..states import Change, claim_fields
+from . import sqlite_ledger
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
 from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
 from .sqlite_attempts import (
@@ -79,6 +80,7 @@ _COLUMNS: dict[str, str] = {
     "created_at": "created_at",
     "updated_at": "updated_at",
     "cron_policy": "cron_policy",
+    "cron_buffered": "cron_buffered",
     "result": "result",
     "template_id": "template_id",
     "fire_at": "fire_at",
@@ -95,6 +97,7 @@ _TIME_FIELDS = frozenset(
         "updated_at",
         "fire_at",
         "cancel_requested_at",
+        "cron_buffered",
     }
 )
 _SELECT = ", ".join(_COLUMNS.values())
@@ -155,12 +158,14 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 #: Columns added after the first release: (column, definition), added to older files at start
-#: (and to new ones: ``cancel_requested_at`` and ``replays`` exist only through this list).
+#: (and to new ones: ``cron_buffered``, ``cancel_requested_at`` and ``replays`` exist only
+#: through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
     ("template_id", "TEXT"),
     ("fire_at", "INTEGER"),
+    ("cron_buffered", "INTEGER"),
     ("cancel_requested_at", "INTEGER"),
     ("replays", "TEXT"),
 )
@@ -300,6 +305,7 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             if migrate_tenant_keys(conn):
                 conn.executescript(_SCHEMA)  # the rebuilt table's indexes
             conn.executescript(TENANCY_SCHEMA)
+            sqlite_ledger.migrate(conn)
             conn.executescript(MANAGE_INDEXES)
             return conn
 
@@ -650,6 +656,37 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         for status, count in rows:
             counts[Status(status)] = count
         return counts
+
+    # ------------------------------------------------------------------ cron ledger
+
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
+        if not records:
+            return []
+        return await self._write(lambda conn: sqlite_ledger.record(conn, records))
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        return await self._read(
+            lambda conn: sqlite_ledger.select(conn, template_id, before, limit, statuses)
+        )
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        return await self._write(lambda conn: sqlite_ledger.prune(conn, before))
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        sql = (
+            f"SELECT {_SELECT} FROM jobs WHERE cron_buffered IS NOT NULL AND status = 'pending' "
+            "ORDER BY cron_buffered ASC LIMIT ?"
+        )
+        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, (limit,))])
 
     async def attempts(self, job_id: str) -> list[Attempt]:
         sql = (

@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,18 @@ async def dev_factory(
         if server.proc is not None and server.proc.poll() is None:
             code = await server.stop()
             assert code == 0, f"dev exited {code} on SIGTERM:\n{server.log()[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def live_dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """One dev server shared by a module's synchronous tests (clients, CLI, fuzzing); it must
+    stop cleanly (exit 0) and log no traceback."""
+    server = DevServer(Path(tmp_path_factory.mktemp("live")), {"LOG_LEVEL": "INFO"})
+    trio.run(server.start)
+    yield server
+    code = trio.run(server.stop)
+    assert code == 0, f"dev exited {code}:\n{server.log()[-4000:]}"
+    assert "Traceback" not in server.log(), server.log()[-4000:]
 
 
 @pytest.fixture

@@ -575,3 +575,20 @@ async def test_cron_fires_once_per_fire_time_across_a_leader_kill(cluster: Clust
     stored_template = await cluster.db(lambda jobs: jobs.find_one({"idempotencyKey": template_key}))
     assert stored_template["status"] == "pending"
     assert stored_template["scheduledAt"] > second_fire
+
+    # The ledger shows each fire time once, the one before the kill and the one the new
+    # leader fired alike, and names the very run spawned for it.
+    reply = await cluster.http.get(
+        f"{api.url}/jobs/{template['id']}/occurrences", params={"limit": "500"}
+    )
+    assert reply.status_code == 200, reply.text
+    items = reply.json()["occurrences"]
+    fire_times = [parse_time(item["fireAt"]) for item in items]
+    assert len(fire_times) == len(set(fire_times)), fire_times
+    assert sorted(fire_times) == [first_fire + timedelta(minutes=m) for m in range(len(items))]
+    by_fire = dict(zip(fire_times, items, strict=True))
+    for fire, instance in ((first_fire, first_instance), (second_fire, second_instance)):
+        assert by_fire[fire]["status"] == "spawned"
+        assert by_fire[fire]["runId"] == str(instance["_id"])
+        assert by_fire[fire]["run"]["status"] == "completed"
+    print(f"cron ledger: {second_fire:%H:%M:%S} late by {by_fire[second_fire]['lateSeconds']}s")

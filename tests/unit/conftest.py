@@ -34,6 +34,7 @@ from jobscheduler.audit import AuditQuery, AuditRecord
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
 from jobscheduler.config import Settings
+from jobscheduler.cron import Occurrence, OccurrenceStatus
 from jobscheduler.election import Elector
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import HandlerRegistry, default_registry
@@ -163,6 +164,29 @@ class ProxyStore(JobStore):
 
     async def count_by_status(self) -> dict[Status, int]:
         return await self.inner.count_by_status()
+
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
+        return await self.inner.record_occurrences(records)
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        return await self.inner.occurrences(
+            template_id, limit=limit, before=before, statuses=statuses
+        )
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        return await self.inner.prune_occurrences(before)
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        return await self.inner.buffered_templates(limit)
 
     async def find_jobs(
         self, query: JobQuery, limit: int, after: Cursor | None = None

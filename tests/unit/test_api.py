@@ -209,6 +209,7 @@ async def test_create_cron_returns_201_template_with_computed_first_fire_time(
         "dstFold": "first",
         "catchUp": "one",
         "catchUpWindow": "1h",
+        "overlap": "allow",
         "nextFireLocal": "2026-01-01T02:00:00+00:00",
         "attempts": 0,
         "maxAttempts": 3,
@@ -497,7 +498,7 @@ async def test_operator_object_in_tenant_query_is_a_literal_tenant_that_matches_
 # ----------------------------------------------------------------------- routing errors
 
 
-@pytest.mark.parametrize("path", ["/", "/job", "/jobs/abc/extra", "/metrics", "/healthz/x"])
+@pytest.mark.parametrize("path", ["/ui/nope", "/job", "/jobs/abc/extra", "/metrics", "/healthz/x"])
 async def test_unknown_route_is_404_json(api: Api, path: str) -> None:
     (await api.get(path)).assert_error(404, "not found")
 

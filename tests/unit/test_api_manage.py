@@ -260,6 +260,19 @@ async def test_patch_changes_the_schedule_and_recomputes_the_next_fire(api: Api)
     assert zone.json["scheduledAt"] == "2026-01-01T09:30:00Z"
 
 
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one", "cancel_previous", "allow"])
+async def test_patch_changes_the_overlap_policy_and_keeps_the_schedule(
+    api: Api, overlap: str
+) -> None:
+    created = await template(api, timezone="Europe/Paris", overlap="skip")
+    reply = await api.request("PATCH", f"/jobs/{created['id']}", json={"overlap": overlap})
+    assert reply.status == 200, reply.text
+    assert reply.json["overlap"] == overlap
+    assert reply.json["timezone"] == "Europe/Paris"
+    assert reply.json["scheduledAt"] == created["scheduledAt"]
+    assert (await api.get(f"/jobs/{created['id']}")).json["overlap"] == overlap
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [
@@ -267,6 +280,8 @@ async def test_patch_changes_the_schedule_and_recomputes_the_next_fire(api: Api)
         ({"timezone": "Mars/Olympus"}, "timezone"),
         ({"priority": "high"}, "priority"),
         ({"maxAttempts": 0}, "maxAttempts"),
+        ({"overlap": "queue"}, "overlap: must be one of"),
+        ({"overlap": 1}, "overlap: must be one of"),
         ({"jobType": "noop"}, "unknown field"),
         ({}, "nothing to change"),
     ],

@@ -213,7 +213,15 @@ async def test_bounded_calls_without_a_serving_app_fail_as_store_unavailable() -
 
 SURROGATE = "\ud800x"
 #: A cron template's schedule settings that are strings.
-POLICY_STRINGS = ("timezone", "dstGap", "dstFold", "catchUp", "catchUpWindow", "jitter")
+POLICY_STRINGS = (
+    "timezone",
+    "dstGap",
+    "dstFold",
+    "catchUp",
+    "catchUpWindow",
+    "jitter",
+    "overlap",
+)
 
 
 def _with_surrogate(path: str) -> dict[str, Any]:

@@ -103,6 +103,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "EXECUTOR_CONCURRENCY": ("4", "executor_concurrency", 4),
     "SHUTDOWN_GRACE": ("2s", "shutdown_grace", 2.0),
     "API_STORE_TIMEOUT": ("1500ms", "api_store_timeout", 1.5),
+    "UI_REFRESH": ("2s", "ui_refresh", 2.0),
     "LOG_LEVEL": ("debug", "log_level", "DEBUG"),
     "LOG_FORMAT": ("JSON", "log_format", "json"),
     "WORKER_ID": ("worker-7", "worker_id", "worker-7"),
@@ -133,6 +134,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "QUOTA_CREATE_RATE": ("2.5", "quota_create_rate", 2.5),
     "QUOTA_CREATE_BURST": ("10", "quota_create_burst", 10),
     "AUDIT_RETENTION": ("30h", "audit_retention", 30 * 3600.0),
+    "CRON_LEDGER_RETENTION": ("168h", "cron_ledger_retention", 7 * 24 * 3600.0),
 }
 
 
@@ -172,6 +174,7 @@ BAD: list[tuple[str, str]] = [
     ("EXECUTOR_CONCURRENCY", "-3"),
     ("SHUTDOWN_GRACE", "soon"),
     ("API_STORE_TIMEOUT", "0"),
+    ("UI_REFRESH", "0"),
     ("LOG_LEVEL", "TRACE"),
     ("LOG_FORMAT", "xml"),
     ("WORKER_ID", "  "),
@@ -204,6 +207,7 @@ BAD: list[tuple[str, str]] = [
     ("QUOTA_CREATE_RATE", "nan"),
     ("QUOTA_CREATE_BURST", "0"),
     ("AUDIT_RETENTION", "0"),
+    ("CRON_LEDGER_RETENTION", "0s"),
 ]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobscheduler import cron
-from jobscheduler.cron import CatchUp, CronPolicy, DstFold, DstGap
+from jobscheduler.cron import CatchUp, CronPolicy, DstFold, DstGap, Overlap
 from jobscheduler.cron._catchup import SKIP_COUNT_LIMIT
 from jobscheduler.errors import ValidationError
 
@@ -24,7 +24,7 @@ def at(seconds: float) -> datetime:
 # ----------------------------------------------------------------------------- parsing
 
 
-def test_defaults_are_utc_shift_first_one_1h_no_jitter() -> None:
+def test_defaults_are_utc_shift_first_one_1h_no_jitter_overlap_allowed() -> None:
     policy = cron.parse_policy({}, EVERY_5)
     assert policy == CronPolicy()
     assert policy.to_json() == {
@@ -33,6 +33,7 @@ def test_defaults_are_utc_shift_first_one_1h_no_jitter() -> None:
         "dstFold": "first",
         "catchUp": "one",
         "catchUpWindow": "1h",
+        "overlap": "allow",
     }
 
 
@@ -44,6 +45,7 @@ def test_every_field_parses_and_round_trips_through_storage() -> None:
         "catchUp": "all",
         "catchUpWindow": "90m",
         "jitter": "30s",
+        "overlap": "buffer_one",
     }
     policy = cron.parse_policy(body, EVERY_5)
     assert policy == CronPolicy(
@@ -53,6 +55,7 @@ def test_every_field_parses_and_round_trips_through_storage() -> None:
         catch_up=CatchUp.ALL,
         catch_up_window=timedelta(minutes=90),
         jitter=timedelta(seconds=30),
+        overlap=Overlap.BUFFER_ONE,
     )
     assert CronPolicy.from_storage(policy.to_storage()) == policy
     assert policy.to_json() == body

@@ -38,6 +38,10 @@ async def test_a_file_from_before_cron_policies_is_migrated_on_start(tmp_path: P
         assert old.cron_policy is None
         assert cron_policy_of(old) == CronPolicy()
         assert job_to_json(old)["timezone"] == "UTC"
+        # It gained the buffered-fire-time column (and its index) and the ledger table.
+        assert old.cron_buffered is None
+        assert await store.buffered_templates(10) == []
+        assert await store.occurrences(old.id, limit=10) == []
         policy = CronPolicy(timezone="Asia/Kolkata")
         new = attrs.evolve(
             make_job(key="new", cron="0 * * * *", scheduled_at=BASE), cron_policy=policy

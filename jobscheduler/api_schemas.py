@@ -1,0 +1,280 @@
+"""The JSON Schemas of the HTTP contract and the declaration of every operation.
+
+Request-body schemas here are the ones the routes validate with (see :mod:`.contract`);
+limits and enums come from model.py and the cron package, so a new status or a changed
+limit shows up in validation and in ``/openapi.json`` at once. Response schemas describe
+what :func:`jobscheduler.model.job_to_json` and the routes write; they stay open to new
+fields (``additionalProperties``) so a field added by one change does not break clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from . import cron
+from .contract import Operation, Param, Reply, Schema
+from .model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
+
+TIME: Schema = {"type": "string", "format": "date-time"}
+JOB_ID: Schema = {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}
+STATUS: Schema = {"type": "string", "enum": [s.value for s in Status]}
+
+
+def _nullable(schema: Schema) -> Schema:
+    """Optional request fields may be given as null, meaning "not given"."""
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {**schema, "type": [kind, "null"]}
+    if "enum" in schema:
+        return {**schema, "enum": [*schema["enum"], None]}
+    return schema
+
+
+TEXT: Schema = {"type": "string", "minLength": 1, "maxLength": MAX_STRING_LENGTH}
+DURATION: Schema = {
+    "type": ["string", "number", "null"],
+    "description": "a duration such as 500ms, 30s, 5m, 1h, or a number of seconds",
+}
+
+#: The schedule settings of a cron template (also in a preview request).
+SCHEDULE_FIELDS: dict[str, Schema] = {
+    "timezone": _nullable({"type": "string", "description": "an IANA zone, default UTC"}),
+    "dstGap": _nullable({"type": "string", "enum": [v.value for v in cron.DstGap]}),
+    "dstFold": _nullable({"type": "string", "enum": [v.value for v in cron.DstFold]}),
+    "catchUp": _nullable({"type": "string", "enum": [v.value for v in cron.CatchUp]}),
+    "catchUpWindow": DURATION,
+    "jitter": DURATION,
+    "overlap": _nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
+}
+
+# tenantId is checked by the model, not here: the caller's key may supply it.
+CREATE_JOB: Schema = {
+    "type": "object",
+    "required": ["idempotencyKey", "jobType"],
+    "additionalProperties": False,
+    "properties": {
+        "idempotencyKey": TEXT,
+        "tenantId": _nullable(TEXT),
+        "jobType": TEXT,
+        "payload": _nullable({"type": "object"}),
+        "priority": _nullable(
+            {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}
+        ),
+        "scheduledAt": _nullable(
+            {**TIME, "description": "when a one-off job is due (required unless cron)"}
+        ),
+        "cron": _nullable({**TEXT, "description": "a 5-field expression: a template"}),
+        "maxAttempts": _nullable(
+            {
+                "type": "integer",
+                "maximum": MAX_ATTEMPTS_LIMIT,
+                "description": "attempts before dlq; 0 or less means the job type's default",
+            }
+        ),
+        **SCHEDULE_FIELDS,
+    },
+}
+
+JOB: Schema = {
+    "type": "object",
+    "required": [
+        "id",
+        "idempotencyKey",
+        "tenantId",
+        "jobType",
+        "payload",
+        "priority",
+        "status",
+        "scheduledAt",
+        "attempts",
+        "maxAttempts",
+        "createdAt",
+        "updatedAt",
+    ],
+    "properties": {
+        "id": JOB_ID,
+        "idempotencyKey": {"type": "string"},
+        "tenantId": {"type": "string"},
+        "jobType": {"type": "string"},
+        "payload": {"type": "object"},
+        "priority": {"type": "integer"},
+        "status": STATUS,
+        "scheduledAt": TIME,
+        "cron": {"type": "string"},
+        "timezone": {"type": "string"},
+        "dstGap": {"type": "string"},
+        "dstFold": {"type": "string"},
+        "catchUp": {"type": "string"},
+        "catchUpWindow": {"type": "string"},
+        "jitter": {"type": "string"},
+        "overlap": {"type": "string"},
+        "bufferedFireAt": TIME,
+        "nextFireLocal": {"type": "string"},
+        "claimedBy": {"type": "string"},
+        "claimedAt": TIME,
+        "attempts": {"type": "integer", "minimum": 0},
+        "maxAttempts": {"type": "integer", "minimum": 1},
+        "lastError": {"type": "string"},
+        "templateId": {**JOB_ID, "description": "the cron template that spawned this run"},
+        "result": {"description": "what the handler returned (any JSON value)"},
+        "createdAt": TIME,
+        "updatedAt": TIME,
+    },
+}
+
+DUPLICATE: Schema = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "jobId": {**JOB_ID, "description": "the job that holds the idempotencyKey"},
+    },
+}
+
+FIRE_TIME: Schema = {
+    "type": "object",
+    "required": ["at", "local", "shifted", "repeated"],
+    "properties": {
+        "at": TIME,
+        "local": {"type": "string"},
+        "shifted": {"type": "boolean"},
+        "repeated": {"type": "boolean"},
+        "wallTime": {"type": "string"},
+        "occurrence": {"type": "string", "enum": ["first", "second"]},
+        "runAt": TIME,
+    },
+}
+
+_SCHEDULE_REPLY: dict[str, Schema] = {
+    "cron": {"type": "string"},
+    "timezone": {"type": "string"},
+    "dstGap": {"type": "string"},
+    "dstFold": {"type": "string"},
+    "fireTimes": {"type": "array", "items": FIRE_TIME},
+}
+
+PREVIEW_REQUEST: Schema = {
+    "type": "object",
+    "required": ["cron"],
+    "additionalProperties": False,
+    "properties": {
+        "cron": TEXT,
+        "timezone": SCHEDULE_FIELDS["timezone"],
+        "dstGap": SCHEDULE_FIELDS["dstGap"],
+        "dstFold": SCHEDULE_FIELDS["dstFold"],
+        "count": _nullable({"type": "integer", "minimum": 1, "maximum": 100}),
+        "from": _nullable(TIME),
+    },
+}
+
+PREVIEW: Schema = {
+    "type": "object",
+    "required": ["cron", "timezone", "from", "fireTimes"],
+    "properties": {**_SCHEDULE_REPLY, "from": TIME},
+}
+
+NEXT_FIRES: Schema = {
+    "type": "object",
+    "required": ["id", "cron", "timezone", "fireTimes"],
+    "properties": {"id": JOB_ID, **_SCHEDULE_REPLY},
+}
+
+JOB_ID_PARAM = Param(name="job_id", where="path", schema=JOB_ID, description="the job's id")
+
+
+def _job(description: str, status: int = 200) -> dict[int, Reply]:
+    return {status: Reply(description=description, schema=JOB)}
+
+
+# ---------------------------------------------------------------- the operations
+
+HEALTHZ = Operation(
+    id="healthz",
+    method="GET",
+    rule="/healthz",
+    summary="Liveness: the API process answers",
+    tag="health",
+    public=True,
+    responses={
+        200: Reply(
+            description="ok",
+            schema={"type": "string"},
+            content_type="text/plain",
+        )
+    },
+)
+
+OPENAPI = Operation(
+    id="openapi",
+    method="GET",
+    rule="/openapi.json",
+    summary="This document",
+    tag="health",
+    public=True,
+    responses={200: Reply(description="the OpenAPI 3.1 document", schema={"type": "object"})},
+)
+
+
+def create_schema(job_types: Iterable[str]) -> Schema:
+    """``POST /jobs``'s body: the app's job types are an enum, so clients see them."""
+    kinds = sorted(job_types)
+    job_type: Schema = {**TEXT, "enum": kinds, "x-noun": "job type"}
+    return {**CREATE_JOB, "properties": {**CREATE_JOB["properties"], "jobType": job_type}}
+
+
+def create_operation(job_types: Iterable[str]) -> Operation:
+    return attrs.evolve(CREATE, body=create_schema(job_types))
+
+
+CREATE = Operation(
+    id="create",
+    method="POST",
+    rule="/jobs",
+    summary="Create a one-off job (scheduledAt) or a cron template (cron)",
+    tag="jobs",
+    body=CREATE_JOB,
+    responses={
+        **_job("the stored job", 201),
+        409: Reply(description="the idempotencyKey is taken (jobId names it)", schema=DUPLICATE),
+    },
+)
+
+GET = Operation(
+    id="get",
+    method="GET",
+    rule="/jobs/<job_id>",
+    summary="A job as it is now",
+    tag="jobs",
+    params=(JOB_ID_PARAM,),
+    responses=_job("the job"),
+)
+
+NEXT = Operation(
+    id="next",
+    method="GET",
+    rule="/jobs/<job_id>/next",
+    summary="A cron template's next fire times",
+    tag="cron",
+    params=(
+        JOB_ID_PARAM,
+        Param(
+            name="count",
+            where="query",
+            schema={"type": "integer", "minimum": 1, "maximum": 100},
+            description="how many (default 10)",
+        ),
+    ),
+    responses={200: Reply(description="the fire times", schema=NEXT_FIRES)},
+)
+
+PREVIEW_OP = Operation(
+    id="preview",
+    method="POST",
+    rule="/cron/preview",
+    summary="The fire times of any expression (stateless)",
+    tag="cron",
+    body=PREVIEW_REQUEST,
+    responses={200: Reply(description="the fire times", schema=PREVIEW)},
+)

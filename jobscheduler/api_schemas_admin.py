@@ -1,0 +1,173 @@
+"""Declarations of the tenancy routes (API keys, audit trail) and of a template's ledger
+(``GET /jobs/{id}/occurrences``), in the same terms as :mod:`.api_schemas`. Like
+:mod:`.api_schemas_manage`, they document routes that validate their input in their own
+modules; :func:`jobscheduler.api_schemas_manage.describe_registered` declares the ones on the
+app."""
+
+from __future__ import annotations
+
+from .api_schemas import JOB_ID, JOB_ID_PARAM, TEXT, TIME
+from .contract import Operation, Param, Reply, Schema
+
+ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
+
+KEY: Schema = {
+    "type": "object",
+    "required": ["id", "role", "createdAt", "revoked"],
+    "properties": {
+        "id": {"type": "string"},
+        "tenantId": {"type": ["string", "null"]},
+        "allTenants": {"type": "boolean"},
+        "role": ROLE,
+        "name": {"type": "string"},
+        "createdAt": TIME,
+        "revoked": {"type": "boolean"},
+        "revokedAt": TIME,
+        "key": {"type": "string", "description": "the secret: shown once, at creation"},
+    },
+}
+
+CREATE_KEY = Operation(
+    id="create_key",
+    method="POST",
+    rule="/keys",
+    summary="Create an API key (admin); the secret is in the answer only",
+    tag="keys",
+    body={
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "tenantId": {"type": ["string", "null"]},
+            "allTenants": {"type": "boolean"},
+            "role": ROLE,
+            "name": {"type": ["string", "null"]},
+        },
+    },
+    responses={201: Reply(description="the key, with its secret", schema=KEY)},
+)
+
+LIST_KEYS = Operation(
+    id="list_keys",
+    method="GET",
+    rule="/keys",
+    summary="The keys (never their secrets)",
+    tag="keys",
+    params=(Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),),
+    responses={200: Reply(description="the keys", schema={"type": "array", "items": KEY})},
+)
+
+REVOKE_KEY = Operation(
+    id="revoke_key",
+    method="DELETE",
+    rule="/keys/<key_id>",
+    summary="Revoke a key",
+    tag="keys",
+    params=(Param(name="key_id", where="path", schema={"type": "string"}, description="the key"),),
+    responses={200: Reply(description="the key, revoked", schema=KEY)},
+)
+
+AUDIT_RECORD: Schema = {
+    "type": "object",
+    "required": ["id", "at", "action"],
+    "properties": {
+        "id": {"type": "string"},
+        "at": TIME,
+        "keyId": {"type": ["string", "null"]},
+        "tenantId": {"type": ["string", "null"]},
+        "action": {"type": "string"},
+        "jobId": {"type": ["string", "null"]},
+        "status": {"type": ["integer", "null"]},
+        "detail": {"type": ["string", "null"]},
+    },
+}
+
+AUDIT = Operation(
+    id="audit",
+    method="GET",
+    rule="/audit",
+    summary="The audit trail, newest first (admin)",
+    tag="keys",
+    params=(
+        Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),
+        Param(name="keyId", where="query", schema=TEXT, description="one key"),
+        Param(name="action", where="query", schema=TEXT, description="one action"),
+        Param(name="jobId", where="query", schema=JOB_ID, description="one job"),
+        Param(name="since", where="query", schema=TIME, description="at or after"),
+        Param(name="until", where="query", schema=TIME, description="before"),
+        Param(name="before", where="query", schema=JOB_ID, description="cursor: nextBefore"),
+        Param(
+            name="limit",
+            where="query",
+            schema={"type": "integer", "minimum": 1},
+            description="page size",
+        ),
+    ),
+    responses={
+        200: Reply(
+            description="one page of records",
+            schema={
+                "type": "object",
+                "required": ["records"],
+                "properties": {
+                    "records": {"type": "array", "items": AUDIT_RECORD},
+                    "nextBefore": {"type": ["string", "null"]},
+                },
+            },
+        )
+    },
+)
+
+OCCURRENCE: Schema = {
+    "type": "object",
+    "required": ["fireAt", "status"],
+    "properties": {
+        "fireAt": TIME,
+        "fireAtLocal": {"type": "string"},
+        "status": {"type": "string"},
+        "reason": {"type": "string"},
+        "runId": JOB_ID,
+        "spawnedAt": TIME,
+        "lateSeconds": {"type": "number"},
+        "run": {"type": ["object", "null"]},
+    },
+}
+
+OCCURRENCES = Operation(
+    id="occurrences",
+    method="GET",
+    rule="/jobs/<job_id>/occurrences",
+    summary="A cron template's ledger of fire times, newest first",
+    tag="cron",
+    params=(
+        JOB_ID_PARAM,
+        Param(
+            name="limit",
+            where="query",
+            schema={"type": "integer", "minimum": 1, "maximum": 500},
+            description="page size (default 50)",
+        ),
+        Param(
+            name="cursor",
+            where="query",
+            schema={"type": "string"},
+            description="opaque: nextCursor of the previous page",
+        ),
+    ),
+    responses={
+        200: Reply(
+            description="one page of the ledger",
+            schema={
+                "type": "object",
+                "required": ["id", "occurrences"],
+                "properties": {
+                    "id": JOB_ID,
+                    "occurrences": {"type": "array", "items": OCCURRENCE},
+                    "nextCursor": {"type": "string"},
+                },
+            },
+            headers={"Link": 'the next page: <url>; rel="next"'},
+        )
+    },
+)
+
+OPERATIONS = (CREATE_KEY, LIST_KEYS, REVOKE_KEY, AUDIT, OCCURRENCES)

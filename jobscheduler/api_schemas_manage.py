@@ -1,0 +1,362 @@
+"""Declarations of the job-management, listing, stats, batch and attempt routes (issue 11
+§1-2 and the batch/attempt routes), in the same terms as :mod:`.api_schemas`.
+
+These routes validate their input in their own modules (``api_manage``, ``api_listing``,
+``bulk``) with messages that list the accepted fields; the declarations here document that
+input and every answer, and the schemathesis fuzz test holds the two together (no 5xx, every
+answer as declared). :func:`describe_registered` declares the ones whose route exists on the
+app and has no declaration of its own yet.
+"""
+
+from __future__ import annotations
+
+from .api_schemas import JOB, JOB_ID, JOB_ID_PARAM, SCHEDULE_FIELDS, STATUS, TEXT, TIME
+from .api_schemas_admin import OPERATIONS as ADMIN_OPERATIONS
+from .contract import Operation, Param, Reply, RouteTable, Schema
+from .model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH
+
+CONFLICT: Schema = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "jobId": JOB_ID,
+        "status": {**STATUS, "description": "the job's status, which forbids the action"},
+    },
+}
+
+NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
+
+FILTER: Schema = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "properties": {
+        "tenantId": TEXT,
+        "status": {"oneOf": [STATUS, {"type": "array", "items": STATUS}]},
+        "jobType": TEXT,
+        "templateId": JOB_ID,
+        "cron": {"type": "boolean"},
+        "createdAfter": TIME,
+        "createdBefore": TIME,
+    },
+}
+
+BULK_RESULT: Schema = {
+    "type": "object",
+    "required": ["matched", "changed"],
+    "properties": {
+        "matched": {"type": "integer", "minimum": 0},
+        "changed": {"type": "integer", "minimum": 0},
+        "cancelRequested": {"type": "integer", "minimum": 0},
+    },
+}
+
+STATS: Schema = {
+    "type": "object",
+    "required": ["byStatus", "byJobType", "queueLagSeconds", "finished"],
+    "properties": {
+        "tenantId": {"type": ["string", "null"]},
+        "at": TIME,
+        "byStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "byJobType": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "counts": {"type": "object"},
+        "queueLagSeconds": {"type": "number", "minimum": 0},
+        "oldestDueAt": TIME,
+        "finished": {"type": "object"},
+    },
+}
+
+ATTEMPT: Schema = {
+    "type": "object",
+    "required": ["number", "outcome"],
+    "properties": {
+        "number": {"type": "integer", "minimum": 1},
+        "outcome": {"type": "string"},
+        "worker": {"type": "string"},
+        "startedAt": TIME,
+        "finishedAt": TIME,
+        "errorType": {"type": "string"},
+        "errorMessage": {"type": "string"},
+        "traceback": {"type": "string"},
+    },
+}
+
+BATCH_ANSWER: Schema = {
+    "type": "object",
+    "required": ["status"],
+    "properties": {
+        "status": {"type": "integer", "enum": [201, 400, 409]},
+        "job": JOB,
+        "jobId": JOB_ID,
+        "error": {"type": "string"},
+    },
+}
+
+
+def _action(name: str, summary: str, *, status: int = 200, tag: str = "actions") -> Operation:
+    return Operation(
+        id=name,
+        method="POST",
+        rule=f"/jobs/<job_id>/{name}",
+        summary=summary,
+        tag=tag,
+        params=(JOB_ID_PARAM,),
+        body=NO_BODY,
+        body_required=False,
+        responses={
+            status: Reply(description="the job after the action", schema=JOB),
+            409: Reply(description="the job's status forbids the action", schema=CONFLICT),
+        },
+    )
+
+
+CANCEL = Operation(
+    id="cancel",
+    method="POST",
+    rule="/jobs/<job_id>/cancel",
+    summary="Cancel a job; a running one gets a cancel request (202)",
+    tag="actions",
+    params=(JOB_ID_PARAM,),
+    body=NO_BODY,
+    body_required=False,
+    responses={
+        200: Reply(description="the cancelled job", schema=JOB),
+        202: Reply(description="running: the executor stops it within a heartbeat", schema=JOB),
+        409: Reply(description="the job is already final", schema=CONFLICT),
+    },
+)
+
+RETRY = Operation(
+    id="retry",
+    method="POST",
+    rule="/jobs/<job_id>/retry",
+    summary="Run a dlq or cancelled job again, optionally later or with a new payload",
+    tag="actions",
+    params=(JOB_ID_PARAM,),
+    body={
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "properties": {
+            "scheduledAt": {"type": ["string", "null"], "format": "date-time"},
+            "payload": {"type": ["object", "null"]},
+        },
+    },
+    body_required=False,
+    responses={
+        200: Reply(description="the job, pending again", schema=JOB),
+        409: Reply(description="the job is not dlq or cancelled", schema=CONFLICT),
+    },
+)
+
+PAUSE = _action("pause", "Pause a cron template", tag="cron")
+RESUME = _action("resume", "Resume a template; it fires next from now (no burst)", tag="cron")
+TRIGGER = _action("trigger", "Run a template once now (the new run)", status=201, tag="cron")
+
+
+def _bulk(name: str, summary: str, body: Schema) -> Operation:
+    return Operation(
+        id=f"bulk_{name}",
+        method="POST",
+        rule=f"/jobs/{name}",
+        summary=summary,
+        tag="actions",
+        body=body,
+        responses={200: Reply(description="how many matched and changed", schema=BULK_RESULT)},
+    )
+
+
+BULK_CANCEL = _bulk(
+    "cancel",
+    "Cancel every job matching a filter (server-side, bounded per round trip)",
+    {
+        "type": "object",
+        "required": ["filter"],
+        "additionalProperties": False,
+        "properties": {"filter": FILTER},
+    },
+)
+
+BULK_RETRY = _bulk(
+    "retry",
+    "Retry every dlq/cancelled job matching a filter",
+    {
+        "type": "object",
+        "required": ["filter"],
+        "additionalProperties": False,
+        "properties": {
+            "filter": FILTER,
+            "scheduledAt": {"type": ["string", "null"], "format": "date-time"},
+        },
+    },
+)
+
+UPDATE = Operation(
+    id="update",
+    method="PATCH",
+    rule="/jobs/<job_id>",
+    summary="Change a cron template (cron, payload, priority, maxAttempts, schedule)",
+    tag="cron",
+    params=(JOB_ID_PARAM,),
+    body={
+        "type": "object",
+        "minProperties": 1,
+        "additionalProperties": False,
+        "properties": {
+            "cron": TEXT,
+            "payload": {"type": "object"},
+            "priority": {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY},
+            "maxAttempts": {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPTS_LIMIT},
+            **SCHEDULE_FIELDS,
+        },
+    },
+    responses={
+        200: Reply(description="the template, next fire recomputed", schema=JOB),
+        409: Reply(description="not a template, or retired", schema=CONFLICT),
+    },
+)
+
+DELETE = Operation(
+    id="delete",
+    method="DELETE",
+    rule="/jobs/<job_id>",
+    summary="Retire a cron template (its past runs stay)",
+    tag="cron",
+    params=(JOB_ID_PARAM,),
+    responses={
+        200: Reply(description="the retired template", schema=JOB),
+        409: Reply(description="not a template", schema=CONFLICT),
+    },
+)
+
+STATUS_LIST: Schema = {"type": "array", "items": STATUS}
+
+LIST_FILTERED = Operation(
+    id="list",
+    method="GET",
+    rule="/jobs",
+    summary="Jobs matching the filters, newest first (a bare array; Link to the next page)",
+    tag="jobs",
+    params=(
+        Param(
+            name="tenantId",
+            where="query",
+            schema={"type": "string", "minLength": 1, "maxLength": MAX_STRING_LENGTH},
+            description="the tenant",
+            required=True,
+        ),
+        Param(name="status", where="query", schema=STATUS_LIST, description="any of these"),
+        Param(name="jobType", where="query", schema=TEXT, description="only this type"),
+        Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
+        Param(
+            name="cron",
+            where="query",
+            schema={"type": "boolean"},
+            description="true: templates only; false: no templates",
+        ),
+        Param(name="createdAfter", where="query", schema=TIME, description="created after"),
+        Param(name="createdBefore", where="query", schema=TIME, description="created before"),
+        Param(
+            name="limit",
+            where="query",
+            schema={"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT},
+            description=f"page size (default 100, at most {MAX_LIST_LIMIT})",
+        ),
+        Param(
+            name="cursor",
+            where="query",
+            schema={"type": "string"},
+            description="opaque: from the Link header",
+        ),
+    ),
+    responses={
+        200: Reply(
+            description="the jobs",
+            schema={"type": "array", "items": JOB},
+            headers={"Link": 'the next page: <url>; rel="next" (absent on the last page)'},
+        )
+    },
+)
+
+STATS_OP = Operation(
+    id="stats",
+    method="GET",
+    rule="/stats",
+    summary="Counts by status and job type, queue lag, recent completions and failures",
+    tag="jobs",
+    params=(Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),),
+    responses={200: Reply(description="the figures", schema=STATS)},
+)
+
+BATCH = Operation(
+    id="create_many",
+    method="POST",
+    rule="/jobs/batch",
+    summary="Create up to 1,000 jobs; one answer per job, in order",
+    tag="jobs",
+    body={
+        "type": "object",
+        "required": ["jobs"],
+        "additionalProperties": False,
+        "properties": {
+            "jobs": {
+                "type": "array",
+                "maxItems": 1000,
+                "items": {"description": "a POST /jobs body, validated on its own"},
+            }
+        },
+    },
+    responses={
+        200: Reply(
+            description="the answers",
+            schema={
+                "type": "object",
+                "required": ["results"],
+                "properties": {"results": {"type": "array", "items": BATCH_ANSWER}},
+            },
+        )
+    },
+)
+
+ATTEMPTS = Operation(
+    id="attempts",
+    method="GET",
+    rule="/jobs/<job_id>/attempts",
+    summary="A job's attempt history, oldest first",
+    tag="jobs",
+    params=(JOB_ID_PARAM,),
+    responses={
+        200: Reply(
+            description="the attempts",
+            schema={
+                "type": "object",
+                "required": ["jobId", "attempts"],
+                "properties": {"jobId": JOB_ID, "attempts": {"type": "array", "items": ATTEMPT}},
+            },
+        )
+    },
+)
+
+#: Routes registered by their own modules with their own validation.
+OPERATIONS = (
+    CANCEL,
+    RETRY,
+    PAUSE,
+    RESUME,
+    TRIGGER,
+    BULK_CANCEL,
+    BULK_RETRY,
+    UPDATE,
+    DELETE,
+    LIST_FILTERED,
+    STATS_OP,
+    BATCH,
+    ATTEMPTS,
+)
+
+
+def describe_registered(table: RouteTable) -> None:
+    """Declare each operation of this module and of :mod:`.api_schemas_admin` whose route
+    is on the app and has no declaration yet."""
+    missing = set(table.undeclared())
+    known = (*OPERATIONS, *ADMIN_OPERATIONS)
+    table.describe(*(op for op in known if f"{op.method} {op.rule}" in missing))

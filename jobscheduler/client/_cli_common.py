@@ -1,0 +1,90 @@
+"""What the ``jobs``, ``cron`` and ``stats`` commands share: connection options, ``--json``,
+tables, and reading JSON arguments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from ._sync import Client
+
+Row = Mapping[str, Any]
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """``--url``, ``--api-key`` and ``--json`` on a leaf command."""
+    parser.add_argument(
+        "--url", help="the API (default: JOBSCHEDULER_URL, else http://127.0.0.1:8080)"
+    )
+    parser.add_argument("--api-key", help="an API key (default: JOBSCHEDULER_API_KEY)")
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (for scripts) instead of a table"
+    )
+
+
+def client_of(args: argparse.Namespace) -> Client:
+    return Client(args.url, api_key=args.api_key)
+
+
+def json_arg(text: str) -> dict[str, Any]:
+    """An argparse type: a JSON object (``'{"url": "..."}'``)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def emit_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def table(rows: Iterable[Row], columns: Sequence[tuple[str, str]]) -> None:
+    """Print ``rows`` as aligned columns; ``columns`` are (heading, key) pairs."""
+    cells = [[_cell(row.get(key)) for _, key in columns] for row in rows]
+    headings = [heading for heading, _ in columns]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headings)]
+    for line in [headings, *cells]:
+        print("  ".join(t.ljust(w) for t, w in zip(line, widths, strict=True)).rstrip())
+    if not cells:
+        print("(none)")
+
+
+def fields(row: Row) -> None:
+    """Print one resource as ``key  value`` lines."""
+    width = max((len(k) for k in row), default=0)
+    for key, value in row.items():
+        print(f"{key.ljust(width)}  {_cell(value)}")
+
+
+def show(args: argparse.Namespace, value: Any, human: Callable[[Any], None]) -> int:
+    """Print ``value`` as JSON with ``--json``, else with ``human``; exit code 0."""
+    if args.json:
+        emit_json(value)
+    else:
+        human(value)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,315 @@
+"""What the sync and async clients share: one :class:`Call` per operation (method, path,
+query, body, and how to read the answer), the translation of error answers into the
+project's exceptions, and the client's types. No I/O happens here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Generic, TypedDict, TypeVar, cast
+
+import attrs
+import httpx
+
+from ..config import ClientSettings
+from ..errors import (
+    ApiError,
+    DuplicateJob,
+    Forbidden,
+    InvalidTransition,
+    JobNotFound,
+    RateLimited,
+    ServiceUnavailable,
+    Unauthorized,
+    ValidationError,
+)
+
+T = TypeVar("T")
+
+#: Statuses a job never leaves (``wait`` returns on them).
+FINAL_STATUSES = frozenset({"completed", "dlq", "cancelled", "failed"})
+
+
+class Job(TypedDict, total=False):
+    """A job as the API shows it (``GET /jobs/{id}``); optional fields may be absent."""
+
+    id: str
+    idempotencyKey: str
+    tenantId: str
+    jobType: str
+    payload: dict[str, Any]
+    priority: int
+    status: str
+    scheduledAt: str
+    cron: str
+    timezone: str
+    claimedBy: str
+    claimedAt: str
+    attempts: int
+    maxAttempts: int
+    lastError: str
+    result: Any
+    templateId: str
+    createdAt: str
+    updatedAt: str
+
+
+class BatchAnswer(TypedDict, total=False):
+    """One answer of ``create_many``: status 201 with ``job``, 409 with ``jobId``, or 400."""
+
+    status: int
+    job: Job
+    jobId: str
+    error: str
+
+
+Filter = dict[str, Any]
+
+
+@attrs.frozen
+class Call(Generic[T]):
+    """One HTTP request and how its successful answer becomes a value."""
+
+    method: str
+    path: str
+    decode: Callable[[httpx.Response], T]
+    params: Sequence[tuple[str, str]] = ()
+    body: Any = None
+    #: A 409 here means the idempotencyKey is taken (DuplicateJob), not a state conflict.
+    creates: bool = False
+
+
+def _json(response: httpx.Response) -> Any:
+    return response.json()
+
+
+def _job(response: httpx.Response) -> Job:
+    return cast(Job, response.json())
+
+
+def _dict(response: httpx.Response) -> dict[str, Any]:
+    return cast(dict[str, Any], response.json())
+
+
+def connection(base_url: str | None, api_key: str | None) -> tuple[str, dict[str, str]]:
+    """The base URL and headers: arguments win over JOBSCHEDULER_URL/JOBSCHEDULER_API_KEY."""
+    env = ClientSettings.from_env()
+    url = (base_url or env.url).rstrip("/")
+    key = api_key if api_key is not None else env.api_key
+    headers = {"Accept": "application/json", "User-Agent": "jobscheduler-client"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return url, headers
+
+
+def format_time(value: datetime | str) -> str:
+    """RFC3339 in UTC; a naive datetime is refused (its zone would be a guess)."""
+    if isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        raise ValueError("a timezone-aware datetime is needed (e.g. datetime.now(UTC))")
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def job_body(
+    job_type: str,
+    *,
+    tenant_id: str,
+    payload: Mapping[str, Any] | None = None,
+    scheduled_at: datetime | str | None = None,
+    cron: str | None = None,
+    idempotency_key: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    **schedule: Any,
+) -> dict[str, Any]:
+    """A ``POST /jobs`` body. Without ``scheduled_at`` or ``cron`` the job is due now;
+    without ``idempotency_key`` a random one is used (pass your own to retry safely).
+    ``schedule`` takes a template's settings by their API names (``timezone``, ``catchUp``,
+    ``jitter``, ...)."""
+    body: dict[str, Any] = {
+        "idempotencyKey": idempotency_key or f"client-{uuid.uuid4().hex}",
+        "tenantId": tenant_id,
+        "jobType": job_type,
+    }
+    if payload is not None:
+        body["payload"] = dict(payload)
+    if cron is not None:
+        body["cron"] = cron
+    else:
+        body["scheduledAt"] = format_time(scheduled_at or datetime.now(UTC))
+    if priority is not None:
+        body["priority"] = priority
+    if max_attempts is not None:
+        body["maxAttempts"] = max_attempts
+    body.update({k: v for k, v in schedule.items() if v is not None})
+    return body
+
+
+def job_filter(
+    *,
+    tenant_id: str | None = None,
+    status: str | Sequence[str] | None = None,
+    job_type: str | None = None,
+    template_id: str | None = None,
+    cron: bool | None = None,
+    created_after: datetime | str | None = None,
+    created_before: datetime | str | None = None,
+) -> Filter:
+    """A filter in the API's names (the query of ``GET /jobs``, the body of bulk actions)."""
+    out: Filter = {}
+    if tenant_id is not None:
+        out["tenantId"] = tenant_id
+    if status is not None:
+        out["status"] = [status] if isinstance(status, str) else list(status)
+    if job_type is not None:
+        out["jobType"] = job_type
+    if template_id is not None:
+        out["templateId"] = template_id
+    if cron is not None:
+        out["cron"] = cron
+    if created_after is not None:
+        out["createdAfter"] = format_time(created_after)
+    if created_before is not None:
+        out["createdBefore"] = format_time(created_before)
+    return out
+
+
+def query_of(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Query pairs: lists repeat the name, booleans are ``true``/``false``."""
+    pairs: list[tuple[str, str]] = []
+    for name, value in values.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            text = ("true" if item else "false") if isinstance(item, bool) else str(item)
+            pairs.append((name, text))
+    return pairs
+
+
+def next_page(response: httpx.Response) -> str | None:
+    """The URL of the next page from the ``Link: <...>; rel="next"`` header, if any."""
+    link = response.links.get("next")
+    return link.get("url") if link else None
+
+
+# ------------------------------------------------------------------ the operations
+
+
+def _id(job_id: str) -> str:
+    if not job_id or "/" in job_id:
+        raise ValueError(f"not a job id: {job_id!r}")
+    return job_id
+
+
+def create(body: Mapping[str, Any]) -> Call[Job]:
+    return Call("POST", "/jobs", _job, body=dict(body), creates=True)
+
+
+def create_many(bodies: Iterable[Mapping[str, Any]]) -> Call[list[BatchAnswer]]:
+    def decode(response: httpx.Response) -> list[BatchAnswer]:
+        return cast(list[BatchAnswer], response.json()["results"])
+
+    return Call("POST", "/jobs/batch", decode, body={"jobs": [dict(b) for b in bodies]})
+
+
+def get(job_id: str) -> Call[Job]:
+    return Call("GET", f"/jobs/{_id(job_id)}", _job)
+
+
+def attempts(job_id: str) -> Call[list[dict[str, Any]]]:
+    def decode(response: httpx.Response) -> list[dict[str, Any]]:
+        return cast(list[dict[str, Any]], response.json()["attempts"])
+
+    return Call("GET", f"/jobs/{_id(job_id)}/attempts", decode)
+
+
+def action(job_id: str, name: str, body: Mapping[str, Any] | None = None) -> Call[Job]:
+    """``POST /jobs/{id}/<name>`` (cancel, retry, pause, resume, trigger): the job after it."""
+    return Call("POST", f"/jobs/{_id(job_id)}/{name}", _job, body=dict(body or {}))
+
+
+def bulk(
+    name: str, selection: Filter, scheduled_at: datetime | str | None = None
+) -> Call[dict[str, Any]]:
+    """``POST /jobs/cancel`` or ``/jobs/retry`` over every job matching ``selection``:
+    ``{"matched", "changed", "cancelRequested"}``."""
+    body: dict[str, Any] = {"filter": selection}
+    if scheduled_at is not None:
+        body["scheduledAt"] = format_time(scheduled_at)
+    return Call("POST", f"/jobs/{name}", _dict, body=body)
+
+
+def update(job_id: str, changes: Mapping[str, Any]) -> Call[Job]:
+    return Call("PATCH", f"/jobs/{_id(job_id)}", _job, body=dict(changes))
+
+
+def delete(job_id: str) -> Call[Job]:
+    return Call("DELETE", f"/jobs/{_id(job_id)}", _job)
+
+
+def stats(tenant_id: str | None) -> Call[dict[str, Any]]:
+    params = [("tenantId", tenant_id)] if tenant_id else []
+    return Call("GET", "/stats", _dict, params=params)
+
+
+def next_fires(job_id: str, count: int | None) -> Call[dict[str, Any]]:
+    params = [("count", str(count))] if count is not None else []
+    return Call("GET", f"/jobs/{_id(job_id)}/next", _dict, params=params)
+
+
+def preview(body: Mapping[str, Any]) -> Call[dict[str, Any]]:
+    return Call("POST", "/cron/preview", _dict, body=dict(body))
+
+
+def retry_body(payload: Mapping[str, Any] | None, scheduled_at: datetime | str | None) -> Filter:
+    body: Filter = {}
+    if payload is not None:
+        body["payload"] = dict(payload)
+    if scheduled_at is not None:
+        body["scheduledAt"] = format_time(scheduled_at)
+    return body
+
+
+# ------------------------------------------------------------------ errors
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["Retry-After"])
+    except (KeyError, ValueError):
+        return None
+
+
+def raise_for_status(response: httpx.Response, *, creates: bool = False) -> None:
+    """Raise the project's exception for an error answer (``{"error": ...}`` bodies)."""
+    status = response.status_code
+    if status < 400:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    message = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(message, str) or not message:
+        message = f"HTTP {status} from {response.request.method} {response.request.url.path}"
+    if status in (400, 413, 415, 422):
+        raise ValidationError(message)
+    if status == 401:
+        raise Unauthorized(message)
+    if status == 403:
+        raise Forbidden(message)
+    if status == 404:
+        raise JobNotFound(message)
+    if status == 409:
+        existing = body.get("jobId") if isinstance(body, dict) else None
+        if creates:
+            raise DuplicateJob(message, existing_id=existing if isinstance(existing, str) else None)
+        job_id = body.get("jobId") if isinstance(body, dict) else None
+        status_now = body.get("status") if isinstance(body, dict) else None
+        raise InvalidTransition(message, job_id=str(job_id or ""), status=str(status_now or ""))
+    if status == 429:
+        raise RateLimited(message, retry_after=_retry_after(response))
+    if status == 503:
+        raise ServiceUnavailable(message, retry_after=_retry_after(response))
+    raise ApiError(message, status=status)

@@ -1,0 +1,128 @@
+"""The MongoDB store's cron ledger: its collection (beside ``jobs``), indexes and codec.
+
+One document per (template, fire time), whose ``_id`` is that key, so a second writer's
+insert is a duplicate-key error and the first record stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from pymongo import ASCENDING, DESCENDING, IndexModel
+from pymongo.collection import Collection
+from pymongo.database import Database
+from pymongo.errors import BulkWriteError
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from ..cron import Occurrence, OccurrenceStatus, SkipReason
+from ..model import utc
+
+Document = dict[str, Any]
+
+LEDGER_COLLECTION: Final = "occurrences"
+
+LEDGER_INDEXES: Final = [
+    IndexModel([("templateId", ASCENDING), ("fireAt", DESCENDING)], name="templateId_fireAt"),
+    IndexModel(
+        [("templateId", ASCENDING), ("status", ASCENDING), ("fireAt", DESCENDING)],
+        name="templateId_status_fireAt",
+    ),
+    IndexModel([("recordedAt", ASCENDING)], name="recordedAt"),
+]
+
+_DUPLICATE_KEY = 11000
+
+
+def ledger_collection(database: Database[Document]) -> Collection[Document]:
+    return database.get_collection(
+        LEDGER_COLLECTION,
+        write_concern=WriteConcern(w="majority", j=True),
+        read_concern=ReadConcern("majority"),
+    )
+
+
+def create_ledger_indexes(collection: Collection[Document]) -> None:
+    for index in LEDGER_INDEXES:  # one per command (see the jobs indexes in mongo.py)
+        collection.create_indexes([index])
+
+
+def _key(template_id: str, fire_at: datetime) -> str:
+    return f"{template_id}:{round(fire_at.timestamp() * 1000)}"
+
+
+def to_document(record: Occurrence) -> Document:
+    return {
+        "_id": _key(record.template_id, record.fire_at),
+        "templateId": record.template_id,
+        "tenantId": record.tenant_id,
+        "fireAt": utc(record.fire_at),
+        "status": record.status.value,
+        "reason": None if record.reason is None else record.reason.value,
+        "runId": record.run_id,
+        "recordedAt": utc(record.recorded_at),
+        "cancelledRunId": record.cancelled_run_id,
+    }
+
+
+def _aware(value: datetime) -> datetime:
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def from_document(doc: Mapping[str, Any]) -> Occurrence:
+    reason = doc.get("reason")
+    return Occurrence(
+        template_id=doc["templateId"],
+        tenant_id=doc["tenantId"],
+        fire_at=_aware(doc["fireAt"]),
+        status=OccurrenceStatus(doc["status"]),
+        reason=None if reason is None else SkipReason(reason),
+        run_id=doc.get("runId"),
+        recorded_at=_aware(doc["recordedAt"]),
+        cancelled_run_id=doc.get("cancelledRunId"),
+    )
+
+
+def record(
+    collection: Collection[Document], records: Sequence[Occurrence]
+) -> list[tuple[Occurrence, bool]]:
+    """Insert each record unless its key exists (unordered; duplicates ignored), then read
+    back the stored record of each key, in order, with whether this call wrote it."""
+    docs = [to_document(r) for r in records]
+    if not docs:
+        return []
+    refused: set[int] = set()
+    try:
+        collection.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        errors = exc.details.get("writeErrors", [])
+        if any(error.get("code") != _DUPLICATE_KEY for error in errors):
+            raise
+        refused = {int(error["index"]) for error in errors}
+    ids = [d["_id"] for d in docs]
+    stored = {d["_id"]: from_document(d) for d in collection.find({"_id": {"$in": ids}})}
+    # A key given twice in one call is written by its first record only.
+    first = {key: i for i, key in reversed(list(enumerate(ids)))}
+    return [(stored[key], i not in refused and first[key] == i) for i, key in enumerate(ids)]
+
+
+def select(
+    collection: Collection[Document],
+    template_id: str,
+    before: datetime | None,
+    limit: int,
+    statuses: Sequence[OccurrenceStatus] | None,
+) -> list[Occurrence]:
+    query: Document = {"templateId": template_id}
+    if before is not None:
+        query["fireAt"] = {"$lt": utc(before)}
+    if statuses is not None:
+        query["status"] = {"$in": [s.value for s in statuses]}
+    cursor = collection.find(query, sort=[("fireAt", DESCENDING)], limit=limit)
+    return [from_document(d) for d in cursor]
+
+
+def prune(collection: Collection[Document], before: datetime) -> int:
+    return collection.delete_many({"recordedAt": {"$lt": utc(before)}}).deleted_count

@@ -1,0 +1,134 @@
+"""The SQLite store's cron ledger: its table (beside ``jobs``), row codec and queries; and
+the index of templates holding a buffered fire time (run after the jobs table's migration,
+which adds that column to older files)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..cron import Occurrence, OccurrenceStatus, SkipReason
+
+#: One row per (template, fire time); ``INSERT OR IGNORE`` keeps the first writer's row.
+LEDGER_SCHEMA = """
+CREATE TABLE IF NOT EXISTS occurrences (
+    template_id     TEXT NOT NULL,
+    fire_at         INTEGER NOT NULL,
+    tenant_id       TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    reason          TEXT,
+    run_id          TEXT,
+    recorded_at     INTEGER NOT NULL,
+    cancelled_run_id TEXT,
+    PRIMARY KEY (template_id, fire_at)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS occurrences_status ON occurrences (template_id, status, fire_at);
+CREATE INDEX IF NOT EXISTS occurrences_recorded ON occurrences (recorded_at);
+CREATE INDEX IF NOT EXISTS jobs_cron_buffered ON jobs (cron_buffered)
+    WHERE cron_buffered IS NOT NULL;
+"""
+
+_COLUMNS = (
+    "template_id",
+    "fire_at",
+    "tenant_id",
+    "status",
+    "reason",
+    "run_id",
+    "recorded_at",
+    "cancelled_run_id",
+)
+_SELECT = ", ".join(_COLUMNS)
+_INSERT = f"INSERT OR IGNORE INTO occurrences ({_SELECT}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+def _millis(value: datetime) -> int:
+    return round(value.timestamp() * 1000)
+
+
+def _time(value: int) -> datetime:
+    return datetime.fromtimestamp(value / 1000, UTC)
+
+
+def _params(record: Occurrence) -> tuple[Any, ...]:
+    return (
+        record.template_id,
+        _millis(record.fire_at),
+        record.tenant_id,
+        record.status.value,
+        None if record.reason is None else record.reason.value,
+        record.run_id,
+        _millis(record.recorded_at),
+        record.cancelled_run_id,
+    )
+
+
+def _from_row(row: Sequence[Any]) -> Occurrence:
+    return Occurrence(
+        template_id=row[0],
+        fire_at=_time(row[1]),
+        tenant_id=row[2],
+        status=OccurrenceStatus(row[3]),
+        reason=None if row[4] is None else SkipReason(row[4]),
+        run_id=row[5],
+        recorded_at=_time(row[6]),
+        cancelled_run_id=row[7],
+    )
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Create the ledger table and its indexes, adding ``cancelled_run_id`` to a table made
+    before ``overlap="cancel_previous"`` existed (idempotent)."""
+    conn.executescript(LEDGER_SCHEMA)
+    present = {row[1] for row in conn.execute("PRAGMA table_info(occurrences)")}
+    if "cancelled_run_id" not in present:
+        conn.execute("ALTER TABLE occurrences ADD COLUMN cancelled_run_id TEXT")
+
+
+def record(
+    conn: sqlite3.Connection, records: Sequence[Occurrence]
+) -> list[tuple[Occurrence, bool]]:
+    """Insert each record unless its key exists; the stored record of each key and whether
+    this call wrote it, in order."""
+    stored = []
+    for r in records:
+        written = conn.execute(_INSERT, _params(r)).rowcount == 1
+        row = conn.execute(
+            f"SELECT {_SELECT} FROM occurrences WHERE template_id = ? AND fire_at = ?",
+            (r.template_id, _millis(r.fire_at)),
+        ).fetchone()
+        stored.append((_from_row(row), written))
+    return stored
+
+
+def select(
+    conn: sqlite3.Connection,
+    template_id: str,
+    before: datetime | None,
+    limit: int,
+    statuses: Sequence[OccurrenceStatus] | None,
+) -> list[Occurrence]:
+    """A template's records, newest fire time first, older than ``before`` if given."""
+    conditions = ["template_id = ?"]
+    params: list[Any] = [template_id]
+    if before is not None:
+        conditions.append("fire_at < ?")
+        params.append(_millis(before))
+    if statuses is not None:
+        conditions.append(f"status IN ({', '.join('?' * len(statuses))})")
+        params.extend(s.value for s in statuses)
+    sql = (
+        f"SELECT {_SELECT} FROM occurrences WHERE {' AND '.join(conditions)} "
+        "ORDER BY fire_at DESC LIMIT ?"
+    )
+    params.append(limit)
+    return [_from_row(row) for row in conn.execute(sql, params)]
+
+
+def prune(conn: sqlite3.Connection, before: datetime) -> int:
+    """Delete records written before ``before``; how many."""
+    return conn.execute(
+        "DELETE FROM occurrences WHERE recorded_at < ?", (_millis(before),)
+    ).rowcount

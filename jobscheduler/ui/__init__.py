@@ -1,0 +1,23 @@
+"""The web dashboard, served by the API role at ``/ui`` (``/`` redirects there).
+
+Shape, and why:
+
+- **Server-rendered shells, data over the public JSON API.** Each page is a Jinja2 template
+  (Quart's own) holding the layout, the navigation, the filter form (filled from the query
+  string) and empty tables of fixed row height; a small hand-written script
+  (``static/ui.js``) fills them from the same-origin JSON routes (``GET /jobs``,
+  ``GET /jobs/{id}``, ``GET /jobs/{id}/next``, ...) and refreshes them in place. The UI thus
+  depends only on the HTTP contract, not on store internals that other slices are changing,
+  and every read and action goes through the API's own checks (tenant scope, role,
+  validation). The one exception is the Overview's counts by status, read from the store's
+  ``count_by_status`` for principals that see every tenant until ``GET /stats`` lands.
+- **No build step, no CDN**: templates and static files are package data; the CSS and the
+  script are ours, the status chart is inline SVG drawn by the server.
+- **Roles decide what is drawn**: the page knows the request's principal
+  (:func:`jobscheduler.auth.current_principal`); a reader gets no action buttons, and the
+  API refuses its writes anyway.
+"""
+
+from __future__ import annotations
+
+from ._routes import register_ui_routes as register_ui_routes

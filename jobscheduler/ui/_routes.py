@@ -1,0 +1,275 @@
+"""The dashboard's pages: shells rendered here, filled by ``static/ui.js`` from the JSON API."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
+from quart_trio import QuartTrio
+
+from ..auth import Principal, Role, current_principal
+from ..bounded import BoundedCalls
+from ..errors import Unauthorized
+from ..model import LISTABLE_STATUSES, is_job_id
+from ..runtime import Deps
+from ._chart import status_bars, statuses_of
+from ._session import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    MAX_KEY_LENGTH,
+    SESSION_COOKIE,
+    KeyVerifier,
+    check_csrf,
+    csrf_token,
+)
+from ._words import describe_cron
+
+log = logging.getLogger(__name__)
+
+#: Stylesheet and script, served at /ui/static/ (package data).
+STATIC_DIR = Path(__file__).parent / "static"
+
+#: Rows per page of the Jobs table, and the choices offered.
+DEFAULT_PAGE_SIZE = 50
+PAGE_SIZES = (25, 50, 100, 200)
+#: The tenant the Jobs view opens on when the caller is not bound to one.
+DEFAULT_TENANT = "default"
+#: How many of a tenant's newest jobs the Dead letters and Cron views group (one API page).
+SCAN_LIMIT = 1000
+
+
+def _can_act(principal: Principal) -> bool:
+    return principal.role.rank >= Role.WRITER.rank
+
+
+def _page_context(active: str, refresh_seconds: float) -> dict[str, Any]:
+    principal = current_principal()
+    key = request.cookies.get(SESSION_COOKIE)
+    return {
+        "active": active,
+        "principal": principal,
+        "can_act": _can_act(principal),
+        "signed_in": bool(key),
+        "csrf": csrf_token(key) if key else "",
+        "csrf_field": CSRF_FIELD,
+        "csrf_header": CSRF_HEADER,
+        # The script reads it from the page (settings UI_REFRESH).
+        "refresh_seconds": f"{refresh_seconds:g}",
+    }
+
+
+def _html(body: str, status: int = 200) -> Response:
+    response = Response(body, status=status, content_type="text/html; charset=utf-8")
+    # Pages carry no secrets but must not be framed or sniffed; scripts only from us.
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "frame-ancestors 'none'; form-action 'self'"
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _same_origin() -> bool:
+    """False for a form posted from another site (its ``Origin`` names another host).
+
+    Hosts are compared, not schemes: behind a proxy that ends TLS the page is https while
+    the request reaching us is http.
+    """
+    origin = request.headers.get("Origin")
+    return origin is None or urlsplit(origin).netloc == request.host
+
+
+def _see_other(location: str) -> Response:
+    response: Response = redirect(location, 303)  # type: ignore[assignment]
+    return response
+
+
+def register_ui_routes(
+    app: QuartTrio,
+    deps: Deps,
+    store_calls: BoundedCalls,
+    verify_key: KeyVerifier | None = None,
+) -> None:
+    """Serve the dashboard at ``/ui`` (pages and ``/ui/static/...``) and redirect ``/``.
+
+    ``verify_key`` checks a key typed into the sign-in form (the principal, or Unauthorized);
+    None while authentication is off: then there is nothing to sign in to and the pages
+    open directly.
+    """
+    refresh = deps.settings.ui_refresh
+    ui = Blueprint(
+        "ui",
+        __name__,
+        url_prefix="/ui",
+        template_folder="templates",
+    )
+
+    # Our own route rather than the blueprint's static folder: a plain view function that
+    # the API's auth step can declare public (the sign-in page needs its stylesheet).
+    @ui.get("/static/<path:filename>")
+    async def static(filename: str) -> Response:
+        response = await send_from_directory(STATIC_DIR, filename)
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    @ui.get("")
+    @ui.get("/")
+    async def overview() -> Response:
+        principal = current_principal()
+        counts: dict[str, int] | None = None
+        if principal.tenant is None:
+            # Every tenant's counts: only for a principal that sees every tenant.
+            by_status = await store_calls.call(deps.store.count_by_status)
+            counts = {status.value: count for status, count in by_status.items()}
+        context = _page_context("overview", refresh)
+        body = await render_template(
+            "overview.html",
+            **context,
+            counts=counts,
+            statuses=statuses_of(counts or {}),
+            total=sum(counts.values()) if counts is not None else None,
+            chart=status_bars(counts) if counts is not None else "",
+        )
+        return _html(body)
+
+    @ui.get("/jobs")
+    async def jobs() -> Response:
+        principal = current_principal()
+        args = request.args
+        tenant = principal.tenant or args.get("tenantId") or DEFAULT_TENANT
+        status = args.get("status", "")
+        if status not in LISTABLE_STATUSES:
+            status = ""
+        try:
+            limit = int(args.get("limit", DEFAULT_PAGE_SIZE))
+        except ValueError:
+            limit = DEFAULT_PAGE_SIZE
+        if limit not in PAGE_SIZES:
+            limit = DEFAULT_PAGE_SIZE
+        body = await render_template(
+            "jobs.html",
+            **_page_context("jobs", refresh),
+            tenant=tenant,
+            tenant_locked=principal.tenant is not None,
+            status=status,
+            statuses=LISTABLE_STATUSES,
+            limit=limit,
+            page_sizes=PAGE_SIZES,
+        )
+        return _html(body)
+
+    async def tenant_page(template: str, active: str) -> Response:
+        principal = current_principal()
+        tenant = principal.tenant or request.args.get("tenantId") or DEFAULT_TENANT
+        body = await render_template(
+            template,
+            **_page_context(active, refresh),
+            tenant=tenant,
+            tenant_locked=principal.tenant is not None,
+            scan_limit=SCAN_LIMIT,
+        )
+        return _html(body)
+
+    @ui.get("/dead-letters")
+    async def dead_letters() -> Response:
+        return await tenant_page("dead_letters.html", "dead-letters")
+
+    @ui.get("/cron")
+    async def cron_templates() -> Response:
+        return await tenant_page("cron.html", "cron")
+
+    @ui.get("/jobs/<job_id>")
+    async def job_detail(job_id: str) -> Response:
+        job_id = job_id.lower()
+        if not is_job_id(job_id):
+            body = await render_template(
+                "error.html",
+                **_page_context("jobs", refresh),
+                message="A job id is 24 hexadecimal characters.",
+            )
+            return _html(body, 400)
+        body = await render_template("job.html", **_page_context("jobs", refresh), job_id=job_id)
+        return _html(body)
+
+    @ui.get("/describe")
+    async def describe() -> Response:
+        # A page helper: a cron expression in words (the script shows it beside the template).
+        words = describe_cron(request.args.get("cron", ""), request.args.get("timezone"))
+        response = Response(
+            json.dumps({"text": words}), status=200, content_type="application/json"
+        )
+        return response
+
+    @ui.get("/signin")
+    async def signin_form() -> Response:
+        if verify_key is None:
+            return _see_other("/ui")
+        body = await render_template("signin.html", **_page_context("signin", refresh), error="")
+        return _html(body)
+
+    @ui.post("/signin")
+    async def signin() -> Response:
+        if verify_key is None:
+            return _see_other("/ui")
+        context = _page_context("signin", refresh)
+        if not _same_origin():
+            body = await render_template("signin.html", **context, error="Sign in from this site.")
+            return _html(body, 403)
+        form = await request.form
+        key = (form.get("key") or "").strip()
+        if not key or len(key) > MAX_KEY_LENGTH:
+            body = await render_template("signin.html", **context, error="Paste an API key.")
+            return _html(body, 400)
+        try:
+            principal = await verify_key(key)
+        except Unauthorized:
+            log.info("dashboard sign-in refused")
+            error = "That key is not valid (unknown, revoked or mistyped)."
+            body = await render_template("signin.html", **context, error=error)
+            return _html(body, 401)
+        log.info(
+            "dashboard sign-in",
+            extra={
+                "key_id": principal.key_id,
+                "tenant": principal.tenant,
+                "role": principal.role.value,
+            },
+        )
+        response = _see_other("/ui")
+        response.set_cookie(
+            SESSION_COOKIE,
+            key,
+            httponly=True,
+            samesite="Strict",
+            secure=request.scheme == "https",
+            path="/",
+        )
+        return response
+
+    @ui.post("/signout")
+    async def signout() -> Response:
+        key = request.cookies.get(SESSION_COOKIE)
+        if key:
+            check_csrf(key, (await request.form).get(CSRF_FIELD))
+        response = _see_other("/ui/signin" if verify_key is not None else "/ui")
+        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict")
+        return response
+
+    @ui.errorhandler(Unauthorized)
+    async def _to_signin(exc: Unauthorized) -> Response:
+        # A page asked for without a valid session: to the sign-in form, not a JSON 401.
+        return _see_other("/ui/signin")
+
+    app.register_blueprint(ui)
+
+    @app.get("/")
+    async def root() -> Response:
+        response: Response = redirect("/ui", 302)  # type: ignore[assignment]
+        return response

@@ -1,0 +1,127 @@
+"""``just screenshots``: pictures of each dashboard view, taken in headless Chromium against a
+fresh ``jobscheduler dev`` holding a small realistic mix of jobs, written to ``docs/``.
+
+Usage: ``python -m tests.support.screenshots [OUT_DIR]`` (default ``docs``).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+import trio
+
+from tests.e2e.conftest import DevServer, wait_for_job
+from tests.support.browser import DESKTOP, PHONE, chromium, wait_until
+
+TENANT = "default"
+
+
+async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
+    """A mix of jobs in every common state; returns a few ids worth a picture."""
+
+    async def create(key: str, **fields: object) -> str:
+        body = {
+            "idempotencyKey": key,
+            "tenantId": TENANT,
+            "jobType": "noop",
+            "scheduledAt": "2020-01-01T00:00:00Z",
+            **fields,
+        }
+        if "cron" in fields:
+            del body["scheduledAt"]
+        response = await http.post(f"{server.url}/jobs", json=body)
+        assert response.status_code == 201, response.text
+        job_id: str = response.json()["id"]
+        return job_id
+
+    ids: dict[str, str] = {}
+    for n in range(12):
+        await create(f"welcome-email-{n}", payload={"user": n})
+    for n in range(5):
+        await create(
+            f"report-{n}",
+            jobType="slow",
+            payload={"sleepMs": 0},
+            scheduledAt="2099-01-01T09:00:00Z",
+        )
+    ids["dlq"] = await create(
+        "charge-card-1042", jobType="flaky", payload={"failRate": 1, "order": 1042}, maxAttempts=2
+    )
+    ids["result"] = await create("thumbnail-77", jobType="slow", payload={"sleepMs": 5})
+    for n in range(3):
+        await create(
+            f"webhook-{n}", jobType="http", payload={"url": "http://169.254.169.254/"},
+            maxAttempts=1,
+        )  # fmt: skip
+    await create(
+        "weekday-digest", payload={"list": "ops"}, cron="0 9 * * 1-5", timezone="Europe/Paris"
+    )
+    ids["cron"] = await create(
+        "nightly-cleanup", payload={"older_than_days": 30}, cron="0 3 * * *",
+        timezone="Europe/Paris",
+    )  # fmt: skip
+    await wait_for_job(http, server, ids["dlq"], lambda job: job["status"] == "dlq", 60)
+    await wait_for_job(http, server, ids["result"], lambda job: job["status"] == "completed")
+    return ids
+
+
+async def main(out_dir: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = DevServer(Path(tmp), {"LOG_LEVEL": "INFO"})
+        await server.start()
+        try:
+            async with httpx.AsyncClient(timeout=10) as http:
+                ids = await seed(http, server)
+            shots = [
+                ("dashboard-overview.png", "/ui", DESKTOP, "#counts"),
+                ("dashboard-jobs.png", f"/ui/jobs?tenantId={TENANT}", DESKTOP, "#jobs tbody tr"),
+                ("dashboard-job-dlq.png", f"/ui/jobs/{ids['dlq']}", DESKTOP, "#attempts li"),
+                ("dashboard-job-cron.png", f"/ui/jobs/{ids['cron']}", DESKTOP, "#fires li"),
+                (
+                    "dashboard-dead-letters.png",
+                    f"/ui/dead-letters?tenantId={TENANT}",
+                    DESKTOP,
+                    "#dlq tbody tr",
+                ),
+                (
+                    "dashboard-cron.png",
+                    f"/ui/cron?tenantId={TENANT}",
+                    DESKTOP,
+                    "#templates tbody tr",
+                ),
+                (
+                    "dashboard-jobs-phone.png",
+                    f"/ui/jobs?tenantId={TENANT}",
+                    PHONE,
+                    "#jobs tbody tr",
+                ),
+            ]
+            for name, path, size, ready in shots:
+                with chromium(size) as driver:
+                    driver.get(server.url + path)
+                    wait_until(
+                        driver,
+                        lambda d, css=ready: d.execute_script(
+                            f"return document.querySelector({css!r}) !== null"
+                        ),
+                        f"{name} to show its data",
+                    )
+                    if size != PHONE:
+                        # The whole page, not only the first screenful.
+                        height = driver.execute_script(
+                            "return document.documentElement.scrollHeight"
+                        )
+                        driver.set_window_size(size[0], max(size[1], height + 100))
+                    driver.save_screenshot(str(out_dir / name))
+                print(f"wrote {out_dir / name}")
+        finally:
+            await server.stop()
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs")
+    target.mkdir(parents=True, exist_ok=True)
+    trio.run(main, target)

@@ -1,0 +1,138 @@
+"""The ``jobs``, ``cron`` and ``stats`` commands: help everywhere, tables by default, JSON
+with ``--json``, one-line errors; the API is httpx's MockTransport."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from jobscheduler import cli
+from jobscheduler.client import Client
+from jobscheduler.client import _cli_common as common
+
+JOB_ID = "65f0a1b2c3d4e5f6a7b8c9d0"
+
+ACTIONS = {
+    "jobs": ["list", "get", "create", "cancel", "retry"],
+    "cron": ["list", "pause", "resume", "trigger", "update", "delete", "preview", "next"],
+}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["jobs"], ["cron"], ["stats"]]
+    + [[command, action] for command, actions in ACTIONS.items() for action in actions],
+    ids=" ".join,
+)
+def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*argv, "--help"])
+    assert exited.value.code == 0
+    assert "usage: jobscheduler " + " ".join(argv) in capsys.readouterr().out
+
+
+def test_top_level_help_lists_the_api_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("jobs", "cron", "stats"))
+
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Callable[[Handler], list[httpx.Request]]:
+    """Route the commands' client to a MockTransport answering with ``handler``."""
+
+    def install(handler: Handler) -> list[httpx.Request]:
+        seen: list[httpx.Request] = []
+
+        def record(request: httpx.Request) -> httpx.Response:
+            seen.append(request)
+            return handler(request)
+
+        def client_of(args: Any) -> Client:
+            return Client("http://api.test", transport=httpx.MockTransport(record))
+
+        monkeypatch.setattr(common, "client_of", client_of)
+        return seen
+
+    return install
+
+
+def job(**fields: Any) -> dict[str, Any]:
+    base = {"id": JOB_ID, "tenantId": "acme", "jobType": "noop", "status": "pending"}
+    return {**base, "scheduledAt": "2026-01-01T00:00:00Z", "attempts": 0, **fields}
+
+
+def test_jobs_list_prints_an_aligned_table(api: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    api(lambda r: httpx.Response(200, json=[job(), job(id="x" * 24, status="dlq")]))
+    assert cli.main(["jobs", "list", "--tenant", "acme", "--status", "dlq"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["ID", "TENANT", "TYPE", "STATUS", "SCHEDULED", "ATTEMPTS", "CRON"]
+    assert lines[1].split()[:4] == [JOB_ID, "acme", "noop", "pending"]
+    assert lines[2].split()[3] == "dlq"
+    # Aligned: every row's status starts under the STATUS heading.
+    column = lines[0].index("STATUS")
+    assert [line[column:].split()[0] for line in lines[1:]] == ["pending", "dlq"]
+
+
+def test_jobs_list_json_is_the_list_and_stops_at_the_limit(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api(lambda r: httpx.Response(200, json=[job(), job(), job()]))
+    assert cli.main(["jobs", "list", "--tenant", "acme", "--limit", "2", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+
+
+def test_an_empty_list_says_none(api: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    api(lambda r: httpx.Response(200, json=[]))
+    assert cli.main(["cron", "list", "--tenant", "acme"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "(none)"
+
+
+def test_bulk_retry_sends_the_filters_and_prints_the_count(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = api(lambda r: httpx.Response(200, json={"changed": 7}))
+    argv = ["jobs", "retry", "--tenant", "acme", "--status", "dlq", "--type", "noop"]
+    assert cli.main(argv) == 0
+    sent = json.loads(seen[0].content)
+    assert sent == {"filter": {"tenantId": "acme", "status": ["dlq"], "jobType": "noop"}}
+    assert seen[0].url.path == "/jobs/retry"
+    assert capsys.readouterr().out.split() == ["changed", "7"]
+
+
+def test_cancel_without_ids_or_tenant_refuses_to_act_on_everything(api: Any) -> None:
+    seen = api(lambda r: httpx.Response(200, json={}))
+    with pytest.raises(SystemExit, match="give job ids, or --tenant"):
+        cli.main(["jobs", "cancel"])
+    assert seen == []
+
+
+def test_an_error_answer_is_one_line_on_stderr_and_exit_1(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api(lambda r: httpx.Response(409, json={"error": f"job {JOB_ID} is completed"}))
+    assert cli.main(["cron", "pause", JOB_ID]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"jobscheduler: job {JOB_ID} is completed\n"
+
+
+def test_stats_flattens_nested_counts_into_rows(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api(lambda r: httpx.Response(200, json={"byStatus": {"pending": 2}, "queueLagSeconds": 1.5}))
+    assert cli.main(["stats", "--tenant", "acme"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows == [
+        ["WHAT", "NAME", "VALUE"],
+        ["byStatus", "pending", "2"],
+        ["queueLagSeconds", "1.5"],
+    ]

@@ -1,0 +1,148 @@
+"""The dashboard's server side: pages, redirects, static files and the status chart.
+
+The pages are shells the script fills from the JSON API (tested in the browser suite,
+tests/e2e/test_dashboard.py); here we prove what the server itself renders.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from jobscheduler.model import Status
+from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.ui._chart import STATUS_ORDER, status_bars
+
+from .conftest import DepsFactory, make_job
+from .test_api import Api, api_deps, serve
+
+
+@pytest.fixture
+async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
+    async with serve(api_deps(make_deps)) as served:
+        yield served
+
+
+async def test_root_redirects_to_the_dashboard(api: Api) -> None:
+    response = await api.client.get("/")
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/ui"
+
+
+async def test_overview_shows_the_store_counts_by_status(api: Api, store: SQLiteJobStore) -> None:
+    for index in range(3):
+        await store.insert(make_job(key=f"p{index}"))
+    await store.insert(make_job(key="d", status=Status.DLQ))
+    reply = await api.get("/ui")
+    assert reply.status == 200
+    assert reply.content_type.startswith("text/html")
+    rows = dict(re.findall(r'data-status="(\w+)">.*?<td class="num">(\d+)</td>', reply.text, re.S))
+    assert rows["pending"] == "3"
+    assert rows["dlq"] == "1"
+    assert rows["completed"] == "0"
+    assert rows["paused"] == "0"
+    assert "4 in all" in reply.text
+    assert '<svg class="chart"' in reply.text
+
+
+async def test_pages_forbid_framing_and_foreign_scripts(api: Api) -> None:
+    response = await api.client.get("/ui/jobs")
+    assert response.headers["X-Frame-Options"] == "DENY"
+    assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+
+
+async def test_jobs_page_keeps_valid_filters_and_drops_invalid_ones(api: Api) -> None:
+    reply = await api.get("/ui/jobs", tenantId="acme", status="dlq", limit="100")
+    assert reply.status == 200
+    assert 'data-tenant="acme" data-status="dlq" data-limit="100"' in reply.text
+    reply = await api.get("/ui/jobs", status="bogus", limit="7")
+    assert 'data-tenant="default" data-status="" data-limit="50"' in reply.text
+
+
+async def test_jobs_page_escapes_the_tenant_it_echoes(api: Api) -> None:
+    reply = await api.get("/ui/jobs", tenantId='"><script>x</script>')
+    assert "<script>x</script>" not in reply.text
+    assert "&lt;script&gt;" in reply.text
+
+
+async def test_job_page_with_a_malformed_id_is_a_400_page(api: Api) -> None:
+    reply = await api.get("/ui/jobs/not-an-id")
+    assert reply.status == 400
+    assert reply.content_type.startswith("text/html")
+    assert "24 hexadecimal characters" in reply.text
+
+
+async def test_job_page_carries_the_lowercased_id_for_the_script(api: Api) -> None:
+    job_id = "ABCDEF0123456789ABCDEF01"
+    reply = await api.get(f"/ui/jobs/{job_id}")
+    assert reply.status == 200
+    assert f'data-job-id="{job_id.lower()}"' in reply.text
+
+
+async def test_static_script_and_stylesheet_are_served_from_the_package(api: Api) -> None:
+    script = await api.client.get("/ui/static/ui.js")
+    assert script.status_code == 200
+    assert "javascript" in script.content_type
+    style = await api.client.get("/ui/static/ui.css")
+    assert style.status_code == 200
+    assert style.content_type.startswith("text/css")
+
+
+def test_status_chart_has_one_row_per_status_even_when_empty() -> None:
+    svg = status_bars({})
+    assert svg.count('class="track"') == len(STATUS_ORDER)
+    assert 'width="0" height="22" class="bar s-pending"' in svg
+
+
+def test_status_chart_scales_bars_to_the_largest_count() -> None:
+    svg = status_bars({"completed": 10, "dlq": 5}, width=560)
+    track = 560 - 90 - 80
+    assert f'width="{track}" height="22" class="bar s-completed"' in svg
+    assert f'width="{track // 2}" height="22" class="bar s-dlq"' in svg
+
+
+async def test_with_authentication_off_sign_in_opens_the_dashboard_directly(api: Api) -> None:
+    response = await api.client.get("/ui/signin")
+    assert response.status_code == 303
+    assert response.headers["Location"] == "/ui"
+    page = await api.get("/ui/jobs/" + "c" * 24)
+    assert 'data-action="cancel"' in page.text  # the operator may act
+    assert "Sign out" not in page.text
+
+
+async def test_a_cron_expression_is_described_in_words_with_its_zone(api: Api) -> None:
+    reply = await api.get("/ui/describe", cron="0 9 * * 1-5", timezone="Europe/Paris")
+    assert reply.status == 200
+    assert reply.json == {"text": "At 09:00, Monday through Friday, Europe/Paris"}
+
+
+async def test_describing_an_invalid_expression_is_a_400_saying_why(api: Api) -> None:
+    (await api.get("/ui/describe", cron="61 * * * *")).assert_error(400, "cron")
+    (await api.get("/ui/describe")).assert_error(400, "cron")
+
+
+@pytest.mark.parametrize(
+    ("path", "table"), [("/ui/dead-letters", "dlq"), ("/ui/cron", "templates")]
+)
+async def test_grouped_views_render_their_tenant_and_scan_bound(
+    api: Api, path: str, table: str
+) -> None:
+    reply = await api.get(path, tenantId="acme")
+    assert reply.status == 200
+    assert f'id="{table}" data-tenant="acme" data-scan="1000"' in reply.text
+    assert 'aria-current="page"' in reply.text
+
+
+async def test_static_files_cannot_reach_outside_their_folder(api: Api) -> None:
+    response = await api.client.get("/ui/static/../_routes.py")
+    assert response.status_code == 404
+    response = await api.client.get("/ui/static/%2e%2e/_routes.py")
+    assert response.status_code == 404
+
+
+def test_status_chart_draws_a_status_it_does_not_know_after_the_known_ones() -> None:
+    svg = status_bars({"pending": 1, "archived": 2})
+    assert svg.count('class="track"') == len(STATUS_ORDER) + 1
+    assert svg.index("s-paused") < svg.index("s-archived")
