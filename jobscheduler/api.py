@@ -112,7 +112,7 @@ def create_app(deps: Deps) -> QuartTrio:
     async def _start_timer() -> None:
         g.started = time.perf_counter()
 
-    install_tenancy(app, deps, _json, store_calls)
+    tenancy = install_tenancy(app, deps, _json, store_calls)
 
     # Label children cached per (method, route, status): resolving labels on every request
     # costs more than the counting itself.
@@ -267,7 +267,9 @@ def create_app(deps: Deps) -> QuartTrio:
     register_occurrence_routes(app, deps, _json, store_calls)
     register_listing_routes(app, deps, _json, store_calls)
     register_manage_routes(app, deps, _json, store_calls)
-    register_ui_routes(app, deps, store_calls)
+    # Sign-in only means something when keys are required (AUTH=off: pages open directly).
+    verify_key = tenancy.verify_key if tenancy.auth_required else None
+    register_ui_routes(app, deps, store_calls, verify_key=verify_key)
     routes.pages("ui.", "root")  # the dashboard's HTML pages are not part of the JSON API
     describe_registered(routes)  # routes other modules registered with their own validation
 

@@ -17,7 +17,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import attrs
 import trio
@@ -29,6 +29,7 @@ from .auth import (
     PUBLIC,
     UNAUTHORIZED_MESSAGE,
     Authenticator,
+    Principal,
     Role,
     current_principal,
     declared_role,
@@ -38,6 +39,7 @@ from .model import Job
 from .observability import Metrics
 from .quotas import QuotaExceeded, Quotas
 from .runtime import Deps
+from .ui._session import session_authorization
 
 if TYPE_CHECKING:
     from .bounded import BoundedCalls
@@ -75,6 +77,11 @@ class Tenancy:
         if self.calls is None:
             return await fn(*args, **kwargs)
         return await self.calls.call(fn, *args, **kwargs)
+
+    async def verify_key(self, key: str) -> Principal:
+        """The principal of a key typed into the dashboard's sign-in form (Unauthorized for
+        an unknown, revoked or malformed key), checked like an ``Authorization`` header."""
+        return await self.authenticator.authenticate([f"Bearer {key}"])
 
 
 def current_tenancy() -> Tenancy:
@@ -202,9 +209,14 @@ def install_tenancy(
         if needed == PUBLIC:
             return
         if tenancy.auth_required:
-            g.principal = await tenancy.authenticator.authenticate(
-                request.headers.getlist("Authorization")
-            )
+            headers = request.headers.getlist("Authorization")
+            if not headers:
+                # The dashboard's sign-in cookie stands for the key it holds; a write
+                # through it needs the session's CSRF header (403 otherwise).
+                # (werkzeug's Headers: a case-insensitive mapping, typed as its own class)
+                request_headers = cast(Mapping[str, str], request.headers)
+                headers = session_authorization(request.cookies, request_headers, request.method)
+            g.principal = await tenancy.authenticator.authenticate(headers)
         if rule is None:
             return  # 404/405 follow, for an authenticated caller only
         current_principal().require(needed if isinstance(needed, Role) else Role.ADMIN)

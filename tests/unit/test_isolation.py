@@ -22,6 +22,7 @@ import pytest
 from jobscheduler.audit import AuditQuery
 from jobscheduler.auth import PUBLIC, Role, declared_role
 from jobscheduler.model import job_to_json, new_job_id
+from jobscheduler.ui._session import csrf_token
 
 from .conftest import DepsFactory
 from .tenancy_support import AuthApi, auth_deps, serve_auth
@@ -113,7 +114,7 @@ class World:
                 chosen = secrets.token_hex(8) if missing else self.b_key_id
             elif missing:
                 chosen = new_job_id()
-            elif "next" in route.rule or route.template_action:
+            elif route.rule.endswith(("/next", "/occurrences")) or route.template_action:
                 chosen = str(self.b_template["id"])
             else:
                 chosen = str(self.b_job["id"])
@@ -169,12 +170,30 @@ CASES = {
 }
 
 
+#: The dashboard's public pages and what they answer to any caller in this suite: the
+#: static route is asked for a file named like B's job id (none), the sign-in form posted
+#: a JSON body (no key in it), sign-out and ``/`` redirect.
+PUBLIC_PAGES = {
+    "ui.static": 404,
+    "ui.signin_form": 200,
+    "ui.signin": 400,
+    "ui.signout": 303,
+    "root": 302,
+}
+
+
+def is_page(route: Route) -> bool:
+    """A dashboard page (HTML for a browser; ``/`` redirects to them)."""
+    return route.endpoint.startswith("ui.") or route.endpoint == "root"
+
+
 def expected(route: Route, case: str, role: Role | str | None) -> set[int]:
     """The statuses allowed for this route and case."""
     if role == PUBLIC:
-        return {200}
+        return {PUBLIC_PAGES.get(route.endpoint, 200)}
     if case in ("no key", "revoked key"):
-        return {401}
+        # A page sends a caller without a valid key to the sign-in form instead.
+        return {303} if is_page(route) else {401}
     caller = Role(CASES[case].split("-", 1)[1])  # type: ignore[union-attr]
     needed = role if isinstance(role, Role) else Role.ADMIN
     if caller.rank < needed.rank:
@@ -254,3 +273,56 @@ async def test_a_reader_key_is_refused_on_every_write_route(world: World) -> Non
             assert reply.status != 403, f"{route} is declared readable"
         else:
             assert reply.status == 403, f"{route}: {reply.status} {reply.text}"
+
+
+async def test_tenant_bs_cron_ledger_answers_like_a_missing_template(world: World) -> None:
+    api = world.api
+    mine = await api.call("GET", f"/jobs/{world.b_template['id']}/occurrences", as_="b-reader")
+    assert mine.status == 200  # B reads its own ledger: the route works for its tenant
+    for caller in ("a-reader", "a-writer", "a-admin"):
+        theirs = await api.call("GET", f"/jobs/{world.b_template['id']}/occurrences", as_=caller)
+        missing_id = new_job_id()
+        missing = await api.call("GET", f"/jobs/{missing_id}/occurrences", as_=caller)
+        assert theirs.status == missing.status == 404
+        assert echo_removed(theirs.text, [world.b_template["id"]]) == echo_removed(
+            missing.text, [missing_id]
+        )
+
+
+def session(token: str) -> dict[str, str]:
+    """The headers of a browser signed in to the dashboard with ``token`` (its cookie)."""
+    return {"Cookie": f"jobscheduler_session={token}"}
+
+
+async def test_a_dashboard_session_sees_tenant_bs_job_as_missing(world: World) -> None:
+    """The page of B's job, and the JSON read its script makes with the cookie, answer
+    tenant A's session exactly as for an id nobody has."""
+    api = world.api
+    cookie = session(api.tokens["a-reader"])
+    b_id, missing_id = str(world.b_job["id"]), new_job_id()
+    for path in ("/ui/jobs/{}", "/jobs/{}", "/jobs/{}/attempts"):
+        theirs = await api.call("GET", path.format(b_id), headers=cookie)
+        missing = await api.call("GET", path.format(missing_id), headers=cookie)
+        assert theirs.status == missing.status
+        assert echo_removed(theirs.text, [b_id]) == echo_removed(missing.text, [missing_id])
+        assert not any(s in echo_removed(theirs.text, [b_id]) for s in world.secrets_of_b())
+    # The JSON read is the refusal itself (the page is only a shell the script fills).
+    assert (await api.call("GET", f"/jobs/{b_id}", headers=cookie)).status == 404
+    # And B's own session does see it (the cookie is a real credential).
+    own = await api.call("GET", f"/jobs/{b_id}", headers=session(api.tokens["b-reader"]))
+    assert own.status == 200
+
+
+async def test_a_session_write_needs_the_csrf_header(world: World) -> None:
+    api = world.api
+    before = await snapshot(api)
+    cookie = session(api.tokens["b-writer"])
+    body = {"idempotencyKey": "b-forged", "jobType": "noop", "scheduledAt": "2026-01-01T00:00:00Z"}
+    forged = await api.call("POST", "/jobs", headers=cookie, json=body)
+    assert forged.status == 403
+    wrong = await api.call("POST", "/jobs", headers={**cookie, "X-CSRF-Token": "0" * 64}, json=body)
+    assert wrong.status == 403
+    assert await snapshot(api) == before
+    # With the page's token the same write is the key's own: it goes through.
+    signed = {**cookie, "X-CSRF-Token": csrf_token(api.tokens["b-writer"])}
+    assert (await api.call("POST", "/jobs", headers=signed, json=body)).status == 201
