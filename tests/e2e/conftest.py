@@ -74,6 +74,18 @@ class DevServer:
             await store.close()
         return token
 
+    async def create_key(self, http: httpx.AsyncClient, tenant: str, role: str) -> str:
+        """A key of ``tenant`` with ``role``, made through the running server's ``POST /keys``
+        with its admin key."""
+        response = await http.post(
+            f"{self.url}/keys",
+            json={"tenantId": tenant, "role": role, "name": f"e2e-{role}"},
+            headers=self.auth_headers,
+        )
+        assert response.status_code == 201, response.text
+        token: str = response.json()["key"]
+        return token
+
     async def start(self) -> None:
         if self.env.get("AUTH") == "required" and self.key is None:
             self.key = await self.create_admin_key()
