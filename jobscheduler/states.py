@@ -351,7 +351,6 @@ def spawn_instance(
         created_at=now,
         updated_at=now,
         template_id=template.id,
-        fire_at=utc(fire_at),
     )
 
 

@@ -129,9 +129,7 @@ class Harness:
         self.scenario = scenario
         self.report = report
         self.windows: list[Window] = []
-        self.load = LoadGenerator(
-            "", cluster.tenant, f"f-{cluster.suffix}", api_key=cluster.api_key
-        )
+        self.load = LoadGenerator("", cluster.tenant, f"f-{cluster.suffix}")
         self.api: RoleProcess | None = None
         self.schedulers: list[RoleProcess] = []
         self.noop: list[RoleProcess] = []
