@@ -136,7 +136,9 @@ def register_manage_routes(
     """
     validators = deps.registry.validators()
     bounded: actions.Caller = actions.direct if store_calls is None else store_calls.call
-    page_calls = BoundedCalls(max(BULK_PAGE_TIMEOUT, deps.settings.api_store_timeout))
+    page_calls = BoundedCalls(
+        max(BULK_PAGE_TIMEOUT, deps.settings.api_store_timeout), per_request=False
+    )
     paged: actions.Caller = actions.direct if store_calls is None else page_calls.call
 
     @app.before_serving

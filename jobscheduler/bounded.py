@@ -13,6 +13,13 @@ gets :class:`~jobscheduler.errors.StoreError` (503 + ``Retry-After``) and the ca
 client retrying with the same idempotencyKey gets the 409 that names it. At most
 ``max_detached`` calls may be detached at once; beyond that, requests get a 503 at once
 instead of piling more work onto a store that is not answering.
+
+The bound is per request, not per call: the first call a request makes starts its budget
+(``timeout`` seconds) and every later call of the same request gets what is left of it. A
+request that authenticates, checks a quota, inserts and audits therefore still answers within
+``timeout`` (plus its own work), where per-call bounds would add up past a client's timeout.
+Outside a request (no request context), or with ``per_request=False``, each call gets the
+whole ``timeout``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, ParamSpec, TypeVar
 
 import trio
+from quart import g, has_request_context
 
 from .errors import StoreError
 
@@ -51,10 +59,13 @@ class BoundedCalls:
     nursery closes) :meth:`call` raises StoreError.
     """
 
-    def __init__(self, timeout: float, *, max_detached: int = MAX_DETACHED) -> None:
+    def __init__(
+        self, timeout: float, *, max_detached: int = MAX_DETACHED, per_request: bool = True
+    ) -> None:
         if timeout <= 0:
             raise ValueError("timeout must be positive")
         self.timeout = timeout
+        self.per_request = per_request
         self.max_detached = max_detached
         self._nursery: trio.Nursery | None = None
         self._detached = 0
@@ -63,6 +74,15 @@ class BoundedCalls:
     def detached(self) -> int:
         """How many calls are still running after their caller stopped waiting."""
         return self._detached
+
+    def _deadline(self) -> float:
+        """When the current request's store budget runs out (see the module doc)."""
+        if not self.per_request or not has_request_context():
+            return trio.current_time() + self.timeout
+        deadline: float | None = g.get("store_deadline")
+        if deadline is None:
+            deadline = g.store_deadline = trio.current_time() + self.timeout
+        return deadline
 
     def attach(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
@@ -102,7 +122,7 @@ class BoundedCalls:
         except RuntimeError:  # the nursery is closed: the app is shutting down
             raise StoreError("store calls are not available (the app is stopping)") from None
         try:
-            with trio.move_on_after(self.timeout):
+            with trio.move_on_at(self._deadline()):
                 await state.done.wait()
         finally:
             if not state.done.is_set():

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from quart_trio import QuartTrio
 
 from jobscheduler.api import RETRY_AFTER_SECONDS
 from jobscheduler.bounded import BoundedCalls
@@ -268,3 +269,35 @@ async def test_control_character_in_list_tenant_id_is_400_like_in_a_create_body(
 ) -> None:
     (await api.get("/jobs", tenantId=tenant)).assert_error(400)
     (await api.create(create_body(tenantId=tenant))).assert_error(400)
+
+
+async def test_store_calls_of_one_request_share_one_budget(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Regression (fault suite, store freeze with keys): a create's key lookup, quota count,
+    insert and audit write were bounded one by one, so together they ran past a client's 5 s
+    timeout. Inside one request they now share API_STORE_TIMEOUT."""
+    calls = BoundedCalls(2.0)
+    app = QuartTrio(__name__)
+
+    async def slow() -> int:
+        await trio.sleep(1.5)
+        return 1
+
+    async with trio.open_nursery() as nursery:
+        calls.attach(nursery)
+        async with app.test_request_context("/jobs", method="POST"):
+            started = trio.current_time()
+            assert await calls.call(slow) == 1
+            with pytest.raises(StoreError, match="did not answer within 2s"):
+                await calls.call(slow)
+            assert trio.current_time() - started == pytest.approx(2.0)
+        # Outside a request, and with per_request=False, each call gets the whole bound.
+        assert await calls.call(slow) == 1
+        assert await calls.call(slow) == 1
+        paged = BoundedCalls(2.0, per_request=False)
+        paged.attach(nursery)
+        async with app.test_request_context("/jobs", method="POST"):
+            assert await paged.call(slow) == 1
+            assert await paged.call(slow) == 1
+        nursery.cancel_scope.cancel()
