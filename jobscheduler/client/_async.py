@@ -128,7 +128,9 @@ class AsyncClient:
         page_size: int | None = None,
     ) -> AsyncIterator[Page]:
         """Pages of matching jobs, newest first, following the ``Link: rel="next"`` cursor."""
-        selection = core.job_filter(
+        url: str | None = "/jobs"
+        params: list[tuple[str, str]] | None = core.list_params(
+            page_size,
             tenant_id=tenant_id,
             status=status,
             job_type=job_type,
@@ -137,10 +139,6 @@ class AsyncClient:
             created_after=created_after,
             created_before=created_before,
         )
-        if page_size is not None:
-            selection["limit"] = page_size
-        url: str | None = "/jobs"
-        params: list[tuple[str, str]] | None = core.query_of(selection)
         while url is not None:
             response = await self._send("GET", url, params=params)
             core.raise_for_status(response)

@@ -176,6 +176,14 @@ def job_filter(
     return out
 
 
+def list_params(page_size: int | None, **selection: Any) -> list[tuple[str, str]]:
+    """The query of the first ``GET /jobs`` page: ``job_filter(**selection)`` plus ``limit``."""
+    values = job_filter(**selection)
+    if page_size is not None:
+        values["limit"] = page_size
+    return query_of(values)
+
+
 def query_of(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Query pairs: lists repeat the name, booleans are ``true``/``false``."""
     pairs: list[tuple[str, str]] = []

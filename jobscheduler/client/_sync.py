@@ -132,7 +132,9 @@ class Client:
         page_size: int | None = None,
     ) -> Iterator[Page]:
         """Pages of matching jobs, newest first, following the ``Link: rel="next"`` cursor."""
-        selection = core.job_filter(
+        url: str | None = "/jobs"
+        params: list[tuple[str, str]] | None = core.list_params(
+            page_size,
             tenant_id=tenant_id,
             status=status,
             job_type=job_type,
@@ -141,10 +143,6 @@ class Client:
             created_after=created_after,
             created_before=created_before,
         )
-        if page_size is not None:
-            selection["limit"] = page_size
-        url: str | None = "/jobs"
-        params: list[tuple[str, str]] | None = core.query_of(selection)
         while url is not None:
             response = self._send("GET", url, params=params)
             core.raise_for_status(response)
