@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 import attrs
 
 from . import cron_firing, states
-from .errors import InvalidTransition, StoreError
+from .errors import DuplicateJob, InvalidTransition, StoreError
 from .model import Job, Status, cron_policy_of, utc
 from .runtime import Deps
 from .store.query import Cursor, JobQuery
@@ -216,13 +216,30 @@ async def retire(deps: Deps, job: Job) -> Outcome:
 
 
 async def trigger(deps: Deps, job: Job) -> Job:
-    """One run of an active or paused template now, keyed on the fire time ``now`` like any
-    scheduled run (a trigger in the same millisecond as another run of it is a 409)."""
+    """One run of an active or paused template now, identified by (template, fire time
+    ``now``) like any scheduled run (a trigger in the same millisecond as another run of it
+    is a 409 naming that run)."""
     _require_template(job)
     if job.status not in (Status.PENDING, Status.PAUSED):
         raise _conflict(job, "a retired or dead template cannot be triggered")
     now = deps.clock.now()
-    run = await deps.store.insert(states.spawn_instance(job, fire_at=now, now=now))
+    run = states.spawn_instance(job, fire_at=now, now=now)
+    try:
+        run = await deps.store.insert(run)
+    except DuplicateJob:
+        # A run is identified by (template_id, fire_at), not by its key: only this
+        # template's run of this fire time makes the trigger a duplicate (a 409 naming it).
+        # Another job of the tenant holding the key gets the run a key of its own, as the
+        # scheduler does.
+        existing = await deps.store.find_run(job.id, now)
+        if existing is not None:
+            raise DuplicateJob(
+                f"template {job.id} already has a run for {now.isoformat()}",
+                existing_id=existing.id,
+            ) from None
+        run = await deps.store.insert(
+            attrs.evolve(run, idempotency_key=f"{run.idempotency_key}-{run.id}")
+        )
     if deps.waker is not None:
         deps.waker.notify(run.scheduled_at)
     log.info("cron template triggered", extra={**_fields(job), "instance_id": run.id})

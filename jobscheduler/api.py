@@ -25,7 +25,7 @@ from .api_manage import register_manage_routes
 from .api_occurrences import register_occurrence_routes
 from .api_schemas_manage import describe_registered
 from .attempts import attempt_to_json
-from .auth import current_principal
+from .auth import Role, current_principal, public, requires
 from .bounded import BoundedCalls
 from .bulk import create_batch, parse_batch_request
 from .contract import RouteTable, UnsupportedMediaType, openapi_document
@@ -49,6 +49,14 @@ from .model import (
 from .observability import serve_asgi
 from .runtime import Deps
 from .store.base import InsertOutcome
+from .tenancy import (
+    admit_batch,
+    admit_creates,
+    claim_tenant,
+    forget_batch,
+    forget_creates,
+    install_tenancy,
+)
 from .ui import register_ui_routes
 
 log = logging.getLogger(__name__)
@@ -104,6 +112,8 @@ def create_app(deps: Deps) -> QuartTrio:
     async def _start_timer() -> None:
         g.started = time.perf_counter()
 
+    tenancy = install_tenancy(app, deps, _json, store_calls)
+
     # Label children cached per (method, route, status): resolving labels on every request
     # costs more than the counting itself.
     counters: dict[tuple[str, str, int], Any] = {}
@@ -156,20 +166,25 @@ def create_app(deps: Deps) -> QuartTrio:
         return error_response("internal error", 500)
 
     @routes.route(ops.HEALTHZ)
+    @public
     async def healthz() -> Response:
         return Response("ok", status=200, content_type="text/plain; charset=utf-8")
 
     @routes.route(ops.create_operation(job_types))
+    @requires(Role.WRITER)
     async def create_job(body: Any) -> Response:
+        claim_tenant(body)
         job = parse_create_request(
             body,
             now=deps.clock.now(),
             job_types=job_types,
             max_attempts_defaults=max_attempts_defaults,
         )
+        await admit_creates(job.tenant_id, 1)
         try:
             stored = await store_calls.call(deps.store.insert, job)
         except DuplicateJob as exc:
+            forget_creates(job.tenant_id, 1)
             # 409 names the job holding the key, so a retrying client can follow it.
             message = f"idempotencyKey {job.idempotency_key!r} is already used by another job"
             return _json({"error": message, "jobId": exc.existing_id}, 409)
@@ -188,12 +203,16 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json(job_to_json(stored), 201)
 
     @app.post("/jobs/batch")
+    @requires(Role.WRITER)
     async def create_jobs_batch() -> Response:
         mimetype = request.mimetype
         if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
             return error_response("Content-Type must be application/json", 415)
         raw = await request.get_data(cache=False)
         items = parse_batch_request(loads_json_body(raw.encode() if isinstance(raw, str) else raw))
+        for item in items:
+            claim_tenant(item)  # 403 for the whole batch if one names another tenant
+        admitted = await admit_batch(items)
 
         async def insert_many(jobs: Sequence[Job]) -> list[InsertOutcome]:
             return await store_calls.call(deps.store.insert_many, jobs)
@@ -205,6 +224,8 @@ def create_app(deps: Deps) -> QuartTrio:
             job_types=job_types,
             max_attempts_defaults=max_attempts_defaults,
         )
+        forget_batch(admitted, created)
+        g.audit_detail = f"{len(created)} of {len(items)} jobs created"
         if created and deps.waker is not None:
             deps.waker.notify(min(job.scheduled_at for job in created))
         for job in created:
@@ -223,6 +244,7 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json({"results": answers}, 200)
 
     @app.get("/jobs/<job_id>/attempts")
+    @requires(Role.READER)
     async def get_job_attempts(job_id: str) -> Response:
         job_id = job_id.lower()
         if not is_job_id(job_id):
@@ -233,6 +255,7 @@ def create_app(deps: Deps) -> QuartTrio:
         return _json({"jobId": job_id, "attempts": [attempt_to_json(a) for a in records]}, 200)
 
     @routes.route(ops.GET)
+    @requires(Role.READER)
     async def get_job(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
@@ -244,13 +267,16 @@ def create_app(deps: Deps) -> QuartTrio:
     register_occurrence_routes(app, deps, _json, store_calls)
     register_listing_routes(app, deps, _json, store_calls)
     register_manage_routes(app, deps, _json, store_calls)
-    register_ui_routes(app, deps, store_calls)
+    # Sign-in only means something when keys are required (AUTH=off: pages open directly).
+    verify_key = tenancy.verify_key if tenancy.auth_required else None
+    register_ui_routes(app, deps, store_calls, verify_key=verify_key)
     routes.pages("ui.", "root")  # the dashboard's HTML pages are not part of the JSON API
     describe_registered(routes)  # routes other modules registered with their own validation
 
     document: dict[str, Any] = {}
 
     @routes.route(ops.OPENAPI)
+    @public
     async def openapi() -> Response:
         if not document:  # built on first use: every module has registered its routes
             document.update(openapi_document(routes, title="jobscheduler", version=_version()))

@@ -22,7 +22,7 @@ from quart_trio import QuartTrio
 
 from . import api_schemas as ops
 from . import cron
-from .auth import current_principal
+from .auth import Role, current_principal, requires
 from .bounded import BoundedCalls
 from .contract import table_of
 from .errors import ValidationError
@@ -132,6 +132,7 @@ def register_cron_routes(
         return await store_calls.call(deps.store.get, job_id)
 
     @routes.route(ops.NEXT)
+    @requires(Role.READER)
     async def next_fire_times(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")
@@ -158,6 +159,7 @@ def register_cron_routes(
         )
 
     @routes.route(ops.PREVIEW_OP)
+    @requires(Role.READER)
     async def preview(body: Any) -> Response:
         expression, policy, count, start = parse_preview_request(body, now=deps.clock.now())
         fires = itertools.islice(policy.fires(expression, start), count)

@@ -17,13 +17,14 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from .actions import Caller, direct
-from .auth import current_principal
+from .auth import Role, current_principal, requires
 from .bounded import BoundedCalls
 from .errors import ValidationError
 from .listing import encode_cursor, parse_list_request
 from .model import MAX_STRING_LENGTH, format_time, job_to_json
 from .runtime import Deps
 from .store.query import Cursor, JobStats
+from .tenancy import tenant_args
 
 STATS_PARAMETERS = ("tenantId",)
 
@@ -64,10 +65,20 @@ def register_listing_routes(
     bounded: Caller = direct if store_calls is None else store_calls.call
 
     @app.get("/jobs")
+    @requires(Role.READER)
     async def list_jobs() -> Response:
         args = request.args
-        query, limit, cursor = parse_list_request(args.to_dict(), args.getlist("status"))
-        current_principal().scope(query.tenant_id)
+        # tenantId defaults to a tenant-bound key's tenant (another one is a 403).
+        query, limit, cursor = parse_list_request(
+            tenant_args(args.to_dict()), args.getlist("status")
+        )
+        principal = current_principal()
+        principal.scope(query.tenant_id)
+        if query.template_id is not None:
+            # An unknown template and another tenant's are the same 404, as when reading
+            # the template by id (so a listing cannot tell whether B's template exists).
+            template = await bounded(deps.store.get, query.template_id)
+            principal.check_visible(template.tenant_id, template.id)
         jobs = await bounded(deps.store.find_jobs, query, limit, cursor)
         response = json_response([job_to_json(job) for job in jobs], 200)
         if len(jobs) == limit:
@@ -77,6 +88,7 @@ def register_listing_routes(
         return response
 
     @app.get("/stats")
+    @requires(Role.READER)
     async def stats() -> Response:
         unknown = sorted(set(request.args) - set(STATS_PARAMETERS))
         if unknown:

@@ -9,9 +9,12 @@
 - templates: ``POST /jobs/{id}/pause`` | ``/resume`` | ``/trigger`` (201, the new run),
   ``PATCH /jobs/{id}``, ``DELETE /jobs/{id}`` (retires it; its runs stay).
 
-Every action needs a writer and a job the caller sees (another tenant's job is a 404); it
-answers with the job after the action, is a no-op where the job already is where the action
-leads, or is a 409 ``{"error", "jobId", "status"}``.
+Every action needs a writer (``@requires(Role.WRITER)``) and a job the caller sees (another
+tenant's job is a 404); it answers with the job after the action, is a no-op where the job
+already is where the action leads, or is a 409 ``{"error", "jobId", "status"}``. A bulk
+filter's tenant comes from the key (``Principal.scope``): a tenant-bound key acts on its own
+tenant only (naming another is a 403); an all-tenant admin names one or, naming none, acts
+on every tenant. Actions are audited by the generic after_request hook (tenancy.py).
 """
 
 from __future__ import annotations
@@ -19,13 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from quart import Response, request
+from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from . import actions, cron
-from .auth import Role, current_principal
+from .auth import Role, current_principal, requires
 from .bounded import BoundedCalls
-from .errors import InvalidTransition, ValidationError
+from .errors import DuplicateJob, InvalidTransition, ValidationError
 from .listing import parse_filter
 from .model import (
     MAX_ATTEMPTS_LIMIT,
@@ -163,12 +166,14 @@ def register_manage_routes(
         return json_response({"error": str(exc), "jobId": exc.job_id, "status": exc.status}, 409)
 
     @app.post("/jobs/<job_id>/cancel")
+    @requires(Role.WRITER)
     async def cancel_job(job_id: str) -> Response:
         _only(await _body(), frozenset())
         outcome = await bounded(actions.cancel, deps, await load(job_id))
         return reply(outcome, 202 if outcome.job.status is Status.RUNNING else 200)
 
     @app.post("/jobs/<job_id>/retry")
+    @requires(Role.WRITER)
     async def retry_job(job_id: str) -> Response:
         body = await _body()
         _only(body, RETRY_FIELDS)
@@ -209,7 +214,11 @@ def register_manage_routes(
             created_before=query.created_before,
         )
 
-    def bulk_reply(result: actions.BulkResult) -> Response:
+    def bulk_reply(result: actions.BulkResult, query: JobQuery) -> Response:
+        g.audit_detail = (
+            f"tenant {query.tenant_id or '(all)'}: {result.matched} matched, "
+            f"{result.changed} changed"
+        )
         return json_response(
             {
                 "matched": result.matched,
@@ -220,13 +229,15 @@ def register_manage_routes(
         )
 
     @app.post("/jobs/cancel")
+    @requires(Role.WRITER)
     async def bulk_cancel() -> Response:
         body = await _body(required=True)
         _only(body, BULK_FIELDS)
         query = await bulk_query(body)
-        return bulk_reply(await actions.bulk_cancel(deps, query, call=paged))
+        return bulk_reply(await actions.bulk_cancel(deps, query, call=paged), query)
 
     @app.post("/jobs/retry")
+    @requires(Role.WRITER)
     async def bulk_retry() -> Response:
         body = await _body(required=True)
         _only(body, BULK_RETRY_FIELDS)
@@ -237,25 +248,32 @@ def register_manage_routes(
                 raise ValidationError("scheduledAt: must be an RFC3339 string")
             scheduled_at = parse_time(body["scheduledAt"], "scheduledAt")
         result = await actions.bulk_retry(deps, query, scheduled_at=scheduled_at, call=paged)
-        return bulk_reply(result)
+        return bulk_reply(result, query)
 
     @app.post("/jobs/<job_id>/pause")
+    @requires(Role.WRITER)
     async def pause_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
         return reply(await bounded(actions.pause, deps, await load(job_id)))
 
     @app.post("/jobs/<job_id>/resume")
+    @requires(Role.WRITER)
     async def resume_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
         return reply(await bounded(actions.resume, deps, await load(job_id)))
 
     @app.post("/jobs/<job_id>/trigger")
+    @requires(Role.WRITER)
     async def trigger_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
-        run = await bounded(actions.trigger, deps, await load(job_id))
+        try:
+            run = await bounded(actions.trigger, deps, await load(job_id))
+        except DuplicateJob as exc:
+            return json_response({"error": str(exc), "jobId": exc.existing_id}, 409)
         return json_response(job_to_json(run), 201)
 
     @app.patch("/jobs/<job_id>")
+    @requires(Role.WRITER)
     async def update_template(job_id: str) -> Response:
         body = await _body(required=True)
         template = await load(job_id)
@@ -269,5 +287,6 @@ def register_manage_routes(
         return reply(await bounded(actions.update_template, deps, template, fields))
 
     @app.delete("/jobs/<job_id>")
+    @requires(Role.WRITER)
     async def retire_template(job_id: str) -> Response:
         return reply(await bounded(actions.retire, deps, await load(job_id)))

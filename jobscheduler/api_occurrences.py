@@ -22,7 +22,7 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from .auth import current_principal
+from .auth import Role, current_principal, requires
 from .bounded import BoundedCalls
 from .cron import Occurrence, OccurrenceStatus
 from .errors import JobNotFound, ValidationError
@@ -148,6 +148,7 @@ def register_occurrence_routes(
         return await store_calls.call(fn, *args, **kwargs)
 
     @app.get("/jobs/<job_id>/occurrences")
+    @requires(Role.READER)
     async def occurrences(job_id: str) -> Response:
         if not is_job_id(job_id.lower()):
             raise ValidationError("id: must be a 24-character hex ObjectId")

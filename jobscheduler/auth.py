@@ -13,11 +13,20 @@ tells a caller whether another tenant's id or key exists.
 from __future__ import annotations
 
 import enum
+import functools
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
+from cachetools import TTLCache
 from quart import g
 
-from .errors import Forbidden, JobNotFound
+from .errors import Forbidden, JobNotFound, Unauthorized
+
+if TYPE_CHECKING:
+    from .keys import ApiKey
 
 
 class Role(enum.StrEnum):
@@ -83,3 +92,126 @@ def current_principal() -> Principal:
     """The principal of the request being served (OPERATOR when authentication is off)."""
     principal: Principal = g.get("principal", OPERATOR)
     return principal
+
+
+# --------------------------------------------------------------------------- route roles
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The attribute a view function carries: the role it needs, or PUBLIC.
+ROLE_ATTRIBUTE = "__jobscheduler_role__"
+#: Declared by :func:`public` routes (``/healthz``): no key needed even with AUTH=required.
+PUBLIC = "public"
+
+
+def requires(role: Role) -> Callable[[F], F]:
+    """Declare the role a route needs; put it under ``@app.get(...)``/``@app.post(...)``.
+
+    The API's ``before_request`` authenticates the caller and checks this role before the
+    view runs (401 without a valid key, 403 with too weak a role). A route that declares
+    nothing is refused to every key but an admin's (and fails the isolation suite).
+    """
+
+    def mark(view: F) -> F:
+        setattr(view, ROLE_ATTRIBUTE, role)
+        return view
+
+    return mark
+
+
+def public(view: F) -> F:
+    """Declare a route open to anyone (no key): only health probes are."""
+    setattr(view, ROLE_ATTRIBUTE, PUBLIC)
+    return view
+
+
+def declared_role(view: Callable[..., Any] | None) -> Role | str | None:
+    """What a view declared (a Role, PUBLIC), or None when it declared nothing."""
+    if view is None:
+        return None
+    value: Role | str | None = getattr(view, ROLE_ATTRIBUTE, None)
+    return value
+
+
+# --------------------------------------------------------------------------- keys -> principal
+
+#: The one message of every 401: never a hint whether a key exists or why it failed.
+UNAUTHORIZED_MESSAGE = "missing or invalid API key (send Authorization: Bearer <key>)"
+
+
+class KeyLookup(Protocol):
+    async def get_key(self, key_id: str) -> ApiKey | None: ...
+
+
+class Authenticator:
+    """Turns an ``Authorization`` header into a Principal, with a small TTL cache.
+
+    Lookups (found and not found) are cached for ``ttl`` seconds, so a steady client costs no
+    store round trip per request. A revoke through this process (:meth:`forget`) takes
+    effect at once here; another process may accept a revoked key for up to ``ttl``.
+    """
+
+    def __init__(
+        self,
+        store: KeyLookup,
+        *,
+        ttl: float,
+        maxsize: int = 10_000,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._cache: TTLCache[str, ApiKey | None] | None = (
+            TTLCache(maxsize=maxsize, ttl=ttl, timer=timer) if ttl > 0 else None
+        )
+
+    def forget(self, key_id: str) -> None:
+        """Drop a key from the cache (after it was created or revoked here)."""
+        if self._cache is not None:
+            self._cache.pop(key_id, None)
+
+    async def _lookup(self, key_id: str) -> ApiKey | None:
+        if self._cache is not None and key_id in self._cache:
+            return self._cache[key_id]
+        key = await self._store.get_key(key_id)
+        if self._cache is not None:
+            self._cache[key_id] = key
+        return key
+
+    async def authenticate(self, headers: list[str]) -> Principal:
+        """The principal of a request with these ``Authorization`` header values.
+
+        Raises Unauthorized (one message for every cause) unless there is exactly one
+        header, of the form ``Bearer <key>``, naming a known key that is not revoked.
+        """
+        if len(headers) != 1:
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        scheme, _, token = headers[0].strip().partition(" ")
+        if scheme.lower() != "bearer":
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        from .keys import parse_token  # keys imports this module (Role)
+
+        parsed = parse_token(token.strip())
+        if parsed is None:
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        key_id, secret = parsed
+        key = await self._lookup(key_id)
+        # Hash and compare even for an unknown id, so both cost the same.
+        matches = (key or _no_key()).matches(secret)
+        if key is None or not matches or key.revoked:
+            raise Unauthorized(UNAUTHORIZED_MESSAGE)
+        return Principal(key_id=key.id, tenant=key.tenant, role=key.role)
+
+
+@functools.cache
+def _no_key() -> ApiKey:
+    """A stand-in compared against when the id is unknown (it never matches)."""
+    from .keys import ApiKey, hash_secret
+
+    return ApiKey(
+        id="0" * 16,
+        secret_hash=hash_secret("no key"),
+        tenant=None,
+        role=Role.READER,
+        created_at=datetime(1970, 1, 1, tzinfo=UTC),
+        revoked_at=datetime(1970, 1, 1, tzinfo=UTC),
+    )

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import ipaddress
 import logging
 import sys
 from collections.abc import Sequence
 from functools import partial
 
+import attrs
 import trio
 
 from .app import embedded_deps, production_deps, run_roles
@@ -29,6 +31,8 @@ TOOLS = {
     "seed": "insert a realistic mix of demo jobs straight into the configured store",
     "loadtest": "send jobs over HTTP at a target rate and report latency percentiles",
     "bench": "benchmark a fresh stack: `dev`, or one process per role (drain, delay, failover)",
+    "keys": "create, list or revoke API keys in the configured store",
+    "audit": "read the audit trail from the configured store",
 }
 
 # API commands, built on jobscheduler.client: the same protocol as TOOLS, each in
@@ -59,6 +63,32 @@ def _app(args: argparse.Namespace, settings: Settings) -> str:
     return str(getattr(args, "app", None) or settings.app)
 
 
+def auth_mode(settings: Settings, command: str) -> Settings:
+    """AUTH's default: ``required`` for the production roles, ``off`` for ``dev``."""
+    if "AUTH" in settings.configured:
+        return settings
+    return attrs.evolve(settings, auth="off" if command == "dev" else "required")
+
+
+def dev_auth_problem(settings: Settings) -> str | None:
+    """Why ``dev`` must not start (auth off on an address other hosts can reach), or None."""
+    if settings.auth != "off" or is_loopback(settings.api_host):
+        return None
+    return (
+        f"refusing to start: AUTH=off with API_HOST={settings.api_host} (not loopback) would "
+        "let anyone on the network act as an admin; set AUTH=required or API_HOST=127.0.0.1"
+    )
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _registry(app: str, settings: Settings) -> HandlerRegistry:
     """The built-ins plus the app's handlers; a load failure is one line and exit 2."""
     try:
@@ -69,7 +99,11 @@ def _registry(app: str, settings: Settings) -> HandlerRegistry:
 
 
 def _dev(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = auth_mode(_settings(), "dev")
+    problem = dev_auth_problem(settings)
+    if problem:
+        print(f"jobscheduler: {problem}", file=sys.stderr)
+        return 2
     app = _app(args, settings)
     registry = _registry(app, settings)
     # The only executor of its file: refuse a second `dev`, and recover the jobs a previous
@@ -94,6 +128,12 @@ def _dev(args: argparse.Namespace) -> int:
             "job_types": ",".join(registry.names()),
         },
     )
+    if settings.auth == "off":
+        log.warning(
+            "authentication is off (AUTH=off, the dev default): every caller is an admin of "
+            "every tenant; set AUTH=required and create keys with `jobscheduler keys create`",
+            extra={"api_host": settings.api_host},
+        )
     try:
         trio.run(
             partial(run_roles, recover_at_start=lock is not None),
@@ -107,7 +147,7 @@ def _dev(args: argparse.Namespace) -> int:
 
 
 def _role(role: str, args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = auth_mode(_settings(), role)
     if role == "executor" and not settings.job_type:
         print(
             "jobscheduler: configuration error: JOB_TYPE: required for run-executor "

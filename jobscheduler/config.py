@@ -60,6 +60,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {text!r}")
+    return seconds
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"must be 0 or a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"must be 0 or a positive number, got {text!r}")
+    return value
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip()
@@ -185,6 +206,16 @@ class Settings:
     http_allowlist: tuple[str, ...] = ()
     http_follow_redirects: bool = False
     http_max_redirects: int = 5
+    # Tenancy (README "Security"): AUTH is "required" or "off"; the CLI defaults it to
+    # "required" for run-api and to "off" for dev (this default is the library's).
+    auth: str = "off"
+    key_cache_ttl: float = 5.0
+    #: Per tenant: jobs not finished (pending+queued+claimed+running); 0: no limit.
+    quota_max_unfinished: int = 1_000_000
+    #: Per key (per tenant with AUTH=off): job creates per second, and the burst; 0: no limit.
+    quota_create_rate: float = 5000.0
+    quota_create_burst: int = 50_000
+    audit_retention: float = 90 * 86400.0
     #: How long cron ledger records are kept (the reaper prunes older ones); 30 days.
     cron_ledger_retention: float = 30 * 24 * 3600.0
     #: The variables that were set in the environment (to tell "unset" from "the default").
@@ -254,6 +285,12 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "HTTP_ALLOWLIST": ("http_allowlist", _allowlist),
     "HTTP_FOLLOW_REDIRECTS": ("http_follow_redirects", _bool),
     "HTTP_MAX_REDIRECTS": ("http_max_redirects", _positive_int),
+    "AUTH": ("auth", _choice("required", "off")),
+    "KEY_CACHE_TTL": ("key_cache_ttl", _non_negative_duration),
+    "QUOTA_MAX_UNFINISHED": ("quota_max_unfinished", _non_negative_int),
+    "QUOTA_CREATE_RATE": ("quota_create_rate", _non_negative_float),
+    "QUOTA_CREATE_BURST": ("quota_create_burst", _positive_int),
+    "AUDIT_RETENTION": ("audit_retention", _positive_duration),
     "CRON_LEDGER_RETENTION": ("cron_ledger_retention", _positive_duration),
 }
 

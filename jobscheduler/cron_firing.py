@@ -248,10 +248,28 @@ class TemplateFiring:
         try:
             await deps.store.insert(instance)
         except DuplicateJob:
-            log.debug(
-                "cron instance already spawned", extra={**fields, "key": instance.idempotency_key}
+            # "Already spawned" only if the store holds this template's run of this fire time
+            # (the run identity is (template_id, fire_at), not the key): otherwise another
+            # job of the tenant holds the run's key, and the run is spawned anyway under a
+            # key of its own, so no client-chosen key can stop a template from firing.
+            if await deps.store.find_run(template.id, fire_at) is not None:
+                log.debug(
+                    "cron instance already spawned",
+                    extra={**fields, "key": instance.idempotency_key},
+                )
+                return
+            log.warning(
+                "cron run key held by another job; spawning the run under its own key",
+                extra={**fields, "key": instance.idempotency_key, "fire_at": fire_at.isoformat()},
             )
-            return
+            instance = attrs.evolve(
+                instance, idempotency_key=f"{instance.idempotency_key}-{instance.id}"
+            )
+            try:
+                await deps.store.insert(instance)
+            except DuplicateJob:  # another leader spawned this run meanwhile
+                log.debug("cron instance already spawned", extra=fields)
+                return
         lag = max((now - fire_at).total_seconds(), 0.0)
         deps.metrics.scheduler_cron_spawned.inc()
         deps.metrics.scheduler_cron_lag.observe(lag)

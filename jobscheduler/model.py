@@ -99,6 +99,9 @@ class Job:
     result: Any = None
     #: For a cron run: the id of the template that spawned it.
     template_id: str | None = None
+    #: For a cron run: the fire time it stands for. (template_id, fire_at) identifies a run
+    #: (its own unique index in every store), whatever its idempotency key.
+    fire_at: datetime | None = attrs.field(default=None, validator=_aware)
     #: A running job's cancel request; the executor's next heartbeat stops the handler.
     cancel_requested_at: datetime | None = attrs.field(default=None, validator=_aware)
     #: The job's retries by a user, oldest first (at most MAX_REPLAYS kept).

@@ -112,6 +112,25 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        # Tenancy (jobscheduler.tenancy).
+        self.api_quota_rejections = Counter(
+            "api_quota_rejections_total",
+            "Requests refused by a tenant quota (429), by reason (rate, unfinished).",
+            ["reason"],
+            registry=r,
+        )
+        self.api_auth_failures = Counter(
+            "api_auth_failures_total",
+            "Requests refused with 401 (no, malformed, unknown or revoked API key).",
+            registry=r,
+        )
+        self.api_audit_failures = Counter(
+            "api_audit_write_failures_total",
+            "Audit records that could not be written (the request itself was served).",
+            registry=r,
+        )
+        for reason in ("rate", "unfinished"):
+            self.api_quota_rejections.labels(reason=reason)
         self.jobs = Gauge(
             "jobs",
             "Jobs by status and job type (every tenant), sampled by the reaper.",

@@ -116,6 +116,20 @@ class Reaper:
             deps.waker.notify(deps.clock.now())
         return recovered
 
+    async def prune_audit(self) -> int:
+        """Delete audit records older than AUDIT_RETENTION; returns how many."""
+        deps = self._deps
+        before = deps.clock.now() - timedelta(seconds=deps.settings.audit_retention)
+        pruned = 0
+        while True:
+            batch = await deps.store.prune_audit(before, SWEEP_BATCH)
+            pruned += batch
+            if batch < SWEEP_BATCH:
+                break
+        if pruned:
+            log.info("pruned old audit records", extra={"records": pruned})
+        return pruned
+
     async def _prune_ledger(self) -> None:
         """Delete cron ledger records older than CRON_LEDGER_RETENTION (a failure is only
         logged: the next sweep tries again)."""
@@ -172,5 +186,9 @@ async def run_reaper(
             await reaper.sweep()
         except StoreError as exc:
             log.error("reaper sweep failed", extra={"error": str(exc)})
+        try:
+            await reaper.prune_audit()
+        except StoreError as exc:
+            log.warning("audit records not pruned", extra={"error": str(exc)})
         await sample_gauges(deps, seen)
         await trio.sleep(deps.settings.reaper_interval)

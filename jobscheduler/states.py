@@ -351,6 +351,7 @@ def spawn_instance(
         created_at=now,
         updated_at=now,
         template_id=template.id,
+        fire_at=utc(fire_at),
     )
 
 

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..attempts import Attempt
+from ..audit import AuditQuery, AuditRecord
 from ..cron import Occurrence, OccurrenceStatus
 from ..errors import DuplicateJob, ValidationError
+from ..keys import ApiKey
 from ..model import Job, Status
 from ..states import Change
 from .query import Cursor, JobQuery, JobStats
@@ -27,15 +29,15 @@ MAX_INSERT_MANY = 1000
 
 
 def first_of_each_key(jobs: Sequence[Job]) -> tuple[list[Job], dict[int, int]]:
-    """Split a batch into the jobs to store (the first of each idempotency key, in order)
-    and ``{index of a later duplicate: index of the first job with its key}``."""
-    first_index: dict[str, int] = {}
+    """Split a batch into the jobs to store (the first of each (tenant, idempotency key), in
+    order) and ``{index of a later duplicate: index of the first job with its key}``."""
+    first_index: dict[tuple[str, str], int] = {}
     unique: list[Job] = []
     later: dict[int, int] = {}
     for i, job in enumerate(jobs):
-        seen = first_index.get(job.idempotency_key)
+        seen = first_index.get((job.tenant_id, job.idempotency_key))
         if seen is None:
-            first_index[job.idempotency_key] = i
+            first_index[(job.tenant_id, job.idempotency_key)] = i
             unique.append(job)
         else:
             later[i] = seen
@@ -204,6 +206,52 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def prune_attempts(self, before: datetime) -> int:
         """Delete attempt records that finished before ``before``; returns how many."""
+
+    # ------------------------------------------------------------------ tenancy
+
+    @abc.abstractmethod
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        """The run the template spawned for this fire time, or None.
+
+        A run is identified by (``template_id``, ``fire_at``) with a unique index of its own:
+        inserting a second job with the same pair raises DuplicateJob, whatever its key.
+        """
+
+    @abc.abstractmethod
+    async def count_unfinished(self, tenant_id: str) -> int:
+        """How many of the tenant's jobs are pending, queued, claimed or running (cron
+        templates included: they are pending until removed)."""
+
+    @abc.abstractmethod
+    async def insert_key(self, key: ApiKey) -> ApiKey:
+        """Store a new API key (its id is random and fresh; a clash is a StoreError)."""
+
+    @abc.abstractmethod
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        """The key with this id (revoked ones included), or None."""
+
+    @abc.abstractmethod
+    async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
+        """Every key (revoked ones included), oldest first; only the keys bound to
+        ``tenant_id`` when it is given."""
+
+    @abc.abstractmethod
+    async def revoke_key(self, key_id: str, now: datetime) -> ApiKey | None:
+        """Mark the key revoked at ``now`` (a key already revoked keeps its first
+        ``revoked_at``); returns the key as stored, or None for an unknown id."""
+
+    @abc.abstractmethod
+    async def append_audit(self, record: AuditRecord) -> None:
+        """Append one record to the audit trail (records are never changed afterwards)."""
+
+    @abc.abstractmethod
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        """The records ``query`` selects (:meth:`AuditQuery.matches`), newest id first, at
+        most ``query.limit``."""
+
+    @abc.abstractmethod
+    async def prune_audit(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` records older than ``before``; returns how many."""
 
     # ------------------------------------------------------------------ management (issue 11)
 

@@ -92,6 +92,7 @@ from .mongo_attempts import (
     write_records,
 )
 from .mongo_query import MANAGE_INDEXES, ManageQueries
+from .mongo_tenancy import MongoTenancyMixin, create_tenancy_indexes, drop_global_key_index
 from .query import Cursor, JobQuery, JobStats
 
 T = TypeVar("T")
@@ -128,6 +129,7 @@ FIELDS: Final[Mapping[str, str]] = {
     # integers beyond 64 bits), and nothing queries inside it.
     "result": "result",
     "template_id": "templateId",
+    "fire_at": "fireAt",
     "cancel_requested_at": "cancelRequestedAt",
     "replays": "replays",
 }
@@ -139,11 +141,14 @@ _TIME_FIELDS: Final = frozenset(
         "queued_at",
         "created_at",
         "updated_at",
+        "fire_at",
         "cancel_requested_at",
         "cron_buffered",
     }
 )
 _STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
+#: Left out of a document unless set (see the sparse ``run_unique`` index).
+RUN_FIELDS: Final = ("template_id", "fire_at")
 
 #: The order claims hand jobs out in (highest priority, then oldest, then oldest id).
 CLAIM_SORT: Final = [
@@ -156,7 +161,20 @@ CLAIM_SORT: Final = [
 #: identical index, so starting twice is harmless; an index whose definition changed under
 #: the same name fails the start with StoreError instead of being silently kept).
 INDEXES: Final = [
-    IndexModel([(FIELDS["idempotency_key"], ASCENDING)], name="idempotencyKey_unique", unique=True),
+    # Idempotency keys are unique per tenant (a key of another tenant is no conflict).
+    IndexModel(
+        [(FIELDS["tenant_id"], ASCENDING), (FIELDS["idempotency_key"], ASCENDING)],
+        name="tenant_idempotencyKey_unique",
+        unique=True,
+    ),
+    # A cron run's identity (template, fire time), whatever its key; sparse, so jobs that
+    # are not runs (the fields left out) are not in it.
+    IndexModel(
+        [(FIELDS["template_id"], ASCENDING), (FIELDS["fire_at"], ASCENDING)],
+        name="run_unique",
+        unique=True,
+        sparse=True,
+    ),
     # Claims: equality on status, then exactly the claim sort, so the first due job is the
     # first index entry that passes the scheduledAt/cron filter (no in-memory sort).
     IndexModel([(FIELDS["status"], ASCENDING), *CLAIM_SORT], name="claim"),
@@ -233,8 +251,13 @@ def _to_doc(field: str, value: Any) -> Any:
 
 
 def job_to_document(job: Job) -> Document:
-    """The document stored for ``job`` (every field present; absent values are null)."""
-    return {doc_field: _to_doc(field, getattr(job, field)) for field, doc_field in FIELDS.items()}
+    """The document stored for ``job`` (every field present, absent values null, except the
+    run identity fields, left out unless set: the sparse run index skips such documents)."""
+    doc = {doc_field: _to_doc(field, getattr(job, field)) for field, doc_field in FIELDS.items()}
+    for field in RUN_FIELDS:
+        if doc[FIELDS[field]] is None:
+            del doc[FIELDS[field]]
+    return doc
 
 
 def document_to_job(doc: Mapping[str, Any]) -> Job:
@@ -322,7 +345,7 @@ def _holds(doc: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
     return all(doc.get(doc_field) == value for doc_field, value in values.items())
 
 
-class MongoJobStore(JobStore):
+class MongoJobStore(MongoTenancyMixin, JobStore):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server.
 
     ``server_selection_timeout`` (seconds) bounds how long any call waits for a reachable
@@ -417,6 +440,7 @@ class MongoJobStore(JobStore):
                 client.close()
                 client = self._new_client(retry_writes=False)
             jobs = self._jobs_of(client)
+            drop_global_key_index(jobs)
             for index in INDEXES:
                 # One index per createIndexes: FerretDB v1.24 panics (and drops the
                 # connection) when one command names two or more indexes that already
@@ -427,6 +451,7 @@ class MongoJobStore(JobStore):
             attempts = self._attempts_of(client)
             for index in ATTEMPT_INDEXES:
                 attempts.create_indexes([index])
+            create_tenancy_indexes(client, self._database)
         except BaseException:
             client.close()
             raise
@@ -534,12 +559,18 @@ class MongoJobStore(JobStore):
                 ):
                     return job  # the attempt whose reply was lost did land
             key_pattern = (exc.details or {}).get("keyPattern") or {}
-            if key_pattern and FIELDS["idempotency_key"] not in key_pattern:
+            if key_pattern and not {FIELDS["idempotency_key"], FIELDS["template_id"]} & set(
+                key_pattern
+            ):
                 raise StoreError(f"insert of job {job.id} failed: {exc}") from None
             # FerretDB names no index in its E11000 errors; _id collisions of fresh
             # ObjectIds do not happen, so an unnamed duplicate is the idempotency key.
             holder = jobs.find_one(
-                {FIELDS["idempotency_key"]: job.idempotency_key}, projection={"_id": True}
+                {
+                    FIELDS["tenant_id"]: job.tenant_id,
+                    FIELDS["idempotency_key"]: job.idempotency_key,
+                },
+                projection={"_id": True},
             )
             raise duplicate_of(job, None if holder is None else str(holder["_id"])) from None
 
@@ -595,21 +626,23 @@ class MongoJobStore(JobStore):
                 log.warning("insert_many outcome unknown (%d jobs), retrying: %s", len(docs), exc)
                 errors, retried = send(), True
             taken = [i for i, e in errors.items() if e.get("code") == 11000]
-            holders: dict[str, str] = {}
+            # Keys are unique per tenant: a taken key's holder is looked up in its tenant.
+            holders: dict[tuple[str, str], str] = {}
             if taken:
-                key_field = FIELDS["idempotency_key"]
+                key_field, tenant_field = FIELDS["idempotency_key"], FIELDS["tenant_id"]
                 keys = [unique[i].idempotency_key for i in taken]
                 for doc in collection.find(
-                    {key_field: {"$in": keys}}, projection={"_id": True, key_field: True}
+                    {key_field: {"$in": keys}},
+                    projection={"_id": True, key_field: True, tenant_field: True},
                 ):
-                    holders[doc[key_field]] = str(doc["_id"])
+                    holders[(doc[tenant_field], doc[key_field])] = str(doc["_id"])
             outcomes: list[InsertOutcome] = []
             for i, job in enumerate(unique):
                 error = errors.get(i)
                 if error is None:
                     outcomes.append(job)
                 elif error.get("code") == 11000:
-                    holder = holders.get(job.idempotency_key)
+                    holder = holders.get((job.tenant_id, job.idempotency_key))
                     if retried and holder == job.id:
                         outcomes.append(job)  # the send whose reply was lost stored it
                     else:
@@ -631,6 +664,12 @@ class MongoJobStore(JobStore):
         if doc is None:
             raise JobNotFound(f"job {job_id} not found")
         return document_to_job(doc)
+
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        jobs = self._collection()
+        query = {FIELDS["template_id"]: template_id, FIELDS["fire_at"]: utc(fire_at)}
+        doc = await self._call(lambda: jobs.find_one(query), "find_run", read=True)
+        return None if doc is None else document_to_job(doc)
 
     async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         jobs = self._collection()

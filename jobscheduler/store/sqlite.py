@@ -50,6 +50,7 @@ from .sqlite_attempts import (
     millis,
 )
 from .sqlite_query import MANAGE_INDEXES, find_sql, stats_sql
+from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
 
 T = TypeVar("T")
 
@@ -82,6 +83,7 @@ _COLUMNS: dict[str, str] = {
     "cron_buffered": "cron_buffered",
     "result": "result",
     "template_id": "template_id",
+    "fire_at": "fire_at",
     "cancel_requested_at": "cancel_requested_at",
     "replays": "replays",
 }
@@ -93,6 +95,7 @@ _TIME_FIELDS = frozenset(
         "queued_at",
         "created_at",
         "updated_at",
+        "fire_at",
         "cancel_requested_at",
         "cron_buffered",
     }
@@ -102,7 +105,7 @@ _SELECT = ", ".join(_COLUMNS.values())
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id              TEXT PRIMARY KEY,
-    idempotency_key TEXT NOT NULL UNIQUE,
+    idempotency_key TEXT NOT NULL,
     tenant_id       TEXT NOT NULL,
     job_type        TEXT NOT NULL,
     payload         TEXT NOT NULL,
@@ -122,8 +125,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated_at      INTEGER NOT NULL,
     result          TEXT,
     template_id     TEXT,
-    cron_policy     TEXT
+    cron_policy     TEXT,
+    fire_at         INTEGER
 ) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_tenant_key ON jobs (tenant_id, idempotency_key);
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
     WHERE status = 'pending' AND cron IS NULL;
@@ -159,6 +164,7 @@ _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
     ("template_id", "TEXT"),
+    ("fire_at", "INTEGER"),
     ("cron_buffered", "INTEGER"),
     ("cancel_requested_at", "INTEGER"),
     ("replays", "TEXT"),
@@ -259,7 +265,7 @@ def _edge_error(exc: Exception) -> Exception:
     return mapped
 
 
-class SQLiteJobStore(JobStore):
+class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
     """JobStore on one SQLite file (created with its directory if missing)."""
 
     def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
@@ -296,6 +302,9 @@ class SQLiteJobStore(JobStore):
             conn = self._connect()
             conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
             _migrate(conn)
+            if migrate_tenant_keys(conn):
+                conn.executescript(_SCHEMA)  # the rebuilt table's indexes
+            conn.executescript(TENANCY_SCHEMA)
             sqlite_ledger.migrate(conn)
             conn.executescript(MANAGE_INDEXES)
             return conn
@@ -429,16 +438,21 @@ class SQLiteJobStore(JobStore):
             try:
                 conn.execute(sql, params)
             except sqlite3.IntegrityError as exc:
-                if "idempotency_key" in str(exc):
-                    raise duplicate_of(job, self._holder(conn, job.idempotency_key)) from None
+                if "idempotency_key" in str(exc) or "template_id" in str(exc):
+                    raise duplicate_of(job, self._holder(conn, job)) from None
                 raise StoreError(f"insert failed: {exc}") from exc
             return job
 
         return await self._write(op)
 
     @staticmethod
-    def _holder(conn: sqlite3.Connection, key: str) -> str | None:
-        row = conn.execute("SELECT id FROM jobs WHERE idempotency_key = ?", (key,)).fetchone()
+    def _holder(conn: sqlite3.Connection, job: Job) -> str | None:
+        """The id of the job of ``job``'s tenant holding its key (None: the run's slot was
+        taken under another key)."""
+        row = conn.execute(
+            "SELECT id FROM jobs WHERE tenant_id = ? AND idempotency_key = ?",
+            (job.tenant_id, job.idempotency_key),
+        ).fetchone()
         return None if row is None else str(row[0])
 
     async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
@@ -450,7 +464,7 @@ class SQLiteJobStore(JobStore):
         columns = list(_COLUMNS.values())
         sql = (
             f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-            "ON CONFLICT (idempotency_key) DO NOTHING"
+            "ON CONFLICT DO NOTHING"
         )
         rows = [[_to_db(field, getattr(job, field)) for field in _COLUMNS] for job in unique]
 
@@ -459,20 +473,21 @@ class SQLiteJobStore(JobStore):
             for i, params in enumerate(rows):
                 if conn.execute(sql, params).rowcount == 0:
                     taken.append(i)
-            holders: dict[str, str] = {}
+            # Keys are unique per tenant: the holder of a taken key is looked up in its tenant.
+            holders: dict[tuple[str, str], str] = {}
             keys = [unique[i].idempotency_key for i in taken]
             for start in range(0, len(keys), 500):
                 chunk = keys[start : start + 500]
-                holders.update(
-                    conn.execute(
-                        "SELECT idempotency_key, id FROM jobs "
-                        f"WHERE idempotency_key IN ({', '.join('?' * len(chunk))})",
-                        chunk,
-                    ).fetchall()
-                )
+                for tenant, key, holder in conn.execute(
+                    "SELECT tenant_id, idempotency_key, id FROM jobs "
+                    f"WHERE idempotency_key IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                ):
+                    holders[(tenant, key)] = holder
             stored: list[InsertOutcome] = list(unique)
             for i in taken:
-                stored[i] = duplicate_of(unique[i], holders.get(unique[i].idempotency_key))
+                job = unique[i]
+                stored[i] = duplicate_of(job, holders.get((job.tenant_id, job.idempotency_key)))
             return stored
 
         return spread_outcomes(jobs, await self._write(op), later)
@@ -486,6 +501,16 @@ class SQLiteJobStore(JobStore):
         if job is None:
             raise JobNotFound(f"job {job_id} not found")
         return job
+
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        sql = f"SELECT {_SELECT} FROM jobs WHERE template_id = ? AND fire_at = ?"
+        params = (template_id, _to_db("fire_at", fire_at))
+
+        def op(conn: sqlite3.Connection) -> Job | None:
+            row = conn.execute(sql, params).fetchone()
+            return _from_row(row) if row else None
+
+        return await self._read(op)
 
     async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         if status is None:

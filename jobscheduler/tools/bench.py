@@ -70,6 +70,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the temporary directory (database, log)"
     )
+    parser.add_argument(
+        "--auth",
+        choices=("off", "required"),
+        default="off",
+        help="AUTH of the stack; with required, requests carry an all-tenant admin key (off)",
+    )
     bench_enqueue.configure(parser)
 
 
@@ -90,8 +96,10 @@ def _rss_mb(pid: int) -> float:
 class _Connection:
     """One keep-alive HTTP/1.1 connection: a request, then its full response, in turn."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, headers: str = "") -> None:
         self._host, self._port = host, port
+        #: Extra header lines (``Name: value\r\n`` each), e.g. the Authorization.
+        self._headers = headers
         self._stream: trio.SocketStream | None = None
         self._buffer = b""
 
@@ -101,7 +109,8 @@ class _Connection:
             self._buffer = b""
         head = (
             f"{method} {path} HTTP/1.1\r\nHost: {self._host}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            f"{self._headers}\r\n"
         )
         await self._stream.send_all(head.encode() + body)
         while b"\r\n\r\n" not in self._buffer:
@@ -134,10 +143,11 @@ class _Connection:
 class _Pool:
     """A fixed number of connections handed out one request at a time."""
 
-    def __init__(self, url: str, size: int) -> None:
+    def __init__(self, url: str, size: int, key: str | None = None) -> None:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         self._send, self._receive = trio.open_memory_channel[_Connection](size)
-        self._all = [_Connection(host, int(port)) for _ in range(size)]
+        headers = f"Authorization: Bearer {key}\r\n" if key else ""
+        self._all = [_Connection(host, int(port), headers) for _ in range(size)]
         for conn in self._all:
             self._send.send_nowait(conn)
 
@@ -242,6 +252,7 @@ class _Bench:
         self.processes: list[_Process] = []
         self.settings = settings
         self.database = f"bench_{self.run_id}"
+        self.key: str | None = None
         self.topic_prefix = f"{settings.kafka_topic_prefix}bench-{self.run_id}."
 
     def _process(self, name: str, argv: list[str], **env: str) -> _Process:
@@ -249,7 +260,13 @@ class _Bench:
         process = _Process(
             name,
             argv,
-            {**os.environ, **self._stack_env(), "LOG_LEVEL": "WARNING", **env},
+            {
+                **os.environ,
+                **self._stack_env(),
+                "LOG_LEVEL": "WARNING",
+                "AUTH": self.args.auth,
+                **env,
+            },
             self.workdir / f"{name}.log",
         )
         self.processes.append(process)
@@ -277,7 +294,32 @@ class _Bench:
     def _schedulers(self) -> list[_Process]:
         return [p for p in self.processes if p.name.startswith("scheduler")]
 
+    async def _create_key(self) -> str:
+        """An all-tenant admin key in the stack's (fresh) store, made before it starts."""
+        from ..auth import Role
+        from ..keys import new_key
+        from ..store import JobStore
+
+        record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))
+        store: JobStore
+        if self.distributed:
+            from ..store.mongo import MongoJobStore
+
+            store = MongoJobStore(self.settings.mongo_uri, self.database)
+        else:
+            from ..store.sqlite import SQLiteJobStore
+
+            store = SQLiteJobStore(self.workdir / "bench.db")
+        await store.start()
+        try:
+            await store.insert_key(record)
+        finally:
+            await store.close()
+        return token
+
     async def start_stack(self) -> None:
+        if self.args.auth == "required":
+            self.key = await self._create_key()
         api_port = self.api.rsplit(":", 1)[1]
         if self.distributed:
             self._process("api", ["run-api"], API_PORT=api_port)
@@ -497,7 +539,8 @@ class _Bench:
             print(f"stack: {self.args.stack}, workdir {self.workdir}")
             for process in self.processes:
                 print(f"idle RSS of {process.name}: {process.rss_mb():.1f} MB (target <= 150 MB)")
-            client = _Pool(self.api, self.args.concurrency)
+            print(f"auth: {self.args.auth}")
+            client = _Pool(self.api, self.args.concurrency, self.key)
             phases = {p.strip() for p in self.args.phases.split(",")}
             try:
                 if "burst" in phases:

@@ -148,6 +148,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="tenant prefix; the run's tenant is <PREFIX>-<run id> (default: loadtest)",
     )
     add(
+        "--key",
+        "-key",
+        default=None,
+        metavar="API_KEY",
+        help="API key sent as 'Authorization: Bearer <key>' (needed with AUTH=required; an "
+        "all-tenant admin key, or a writer key bound to the run's tenant)",
+    )
+    add(
         "--timeout",
         "-timeout",
         type=_duration,
@@ -182,6 +190,7 @@ class Options:
     tenant: str
     timeout: float
     concurrency: int
+    key: str | None = None
 
     @property
     def total(self) -> int:
@@ -431,8 +440,9 @@ async def load_test(state: LoadState) -> None:
         max_connections=options.concurrency + 4,
         max_keepalive_connections=options.concurrency + 4,
     )
+    headers = {"Authorization": f"Bearer {options.key}"} if options.key else None
     async with httpx.AsyncClient(
-        base_url=options.url, limits=limits, timeout=REQUEST_TIMEOUT
+        base_url=options.url, limits=limits, timeout=REQUEST_TIMEOUT, headers=headers
     ) as client:
         try:
             with trio.fail_after(REQUEST_TIMEOUT + 1):
@@ -555,6 +565,7 @@ def run(args: argparse.Namespace) -> int:
         tenant=args.tenant,
         timeout=args.timeout,
         concurrency=args.concurrency,
+        key=args.key,
     )
     print(
         f"loadtest: {options.total} {options.job_type} jobs at {options.rate:g}/s "

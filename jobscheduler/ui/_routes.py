@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
 from quart_trio import QuartTrio
 
-from ..auth import Principal, Role, current_principal
+from ..auth import Principal, Role, current_principal, public, requires
 from ..bounded import BoundedCalls
 from ..errors import Unauthorized
 from ..model import LISTABLE_STATUSES, is_job_id
@@ -113,6 +113,7 @@ def register_ui_routes(
     # Our own route rather than the blueprint's static folder: a plain view function that
     # the API's auth step can declare public (the sign-in page needs its stylesheet).
     @ui.get("/static/<path:filename>")
+    @public
     async def static(filename: str) -> Response:
         response = await send_from_directory(STATIC_DIR, filename)
         response.headers["Cache-Control"] = "no-cache"
@@ -121,6 +122,7 @@ def register_ui_routes(
 
     @ui.get("")
     @ui.get("/")
+    @requires(Role.READER)
     async def overview() -> Response:
         principal = current_principal()
         counts: dict[str, int] | None = None
@@ -140,6 +142,7 @@ def register_ui_routes(
         return _html(body)
 
     @ui.get("/jobs")
+    @requires(Role.READER)
     async def jobs() -> Response:
         principal = current_principal()
         args = request.args
@@ -178,14 +181,17 @@ def register_ui_routes(
         return _html(body)
 
     @ui.get("/dead-letters")
+    @requires(Role.READER)
     async def dead_letters() -> Response:
         return await tenant_page("dead_letters.html", "dead-letters")
 
     @ui.get("/cron")
+    @requires(Role.READER)
     async def cron_templates() -> Response:
         return await tenant_page("cron.html", "cron")
 
     @ui.get("/jobs/<job_id>")
+    @requires(Role.READER)
     async def job_detail(job_id: str) -> Response:
         job_id = job_id.lower()
         if not is_job_id(job_id):
@@ -199,6 +205,7 @@ def register_ui_routes(
         return _html(body)
 
     @ui.get("/describe")
+    @requires(Role.READER)
     async def describe() -> Response:
         # A page helper: a cron expression in words (the script shows it beside the template).
         words = describe_cron(request.args.get("cron", ""), request.args.get("timezone"))
@@ -208,6 +215,7 @@ def register_ui_routes(
         return response
 
     @ui.get("/signin")
+    @public
     async def signin_form() -> Response:
         if verify_key is None:
             return _see_other("/ui")
@@ -215,6 +223,7 @@ def register_ui_routes(
         return _html(body)
 
     @ui.post("/signin")
+    @public
     async def signin() -> Response:
         if verify_key is None:
             return _see_other("/ui")
@@ -254,6 +263,7 @@ def register_ui_routes(
         return response
 
     @ui.post("/signout")
+    @public
     async def signout() -> Response:
         key = request.cookies.get(SESSION_COOKIE)
         if key:
@@ -270,6 +280,7 @@ def register_ui_routes(
     app.register_blueprint(ui)
 
     @app.get("/")
+    @public
     async def root() -> Response:
         response: Response = redirect("/ui", 302)  # type: ignore[assignment]
         return response

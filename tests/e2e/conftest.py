@@ -10,12 +10,17 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import trio
+
+from jobscheduler.auth import Role
+from jobscheduler.keys import new_key
+from jobscheduler.store.sqlite import SQLiteJobStore
 
 STARTUP_TIMEOUT = 30.0
 
@@ -28,7 +33,11 @@ def free_port() -> int:
 
 
 class DevServer:
-    """One ``python -m jobscheduler dev`` process with its own SQLite file and ports."""
+    """One ``python -m jobscheduler dev`` process with its own SQLite file and ports.
+
+    It runs with ``AUTH=required`` unless the test passes ``AUTH``; :meth:`start` then puts
+    an all-tenant admin key (:attr:`key`) in its SQLite file first.
+    """
 
     def __init__(self, tmp_path: Path, env: dict[str, str], argv: list[str] | None = None) -> None:
         self.argv = argv or [sys.executable, "-m", "jobscheduler", "dev"]
@@ -42,13 +51,44 @@ class DevServer:
             "API_PORT": str(self.api_port),
             "METRICS_PORT": str(self.metrics_port),
             "LOG_LEVEL": "DEBUG",
+            "AUTH": "required",
             **env,
         }
+        self.key: str | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = f"http://127.0.0.1:{self.api_port}"
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}"
 
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+
+    async def create_admin_key(self) -> str:
+        """An all-tenant admin key in this server's SQLite file (made before it starts)."""
+        record, token = new_key(tenant=None, role=Role.ADMIN, name="e2e", now=datetime.now(UTC))
+        store = SQLiteJobStore(self.db_path)
+        await store.start()
+        try:
+            await store.insert_key(record)
+        finally:
+            await store.close()
+        return token
+
+    async def create_key(self, http: httpx.AsyncClient, tenant: str, role: str) -> str:
+        """A key of ``tenant`` with ``role``, made through the running server's ``POST /keys``
+        with its admin key."""
+        response = await http.post(
+            f"{self.url}/keys",
+            json={"tenantId": tenant, "role": role, "name": f"e2e-{role}"},
+            headers=self.auth_headers,
+        )
+        assert response.status_code == 201, response.text
+        token: str = response.json()["key"]
+        return token
+
     async def start(self) -> None:
+        if self.env.get("AUTH") == "required" and self.key is None:
+            self.key = await self.create_admin_key()
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             self.argv,
@@ -101,15 +141,19 @@ class DevServer:
 
 
 @pytest.fixture
-async def dev_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[DevServer]]]:
+async def dev_factory(
+    tmp_path: Path, client: httpx.AsyncClient
+) -> AsyncIterator[Callable[..., Awaitable[DevServer]]]:
     """``await dev_factory(ENV=...)`` starts a dev server; all are stopped (SIGTERM) after
-    the test, and each must exit 0 — a clean shutdown is part of every e2e test."""
+    the test, and each must exit 0 — a clean shutdown is part of every e2e test. With
+    ``AUTH=required`` (the default here) the ``client`` fixture sends the server's key."""
     servers: list[DevServer] = []
 
     async def start(*, argv: list[str] | None = None, **env: str) -> DevServer:
         server = DevServer(tmp_path, env, argv)
         servers.append(server)
         await server.start()
+        client.headers.update(server.auth_headers)
         return server
 
     yield start

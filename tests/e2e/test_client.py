@@ -28,7 +28,7 @@ def key(name: str) -> str:
 
 
 def test_create_then_wait_returns_the_completed_job_with_its_result(live_dev: DevServer) -> None:
-    with Client(live_dev.url) as client:
+    with Client(live_dev.url, api_key=live_dev.key) as client:
         created = client.create("slow", tenant_id=TENANT, payload={"sleepMs": 10})
         assert created["status"] == "pending"
         done = client.wait(created["id"], timeout=20)
@@ -44,7 +44,7 @@ def test_create_many_answers_each_body_and_a_handler_result_is_on_the_job(
     live_dev: DevServer,
 ) -> None:
     tenant = key("batch")
-    with Client(live_dev.url) as client:
+    with Client(live_dev.url, api_key=live_dev.key) as client:
         taken = client.create("noop", tenant_id=tenant, idempotency_key=key("taken"))
         answers = client.create_many(
             [
@@ -60,7 +60,7 @@ def test_create_many_answers_each_body_and_a_handler_result_is_on_the_job(
 
 
 def test_a_failing_job_waits_into_the_dlq(live_dev: DevServer) -> None:
-    with Client(live_dev.url) as client:
+    with Client(live_dev.url, api_key=live_dev.key) as client:
         created = client.create(
             "flaky", tenant_id=TENANT, payload={"failRate": 1.0}, max_attempts=1
         )
@@ -70,7 +70,7 @@ def test_a_failing_job_waits_into_the_dlq(live_dev: DevServer) -> None:
 
 
 def test_errors_are_the_projects_exceptions(live_dev: DevServer) -> None:
-    with Client(live_dev.url) as client:
+    with Client(live_dev.url, api_key=live_dev.key) as client:
         first = client.create("noop", tenant_id=TENANT, idempotency_key=key("dup"))
         with pytest.raises(DuplicateJob) as caught:
             client.create("noop", tenant_id=TENANT, idempotency_key=first["idempotencyKey"])
@@ -84,7 +84,7 @@ def test_errors_are_the_projects_exceptions(live_dev: DevServer) -> None:
 
 def test_create_many_list_and_cron_previews(live_dev: DevServer) -> None:
     tenant = key("tenant")
-    with Client(live_dev.url) as client:
+    with Client(live_dev.url, api_key=live_dev.key) as client:
         for n in range(3):
             client.create("noop", tenant_id=tenant, payload={"n": n})
         listed = list(client.list(tenant))
@@ -101,7 +101,7 @@ def test_create_many_list_and_cron_previews(live_dev: DevServer) -> None:
 
 def test_cancel_retry_from_dlq_and_bulk_retry(live_dev: DevServer) -> None:
     tenant = key("actions")
-    with Client(live_dev.url) as client:
+    with Client(live_dev.url, api_key=live_dev.key) as client:
         later = client.create("noop", tenant_id=tenant, scheduled_at="2999-01-01T00:00:00Z")
         assert client.cancel(later["id"])["status"] == "cancelled"
         with pytest.raises(InvalidTransition) as caught:
@@ -121,7 +121,7 @@ def test_cancel_retry_from_dlq_and_bulk_retry(live_dev: DevServer) -> None:
 
 def test_pause_resume_trigger_update_and_delete_a_template(live_dev: DevServer) -> None:
     tenant = key("templates")
-    with Client(live_dev.url) as client:
+    with Client(live_dev.url, api_key=live_dev.key) as client:
         template = client.create("noop", tenant_id=tenant, cron="0 3 * * *")
         assert client.pause(template["id"])["status"] == "paused"
         assert client.resume(template["id"])["status"] == "pending"
@@ -138,7 +138,7 @@ def test_pause_resume_trigger_update_and_delete_a_template(live_dev: DevServer) 
 
 
 async def test_async_client_under_trio_creates_and_waits(live_dev_async: DevServer) -> None:
-    async with AsyncClient(live_dev_async.url) as client:
+    async with AsyncClient(live_dev_async.url, api_key=live_dev_async.key) as client:
         created = await client.create("noop", tenant_id=TENANT)
         with trio.fail_after(30):
             done = await client.wait(created["id"], timeout=20)
@@ -152,7 +152,7 @@ async def live_dev_async(dev_factory: Any) -> DevServer:
 
 
 def cli(server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "JOBSCHEDULER_URL": server.url}
+    env = {**os.environ, "JOBSCHEDULER_URL": server.url, "JOBSCHEDULER_API_KEY": server.key or ""}
     return subprocess.run(
         [sys.executable, "-m", "jobscheduler", *args],
         env=env,

@@ -35,9 +35,13 @@ CHECKS = [
 ]
 
 
-def fuzz(operation: schemathesis.APIOperation, mode: schemathesis.GenerationMode) -> None:
-    """Send ``MAX_EXAMPLES`` generated requests of ``operation``; raise on the first failure
-    (hypothesis shrinks it to a minimal request first)."""
+def fuzz(
+    operation: schemathesis.APIOperation,
+    mode: schemathesis.GenerationMode,
+    headers: dict[str, str],
+) -> None:
+    """Send ``MAX_EXAMPLES`` generated requests of ``operation`` with ``headers`` (the dev
+    server's admin key); raise on the first failure (hypothesis shrinks it first)."""
 
     @given(operation.as_strategy(generation_mode=mode))
     @settings(
@@ -48,7 +52,7 @@ def fuzz(operation: schemathesis.APIOperation, mode: schemathesis.GenerationMode
         suppress_health_check=list(HealthCheck),
     )
     def run(case: schemathesis.Case) -> None:
-        case.call_and_validate(checks=CHECKS)
+        case.call_and_validate(checks=CHECKS, headers=headers)
 
     run()
 
@@ -69,22 +73,29 @@ def test_answers_about_existing_jobs_match_the_declared_schemas(live_dev: DevSer
     for body in (one_off, template):
         create = schema["/jobs"]["POST"]
         case = create.Case(body=body, media_type="application/json")
-        response = case.call_and_validate(checks=CHECKS)
+        response = case.call_and_validate(checks=CHECKS, headers=live_dev.auth_headers)
         assert response.status_code == 201, response.text
         ids.append(response.json()["id"])
         duplicate = create.Case(body=body, media_type="application/json")
-        response = duplicate.call_and_validate(checks=CHECKS)
+        response = duplicate.call_and_validate(checks=CHECKS, headers=live_dev.auth_headers)
         assert response.status_code == 409
         assert response.json()["jobId"] == ids[-1]
     for job_id in ids:
         case = schema["/jobs/{job_id}"]["GET"].Case(path_parameters={"job_id": job_id})
-        assert case.call_and_validate(checks=CHECKS).status_code == 200
+        assert (
+            case.call_and_validate(checks=CHECKS, headers=live_dev.auth_headers).status_code == 200
+        )
     case = schema["/jobs/{job_id}/next"]["GET"].Case(
         path_parameters={"job_id": ids[1]}, query={"count": 3}
     )
-    assert len(case.call_and_validate(checks=CHECKS).json()["fireTimes"]) == 3
+    assert (
+        len(
+            case.call_and_validate(checks=CHECKS, headers=live_dev.auth_headers).json()["fireTimes"]
+        )
+        == 3
+    )
     listing = schema["/jobs"]["GET"].Case(query={"tenantId": "fuzz", "limit": 1})
-    assert len(listing.call_and_validate(checks=CHECKS).json()) == 1
+    assert len(listing.call_and_validate(checks=CHECKS, headers=live_dev.auth_headers).json()) == 1
 
 
 def test_every_operation_answers_within_its_declared_contract(live_dev: DevServer) -> None:
@@ -99,7 +110,7 @@ def test_every_operation_answers_within_its_declared_contract(live_dev: DevServe
     for operation in operations:
         for mode in schemathesis.GenerationMode:
             try:
-                fuzz(operation, mode)
+                fuzz(operation, mode, live_dev.auth_headers)
             except Unsatisfiable:
                 # An operation without inputs (GET /healthz) has no invalid request to send.
                 assert mode is schemathesis.GenerationMode.NEGATIVE, operation.label
@@ -120,14 +131,14 @@ def test_answers_of_the_manage_actions_on_existing_jobs_match_the_declared_schem
 
     def call(path: str, method: str, status: int, **kwargs: object) -> httpx.Response:
         case = schema[path][method].Case(**kwargs)
-        response = case.call_and_validate(checks=CHECKS)
+        response = case.call_and_validate(checks=CHECKS, headers=live_dev.auth_headers)
         assert response.status_code == status, f"{method} {path}: {response.text}"
         return response
 
     def seed(key: str, **fields: object) -> str:
         body = {"idempotencyKey": key, "tenantId": tenant, "jobType": "noop", **fields}
         response = create.Case(body=body, media_type="application/json").call_and_validate(
-            checks=CHECKS
+            checks=CHECKS, headers=live_dev.auth_headers
         )
         assert response.status_code == 201, response.text
         job_id: str = response.json()["id"]

@@ -18,6 +18,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.expected_conditions import alert_is_present
 from selenium.webdriver.support.ui import Select
 
+from jobscheduler.ui._session import CSRF_HEADER, SESSION_COOKIE, csrf_token
 from tests.support.browser import PHONE, chromium, wait_until
 
 from .conftest import DevServer, wait_for_job
@@ -60,6 +61,16 @@ def overview_counts(driver: WebDriver) -> dict[str, int]:
     return {status: int(count) for status, count in counts.items()}
 
 
+def sign_in(driver: WebDriver, server: DevServer, key: str | None = None) -> None:
+    """Sign the browser in through the form with ``key`` (default: the server's admin key);
+    the session cookie then carries every page and API call."""
+    driver.get(f"{server.url}/ui/signin")
+    field = driver.find_element(By.ID, "key")
+    field.send_keys(key or server.key or "")
+    field.send_keys(Keys.ENTER)
+    wait_until(driver, lambda d: d.current_url == f"{server.url}/ui", "signed in")
+
+
 async def create(http: httpx.AsyncClient, server: DevServer, body: dict[str, Any]) -> str:
     response = await http.post(f"{server.url}/jobs", json=body)
     assert response.status_code == 201, response.text
@@ -80,6 +91,7 @@ async def test_a_job_created_through_the_api_appears_filters_and_opens_its_detai
     await wait_for_job(client, server, done, lambda job: job["status"] == "completed")
 
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/")
         assert driver.current_url == f"{server.url}/ui"
         driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}")
@@ -140,6 +152,7 @@ async def test_overview_counts_match_the_store_and_refresh_without_layout_shift(
         await create(client, server, job_body(scheduledAt=FUTURE))
 
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui")
         counts = overview_counts(driver)
         assert counts["pending"] == 3
@@ -164,6 +177,7 @@ async def test_jobs_page_fits_a_phone_width_screen(
     server = await dev_factory()
     job_id = await create(client, server, job_body(scheduledAt=FUTURE))
     with chromium(PHONE) as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}")
         wait_until(driver, lambda d: table_ids(d) == [job_id], "the job listed")
         page_width = driver.execute_script("return document.documentElement.scrollWidth")
@@ -195,6 +209,7 @@ async def test_job_detail_shows_the_attempt_history_with_errors_and_the_result(
         return found
 
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui/jobs/{failing}")
         wait_until(driver, lambda d: outcomes(d) == ["failed"], "the failed attempt")
         errors = driver.find_element(By.CSS_SELECTOR, "#attempts .error").text
@@ -243,6 +258,7 @@ async def test_a_template_shows_its_schedule_in_words_and_the_apis_next_fire_tim
         return found
 
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui/jobs/{template}")
         wait_until(driver, lambda d: len(fires(d)) == 5, "five fire times")
         assert [text.split(" ")[0] for text in fires(driver)] == [
@@ -287,6 +303,7 @@ async def test_dead_letters_are_grouped_by_job_type_and_error_as_the_api_lists_t
         return {job_type: int(count) for job_type, count in found.items()}
 
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui/dead-letters?tenantId={TENANT}")
         wait_until(driver, lambda d: groups(d) == expected, "two groups with their counts")
         errors = driver.find_element(By.CSS_SELECTOR, "#dlq tbody").text
@@ -314,6 +331,7 @@ async def test_cron_view_lists_the_tenants_templates_in_words(
         return found
 
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui/cron?tenantId={TENANT}")
         wait_until(driver, lambda d: len(rows(d)) == 1, "the template listed")
         job_id, _name, expression, words, status, next_fire = rows(driver)[0]
@@ -332,6 +350,7 @@ async def test_the_views_are_reachable_with_the_keyboard_alone(
     server = await dev_factory()
     job_id = await create(client, server, job_body(scheduledAt=FUTURE))
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}")
         wait_until(driver, lambda d: table_ids(d) == [job_id], "the job listed")
         focused: list[str] = []
@@ -382,6 +401,7 @@ async def test_actions_on_the_job_page_change_the_store(
         driver.find_element(By.CSS_SELECTOR, f'button[data-action="{action}"]').click()
 
     with chromium() as driver:
+        sign_in(driver, server)
         # Cancel a pending job.
         driver.get(f"{server.url}/ui/jobs/{waiting}")
         click(driver, "cancel")
@@ -431,6 +451,7 @@ async def test_bulk_retry_of_a_filtered_set_of_200_jobs_after_a_confirmation(
 
     assert await by_status() == {"cancelled": 200, "pending": 1}
     with chromium() as driver:
+        sign_in(driver, server)
         driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}&status=cancelled")
         button = driver.find_element(By.CSS_SELECTOR, 'button[data-bulk="retry"]')
         assert button.is_displayed()
@@ -450,3 +471,65 @@ async def test_bulk_retry_of_a_filtered_set_of_200_jobs_after_a_confirmation(
     assert "cancelled" not in counts
     assert sum(counts.values()) == 201
     assert (await client.get(f"{server.url}/jobs/{bystander}")).json()["status"] == "pending"
+
+
+async def test_a_writer_key_signs_in_sees_its_tenants_job_and_may_act(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    writer = await server.create_key(client, TENANT, "writer")
+    waiting = await create(client, server, job_body(scheduledAt=FUTURE))
+    other = await create(client, server, job_body(tenantId="tenant-other", scheduledAt=FUTURE))
+    with chromium() as driver:
+        sign_in(driver, server, writer)
+        # The key's tenant is the page's, whatever the query names.
+        driver.get(f"{server.url}/ui/jobs?tenantId=tenant-other")
+        wait_until(driver, lambda d: table_ids(d) == [waiting], "the tenant's job only")
+        driver.get(f"{server.url}/ui/jobs/{waiting}")
+        wait_until(driver, lambda d: visible_actions(d) == ["cancel"], "cancel offered")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-action="cancel"]').click()
+        await wait_for_job(client, server, waiting, lambda job: job["status"] == "cancelled")
+    # The other tenant's job was never shown, nor touched.
+    assert (await client.get(f"{server.url}/jobs/{other}")).json()["status"] == "pending"
+
+
+async def test_a_reader_key_sees_no_actions_and_a_forged_write_with_its_cookie_is_refused(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory()
+    reader = await server.create_key(client, TENANT, "reader")
+    waiting = await create(client, server, job_body(scheduledAt=FUTURE))
+    with chromium() as driver:
+        sign_in(driver, server, reader)
+        driver.get(f"{server.url}/ui/jobs/{waiting}")
+        wait_until(
+            driver, lambda d: d.find_element(By.ID, "job-status").text == "pending", "the detail"
+        )
+        assert visible_actions(driver) == []
+        assert driver.find_elements(By.CSS_SELECTOR, "button[data-action]") == []
+        cookie = driver.get_cookie(SESSION_COOKIE)
+        assert cookie is not None
+        assert cookie["httpOnly"]
+        # A forged write from the page itself (the browser sends the cookie): refused.
+        status = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            f"fetch('/jobs/{waiting}/cancel', {{method: 'POST'}}).then(r => done(r.status));"
+        )
+        assert status == 403
+    # The same forged POST with the cookie, without and with the session's CSRF token: the
+    # first fails the CSRF check, the second the reader's role; both are 403.
+    session = {"Cookie": f"{SESSION_COOKIE}={cookie['value']}"}
+    async with httpx.AsyncClient(timeout=10.0) as anonymous:
+        for headers in (session, {**session, CSRF_HEADER: csrf_token(reader)}):
+            forged = await anonymous.post(f"{server.url}/jobs/{waiting}/cancel", headers=headers)
+            assert forged.status_code == 403, forged.text
+        # The cookie does read: it is a real session of the reader's key.
+        read = await anonymous.get(f"{server.url}/jobs/{waiting}", headers=session)
+        assert read.status_code == 200
+    stored = (await client.get(f"{server.url}/jobs/{waiting}")).json()
+    assert stored["status"] == "pending"
+    assert stored.get("cancelRequestedAt") is None

@@ -114,8 +114,9 @@ async def test_seed_writes_the_documented_mix_and_can_run_twice(tmp_path: Path) 
 async def test_loadtest_reports_percentiles_and_passes_against_dev(dev_factory: Factory) -> None:
     server = await dev_factory(LOG_LEVEL="INFO")
     result = await run_tool(
-        "loadtest", "--url", server.url, "-rate", "20", "-duration", "3s", "--timeout", "30s"
-    )
+        "loadtest", "--url", server.url, "-rate", "20", "-duration", "3s", "--timeout", "30s",
+        "--key", str(server.key),
+    )  # fmt: skip
     out, err = result.stdout.decode(), result.stderr.decode()
     assert result.returncode == 0, out + err
     assert re.search(r"sent\s+60\s+accepted \(201\)\s+60\s+errors\s+0", out), out
@@ -136,6 +137,7 @@ async def test_loadtest_exits_1_when_jobs_do_not_finish_in_time(dev_factory: Fac
     result = await run_tool(
         "loadtest", "--url", server.url, "--rate", "10", "--duration", "1s",
         "--job-type", "flaky", "--payload", '{"failRate": 1}', "--timeout", "1s",
+        "--key", str(server.key),
     )  # fmt: skip
     out = result.stdout.decode()
     assert result.returncode == 1, out + result.stderr.decode()

@@ -129,7 +129,9 @@ class Harness:
         self.scenario = scenario
         self.report = report
         self.windows: list[Window] = []
-        self.load = LoadGenerator("", cluster.tenant, f"f-{cluster.suffix}")
+        self.load = LoadGenerator(
+            "", cluster.tenant, f"f-{cluster.suffix}", api_key=cluster.api_key
+        )
         self.api: RoleProcess | None = None
         self.schedulers: list[RoleProcess] = []
         self.noop: list[RoleProcess] = []

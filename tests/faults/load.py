@@ -47,8 +47,11 @@ class LoadGenerator:
         rate: float = 20.0,
         slow_share: float = 0.25,
         max_attempts: int = 10,
+        api_key: str | None = None,
     ) -> None:
         self.api_url = api_url
+        #: Sent as ``Authorization: Bearer`` (the API role requires keys).
+        self.api_key = api_key
         self.tenant = tenant
         self.key_prefix = key_prefix
         self.rate = rate
@@ -103,7 +106,11 @@ class LoadGenerator:
         client timeout)."""
         limits = httpx.Limits(max_connections=500, max_keepalive_connections=50)
         async with (
-            httpx.AsyncClient(timeout=CLIENT_TIMEOUT, limits=limits) as http,
+            httpx.AsyncClient(
+                timeout=CLIENT_TIMEOUT,
+                limits=limits,
+                headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else None,
+            ) as http,
             trio.open_nursery() as nursery,
         ):
             self._http, self._nursery = http, nursery

@@ -45,8 +45,11 @@ import pytest
 import trio
 
 from jobscheduler._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
+from jobscheduler.auth import Role
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
+from jobscheduler.keys import new_key
+from jobscheduler.store.mongo_tenancy import KEYS_COLLECTION, key_to_document
 
 DEFAULT_MONGO_URI = "mongodb://127.0.0.1:27017"
 DEFAULT_KAFKA_BROKERS = "127.0.0.1:9092"
@@ -336,6 +339,11 @@ class Cluster:
             self.mongo_uri, tz_aware=True, tzinfo=UTC, serverSelectionTimeoutMS=5000
         )
         self._keys = iter(range(1_000_000))
+        # The API roles run with AUTH=required (their default): an all-tenant admin key in
+        # this test's database, sent with every request of the shared client.
+        key, self.api_key = new_key(tenant=None, role=Role.ADMIN, name="cluster", now=utc_now())
+        self._mongo[self.db_name][KEYS_COLLECTION].insert_one(key_to_document(key))
+        http.headers["Authorization"] = f"Bearer {self.api_key}"
 
     # -- processes ----------------------------------------------------------------------
 
@@ -351,6 +359,7 @@ class Cluster:
             ELECTION_NAME=self.election_name,
             METRICS_HOST="127.0.0.1",
             API_HOST="127.0.0.1",
+            AUTH="required",
             LOG_LEVEL="DEBUG",
             PYTHONUNBUFFERED="1",
         )

@@ -30,6 +30,7 @@ import pytest
 from trio.testing import MockClock
 
 from jobscheduler.attempts import Attempt
+from jobscheduler.audit import AuditQuery, AuditRecord
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
 from jobscheduler.config import Settings
@@ -37,6 +38,7 @@ from jobscheduler.cron import Occurrence, OccurrenceStatus
 from jobscheduler.election import Elector
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import HandlerRegistry, default_registry
+from jobscheduler.keys import ApiKey
 from jobscheduler.model import Job, Status, new_job_id, utc
 from jobscheduler.observability import Metrics
 from jobscheduler.runtime import Deps, Waker
@@ -202,6 +204,33 @@ class ProxyStore(JobStore):
 
     async def prune_attempts(self, before: datetime) -> int:
         return await self.inner.prune_attempts(before)
+
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        return await self.inner.find_run(template_id, fire_at)
+
+    async def count_unfinished(self, tenant_id: str) -> int:
+        return await self.inner.count_unfinished(tenant_id)
+
+    async def insert_key(self, key: ApiKey) -> ApiKey:
+        return await self.inner.insert_key(key)
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        return await self.inner.get_key(key_id)
+
+    async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
+        return await self.inner.list_keys(tenant_id)
+
+    async def revoke_key(self, key_id: str, now: datetime) -> ApiKey | None:
+        return await self.inner.revoke_key(key_id, now)
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        await self.inner.append_audit(record)
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        return await self.inner.list_audit(query)
+
+    async def prune_audit(self, before: datetime, limit: int) -> int:
+        return await self.inner.prune_audit(before, limit)
 
 
 @attrs.define(kw_only=True)

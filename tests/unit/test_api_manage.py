@@ -354,7 +354,9 @@ async def test_list_pages_with_a_link_header_until_the_last_page(
     query: dict[str, str] = {"tenantId": "tenant-a", "limit": "2"}
     pages = 0
     while True:
-        response = await api.client.get("/jobs", query_string=query)
+        response = await api.client.get(
+            "/jobs", query_string=query, headers={"Authorization": f"Bearer {api.token}"}
+        )
         pages += 1
         seen += [j["id"] for j in await response.get_json()]
         link = response.headers.get("Link")

@@ -106,7 +106,7 @@ async def test_pages_follow_the_cursor_and_the_link_header(api: Api, store: SQLi
     seen: list[str] = []
     path = f"/jobs/{tmpl.id}/occurrences?limit=4"
     while True:
-        response = await api.client.get(path)
+        response = await api.client.get(path, headers={"Authorization": f"Bearer {api.token}"})
         assert response.status_code == 200
         body = await response.get_json()
         seen += [item["fireAt"] for item in body["occurrences"]]

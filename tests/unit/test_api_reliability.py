@@ -18,6 +18,7 @@ from jobscheduler.api import RETRY_AFTER_SECONDS
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.clock import ManualClock
 from jobscheduler.errors import StoreError
+from jobscheduler.keys import ApiKey
 from jobscheduler.model import Job, Status
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
@@ -35,12 +36,26 @@ async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
 
 
 class HungStore(ProxyStore):
-    """Every API call waits for ``release`` (a frozen server), then goes through."""
+    """Every API call waits for ``release`` (a frozen server), then goes through.
+
+    API keys are answered from memory: a key lookup in a real SQLite thread under the
+    autojump clock could see the clock leap to the 2 s bound while the thread works, and
+    a timed-out lookup would look like the hung call under test.
+    """
 
     def __init__(self, inner: SQLiteJobStore) -> None:
         super().__init__(inner)
         self.release = trio.Event()
         self.inserted = trio.Event()
+        self.keys: dict[str, ApiKey] = {}
+
+    async def insert_key(self, key: ApiKey) -> ApiKey:
+        self.keys[key.id] = key
+        return await self.inner.insert_key(key)
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        await trio.lowlevel.checkpoint()
+        return self.keys.get(key_id)
 
     async def insert(self, job: Job) -> Job:
         await self.release.wait()
@@ -73,7 +88,8 @@ def hung_deps(make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Any) -> A
 
 
 async def raw_request(api: Api, method: str, path: str, **kwargs: Any) -> tuple[Reply, Any]:
-    response = await api.client.open(path, method=method, **kwargs)
+    headers = {"Authorization": f"Bearer {api.token}", **kwargs.pop("headers", {})}
+    response = await api.client.open(path, method=method, headers=headers, **kwargs)
     reply = Reply(
         status=response.status_code,
         content_type=response.content_type,

@@ -128,6 +128,12 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     ),
     "HTTP_FOLLOW_REDIRECTS": ("yes", "http_follow_redirects", True),
     "HTTP_MAX_REDIRECTS": ("3", "http_max_redirects", 3),
+    "AUTH": ("Required", "auth", "required"),
+    "KEY_CACHE_TTL": ("0", "key_cache_ttl", 0.0),
+    "QUOTA_MAX_UNFINISHED": ("0", "quota_max_unfinished", 0),
+    "QUOTA_CREATE_RATE": ("2.5", "quota_create_rate", 2.5),
+    "QUOTA_CREATE_BURST": ("10", "quota_create_burst", 10),
+    "AUDIT_RETENTION": ("30h", "audit_retention", 30 * 3600.0),
     "CRON_LEDGER_RETENTION": ("168h", "cron_ledger_retention", 7 * 24 * 3600.0),
 }
 
@@ -194,6 +200,13 @@ BAD: list[tuple[str, str]] = [
     ("HTTP_ALLOWLIST", "2130706433"),
     ("HTTP_FOLLOW_REDIRECTS", "maybe"),
     ("HTTP_MAX_REDIRECTS", "0"),
+    ("AUTH", "maybe"),
+    ("KEY_CACHE_TTL", "-1s"),
+    ("QUOTA_MAX_UNFINISHED", "-1"),
+    ("QUOTA_CREATE_RATE", "inf"),
+    ("QUOTA_CREATE_RATE", "nan"),
+    ("QUOTA_CREATE_BURST", "0"),
+    ("AUDIT_RETENTION", "0"),
     ("CRON_LEDGER_RETENTION", "0s"),
 ]
 

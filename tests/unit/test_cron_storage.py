@@ -3,6 +3,7 @@ its templates read as the defaults, and new templates store their settings."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from jobscheduler.store.sqlite import _SCHEMA, SQLiteJobStore
 
 from .conftest import BASE, make_job
 
-OLD_SCHEMA = _SCHEMA.replace(",\n    cron_policy     TEXT\n", "\n")
+# The jobs table as it was before cron policies: every column from cron_policy on removed.
+OLD_SCHEMA = re.sub(r",\n    cron_policy[^)]*\n\)", "\n)", _SCHEMA)
 
 
 async def test_a_file_from_before_cron_policies_is_migrated_on_start(tmp_path: Path) -> None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+import attrs
 import pytest
 
+from jobscheduler.api import create_app
 from jobscheduler.model import Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.ui._chart import STATUS_ORDER, status_bars
@@ -48,7 +50,7 @@ async def test_overview_shows_the_store_counts_by_status(api: Api, store: SQLite
 
 
 async def test_pages_forbid_framing_and_foreign_scripts(api: Api) -> None:
-    response = await api.client.get("/ui/jobs")
+    response = await api.client.get("/ui/jobs", headers={"Authorization": f"Bearer {api.token}"})
     assert response.headers["X-Frame-Options"] == "DENY"
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
 
@@ -103,13 +105,30 @@ def test_status_chart_scales_bars_to_the_largest_count() -> None:
     assert f'width="{track // 2}" height="22" class="bar s-dlq"' in svg
 
 
-async def test_with_authentication_off_sign_in_opens_the_dashboard_directly(api: Api) -> None:
-    response = await api.client.get("/ui/signin")
+async def test_with_authentication_off_sign_in_opens_the_dashboard_directly(
+    make_deps: DepsFactory,
+) -> None:
+    deps = api_deps(make_deps)
+    deps = attrs.evolve(deps, settings=attrs.evolve(deps.settings, auth="off"))
+    app = create_app(deps)
+    async with app.test_app() as test_app:
+        client = test_app.test_client()
+        response = await client.get("/ui/signin")
+        assert response.status_code == 303
+        assert response.headers["Location"] == "/ui"
+        page = await client.get("/ui/jobs/" + "c" * 24)
+        text = await page.get_data(as_text=True)
+        assert 'data-action="cancel"' in text  # the operator may act
+        assert "Sign out" not in text
+
+
+async def test_with_keys_required_a_page_without_a_session_goes_to_sign_in(api: Api) -> None:
+    response = await api.client.get("/ui/jobs")
     assert response.status_code == 303
-    assert response.headers["Location"] == "/ui"
-    page = await api.get("/ui/jobs/" + "c" * 24)
-    assert 'data-action="cancel"' in page.text  # the operator may act
-    assert "Sign out" not in page.text
+    assert response.headers["Location"] == "/ui/signin"
+    form = await api.client.get("/ui/signin")
+    assert form.status_code == 200
+    assert "text/html" in form.content_type
 
 
 async def test_a_cron_expression_is_described_in_words_with_its_zone(api: Api) -> None:

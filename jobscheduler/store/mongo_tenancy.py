@@ -1,0 +1,247 @@
+"""The MongoDB collections of tenancy: ``api_keys`` and ``audit``, plus the per-tenant count.
+
+A mixin of :class:`~jobscheduler.store.mongo.MongoJobStore` (it uses that store's ``_call``
+plumbing and client); the indexes are created at ``start`` with the jobs' indexes. Key
+documents use ``_id`` = the key id; audit documents ``_id`` = ``ObjectId(record.id)``, so the
+default ``_id`` index orders them by creation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from bson import ObjectId
+from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
+from pymongo.collection import Collection
+from pymongo.errors import DuplicateKeyError
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from ..audit import AuditQuery, AuditRecord
+from ..auth import Role
+from ..errors import StoreError
+from ..keys import ApiKey
+from ..model import Status, utc
+
+T = TypeVar("T")
+Document = dict[str, Any]
+
+KEYS_COLLECTION: Final = "api_keys"
+AUDIT_COLLECTION: Final = "audit"
+
+AUDIT_INDEXES: Final = [
+    IndexModel([("at", ASCENDING)], name="at"),
+    IndexModel([("tenantId", ASCENDING), ("_id", DESCENDING)], name="tenant_id"),
+]
+
+_UNFINISHED: Final = [
+    s.value for s in (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RUNNING)
+]
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def key_to_document(key: ApiKey) -> Document:
+    return {
+        "_id": key.id,
+        "secretHash": key.secret_hash,
+        "tenantId": key.tenant,
+        "role": key.role.value,
+        "name": key.name,
+        "createdAt": utc(key.created_at),
+        "revokedAt": None if key.revoked_at is None else utc(key.revoked_at),
+    }
+
+
+def document_to_key(doc: Mapping[str, Any]) -> ApiKey:
+    created = _aware(doc["createdAt"])
+    assert created is not None
+    return ApiKey(
+        id=doc["_id"],
+        secret_hash=doc["secretHash"],
+        tenant=doc.get("tenantId"),
+        role=Role(doc["role"]),
+        name=doc.get("name") or "",
+        created_at=created,
+        revoked_at=_aware(doc.get("revokedAt")),
+    )
+
+
+def audit_to_document(record: AuditRecord) -> Document:
+    return {
+        "_id": ObjectId(record.id),
+        "at": utc(record.at),
+        "keyId": record.key_id,
+        "tenantId": record.tenant,
+        "action": record.action,
+        "jobId": record.job_id,
+        "status": record.status,
+        "detail": record.detail,
+    }
+
+
+def document_to_audit(doc: Mapping[str, Any]) -> AuditRecord:
+    at = _aware(doc["at"])
+    assert at is not None
+    return AuditRecord(
+        id=str(doc["_id"]),
+        at=at,
+        key_id=doc.get("keyId"),
+        tenant=doc.get("tenantId"),
+        action=doc["action"],
+        job_id=doc.get("jobId"),
+        status=int(doc["status"]),
+        detail=doc.get("detail"),
+    )
+
+
+def audit_filter(query: AuditQuery) -> Document:
+    filt: Document = {}
+    for field, value in (
+        ("tenantId", query.tenant),
+        ("keyId", query.key_id),
+        ("action", query.action),
+        ("jobId", query.job_id),
+    ):
+        if value is not None:
+            filt[field] = value
+    at: Document = {}
+    if query.since is not None:
+        at["$gte"] = utc(query.since)
+    if query.until is not None:
+        at["$lt"] = utc(query.until)
+    if at:
+        filt["at"] = at
+    if query.before is not None:
+        filt["_id"] = {"$lt": ObjectId(query.before)}
+    return filt
+
+
+#: The index of releases where idempotency keys were unique across tenants.
+GLOBAL_KEY_INDEX: Final = "idempotencyKey_unique"
+
+
+def drop_global_key_index(jobs: Collection[Document]) -> None:
+    """Drop the global idempotency-key index of older releases, if present (the per-tenant
+    one replaces it). Idempotent."""
+    if GLOBAL_KEY_INDEX in jobs.index_information():
+        jobs.drop_index(GLOBAL_KEY_INDEX)
+
+
+def create_tenancy_indexes(client: MongoClient[Document], database: str) -> None:
+    """Create the audit collection's indexes (one per command, as for the jobs)."""
+    audit = client.get_database(database).get_collection(AUDIT_COLLECTION)
+    for index in AUDIT_INDEXES:
+        audit.create_indexes([index])
+
+
+class MongoTenancyMixin:
+    """Keys, audit records and the unfinished count in the store's database."""
+
+    if TYPE_CHECKING:  # provided by MongoJobStore
+        _client: MongoClient[Document] | None
+        _database: str
+
+        def _collection(self) -> Collection[Document]: ...
+
+        async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T: ...
+
+    def _tenancy(self, name: str) -> Collection[Document]:
+        if self._client is None:
+            raise StoreError("MongoDB store is not started")
+        return self._client.get_database(self._database).get_collection(
+            name,
+            write_concern=WriteConcern(w="majority", j=True),
+            read_concern=ReadConcern("majority"),
+        )
+
+    async def count_unfinished(self, tenant_id: str) -> int:
+        jobs = self._collection()
+        query = {"tenantId": tenant_id, "status": {"$in": _UNFINISHED}}
+        return await self._call(lambda: jobs.count_documents(query), "count", read=True)
+
+    async def insert_key(self, key: ApiKey) -> ApiKey:
+        keys = self._tenancy(KEYS_COLLECTION)
+
+        def op() -> ApiKey:
+            try:
+                keys.insert_one(key_to_document(key))
+            except DuplicateKeyError as exc:
+                raise StoreError(f"key id clash: {exc}") from None
+            return key
+
+        return await self._call(op, "insert_key")
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        keys = self._tenancy(KEYS_COLLECTION)
+        doc = await self._call(lambda: keys.find_one({"_id": key_id}), "get_key", read=True)
+        return None if doc is None else document_to_key(doc)
+
+    async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
+        keys = self._tenancy(KEYS_COLLECTION)
+        query: Document = {} if tenant_id is None else {"tenantId": tenant_id}
+        sort = [("createdAt", ASCENDING), ("_id", ASCENDING)]
+
+        def op() -> list[ApiKey]:
+            return [document_to_key(d) for d in keys.find(query, sort=sort)]
+
+        return await self._call(op, "list_keys", read=True)
+
+    async def revoke_key(self, key_id: str, now: datetime) -> ApiKey | None:
+        keys = self._tenancy(KEYS_COLLECTION)
+
+        def op() -> ApiKey | None:
+            doc = keys.find_one_and_update(
+                {"_id": key_id, "revokedAt": None},
+                {"$set": {"revokedAt": utc(now)}},
+                return_document=ReturnDocument.AFTER,
+            )
+            if doc is None:
+                doc = keys.find_one({"_id": key_id})
+            return None if doc is None else document_to_key(doc)
+
+        return await self._call(op, "revoke_key")
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        audit = self._tenancy(AUDIT_COLLECTION)
+        doc = audit_to_document(record)
+
+        def op() -> None:
+            # A duplicate is a retried insert whose first attempt landed.
+            with contextlib.suppress(DuplicateKeyError):
+                audit.insert_one(doc)
+
+        await self._call(op, "append_audit")
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        audit = self._tenancy(AUDIT_COLLECTION)
+        filt = audit_filter(query)
+
+        def op() -> list[AuditRecord]:
+            cursor = audit.find(filt, sort=[("_id", DESCENDING)], limit=query.limit)
+            return [document_to_audit(d) for d in cursor]
+
+        return await self._call(op, "list_audit", read=True)
+
+    async def prune_audit(self, before: datetime, limit: int) -> int:
+        audit = self._tenancy(AUDIT_COLLECTION)
+
+        def op() -> int:
+            ids = [
+                d["_id"]
+                for d in audit.find(
+                    {"at": {"$lt": utc(before)}}, projection={"_id": 1}, limit=limit
+                )
+            ]
+            if not ids:
+                return 0
+            return audit.delete_many({"_id": {"$in": ids}}).deleted_count
+
+        return await self._call(op, "prune_audit")

@@ -1,0 +1,241 @@
+"""The SQLite tables of tenancy: API keys and the audit trail, plus the per-tenant count.
+
+A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore` (it uses that store's
+``_read``/``_write`` plumbing); the tables are created with the jobs schema at ``start``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..audit import AuditQuery, AuditRecord
+from ..auth import Role
+from ..errors import StoreError
+from ..keys import ApiKey
+
+T = TypeVar("T")
+
+TENANCY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    id          TEXT PRIMARY KEY,
+    secret_hash TEXT NOT NULL,
+    tenant_id   TEXT,
+    role        TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    revoked_at  INTEGER
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS audit (
+    id        TEXT PRIMARY KEY,
+    at        INTEGER NOT NULL,
+    key_id    TEXT,
+    tenant_id TEXT,
+    action    TEXT NOT NULL,
+    job_id    TEXT,
+    status    INTEGER NOT NULL,
+    detail    TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
+-- A cron run's identity: one job per (template, fire time), whatever its key (NULLs, i.e.
+-- jobs that are not runs, never collide).
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_run ON jobs (template_id, fire_at);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant_id, id);
+"""
+
+_UNFINISHED = ("pending", "queued", "claimed", "running")
+
+_GLOBAL_KEY = re.compile(r"(idempotency_key\s+TEXT\s+NOT\s+NULL)\s+UNIQUE", re.IGNORECASE)
+
+
+def migrate_tenant_keys(conn: sqlite3.Connection) -> bool:
+    """Make idempotency keys unique per tenant in a file created when they were unique
+    globally (a ``UNIQUE`` column constraint, which SQLite cannot drop): rebuild the jobs
+    table without it, in one transaction. Returns True if it rebuilt (the caller then
+    recreates the indexes). Idempotent."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type='table' AND name='jobs'"
+    ).fetchone()
+    if row is None or _GLOBAL_KEY.search(row[0]) is None:
+        return False
+    create = _GLOBAL_KEY.sub(r"\1", row[0]).replace("CREATE TABLE jobs", "CREATE TABLE jobs_new", 1)
+    columns = ", ".join(r[1] for r in conn.execute("PRAGMA table_info(jobs)"))
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(create)
+        conn.execute(f"INSERT INTO jobs_new ({columns}) SELECT {columns} FROM jobs")
+        conn.execute("DROP TABLE jobs")
+        conn.execute("ALTER TABLE jobs_new RENAME TO jobs")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True
+
+
+def _ms(value: datetime) -> int:
+    return round(value.timestamp() * 1000)
+
+
+def _time(value: int | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
+
+
+def _key_from_row(row: Sequence[Any]) -> ApiKey:
+    created = _time(row[5])
+    assert created is not None
+    return ApiKey(
+        id=row[0],
+        secret_hash=row[1],
+        tenant=row[2],
+        role=Role(row[3]),
+        name=row[4],
+        created_at=created,
+        revoked_at=_time(row[6]),
+    )
+
+
+def _audit_from_row(row: Sequence[Any]) -> AuditRecord:
+    at = _time(row[1])
+    assert at is not None
+    return AuditRecord(
+        id=row[0],
+        at=at,
+        key_id=row[2],
+        tenant=row[3],
+        action=row[4],
+        job_id=row[5],
+        status=row[6],
+        detail=row[7],
+    )
+
+
+_KEY_COLUMNS = "id, secret_hash, tenant_id, role, name, created_at, revoked_at"
+_AUDIT_COLUMNS = "id, at, key_id, tenant_id, action, job_id, status, detail"
+
+
+class SQLiteTenancyMixin:
+    """Keys, audit records and the unfinished count on the store's SQLite file."""
+
+    if TYPE_CHECKING:  # provided by SQLiteJobStore
+
+        async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
+
+        async def _read(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    async def count_unfinished(self, tenant_id: str) -> int:
+        marks = ", ".join("?" * len(_UNFINISHED))
+        sql = f"SELECT COUNT(*) FROM jobs WHERE tenant_id = ? AND status IN ({marks})"
+
+        def op(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(sql, (tenant_id, *_UNFINISHED)).fetchone()[0])
+
+        return await self._read(op)
+
+    async def insert_key(self, key: ApiKey) -> ApiKey:
+        params = (
+            key.id,
+            key.secret_hash,
+            key.tenant,
+            key.role.value,
+            key.name,
+            _ms(key.created_at),
+            None if key.revoked_at is None else _ms(key.revoked_at),
+        )
+
+        def op(conn: sqlite3.Connection) -> ApiKey:
+            try:
+                conn.execute(
+                    f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?)", params
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"key id clash: {exc}") from None
+            return key
+
+        return await self._write(op)
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        def op(conn: sqlite3.Connection) -> ApiKey | None:
+            row = conn.execute(
+                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)
+            ).fetchone()
+            return None if row is None else _key_from_row(row)
+
+        return await self._read(op)
+
+    async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
+        if tenant_id is None:
+            sql, params = f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id", ()
+        else:
+            sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant_id = ? ORDER BY created_at, id"
+            params = (tenant_id,)  # type: ignore[assignment]
+        return await self._read(lambda conn: [_key_from_row(r) for r in conn.execute(sql, params)])
+
+    async def revoke_key(self, key_id: str, now: datetime) -> ApiKey | None:
+        def op(conn: sqlite3.Connection) -> ApiKey | None:
+            conn.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (_ms(now), key_id),
+            )
+            row = conn.execute(
+                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)
+            ).fetchone()
+            return None if row is None else _key_from_row(row)
+
+        return await self._write(op)
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        params = (
+            record.id,
+            _ms(record.at),
+            record.key_id,
+            record.tenant,
+            record.action,
+            record.job_id,
+            record.status,
+            record.detail,
+        )
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", params)
+
+        await self._write(op)
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        conditions: list[str] = []
+        params: list[Any] = []
+        for column, value in (
+            ("tenant_id", query.tenant),
+            ("key_id", query.key_id),
+            ("action", query.action),
+            ("job_id", query.job_id),
+        ):
+            if value is not None:
+                conditions.append(f"{column} = ?")
+                params.append(value)
+        if query.since is not None:
+            conditions.append("at >= ?")
+            params.append(_ms(query.since))
+        if query.until is not None:
+            conditions.append("at < ?")
+            params.append(_ms(query.until))
+        if query.before is not None:
+            conditions.append("id < ?")
+            params.append(query.before)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        sql = f"SELECT {_AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?"
+        params.append(query.limit)
+        return await self._read(
+            lambda conn: [_audit_from_row(r) for r in conn.execute(sql, params)]
+        )
+
+    async def prune_audit(self, before: datetime, limit: int) -> int:
+        sql = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? LIMIT ?)"
+
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute(sql, (_ms(before), limit)).rowcount
+
+        return await self._write(op)

@@ -1,0 +1,109 @@
+"""Regression (issue 10): another job could occupy a cron run's slot, and the template never
+fired again. Instance keys were global (``<key>-run-<unixnano>``) and the scheduler took any
+duplicate key for "already spawned" without checking whose job held it. Now a run is
+identified by (template id, fire time) with its own unique index, keys are unique per tenant,
+and the scheduler checks that a duplicate it meets is its own run. On every store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import attrs
+import pytest
+
+from jobscheduler import states
+from jobscheduler.bus.local import LocalBus
+from jobscheduler.clock import ManualClock
+from jobscheduler.config import Settings
+from jobscheduler.election.local import LocalElector
+from jobscheduler.errors import DuplicateJob
+from jobscheduler.handlers import default_registry
+from jobscheduler.runtime import Deps
+from jobscheduler.scheduler import Scheduler
+from jobscheduler.store import JobStore
+
+from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
+from .test_store_contract import make_job
+
+FIRST = datetime(2026, 9, 29, 18, 0, tzinfo=UTC)
+SECOND = FIRST + timedelta(minutes=5)
+
+
+@pytest.fixture(params=ADAPTER_PARAMS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
+    async for adapter in ADAPTERS[request.param](tmp_path):
+        yield adapter
+
+
+def scheduler(store: JobStore, clock: ManualClock, tmp_path: Path) -> Scheduler:
+    return Scheduler(
+        Deps(
+            settings=Settings(sqlite_path=str(tmp_path / "unused.db"), worker_id="squat-test"),
+            store=store,
+            bus=LocalBus(),
+            elector=LocalElector("squat-test"),
+            registry=default_registry(),
+            clock=clock,
+        )
+    )
+
+
+async def template_of(store: JobStore, tenant: str = "victim") -> tuple[str, str]:
+    template = make_job(
+        key="nightly", tenant=tenant, cron="*/5 * * * *", scheduled_at=FIRST, created_at=FIRST
+    )
+    await store.insert(template)
+    return template.id, states.instance_key(template, FIRST)
+
+
+async def test_another_tenants_job_with_the_run_key_does_not_stop_the_run(
+    store: JobStore, tmp_path: Path
+) -> None:
+    template_id, run_key = await template_of(store)
+    squatter = await store.insert(make_job(key=run_key, tenant="attacker"))
+    clock = ManualClock(FIRST)
+    await scheduler(store, clock, tmp_path).tick()
+    run = await store.find_run(template_id, FIRST)
+    assert run is not None
+    assert (run.tenant_id, run.template_id, run.fire_at) == ("victim", template_id, FIRST)
+    assert run.id != squatter.id
+    assert (await store.get(squatter.id)).tenant_id == "attacker"
+
+
+async def test_the_tenants_own_job_holding_the_run_key_gets_the_run_spawned_anyway(
+    store: JobStore, tmp_path: Path
+) -> None:
+    template_id, run_key = await template_of(store)
+    squatter = await store.insert(make_job(key=run_key, tenant="victim"))
+    clock = ManualClock(FIRST)
+    await scheduler(store, clock, tmp_path).tick()
+    run = await store.find_run(template_id, FIRST)
+    assert run is not None
+    assert run.id != squatter.id
+    assert run.idempotency_key.startswith(run_key)
+    # The template moved on and its next fire time spawns normally.
+    clock.advance((SECOND - FIRST).total_seconds())
+    await scheduler(store, clock, tmp_path).tick()
+    second = await store.find_run(template_id, SECOND)
+    assert second is not None
+    assert second.idempotency_key == run_key.replace(
+        str(int(FIRST.timestamp() * 1e9)), str(int(SECOND.timestamp() * 1e9))
+    )
+
+
+async def test_a_fire_time_spawned_twice_keeps_one_run(store: JobStore, tmp_path: Path) -> None:
+    template_id, _ = await template_of(store)
+    template = await store.get(template_id)
+    first = states.spawn_instance(template, fire_at=FIRST, now=FIRST)
+    again = states.spawn_instance(template, fire_at=FIRST, now=FIRST)
+    await store.insert(first)
+    # A second spawn of one fire time (a repeated pass after a crash, or two leaders for a
+    # moment) is a duplicate even under another key: the run's slot is taken.
+    with pytest.raises(DuplicateJob):
+        await store.insert(again)
+    with pytest.raises(DuplicateJob):
+        await store.insert(attrs.evolve(again, idempotency_key="some-other-key"))
+    assert (await store.find_run(template_id, FIRST)) == first
+    assert await store.find_run(template_id, SECOND) is None

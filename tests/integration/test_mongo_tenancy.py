@@ -1,0 +1,66 @@
+"""MongoDB specifics of tenancy: a database indexed before tenancy is migrated at start."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pymongo
+import pytest
+import trio
+
+from jobscheduler.errors import DuplicateJob
+from jobscheduler.store.mongo import COLLECTION, MongoJobStore
+from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
+from tests.unit.conftest import make_job
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[str]:
+    name = unique_database_name("js_tenancy")
+    try:
+        yield name
+    finally:
+        await drop_database(mongo_uri(), name)
+
+
+async def raw(database: str, fn: Any) -> Any:
+    def call() -> Any:
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            mongo_uri(), serverSelectionTimeoutMS=5000
+        )
+        try:
+            return fn(client[database][COLLECTION])
+        finally:
+            client.close()
+
+    return await trio.to_thread.run_sync(call)
+
+
+async def test_the_global_key_index_of_older_releases_is_replaced_at_start(
+    database: str,
+) -> None:
+    await raw(
+        database,
+        lambda jobs: jobs.create_index(
+            [("idempotencyKey", 1)], name="idempotencyKey_unique", unique=True
+        ),
+    )
+    store = MongoJobStore(mongo_uri(), database)
+    await store.start()
+    try:
+        names = await raw(database, lambda jobs: list(jobs.index_information()))
+        assert "idempotencyKey_unique" not in names
+        assert "tenant_idempotencyKey_unique" in names
+        await store.insert(make_job(key="shared", tenant="acme"))
+        await store.insert(make_job(key="shared", tenant="other"))
+        with pytest.raises(DuplicateJob):
+            await store.insert(make_job(key="shared", tenant="acme"))
+    finally:
+        await store.close()
+    # Starting again (nothing left to migrate) is harmless.
+    again = MongoJobStore(mongo_uri(), database)
+    await again.start()
+    await again.close()

@@ -1,0 +1,400 @@
+"""Keys, roles, tenant binding, quotas and the audit trail through the HTTP API
+(``AUTH=required`` unless a test says otherwise)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from trio.testing import MockClock
+
+from jobscheduler.auth import UNAUTHORIZED_MESSAGE, Role
+from jobscheduler.keys import MAX_TOKEN_LENGTH
+from jobscheduler.model import new_job_id
+
+from .conftest import DepsFactory, sample
+from .tenancy_support import AuthApi, auth_deps, serve_auth
+
+
+def body(tenant: str | None = "tenant-a", **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "idempotencyKey": f"k-{new_job_id()}",
+        "jobType": "noop",
+        "scheduledAt": "2026-01-01T00:00:00Z",
+    }
+    if tenant is not None:
+        out["tenantId"] = tenant
+    out.update(fields)
+    return out
+
+
+@pytest.fixture
+async def api(make_deps: DepsFactory) -> AsyncIterator[AuthApi]:
+    async with serve_auth(auth_deps(make_deps)) as served:
+        yield served
+
+
+# ----------------------------------------------------------------------- 401
+
+
+BAD_AUTHORIZATION: dict[str, list[tuple[str, str]]] = {
+    "missing": [],
+    "empty": [("Authorization", "")],
+    "basic scheme": [("Authorization", "Basic dXNlcjpwYXNz")],
+    "bearer without token": [("Authorization", "Bearer")],
+    "not a key": [("Authorization", "Bearer hello")],
+    "huge": [("Authorization", "Bearer jsk_" + "a" * 20_000)],
+    "just too long": [("Authorization", "Bearer " + "x" * (MAX_TOKEN_LENGTH + 1))],
+    "non-ascii": [("Authorization", "Bearer jsk_ééééééééééééééé_" + "ü" * 43)],
+    "unknown id": [("Authorization", "Bearer jsk_0123456789abcdef_" + "A" * 43)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_AUTHORIZATION))
+async def test_bad_or_missing_authorization_is_one_generic_401(api: AuthApi, case: str) -> None:
+    reply = await api.call("GET", "/jobs", headers=BAD_AUTHORIZATION[case])
+    assert reply.status == 401
+    assert reply.headers["WWW-Authenticate"] == "Bearer"
+    assert reply.json == {"error": UNAUTHORIZED_MESSAGE}
+
+
+async def test_a_wrong_secret_for_a_real_key_id_is_the_same_401(api: AuthApi) -> None:
+    real = api.tokens["a-writer"]
+    forged = real[: -len("x")] + ("A" if real[-1] != "A" else "B")
+    reply = await api.call("GET", "/jobs", headers={"Authorization": f"Bearer {forged}"})
+    assert (reply.status, reply.json) == (401, {"error": UNAUTHORIZED_MESSAGE})
+
+
+async def test_two_authorization_headers_are_refused_even_if_one_is_valid(api: AuthApi) -> None:
+    token = api.tokens["a-writer"]
+    reply = await api.call(
+        "GET",
+        "/jobs",
+        headers=[("Authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")],
+    )
+    assert (reply.status, reply.json) == (401, {"error": UNAUTHORIZED_MESSAGE})
+
+
+async def test_the_bearer_scheme_is_case_insensitive(api: AuthApi) -> None:
+    token = api.tokens["a-reader"]
+    reply = await api.call("GET", "/jobs", headers={"Authorization": f"bearer {token}"})
+    assert reply.status == 200
+
+
+async def test_healthz_needs_no_key(api: AuthApi) -> None:
+    reply = await api.call("GET", "/healthz")
+    assert (reply.status, reply.text) == (200, "ok")
+
+
+async def test_an_unknown_path_is_401_without_a_key_and_404_with_one(api: AuthApi) -> None:
+    assert (await api.call("GET", "/nope")).status == 401
+    assert (await api.call("GET", "/nope", as_="a-reader")).status == 404
+
+
+async def test_auth_failures_are_counted(api: AuthApi) -> None:
+    await api.call("GET", "/jobs")
+    assert sample(api.deps.metrics, "api_auth_failures_total") == 1.0
+
+
+# ----------------------------------------------------------------------- roles + tenants
+
+
+async def test_a_reader_reads_but_cannot_create(api: AuthApi) -> None:
+    created = await api.call("POST", "/jobs", as_="a-writer", json=body())
+    assert created.status == 201
+    assert (await api.call("GET", f"/jobs/{created.json['id']}", as_="a-reader")).status == 200
+    refused = await api.call("POST", "/jobs", as_="a-reader", json=body())
+    assert refused.status == 403
+    assert "reader" in refused.json["error"]
+
+
+async def test_the_tenant_comes_from_the_key_when_the_body_names_none(api: AuthApi) -> None:
+    created = await api.call("POST", "/jobs", as_="a-writer", json=body(tenant=None))
+    assert created.status == 201
+    assert created.json["tenantId"] == "tenant-a"
+    listed = await api.call("GET", "/jobs", as_="a-reader")
+    assert [j["id"] for j in listed.json] == [created.json["id"]]
+
+
+async def test_naming_another_tenant_is_403(api: AuthApi) -> None:
+    create = await api.call("POST", "/jobs", as_="a-writer", json=body(tenant="tenant-b"))
+    assert create.status == 403
+    listing = await api.call("GET", "/jobs?tenantId=tenant-b", as_="a-admin")
+    assert listing.status == 403
+    assert await api.deps.store.list_jobs("tenant-b", None, 10) == []
+
+
+async def test_another_tenants_job_is_404_exactly_like_a_missing_id(api: AuthApi) -> None:
+    theirs = (await api.call("POST", "/jobs", as_="b-writer", json=body(tenant="tenant-b"))).json
+    seen = await api.call("GET", f"/jobs/{theirs['id']}", as_="a-admin")
+    missing_id = new_job_id()
+    missing = await api.call("GET", f"/jobs/{missing_id}", as_="a-admin")
+    assert seen.status == missing.status == 404
+    assert seen.text == missing.text.replace(missing_id, theirs["id"])
+
+
+async def test_an_idempotency_key_used_by_another_tenant_is_no_conflict(api: AuthApi) -> None:
+    mine = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="same"))
+    theirs = await api.call(
+        "POST", "/jobs", as_="b-writer", json=body(tenant="tenant-b", idempotencyKey="same")
+    )
+    assert (mine.status, theirs.status) == (201, 201)
+    again = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="same"))
+    assert again.status == 409
+
+
+async def test_an_all_tenant_admin_names_the_tenant(api: AuthApi) -> None:
+    created = await api.call("POST", "/jobs", as_="admin", json=body(tenant="tenant-b"))
+    assert created.status == 201
+    missing = await api.call("POST", "/jobs", as_="admin", json=body(tenant=None))
+    assert missing.status == 400
+    assert "tenantId" in missing.json["error"]
+
+
+async def test_a_route_that_declares_no_role_is_admin_only(api: AuthApi) -> None:
+    @api.app.post("/undeclared")
+    async def undeclared() -> str:
+        return "done"
+
+    assert (await api.call("POST", "/undeclared", as_="a-writer")).status == 403
+    assert (await api.call("POST", "/undeclared", as_="a-admin")).status == 200
+
+
+# ----------------------------------------------------------------------- keys
+
+
+async def test_key_rotation_new_key_works_at_once_and_the_old_one_stops(api: AuthApi) -> None:
+    old = api.tokens["a-writer"]
+    assert (await api.call("POST", "/jobs", as_="a-writer", json=body())).status == 201
+    made = await api.call(
+        "POST", "/keys", as_="a-admin", json={"role": "writer", "name": "rotated"}
+    )
+    assert made.status == 201
+    assert made.json["tenantId"] == "tenant-a"
+    new = made.json["key"]
+    revoked = await api.call("DELETE", f"/keys/{api.key_ids['a-writer']}", as_="a-admin")
+    assert revoked.status == 200
+    assert revoked.json["revoked"] is True
+    with_old = await api.call("POST", "/jobs", headers={"Authorization": f"Bearer {old}"})
+    assert with_old.status == 401
+    with_new = await api.call(
+        "POST", "/jobs", headers={"Authorization": f"Bearer {new}"}, json=body()
+    )
+    assert with_new.status == 201
+
+
+async def test_key_listing_never_shows_secrets_or_other_tenants(api: AuthApi) -> None:
+    reply = await api.call("GET", "/keys", as_="a-admin")
+    assert reply.status == 200
+    assert {k["tenantId"] for k in reply.json} == {"tenant-a"}
+    for token in api.tokens.values():
+        assert token.split("_", 2)[2] not in reply.text
+    everyone = await api.call("GET", "/keys", as_="admin")
+    assert len(everyone.json) == len(api.tokens)
+
+
+async def test_a_tenant_admin_cannot_make_all_tenant_or_foreign_keys(api: AuthApi) -> None:
+    all_tenants = await api.call(
+        "POST", "/keys", as_="a-admin", json={"allTenants": True, "role": "admin"}
+    )
+    foreign = await api.call(
+        "POST", "/keys", as_="a-admin", json={"tenantId": "tenant-b", "role": "writer"}
+    )
+    revoke_foreign = await api.call("DELETE", f"/keys/{api.key_ids['b-writer']}", as_="a-admin")
+    assert (all_tenants.status, foreign.status, revoke_foreign.status) == (403, 403, 404)
+    assert (await api.call("GET", "/jobs", as_="b-writer")).status == 200
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"role": "root"},
+        {"role": "reader", "allTenants": True},
+        {"role": "writer", "name": "\x00"},
+        {"role": "writer", "unknown": 1},
+        {"role": "writer", "tenantId": 5},
+        [],
+    ],
+)
+async def test_bad_key_requests_are_400(api: AuthApi, payload: Any) -> None:
+    reply = await api.call("POST", "/keys", as_="admin", json=payload)
+    assert reply.status == 400, reply.text
+    assert list(reply.json) == ["error"]
+
+
+async def test_keys_and_audit_are_admin_only(api: AuthApi) -> None:
+    for method, path in (("GET", "/keys"), ("POST", "/keys"), ("GET", "/audit")):
+        assert (await api.call(method, path, as_="a-writer", json={})).status == 403
+
+
+# ----------------------------------------------------------------------- audit
+
+
+async def test_every_state_changing_request_is_audited(api: AuthApi) -> None:
+    created = await api.call("POST", "/jobs", as_="a-writer", json=body())
+    bad = await api.call("POST", "/jobs", as_="a-writer", json={"nope": 1})
+    forbidden = await api.call("POST", "/jobs", as_="a-reader", json=body())
+    made = await api.call("POST", "/keys", as_="a-admin", json={"role": "reader"})
+    revoked = await api.call("DELETE", f"/keys/{made.json['id']}", as_="a-admin")
+    await api.call("GET", "/jobs", as_="a-reader")  # reads are not audited
+    await api.call("POST", "/jobs")  # nor requests without a valid key
+    trail = await api.call("GET", "/audit?tenantId=tenant-a", as_="admin")
+    assert trail.status == 200
+    rows = [
+        (r["action"], r["keyId"], r["status"], r["jobId"]) for r in reversed(trail.json["records"])
+    ]
+    assert rows == [
+        ("POST /jobs", api.key_ids["a-writer"], 201, created.json["id"]),
+        ("POST /jobs", api.key_ids["a-writer"], bad.status, None),
+        ("POST /jobs", api.key_ids["a-reader"], forbidden.status, None),
+        ("POST /keys", api.key_ids["a-admin"], 201, None),
+        ("DELETE /keys/<key_id>", api.key_ids["a-admin"], revoked.status, None),
+    ]
+    details = [r["detail"] for r in reversed(trail.json["records"])]
+    assert details[3] == f"key {made.json['id']} created (reader)"
+    assert details[4] == f"key {made.json['id']} revoked"
+    assert all(r["tenantId"] == "tenant-a" for r in trail.json["records"])
+
+
+async def test_a_tenant_admin_reads_only_its_own_audit_records(api: AuthApi) -> None:
+    await api.call("POST", "/jobs", as_="a-writer", json=body())
+    await api.call("POST", "/jobs", as_="b-writer", json=body(tenant="tenant-b"))
+    mine = await api.call("GET", "/audit", as_="a-admin")
+    assert {r["tenantId"] for r in mine.json["records"]} == {"tenant-a"}
+    theirs = await api.call("GET", "/audit?tenantId=tenant-b", as_="a-admin")
+    assert theirs.status == 403
+
+
+async def test_audit_pages_back_with_next_before(api: AuthApi) -> None:
+    for _ in range(3):
+        await api.call("POST", "/jobs", as_="a-writer", json=body())
+    first = await api.call("GET", "/audit?limit=2", as_="admin")
+    cursor = first.json["nextBefore"]
+    assert cursor == first.json["records"][-1]["id"]
+    second = await api.call("GET", f"/audit?limit=2&before={cursor}", as_="admin")
+    assert len(second.json["records"]) == 1
+    assert second.json["nextBefore"] is None
+
+
+@pytest.mark.parametrize(
+    "query", ["limit=0", "limit=x", "jobId=nothex", "since=yesterday", "color=red", "before=1"]
+)
+async def test_bad_audit_queries_are_400(api: AuthApi, query: str) -> None:
+    reply = await api.call("GET", f"/audit?{query}", as_="admin")
+    assert reply.status == 400
+    assert list(reply.json) == ["error"]
+
+
+# ----------------------------------------------------------------------- quotas
+
+
+async def test_the_create_rate_is_a_token_bucket_per_key(
+    make_deps: DepsFactory, mock_clock: MockClock
+) -> None:
+    deps = auth_deps(make_deps, quota_create_rate=1.0, quota_create_burst=2)
+    async with serve_auth(deps) as api:
+        statuses = [
+            (await api.call("POST", "/jobs", as_="a-writer", json=body())).status for _ in range(3)
+        ]
+        assert statuses == [201, 201, 429]
+        refused = await api.call("POST", "/jobs", as_="a-writer", json=body())
+        assert refused.headers["Retry-After"] == "1"
+        assert "rate" in refused.json["error"]
+        # Another key of the same tenant has its own bucket.
+        assert (await api.call("POST", "/jobs", as_="a-admin", json=body())).status == 201
+        mock_clock.jump(1.0)
+        assert (await api.call("POST", "/jobs", as_="a-writer", json=body())).status == 201
+        assert sample(deps.metrics, "api_quota_rejections_total", {"reason": "rate"}) == 2.0
+
+
+async def test_unfinished_jobs_are_capped_per_tenant(
+    make_deps: DepsFactory, mock_clock: MockClock
+) -> None:
+    deps = auth_deps(make_deps, quota_max_unfinished=2)
+    async with serve_auth(deps) as api:
+        for _ in range(2):
+            assert (await api.call("POST", "/jobs", as_="a-writer", json=body())).status == 201
+        refused = await api.call("POST", "/jobs", as_="a-writer", json=body())
+        assert refused.status == 429
+        assert refused.headers["Retry-After"] == "5"
+        # Other tenants are not affected.
+        other = await api.call("POST", "/jobs", as_="b-writer", json=body(tenant="tenant-b"))
+        assert other.status == 201
+        assert sample(deps.metrics, "api_quota_rejections_total", {"reason": "unfinished"}) == 1
+
+
+async def test_a_refused_duplicate_does_not_use_up_the_unfinished_quota(
+    make_deps: DepsFactory, mock_clock: MockClock
+) -> None:
+    async with serve_auth(auth_deps(make_deps, quota_max_unfinished=2)) as api:
+        dup = body()
+        assert (await api.call("POST", "/jobs", as_="a-writer", json=dup)).status == 201
+        assert (await api.call("POST", "/jobs", as_="a-writer", json=dup)).status == 409
+        assert (await api.call("POST", "/jobs", as_="a-writer", json=body())).status == 201
+        assert (await api.call("POST", "/jobs", as_="a-writer", json=body())).status == 429
+
+
+async def test_with_auth_off_every_caller_is_the_operator(make_deps: DepsFactory) -> None:
+    from jobscheduler.api import create_app
+
+    app = create_app(make_deps())
+    async with app.test_app() as test_app:
+        client = test_app.test_client()
+        created = await client.post("/jobs", json=body(tenant="anyone"))
+        assert created.status_code == 201
+        keys = await client.get("/keys")
+        assert keys.status_code == 200
+        trail = await client.get("/audit")
+        records = (await trail.get_json())["records"]
+        assert [(r["action"], r["keyId"], r["tenantId"]) for r in records] == [
+            ("POST /jobs", None, "anyone")
+        ]
+
+
+def test_roles_order_reader_writer_admin() -> None:
+    assert Role.READER.rank < Role.WRITER.rank < Role.ADMIN.rank
+
+
+# ----------------------------------------------------------------------- batch
+
+
+async def test_a_batch_takes_the_keys_tenant_and_refuses_another(api: AuthApi) -> None:
+    ok = await api.call(
+        "POST", "/jobs/batch", as_="a-writer", json={"jobs": [body(tenant=None), body()]}
+    )
+    assert ok.status == 200, ok.text
+    assert [r["job"]["tenantId"] for r in ok.json["results"]] == ["tenant-a", "tenant-a"]
+    mixed = await api.call(
+        "POST", "/jobs/batch", as_="a-writer", json={"jobs": [body(), body(tenant="tenant-b")]}
+    )
+    assert mixed.status == 403
+    assert await api.deps.store.list_jobs("tenant-b", None, 10) == []
+    reader = await api.call("POST", "/jobs/batch", as_="a-reader", json={"jobs": [body()]})
+    assert reader.status == 403
+
+
+async def test_a_batch_counts_each_job_against_the_create_rate(
+    make_deps: DepsFactory, mock_clock: MockClock
+) -> None:
+    deps = auth_deps(make_deps, quota_create_rate=1.0, quota_create_burst=3)
+    async with serve_auth(deps) as api:
+        batch = {"jobs": [body() for _ in range(3)]}
+        assert (await api.call("POST", "/jobs/batch", as_="a-writer", json=batch)).status == 200
+        refused = await api.call("POST", "/jobs/batch", as_="a-writer", json={"jobs": [body()]})
+        assert refused.status == 429
+        assert refused.headers["Retry-After"] == "1"
+
+
+async def test_a_409_never_names_another_tenants_job(api: AuthApi) -> None:
+    await api.call(
+        "POST", "/jobs", as_="b-writer", json=body(tenant="tenant-b", idempotencyKey="k")
+    )
+    mine = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="k"))
+    again = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="k"))
+    assert again.status == 409
+    assert again.json["jobId"] == mine.json["id"]
+    batch = await api.call(
+        "POST", "/jobs/batch", as_="a-writer", json={"jobs": [body(idempotencyKey="k")]}
+    )
+    assert batch.json["results"][0]["jobId"] == mine.json["id"]

@@ -1,0 +1,65 @@
+"""Stores created before tenancy: idempotency keys become unique per tenant at start."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from jobscheduler.errors import DuplicateJob
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import make_job
+
+#: The jobs table as releases before tenancy created it (keys unique across tenants).
+OLD_JOBS_TABLE = """
+CREATE TABLE jobs (
+    id              TEXT PRIMARY KEY,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    tenant_id       TEXT NOT NULL,
+    job_type        TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    priority        INTEGER NOT NULL,
+    status          TEXT NOT NULL,
+    scheduled_at    INTEGER NOT NULL,
+    cron            TEXT,
+    attempts        INTEGER NOT NULL,
+    max_attempts    INTEGER NOT NULL,
+    last_error      TEXT,
+    claimed_by      TEXT,
+    claimed_at      INTEGER,
+    claim_token     TEXT,
+    heartbeat_at    INTEGER,
+    queued_at       INTEGER,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO jobs VALUES ('65f0c0ffee0123456789abcd', 'shared', 'acme', 'noop', '{}', 0,
+    'pending', 0, NULL, 0, 3, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0);
+"""
+
+
+async def test_an_old_sqlite_file_gets_per_tenant_keys_and_keeps_its_jobs(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(OLD_JOBS_TABLE)
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        kept = await store.get("65f0c0ffee0123456789abcd")
+        assert (kept.idempotency_key, kept.tenant_id) == ("shared", "acme")
+        await store.insert(make_job(key="shared", tenant="other"))
+        with pytest.raises(DuplicateJob):
+            await store.insert(make_job(key="shared", tenant="acme"))
+    finally:
+        await store.close()
+    # A second start finds nothing left to migrate.
+    again = SQLiteJobStore(path)
+    await again.start()
+    try:
+        assert len(await again.list_jobs("other", None, 10)) == 1
+    finally:
+        await again.close()
