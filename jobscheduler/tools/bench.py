@@ -434,7 +434,16 @@ class _Bench:
             f"burst: {n} jobs accepted in {submitted:.2f}s ({n / submitted:.0f} req/s, "
             f"{self.args.concurrency} connections); all due at {format_time(due)}"
         )
+        if self.distributed:  # psutil comes with the dev extras: imported only here
+            from . import bench_distributed
+
+            roles = [(p.name, p.proc.pid, p.metrics) for p in self.processes if p.proc]
+            costs = await bench_distributed.sample(roles)
         await self._wait_completed(baseline + n)
+        if self.distributed:
+            drained = await bench_distributed.sample(roles)
+            print("burst drain cost per role (store commands, CPU):")
+            print("\n".join(bench_distributed.report(costs, drained, n)))
         jobs = await self._jobs(client, tenant)
         last = max(parse_time(j["updatedAt"], "updatedAt") for j in jobs)
         drain = (last - due).total_seconds()
