@@ -33,6 +33,7 @@ from ..errors import StoreError, ValidationError
 from . import mongo_ledger
 from .base import JobStore
 from .mongo_attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
+from .mongo_batch import BATCH_FIELD
 from .mongo_codec import CLAIM_SORT, COLLECTION, FIELDS, Document
 from .mongo_query import MANAGE_INDEXES
 from .mongo_tenancy import create_tenancy_indexes, drop_global_key_index
@@ -95,6 +96,10 @@ INDEXES: Final = [
         name="status_cronBuffered",
     ),
     *MANAGE_INDEXES,
+    # A batch reads back the documents it changed by their batch mark (mongo_batch). MongoDB
+    # would find them by ``_id $in`` alone; FerretDB evaluates only the mark in SQLite, and
+    # without this index scans every document (300 ms at 10,000 jobs, 20 ms with it).
+    IndexModel([(BATCH_FIELD, ASCENDING)], name="writeBatch"),
 ]
 
 
@@ -129,7 +134,11 @@ class MongoConnection(JobStore):
 
     Server quirks (see the module docstring): ``serialize_writes`` forces (True) or forbids
     (False) running conditional writes one at a time; None (the default) enables it only when
-    the server is a stock FerretDB, whose own writes are not atomic.
+    the server is a stock FerretDB, whose own writes are not atomic. ``claim_each`` makes a
+    claim send one conditional statement per candidate (chunked) instead of one
+    ``update_many``; None (the default) does so only on FerretDB, whose ``update_many``
+    decodes every due document to find the candidates (4.3 s to claim 500 of 5,000 due jobs,
+    2.2 s as statements by ``_id``, measured on a loaded machine).
 
     ``event_listeners`` are pymongo command listeners given to the client (e.g. the
     :class:`~jobscheduler.store.mongo_commands.CommandCounter` the roles export).
@@ -144,6 +153,7 @@ class MongoConnection(JobStore):
         socket_timeout: float = 30.0,
         limiter_tokens: int = 16,
         serialize_writes: bool | None = None,
+        claim_each: bool | None = None,
         event_listeners: Sequence[CommandListener] = (),
     ) -> None:
         self._uri = uri
@@ -154,6 +164,8 @@ class MongoConnection(JobStore):
         self._limiter = trio.CapacityLimiter(limiter_tokens)
         self._serialize_option = serialize_writes
         self._serialize = bool(serialize_writes)
+        self._claim_each_option = claim_each
+        self._claim_each = bool(claim_each)
         self._write_lock = trio.Lock()
         self._start_lock = trio.Lock()
         self._client: MongoClient[Document] | None = None
@@ -260,6 +272,7 @@ class MongoConnection(JobStore):
         self._serialize = (
             stock_ferretdb if self._serialize_option is None else self._serialize_option
         )
+        self._claim_each = ferretdb if self._claim_each_option is None else self._claim_each_option
         self._client, self._jobs = client, self._jobs_of(client)
         self._attempts = self._attempts_of(client)
         log.info(

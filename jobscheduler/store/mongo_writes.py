@@ -11,7 +11,9 @@ expectations; nothing here needs a multi-document transaction.
 - :meth:`MongoWrites.claim_due` reads the due candidates' ids in claim order, moves them in
   one ``update_many`` whose filter repeats the due condition (a candidate another claimer
   took first is skipped), and reads back the ones carrying its mark: three commands for a
-  batch of up to ``limit`` jobs, and each job handed out to exactly one claimer.
+  batch of up to ``limit`` jobs, and each job handed out to exactly one claimer. On FerretDB
+  (``claim_each``) the move is one conditional statement per candidate instead, chunked as
+  batches are: FerretDB's ``update_many`` decodes every due job to find the candidates.
 
 Unknown outcomes (a network error during a write): :meth:`apply` re-reads the job and
 sends the update once more unless the document holds what it would have written; a batch
@@ -89,14 +91,18 @@ class MongoWrites(MongoConnection):
             if not candidates:
                 return []
             mark = new_mark()
+            update = {"$set": {**claim_set, BATCH_FIELD: mark}}
             try:
-                jobs.update_many(
-                    {**query, "_id": {"$in": candidates}},
-                    {"$set": {**claim_set, BATCH_FIELD: mark}},
-                )
+                if self._claim_each:
+                    statements = [({**query, "_id": _id}, update) for _id in candidates]
+                    for chunk in chunks([statement_size(q, u) for q, u in statements]):
+                        jobs.bulk_write([UpdateOne(*statements[i]) for i in chunk], ordered=False)
+                else:
+                    jobs.update_many({**query, "_id": {"$in": candidates}}, update)
             except PyMongoError as exc:
                 if not outcome_unknown(exc):
                     raise
+                # Whatever landed carries the mark; what did not stays due for the next claim.
                 log.warning("claim outcome unknown, reading back: %s", exc)
             return [
                 document_to_job(doc)
@@ -270,13 +276,19 @@ class MongoWrites(MongoConnection):
         )
 
     async def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """Conditional updates in one thread hop, nothing read back (see ManageQueries)."""
+        """Independent conditional updates in one thread hop: batched like
+        :meth:`apply_many` (chunked multi-statement updates, one read-back by the batch
+        mark) when there are at least MIN_BULK of distinct jobs, else one update each."""
         if not changes:
             return 0
         manage = self._manage()
 
         def op() -> int:
-            applied = manage.apply_bulk(changes)
+            applied: list[bool]
+            if len(changes) >= MIN_BULK and distinct_jobs([Unit(c, c) for c in changes]):
+                applied = [job is not None for job in self._bulk_sync(changes)]
+            else:
+                applied = manage.apply_bulk(changes)
             self._record_sync(changes, applied)
             return sum(applied)
 

@@ -183,12 +183,16 @@ async def proxy(nursery: trio.Nursery) -> AsyncIterator[tuple[FaultProxy, str]]:
     fault_proxy.stop()
 
 
-@pytest.fixture
+@pytest.fixture(params=[None, False], ids=["claim-default", "claim-update-many"])
 async def proxied_store(
-    proxy: tuple[FaultProxy, str], database: str
+    request: pytest.FixtureRequest, proxy: tuple[FaultProxy, str], database: str
 ) -> AsyncIterator[tuple[MongoJobStore, FaultProxy]]:
+    # Claims go as one update_many on MongoDB and as statements per job on FerretDB (the
+    # default there): both ways are run against the test server.
     fault_proxy, uri = proxy
-    store = MongoJobStore(uri, database, server_selection_timeout=5.0, socket_timeout=5.0)
+    store = MongoJobStore(
+        uri, database, server_selection_timeout=5.0, socket_timeout=5.0, claim_each=request.param
+    )
     await store.start()
     try:
         yield store, fault_proxy
@@ -488,12 +492,13 @@ async def test_filtered_sorted_and_limited_finds_follow_mongodb_semantics(databa
         assert got == expected, query
 
 
+@pytest.mark.parametrize("claim_each", [True, False], ids=["statement-each", "update-many"])
 async def test_concurrent_claimers_take_the_highest_priority_first_and_never_share_a_job(
-    database: str,
+    database: str, claim_each: bool
 ) -> None:
     # Two stores (two clients, as two scheduler processes would have), three claimers each.
-    store = MongoJobStore(mongo_uri(), database)
-    other = MongoJobStore(mongo_uri(), database)
+    store = MongoJobStore(mongo_uri(), database, claim_each=claim_each)
+    other = MongoJobStore(mongo_uri(), database, claim_each=claim_each)
     await store.start()
     await other.start()
     try:
