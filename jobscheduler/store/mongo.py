@@ -72,7 +72,7 @@ from ..model import Job, Status, utc
 from . import mongo_ledger
 from .base import InsertOutcome, duplicate_of, first_of_each_key, spread_outcomes
 from .mongo_attempts import ATTEMPT_INDEXES, attempt_to_document, document_to_attempt
-from .mongo_batch import BATCH_FIELD
+from .mongo_batch import BATCH_FIELD, CLAIM_FIELD
 from .mongo_codec import (
     CLAIM_SORT,
     COLLECTION,
@@ -390,6 +390,7 @@ __all__ = [
     "ATOMIC_FERRETDB_MARK",
     "ATTEMPT_INDEXES",
     "BATCH_FIELD",
+    "CLAIM_FIELD",
     "CLAIM_SORT",
     "COLLECTION",
     "FIELDS",

@@ -5,8 +5,9 @@ A batch of transitions goes to the server as multi-statement ``update`` commands
 :data:`BATCH_FIELD` to a value fresh for the batch. The command's reply only counts the
 statements that matched, so the batch then reads its documents back by that value: a
 document carries it exactly when its own statement applied (until another batch writes it
-again), and each job's outcome is known again, as one ``findAndModify`` per job would have
-told -- for two commands per batch instead of one per job.
+again; claims use a field of their own, :data:`CLAIM_FIELD`), and each job's outcome is known
+again, as one ``findAndModify`` per job would have told -- for two commands per batch
+instead of one per job.
 
 The test stack's FerretDB v1.24 never answers a multi-statement ``update`` of 100 statements
 or more, nor one of 15 statements of 1 KB each (about 16 KB), while it answers 99 small ones,
@@ -30,8 +31,12 @@ from .mongo_codec import chain
 
 Document = dict[str, Any]
 
-#: The document field a batched write sets to its batch's mark (see the module docstring).
+#: The document field a batch of transitions sets to its batch's mark (module docstring).
 BATCH_FIELD: Final = "writeBatch"
+#: The field a claim sets to its batch's mark: another field, so that a claim following a
+#: transition at once (a retried or requeued job claimed again) cannot erase the mark the
+#: transition's batch is about to read back.
+CLAIM_FIELD: Final = "claimBatch"
 #: Most statements in one multi-statement command (FerretDB hangs from 100 on).
 MAX_STATEMENTS: Final = 50
 #: Most bytes of encoded statements (filter + update) in one multi-statement command.
@@ -43,9 +48,9 @@ def new_mark() -> str:
     return secrets.token_hex(8)
 
 
-def marked(update: Document, mark: str) -> Document:
-    """``update`` that also sets :data:`BATCH_FIELD` to ``mark``."""
-    return {**update, "$set": {**update.get("$set", {}), BATCH_FIELD: mark}}
+def marked(update: Document, mark: str, field: str = BATCH_FIELD) -> Document:
+    """``update`` that also sets ``field`` (:data:`BATCH_FIELD`) to ``mark``."""
+    return {**update, "$set": {**update.get("$set", {}), field: mark}}
 
 
 def statement_size(query: Document, update: Document) -> int:

@@ -33,7 +33,7 @@ from ..errors import StoreError, ValidationError
 from . import mongo_ledger
 from .base import JobStore
 from .mongo_attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
-from .mongo_batch import BATCH_FIELD
+from .mongo_batch import BATCH_FIELD, CLAIM_FIELD
 from .mongo_codec import CLAIM_SORT, COLLECTION, FIELDS, Document
 from .mongo_query import MANAGE_INDEXES
 from .mongo_tenancy import create_tenancy_indexes, drop_global_key_index
@@ -100,6 +100,7 @@ INDEXES: Final = [
     # would find them by ``_id $in`` alone; FerretDB evaluates only the mark in SQLite, and
     # without this index scans every document (300 ms at 10,000 jobs, 20 ms with it).
     IndexModel([(BATCH_FIELD, ASCENDING)], name="writeBatch"),
+    IndexModel([(CLAIM_FIELD, ASCENDING)], name="claimBatch"),
 ]
 
 

@@ -38,6 +38,7 @@ from ..states import Change, claim_fields
 from .mongo_attempts import write_records
 from .mongo_batch import (
     BATCH_FIELD,
+    CLAIM_FIELD,
     Unit,
     chunks,
     distinct_jobs,
@@ -91,7 +92,7 @@ class MongoWrites(MongoConnection):
             if not candidates:
                 return []
             mark = new_mark()
-            update = {"$set": {**claim_set, BATCH_FIELD: mark}}
+            update = {"$set": {**claim_set, CLAIM_FIELD: mark}}
             try:
                 if self._claim_each:
                     statements = [({**query, "_id": _id}, update) for _id in candidates]
@@ -106,18 +107,26 @@ class MongoWrites(MongoConnection):
                 log.warning("claim outcome unknown, reading back: %s", exc)
             return [
                 document_to_job(doc)
-                for doc in self._read_marked(jobs, candidates, mark, sort=True).values()
+                for doc in self._read_marked(
+                    jobs, candidates, mark, field=CLAIM_FIELD, sort=True
+                ).values()
             ]
 
         async with self._conditional_write():
             return await self._call(claim, "claim")
 
     def _read_marked(
-        self, jobs: Collection[Document], ids: Sequence[ObjectId], mark: str, *, sort: bool = False
+        self,
+        jobs: Collection[Document],
+        ids: Sequence[ObjectId],
+        mark: str,
+        *,
+        field: str = BATCH_FIELD,
+        sort: bool = False,
     ) -> dict[ObjectId, Document]:
-        """The documents among ``ids`` that carry ``mark`` (read again once after a network
-        error: a read has no effect), by id; in claim order when ``sort``."""
-        query = {"_id": {"$in": list(ids)}, BATCH_FIELD: mark}
+        """The documents among ``ids`` whose ``field`` holds ``mark`` (read again once after a
+        network error: a read has no effect), by id; in claim order when ``sort``."""
+        query = {"_id": {"$in": list(ids)}, field: mark}
 
         def read() -> dict[ObjectId, Document]:
             cursor = jobs.find(query, sort=CLAIM_SORT if sort else None)
@@ -276,21 +285,25 @@ class MongoWrites(MongoConnection):
         )
 
     async def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """Independent conditional updates in one thread hop: batched like
-        :meth:`apply_many` (chunked multi-statement updates, one read-back by the batch
-        mark) when there are at least MIN_BULK of distinct jobs, else one update each."""
+        """Independent conditional updates in one thread hop, nothing read back: as chunked
+        multi-statement updates whose matched counts add up to the answer; one update each
+        when a change carries an attempt record (which needs to know which applied)."""
         if not changes:
             return 0
         manage = self._manage()
+        jobs = self._collection()
 
         def op() -> int:
-            applied: list[bool]
-            if len(changes) >= MIN_BULK and distinct_jobs([Unit(c, c) for c in changes]):
-                applied = [job is not None for job in self._bulk_sync(changes)]
-            else:
+            if any(change.record is not None for change in changes):
                 applied = manage.apply_bulk(changes)
-            self._record_sync(changes, applied)
-            return sum(applied)
+                self._record_sync(changes, applied)
+                return sum(applied)
+            statements = [(change_filter(c), update_document(c)) for c in changes]
+            matched = 0
+            for chunk in chunks([statement_size(q, u) for q, u in statements]):
+                reply = jobs.bulk_write([UpdateOne(*statements[i]) for i in chunk], ordered=False)
+                matched += reply.matched_count
+            return matched
 
         async with self._conditional_write():
             return await self._call(op, "apply_bulk")

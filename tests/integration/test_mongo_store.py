@@ -25,7 +25,7 @@ from jobscheduler import states
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.model import Job, Status
 from jobscheduler.store.mongo import (
-    BATCH_FIELD,
+    CLAIM_FIELD,
     COLLECTION,
     FIELDS,
     INDEXES,
@@ -302,7 +302,7 @@ async def test_documents_use_object_ids_camel_case_fields_and_bson_dates(
     assert doc["_id"] == ObjectId(job.id)
     # Every field, but the run identity ones (left out of jobs that are not cron runs), and
     # the mark of the claim's batch.
-    assert set(doc) == set(FIELDS.values()) - {"templateId", "fireAt"} | {BATCH_FIELD}
+    assert set(doc) == set(FIELDS.values()) - {"templateId", "fireAt"} | {CLAIM_FIELD}
     assert doc["idempotencyKey"] == "shape"
     assert doc["status"] == "queued"
     for field in ("scheduledAt", "queuedAt", "createdAt", "updatedAt"):
@@ -707,3 +707,31 @@ async def test_a_batch_reports_exactly_the_changes_whose_condition_held(
     picks = [states.pick(j.id, worker="w", token=f"t{i}", now=NOW) for i, j in enumerate(jobs)]
     results = await store.apply_many(picks)
     assert [r.claim_token if r else None for r in results] == ["t0", None, None, "t3", "t4"]
+
+
+async def test_bulk_retry_counts_every_job_even_when_the_scheduler_claims_them_at_once(
+    store: MongoJobStore,
+) -> None:
+    # Regression: the batch's count came from reading back its mark, which a claim of the
+    # retried (due) jobs could overwrite first; 1,000 retries on the distributed roles then
+    # reported fewer than 1,000 changed. The count is the servers' matched count now, and a
+    # claim marks a field of its own.
+    inserted = await store.insert_many([make_job() for _ in range(120)])
+    jobs = [job for job in inserted if isinstance(job, Job)]
+    cancelled = await store.apply_many([states.cancel(job, now=NOW) for job in jobs])
+    retries = [states.retry(job, now=NOW) for job in cancelled if job is not None]
+    assert len(retries) == 120
+    claimed: list[Job] = []
+    done = trio.Event()
+
+    async def claimer() -> None:
+        while not done.is_set():
+            claimed.extend(await store.claim_due(NOW, 7))
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(claimer)
+        assert await store.apply_bulk(retries) == 120
+        done.set()
+    claimed.extend(await store.claim_due(NOW, 200))
+    assert sorted(j.id for j in claimed) == sorted(j.id for j in jobs)
