@@ -146,3 +146,13 @@ async def test_the_scheduler_records_itself_as_leader(
         records = await deps.store.live_workers(deps.clock.now())
         assert [(r.role, r.leader) for r in records] == [("scheduler", True)]
         nursery.cancel_scope.cancel()
+
+
+async def test_the_tenant_switcher_is_for_all_tenant_keys_only(api: AuthApi) -> None:
+    admin = await api.call("GET", "/ui", as_="admin")
+    assert 'id="tenant-switcher"' in admin.text
+    assert '<option value="tenant-a">' in admin.text  # suggested: the tenants of keys
+    tenant = await api.call("GET", "/ui?tenantId=tenant-b", as_="a-reader")
+    assert 'id="tenant-switcher"' not in tenant.text
+    assert 'data-api="/stats/overview"' in tenant.text  # its own tenant, whatever it asked
+    assert 'id="ov-no-cluster"' in tenant.text

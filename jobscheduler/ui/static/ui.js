@@ -91,25 +91,6 @@
     return tick;
   }
 
-  // ---- Overview: re-read the server-rendered counts and swap them in (same size, no shift).
-  function overview() {
-    const counts = document.getElementById("counts");
-    if (!counts) return;
-    every(async () => {
-      const response = await fetch(location.pathname, { credentials: "same-origin" });
-      if (!response.ok) return;
-      const page = new DOMParser().parseFromString(await response.text(), "text/html");
-      for (const id of ["counts", "total"]) {
-        const fresh = page.getElementById(id);
-        if (fresh) document.getElementById(id).replaceWith(fresh);
-      }
-      const chart = page.querySelector(".chart-box svg");
-      if (chart) document.querySelector(".chart-box svg").replaceWith(chart);
-      document.getElementById("refreshed").textContent =
-        `Updated ${new Date().toLocaleTimeString()}; refreshes every ${refreshMs / 1000} s.`;
-    });
-  }
-
   // ---- Jobs: the table of one tenant's jobs, filtered by the form's values.
   function jobs() {
     const table = document.getElementById("jobs");
@@ -484,7 +465,6 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
-    overview();
     jobs();
     detail();
     deadLetters();
