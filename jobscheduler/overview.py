@@ -3,14 +3,13 @@ lag, jobs finished per minute over the last hour, and who is running.
 
 The store answers :class:`OverviewStats` with indexed reads only: counts from per-status
 index counts (no scan of the jobs), the oldest due job from the due index, and the finished
-jobs of the last hour from the ``(status, updatedAt)`` index, bucketed here by minute
-(:func:`bucket_minutes`). So the cost grows with the jobs finished in the last hour, not with
-the store.
+jobs of each minute of the last hour from the ``(status, updatedAt)`` index. So the cost
+grows with the jobs finished in the last hour, not with the store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,19 +26,6 @@ def series_start(now: datetime, minutes: int = SERIES_MINUTES) -> datetime:
     """The start of the first bucket: ``minutes - 1`` whole minutes before ``now``'s minute."""
     minute = now.replace(second=0, microsecond=0)
     return minute - timedelta(minutes=minutes - 1)
-
-
-def bucket_minutes(
-    times: Iterable[datetime], start: datetime, minutes: int = SERIES_MINUTES
-) -> tuple[int, ...]:
-    """How many of ``times`` fall in each minute from ``start`` (older or later ones are
-    left out)."""
-    counts = [0] * minutes
-    for at in times:
-        index = int((at - start) // timedelta(minutes=1))
-        if 0 <= index < minutes:
-            counts[index] += 1
-    return tuple(counts)
 
 
 @attrs.frozen(kw_only=True)
@@ -108,7 +94,6 @@ __all__ = [
     "SERIES_MINUTES",
     "OverviewStats",
     "all_statuses",
-    "bucket_minutes",
     "overview_to_json",
     "series_start",
 ]

@@ -9,13 +9,17 @@ on top-level fields):
   COUNT_SCAN, the test stack's patched FerretDB with one SQL ``COUNT(*)``), never a
   ``$group`` over every job;
 - the oldest due job: ``status_scheduledAt``;
-- the jobs finished in the last hour: ``status_updatedAt``, only their ``updatedAt``.
+- the jobs finished in each minute of the last hour: one ``count`` per status and minute on
+  ``status_updatedAt``. Reading the finished jobs' ``updatedAt`` instead is one query, but
+  the test stack's FerretDB decodes every document it returns (2,500 jobs finished in the
+  last hour: 0.6-1.0 s, measured at load 12-15; the 120 counts: 0.10-0.18 s). On MongoDB
+  each count is a COUNT_SCAN of a few index keys.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pymongo import ASCENDING, IndexModel, MongoClient
@@ -24,7 +28,7 @@ from pymongo.write_concern import WriteConcern
 
 from ..errors import StoreError
 from ..model import Status, utc
-from ..overview import OverviewStats, all_statuses, bucket_minutes, series_start
+from ..overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
 from ..workers import WorkerBeat
 
 T = TypeVar("T")
@@ -146,11 +150,13 @@ class MongoWorkersMixin:
                 oldest = _time(doc["scheduledAt"])
             series = {}
             for status in (Status.COMPLETED, Status.DLQ):
-                found = jobs.find(
-                    {**scope, "status": status.value, "updatedAt": {"$gte": start}},
-                    projection={"updatedAt": True, "_id": False},
-                )
-                series[status] = bucket_minutes((_time(d["updatedAt"]) for d in found), start)
+                per_minute = []
+                for minute in range(SERIES_MINUTES):
+                    since = start + timedelta(minutes=minute)
+                    within = {"$gte": since, "$lt": since + timedelta(minutes=1)}
+                    query = {**scope, "status": status.value, "updatedAt": within}
+                    per_minute.append(int(database.command("count", jobs.name, query=query)["n"]))
+                series[status] = tuple(per_minute)
             return OverviewStats(
                 counts=all_statuses(counts),
                 oldest_due_at=oldest,
