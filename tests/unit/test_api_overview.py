@@ -3,7 +3,7 @@ checks; and the presence beat that feeds its cluster part."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 import attrs
@@ -13,6 +13,7 @@ import trio.testing
 
 from jobscheduler.model import Status
 from jobscheduler.presence import Presence
+from jobscheduler.runtime import Deps
 from jobscheduler.scheduler import run_scheduler
 from jobscheduler.workers import BEAT_INTERVAL, MISSED_BEATS, WorkerBeat, expiry
 
@@ -117,6 +118,17 @@ async def test_bad_query_is_a_400_that_says_why(api: AuthApi, query: str, messag
     assert message in reply.json["error"]
 
 
+async def live_when(deps: Deps, condition: Callable[[list[WorkerBeat]], bool]) -> list[WorkerBeat]:
+    """The live records once ``condition`` holds (polled; a store write takes real time
+    while virtual time may move on), failing after a few beats."""
+    with trio.fail_after(4 * BEAT_INTERVAL):
+        while True:
+            records = await deps.store.live_workers(deps.clock.now())
+            if condition(records):
+                return records
+            await trio.sleep(0.5)
+
+
 async def test_presence_beats_keep_the_record_fresh_and_exit_forgets_it(
     make_deps: DepsFactory, patient_clock: trio.testing.MockClock
 ) -> None:
@@ -125,13 +137,10 @@ async def test_presence_beats_keep_the_record_fresh_and_exit_forgets_it(
     presence = Presence(deps, "executor", job_types=["noop"], in_flight=lambda: in_flight[0])
     async with trio.open_nursery() as nursery:
         await nursery.start(presence.run)
-        await trio.sleep(0.1)
-        [record] = await deps.store.live_workers(deps.clock.now())
+        [record] = await live_when(deps, lambda records: len(records) == 1)
         assert (record.id, record.job_types, record.in_flight) == (presence.id, ("noop",), 0)
         in_flight[0] = 4
-        await trio.sleep(BEAT_INTERVAL)
-        [record] = await deps.store.live_workers(deps.clock.now())
-        assert record.in_flight == 4
+        await live_when(deps, lambda records: records[0].in_flight == 4)
         nursery.cancel_scope.cancel()
     assert await deps.store.live_workers(deps.clock.now()) == []
 
@@ -142,8 +151,7 @@ async def test_the_scheduler_records_itself_as_leader(
     deps = make_deps()
     async with trio.open_nursery() as nursery:
         await nursery.start(run_scheduler, deps)
-        await trio.sleep(1.0)
-        records = await deps.store.live_workers(deps.clock.now())
+        records = await live_when(deps, lambda records: any(r.leader for r in records))
         assert [(r.role, r.leader) for r in records] == [("scheduler", True)]
         nursery.cancel_scope.cancel()
 
