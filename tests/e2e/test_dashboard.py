@@ -324,8 +324,10 @@ async def test_the_views_are_reachable_with_the_keyboard_alone(
             focused.append(active.get_attribute("href") or active.get_attribute("id") or "")
             if active.get_attribute("href") == f"{server.url}/ui/jobs/{job_id}":
                 break
+        # (The navigation carries the tenant being looked at: compare without the query.)
+        reached = {url.split("?")[0] for url in focused}
         for view in ("/ui", "/ui/jobs", "/ui/dead-letters", "/ui/cron"):
-            assert f"{server.url}{view}" in focused, focused
+            assert f"{server.url}{view}" in reached, focused
         # Enter on the focused job link opens its detail.
         driver.switch_to.active_element.send_keys(Keys.ENTER)
         wait_until(
