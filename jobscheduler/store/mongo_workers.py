@@ -133,16 +133,26 @@ class MongoWorkersMixin:
         scope: Document = {} if tenant_id is None else {"tenantId": tenant_id}
         now = utc(now)
         start = series_start(now)
-        # Every status, then per finished status every minute of the series.
-        queries: list[Document] = [{**scope, "status": status.value} for status in Status]
-        for status in (Status.COMPLETED, Status.DLQ):
+        status_queries = [{**scope, "status": status.value} for status in Status]
+
+        def count(query: Document) -> int:
+            return int(database.command("count", jobs.name, query=query)["n"])
+
+        def per_minute(status: Status, total: int) -> tuple[int, ...]:
+            # No job in the status, or none that ended in it within the hour (often dlq, or
+            # a quiet tenant): zero or one count instead of sixty.
+            hour = {"$gte": start, "$lt": start + timedelta(minutes=SERIES_MINUTES)}
+            if total == 0 or count({**scope, "status": status.value, "updatedAt": hour}) == 0:
+                return (0,) * SERIES_MINUTES
+            minutes = []
             for minute in range(SERIES_MINUTES):
                 since = start + timedelta(minutes=minute)
                 within = {"$gte": since, "$lt": since + timedelta(minutes=1)}
-                queries.append({**scope, "status": status.value, "updatedAt": within})
+                minutes.append(count({**scope, "status": status.value, "updatedAt": within}))
+            return tuple(minutes)
 
         def op() -> OverviewStats:
-            counts = [int(database.command("count", jobs.name, query=q)["n"]) for q in queries]
+            counts = {status: count(q) for status, q in zip(Status, status_queries, strict=True)}
             oldest: datetime | None = None
             due = {**scope, "status": Status.PENDING.value, "cron": None}
             for doc in jobs.find(
@@ -152,13 +162,12 @@ class MongoWorkersMixin:
                 limit=1,
             ):
                 oldest = _time(doc["scheduledAt"])
-            statuses, minutes = len(Status), SERIES_MINUTES
             return OverviewStats(
-                counts=all_statuses(dict(zip(Status, counts[:statuses], strict=True))),
+                counts=all_statuses(counts),
                 oldest_due_at=oldest,
                 start=start,
-                completed=tuple(counts[statuses : statuses + minutes]),
-                failed=tuple(counts[statuses + minutes :]),
+                completed=per_minute(Status.COMPLETED, counts[Status.COMPLETED]),
+                failed=per_minute(Status.DLQ, counts[Status.DLQ]),
             )
 
         # One worker thread: the counts are small round trips, mostly the server's CPU;

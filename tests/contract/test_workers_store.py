@@ -119,6 +119,11 @@ async def test_overview_buckets_the_last_hour_by_finish_minute(store: JobStore) 
     assert stats.failed[-3] == 1
     assert sum(stats.failed) == 1
     assert sum((await store.overview_stats(None, NOW)).failed) == 2
+    # Jobs that finished, but before the hour: counted by status, not in the series.
+    await store.insert(finished(Status.COMPLETED, start - timedelta(hours=1), tenant="quiet"))
+    quiet = await store.overview_stats("quiet", NOW)
+    assert quiet.counts[Status.COMPLETED] == 1
+    assert quiet.completed == (0,) * SERIES_MINUTES
 
 
 async def test_overview_oldest_due_is_the_oldest_pending_one_off_job(store: JobStore) -> None:
