@@ -23,6 +23,7 @@ It prints one summary line per scenario (collected and shown again at the end of
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections import Counter
@@ -40,7 +41,7 @@ from jobscheduler.store.mongo import document_to_job
 from tests.support.cluster import Cluster, RoleProcess
 from tests.support.servers import PrivateServers
 
-from .load import CLIENT_TIMEOUT, LoadGenerator
+from .load import CLIENT_TIMEOUT, LoadGenerator, Sent
 
 #: Settings of every role: quick ticks, timeouts and sweeps, so recovery takes seconds.
 ROLE_ENV = {
@@ -273,6 +274,7 @@ class Harness:
         self.cluster.assert_alive()
         stored = {job.id: job for job in await self.jobs()}
         sent = self.load.sent
+        self._write_sent_log(sent)
         accepted = {s.job_id for s in sent if s.job_id is not None}
         done = {i for i, job in stored.items() if job.status is Status.COMPLETED}
         dlq = {i for i, job in stored.items() if job.status is Status.DLQ}
@@ -362,6 +364,22 @@ class Harness:
         within the client's timeout (a 503 while the store is out, not a hang), and that at
         least one was a 503."""
         self.api_windows.append(window)
+
+    def _write_sent_log(self, sent: list[Sent]) -> None:
+        """Every create the load sent, one JSON line each, next to the role logs (for
+        finding out which requests went unanswered and when)."""
+        path = self.cluster.tmp_path / "creates.jsonl"
+        with path.open("w") as out:
+            for s in sent:
+                line = {
+                    "at": s.at.isoformat(),
+                    "key": s.key,
+                    "status": s.status,
+                    "latency": s.latency,
+                    "error": s.error,
+                    "job_id": s.job_id,
+                }
+                out.write(json.dumps(line) + "\n")
 
     def _api_problems(self, window: Window) -> list[str]:
         assert window.end is not None
