@@ -60,6 +60,8 @@ ROLE_ENV = {
 EXECUTOR_ENV = {"LOG_LEVEL": "DEBUG"}
 #: Schedulers log at DEBUG too (each wake-up dispatched), so a stalled dispatch shows.
 SCHEDULER_ENV = {"LOG_LEVEL": "DEBUG"}
+#: And the reaper (each job it re-pends or recovers, with its commands to the store).
+REAPER_ENV = {"LOG_LEVEL": "DEBUG"}
 #: Seconds within which a job must complete after a fault ends.
 RECOVERY_BOUND = 30.0
 #: Seconds within which every stored job must end once the load stopped.
@@ -147,7 +149,7 @@ class Harness:
 
     async def start(self, *, schedulers: int = 1, noop: int = 2, slow: int = 1) -> None:
         """Start the roles; all must be ready."""
-        specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", {})]
+        specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", REAPER_ENV)]
         specs += [("scheduler", SCHEDULER_ENV)] * schedulers
         specs += [("executor", {"JOB_TYPE": "noop", **EXECUTOR_ENV})] * noop
         specs += [("executor", {"JOB_TYPE": "slow", **EXECUTOR_ENV})] * slow
@@ -337,7 +339,8 @@ class Harness:
         if phantom:
             problems.append(
                 f"{len(phantom)} jobs have a completion line but are not completed in the "
-                f"store: {sorted(phantom)[:5]}"
+                f"store: {sorted(phantom)[:5]}; as stored: "
+                + "; ".join(repr(stored[i]) for i in sorted(phantom)[:3] if i in stored)
             )
         for window, seconds in zip(self.windows, recovery, strict=True):
             if seconds is None or seconds > RECOVERY_BOUND:
