@@ -30,6 +30,11 @@ MANAGE_INDEXES: Final = [
     IndexModel([("templateId", ASCENDING), ("createdAt", DESCENDING)], name="templateId_createdAt"),
     IndexModel([("status", ASCENDING), ("createdAt", DESCENDING)], name="status_createdAt"),
     IndexModel([("status", ASCENDING), ("updatedAt", ASCENDING)], name="status_updatedAt"),
+    # A tenant's cron templates (the Cron view: ``cron`` not null), newest first.
+    IndexModel(
+        [("tenantId", ASCENDING), ("cron", ASCENDING), ("createdAt", DESCENDING)],
+        name="tenant_cron_createdAt",
+    ),
     # Listings sorted by due time (either direction walks the same index).
     IndexModel(
         [("tenantId", ASCENDING), ("scheduledAt", ASCENDING), ("_id", ASCENDING)],

@@ -23,6 +23,8 @@ CREATE INDEX IF NOT EXISTS jobs_template ON jobs (template_id, created_at DESC, 
 CREATE INDEX IF NOT EXISTS jobs_status_created ON jobs (status, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (updated_at)
     WHERE status IN ('completed', 'dlq');
+CREATE INDEX IF NOT EXISTS jobs_tenant_templates ON jobs (tenant_id, created_at DESC, id DESC)
+    WHERE cron IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_tenant_scheduled ON jobs (tenant_id, scheduled_at, id);
 CREATE INDEX IF NOT EXISTS jobs_tenant_status_scheduled
     ON jobs (tenant_id, status, scheduled_at, id);

@@ -175,6 +175,20 @@ async def test_sqlite_listing_plans_walk_an_index_in_order(
         await store.close()
 
 
+async def test_sqlite_lists_a_tenants_templates_from_their_own_index(tmp_path: Path) -> None:
+    store = SQLiteJobStore(tmp_path / "jobs.db")
+    await store.start()
+    try:
+        query = JobQuery(tenant_id="t", cron=True)
+        sql, params = find_sql(query, 1000, None, select=_SELECT, millis=_millis)
+        conn = sqlite3.connect(tmp_path / "jobs.db")
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+        conn.close()
+        assert plan == ["SEARCH jobs USING INDEX jobs_tenant_templates (tenant_id=?)"]
+    finally:
+        await store.close()
+
+
 def test_a_query_matches_keys_and_ids_in_python_as_the_stores_do() -> None:
     job = make_job(key="nightly-run-1")
     base = JobQuery(tenant_id="tenant-a")
