@@ -484,11 +484,12 @@
       cronBox.hidden = !(job.cron && job.status === "pending");
       if (!cronBox.hidden) {
         const words = document.getElementById("cron-words");
-        if (!words.dataset.cron || words.dataset.cron !== job.cron) {
+        const schedule = `${job.cron} ${job.timezone || "UTC"}`;
+        if (words.dataset.cron !== schedule) {
           try {
             const query = new URLSearchParams({ cron: job.cron, timezone: job.timezone || "UTC" });
             words.textContent = (await getJson(`/ui/describe?${query}`)).text;
-            words.dataset.cron = job.cron;
+            words.dataset.cron = schedule;
           } catch (_) {
             words.textContent = job.cron;
           }
