@@ -70,7 +70,7 @@ async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
 
 async def main(out_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        server = DevServer(Path(tmp), {"LOG_LEVEL": "INFO"})
+        server = DevServer(Path(tmp), {"LOG_LEVEL": "INFO", "AUTH": "off"})
         await server.start()
         try:
             async with httpx.AsyncClient(timeout=10) as http:
