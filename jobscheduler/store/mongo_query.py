@@ -8,10 +8,12 @@ with smaller ids are kept), then older ``createdAt`` values.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+import attrs
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.collection import Collection
 
@@ -111,6 +113,26 @@ class ManageQueries:
         return [(self._fields[sort.field], direction), ("_id", direction)]
 
     def find(self, query: JobQuery, limit: int, after: Cursor | None) -> list[Job]:
+        if len(query.statuses) > 1:
+            # One query per status, merged: the test stack's FerretDB serves ``status: {$in:
+            # [...]}`` beside a sort by decoding every document of the tenant (13 s for a
+            # page of two statuses at 20,000 jobs, measured), an equality from its index
+            # (0.15 s). Each part holds the first ``limit`` of its status after the cursor,
+            # so the merge's first ``limit`` are the page.
+            parts = [
+                self._find(attrs.evolve(query, statuses=(status,)), limit, after)
+                for status in query.statuses
+            ]
+            sort = query.sort
+            merged = sorted(
+                itertools.chain.from_iterable(parts),
+                key=lambda job: (sort.key(job), job.id),
+                reverse=sort.descending,
+            )
+            return merged[:limit]
+        return self._find(query, limit, after)
+
+    def _find(self, query: JobQuery, limit: int, after: Cursor | None) -> list[Job]:
         base = self.filter(query)
         sort = query.sort
         order = self._order(sort)

@@ -318,6 +318,30 @@ async def test_cursor_pages_walk_every_match_once_in_each_sort_order(
     assert [j.id for j in seen] == [j.id for j in expected]
 
 
+@pytest.mark.parametrize("sort", [Sort.CREATED_DESC, Sort.SCHEDULED_ASC])
+async def test_cursor_pages_over_several_statuses_interleave_them_in_order(
+    store: JobStore, sort: Sort
+) -> None:
+    # Pending and dead jobs interleave in both orders (ties included); a third status
+    # stays out. The dead ones first: each is claimed while it is the only due job.
+    jobs = [await dead(store, created_at=NOW + timedelta(seconds=i)) for i in range(4)]
+    for i in range(4):
+        at = NOW + timedelta(seconds=i)
+        jobs.append(await store.insert(make_job(created_at=at, scheduled_at=at)))
+    await store.apply(states.cancel(await store.insert(make_job()), now=NOW))
+    query = JobQuery(tenant_id="tenant-a", statuses=(Status.PENDING, Status.DLQ), sort=sort)
+    seen: list[Job] = []
+    after: Cursor | None = None
+    while True:
+        page = await store.find_jobs(query, 3, after)
+        seen += page
+        if len(page) < 3:
+            break
+        after = Cursor.after(page[-1], sort)
+    expected = sorted(jobs, key=lambda j: (sort.key(j), j.id), reverse=sort.descending)
+    assert [j.id for j in seen] == [j.id for j in expected]
+
+
 async def test_an_ascending_page_after_a_cursor_keeps_the_created_range(store: JobStore) -> None:
     jobs = [await store.insert(make_job(created_at=NOW + timedelta(seconds=i))) for i in range(6)]
     query = JobQuery(
