@@ -671,7 +671,7 @@
             el("td", { class: "mono" }, when(group.oldest)),
             el("td", { class: "mono" }, when(group.newest)),
             ...(canAct
-              ? [el("td", {}, el("button", { type: "button", "data-retry-group": index }, "Retry group"))]
+              ? [el("td", {}, el("button", { type: "button", "data-retry-group": index, class: "small" }, "Retry group"))]
               : []),
           ),
         );
