@@ -47,7 +47,7 @@ from ..bus.kafka import delete_prefixed_topics
 from ..config import Settings, parse_duration
 from ..errors import ConfigError
 from ..model import format_time, parse_time
-from . import bench_enqueue
+from . import bench_create, bench_enqueue
 from .stats import format_seconds, percentiles
 
 PCTS = (50, 95, 99)
@@ -77,6 +77,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="AUTH of the stack; with required, requests carry an all-tenant admin key (off)",
     )
     bench_enqueue.configure(parser)
+    bench_create.configure(parser)
 
 
 def _free_port() -> int:
@@ -176,9 +177,19 @@ def _summary(label: str, seconds: list[float]) -> str:
 class _Process:
     """One ``jobscheduler`` subprocess of the stack under test, with its metrics port."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        module: str = "jobscheduler",
+        metrics_port: int | None = None,
+    ) -> None:
         self.name = name
-        self.metrics_port = _free_port()
+        self.metrics_port = metrics_port or _free_port()
+        self._module = module
         self._argv = argv
         self._env = {**env, "METRICS_PORT": str(self.metrics_port)}
         self._log = log
@@ -187,7 +198,7 @@ class _Process:
     async def spawn(self) -> None:
         with self._log.open("wb") as log:
             self.proc = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "jobscheduler", *self._argv],
+                [sys.executable, "-m", self._module, *self._argv],
                 env=self._env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -255,7 +266,15 @@ class _Bench:
         self.key: str | None = None
         self.topic_prefix = f"{settings.kafka_topic_prefix}bench-{self.run_id}."
 
-    def _process(self, name: str, argv: list[str], **env: str) -> _Process:
+    def _process(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        module: str = "jobscheduler",
+        metrics_port: int | None = None,
+        **env: str,
+    ) -> _Process:
         # The caller's settings (SCHEDULER_TICK, ...) apply; the bench owns the rest.
         process = _Process(
             name,
@@ -268,6 +287,8 @@ class _Bench:
                 **env,
             },
             self.workdir / f"{name}.log",
+            module=module,
+            metrics_port=metrics_port,
         )
         self.processes.append(process)
         return process
@@ -294,22 +315,23 @@ class _Bench:
     def _schedulers(self) -> list[_Process]:
         return [p for p in self.processes if p.name.startswith("scheduler")]
 
-    async def _create_key(self) -> str:
-        """An all-tenant admin key in the stack's (fresh) store, made before it starts."""
+    async def _create_key(self, sqlite_path: Path | None = None) -> str:
+        """An all-tenant admin key in the stack's (fresh) store, made before it starts
+        (``sqlite_path``: in that SQLite file instead)."""
         from ..auth import Role
         from ..keys import new_key
         from ..store import JobStore
 
         record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))
         store: JobStore
-        if self.distributed:
+        if self.distributed and sqlite_path is None:
             from ..store.mongo import MongoJobStore
 
             store = MongoJobStore(self.settings.mongo_uri, self.database)
         else:
             from ..store.sqlite import SQLiteJobStore
 
-            store = SQLiteJobStore(self.workdir / "bench.db")
+            store = SQLiteJobStore(sqlite_path or self.workdir / "bench.db")
         await store.start()
         try:
             await store.insert_key(record)
@@ -337,6 +359,35 @@ class _Bench:
         if self.distributed:
             with trio.fail_after(STARTUP_TIMEOUT):
                 await self._leader()
+
+    async def start_server(
+        self, name: str, *, echo: bool = False, auth: str = "off"
+    ) -> bench_create.Server:
+        """A fresh server of the create phase: the echo app, or a ``dev`` on its own SQLite
+        file with ``auth`` (and an admin key when required), at the default LOG_LEVEL."""
+        port = _free_port()
+        key: str | None = None
+        if echo:
+            process = self._process(
+                name, ["--port", str(port)], module=bench_create.ECHO_MODULE, metrics_port=port
+            )
+        else:
+            db = self.workdir / f"{name}.db"
+            if auth == "required":
+                key = await self._create_key(db)
+            process = self._process(
+                name, ["dev"], SQLITE_PATH=str(db), API_PORT=str(port), AUTH=auth, LOG_LEVEL="INFO"
+            )
+        await process.spawn()
+        async with httpx.AsyncClient() as client:
+            await process.wait_healthy(client)
+        assert process.proc is not None
+        return bench_create.Server(
+            url=f"http://127.0.0.1:{port}", pid=process.proc.pid, key=key, stop=process.stop
+        )
+
+    def pool(self, url: str, size: int, key: str | None) -> _Pool:
+        return _Pool(url, size, key)
 
     async def stop_stack(self) -> None:
         for process in self.processes:
@@ -543,6 +594,8 @@ class _Bench:
             client = _Pool(self.api, self.args.concurrency, self.key)
             phases = {p.strip() for p in self.args.phases.split(",")}
             try:
+                if "create" in phases:
+                    await bench_create.create_phase(self, self.args, self.run_id)
                 if "burst" in phases:
                     await self.burst(client)
                 if "steady" in phases:
@@ -554,7 +607,8 @@ class _Bench:
             finally:
                 await client.aclose()
             for process in self.processes:
-                print(f"RSS of {process.name} after load: {process.rss_mb():.1f} MB")
+                if process.running:  # the create phase's servers are stopped by then
+                    print(f"RSS of {process.name} after load: {process.rss_mb():.1f} MB")
             if self.distributed:
                 await self.failover()
         finally:

@@ -41,8 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--phases",
-        default="burst,steady,enqueue",
-        help="comma list of phases to run: burst, steady, enqueue (all)",
+        default="create,burst,steady,enqueue",
+        help="comma list of phases to run: create, burst, steady, enqueue (all)",
     )
 
 

@@ -17,6 +17,7 @@ from ..errors import Unauthorized
 from ..model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
 from ..runtime import Deps
 from ._chart import statuses_of
+from ._filters import PAGE_SIZES, SORT_CHOICES, parse_jobs_filter
 from ._session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -33,9 +34,6 @@ log = logging.getLogger(__name__)
 #: Stylesheet and script, served at /ui/static/ (package data).
 STATIC_DIR = Path(__file__).parent / "static"
 
-#: Rows per page of the Jobs table, and the choices offered.
-DEFAULT_PAGE_SIZE = 50
-PAGE_SIZES = (25, 50, 100, 200)
 #: The tenant the Jobs view opens on when the caller is not bound to one.
 DEFAULT_TENANT = "default"
 #: How many of a tenant's newest jobs the Dead letters and Cron views group (one API page).
@@ -154,24 +152,18 @@ def register_ui_routes(
         principal = current_principal()
         args = request.args
         tenant = principal.tenant or args.get("tenantId") or DEFAULT_TENANT
-        status = args.get("status", "")
-        if status not in LISTABLE_STATUSES:
-            status = ""
-        try:
-            limit = int(args.get("limit", DEFAULT_PAGE_SIZE))
-        except ValueError:
-            limit = DEFAULT_PAGE_SIZE
-        if limit not in PAGE_SIZES:
-            limit = DEFAULT_PAGE_SIZE
+        filters = parse_jobs_filter(args, tenant, LISTABLE_STATUSES)
         body = await render_template(
             "jobs.html",
             **_page_context("jobs", refresh),
             tenant=tenant,
             tenant_locked=principal.tenant is not None,
-            status=status,
+            f=filters,
+            api_query=urlencode(filters.api_params()),
+            bulk_filter=json.dumps(filters.bulk_filter()),
             statuses=LISTABLE_STATUSES,
-            limit=limit,
             page_sizes=PAGE_SIZES,
+            sorts=SORT_CHOICES,
         )
         return _html(body)
 

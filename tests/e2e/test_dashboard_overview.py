@@ -17,7 +17,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from tests.support.browser import chromium, wait_until
 
 from .conftest import DevServer, wait_for_job
-from .test_dashboard import FUTURE, LAYOUT_SHIFT_OBSERVER, create, refreshes, sign_in
+from .dashboard_steps import FUTURE, LAYOUT_SHIFT_OBSERVER, create, refreshes, sign_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

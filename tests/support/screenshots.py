@@ -93,6 +93,19 @@ async def main(out_dir: Path) -> None:
                     "#templates tbody tr",
                 ),
                 (
+                    "dashboard-jobs-filtered.png",
+                    f"/ui/jobs?tenantId={TENANT}&status=pending&status=completed&key=report-"
+                    "&sort=scheduledAt&limit=25",
+                    DESKTOP,
+                    "#jobs tbody tr",
+                ),
+                (
+                    "dashboard-template-edit.png",
+                    f"/ui/jobs/{ids['cron']}#edit-template",
+                    DESKTOP,
+                    "#ledger tbody tr",
+                ),
+                (
                     "dashboard-jobs-phone.png",
                     f"/ui/jobs?tenantId={TENANT}",
                     PHONE,

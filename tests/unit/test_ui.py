@@ -6,6 +6,8 @@ tests/e2e/test_dashboard.py); here we prove what the server itself renders.
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from collections.abc import AsyncIterator
 
@@ -55,12 +57,22 @@ async def test_pages_forbid_framing_and_foreign_scripts(api: Api) -> None:
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
 
 
+def _data(page: str, name: str) -> str:
+    """An attribute of the Jobs table, unescaped."""
+    match = re.search(rf'<table class="jobs"[^>]*\bdata-{name}="([^"]*)"', page)
+    assert match, page
+    return html.unescape(match.group(1))
+
+
 async def test_jobs_page_keeps_valid_filters_and_drops_invalid_ones(api: Api) -> None:
     reply = await api.get("/ui/jobs", tenantId="acme", status="dlq", limit="100")
     assert reply.status == 200
-    assert 'data-tenant="acme" data-status="dlq" data-limit="100"' in reply.text
-    reply = await api.get("/ui/jobs", status="bogus", limit="7")
-    assert 'data-tenant="default" data-status="" data-limit="50"' in reply.text
+    assert _data(reply.text, "query") == "tenantId=acme&status=dlq&limit=100"
+    assert re.search(r'value="dlq"\s+checked', reply.text)
+    assert not re.search(r'value="pending"\s+checked', reply.text)
+    reply = await api.get("/ui/jobs", status="bogus", limit="7", sort="id", createdFrom="today")
+    assert _data(reply.text, "query") == "tenantId=default&limit=50"
+    assert json.loads(_data(reply.text, "filter")) == {"tenantId": "default"}
 
 
 async def test_jobs_page_escapes_the_tenant_it_echoes(api: Api) -> None:
