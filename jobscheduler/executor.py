@@ -45,6 +45,7 @@ from .handlers import JobContext
 from .handlers.registry import HANDLER_LOGGER
 from .handlers.runners import HandlerRunner, open_runner
 from .model import Job, Status
+from .presence import Presence
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,10 @@ class Executor:
         self._subscriptions: dict[str, Subscription] = {}
         #: Repeated store errors become one line per interval (with a count).
         self._throttled = LogThrottle(log)
+
+    def in_flight(self) -> int:
+        """How many jobs this executor is running right now."""
+        return len(self._in_flight)
 
     def liveness_problem(self) -> str | None:
         """Why this executor is not consuming as it should (a subscription that has not
@@ -697,6 +702,9 @@ async def run_executor(
     ):
         executor = Executor(deps, runner)
         await nursery.start(executor.heartbeat_loop)
+        # The Overview's record of this executor (jobscheduler.presence).
+        presence = Presence(deps, "executor", job_types=job_types, in_flight=executor.in_flight)
+        await nursery.start(presence.run)
         async with trio.open_nursery() as consumers:
             for job_type in job_types:
                 await consumers.start(executor.consume, job_type)

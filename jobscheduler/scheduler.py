@@ -19,6 +19,7 @@ from .cron_firing import TemplateFiring
 from .election import Term, lead
 from .errors import BusError, StoreError
 from .model import Job
+from .presence import Presence
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,13 @@ async def run_scheduler(
     scheduler = Scheduler(deps)
     gauge = deps.metrics.scheduler_is_leader
     gauge.set(0)
-    task_status.started()
-    await lead(
-        deps.elector, scheduler.dispatch_loop, on_leadership=lambda leading: gauge.set(int(leading))
-    )
+    presence = Presence(deps, "scheduler")  # the Overview's record (jobscheduler.presence)
+
+    def on_leadership(leading: bool) -> None:
+        gauge.set(int(leading))
+        presence.changed(leader=leading)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(presence.run)
+        task_status.started()
+        await lead(deps.elector, scheduler.dispatch_loop, on_leadership=on_leadership)

@@ -17,7 +17,9 @@ from ..cron import Occurrence, OccurrenceStatus
 from ..errors import DuplicateJob, ValidationError
 from ..keys import ApiKey
 from ..model import Job, Status
+from ..overview import OverviewStats
 from ..states import Change
+from ..workers import WorkerBeat
 from .query import Cursor, JobQuery, JobStats
 
 #: What :meth:`JobStore.insert_many` answers for each job, in order: the job as stored, or
@@ -273,3 +275,28 @@ class JobStore(abc.ABC):
         completed / dead-lettered (by ``updated_at``) in each of the last
         :data:`~jobscheduler.store.query.STATS_WINDOWS` minutes. ``tenant_id`` None: every
         tenant."""
+
+    # ------------------------------------------------------------ presence, Overview (issue 14)
+
+    @abc.abstractmethod
+    async def beat_worker(self, beat: WorkerBeat) -> None:
+        """Store ``beat`` as its process's record, replacing the previous one of that id."""
+
+    @abc.abstractmethod
+    async def live_workers(self, now: datetime) -> list[WorkerBeat]:
+        """The records whose ``expires_at`` is after ``now``, by role then id."""
+
+    @abc.abstractmethod
+    async def forget_worker(self, worker_id: str) -> None:
+        """Delete the record with this id (a clean shutdown); no error if there is none."""
+
+    @abc.abstractmethod
+    async def prune_workers(self, now: datetime) -> int:
+        """Delete the records expired at ``now``; returns how many."""
+
+    @abc.abstractmethod
+    async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
+        """Counts by status (every status, zero included), the oldest due pending one-off
+        job, and per minute of the last :data:`~jobscheduler.overview.SERIES_MINUTES` (the
+        last one is ``now``'s) the jobs that ended completed / in dlq (by ``updated_at``).
+        ``tenant_id`` None: every tenant. Indexed reads only: no scan of the jobs."""

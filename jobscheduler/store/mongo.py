@@ -93,6 +93,7 @@ from .mongo_attempts import (
 )
 from .mongo_query import MANAGE_INDEXES, ManageQueries
 from .mongo_tenancy import MongoTenancyMixin, create_tenancy_indexes, drop_global_key_index
+from .mongo_workers import MongoWorkersMixin, create_workers_indexes
 from .query import Cursor, JobQuery, JobStats
 
 T = TypeVar("T")
@@ -345,7 +346,7 @@ def _holds(doc: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
     return all(doc.get(doc_field) == value for doc_field, value in values.items())
 
 
-class MongoJobStore(MongoTenancyMixin, JobStore):
+class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, JobStore):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server.
 
     ``server_selection_timeout`` (seconds) bounds how long any call waits for a reachable
@@ -452,6 +453,7 @@ class MongoJobStore(MongoTenancyMixin, JobStore):
             for index in ATTEMPT_INDEXES:
                 attempts.create_indexes([index])
             create_tenancy_indexes(client, self._database)
+            create_workers_indexes(client, self._database)
         except BaseException:
             client.close()
             raise

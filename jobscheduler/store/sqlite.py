@@ -51,6 +51,7 @@ from .sqlite_attempts import (
 )
 from .sqlite_query import MANAGE_INDEXES, find_sql, stats_sql
 from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
+from .sqlite_workers import WORKERS_SCHEMA, SQLiteWorkersMixin
 
 T = TypeVar("T")
 
@@ -265,7 +266,7 @@ def _edge_error(exc: Exception) -> Exception:
     return mapped
 
 
-class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
+class SQLiteJobStore(SQLiteWorkersMixin, SQLiteTenancyMixin, JobStore):
     """JobStore on one SQLite file (created with its directory if missing)."""
 
     def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
@@ -307,6 +308,7 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             conn.executescript(TENANCY_SCHEMA)
             sqlite_ledger.migrate(conn)
             conn.executescript(MANAGE_INDEXES)
+            conn.executescript(WORKERS_SCHEMA)
             return conn
 
         try:

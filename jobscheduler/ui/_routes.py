@@ -14,9 +14,9 @@ from quart_trio import QuartTrio
 from ..auth import Principal, Role, current_principal, public, requires
 from ..bounded import BoundedCalls
 from ..errors import Unauthorized
-from ..model import LISTABLE_STATUSES, is_job_id
+from ..model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
 from ..runtime import Deps
-from ._chart import status_bars, statuses_of
+from ._chart import statuses_of
 from ._filters import PAGE_SIZES, SORT_CHOICES, parse_jobs_filter
 from ._session import (
     CSRF_FIELD,
@@ -122,20 +122,27 @@ def register_ui_routes(
     @ui.get("/")
     @requires(Role.READER)
     async def overview() -> Response:
+        # A shell: static/overview.js fills it from GET /stats/overview (the API's own scope
+        # rules apply). A principal that sees every tenant may pick one with the switcher.
         principal = current_principal()
-        counts: dict[str, int] | None = None
+        requested = (request.args.get("tenantId") or "").strip()
+        tenant = principal.tenant or (requested[:MAX_STRING_LENGTH] or None)
+        api_url = "/stats/overview"
+        known: list[str] = []
         if principal.tenant is None:
-            # Every tenant's counts: only for a principal that sees every tenant.
-            by_status = await store_calls.call(deps.store.count_by_status)
-            counts = {status.value: count for status, count in by_status.items()}
-        context = _page_context("overview", refresh)
+            if tenant is not None:
+                api_url += "?" + urlencode({"tenantId": tenant})
+            # The switcher's suggestions: the tenants keys are bound to (a few rows).
+            keys = await store_calls.call(deps.store.list_keys, None)
+            known = sorted({key.tenant for key in keys if key.tenant})
         body = await render_template(
             "overview.html",
-            **context,
-            counts=counts,
-            statuses=statuses_of(counts or {}),
-            total=sum(counts.values()) if counts is not None else None,
-            chart=status_bars(counts) if counts is not None else "",
+            **_page_context("overview", refresh),
+            tenant=tenant,
+            api_url=api_url,
+            statuses=statuses_of({}),
+            cluster_visible=principal.tenant is None,
+            known_tenants=known,
         )
         return _html(body)
 

@@ -52,15 +52,6 @@ JobBody = Callable[..., dict[str, Any]]
 __all__ = ["LAYOUT_SHIFT_OBSERVER", "refreshes", "sign_in", "table_ids"]
 
 
-def overview_counts(driver: WebDriver) -> dict[str, int]:
-    """The Overview's counts by status, read in one script (refreshes replace the table)."""
-    counts: dict[str, str] = driver.execute_script(
-        "return Object.fromEntries([...document.querySelectorAll('#counts tbody tr')]"
-        ".map(r => [r.dataset.status, r.querySelector('.num').textContent]))"
-    )
-    return {status: int(count) for status, count in counts.items()}
-
-
 def page_fits(driver: WebDriver) -> bool:
     """Nothing on the page is wider than the window (no sideways scrolling)."""
     fits: bool = driver.execute_script(
@@ -159,28 +150,6 @@ async def test_a_job_created_through_the_api_appears_filters_opens_and_is_cancel
         await wait_for_job(client, server, waiting, lambda j: j["status"] == "cancelled")
         wait_until(driver, lambda d: visible_actions(d) == ["retry"], "retry offered")
     assert (await stored(client, server, late))["status"] == "pending"
-
-
-async def test_overview_counts_match_the_store_and_refresh_without_layout_shift(
-    dev_factory: DevFactory, client: httpx.AsyncClient, job_body: JobBody
-) -> None:
-    server = await dev_factory(UI_REFRESH="1s")
-    for _ in range(3):
-        await create(client, server, job_body(scheduledAt=FUTURE))
-
-    with chromium() as driver:
-        sign_in(driver, server)
-        driver.get(f"{server.url}/ui")
-        counts = overview_counts(driver)
-        assert counts["pending"] == 3
-        driver.execute_script(LAYOUT_SHIFT_OBSERVER + "window.notReloaded = true;")
-        for _ in range(2):
-            await create(client, server, job_body(scheduledAt=FUTURE))
-        wait_until(driver, lambda d: overview_counts(d)["pending"] == 5, "refreshed counts")
-        assert driver.execute_script("return window.notReloaded") is True
-        assert driver.execute_script("return window.shift") == 0
-        pending = await listed(client, server, status="pending")
-        assert len(pending) == overview_counts(driver)["pending"]
 
 
 async def test_the_views_fit_a_phone_width_screen(
@@ -446,8 +415,10 @@ async def test_the_views_are_reachable_with_the_keyboard_alone(
             focused.append(active.get_attribute("href") or active.get_attribute("id") or "")
             if active.get_attribute("href") == f"{server.url}/ui/jobs/{job_id}":
                 break
+        # (The navigation carries the tenant being looked at: compare without the query.)
+        reached = {url.split("?")[0] for url in focused}
         for view in ("/ui", "/ui/jobs", "/ui/dead-letters", "/ui/cron"):
-            assert f"{server.url}{view}" in focused, focused
+            assert f"{server.url}{view}" in reached, focused
         # The filters and the page's select-all box are on the way to the rows.
         for control in ("f-tenant", "f-key", "f-sort", "select-page"):
             assert control in focused, focused

@@ -76,7 +76,7 @@ async def main(out_dir: Path) -> None:
             async with httpx.AsyncClient(timeout=10) as http:
                 ids = await seed(http, server)
             shots = [
-                ("dashboard-overview.png", "/ui", DESKTOP, "#counts"),
+                ("dashboard-overview.png", "/ui", DESKTOP, "#ov-executors tbody tr[data-worker]"),
                 ("dashboard-jobs.png", f"/ui/jobs?tenantId={TENANT}", DESKTOP, "#jobs tbody tr"),
                 ("dashboard-job-dlq.png", f"/ui/jobs/{ids['dlq']}", DESKTOP, "#attempts li"),
                 ("dashboard-job-cron.png", f"/ui/jobs/{ids['cron']}", DESKTOP, "#fires li"),

@@ -100,6 +100,8 @@ async def measure(store: JobStore, settings: Settings, rounds: int) -> None:
         job_id = dlq[0]["id"]
         paths = [
             "/ui",
+            "/stats/overview",
+            f"/stats/overview?tenantId={TENANT}",
             f"/ui/jobs?tenantId={TENANT}",
             f"/ui/jobs/{job_id}",
             f"/jobs?tenantId={TENANT}&limit=50",

@@ -15,11 +15,9 @@ import attrs
 import pytest
 
 from jobscheduler.api import create_app
-from jobscheduler.model import Status
-from jobscheduler.store.sqlite import SQLiteJobStore
-from jobscheduler.ui._chart import STATUS_ORDER, status_bars
+from jobscheduler.ui._chart import STATUS_ORDER
 
-from .conftest import DepsFactory, make_job
+from .conftest import DepsFactory
 from .test_api import Api, api_deps, serve
 
 
@@ -35,20 +33,22 @@ async def test_root_redirects_to_the_dashboard(api: Api) -> None:
     assert response.headers["Location"] == "/ui"
 
 
-async def test_overview_shows_the_store_counts_by_status(api: Api, store: SQLiteJobStore) -> None:
-    for index in range(3):
-        await store.insert(make_job(key=f"p{index}"))
-    await store.insert(make_job(key="d", status=Status.DLQ))
+async def test_overview_is_a_shell_with_every_status_row_that_reads_the_overview_api(
+    api: Api,
+) -> None:
     reply = await api.get("/ui")
     assert reply.status == 200
     assert reply.content_type.startswith("text/html")
-    rows = dict(re.findall(r'data-status="(\w+)">.*?<td class="num">(\d+)</td>', reply.text, re.S))
-    assert rows["pending"] == "3"
-    assert rows["dlq"] == "1"
-    assert rows["completed"] == "0"
-    assert rows["paused"] == "0"
-    assert "4 in all" in reply.text
-    assert '<svg class="chart"' in reply.text
+    rows = re.findall(r'<tr data-status="(\w+)">', reply.text)
+    assert rows == list(STATUS_ORDER)
+    assert 'data-api="/stats/overview"' in reply.text
+    assert "overview.js" in reply.text
+
+
+async def test_overview_of_a_chosen_tenant_reads_that_tenant(api: Api) -> None:
+    reply = await api.get("/ui", tenantId="acme & co")
+    assert 'data-api="/stats/overview?tenantId=acme+%26+co"' in reply.text
+    assert "tenantId=acme%20%26%20co" in reply.text  # the status rows link to its jobs
 
 
 async def test_pages_forbid_framing_and_foreign_scripts(api: Api) -> None:
@@ -102,19 +102,6 @@ async def test_static_script_and_stylesheet_are_served_from_the_package(api: Api
     style = await api.client.get("/ui/static/ui.css")
     assert style.status_code == 200
     assert style.content_type.startswith("text/css")
-
-
-def test_status_chart_has_one_row_per_status_even_when_empty() -> None:
-    svg = status_bars({})
-    assert svg.count('class="track"') == len(STATUS_ORDER)
-    assert 'width="0" height="22" class="bar s-pending"' in svg
-
-
-def test_status_chart_scales_bars_to_the_largest_count() -> None:
-    svg = status_bars({"completed": 10, "dlq": 5}, width=560)
-    track = 560 - 90 - 80
-    assert f'width="{track}" height="22" class="bar s-completed"' in svg
-    assert f'width="{track // 2}" height="22" class="bar s-dlq"' in svg
 
 
 async def test_with_authentication_off_sign_in_opens_the_dashboard_directly(
@@ -171,9 +158,3 @@ async def test_static_files_cannot_reach_outside_their_folder(api: Api) -> None:
     assert response.status_code == 404
     response = await api.client.get("/ui/static/%2e%2e/_routes.py")
     assert response.status_code == 404
-
-
-def test_status_chart_draws_a_status_it_does_not_know_after_the_known_ones() -> None:
-    svg = status_bars({"pending": 1, "archived": 2})
-    assert svg.count('class="track"') == len(STATUS_ORDER) + 1
-    assert svg.index("s-paused") < svg.index("s-archived")

@@ -91,25 +91,6 @@
     return tick;
   }
 
-  // ---- Overview: re-read the server-rendered counts and swap them in (same size, no shift).
-  function overview() {
-    const counts = document.getElementById("counts");
-    if (!counts) return;
-    every(async () => {
-      const response = await fetch(location.pathname, { credentials: "same-origin" });
-      if (!response.ok) return;
-      const page = new DOMParser().parseFromString(await response.text(), "text/html");
-      for (const id of ["counts", "total"]) {
-        const fresh = page.getElementById(id);
-        if (fresh) document.getElementById(id).replaceWith(fresh);
-      }
-      const chart = page.querySelector(".chart-box svg");
-      if (chart) document.querySelector(".chart-box svg").replaceWith(chart);
-      document.getElementById("refreshed").textContent =
-        `Updated ${new Date().toLocaleTimeString()}; refreshes every ${refreshMs / 1000} s.`;
-    });
-  }
-
   // A page of GET /jobs: the rows and the cursor of the next page (from its Link header).
   async function getPage(url) {
     const response = await fetch(url, {
@@ -817,7 +798,6 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
-    overview();
     jobs();
     detail();
     deadLetters();
