@@ -300,14 +300,15 @@ class Executor:
         for message, token in zip(messages, tokens, strict=True):
             changes.append(states.pick(message.job_id, worker=self._worker, token=token, now=now))
             changes.append(states.start(message.job_id, token=token, now=now))
-        results = await self._deps.store.apply_many(changes)
+        # Only the start's row is read back (the job to run); the pick's is not needed.
+        results = await self._deps.store.apply_many_lean(changes, (False, True) * len(messages))
         started: list[tuple[Job, str] | None] = []
         for i, (message, token) in enumerate(zip(messages, tokens, strict=True)):
             picked, running = results[2 * i], results[2 * i + 1]
-            if picked is None:
+            if picked is False:
                 self._count_lost(message.job_type, "pick", message.job_id)
                 started.append(None)
-            elif running is None:
+            elif not isinstance(running, Job):
                 self._count_lost(message.job_type, "start", message.job_id)
                 started.append(None)
             else:
@@ -621,10 +622,13 @@ class Executor:
             )
             for o in outcomes
         ]
+        # A completion's row is not read back (only whether it applied); a failure's is.
+        read_back = [o.failure is not None for o in outcomes]
+        written = await deps.store.apply_many_lean(changes, read_back)
         results: list[str] = []
-        for outcome, after in zip(outcomes, await deps.store.apply_many(changes), strict=True):
+        for outcome, after in zip(outcomes, written, strict=True):
             job, error, logger = outcome.job, outcome.error, outcome.logger
-            if after is None:
+            if after is False:
                 # A failed attempt loses to a cancel request: the job ends cancelled.
                 if error is not None and await self._finish_cancel(job, outcome.token, logger):
                     results.append("cancelled")
@@ -635,7 +639,11 @@ class Executor:
             if error is None:
                 result = "completed"
                 logger.debug("job completed")
-            elif after.status is Status.DLQ:
+                self._count(job.job_type, result)
+                results.append(result)
+                continue
+            assert isinstance(after, Job)  # a failure's row is read back
+            if after.status is Status.DLQ:
                 result = "dlq"
                 logger.warning(
                     "job dead-lettered",

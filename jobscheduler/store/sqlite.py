@@ -218,11 +218,13 @@ def _update_sql(
     set_fields: tuple[str, ...],
     expect_shape: tuple[tuple[str, int], ...],
     inc_fields: tuple[str, ...] = (),
+    returning: bool = True,
 ) -> str:
     """The UPDATE for a Change of this shape (cached: transitions have a handful of shapes).
 
     ``expect_shape`` is (field, n): n > 0 is ``IN`` with n values, 0 is ``=``, -1 is NULL.
     ``inc_fields`` are added to (``column = column + ?``), after the ``set_fields``.
+    ``returning`` False leaves out the read-back of the updated row (``RETURNING``).
     """
     assignments = ", ".join(
         [f"{_COLUMNS[f]} = ?" for f in set_fields]
@@ -237,7 +239,8 @@ def _update_sql(
             conditions.append(f"{column} IS NULL")
         else:
             conditions.append(f"{column} = ?")
-    return f"UPDATE jobs SET {assignments} WHERE {' AND '.join(conditions)} RETURNING {_SELECT}"
+    update = f"UPDATE jobs SET {assignments} WHERE {' AND '.join(conditions)}"
+    return f"{update} RETURNING {_SELECT}" if returning else update
 
 
 class _Slot(Generic[T]):
@@ -579,11 +582,8 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         return None if value is None else _EPOCH + timedelta(milliseconds=value)
 
     @staticmethod
-    def _change_op(
-        change: Change, records: list[tuple[Any, ...]] | None = None
-    ) -> Callable[[sqlite3.Connection], Job | None]:
-        """The operation applying ``change``. Its attempt record, if it applies, is written
-        at once, or appended to ``records`` for the caller to write in the same transaction."""
+    def _change_sql(change: Change, *, returning: bool = True) -> tuple[str, list[Any]]:
+        """The UPDATE applying ``change`` and its parameters."""
         params: list[Any] = [_to_db(f, v) for f, v in change.set.items()]
         params.append(change.job_id)
         shape: list[tuple[str, int]] = []
@@ -599,7 +599,15 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         inc = tuple(change.inc)
         if inc:
             params[len(change.set) : len(change.set)] = [change.inc[f] for f in inc]
-        sql = _update_sql(tuple(change.set), tuple(shape), inc)
+        return _update_sql(tuple(change.set), tuple(shape), inc, returning), params
+
+    @classmethod
+    def _change_op(
+        cls, change: Change, records: list[tuple[Any, ...]] | None = None
+    ) -> Callable[[sqlite3.Connection], Job | None]:
+        """The operation applying ``change``. Its attempt record, if it applies, is written
+        at once, or appended to ``records`` for the caller to write in the same transaction."""
+        sql, params = cls._change_sql(change)
         record = None if change.record is None else attempt_params(change.record)
 
         def op(conn: sqlite3.Connection) -> Job | None:
@@ -624,6 +632,36 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             # of this operation (same transaction: all of it lands, or none).
             records: list[tuple[Any, ...]] = []
             results = [self._change_op(change, records)(conn) for change in changes]
+            if records:
+                conn.executemany(INSERT_ATTEMPT, records)
+            return results
+
+        return await self._write(op)
+
+    async def apply_many_lean(
+        self, changes: Sequence[Change], read_back: Sequence[bool]
+    ) -> list[Job | bool]:
+        """One operation, like :meth:`apply_many`; the changes not read back are run without
+        ``RETURNING`` (their row is neither fetched nor decoded)."""
+        plan: list[tuple[str, list[Any], bool, tuple[Any, ...] | None]] = []
+        for change, want in zip(changes, read_back, strict=True):
+            sql, params = self._change_sql(change, returning=want)
+            record = None if change.record is None else attempt_params(change.record)
+            plan.append((sql, params, want, record))
+
+        def op(conn: sqlite3.Connection) -> list[Job | bool]:
+            records: list[tuple[Any, ...]] = []
+            results: list[Job | bool] = []
+            for sql, params, want, record in plan:
+                cursor = conn.execute(sql, params)
+                if want:
+                    row = cursor.fetchone()
+                    result: Job | bool = False if row is None else _from_row(row)
+                else:
+                    result = cursor.rowcount > 0
+                if result is not False and record is not None:
+                    records.append(record)
+                results.append(result)
             if records:
                 conn.executemany(INSERT_ATTEMPT, records)
             return results
@@ -714,9 +752,9 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
 
     async def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """All in one write transaction (one thread hop); rows are read back only to count."""
-        ops = [self._change_op(change) for change in changes]
-        return await self._write(lambda conn: sum(op(conn) is not None for op in ops))
+        """All in one write transaction (one thread hop), no row read back."""
+        results = await self.apply_many_lean(changes, [False] * len(changes))
+        return sum(result is True for result in results)
 
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         queries = stats_sql(tenant_id, now, millis=_millis)
