@@ -126,6 +126,45 @@ class _Finished:
         self.done = done
 
 
+class _Slots:
+    """A consumer's two bounds: handlers running at once (EXECUTOR_CONCURRENCY), and
+    messages received whose outcome is not yet written and acked (twice as many).
+
+    A message's running slot is freed when its handler returns, its unsettled slot once it
+    is settled. So the next batch is picked while the last outcomes are being written,
+    and the store shares one round trip between the two instead of taking them in turn.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self._running = trio.CapacityLimiter(concurrency)
+        self._unsettled = trio.CapacityLimiter(2 * concurrency)
+
+    async def take(self, delivery: Delivery) -> None:
+        await self._unsettled.acquire_on_behalf_of(delivery)
+        await self._running.acquire_on_behalf_of(delivery)
+
+    def free(self) -> int:
+        """How many more messages may be taken without waiting."""
+        return int(min(self._running.available_tokens, self._unsettled.available_tokens))
+
+    def take_nowait(self, delivery: Delivery) -> None:
+        self._unsettled.acquire_on_behalf_of_nowait(delivery)
+        self._running.acquire_on_behalf_of_nowait(delivery)
+
+    def stopped(self, delivery: Delivery) -> None:
+        """The message's handler has returned, or was never started."""
+        self._running.release_on_behalf_of(delivery)
+
+    def settled(self, delivery: Delivery) -> None:
+        """The message is acked or released (after :meth:`stopped`)."""
+        self._unsettled.release_on_behalf_of(delivery)
+
+    def release(self, delivery: Delivery) -> None:
+        """Both slots at once: the message was released before its handler returned."""
+        self.stopped(delivery)
+        self.settled(delivery)
+
+
 class Executor:
     def __init__(self, deps: Deps, runner: HandlerRunner | None = None) -> None:
         self._deps = deps
@@ -218,9 +257,10 @@ class Executor:
 
         Store round trips are shared: the messages waiting when one arrives are picked
         together, and the outcomes that finish together are written together (by the
-        settling task, which then acks their messages).
+        settling task, which then acks their messages). A message frees its running slot
+        when its handler returns (see :class:`_Slots`), so picks overlap with outcome writes.
         """
-        limiter = trio.CapacityLimiter(self._deps.settings.executor_concurrency)
+        slots = _Slots(self._deps.settings.executor_concurrency)
         receiving = trio.CancelScope()
         finished, to_settle = trio.open_memory_channel[_Finished](math.inf)
         dead_send, dead_receive = trio.open_memory_channel[Job](DEAD_LETTERS_QUEUED)
@@ -230,19 +270,19 @@ class Executor:
             trio.open_nursery() as settling,
         ):
             settling.start_soon(self._dead_letter_loop, dead_receive)
-            settling.start_soon(self._settle_loop, to_settle, limiter, dead_send)
+            settling.start_soon(self._settle_loop, to_settle, slots, dead_send)
             async with finished, trio.open_nursery() as handlers:
                 self._consumers.append((receiving, handlers.cancel_scope))
                 log.info("executor consuming", extra={"job_type": job_type, "worker": self._worker})
                 task_status.started()
                 with receiving:
                     async for delivery in subscription:
-                        await limiter.acquire_on_behalf_of(delivery)
+                        await slots.take(delivery)
                         batch = [delivery]
-                        for more in subscription.receive_ready(int(limiter.available_tokens)):
-                            limiter.acquire_on_behalf_of_nowait(more)
+                        for more in subscription.receive_ready(slots.free()):
+                            slots.take_nowait(more)
                             batch.append(more)
-                        if await self._start_batch(batch, handlers, finished, limiter):
+                        if await self._start_batch(batch, handlers, finished, slots):
                             pick_delay = 0.0
                         else:
                             # The store is failing: its batch was released; wait a little
@@ -320,7 +360,7 @@ class Executor:
         batch: list[Delivery],
         handlers: trio.Nursery,
         finished: trio.MemorySendChannel[_Finished],
-        limiter: trio.CapacityLimiter,
+        slots: _Slots,
     ) -> bool:
         """Pick the batch's jobs and start their handlers; False if the store failed (the
         batch's messages are then released)."""
@@ -336,11 +376,10 @@ class Executor:
                 self._throttled.recovered("pick", "store picks jobs again")
                 for delivery, started in zip(batch, picked, strict=True):
                     if started is None:
+                        slots.stopped(delivery)
                         finished.send_nowait(_Finished(delivery, None))
                     else:
-                        handlers.start_soon(
-                            self._run_delivered, delivery, started, finished, limiter
-                        )
+                        handlers.start_soon(self._run_delivered, delivery, started, finished, slots)
                 return True
         # Outcome unknown: a job is still queued (the reaper re-pends it after
         # QUEUED_TIMEOUT) or claimed by us (recovered after CLAIM_TIMEOUT). Release the
@@ -358,7 +397,7 @@ class Executor:
         with trio.CancelScope(shield=True):
             for delivery in batch:
                 await delivery.release()
-                limiter.release_on_behalf_of(delivery)
+                slots.release(delivery)
         return False
 
     # -- run --------------------------------------------------------------------------------
@@ -368,7 +407,7 @@ class Executor:
         delivery: Delivery,
         started: tuple[Job, str],
         finished: trio.MemorySendChannel[_Finished],
-        limiter: trio.CapacityLimiter,
+        slots: _Slots,
     ) -> None:
         job = started[0]
         try:
@@ -381,13 +420,14 @@ class Executor:
             )
             with trio.CancelScope(shield=True):
                 await delivery.release()
-            limiter.release_on_behalf_of(delivery)
+            slots.release(delivery)
             return
         except BaseException:
             with trio.CancelScope(shield=True):  # handed back (or left for the reaper)
                 await delivery.release()
-            limiter.release_on_behalf_of(delivery)
+            slots.release(delivery)
             raise
+        slots.stopped(delivery)
         finished.send_nowait(_Finished(delivery, done if isinstance(done, _Done) else None))
 
     async def _execute(self, job: Job, token: str) -> _Done | str:
@@ -508,7 +548,7 @@ class Executor:
     async def _settle_loop(
         self,
         to_settle: trio.MemoryReceiveChannel[_Finished],
-        limiter: trio.CapacityLimiter,
+        slots: _Slots,
         dead_letters: trio.MemorySendChannel[Job],
     ) -> None:
         """Write the outcomes of finished handlers in batches, then settle their messages."""
@@ -517,19 +557,19 @@ class Executor:
             try:
                 async for first in to_settle:
                     batch = [first, *take_ready(to_settle)]
-                    await self._settle(batch, limiter, dead_letters)
+                    await self._settle(batch, slots, dead_letters)
                     batch = []
             finally:
                 # Cancelled outright (not drained): settle what already finished, so a
                 # completed handler is not run again after the reaper's timeout.
                 rest = [*batch, *take_ready(to_settle)]
                 if rest:
-                    await self._settle(rest, limiter, dead_letters)
+                    await self._settle(rest, slots, dead_letters)
 
     async def _settle(
         self,
         batch: list[_Finished],
-        limiter: trio.CapacityLimiter,
+        slots: _Slots,
         dead_letters: trio.MemorySendChannel[Job],
     ) -> None:
         """Write the batch's outcomes (retrying), then ack its messages -- or release them
@@ -549,7 +589,7 @@ class Executor:
                         await item.delivery.release()
             # All slots at once, so the receive loop sees them together (one pick batch).
             for item in batch:
-                limiter.release_on_behalf_of(item.delivery)
+                slots.settled(item.delivery)
         for job in dead:
             try:
                 dead_letters.send_nowait(job)
