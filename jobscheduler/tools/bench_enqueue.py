@@ -8,6 +8,7 @@ Used by :mod:`jobscheduler.tools.bench`; kept apart so that module stays one con
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -41,8 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--phases",
-        default="burst,steady,enqueue",
-        help="comma list of phases to run: burst, steady, enqueue (all)",
+        default="burst,steady,timer,enqueue",
+        help="comma list of phases to run: burst, steady, timer, enqueue (all)",
     )
 
 
@@ -135,6 +136,8 @@ async def enqueue_drain(
             f"enqueue+drain {mode}: {count} noop jobs via {how}: sent in {sent:.2f}s "
             f"({count / sent:.0f} jobs/s accepted), last completed {took:.2f}s after the first "
             f"request = {rates[mode]:.0f} jobs/s"
+            + (" (target >= 2500)" if mode == "batch" else "")
+            + f" (load average {os.getloadavg()[0]:.1f})"
         )
     if len(rates) == 2:
         print(f"  bulk vs single enqueue+drain: {rates['batch'] / rates['single']:.1f}x")
