@@ -140,21 +140,36 @@ CREATE INDEX IF NOT EXISTS jobs_tenant_status ON jobs (tenant_id, status, create
 """
 
 
+def _millis_of(value: datetime) -> int:
+    # Values come from model.utc (whole milliseconds), so rounding is exact.
+    return round(value.timestamp() * 1000)
+
+
+def _json_of(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _replays_of(value: Any) -> str | None:
+    return json.dumps([r.to_json() for r in value], separators=(",", ":")) if value else None
+
+
+#: Job field -> how its (non-None) value is stored; fields not named are stored as they are.
+#: A table, not a chain of tests: every transition encodes several fields on the hot path.
+_ENCODERS: dict[str, Callable[[Any], Any]] = {
+    **dict.fromkeys(_TIME_FIELDS, _millis_of),
+    "payload": _json_of,
+    "result": _json_of,
+    "status": lambda value: Status(value).value,
+    "cron_policy": lambda value: json.dumps(value.to_storage(), separators=(",", ":")),
+    "replays": _replays_of,
+}
+
+
 def _to_db(field: str, value: Any) -> Any:
     if value is None:
         return None
-    if field in _TIME_FIELDS:
-        # Values come from model.utc (whole milliseconds), so rounding is exact.
-        return round(value.timestamp() * 1000)
-    if field in ("payload", "result"):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    if field == "status":
-        return Status(value).value
-    if field == "cron_policy":
-        return json.dumps(value.to_storage(), separators=(",", ":"))
-    if field == "replays":
-        return json.dumps([r.to_json() for r in value], separators=(",", ":")) if value else None
-    return value
+    encode = _ENCODERS.get(field)
+    return value if encode is None else encode(value)
 
 
 #: Columns added after the first release: (column, definition), added to older files at start
