@@ -47,7 +47,7 @@ from .executor_settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slot
 from .handlers import JobContext
 from .handlers.registry import HANDLER_LOGGER
 from .handlers.runners import HandlerRunner, open_runner
-from .model import Job
+from .model import Job, utc
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ class Executor(Settlement):
         """queued -> claimed -> running for each message, all in one round trip. Each entry
         is the running job and its claim token, or None for a stale or duplicate message
         (counted here)."""
-        now = self._deps.clock.now()
+        now = utc(self._deps.clock.now())  # once per batch, not in every transition
         tokens = [self._new_token() for _ in messages]
         changes: list[states.Change] = []
         for message, token in zip(messages, tokens, strict=True):

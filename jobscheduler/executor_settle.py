@@ -22,7 +22,7 @@ from .attempts import Failure, Outcome
 from .bus import Delivery
 from .bus.dead_letters import publish_dead_letter
 from .errors import StoreError
-from .model import Job, Status
+from .model import Job, Status, utc
 from .runtime import Deps
 
 log = logging.getLogger("jobscheduler.executor")
@@ -260,7 +260,7 @@ class Settlement:
         """Write each handler's outcome (one round trip); returns the result labels and
         appends the dead-lettered jobs to ``dead`` (their dead letters are the caller's)."""
         deps = self._deps
-        now = deps.clock.now()
+        now = utc(deps.clock.now())  # once per batch, not in every transition
         changes = [
             states.complete(o.job, token=o.token, now=now, result=o.result)
             if o.failure is None
