@@ -284,8 +284,9 @@ class SQLiteJobStore(SQLiteManageMixin, SQLiteTenancyMixin, JobStore):
         return None if row is None else str(row[0])
 
     async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
-        """One transaction (one group commit): an ``INSERT ... ON CONFLICT DO NOTHING`` per
-        job, then one query for the holders of the keys that were taken."""
+        """One transaction (one group commit): one ``executemany`` of ``INSERT ... ON
+        CONFLICT DO NOTHING``; only if some row was not inserted, a query for which (by id)
+        and one for the holders of the keys that were taken."""
         if not jobs:
             return []
         unique, later = first_of_each_key(jobs)
@@ -298,9 +299,8 @@ class SQLiteJobStore(SQLiteManageMixin, SQLiteTenancyMixin, JobStore):
 
         def op(conn: sqlite3.Connection) -> list[InsertOutcome]:
             taken: list[int] = []
-            for i, params in enumerate(rows):
-                if conn.execute(sql, params).rowcount == 0:
-                    taken.append(i)
+            if conn.executemany(sql, rows).rowcount < len(rows):
+                taken = self._not_inserted(conn, unique)
             # Keys are unique per tenant: the holder of a taken key is looked up in its tenant.
             holders: dict[tuple[str, str], str] = {}
             keys = [unique[i].idempotency_key for i in taken]
@@ -319,6 +319,26 @@ class SQLiteJobStore(SQLiteManageMixin, SQLiteTenancyMixin, JobStore):
             return stored
 
         return spread_outcomes(jobs, await self._write(op), later)
+
+    @staticmethod
+    def _not_inserted(conn: sqlite3.Connection, jobs: Sequence[Job]) -> list[int]:
+        """The positions of the ``jobs`` whose row was not inserted: the stored row with
+        their id is missing (or, never in practice, another job's)."""
+        stored: dict[str, tuple[str, str]] = {}
+        ids = [job.id for job in jobs]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for job_id, tenant, key in conn.execute(
+                "SELECT id, tenant_id, idempotency_key FROM jobs "
+                f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ):
+                stored[job_id] = (tenant, key)
+        return [
+            i
+            for i, job in enumerate(jobs)
+            if stored.get(job.id) != (job.tenant_id, job.idempotency_key)
+        ]
 
     async def get(self, job_id: str) -> Job:
         def op(conn: sqlite3.Connection) -> Job | None:

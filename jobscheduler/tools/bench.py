@@ -596,7 +596,11 @@ class _Bench:
                     await self.timer(client)
                 if "enqueue" in phases:
                     await bench_enqueue.enqueue_drain(
-                        client, self._completed_total, self.args, self.run_id
+                        client,
+                        self._completed_total,
+                        self.args,
+                        self.run_id,
+                        lambda: sum(p.cpu_seconds() for p in self.processes),
                     )
             finally:
                 await client.aclose()
