@@ -194,10 +194,10 @@ class SQLiteJobStore(SQLiteManageMixin, SQLiteTenancyMixin, JobStore):
     async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         slot: _Slot[T] = _Slot(op)
         self._pending.append(slot)
-        # Let the tasks made runnable together with this one queue their writes first, so
-        # that they share this transaction (e.g. an executor's outcomes and its next pick).
-        await trio.lowlevel.cancel_shielded_checkpoint()
         try:
+            # Taking trio's lock yields once, so the writes of the tasks made runnable
+            # together with this one (an executor's outcomes and its next pick) are queued
+            # by then and share this transaction.
             async with self._write_lock:
                 if not slot.done:
                     batch, self._pending = self._pending, []

@@ -135,7 +135,8 @@ async def test_writes_started_together_share_one_transaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Writers made runnable in the same scheduling round (an executor's outcomes and its
-    # next pick) queue before the first of them takes the lock: one batch, one commit.
+    # next pick) are all queued by the time the first one, holding the lock, takes the
+    # batch (taking trio's lock yields once): one batch, one commit.
     store = SQLiteJobStore(tmp_path / "jobs.db")
     await store.start()
     batches: list[int] = []
