@@ -120,7 +120,7 @@ _ENCODERS: dict[str, Callable[[Any], Any]] = {
     **dict.fromkeys(_TIME_FIELDS, _millis_of),
     "payload": _json_of,
     "result": _json_of,
-    "status": lambda value: Status(value).value,
+    "status": lambda value: value.value if type(value) is Status else Status(value).value,
     "cron_policy": lambda value: json.dumps(value.to_storage(), separators=(",", ":")),
     "replays": _replays_of,
 }
