@@ -156,6 +156,20 @@ class JobStore(abc.ABC):
         """Apply independent changes; results in order. Adapters may batch them."""
         return [await self.apply(change) for change in changes]
 
+    async def apply_many_lean(
+        self, changes: Sequence[Change], read_back: Sequence[bool]
+    ) -> list[Job | bool]:
+        """As :meth:`apply_many` (same atomicity, same round trip), for callers that need
+        some jobs back and only a yes/no for the others. Each result is False when its change
+        did not apply; else the updated job where ``read_back`` is true, and True where it is
+        false. Adapters may skip reading back the jobs not asked for (SQLite does: that is
+        most of a transition's cost there); this default reads every one."""
+        results = await self.apply_many(changes)
+        return [
+            False if job is None else job if want else True
+            for job, want in zip(results, read_back, strict=True)
+        ]
+
     @abc.abstractmethod
     async def find_stale(
         self, statuses: Sequence[Status], field: str, before: datetime, limit: int

@@ -12,6 +12,8 @@ shared and noisy):
    due instant), from the jobs' own ``updatedAt``;
 3. steady load: R jobs/s for D seconds, each due 1 s after creation; start delay
    (``claimedAt - scheduledAt``) percentiles and ``POST /jobs`` latency percentiles;
+   then timer precision (W3 of issue 13): 200 jobs at 20/s, each due 1 s after creation,
+   start delay percentiles;
 4. enqueue+drain: 20,000 due ``noop`` jobs sent in batches of 1,000 through
    ``POST /jobs/batch``, then as many through one ``POST /jobs`` each; the rate from the
    first request to the last completion (:mod:`jobscheduler.tools.bench_enqueue`);
@@ -51,6 +53,9 @@ from . import bench_create, bench_enqueue
 from .stats import format_seconds, percentiles
 
 PCTS = (50, 95, 99)
+#: Workload W3 of issue 13 (timer precision): jobs, and creations per second.
+W3_JOBS = 200
+W3_RATE = 20.0
 STARTUP_TIMEOUT = 30.0
 
 
@@ -85,6 +90,17 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    """The 1-minute load average, printed beside timings (the machine may be shared)."""
+    return f"load average {os.getloadavg()[0]:.1f}"
 
 
 def _rss_mb(pid: int) -> float:
@@ -238,6 +254,9 @@ class _Process:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
+
+    def cpu_seconds(self) -> float:
+        return _cpu_seconds(self.proc.pid) if self.proc is not None else float("nan")
 
     def rss_mb(self) -> float:
         return _rss_mb(self.proc.pid) if self.proc is not None else float("nan")
@@ -485,15 +504,20 @@ class _Bench:
             f"burst: {n} jobs accepted in {submitted:.2f}s ({n / submitted:.0f} req/s, "
             f"{self.args.concurrency} connections); all due at {format_time(due)}"
         )
+        # CPU of the stack from just before the due instant to the last completion.
+        await trio.sleep(max((due - datetime.now(UTC)).total_seconds() - 0.2, 0.0))
+        cpu_before = sum(p.cpu_seconds() for p in self.processes)
         await self._wait_completed(baseline + n)
+        cpu = sum(p.cpu_seconds() for p in self.processes) - cpu_before
         jobs = await self._jobs(client, tenant)
         last = max(parse_time(j["updatedAt"], "updatedAt") for j in jobs)
         drain = (last - due).total_seconds()
         delays = [(parse_time(j["claimedAt"], "c") - due).total_seconds() for j in jobs]
         print(
             f"burst drain: {n} jobs in {drain:.2f}s after the due instant = "
-            f"{n / drain:.0f} jobs/s (target >= {300 if self.distributed else 2000})"
+            f"{n / drain:.0f} jobs/s (target >= {300 if self.distributed else 4000}; {_load()})"
         )
+        print(f"  CPU of the stack while draining: {cpu / n * 1e6:.0f} us per job")
         print("  " + _summary("pick delay after due instant", delays))
 
     async def _send_all(
@@ -512,11 +536,13 @@ class _Bench:
             for _ in range(self.args.concurrency):
                 nursery.start_soon(worker)
 
-    async def steady(self, client: _Pool) -> None:
-        rate = self.args.rate or (50.0 if self.distributed else 200.0)
-        duration = self.args.duration
-        tenant = f"bench-steady-{self.run_id}"
-        total = int(rate * duration)
+    async def _paced(
+        self, client: _Pool, name: str, rate: float, total: int
+    ) -> tuple[list[float], list[float], int]:
+        """Create ``total`` noop jobs at ``rate`` per second, each due 1 s after its creation,
+        and wait for them all to complete. Returns the start delays (``claimedAt -
+        scheduledAt``), the ``POST /jobs`` latencies, and how many sends ran >50 ms late."""
+        tenant = f"bench-{name}-{self.run_id}"
         latencies: list[float] = []
         late_sends = 0
         baseline = await self._completed_total()
@@ -542,6 +568,13 @@ class _Bench:
             (parse_time(j["claimedAt"], "c") - parse_time(j["scheduledAt"], "s")).total_seconds()
             for j in jobs
         ]
+        return delays, latencies, late_sends
+
+    async def steady(self, client: _Pool) -> None:
+        rate = self.args.rate or (50.0 if self.distributed else 200.0)
+        duration = self.args.duration
+        total = int(rate * duration)
+        delays, latencies, late_sends = await self._paced(client, "steady", rate, total)
         print(
             f"steady: {total} jobs at {rate:.0f}/s for {duration:.0f}s, each due 1s after "
             f"creation ({late_sends} sends >50ms behind schedule)"
@@ -555,6 +588,18 @@ class _Bench:
         label = f"start delay (claimedAt - scheduledAt), target {delay_target}"
         print("  " + _summary(label, delays))
         print("  " + _summary(f"POST /jobs latency at {rate:.0f} req/s{post_target}", latencies))
+
+    async def timer(self, client: _Pool) -> None:
+        """W3 of issue 13: 200 jobs paced at 20/s, each due 1 s after creation; the start
+        delay shows how precisely the scheduler wakes for a due job (not on a tick)."""
+        delays, _, late_sends = await self._paced(client, "timer", W3_RATE, W3_JOBS)
+        target = "" if self.distributed else ", target p99 <= 10ms"
+        print(
+            f"timer (W3): {W3_JOBS} jobs at {W3_RATE:.0f}/s, each due 1s after creation "
+            f"({late_sends} sends >50ms behind schedule)"
+        )
+        print("  " + _summary(f"start delay (claimedAt - scheduledAt){target}", delays))
+        print(f"  ({_load()})")
 
     async def failover(self) -> None:
         """SIGKILL the leader and time the standby's takeover; then, with a new standby,
@@ -600,9 +645,15 @@ class _Bench:
                     await self.burst(client)
                 if "steady" in phases:
                     await self.steady(client)
+                if "timer" in phases:
+                    await self.timer(client)
                 if "enqueue" in phases:
                     await bench_enqueue.enqueue_drain(
-                        client, self._completed_total, self.args, self.run_id
+                        client,
+                        self._completed_total,
+                        self.args,
+                        self.run_id,
+                        lambda: sum(p.cpu_seconds() for p in self.processes),
                     )
             finally:
                 await client.aclose()

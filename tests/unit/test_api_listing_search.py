@@ -18,8 +18,9 @@ import pytest
 
 from jobscheduler.model import Status
 from jobscheduler.store.query import Cursor, JobQuery, Sort
-from jobscheduler.store.sqlite import _SELECT, SQLiteJobStore, _millis
+from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite_query import find_sql
+from jobscheduler.store.sqlite_rows import _SELECT, _millis
 
 from .conftest import BASE, DepsFactory, make_job
 from .test_api import Api, api_deps, serve
