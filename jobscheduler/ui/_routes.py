@@ -1,4 +1,5 @@
-"""The dashboard's pages: shells rendered here, filled by ``static/ui.js`` from the JSON API."""
+"""The dashboard's pages: shells rendered here, filled from the JSON API by ``static/ui.js``
+(shared helpers) and one script per view (``static/ui_*.js``)."""
 
 from __future__ import annotations
 

@@ -96,9 +96,15 @@ async def test_job_page_carries_the_lowercased_id_for_the_script(api: Api) -> No
 
 
 async def test_static_script_and_stylesheet_are_served_from_the_package(api: Api) -> None:
-    script = await api.client.get("/ui/static/ui.js")
-    assert script.status_code == 200
-    assert "javascript" in script.content_type
+    page = await api.get("/ui/jobs")
+    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    # The shared helpers first, then every view's own file (each registers itself).
+    assert scripts[0] == "/ui/static/ui.js"
+    assert {"/ui/static/ui_jobs.js", "/ui/static/ui_job.js"} <= set(scripts)
+    for src in scripts:
+        script = await api.client.get(src)
+        assert script.status_code == 200, src
+        assert "javascript" in script.content_type
     style = await api.client.get("/ui/static/ui.css")
     assert style.status_code == 200
     assert style.content_type.startswith("text/css")
