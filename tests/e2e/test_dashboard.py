@@ -323,6 +323,15 @@ async def test_dead_letters_are_grouped_as_the_api_lists_them_and_a_group_is_ret
 
     with chromium() as driver:
         sign_in(driver, server)
+        # Three a page: the newest three are grouped, "Show older" adds the next page.
+        driver.get(f"{server.url}/ui/dead-letters?tenantId={TENANT}&limit=3")
+        wait_until(driver, lambda d: sum(groups(d).values()) == 3, "the newest page grouped")
+        assert "older ones not grouped yet" in text_of(driver, "dlq-status")
+        click(driver, "#dlq-more")
+        wait_until(driver, lambda d: groups(d) == expected, "both pages grouped")
+        wait_until(
+            driver, lambda d: not d.find_element(By.ID, "dlq-more").is_displayed(), "no older"
+        )
         driver.get(f"{server.url}/ui/dead-letters?tenantId={TENANT}")
         wait_until(driver, lambda d: groups(d) == expected, "two groups with their counts")
         errors = driver.find_element(By.CSS_SELECTOR, "#dlq tbody").text

@@ -148,14 +148,15 @@ async def test_describing_an_invalid_expression_is_a_400_saying_why(api: Api) ->
 
 
 @pytest.mark.parametrize(
-    ("path", "table"), [("/ui/dead-letters", "dlq"), ("/ui/cron", "templates")]
+    ("path", "table", "scan"),
+    [("/ui/dead-letters", "dlq", 250), ("/ui/cron", "templates", 1000)],
 )
 async def test_grouped_views_render_their_tenant_and_scan_bound(
-    api: Api, path: str, table: str
+    api: Api, path: str, table: str, scan: int
 ) -> None:
     reply = await api.get(path, tenantId="acme")
     assert reply.status == 200
-    assert f'id="{table}" data-tenant="acme" data-scan="1000"' in reply.text
+    assert f'id="{table}" data-tenant="acme" data-scan="{scan}"' in reply.text
     assert 'aria-current="page"' in reply.text
 
 

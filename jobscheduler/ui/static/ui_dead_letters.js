@@ -9,16 +9,32 @@
     const table = document.getElementById("dlq");
     if (!table) return;
     const line = document.getElementById("dlq-status");
-    const scan = Number(table.dataset.scan);
-    const query = new URLSearchParams({ tenantId: table.dataset.tenant, status: "dlq", limit: scan });
+    // The newest `pageSize` dead letters are grouped; "Show older" adds a page each time
+    // (every refresh re-reads as many pages, following the API's cursors).
+    const pageSize = Number(table.dataset.scan);
+    const query = new URLSearchParams({ tenantId: table.dataset.tenant, status: "dlq", limit: pageSize });
+    const more = document.getElementById("dlq-more");
+    let pages = 1;
+    async function load() {
+      const rows = [];
+      let next = null;
+      for (let page = 0; page < pages; page++) {
+        const cursor = next === null ? "" : `&cursor=${encodeURIComponent(next)}`;
+        const got = await getPage(`/jobs?${query}${cursor}`);
+        rows.push(...got.rows);
+        next = got.next;
+        if (next === null) break;
+      }
+      return { rows, older: next !== null };
+    }
     const canAct = meta("js-can-act") === "yes";
     const result = document.getElementById("dlq-result");
     // The ids of each group as last shown ("retry this group" retries exactly those).
     let members = new Map();
     const refreshNow = every(async () => {
-      let rows;
+      let rows, older;
       try {
-        rows = await getJson(`/jobs?${query}`);
+        ({ rows, older } = await load());
       } catch (error) {
         line.textContent = `Could not load dead letters: ${error.message}`;
         line.classList.add("bad");
@@ -60,10 +76,15 @@
       const focused = document.activeElement?.dataset?.retryGroup;
       table.tBodies[0].replaceWith(body);
       if (focused !== undefined) body.querySelector(`button[data-retry-group="${focused}"]`)?.focus();
-      const partial = rows.length === scan ? ` (the newest ${scan} only)` : "";
+      const partial = older ? ` (the newest ${rows.length}; older ones not grouped yet)` : "";
+      more.hidden = !older;
       line.textContent = rows.length
         ? `${rows.length} dead letter${rows.length === 1 ? "" : "s"} in ${groups.size} group${groups.size === 1 ? "" : "s"}${partial}.`
         : "No dead letters.";
+    });
+    more.addEventListener("click", () => {
+      pages += 1;
+      refreshNow();
     });
     // "Retry this group": the group's jobs by id (as listed), still in dlq at the time.
     table.addEventListener("click", async (event) => {
