@@ -289,19 +289,21 @@ async def _walk(
     query: JobQuery,
     build: Callable[[Job], states.Change | None],
     call: Caller,
+    dry_run: bool = False,
 ) -> BulkResult:
     """Every job matching ``query``, BULK_BATCH at a time: ``build(job)`` gives the change
-    for it (or None), and each page's changes go in one ``apply_bulk``."""
+    for it (or None), and each page's changes go in one ``apply_bulk`` (a ``dry_run`` only
+    counts the matches: nothing is written)."""
     matched = changed = requested = 0
     after: Cursor | None = None
     while True:
         page = await call(deps.store.find_jobs, query, BULK_BATCH, after)
         if not page:
             break
-        after = Cursor.after(page[-1])
+        after = Cursor.after(page[-1], query.sort)
         changes = [c for c in (build(job) for job in page) if c is not None]
         matched += len(page)
-        if changes:
+        if changes and not dry_run:
             changed += await call(deps.store.apply_bulk, changes)
             requested += sum(c.transition == "request_cancel" for c in changes)
         if len(page) < BULK_BATCH:
@@ -309,7 +311,9 @@ async def _walk(
     return BulkResult(matched=matched, changed=changed, cancel_requested=requested)
 
 
-async def bulk_cancel(deps: Deps, query: JobQuery, *, call: Caller = direct) -> BulkResult:
+async def bulk_cancel(
+    deps: Deps, query: JobQuery, *, call: Caller = direct, dry_run: bool = False
+) -> BulkResult:
     """Cancel every match not yet finished (running ones get a cancel request); cron
     templates only with ``cron=True`` in the filter. Safe to repeat: jobs already cancelled
     or asked to stop are left alone."""
@@ -329,10 +333,15 @@ async def bulk_cancel(deps: Deps, query: JobQuery, *, call: Caller = direct) -> 
             return states.request_cancel(job, now=now)
         return states.cancel(job, now=now)
 
-    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call)
+    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call, dry_run)
     log.info(
         "bulk cancel",
-        extra={"tenant": query.tenant_id, "matched": result.matched, "changed": result.changed},
+        extra={
+            "tenant": query.tenant_id,
+            "matched": result.matched,
+            "changed": result.changed,
+            "dry_run": dry_run,
+        },
     )
     return result
 
@@ -343,6 +352,7 @@ async def bulk_retry(
     *,
     scheduled_at: datetime | None = None,
     call: Caller = direct,
+    dry_run: bool = False,
 ) -> BulkResult:
     """Retry every dlq/cancelled match (due ``scheduled_at``, default now; a template at its
     next fire). Safe to repeat: retried jobs are pending and no longer match."""
@@ -355,12 +365,17 @@ async def bulk_retry(
         due = next_fire(job, now) if job.cron is not None else scheduled_at
         return states.retry(job, now=now, scheduled_at=due)
 
-    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call)
+    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call, dry_run)
     if result.changed and deps.waker is not None:
         deps.waker.notify(scheduled_at or now)
     log.info(
         "bulk retry",
-        extra={"tenant": query.tenant_id, "matched": result.matched, "changed": result.changed},
+        extra={
+            "tenant": query.tenant_id,
+            "matched": result.matched,
+            "changed": result.changed,
+            "dry_run": dry_run,
+        },
     )
     return result
 

@@ -23,6 +23,7 @@ from .api_cron import register_cron_routes
 from .api_listing import register_listing_routes
 from .api_manage import register_manage_routes
 from .api_occurrences import register_occurrence_routes
+from .api_overview import register_overview_route
 from .api_schemas_manage import describe_registered
 from .attempts import attempt_to_json
 from .auth import Role, current_principal, public, requires
@@ -190,7 +191,9 @@ def create_app(deps: Deps) -> QuartTrio:
             return _json({"error": message, "jobId": exc.existing_id}, 409)
         if deps.waker is not None:
             deps.waker.notify(stored.scheduled_at)
-        log.info(
+        # One line per create only at DEBUG (LOG_LEVEL=DEBUG): at INFO it cost more than
+        # the insert. Every create is still counted in api_requests_total and audited.
+        log.debug(
             "job created",
             extra={
                 "job_id": stored.id,
@@ -233,7 +236,7 @@ def create_app(deps: Deps) -> QuartTrio:
                 "job created",
                 extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
             )
-        log.info(
+        log.debug(
             "job batch created",
             extra={
                 "jobs": len(items),
@@ -266,6 +269,7 @@ def create_app(deps: Deps) -> QuartTrio:
     register_cron_routes(app, deps, _json, store_calls)
     register_occurrence_routes(app, deps, _json, store_calls)
     register_listing_routes(app, deps, _json, store_calls)
+    register_overview_route(app, deps, _json, store_calls)
     register_manage_routes(app, deps, _json, store_calls)
     # Sign-in only means something when keys are required (AUTH=off: pages open directly).
     verify_key = tenancy.verify_key if tenancy.auth_required else None

@@ -83,7 +83,7 @@ def register_listing_routes(
         response = json_response([job_to_json(job) for job in jobs], 200)
         if len(jobs) == limit:
             pairs = [(k, v) for k, v in args.items(multi=True) if k != "cursor"]
-            pairs.append(("cursor", encode_cursor(Cursor.after(jobs[-1]))))
+            pairs.append(("cursor", encode_cursor(Cursor.after(jobs[-1], query.sort))))
             response.headers["Link"] = f'<{request.path}?{urlencode(pairs)}>; rel="next"'
         return response
 

@@ -4,8 +4,10 @@
   request: the executor stops the handler within one heartbeat and writes ``cancelled``);
 - ``POST /jobs/{id}/retry`` ``{scheduledAt?, payload?}``: a dlq or cancelled job back to
   pending, attempts reset, the replay recorded in ``replays``;
-- ``POST /jobs/cancel`` / ``POST /jobs/retry`` ``{filter: {...}, scheduledAt?}``: every
-  match, server-side in bounded pages; ``{"matched", "changed", "cancelRequested"}``;
+- ``POST /jobs/cancel`` / ``POST /jobs/retry`` ``{filter: {...}, scheduledAt?, dryRun?}``:
+  every match, server-side in bounded pages; ``{"matched", "changed", "cancelRequested"}``
+  (``dryRun: true`` only counts the matches, for a confirmation; the filter may name
+  ``ids``, e.g. a page's selection);
 - templates: ``POST /jobs/{id}/pause`` | ``/resume`` | ``/trigger`` (201, the new run),
   ``PATCH /jobs/{id}``, ``DELETE /jobs/{id}`` (retires it; its runs stay).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
@@ -48,8 +51,8 @@ from .store.query import JobQuery
 JsonResponse = Callable[..., Response]
 
 RETRY_FIELDS = frozenset({"scheduledAt", "payload"})
-BULK_FIELDS = frozenset({"filter"})
-BULK_RETRY_FIELDS = frozenset({"filter", "scheduledAt"})
+BULK_FIELDS = frozenset({"filter", "dryRun"})
+BULK_RETRY_FIELDS = frozenset({"filter", "scheduledAt", "dryRun"})
 #: Bound of one bulk page (a read and a write of up to BULK_BATCH jobs): far above a healthy
 #: store's time for it (about 1.5 s on the test stack's FerretDB), far below a hang.
 BULK_PAGE_TIMEOUT = 30.0
@@ -204,29 +207,27 @@ def register_manage_routes(
         if "filter" not in body:
             raise ValidationError('filter is required (e.g. {"filter": {"status": "dlq"}})')
         query, tenant = parse_filter(body["filter"])
-        return JobQuery(
-            tenant_id=principal.scope(tenant),
-            statuses=query.statuses,
-            job_type=query.job_type,
-            template_id=query.template_id,
-            cron=query.cron,
-            created_after=query.created_after,
-            created_before=query.created_before,
-        )
+        return attrs.evolve(query, tenant_id=principal.scope(tenant))
 
-    def bulk_reply(result: actions.BulkResult, query: JobQuery) -> Response:
+    def dry_run(body: Mapping[str, Any]) -> bool:
+        value = body.get("dryRun", False)
+        if not isinstance(value, bool):
+            raise ValidationError("dryRun: must be true or false")
+        return value
+
+    def bulk_reply(result: actions.BulkResult, query: JobQuery, dry: bool) -> Response:
         g.audit_detail = (
             f"tenant {query.tenant_id or '(all)'}: {result.matched} matched, "
-            f"{result.changed} changed"
+            f"{result.changed} changed{' (dry run)' if dry else ''}"
         )
-        return json_response(
-            {
-                "matched": result.matched,
-                "changed": result.changed,
-                "cancelRequested": result.cancel_requested,
-            },
-            200,
-        )
+        reply = {
+            "matched": result.matched,
+            "changed": result.changed,
+            "cancelRequested": result.cancel_requested,
+        }
+        if dry:
+            reply["dryRun"] = True
+        return json_response(reply, 200)
 
     @app.post("/jobs/cancel")
     @requires(Role.WRITER)
@@ -234,7 +235,9 @@ def register_manage_routes(
         body = await _body(required=True)
         _only(body, BULK_FIELDS)
         query = await bulk_query(body)
-        return bulk_reply(await actions.bulk_cancel(deps, query, call=paged), query)
+        dry = dry_run(body)
+        result = await actions.bulk_cancel(deps, query, call=paged, dry_run=dry)
+        return bulk_reply(result, query, dry)
 
     @app.post("/jobs/retry")
     @requires(Role.WRITER)
@@ -247,8 +250,11 @@ def register_manage_routes(
             if not isinstance(body["scheduledAt"], str):
                 raise ValidationError("scheduledAt: must be an RFC3339 string")
             scheduled_at = parse_time(body["scheduledAt"], "scheduledAt")
-        result = await actions.bulk_retry(deps, query, scheduled_at=scheduled_at, call=paged)
-        return bulk_reply(result, query)
+        dry = dry_run(body)
+        result = await actions.bulk_retry(
+            deps, query, scheduled_at=scheduled_at, call=paged, dry_run=dry
+        )
+        return bulk_reply(result, query, dry)
 
     @app.post("/jobs/<job_id>/pause")
     @requires(Role.WRITER)

@@ -13,7 +13,9 @@ from __future__ import annotations
 from .api_schemas import JOB, JOB_ID, JOB_ID_PARAM, SCHEDULE_FIELDS, STATUS, TEXT, TIME
 from .api_schemas_admin import OPERATIONS as ADMIN_OPERATIONS
 from .contract import Operation, Param, Reply, RouteTable, Schema
+from .listing import SORTS
 from .model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH
+from .store.query import MAX_QUERY_IDS
 
 CONFLICT: Schema = {
     "type": "object",
@@ -38,8 +40,13 @@ FILTER: Schema = {
         "cron": {"type": "boolean"},
         "createdAfter": TIME,
         "createdBefore": TIME,
+        "idempotencyKey": TEXT,
+        "idempotencyKeyPrefix": TEXT,
+        "ids": {"type": "array", "items": JOB_ID, "minItems": 1, "maxItems": MAX_QUERY_IDS},
     },
 }
+
+DRY_RUN: Schema = {"type": "boolean", "description": "true: only count the matches"}
 
 BULK_RESULT: Schema = {
     "type": "object",
@@ -48,6 +55,7 @@ BULK_RESULT: Schema = {
         "matched": {"type": "integer", "minimum": 0},
         "changed": {"type": "integer", "minimum": 0},
         "cancelRequested": {"type": "integer", "minimum": 0},
+        "dryRun": {"type": "boolean"},
     },
 }
 
@@ -172,7 +180,7 @@ BULK_CANCEL = _bulk(
         "type": "object",
         "required": ["filter"],
         "additionalProperties": False,
-        "properties": {"filter": FILTER},
+        "properties": {"filter": FILTER, "dryRun": DRY_RUN},
     },
 )
 
@@ -186,6 +194,7 @@ BULK_RETRY = _bulk(
         "properties": {
             "filter": FILTER,
             "scheduledAt": {"type": ["string", "null"], "format": "date-time"},
+            "dryRun": DRY_RUN,
         },
     },
 )
@@ -234,7 +243,7 @@ LIST_FILTERED = Operation(
     id="list",
     method="GET",
     rule="/jobs",
-    summary="Jobs matching the filters, newest first (a bare array; Link to the next page)",
+    summary="Jobs matching the filters, in the sort's order (a bare array; Link to the next page)",
     tag="jobs",
     params=(
         Param(
@@ -255,6 +264,19 @@ LIST_FILTERED = Operation(
         ),
         Param(name="createdAfter", where="query", schema=TIME, description="created after"),
         Param(name="createdBefore", where="query", schema=TIME, description="created before"),
+        Param(name="idempotencyKey", where="query", schema=TEXT, description="exactly this key"),
+        Param(
+            name="idempotencyKeyPrefix",
+            where="query",
+            schema=TEXT,
+            description="keys starting with this text",
+        ),
+        Param(
+            name="sort",
+            where="query",
+            schema={"type": "string", "enum": list(SORTS)},
+            description="-createdAt (default, newest first), createdAt, scheduledAt, -scheduledAt",
+        ),
         Param(
             name="limit",
             where="query",

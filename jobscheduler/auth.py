@@ -17,13 +17,14 @@ import functools
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import attrs
+import trio
 from cachetools import TTLCache
 from quart import g
 
-from .errors import Forbidden, JobNotFound, Unauthorized
+from .errors import Forbidden, JobNotFound, StoreError, Unauthorized
 
 if TYPE_CHECKING:
     from .keys import ApiKey
@@ -163,6 +164,7 @@ class Authenticator:
         self._cache: TTLCache[str, ApiKey | None] | None = (
             TTLCache(maxsize=maxsize, ttl=ttl, timer=timer) if ttl > 0 else None
         )
+        self._flights: dict[str, _Flight] = {}
 
     def forget(self, key_id: str) -> None:
         """Drop a key from the cache (after it was created or revoked here)."""
@@ -170,12 +172,41 @@ class Authenticator:
             self._cache.pop(key_id, None)
 
     async def _lookup(self, key_id: str) -> ApiKey | None:
-        if self._cache is not None and key_id in self._cache:
-            return self._cache[key_id]
-        key = await self._store.get_key(key_id)
+        """The stored key (None: unknown), from the cache or one shared store read.
+
+        Concurrent misses of one key share a single read: when a key's cache entry expires
+        under load (or while the store hangs) one request reads it and the others wait for
+        that answer, rather than each piling another read onto the store. A failed shared
+        read fails its waiters with the same StoreError; a read whose request went away
+        (cancelled) is retried by the next waiter.
+        """
         if self._cache is not None:
-            self._cache[key_id] = key
-        return key
+            # One lookup, not ``in`` then ``[]``: the entry may expire between the two.
+            cached = self._cache.get(key_id, _MISSING)
+            if cached is not _MISSING:
+                return cast("ApiKey | None", cached)
+        while (flight := self._flights.get(key_id)) is not None:
+            await flight.done.wait()
+            if flight.error is None:
+                return flight.key
+            if isinstance(flight.error, StoreError):
+                raise StoreError(str(flight.error))
+            # The reading request was cancelled (or failed otherwise): read ourselves.
+        flight = _Flight()
+        self._flights[key_id] = flight
+        try:
+            key = await self._store.get_key(key_id)
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        else:
+            flight.key = key
+            if self._cache is not None:
+                self._cache[key_id] = key
+            return key
+        finally:
+            del self._flights[key_id]
+            flight.done.set()
 
     async def authenticate(self, headers: list[str]) -> Principal:
         """The principal of a request with these ``Authorization`` header values.
@@ -200,6 +231,20 @@ class Authenticator:
         if key is None or not matches or key.revoked:
             raise Unauthorized(UNAUTHORIZED_MESSAGE)
         return Principal(key_id=key.id, tenant=key.tenant, role=key.role)
+
+
+_MISSING = object()
+
+
+class _Flight:
+    """One store read of a key that concurrent requests wait for."""
+
+    __slots__ = ("done", "error", "key")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.key: ApiKey | None = None
+        self.error: BaseException | None = None
 
 
 @functools.cache

@@ -18,7 +18,8 @@ holds settlement up.
 Round trips are shared, never transitions: the messages already waiting when one arrives
 are picked in one ``apply_many``, and outcomes that finish together are written in one by a
 settling task, which acks their messages afterwards. Each job still gets its own
-conditional updates, so the batching changes the cost, not the semantics.
+conditional updates, so the batching changes the cost, not the semantics. Outcomes and
+settlement live in :mod:`jobscheduler.executor_settle`.
 """
 
 from __future__ import annotations
@@ -35,26 +36,23 @@ from typing import Any
 import trio
 
 from . import states
-from ._logthrottle import LogThrottle
-from ._scopes import shielded, take_ready
+from ._scopes import shielded
 from .attempts import Failure, Outcome, ResultError, encode_result
 from .bus import Delivery, Subscription, WakeUp
 from .bus.dead_letters import publish_dead_letter
 from .errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
+from .executor_settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
+from .executor_settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
+from .executor_settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slots
 from .handlers import JobContext
 from .handlers.registry import HANDLER_LOGGER
 from .handlers.runners import HandlerRunner, open_runner
-from .model import Job, Status
+from .model import Job, utc
+from .presence import Presence
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
 
-OUTCOME_TIMEOUT = 10.0
-#: How long a failing outcome write is retried before its messages are released.
-OUTCOME_RETRY_FOR = 30.0
-#: Waits between outcome-write retries, and after a failed pick before receiving more.
-RETRY_DELAY_FIRST = 0.2
-RETRY_DELAY_MAX = 5.0
 #: Dead letters waiting for the bus; beyond this they are dropped (the store says dlq).
 DEAD_LETTERS_QUEUED = 1000
 
@@ -86,49 +84,11 @@ class _InFlight:
         self.timed_out = False
 
 
-class _Done:
-    """A handler has returned: the outcome to write for its job (its result, or why the
-    attempt failed, and how: ``failed`` or ``timed_out``)."""
+class Executor(Settlement):
+    """The executor role's consumers, handlers and heartbeats (outcomes: :class:`Settlement`)."""
 
-    __slots__ = ("failure", "job", "logger", "outcome", "permanent", "result", "token")
-
-    def __init__(
-        self,
-        job: Job,
-        token: str,
-        failure: Failure | None,
-        logger: logging.LoggerAdapter[logging.Logger],
-        *,
-        result: Any = None,
-        outcome: Outcome = Outcome.FAILED,
-        permanent: bool = False,
-    ) -> None:
-        self.job = job
-        self.token = token
-        self.failure = failure
-        self.logger = logger
-        self.result = result
-        self.outcome = outcome
-        self.permanent = permanent
-
-    @property
-    def error(self) -> str | None:
-        return None if self.failure is None else self.failure.summary()
-
-
-class _Finished:
-    """A message whose handling is over: its outcome (None: nothing to write) to settle."""
-
-    __slots__ = ("delivery", "done")
-
-    def __init__(self, delivery: Delivery, done: _Done | None) -> None:
-        self.delivery = delivery
-        self.done = done
-
-
-class Executor:
     def __init__(self, deps: Deps, runner: HandlerRunner | None = None) -> None:
-        self._deps = deps
+        super().__init__(deps)
         # Where handlers run (trio / worker process / thread); see handlers.runners.
         self._runner = runner or HandlerRunner(now=deps.clock.now)
         self._worker = deps.settings.worker_id
@@ -139,11 +99,11 @@ class Executor:
         # than a uuid4 per job and just as unguessable across processes.
         self._token_prefix = secrets.token_hex(8)
         self._token_seq = itertools.count()
-        self._counters: dict[tuple[str, str], Any] = {}
-        self._histograms: dict[str, Any] = {}
         self._subscriptions: dict[str, Subscription] = {}
-        #: Repeated store errors become one line per interval (with a count).
-        self._throttled = LogThrottle(log)
+
+    def in_flight(self) -> int:
+        """How many jobs this executor is running right now."""
+        return len(self._in_flight)
 
     def liveness_problem(self) -> str | None:
         """Why this executor is not consuming as it should (a subscription that has not
@@ -154,22 +114,6 @@ class Executor:
             if (problem := subscription.problem()) is not None
         ]
         return "; ".join(problems) if problems else None
-
-    def _count(self, job_type: str, result: str) -> None:
-        """Count one processed message (label children cached: this is the hot path)."""
-        key = (job_type, result)
-        counter = self._counters.get(key)
-        if counter is None:
-            counter = self._deps.metrics.executor_processed.labels(job_type=job_type, result=result)
-            self._counters[key] = counter
-        counter.inc()
-
-    def _duration(self, job_type: str) -> Any:
-        histogram = self._histograms.get(job_type)
-        if histogram is None:
-            histogram = self._deps.metrics.executor_handler_duration.labels(job_type=job_type)
-            self._histograms[job_type] = histogram
-        return histogram
 
     def _new_token(self) -> str:
         return f"{self._token_prefix}-{next(self._token_seq)}"
@@ -218,11 +162,12 @@ class Executor:
 
         Store round trips are shared: the messages waiting when one arrives are picked
         together, and the outcomes that finish together are written together (by the
-        settling task, which then acks their messages).
+        settling task, which then acks their messages). A message frees its running slot
+        when its handler returns (see :class:`Slots`), so picks overlap with outcome writes.
         """
-        limiter = trio.CapacityLimiter(self._deps.settings.executor_concurrency)
+        slots = Slots(self._deps.settings.executor_concurrency)
         receiving = trio.CancelScope()
-        finished, to_settle = trio.open_memory_channel[_Finished](math.inf)
+        finished, to_settle = trio.open_memory_channel[Finished](math.inf)
         dead_send, dead_receive = trio.open_memory_channel[Job](DEAD_LETTERS_QUEUED)
         pick_delay = 0.0
         async with (
@@ -230,19 +175,19 @@ class Executor:
             trio.open_nursery() as settling,
         ):
             settling.start_soon(self._dead_letter_loop, dead_receive)
-            settling.start_soon(self._settle_loop, to_settle, limiter, dead_send)
+            settling.start_soon(self._settle_loop, to_settle, slots, dead_send)
             async with finished, trio.open_nursery() as handlers:
                 self._consumers.append((receiving, handlers.cancel_scope))
                 log.info("executor consuming", extra={"job_type": job_type, "worker": self._worker})
                 task_status.started()
                 with receiving:
                     async for delivery in subscription:
-                        await limiter.acquire_on_behalf_of(delivery)
+                        await slots.take(delivery)
                         batch = [delivery]
-                        for more in subscription.receive_ready(int(limiter.available_tokens)):
-                            limiter.acquire_on_behalf_of_nowait(more)
+                        for more in subscription.receive_ready(slots.free()):
+                            slots.take_nowait(more)
                             batch.append(more)
-                        if await self._start_batch(batch, handlers, finished, limiter):
+                        if await self._start_batch(batch, handlers, finished, slots):
                             pick_delay = 0.0
                         else:
                             # The store is failing: its batch was released; wait a little
@@ -294,20 +239,21 @@ class Executor:
         """queued -> claimed -> running for each message, all in one round trip. Each entry
         is the running job and its claim token, or None for a stale or duplicate message
         (counted here)."""
-        now = self._deps.clock.now()
+        now = utc(self._deps.clock.now())  # once per batch, not in every transition
         tokens = [self._new_token() for _ in messages]
         changes: list[states.Change] = []
         for message, token in zip(messages, tokens, strict=True):
             changes.append(states.pick(message.job_id, worker=self._worker, token=token, now=now))
             changes.append(states.start(message.job_id, token=token, now=now))
-        results = await self._deps.store.apply_many(changes)
+        # Only the start's row is read back (the job to run); the pick's is not needed.
+        results = await self._deps.store.apply_many_lean(changes, (False, True) * len(messages))
         started: list[tuple[Job, str] | None] = []
         for i, (message, token) in enumerate(zip(messages, tokens, strict=True)):
             picked, running = results[2 * i], results[2 * i + 1]
-            if picked is None:
+            if picked is False:
                 self._count_lost(message.job_type, "pick", message.job_id)
                 started.append(None)
-            elif running is None:
+            elif not isinstance(running, Job):
                 self._count_lost(message.job_type, "start", message.job_id)
                 started.append(None)
             else:
@@ -318,8 +264,8 @@ class Executor:
         self,
         batch: list[Delivery],
         handlers: trio.Nursery,
-        finished: trio.MemorySendChannel[_Finished],
-        limiter: trio.CapacityLimiter,
+        finished: trio.MemorySendChannel[Finished],
+        slots: Slots,
     ) -> bool:
         """Pick the batch's jobs and start their handlers; False if the store failed (the
         batch's messages are then released)."""
@@ -335,11 +281,10 @@ class Executor:
                 self._throttled.recovered("pick", "store picks jobs again")
                 for delivery, started in zip(batch, picked, strict=True):
                     if started is None:
-                        finished.send_nowait(_Finished(delivery, None))
+                        slots.stopped(delivery)
+                        finished.send_nowait(Finished(delivery, None))
                     else:
-                        handlers.start_soon(
-                            self._run_delivered, delivery, started, finished, limiter
-                        )
+                        handlers.start_soon(self._run_delivered, delivery, started, finished, slots)
                 return True
         # Outcome unknown: a job is still queued (the reaper re-pends it after
         # QUEUED_TIMEOUT) or claimed by us (recovered after CLAIM_TIMEOUT). Release the
@@ -357,7 +302,7 @@ class Executor:
         with trio.CancelScope(shield=True):
             for delivery in batch:
                 await delivery.release()
-                limiter.release_on_behalf_of(delivery)
+                slots.release(delivery)
         return False
 
     # -- run --------------------------------------------------------------------------------
@@ -366,8 +311,8 @@ class Executor:
         self,
         delivery: Delivery,
         started: tuple[Job, str],
-        finished: trio.MemorySendChannel[_Finished],
-        limiter: trio.CapacityLimiter,
+        finished: trio.MemorySendChannel[Finished],
+        slots: Slots,
     ) -> None:
         job = started[0]
         try:
@@ -380,16 +325,17 @@ class Executor:
             )
             with trio.CancelScope(shield=True):
                 await delivery.release()
-            limiter.release_on_behalf_of(delivery)
+            slots.release(delivery)
             return
         except BaseException:
             with trio.CancelScope(shield=True):  # handed back (or left for the reaper)
                 await delivery.release()
-            limiter.release_on_behalf_of(delivery)
+            slots.release(delivery)
             raise
-        finished.send_nowait(_Finished(delivery, done if isinstance(done, _Done) else None))
+        slots.stopped(delivery)
+        finished.send_nowait(Finished(delivery, done if isinstance(done, Done) else None))
 
-    async def _execute(self, job: Job, token: str) -> _Done | str:
+    async def _execute(self, job: Job, token: str) -> Done | str:
         """Run the handler while the heartbeat loop watches the job. Returns what to write,
         or the result label when there is nothing left to write (counted here): "stale" when
         the reaper took the job back meanwhile, "cancelled" when a user's cancel request
@@ -420,7 +366,7 @@ class Executor:
             self._count(job.job_type, "stale")
             logger.warning("job taken back while running; handler cancelled, outcome discarded")
             return "stale"
-        return _Done(
+        return Done(
             job,
             token,
             failure,
@@ -487,189 +433,6 @@ class Executor:
                 # Not handed back because a cancel was requested meanwhile: finish it.
                 await self._finish_cancel(job, token, logger)
 
-    async def _finish_cancel(
-        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> bool:
-        """running -> cancelled (token-fenced, shielded); False if the job moved on."""
-        deps = self._deps
-        with shielded(OUTCOME_TIMEOUT):
-            cancelled = await deps.store.apply(
-                states.finish_cancel(job, token=token, now=deps.clock.now())
-            )
-            if cancelled is not None:
-                self._count(job.job_type, "cancelled")
-                logger.info("job cancelled while running; handler stopped")
-                return True
-        return False
-
-    # -- settle -----------------------------------------------------------------------------
-
-    async def _settle_loop(
-        self,
-        to_settle: trio.MemoryReceiveChannel[_Finished],
-        limiter: trio.CapacityLimiter,
-        dead_letters: trio.MemorySendChannel[Job],
-    ) -> None:
-        """Write the outcomes of finished handlers in batches, then settle their messages."""
-        batch: list[_Finished] = []
-        async with dead_letters:
-            try:
-                async for first in to_settle:
-                    batch = [first, *take_ready(to_settle)]
-                    await self._settle(batch, limiter, dead_letters)
-                    batch = []
-            finally:
-                # Cancelled outright (not drained): settle what already finished, so a
-                # completed handler is not run again after the reaper's timeout.
-                rest = [*batch, *take_ready(to_settle)]
-                if rest:
-                    await self._settle(rest, limiter, dead_letters)
-
-    async def _settle(
-        self,
-        batch: list[_Finished],
-        limiter: trio.CapacityLimiter,
-        dead_letters: trio.MemorySendChannel[Job],
-    ) -> None:
-        """Write the batch's outcomes (retrying), then ack its messages -- or release them
-        if the outcomes could not be written -- and queue its dead letters."""
-        done = [item.done for item in batch if item.done is not None]
-        dead: list[Job] = []
-        written = False
-        try:
-            written = not done or await self._write_outcomes_retrying(done, dead)
-        finally:
-            # Whatever happened, every message is settled and its slot freed.
-            with trio.CancelScope(shield=True):
-                for item in batch:
-                    if written or item.done is None:  # None: stale, nothing to write
-                        await item.delivery.ack()
-                    else:
-                        await item.delivery.release()
-            # All slots at once, so the receive loop sees them together (one pick batch).
-            for item in batch:
-                limiter.release_on_behalf_of(item.delivery)
-        for job in dead:
-            try:
-                dead_letters.send_nowait(job)
-            except (trio.WouldBlock, trio.ClosedResourceError):
-                self._throttled.log(
-                    logging.ERROR,
-                    "dead letter dropped: too many waiting for the bus",
-                    key="dead letters dropped",
-                    extra={"job_id": job.id, "tenant": job.tenant_id},
-                )
-
-    async def _write_outcomes_retrying(self, outcomes: Sequence[_Done], dead: list[Job]) -> bool:
-        """Write the outcomes, retrying a failing or hanging store for OUTCOME_RETRY_FOR;
-        False if they could not be written. Each attempt is shielded and bounded; a
-        cancellation (shutdown) between attempts ends the retries.
-
-        A retry is safe: every outcome is conditional on the job's claim token, so one that
-        landed although its attempt failed is found already applied and counted stale.
-        """
-        give_up_at = trio.current_time() + OUTCOME_RETRY_FOR
-        delay = RETRY_DELAY_FIRST
-        while True:
-            error = f"timed out after {OUTCOME_TIMEOUT:.0f}s"
-            with shielded(OUTCOME_TIMEOUT):
-                try:
-                    await self._write_outcomes(outcomes, dead)
-                except StoreError as exc:
-                    error = str(exc)
-                else:
-                    self._throttled.recovered("outcome", "store writes outcomes again")
-                    return True
-            self._throttled.log(
-                logging.ERROR,
-                "store failed while writing outcomes; retrying",
-                key="outcome",
-                extra={"jobs": len(outcomes), "error": error},
-            )
-            if trio.current_time() + delay > give_up_at:
-                break
-            await trio.sleep(delay)
-            delay = min(delay * 2, RETRY_DELAY_MAX)
-        for outcome in outcomes:
-            outcome.logger.error(
-                "outcome not written; message released, the reaper will recover the job",
-                extra={"error": error, "retried_for": OUTCOME_RETRY_FOR},
-            )
-        return False
-
-    async def _dead_letter_loop(self, dead_letters: trio.MemoryReceiveChannel[Job]) -> None:
-        """Announce dead-lettered jobs on the bus, each publish bounded (see dead_letters)."""
-        async with dead_letters:
-            async for job in dead_letters:
-                await publish_dead_letter(self._deps.bus, job)
-
-    async def _write_outcomes(self, outcomes: Sequence[_Done], dead: list[Job]) -> list[str]:
-        """Write each handler's outcome (one round trip); returns the result labels and
-        appends the dead-lettered jobs to ``dead`` (their dead letters are the caller's)."""
-        deps = self._deps
-        now = deps.clock.now()
-        changes = [
-            states.complete(o.job, token=o.token, now=now, result=o.result)
-            if o.failure is None
-            else states.fail(
-                o.job,
-                token=o.token,
-                now=now,
-                error=o.failure,
-                outcome=o.outcome,
-                permanent=o.permanent,
-            )
-            for o in outcomes
-        ]
-        results: list[str] = []
-        for outcome, after in zip(outcomes, await deps.store.apply_many(changes), strict=True):
-            job, error, logger = outcome.job, outcome.error, outcome.logger
-            if after is None:
-                # A failed attempt loses to a cancel request: the job ends cancelled.
-                if error is not None and await self._finish_cancel(job, outcome.token, logger):
-                    results.append("cancelled")
-                    continue
-                transition = "complete" if error is None else "fail"
-                results.append(self._count_lost(job.job_type, transition, job.id))
-                continue
-            if error is None:
-                result = "completed"
-                logger.debug("job completed")
-            elif after.status is Status.DLQ:
-                result = "dlq"
-                logger.warning(
-                    "job dead-lettered",
-                    extra={
-                        "attempts": after.attempts,
-                        "error": error,
-                        "permanent": outcome.permanent,
-                    },
-                )
-                dead.append(after)
-            else:
-                result = "retried"
-                logger.info(
-                    "job failed; will retry",
-                    extra={
-                        "attempts": after.attempts,
-                        "error": error,
-                        "retry_at": after.scheduled_at.isoformat(),
-                    },
-                )
-                if deps.waker is not None:
-                    deps.waker.notify(after.scheduled_at)
-            self._count(job.job_type, result)
-            results.append(result)
-        return results
-
-    def _count_lost(self, job_type: str, transition: str, job_id: str) -> str:
-        self._deps.metrics.transitions_lost.labels(transition=transition).inc()
-        self._count(job_type, "stale")
-        log.debug(
-            "stale or duplicate wake-up dropped", extra={"job_id": job_id, "transition": transition}
-        )
-        return "stale"
-
 
 async def run_executor(
     deps: Deps,
@@ -697,6 +460,9 @@ async def run_executor(
     ):
         executor = Executor(deps, runner)
         await nursery.start(executor.heartbeat_loop)
+        # The Overview's record of this executor (jobscheduler.presence).
+        presence = Presence(deps, "executor", job_types=job_types, in_flight=executor.in_flight)
+        await nursery.start(presence.run)
         async with trio.open_nursery() as consumers:
             for job_type in job_types:
                 await consumers.start(executor.consume, job_type)

@@ -2,7 +2,9 @@
 
 Accepted query parameters are exactly :data:`LIST_PARAMETERS`; anything else is a 400 that
 lists them (a typo must not silently return every job). ``status`` may repeat or hold a
-comma-separated list. The seed's ``failed`` stays accepted although no job is ever written
+comma-separated list. ``sort`` is one of :data:`SORTS` (``-createdAt``, the default: newest
+first; ``createdAt``; ``scheduledAt``: soonest due first; ``-scheduledAt``); a cursor belongs
+to the sort it was made for. The seed's ``failed`` stays accepted although no job is ever written
 with it: the seed's model names it, so a seed client filtering on it keeps getting an
 answer (always empty) rather than a 400.
 """
@@ -27,7 +29,7 @@ from .model import (
     parse_list_query,
     parse_time,
 )
-from .store.query import Cursor, JobQuery
+from .store.query import MAX_QUERY_IDS, Cursor, JobQuery, Sort
 
 LIST_PARAMETERS = (
     "tenantId",
@@ -37,6 +39,9 @@ LIST_PARAMETERS = (
     "cron",
     "createdAfter",
     "createdBefore",
+    "idempotencyKey",
+    "idempotencyKeyPrefix",
+    "sort",
     "limit",
     "cursor",
 )
@@ -49,8 +54,13 @@ FILTER_FIELDS = (
     "cron",
     "createdAfter",
     "createdBefore",
+    "idempotencyKey",
+    "idempotencyKeyPrefix",
+    "ids",
 )
 STATUS_NAMES = tuple(s.value for s in Status)
+#: Accepted ``sort`` values.
+SORTS = tuple(s.value for s in Sort)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -107,6 +117,10 @@ def _filter(values: Mapping[str, Any], tenant: str | None) -> JobQuery:
         raw = values.get(field)
         bounds[field] = None if raw is None else parse_time(_text(raw, field), field)
     cron = values.get("cron")
+    key = values.get("idempotencyKey")
+    prefix = values.get("idempotencyKeyPrefix")
+    if key is not None and prefix is not None:
+        raise ValidationError("give idempotencyKey or idempotencyKeyPrefix, not both")
     return JobQuery(
         tenant_id=tenant,
         job_type=None if job_type is None else _text(job_type, "jobType"),
@@ -114,7 +128,36 @@ def _filter(values: Mapping[str, Any], tenant: str | None) -> JobQuery:
         cron=None if cron is None else _flag(cron, "cron"),
         created_after=bounds["createdAfter"],
         created_before=bounds["createdBefore"],
+        idempotency_key=None if key is None else _text(key, "idempotencyKey"),
+        key_prefix=None if prefix is None else _text(prefix, "idempotencyKeyPrefix"),
     )
+
+
+def parse_sort(raw: str | None) -> Sort:
+    """``sort`` (default ``-createdAt``) -> Sort; 400 for anything else."""
+    if raw is None:
+        return Sort.CREATED_DESC
+    try:
+        return Sort(raw.strip())
+    except ValueError:
+        raise ValidationError(
+            f"sort: unknown order {raw[:40]!r} (accepted: {', '.join(SORTS)})"
+        ) from None
+
+
+def parse_ids(raw: Any, field: str = "filter.ids") -> tuple[str, ...]:
+    """A list of 1 to MAX_QUERY_IDS job ids (lower-cased, duplicates dropped)."""
+    if not isinstance(raw, list) or not raw:
+        raise ValidationError(f"{field}: must be a non-empty array of job ids")
+    if len(raw) > MAX_QUERY_IDS:
+        raise ValidationError(f"{field}: at most {MAX_QUERY_IDS} ids, got {len(raw)}")
+    ids: list[str] = []
+    for value in raw:
+        if not isinstance(value, str) or not is_job_id(value.lower()):
+            raise ValidationError(f"{field}: each id must be a 24-character hex ObjectId")
+        if value.lower() not in ids:
+            ids.append(value.lower())
+    return tuple(ids)
 
 
 def parse_list_request(
@@ -132,9 +175,10 @@ def parse_list_request(
         {k: v for k, v in args.items() if k in ("tenantId", "limit")}
     )
     query = _filter(args, tenant)
+    sort = parse_sort(args.get("sort"))
     raw_cursor = args.get("cursor")
-    cursor = None if raw_cursor is None else decode_cursor(raw_cursor)
-    return attrs.evolve(query, statuses=parse_statuses(statuses)), limit, cursor
+    cursor = None if raw_cursor is None else decode_cursor(raw_cursor, sort)
+    return attrs.evolve(query, statuses=parse_statuses(statuses), sort=sort), limit, cursor
 
 
 def parse_filter(body: Any) -> tuple[JobQuery, str | None]:
@@ -163,22 +207,37 @@ def parse_filter(body: Any) -> tuple[JobQuery, str | None]:
     else:
         raise ValidationError("filter.status: must be a status or a list of statuses")
     query = _filter(body, tenant)
-    return attrs.evolve(query, statuses=statuses), tenant
+    ids = () if body.get("ids") is None else parse_ids(body["ids"])
+    return attrs.evolve(query, statuses=statuses, ids=ids), tenant
 
 
 def encode_cursor(cursor: Cursor) -> str:
-    """Opaque to clients: base64url of the last job's creation time and id."""
-    millis = (cursor.created_at - _EPOCH) // timedelta(milliseconds=1)
-    raw = json.dumps([millis, cursor.id], separators=(",", ":")).encode()
+    """Opaque to clients: base64url of the last job's sort-field time and id (and the sort,
+    unless it is the default, so cursors of the default order keep their old form)."""
+    millis = (cursor.at - _EPOCH) // timedelta(milliseconds=1)
+    parts: list[Any] = [millis, cursor.id]
+    if cursor.sort is not Sort.CREATED_DESC:
+        parts.append(cursor.sort.value)
+    raw = json.dumps(parts, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(text: str) -> Cursor:
+def decode_cursor(text: str, sort: Sort = Sort.CREATED_DESC) -> Cursor:
+    """The cursor ``text`` stands for; 400 if it is not one, or was made for another sort."""
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        millis, job_id = json.loads(raw)
+        parts = json.loads(raw)
+        if not isinstance(parts, list) or len(parts) not in (2, 3):
+            raise ValueError("bad cursor")
+        millis, job_id = parts[0], parts[1]
+        made_for = Sort(parts[2]) if len(parts) == 3 else Sort.CREATED_DESC
         if not isinstance(millis, int) or not isinstance(job_id, str) or not is_job_id(job_id):
             raise ValueError("bad cursor")
-        return Cursor(created_at=_EPOCH + timedelta(milliseconds=millis), id=job_id)
+        cursor = Cursor(at=_EPOCH + timedelta(milliseconds=millis), id=job_id, sort=made_for)
     except (ValueError, TypeError, binascii.Error, OverflowError):
         raise ValidationError("cursor: not a cursor this API returned") from None
+    if made_for is not sort:
+        raise ValidationError(
+            f"cursor: made for sort={made_for.value}, not sort={sort.value} (start again)"
+        )
+    return cursor

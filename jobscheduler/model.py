@@ -157,6 +157,8 @@ def utc(dt: datetime) -> datetime:
     Milliseconds are what MongoDB keeps; truncating everywhere makes every store return
     exactly the timestamps it was given, so equality conditions on them are portable.
     """
+    if dt.tzinfo is UTC and not dt.microsecond % 1000:
+        return dt  # already normalised (the common case on the hot path)
     if dt.tzinfo is None:
         raise ValueError("naive datetime")
     dt = dt.astimezone(UTC)

@@ -7,7 +7,7 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 from hypercorn.config import Config as HypercornConfig
@@ -17,6 +17,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from . import http_errors
 from .health import Health
+from .unread_body import CloseUnreadBodies
+
+if TYPE_CHECKING:
+    from hypercorn.typing import ASGIFramework
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _HANDLER_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900)
@@ -231,10 +235,13 @@ async def serve_asgi(
     """Serve an ASGI app with hypercorn's trio worker inside the caller's nursery.
 
     ``task_status.started`` receives the bound addresses (port 0 picks a free port).
-    Errors hypercorn answers itself (400, 431) carry the JSON error body too.
+    Errors hypercorn answers itself (400, 431) carry the JSON error body too, and a reply
+    sent before its request's body was read closes the connection (see unread_body.py).
     """
     http_errors.install()
-    await serve(app, hypercorn_config(host, port), task_status=task_status)
+    # hypercorn types the app as a union of its ASGI/WSGI callables; ours is plain ASGI.
+    asgi = cast("ASGIFramework", CloseUnreadBodies(app))
+    await serve(asgi, hypercorn_config(host, port), task_status=task_status)
 
 
 async def run_metrics_server(

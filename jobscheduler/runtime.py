@@ -29,14 +29,28 @@ class Waker:
         self._clock = clock
         self._event = trio.Event()
         self._planned: datetime | None = None
+        #: The earliest due time notified while the scheduler was not sleeping.
+        self._missed: datetime | None = None
 
     def notify(self, due_at: datetime) -> None:
-        """A job is due at ``due_at``: wake the scheduler if it planned to sleep past that."""
-        if self._planned is None or due_at < self._planned:
+        """A job is due at ``due_at``: wake the scheduler if it planned to sleep past that.
+
+        While the scheduler is awake (ticking) the due time is remembered, and its next
+        sleep ends by then: it may have read the next due time before this job was stored.
+        A job due after that sleep would end anyway (the common case: jobs created for
+        later) costs the scheduler nothing, however many are created.
+        """
+        if self._planned is None:
+            if self._missed is None or due_at < self._missed:
+                self._missed = due_at
+        elif due_at < self._planned:
             self._event.set()
 
     async def sleep_until(self, deadline: datetime) -> None:
         """Sleep until ``deadline`` or an earlier :meth:`notify`, whichever comes first."""
+        missed, self._missed = self._missed, None
+        if missed is not None and missed < deadline:
+            deadline = missed
         self._planned = deadline
         try:
             if not self._event.is_set():

@@ -19,6 +19,7 @@ from .cron_firing import TemplateFiring
 from .election import Term, lead
 from .errors import BusError, StoreError
 from .model import Job
+from .presence import Presence
 from .runtime import Deps
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,12 @@ ERROR_BACKOFF = 1.0
 #: server-selection and socket timeouts), not by a trio deadline: under a mock clock a
 #: deadline could expire around a worker thread and drop a claim's result.
 PUBLISH_TIMEOUT = 15.0
+#: How far ahead of its due time the dispatch loop claims a job. The claim's store round
+#: trip (and any WAL checkpoint or lock wait it meets) then happens before the due instant,
+#: and the wake-up goes out AT the due instant (:meth:`Scheduler._publish_on_time`), so a
+#: job's start delay is the wake-up's precision, not a claim's latency. A job is never
+#: published, so never picked, before it is due.
+CLAIM_LEAD = 0.02
 
 
 class Scheduler:
@@ -42,17 +49,23 @@ class Scheduler:
         self._deps = deps
         self._tick = timedelta(seconds=deps.settings.scheduler_tick)
         self._firing = TemplateFiring(deps)
+        #: Claim lead of the dispatch loop (``tick`` claims only what is due).
+        self._lead = timedelta(0)
 
     async def dispatch_loop(self, term: Term) -> None:
         """Tick until cancelled: spawn due cron instances, claim and publish every due job,
         then sleep until the next job is due, the tick elapses, or the waker fires."""
         log.info("dispatching", extra={"term": term.token, "leader_id": term.leader_id})
         metrics = self._deps.metrics
+        self._lead = timedelta(seconds=CLAIM_LEAD)
         while True:
             started = time.perf_counter()
             try:
-                progress = await self._fire_templates()
-                progress += await self._claim_all()
+                # The due jobs first: the template queries are not on their start's path.
+                # Instances spawned now are claimed on the next pass, which follows at once
+                # (``_sleep`` returns right away while something is due and progress is made).
+                progress = await self._claim_all()
+                progress += await self._fire_templates()
             except StoreError as exc:
                 log.error("scheduler tick failed", extra={"error": str(exc)})
                 await trio.sleep(ERROR_BACKOFF)
@@ -107,11 +120,13 @@ class Scheduler:
         deps = self._deps
         await trio.lowlevel.checkpoint_if_cancelled()  # not leading any more: claim nothing
         with trio.CancelScope(shield=True):
-            jobs = await deps.store.claim_due(deps.clock.now(), batch)
+            # Due within the lead counts as due: queued_at is then the instant the job's
+            # wake-up goes out (its due time), at most CLAIM_LEAD ahead of the claim.
+            jobs = await deps.store.claim_due(deps.clock.now() + self._lead, batch)
             if jobs:
                 deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
                 with trio.move_on_after(PUBLISH_TIMEOUT) as publishing:
-                    await self._publish(jobs)
+                    await self._publish_on_time(jobs)
                 if publishing.cancelled_caught:
                     deps.metrics.scheduler_dispatch_errors.inc(len(jobs))
                     log.error(
@@ -119,6 +134,20 @@ class Scheduler:
                         extra={"jobs": len(jobs), "timeout": PUBLISH_TIMEOUT},
                     )
         return jobs
+
+    async def _publish_on_time(self, jobs: list[Job]) -> None:
+        """Publish each claimed job's wake-up once it is due (claims run up to CLAIM_LEAD
+        early), in claim order (priority first) among the jobs due together."""
+        clock = self._deps.clock
+        waiting = jobs
+        while waiting:
+            now = clock.now()
+            due = [job for job in waiting if job.scheduled_at <= now]
+            if due:
+                await self._publish(due)
+                waiting = [job for job in waiting if job.scheduled_at > now]
+            else:
+                await clock.sleep_until(min(job.scheduled_at for job in waiting))
 
     async def _publish(self, jobs: list[Job]) -> None:
         messages = [WakeUp(job_id=j.id, job_type=j.job_type, priority=j.priority) for j in jobs]
@@ -162,7 +191,8 @@ class Scheduler:
         await self._firing.fire(template)
 
     async def _sleep(self, progress: int) -> None:
-        """Sleep until the next job is due (at most one tick), or the waker fires.
+        """Sleep until the next job is due less the claim lead (at most one tick), or the
+        waker fires.
 
         A job already due (it came due, or was inserted, after the last claim's ``now``)
         means tick again at once — or, if the last tick made no progress, after a short
@@ -172,6 +202,8 @@ class Scheduler:
         now = deps.clock.now()
         deadline = now + self._tick
         next_due = await deps.store.next_due_at()
+        if next_due is not None:
+            next_due -= self._lead
         if next_due is not None and next_due < deadline:
             if next_due > now:
                 deadline = next_due
@@ -192,7 +224,13 @@ async def run_scheduler(
     scheduler = Scheduler(deps)
     gauge = deps.metrics.scheduler_is_leader
     gauge.set(0)
-    task_status.started()
-    await lead(
-        deps.elector, scheduler.dispatch_loop, on_leadership=lambda leading: gauge.set(int(leading))
-    )
+    presence = Presence(deps, "scheduler")  # the Overview's record (jobscheduler.presence)
+
+    def on_leadership(leading: bool) -> None:
+        gauge.set(int(leading))
+        presence.changed(leader=leading)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(presence.run)
+        task_status.started()
+        await lead(deps.elector, scheduler.dispatch_loop, on_leadership=on_leadership)

@@ -91,13 +91,14 @@ from .mongo_conn import (
     outcome_unknown,
 )
 from .mongo_tenancy import MongoTenancyMixin
+from .mongo_workers import MongoWorkersMixin
 from .mongo_writes import MongoWrites
 from .query import Cursor, JobQuery, JobStats
 
 log = logging.getLogger(__name__)
 
 
-class MongoJobStore(MongoTenancyMixin, MongoWrites):
+class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server (settings: see
     :class:`~jobscheduler.store.mongo_conn.MongoConnection`)."""
 

@@ -37,6 +37,7 @@ from .mongo_batch import BATCH_FIELD, CLAIM_FIELD
 from .mongo_codec import CLAIM_SORT, COLLECTION, FIELDS, Document
 from .mongo_query import MANAGE_INDEXES
 from .mongo_tenancy import create_tenancy_indexes, drop_global_key_index
+from .mongo_workers import create_workers_indexes
 
 T = TypeVar("T")
 
@@ -243,6 +244,7 @@ class MongoConnection(JobStore):
             for index in ATTEMPT_INDEXES:
                 attempts.create_indexes([index])
             create_tenancy_indexes(client, self._database)
+            create_workers_indexes(client, self._database)
         except BaseException:
             client.close()
             raise

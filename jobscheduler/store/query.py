@@ -1,13 +1,16 @@
 """What the management routes ask the store: job filters, keyset cursors and stats.
 
 A :class:`JobQuery` is a conjunction of optional conditions; every adapter turns it into
-one indexed query. Pages are newest first (``created_at`` desc, then ``id`` desc) and a
-:class:`Cursor` is the position of the last job of a page, so the next page starts
-strictly after it: pages stay stable while jobs change status (``created_at`` never does).
+one indexed query. Pages are in the query's :class:`Sort` order (by default newest first:
+``created_at`` desc, then ``id`` desc) and a :class:`Cursor` is the position of the last job
+of a page, so the next page starts strictly after it: pages stay stable while jobs change
+status (``created_at`` never does; ``scheduled_at`` does when a job is retried or
+rescheduled, so a page walk by due time may miss or repeat such a job).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -17,6 +20,33 @@ from ..model import Job, Status
 
 #: The windows of ``GET /stats`` completions and failures, in minutes.
 STATS_WINDOWS: tuple[int, ...] = (1, 5, 15)
+
+
+class Sort(enum.Enum):
+    """The order of a listing: a time field, then the id, both in the same direction."""
+
+    CREATED_DESC = "-createdAt"
+    CREATED_ASC = "createdAt"
+    SCHEDULED_DESC = "-scheduledAt"
+    SCHEDULED_ASC = "scheduledAt"
+
+    @property
+    def field(self) -> str:
+        """The Job attribute it orders by."""
+        return "scheduled_at" if self in (Sort.SCHEDULED_DESC, Sort.SCHEDULED_ASC) else "created_at"
+
+    @property
+    def descending(self) -> bool:
+        return self.value.startswith("-")
+
+    def key(self, job: Job) -> datetime:
+        """The job's value of the sort field."""
+        value: datetime = getattr(job, self.field)
+        return value
+
+
+#: Most ids one query may name (a page's selection, a dead-letter group).
+MAX_QUERY_IDS = 1000
 
 
 @attrs.frozen(kw_only=True)
@@ -33,6 +63,12 @@ class JobQuery:
     #: ``created_at >= created_after`` and ``created_at < created_before``.
     created_after: datetime | None = None
     created_before: datetime | None = None
+    #: Exactly this idempotency key / keys starting with this text (the (tenant, key) index).
+    idempotency_key: str | None = None
+    key_prefix: str | None = None
+    #: Only these job ids (empty: no condition).
+    ids: tuple[str, ...] = ()
+    sort: Sort = Sort.CREATED_DESC
 
     def matches(self, job: Job) -> bool:
         """The same conditions in Python (tests, and a store without a query language)."""
@@ -44,19 +80,26 @@ class JobQuery:
             and (self.cron is None or (job.cron is not None) == self.cron)
             and (self.created_after is None or job.created_at >= self.created_after)
             and (self.created_before is None or job.created_at < self.created_before)
+            and (self.idempotency_key is None or job.idempotency_key == self.idempotency_key)
+            and (self.key_prefix is None or job.idempotency_key.startswith(self.key_prefix))
+            and (not self.ids or job.id in self.ids)
         )
 
 
 @attrs.frozen(kw_only=True)
 class Cursor:
-    """The position of a job in the newest-first order: a page continues after it."""
+    """The position of a job in a listing's order: a page continues after it.
 
-    created_at: datetime
+    ``at`` is the job's value of the sort field (``created_at`` in the default order).
+    """
+
+    at: datetime
     id: str
+    sort: Sort = Sort.CREATED_DESC
 
     @classmethod
-    def after(cls, job: Job) -> Cursor:
-        return cls(created_at=job.created_at, id=job.id)
+    def after(cls, job: Job, sort: Sort = Sort.CREATED_DESC) -> Cursor:
+        return cls(at=sort.key(job), id=job.id, sort=sort)
 
 
 @attrs.frozen(kw_only=True)
@@ -85,4 +128,4 @@ class JobStats:
         return max((now - self.oldest_due_at) / timedelta(seconds=1), 0.0)
 
 
-__all__ = ["STATS_WINDOWS", "Cursor", "JobQuery", "JobStats", "Window"]
+__all__ = ["MAX_QUERY_IDS", "STATS_WINDOWS", "Cursor", "JobQuery", "JobStats", "Sort", "Window"]

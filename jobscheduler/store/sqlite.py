@@ -16,228 +16,54 @@ Every ``sqlite3`` error (a full disk, a read-only file, a lock held too long) be
 :class:`~jobscheduler.errors.StoreError` at this edge, so callers answer 503 or retry
 instead of crashing; a string no SQLite text can hold (a lone surrogate) is a
 :class:`~jobscheduler.errors.ValidationError`.
+
+This module holds the plumbing and the jobs' lifecycle (insert, claim, transitions); the row
+codec is :mod:`~jobscheduler.store.sqlite_rows`, histories and management are
+:mod:`~jobscheduler.store.sqlite_manage`, keys and audit :mod:`~jobscheduler.store.sqlite_tenancy`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import trio
 
-from ..attempts import Attempt
-from ..cron import CronPolicy, Occurrence, OccurrenceStatus
 from ..errors import JobNotFound, StoreError, ValidationError
-from ..model import Job, Replay, Status
+from ..model import Job, Status
 from ..states import Change, claim_fields
 from . import sqlite_ledger
 from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
-from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
 from .sqlite_attempts import (
-    ATTEMPT_COLUMNS,
     ATTEMPTS_SCHEMA,
     INSERT_ATTEMPT,
-    attempt_from_row,
     attempt_params,
-    millis,
 )
-from .sqlite_query import MANAGE_INDEXES, find_sql, stats_sql
+from .sqlite_manage import SQLiteManageMixin
+from .sqlite_query import MANAGE_INDEXES
+from .sqlite_rows import (
+    _COLUMNS,
+    _EPOCH,
+    _SCHEMA,
+    _SELECT,
+    _TIME_FIELDS,
+    _from_row,
+    _migrate,
+    _to_db,
+    _update_sql,
+)
 from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
+from .sqlite_workers import WORKERS_SCHEMA, SQLiteWorkersMixin
 
 T = TypeVar("T")
 
 MEMORY = ":memory:"
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-# Job field -> column. Times are integer milliseconds since the epoch (UTC).
-_COLUMNS: dict[str, str] = {
-    "id": "id",
-    "idempotency_key": "idempotency_key",
-    "tenant_id": "tenant_id",
-    "job_type": "job_type",
-    "payload": "payload",
-    "priority": "priority",
-    "status": "status",
-    "scheduled_at": "scheduled_at",
-    "cron": "cron",
-    "attempts": "attempts",
-    "max_attempts": "max_attempts",
-    "last_error": "last_error",
-    "claimed_by": "claimed_by",
-    "claimed_at": "claimed_at",
-    "claim_token": "claim_token",
-    "heartbeat_at": "heartbeat_at",
-    "queued_at": "queued_at",
-    "created_at": "created_at",
-    "updated_at": "updated_at",
-    "cron_policy": "cron_policy",
-    "cron_buffered": "cron_buffered",
-    "result": "result",
-    "template_id": "template_id",
-    "fire_at": "fire_at",
-    "cancel_requested_at": "cancel_requested_at",
-    "replays": "replays",
-}
-_TIME_FIELDS = frozenset(
-    {
-        "scheduled_at",
-        "claimed_at",
-        "heartbeat_at",
-        "queued_at",
-        "created_at",
-        "updated_at",
-        "fire_at",
-        "cancel_requested_at",
-        "cron_buffered",
-    }
-)
-_SELECT = ", ".join(_COLUMNS.values())
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id              TEXT PRIMARY KEY,
-    idempotency_key TEXT NOT NULL,
-    tenant_id       TEXT NOT NULL,
-    job_type        TEXT NOT NULL,
-    payload         TEXT NOT NULL,
-    priority        INTEGER NOT NULL,
-    status          TEXT NOT NULL,
-    scheduled_at    INTEGER NOT NULL,
-    cron            TEXT,
-    attempts        INTEGER NOT NULL,
-    max_attempts    INTEGER NOT NULL,
-    last_error      TEXT,
-    claimed_by      TEXT,
-    claimed_at      INTEGER,
-    claim_token     TEXT,
-    heartbeat_at    INTEGER,
-    queued_at       INTEGER,
-    created_at      INTEGER NOT NULL,
-    updated_at      INTEGER NOT NULL,
-    result          TEXT,
-    template_id     TEXT,
-    cron_policy     TEXT,
-    fire_at         INTEGER
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS jobs_tenant_key ON jobs (tenant_id, idempotency_key);
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
-CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
-    WHERE status = 'pending' AND cron IS NULL;
-CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (queued_at) WHERE status IN ('queued');
-CREATE INDEX IF NOT EXISTS jobs_in_flight ON jobs (heartbeat_at)
-    WHERE status IN ('claimed', 'running');
-CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs (tenant_id, created_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS jobs_tenant_status ON jobs (tenant_id, status, created_at DESC, id DESC);
-"""
-
-
-def _to_db(field: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if field in _TIME_FIELDS:
-        # Values come from model.utc (whole milliseconds), so rounding is exact.
-        return round(value.timestamp() * 1000)
-    if field in ("payload", "result"):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    if field == "status":
-        return Status(value).value
-    if field == "cron_policy":
-        return json.dumps(value.to_storage(), separators=(",", ":"))
-    if field == "replays":
-        return json.dumps([r.to_json() for r in value], separators=(",", ":")) if value else None
-    return value
-
-
-#: Columns added after the first release: (column, definition), added to older files at start
-#: (and to new ones: ``cron_buffered``, ``cancel_requested_at`` and ``replays`` exist only
-#: through this list).
-_ADDED_COLUMNS = (
-    ("cron_policy", "TEXT"),
-    ("result", "TEXT"),
-    ("template_id", "TEXT"),
-    ("fire_at", "INTEGER"),
-    ("cron_buffered", "INTEGER"),
-    ("cancel_requested_at", "INTEGER"),
-    ("replays", "TEXT"),
-)
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Add the columns a file created by an older version lacks (idempotent)."""
-    present = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
-    for column, definition in _ADDED_COLUMNS:
-        if column not in present:
-            conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {definition}")
-
-
-_FIELDS = tuple(_COLUMNS)
-_TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIELDS)
-_PAYLOAD_INDEX = _FIELDS.index("payload")
-_STATUS_INDEX = _FIELDS.index("status")
-_CRON_POLICY_INDEX = _FIELDS.index("cron_policy")
-_RESULT_INDEX = _FIELDS.index("result")
-_REPLAYS_INDEX = _FIELDS.index("replays")
-_STATUSES = {status.value: status for status in Status}
-
-
-def _from_row(row: Sequence[Any]) -> Job:
-    # On the hot path (every transition returns its row): positional, no intermediate dict.
-    values = list(row)
-    for i in _TIME_INDEXES:
-        millis = values[i]
-        if millis is not None:
-            # Exact: a float of whole milliseconds rounds back to the same microsecond.
-            values[i] = datetime.fromtimestamp(millis / 1000, UTC)
-    payload = values[_PAYLOAD_INDEX]
-    values[_PAYLOAD_INDEX] = {} if payload == "{}" else json.loads(payload)
-    values[_STATUS_INDEX] = _STATUSES[values[_STATUS_INDEX]]
-    policy = values[_CRON_POLICY_INDEX]
-    if policy is not None:
-        values[_CRON_POLICY_INDEX] = CronPolicy.from_storage(json.loads(policy))
-    result = values[_RESULT_INDEX]
-    if result is not None:
-        values[_RESULT_INDEX] = json.loads(result)
-    replays = values[_REPLAYS_INDEX]
-    values[_REPLAYS_INDEX] = (
-        () if replays is None else tuple(Replay.from_json(r) for r in json.loads(replays))
-    )
-    return Job(**dict(zip(_FIELDS, values, strict=True)))
-
-
-@functools.lru_cache(maxsize=256)
-def _update_sql(
-    set_fields: tuple[str, ...],
-    expect_shape: tuple[tuple[str, int], ...],
-    inc_fields: tuple[str, ...] = (),
-) -> str:
-    """The UPDATE for a Change of this shape (cached: transitions have a handful of shapes).
-
-    ``expect_shape`` is (field, n): n > 0 is ``IN`` with n values, 0 is ``=``, -1 is NULL.
-    ``inc_fields`` are added to (``column = column + ?``), after the ``set_fields``.
-    """
-    assignments = ", ".join(
-        [f"{_COLUMNS[f]} = ?" for f in set_fields]
-        + [f"{_COLUMNS[f]} = {_COLUMNS[f]} + ?" for f in inc_fields]
-    )
-    conditions = ["id = ?"]
-    for field, n in expect_shape:
-        column = _COLUMNS[field]
-        if n > 0:
-            conditions.append(f"{column} IN ({', '.join('?' * n)})")
-        elif n < 0:
-            conditions.append(f"{column} IS NULL")
-        else:
-            conditions.append(f"{column} = ?")
-    return f"UPDATE jobs SET {assignments} WHERE {' AND '.join(conditions)} RETURNING {_SELECT}"
 
 
 class _Slot(Generic[T]):
@@ -265,7 +91,7 @@ def _edge_error(exc: Exception) -> Exception:
     return mapped
 
 
-class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
+class SQLiteJobStore(SQLiteWorkersMixin, SQLiteManageMixin, SQLiteTenancyMixin, JobStore):
     """JobStore on one SQLite file (created with its directory if missing)."""
 
     def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
@@ -307,6 +133,7 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             conn.executescript(TENANCY_SCHEMA)
             sqlite_ledger.migrate(conn)
             conn.executescript(MANAGE_INDEXES)
+            conn.executescript(WORKERS_SCHEMA)
             return conn
 
         try:
@@ -370,6 +197,9 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         slot: _Slot[T] = _Slot(op)
         self._pending.append(slot)
         try:
+            # Taking trio's lock yields once, so the writes of the tasks made runnable
+            # together with this one (an executor's outcomes and its next pick) are queued
+            # by then and share this transaction.
             async with self._write_lock:
                 if not slot.done:
                     batch, self._pending = self._pending, []
@@ -456,8 +286,9 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         return None if row is None else str(row[0])
 
     async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
-        """One transaction (one group commit): an ``INSERT ... ON CONFLICT DO NOTHING`` per
-        job, then one query for the holders of the keys that were taken."""
+        """One transaction (one group commit): one ``executemany`` of ``INSERT ... ON
+        CONFLICT DO NOTHING``; only if some row was not inserted, a query for which (by id)
+        and one for the holders of the keys that were taken."""
         if not jobs:
             return []
         unique, later = first_of_each_key(jobs)
@@ -470,9 +301,8 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
 
         def op(conn: sqlite3.Connection) -> list[InsertOutcome]:
             taken: list[int] = []
-            for i, params in enumerate(rows):
-                if conn.execute(sql, params).rowcount == 0:
-                    taken.append(i)
+            if conn.executemany(sql, rows).rowcount < len(rows):
+                taken = self._not_inserted(conn, unique)
             # Keys are unique per tenant: the holder of a taken key is looked up in its tenant.
             holders: dict[tuple[str, str], str] = {}
             keys = [unique[i].idempotency_key for i in taken]
@@ -491,6 +321,26 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
             return stored
 
         return spread_outcomes(jobs, await self._write(op), later)
+
+    @staticmethod
+    def _not_inserted(conn: sqlite3.Connection, jobs: Sequence[Job]) -> list[int]:
+        """The positions of the ``jobs`` whose row was not inserted: the stored row with
+        their id is missing (or, never in practice, another job's)."""
+        stored: dict[str, tuple[str, str]] = {}
+        ids = [job.id for job in jobs]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for job_id, tenant, key in conn.execute(
+                "SELECT id, tenant_id, idempotency_key FROM jobs "
+                f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            ):
+                stored[job_id] = (tenant, key)
+        return [
+            i
+            for i, job in enumerate(jobs)
+            if stored.get(job.id) != (job.tenant_id, job.idempotency_key)
+        ]
 
     async def get(self, job_id: str) -> Job:
         def op(conn: sqlite3.Connection) -> Job | None:
@@ -579,11 +429,8 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         return None if value is None else _EPOCH + timedelta(milliseconds=value)
 
     @staticmethod
-    def _change_op(
-        change: Change, records: list[tuple[Any, ...]] | None = None
-    ) -> Callable[[sqlite3.Connection], Job | None]:
-        """The operation applying ``change``. Its attempt record, if it applies, is written
-        at once, or appended to ``records`` for the caller to write in the same transaction."""
+    def _change_sql(change: Change, *, returning: bool = True) -> tuple[str, list[Any]]:
+        """The UPDATE applying ``change`` and its parameters."""
         params: list[Any] = [_to_db(f, v) for f, v in change.set.items()]
         params.append(change.job_id)
         shape: list[tuple[str, int]] = []
@@ -599,7 +446,15 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         inc = tuple(change.inc)
         if inc:
             params[len(change.set) : len(change.set)] = [change.inc[f] for f in inc]
-        sql = _update_sql(tuple(change.set), tuple(shape), inc)
+        return _update_sql(tuple(change.set), tuple(shape), inc, returning), params
+
+    @classmethod
+    def _change_op(
+        cls, change: Change, records: list[tuple[Any, ...]] | None = None
+    ) -> Callable[[sqlite3.Connection], Job | None]:
+        """The operation applying ``change``. Its attempt record, if it applies, is written
+        at once, or appended to ``records`` for the caller to write in the same transaction."""
+        sql, params = cls._change_sql(change)
         record = None if change.record is None else attempt_params(change.record)
 
         def op(conn: sqlite3.Connection) -> Job | None:
@@ -630,6 +485,36 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
 
         return await self._write(op)
 
+    async def apply_many_lean(
+        self, changes: Sequence[Change], read_back: Sequence[bool]
+    ) -> list[Job | bool]:
+        """One operation, like :meth:`apply_many`; the changes not read back are run without
+        ``RETURNING`` (their row is neither fetched nor decoded)."""
+        plan: list[tuple[str, list[Any], bool, tuple[Any, ...] | None]] = []
+        for change, want in zip(changes, read_back, strict=True):
+            sql, params = self._change_sql(change, returning=want)
+            record = None if change.record is None else attempt_params(change.record)
+            plan.append((sql, params, want, record))
+
+        def op(conn: sqlite3.Connection) -> list[Job | bool]:
+            records: list[tuple[Any, ...]] = []
+            results: list[Job | bool] = []
+            for sql, params, want, record in plan:
+                cursor = conn.execute(sql, params)
+                if want:
+                    row = cursor.fetchone()
+                    result: Job | bool = False if row is None else _from_row(row)
+                else:
+                    result = cursor.rowcount > 0
+                if result is not False and record is not None:
+                    records.append(record)
+                results.append(result)
+            if records:
+                conn.executemany(INSERT_ATTEMPT, records)
+            return results
+
+        return await self._write(op)
+
     async def find_stale(
         self, statuses: Sequence[Status], field: str, before: datetime, limit: int
     ) -> list[Job]:
@@ -645,104 +530,3 @@ class SQLiteJobStore(SQLiteTenancyMixin, JobStore):
         )
         params = (_to_db(field, before), limit)
         return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
-
-    async def count_by_status(self) -> dict[Status, int]:
-        rows = await self._read(
-            lambda conn: conn.execute(
-                "SELECT status, COUNT(*) FROM jobs GROUP BY status"
-            ).fetchall()
-        )
-        counts = dict.fromkeys(Status, 0)
-        for status, count in rows:
-            counts[Status(status)] = count
-        return counts
-
-    # ------------------------------------------------------------------ cron ledger
-
-    async def record_occurrences(
-        self, records: Sequence[Occurrence]
-    ) -> list[tuple[Occurrence, bool]]:
-        if not records:
-            return []
-        return await self._write(lambda conn: sqlite_ledger.record(conn, records))
-
-    async def occurrences(
-        self,
-        template_id: str,
-        *,
-        limit: int,
-        before: datetime | None = None,
-        statuses: Sequence[OccurrenceStatus] | None = None,
-    ) -> list[Occurrence]:
-        return await self._read(
-            lambda conn: sqlite_ledger.select(conn, template_id, before, limit, statuses)
-        )
-
-    async def prune_occurrences(self, before: datetime) -> int:
-        return await self._write(lambda conn: sqlite_ledger.prune(conn, before))
-
-    async def buffered_templates(self, limit: int) -> list[Job]:
-        sql = (
-            f"SELECT {_SELECT} FROM jobs WHERE cron_buffered IS NOT NULL AND status = 'pending' "
-            "ORDER BY cron_buffered ASC LIMIT ?"
-        )
-        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, (limit,))])
-
-    async def attempts(self, job_id: str) -> list[Attempt]:
-        sql = (
-            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
-            "ORDER BY number ASC, finished_at ASC"
-        )
-        return await self._read(
-            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
-        )
-
-    async def prune_attempts(self, before: datetime) -> int:
-        cutoff = millis(before)
-        return await self._write(
-            lambda conn: (
-                conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount
-            )
-        )
-
-    # ------------------------------------------------------------------ management
-
-    async def find_jobs(
-        self, query: JobQuery, limit: int, after: Cursor | None = None
-    ) -> list[Job]:
-        sql, params = find_sql(query, limit, after, select=_SELECT, millis=_millis)
-        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
-
-    async def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """All in one write transaction (one thread hop); rows are read back only to count."""
-        ops = [self._change_op(change) for change in changes]
-        return await self._write(lambda conn: sum(op(conn) is not None for op in ops))
-
-    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
-        queries = stats_sql(tenant_id, now, millis=_millis)
-
-        def op(conn: sqlite3.Connection) -> list[list[Any]]:
-            return [conn.execute(sql, params).fetchall() for sql, params in queries]
-
-        counts_rows, oldest_rows, window_rows = await self._read(op)
-        finished = {status: sums for status, *sums in window_rows}
-        windows = tuple(
-            Window(
-                minutes=minutes,
-                completed=int((finished.get("completed") or [0] * 3)[i] or 0),
-                failed=int((finished.get("dlq") or [0] * 3)[i] or 0),
-            )
-            for i, minutes in enumerate(STATS_WINDOWS)
-        )
-        return JobStats(
-            counts={(Status(st), jt): n for st, jt, n in counts_rows},
-            oldest_due_at=(
-                _EPOCH + timedelta(milliseconds=oldest_rows[0][0]) if oldest_rows else None
-            ),
-            windows=windows,
-        )
-
-
-def _millis(dt: datetime) -> int:
-    value: int = _to_db("created_at", dt)
-    return value

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..model import Status
-from .query import STATS_WINDOWS, Cursor, JobQuery
+from .query import STATS_WINDOWS, Cursor, JobQuery, Sort
 
 #: Indexes of the management queries. Created after the column migration, since they name
 #: columns an older file gains there.
@@ -23,7 +23,15 @@ CREATE INDEX IF NOT EXISTS jobs_template ON jobs (template_id, created_at DESC, 
 CREATE INDEX IF NOT EXISTS jobs_status_created ON jobs (status, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (updated_at)
     WHERE status IN ('completed', 'dlq');
+CREATE INDEX IF NOT EXISTS jobs_tenant_templates ON jobs (tenant_id, created_at DESC, id DESC)
+    WHERE cron IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_tenant_scheduled ON jobs (tenant_id, scheduled_at, id);
+CREATE INDEX IF NOT EXISTS jobs_tenant_status_scheduled
+    ON jobs (tenant_id, status, scheduled_at, id);
 """
+
+#: Upper bound of the keys that start with a prefix (the highest code point).
+_PREFIX_END = "\U0010ffff"
 
 Millis = Callable[[datetime], int]
 
@@ -35,7 +43,8 @@ def _status_list(statuses: tuple[Status, ...]) -> str:
 def find_sql(
     query: JobQuery, limit: int, after: Cursor | None, *, select: str, millis: Millis
 ) -> tuple[str, list[Any]]:
-    """``SELECT select FROM jobs WHERE ... ORDER BY created_at DESC, id DESC LIMIT ?``."""
+    """``SELECT select FROM jobs WHERE ... ORDER BY <sort field> <dir>, id <dir> LIMIT ?``
+    (the query's :class:`Sort`; by default ``created_at DESC, id DESC``)."""
     conditions: list[str] = []
     params: list[Any] = []
     if query.tenant_id is not None:
@@ -61,13 +70,41 @@ def find_sql(
     if query.created_before is not None:
         conditions.append("created_at < ?")
         params.append(millis(query.created_before))
+    conditions += _key_conditions(query, params)
+    sort = query.sort
+    column = _SORT_COLUMNS[sort]
+    direction = "DESC" if sort.descending else "ASC"
     if after is not None:
-        conditions.append("(created_at, id) < (?, ?)")
-        params += [millis(after.created_at), after.id]
+        conditions.append(f"({column}, id) {'<' if sort.descending else '>'} (?, ?)")
+        params += [millis(after.at), after.id]
     where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
-    sql = f"SELECT {select} FROM jobs {where}ORDER BY created_at DESC, id DESC LIMIT ?"
+    order = f"ORDER BY {column} {direction}, id {direction}"
+    sql = f"SELECT {select} FROM jobs {where}{order} LIMIT ?"
     params.append(limit)
     return sql, params
+
+
+_SORT_COLUMNS = {
+    Sort.CREATED_DESC: "created_at",
+    Sort.CREATED_ASC: "created_at",
+    Sort.SCHEDULED_DESC: "scheduled_at",
+    Sort.SCHEDULED_ASC: "scheduled_at",
+}
+
+
+def _key_conditions(query: JobQuery, params: list[Any]) -> list[str]:
+    """The idempotency-key and id conditions (key ones served by ``jobs_tenant_key``)."""
+    conditions: list[str] = []
+    if query.idempotency_key is not None:
+        conditions.append("idempotency_key = ?")
+        params.append(query.idempotency_key)
+    if query.key_prefix is not None:
+        conditions.append("idempotency_key >= ? AND idempotency_key < ?")
+        params += [query.key_prefix, query.key_prefix + _PREFIX_END]
+    if query.ids:
+        conditions.append(f"id IN ({', '.join('?' for _ in query.ids)})")
+        params += list(query.ids)
+    return conditions
 
 
 def stats_sql(

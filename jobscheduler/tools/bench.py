@@ -12,6 +12,8 @@ shared and noisy):
    due instant), from the jobs' own ``updatedAt``;
 3. steady load: R jobs/s for D seconds, each due 1 s after creation; start delay
    (``claimedAt - scheduledAt``) percentiles and ``POST /jobs`` latency percentiles;
+   then timer precision (W3 of issue 13): 200 jobs at 20/s, each due 1 s after creation,
+   start delay percentiles;
 4. enqueue+drain: 20,000 due ``noop`` jobs sent in batches of 1,000 through
    ``POST /jobs/batch``, then as many through one ``POST /jobs`` each; the rate from the
    first request to the last completion (:mod:`jobscheduler.tools.bench_enqueue`);
@@ -47,10 +49,13 @@ from ..bus.kafka import delete_prefixed_topics
 from ..config import Settings, parse_duration
 from ..errors import ConfigError
 from ..model import format_time, parse_time
-from . import bench_enqueue
+from . import bench_create, bench_enqueue
 from .stats import format_seconds, percentiles
 
 PCTS = (50, 95, 99)
+#: Workload W3 of issue 13 (timer precision): jobs, and creations per second.
+W3_JOBS = 200
+W3_RATE = 20.0
 STARTUP_TIMEOUT = 30.0
 
 
@@ -77,6 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="AUTH of the stack; with required, requests carry an all-tenant admin key (off)",
     )
     bench_enqueue.configure(parser)
+    bench_create.configure(parser)
 
 
 def _free_port() -> int:
@@ -84,6 +90,17 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    """The 1-minute load average, printed beside timings (the machine may be shared)."""
+    return f"load average {os.getloadavg()[0]:.1f}"
 
 
 def _rss_mb(pid: int) -> float:
@@ -176,9 +193,19 @@ def _summary(label: str, seconds: list[float]) -> str:
 class _Process:
     """One ``jobscheduler`` subprocess of the stack under test, with its metrics port."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        module: str = "jobscheduler",
+        metrics_port: int | None = None,
+    ) -> None:
         self.name = name
-        self.metrics_port = _free_port()
+        self.metrics_port = metrics_port or _free_port()
+        self._module = module
         self._argv = argv
         self._env = {**env, "METRICS_PORT": str(self.metrics_port)}
         self._log = log
@@ -187,7 +214,7 @@ class _Process:
     async def spawn(self) -> None:
         with self._log.open("wb") as log:
             self.proc = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "jobscheduler", *self._argv],
+                [sys.executable, "-m", self._module, *self._argv],
                 env=self._env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -228,6 +255,9 @@ class _Process:
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
+    def cpu_seconds(self) -> float:
+        return _cpu_seconds(self.proc.pid) if self.proc is not None else float("nan")
+
     def rss_mb(self) -> float:
         return _rss_mb(self.proc.pid) if self.proc is not None else float("nan")
 
@@ -255,7 +285,15 @@ class _Bench:
         self.key: str | None = None
         self.topic_prefix = f"{settings.kafka_topic_prefix}bench-{self.run_id}."
 
-    def _process(self, name: str, argv: list[str], **env: str) -> _Process:
+    def _process(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        module: str = "jobscheduler",
+        metrics_port: int | None = None,
+        **env: str,
+    ) -> _Process:
         # The caller's settings (SCHEDULER_TICK, ...) apply; the bench owns the rest.
         process = _Process(
             name,
@@ -268,6 +306,8 @@ class _Bench:
                 **env,
             },
             self.workdir / f"{name}.log",
+            module=module,
+            metrics_port=metrics_port,
         )
         self.processes.append(process)
         return process
@@ -294,22 +334,23 @@ class _Bench:
     def _schedulers(self) -> list[_Process]:
         return [p for p in self.processes if p.name.startswith("scheduler")]
 
-    async def _create_key(self) -> str:
-        """An all-tenant admin key in the stack's (fresh) store, made before it starts."""
+    async def _create_key(self, sqlite_path: Path | None = None) -> str:
+        """An all-tenant admin key in the stack's (fresh) store, made before it starts
+        (``sqlite_path``: in that SQLite file instead)."""
         from ..auth import Role
         from ..keys import new_key
         from ..store import JobStore
 
         record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))
         store: JobStore
-        if self.distributed:
+        if self.distributed and sqlite_path is None:
             from ..store.mongo import MongoJobStore
 
             store = MongoJobStore(self.settings.mongo_uri, self.database)
         else:
             from ..store.sqlite import SQLiteJobStore
 
-            store = SQLiteJobStore(self.workdir / "bench.db")
+            store = SQLiteJobStore(sqlite_path or self.workdir / "bench.db")
         await store.start()
         try:
             await store.insert_key(record)
@@ -337,6 +378,35 @@ class _Bench:
         if self.distributed:
             with trio.fail_after(STARTUP_TIMEOUT):
                 await self._leader()
+
+    async def start_server(
+        self, name: str, *, echo: bool = False, auth: str = "off"
+    ) -> bench_create.Server:
+        """A fresh server of the create phase: the echo app, or a ``dev`` on its own SQLite
+        file with ``auth`` (and an admin key when required), at the default LOG_LEVEL."""
+        port = _free_port()
+        key: str | None = None
+        if echo:
+            process = self._process(
+                name, ["--port", str(port)], module=bench_create.ECHO_MODULE, metrics_port=port
+            )
+        else:
+            db = self.workdir / f"{name}.db"
+            if auth == "required":
+                key = await self._create_key(db)
+            process = self._process(
+                name, ["dev"], SQLITE_PATH=str(db), API_PORT=str(port), AUTH=auth, LOG_LEVEL="INFO"
+            )
+        await process.spawn()
+        async with httpx.AsyncClient() as client:
+            await process.wait_healthy(client)
+        assert process.proc is not None
+        return bench_create.Server(
+            url=f"http://127.0.0.1:{port}", pid=process.proc.pid, key=key, stop=process.stop
+        )
+
+    def pool(self, url: str, size: int, key: str | None) -> _Pool:
+        return _Pool(url, size, key)
 
     async def stop_stack(self) -> None:
         for process in self.processes:
@@ -434,12 +504,15 @@ class _Bench:
             f"burst: {n} jobs accepted in {submitted:.2f}s ({n / submitted:.0f} req/s, "
             f"{self.args.concurrency} connections); all due at {format_time(due)}"
         )
+        roles = [(p.name, p.proc.pid, p.metrics) for p in self.processes if p.proc]
         if self.distributed:  # psutil comes with the dev extras: imported only here
             from . import bench_distributed
-
-            roles = [(p.name, p.proc.pid, p.metrics) for p in self.processes if p.proc]
-            costs = await bench_distributed.sample(roles)
+        # CPU of the stack from just before the due instant to the last completion.
+        await trio.sleep(max((due - datetime.now(UTC)).total_seconds() - 0.2, 0.0))
+        cpu_before = sum(p.cpu_seconds() for p in self.processes)
+        costs = await bench_distributed.sample(roles) if self.distributed else {}
         await self._wait_completed(baseline + n)
+        cpu = sum(p.cpu_seconds() for p in self.processes) - cpu_before
         if self.distributed:
             drained = await bench_distributed.sample(roles)
             print("burst drain cost per role (store commands, CPU):")
@@ -450,8 +523,9 @@ class _Bench:
         delays = [(parse_time(j["claimedAt"], "c") - due).total_seconds() for j in jobs]
         print(
             f"burst drain: {n} jobs in {drain:.2f}s after the due instant = "
-            f"{n / drain:.0f} jobs/s (target >= {300 if self.distributed else 2000})"
+            f"{n / drain:.0f} jobs/s (target >= {300 if self.distributed else 4000}; {_load()})"
         )
+        print(f"  CPU of the stack while draining: {cpu / n * 1e6:.0f} us per job")
         print("  " + _summary("pick delay after due instant", delays))
 
     async def _send_all(
@@ -470,11 +544,13 @@ class _Bench:
             for _ in range(self.args.concurrency):
                 nursery.start_soon(worker)
 
-    async def steady(self, client: _Pool) -> None:
-        rate = self.args.rate or (50.0 if self.distributed else 200.0)
-        duration = self.args.duration
-        tenant = f"bench-steady-{self.run_id}"
-        total = int(rate * duration)
+    async def _paced(
+        self, client: _Pool, name: str, rate: float, total: int
+    ) -> tuple[list[float], list[float], int]:
+        """Create ``total`` noop jobs at ``rate`` per second, each due 1 s after its creation,
+        and wait for them all to complete. Returns the start delays (``claimedAt -
+        scheduledAt``), the ``POST /jobs`` latencies, and how many sends ran >50 ms late."""
+        tenant = f"bench-{name}-{self.run_id}"
         latencies: list[float] = []
         late_sends = 0
         baseline = await self._completed_total()
@@ -500,6 +576,13 @@ class _Bench:
             (parse_time(j["claimedAt"], "c") - parse_time(j["scheduledAt"], "s")).total_seconds()
             for j in jobs
         ]
+        return delays, latencies, late_sends
+
+    async def steady(self, client: _Pool) -> None:
+        rate = self.args.rate or (50.0 if self.distributed else 200.0)
+        duration = self.args.duration
+        total = int(rate * duration)
+        delays, latencies, late_sends = await self._paced(client, "steady", rate, total)
         print(
             f"steady: {total} jobs at {rate:.0f}/s for {duration:.0f}s, each due 1s after "
             f"creation ({late_sends} sends >50ms behind schedule)"
@@ -513,6 +596,18 @@ class _Bench:
         label = f"start delay (claimedAt - scheduledAt), target {delay_target}"
         print("  " + _summary(label, delays))
         print("  " + _summary(f"POST /jobs latency at {rate:.0f} req/s{post_target}", latencies))
+
+    async def timer(self, client: _Pool) -> None:
+        """W3 of issue 13: 200 jobs paced at 20/s, each due 1 s after creation; the start
+        delay shows how precisely the scheduler wakes for a due job (not on a tick)."""
+        delays, _, late_sends = await self._paced(client, "timer", W3_RATE, W3_JOBS)
+        target = "" if self.distributed else ", target p99 <= 10ms"
+        print(
+            f"timer (W3): {W3_JOBS} jobs at {W3_RATE:.0f}/s, each due 1s after creation "
+            f"({late_sends} sends >50ms behind schedule)"
+        )
+        print("  " + _summary(f"start delay (claimedAt - scheduledAt){target}", delays))
+        print(f"  ({_load()})")
 
     async def failover(self) -> None:
         """SIGKILL the leader and time the standby's takeover; then, with a new standby,
@@ -552,18 +647,27 @@ class _Bench:
             client = _Pool(self.api, self.args.concurrency, self.key)
             phases = {p.strip() for p in self.args.phases.split(",")}
             try:
+                if "create" in phases:
+                    await bench_create.create_phase(self, self.args, self.run_id)
                 if "burst" in phases:
                     await self.burst(client)
                 if "steady" in phases:
                     await self.steady(client)
+                if "timer" in phases:
+                    await self.timer(client)
                 if "enqueue" in phases:
                     await bench_enqueue.enqueue_drain(
-                        client, self._completed_total, self.args, self.run_id
+                        client,
+                        self._completed_total,
+                        self.args,
+                        self.run_id,
+                        lambda: sum(p.cpu_seconds() for p in self.processes),
                     )
             finally:
                 await client.aclose()
             for process in self.processes:
-                print(f"RSS of {process.name} after load: {process.rss_mb():.1f} MB")
+                if process.running:  # the create phase's servers are stopped by then
+                    print(f"RSS of {process.name} after load: {process.rss_mb():.1f} MB")
             if self.distributed:
                 await self.failover()
         finally:

@@ -8,6 +8,7 @@ Used by :mod:`jobscheduler.tools.bench`; kept apart so that module stays one con
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -41,8 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--phases",
-        default="burst,steady,enqueue",
-        help="comma list of phases to run: burst, steady, enqueue (all)",
+        default="create,burst,steady,timer,enqueue",
+        help="comma list of phases to run: create, burst, steady, timer, enqueue (all)",
     )
 
 
@@ -110,8 +111,10 @@ async def enqueue_drain(
     completed_total: Callable[[], Awaitable[float]],
     args: argparse.Namespace,
     run_id: str,
+    cpu_seconds: Callable[[], float] | None = None,
 ) -> None:
-    """Run the phase and print its figures (bulk first, then single)."""
+    """Run the phase and print its figures (bulk first, then single); with ``cpu_seconds``
+    (the stack's CPU time so far), also the stack's CPU per job."""
     n, size = args.enqueue, args.batch_size
     n_single = args.enqueue_single if args.enqueue_single is not None else n
     rates: dict[str, float] = {}
@@ -120,6 +123,7 @@ async def enqueue_drain(
             continue
         bodies = _bodies(f"bench-enqueue-{mode}-{run_id}", count)
         baseline = await completed_total()
+        cpu_before = cpu_seconds() if cpu_seconds is not None else 0.0
         started = time.perf_counter()
         if mode == "batch":
             await _send_batches(client, bodies, size)
@@ -130,11 +134,18 @@ async def enqueue_drain(
             how = f"POST /jobs x {count} ({args.concurrency} connections)"
         sent = time.perf_counter() - started
         took = await _drain(completed_total, baseline + count) - started
+        cpu = (
+            f", CPU of the stack {(cpu_seconds() - cpu_before) / count * 1e6:.0f} us per job"
+            if cpu_seconds is not None
+            else ""
+        )
         rates[mode] = count / took
         print(
             f"enqueue+drain {mode}: {count} noop jobs via {how}: sent in {sent:.2f}s "
             f"({count / sent:.0f} jobs/s accepted), last completed {took:.2f}s after the first "
             f"request = {rates[mode]:.0f} jobs/s"
+            + (" (target >= 2500)" if mode == "batch" else "")
+            + f" (load average {os.getloadavg()[0]:.1f}{cpu})"
         )
     if len(rates) == 2:
         print(f"  bulk vs single enqueue+drain: {rates['batch'] / rates['single']:.1f}x")

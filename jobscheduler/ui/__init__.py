@@ -9,10 +9,11 @@ Shape, and why:
   ``GET /jobs/{id}``, ``GET /jobs/{id}/next``, ...) and refreshes them in place. The UI thus
   depends only on the HTTP contract, not on store internals that other slices are changing,
   and every read and action goes through the API's own checks (tenant scope, role,
-  validation). The one exception is the Overview's counts by status, read from the store's
-  ``count_by_status`` for principals that see every tenant until ``GET /stats`` lands.
+  validation). The Overview is the same: ``static/overview.js`` reads ``GET /stats/overview``
+  (the tenant switcher of all-tenant principals only changes which tenant it names); the
+  page itself reads only the tenants of the keys, as the switcher's suggestions.
 - **No build step, no CDN**: templates and static files are package data; the CSS and the
-  script are ours, the status chart is inline SVG drawn by the server.
+  scripts are ours, the Overview's chart is inline SVG drawn by its script.
 - **Roles decide what is drawn**: the page knows the request's principal
   (:func:`jobscheduler.auth.current_principal`); a reader gets no action buttons, and the
   API refuses its writes anyway.

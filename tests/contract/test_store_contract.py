@@ -449,6 +449,47 @@ async def test_apply_many_records_only_the_outcomes_that_applied(store: JobStore
     assert await store.attempts(second.id) == []
 
 
+async def test_apply_many_lean_reads_back_only_the_jobs_asked_for(store: JobStore) -> None:
+    # A pick that applies reports True (no row), its start the running job; a pick and a
+    # completion that lose report False; a completion that applies reports True and still
+    # records its attempt, and every change was applied as apply_many would.
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    other = await running_job(store, token="b")
+    results = await store.apply_many_lean(
+        [
+            states.pick(job.id, worker="w", token="t", now=NOW),
+            states.start(job.id, token="t", now=NOW),
+            states.pick(job.id, worker="w2", token="t2", now=NOW),
+            states.complete(other, token="wrong", now=NOW),
+            states.complete(other, token="b", now=NOW),
+        ],
+        [False, True, False, False, False],
+    )
+    assert results[0] is True
+    running = results[1]
+    assert isinstance(running, Job)
+    assert (running.status, running.claim_token, running.attempts) == (Status.RUNNING, "t", 1)
+    assert results[2:] == [False, False, True]
+    assert await store.get(job.id) == running
+    assert (await store.get(other.id)).status is Status.COMPLETED
+    assert [a.outcome for a in await store.attempts(other.id)] == [Outcome.COMPLETED]
+
+
+async def test_apply_bulk_counts_the_changes_that_applied(store: JobStore) -> None:
+    first = await running_job(store, token="a")
+    second = await running_job(store, token="b")
+    applied = await store.apply_bulk(
+        [
+            states.complete(first, token="a", now=NOW),
+            states.complete(second, token="wrong", now=NOW),
+        ]
+    )
+    assert applied == 1
+    assert (await store.get(first.id)).status is Status.COMPLETED
+    assert (await store.get(second.id)).status is Status.RUNNING
+
+
 async def test_a_record_written_twice_is_kept_once(store: JobStore) -> None:
     # One record per (job, number, outcome): a repeated write (a retried request, a second
     # release of the same attempt number) keeps the first, so a job's history is bounded.

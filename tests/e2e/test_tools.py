@@ -171,3 +171,26 @@ def test_percentile_rejects_empty_input_and_out_of_range_p() -> None:
         percentile([], 50)
     with pytest.raises(ValueError, match="between 0 and 100"):
         percentile([1.0], 101)
+
+
+async def test_bench_create_phase_prints_the_ratio_to_the_echo_route_and_the_cost_of_auth() -> None:
+    """``jobscheduler bench --phases create`` in miniature: one command starts the echo
+    route and a ``dev`` with each AUTH, and prints every figure the README reports."""
+    result = await run_tool(
+        "bench",
+        "--phases",
+        "create",
+        "--create-requests",
+        "40",
+        "--create-rounds",
+        "1",
+    )
+    out = result.stdout.decode()
+    assert result.returncode == 0, out + result.stderr.decode()
+    assert re.search(r"idle RSS of dev: [\d.]+ MB \(target <= 150 MB\)", out), out
+    for label in ("echo route (the floor)", "POST /jobs AUTH=off", "POST /jobs AUTH=required"):
+        assert re.search(
+            rf"{re.escape(label)}: \d+ req/s .* p50 .* p99 .* server CPU \d+ us/request", out
+        ), out
+    assert re.search(r"create rate / echo rate: \d+% .*target >= 80%", out), out
+    assert re.search(r"cost of auth .* p50 .* -> .* p99 .* -> ", out), out

@@ -23,6 +23,7 @@ It prints one summary line per scenario (collected and shown again at the end of
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from collections import Counter
@@ -40,7 +41,7 @@ from jobscheduler.store.mongo import document_to_job
 from tests.support.cluster import Cluster, RoleProcess
 from tests.support.servers import PrivateServers
 
-from .load import CLIENT_TIMEOUT, LoadGenerator
+from .load import CLIENT_TIMEOUT, LoadGenerator, Sent
 
 #: Settings of every role: quick ticks, timeouts and sweeps, so recovery takes seconds.
 ROLE_ENV = {
@@ -59,6 +60,8 @@ ROLE_ENV = {
 EXECUTOR_ENV = {"LOG_LEVEL": "DEBUG"}
 #: Schedulers log at DEBUG too (each wake-up dispatched), so a stalled dispatch shows.
 SCHEDULER_ENV = {"LOG_LEVEL": "DEBUG"}
+#: And the reaper (each job it re-pends or recovers, with its commands to the store).
+REAPER_ENV = {"LOG_LEVEL": "DEBUG"}
 #: Seconds within which a job must complete after a fault ends.
 RECOVERY_BOUND = 30.0
 #: Seconds within which every stored job must end once the load stopped.
@@ -146,7 +149,7 @@ class Harness:
 
     async def start(self, *, schedulers: int = 1, noop: int = 2, slow: int = 1) -> None:
         """Start the roles; all must be ready."""
-        specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", {})]
+        specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", REAPER_ENV)]
         specs += [("scheduler", SCHEDULER_ENV)] * schedulers
         specs += [("executor", {"JOB_TYPE": "noop", **EXECUTOR_ENV})] * noop
         specs += [("executor", {"JOB_TYPE": "slow", **EXECUTOR_ENV})] * slow
@@ -273,6 +276,7 @@ class Harness:
         self.cluster.assert_alive()
         stored = {job.id: job for job in await self.jobs()}
         sent = self.load.sent
+        self._write_sent_log(sent)
         accepted = {s.job_id for s in sent if s.job_id is not None}
         done = {i for i, job in stored.items() if job.status is Status.COMPLETED}
         dlq = {i for i, job in stored.items() if job.status is Status.DLQ}
@@ -335,7 +339,8 @@ class Harness:
         if phantom:
             problems.append(
                 f"{len(phantom)} jobs have a completion line but are not completed in the "
-                f"store: {sorted(phantom)[:5]}"
+                f"store: {sorted(phantom)[:5]}; as stored: "
+                + "; ".join(repr(stored[i]) for i in sorted(phantom)[:3] if i in stored)
             )
         for window, seconds in zip(self.windows, recovery, strict=True):
             if seconds is None or seconds > RECOVERY_BOUND:
@@ -362,6 +367,22 @@ class Harness:
         within the client's timeout (a 503 while the store is out, not a hang), and that at
         least one was a 503."""
         self.api_windows.append(window)
+
+    def _write_sent_log(self, sent: list[Sent]) -> None:
+        """Every create the load sent, one JSON line each, next to the role logs (for
+        finding out which requests went unanswered and when)."""
+        path = self.cluster.tmp_path / "creates.jsonl"
+        with path.open("w") as out:
+            for s in sent:
+                line = {
+                    "at": s.at.isoformat(),
+                    "key": s.key,
+                    "status": s.status,
+                    "latency": s.latency,
+                    "error": s.error,
+                    "job_id": s.job_id,
+                }
+                out.write(json.dumps(line) + "\n")
 
     def _api_problems(self, window: Window) -> list[str]:
         assert window.end is not None

@@ -735,3 +735,52 @@ async def test_bulk_retry_counts_every_job_even_when_the_scheduler_claims_them_a
         done.set()
     claimed.extend(await store.claim_due(NOW, 200))
     assert sorted(j.id for j in claimed) == sorted(j.id for j in jobs)
+
+
+async def test_counts_follow_mongodb_semantics(database: str) -> None:
+    """The Overview's ``count`` commands, checked against answers computed here: on the test
+    stack FerretDB counts a whole-filter match in SQLite from an index (the patch's change 6),
+    where a string condition is the value alone unless another type could read the same."""
+    rng = random.Random(11)
+    hex_id = ObjectId()
+    docs: list[Document] = []
+    for _ in range(400):
+        doc: Document = {
+            "_id": ObjectId(),
+            "tenantId": rng.choice(["a", "b"]),
+            "status": rng.choice(["pending", "completed", "dlq"]),
+            "updatedAt": NOW + timedelta(seconds=rng.randint(-100, 100)),
+        }
+        # A field holding an ObjectId, its hex as a string, a document or a number.
+        doc["ref"] = rng.choice([hex_id, str(hex_id), {"x": 1}, 7, "plain"])
+        docs.append(doc)
+    cases: list[tuple[Document, Callable[[Document], bool]]] = [
+        ({"status": "completed"}, lambda d: d["status"] == "completed"),
+        (
+            {"tenantId": "a", "status": "dlq"},
+            lambda d: d["tenantId"] == "a" and d["status"] == "dlq",
+        ),
+        ({"status": "none"}, lambda d: False),
+        ({"ref": str(hex_id)}, lambda d: d["ref"] == str(hex_id)),
+        ({"ref": "plain"}, lambda d: d["ref"] == "plain"),
+        (
+            {"status": "completed", "updatedAt": {"$gte": NOW}},
+            lambda d: d["status"] == "completed" and d["updatedAt"] >= NOW,
+        ),
+        ({}, lambda d: True),
+    ]
+
+    def run(collection: Any) -> list[int]:
+        collection.insert_many(docs)
+        for index in INDEXES:
+            collection.create_indexes([index])
+        database_ = collection.database
+        return [
+            int(database_.command("count", collection.name, query=query)["n"]) for query, _ in cases
+        ]
+
+    got = await _raw(mongo_uri(), database, run)
+    expected = [sum(1 for d in docs if matches(d)) for _, matches in cases]
+    assert got == expected
+    assert expected[3] > 0
+    assert expected[4] > 0

@@ -70,13 +70,13 @@ async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
 
 async def main(out_dir: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        server = DevServer(Path(tmp), {"LOG_LEVEL": "INFO"})
+        server = DevServer(Path(tmp), {"LOG_LEVEL": "INFO", "AUTH": "off"})
         await server.start()
         try:
             async with httpx.AsyncClient(timeout=10) as http:
                 ids = await seed(http, server)
             shots = [
-                ("dashboard-overview.png", "/ui", DESKTOP, "#counts"),
+                ("dashboard-overview.png", "/ui", DESKTOP, "#ov-executors tbody tr[data-worker]"),
                 ("dashboard-jobs.png", f"/ui/jobs?tenantId={TENANT}", DESKTOP, "#jobs tbody tr"),
                 ("dashboard-job-dlq.png", f"/ui/jobs/{ids['dlq']}", DESKTOP, "#attempts li"),
                 ("dashboard-job-cron.png", f"/ui/jobs/{ids['cron']}", DESKTOP, "#fires li"),
@@ -91,6 +91,19 @@ async def main(out_dir: Path) -> None:
                     f"/ui/cron?tenantId={TENANT}",
                     DESKTOP,
                     "#templates tbody tr",
+                ),
+                (
+                    "dashboard-jobs-filtered.png",
+                    f"/ui/jobs?tenantId={TENANT}&status=pending&status=completed&key=report-"
+                    "&sort=scheduledAt&limit=25",
+                    DESKTOP,
+                    "#jobs tbody tr",
+                ),
+                (
+                    "dashboard-template-edit.png",
+                    f"/ui/jobs/{ids['cron']}#edit-template",
+                    DESKTOP,
+                    "#ledger tbody tr",
                 ),
                 (
                     "dashboard-jobs-phone.png",

@@ -100,14 +100,18 @@ async def measure(store: JobStore, settings: Settings, rounds: int) -> None:
         job_id = dlq[0]["id"]
         paths = [
             "/ui",
+            "/stats/overview",
+            f"/stats/overview?tenantId={TENANT}",
             f"/ui/jobs?tenantId={TENANT}",
             f"/ui/jobs/{job_id}",
             f"/jobs?tenantId={TENANT}&limit=50",
             f"/jobs?tenantId={TENANT}&status=dlq&limit=50",
             f"/jobs/{job_id}",
             f"/jobs/{job_id}/attempts",
-            f"/jobs?tenantId={TENANT}&status=dlq&limit=1000",
-            f"/jobs?tenantId={TENANT}&limit=1000",
+            f"/ui/dead-letters?tenantId={TENANT}",
+            f"/jobs?tenantId={TENANT}&status=dlq&limit=250",  # a Dead letters page
+            f"/ui/cron?tenantId={TENANT}",
+            f"/jobs?tenantId={TENANT}&cron=true&limit=1000",  # the Cron page
         ]
         for path in paths:
             times = []

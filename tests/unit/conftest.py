@@ -41,12 +41,14 @@ from jobscheduler.handlers import HandlerRegistry, default_registry
 from jobscheduler.keys import ApiKey
 from jobscheduler.model import Job, Status, new_job_id, utc
 from jobscheduler.observability import Metrics
+from jobscheduler.overview import OverviewStats
 from jobscheduler.runtime import Deps, Waker
 from jobscheduler.states import Change
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.workers import WorkerBeat
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -231,6 +233,21 @@ class ProxyStore(JobStore):
 
     async def prune_audit(self, before: datetime, limit: int) -> int:
         return await self.inner.prune_audit(before, limit)
+
+    async def beat_worker(self, beat: WorkerBeat) -> None:
+        await self.inner.beat_worker(beat)
+
+    async def live_workers(self, now: datetime) -> list[WorkerBeat]:
+        return await self.inner.live_workers(now)
+
+    async def forget_worker(self, worker_id: str) -> None:
+        await self.inner.forget_worker(worker_id)
+
+    async def prune_workers(self, now: datetime) -> int:
+        return await self.inner.prune_workers(now)
+
+    async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
+        return await self.inner.overview_stats(tenant_id, now)
 
 
 @attrs.define(kw_only=True)

@@ -8,6 +8,7 @@ responses are exact.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -161,6 +162,23 @@ async def test_create_one_off_returns_201_with_the_full_raw_job(
     stored = await store.get(body["id"])
     assert stored.status is Status.PENDING
     assert (await api.get(f"/jobs/{body['id']}")).json == body
+
+
+async def test_create_logs_its_line_at_debug_only(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13: the per-create line moved from INFO to DEBUG (it cost more than the
+    insert); the request log stays available with LOG_LEVEL=DEBUG."""
+    caplog.set_level(logging.INFO, logger="jobscheduler")
+    first = await api.create(create_body())
+    assert first.status == 201
+    assert not [r for r in caplog.records if r.getMessage() == "job created"]
+
+    caplog.set_level(logging.DEBUG, logger="jobscheduler")
+    second = await api.create(create_body(idempotencyKey="test-job-2"))
+    [line] = [r for r in caplog.records if r.getMessage() == "job created"]
+    assert line.levelno == logging.DEBUG
+    assert (line.job_id, line.tenant) == (second.json["id"], "tenant-a")  # type: ignore[attr-defined]
 
 
 async def test_create_with_only_required_fields_applies_defaults(api: Api) -> None:

@@ -339,7 +339,9 @@ async def test_list_filters_and_rejects_unknown_parameters_and_statuses(
         noop.id,
         failed.id,
     }
-    (await api.get("/jobs", tenantId="tenant-a", sort="id")).assert_error(400, "accepted: tenantId")
+    (await api.get("/jobs", tenantId="tenant-a", order="id")).assert_error(
+        400, "accepted: tenantId"
+    )
     (await api.get("/jobs", tenantId="tenant-a", status="done")).assert_error(400, "cancelled")
     (await api.get("/jobs", tenantId="tenant-a", cursor="garbage")).assert_error(400, "cursor")
     (await api.get("/jobs", tenantId="tenant-a", templateId="x")).assert_error(400, "templateId")

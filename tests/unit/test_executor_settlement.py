@@ -249,3 +249,32 @@ async def test_run_executor_reports_its_executor_for_health_checks(
             assert sorted(executor._subscriptions) == ["noop", "slow"]
             assert executor.liveness_problem() is None
             nursery.cancel_scope.cancel()
+
+
+async def test_picks_go_on_while_outcomes_are_written_up_to_twice_the_concurrency(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    # A handler that has returned frees its running slot at once, so the next jobs are
+    # picked while the outcomes are still being written (here: never, the store hangs on
+    # them); messages not yet settled stay bounded by twice EXECUTOR_CONCURRENCY.
+    bus = ObservedBus()
+    broken = BrokenStore(store, {"complete"}, mode="hang")
+    deps = make_deps(
+        store=broken, bus=bus, settings=make_settings(tmp_path, executor_concurrency=2)
+    )
+    jobs = [make_job() for _ in range(5)]
+    await queue(deps, store, *jobs)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, "noop")
+            await bus.publish([wake_up(job) for job in jobs])
+            await trio.sleep(OUTCOME_TIMEOUT / 2)  # well before any outcome write gives up
+            statuses = [await status_of(store, job) for job in jobs]
+            nursery.cancel_scope.cancel()
+
+    # Four ran (their outcomes unwritten, so still running in the store); the fifth waits.
+    assert statuses == [Status.RUNNING] * 4 + [Status.QUEUED]

@@ -8,12 +8,13 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+import trio.testing
 from trio.testing import MockClock
 
 from jobscheduler import cli
-from jobscheduler.auth import Authenticator, Role
+from jobscheduler.auth import Authenticator, Principal, Role
 from jobscheduler.config import Settings
-from jobscheduler.errors import Unauthorized, ValidationError
+from jobscheduler.errors import StoreError, Unauthorized, ValidationError
 from jobscheduler.keys import ApiKey, hash_secret, new_key, parse_token
 from jobscheduler.quotas import TokenBucket
 from jobscheduler.store.sqlite import SQLiteJobStore
@@ -96,6 +97,90 @@ async def test_forget_makes_a_revoke_in_this_process_immediate(mock_clock: MockC
     auth.forget(record.id)
     with pytest.raises(Unauthorized):
         await auth.authenticate([f"Bearer {token}"])
+
+
+class GatedStore:
+    """A store whose key reads wait for ``gate`` and then answer (or fail)."""
+
+    def __init__(self, key: ApiKey) -> None:
+        self.key = key
+        self.gate = trio.Event()
+        self.lookups = 0
+        self.fail = False
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        self.lookups += 1
+        await self.gate.wait()
+        if self.fail:
+            raise StoreError("job store did not answer within 2s")
+        return self.key
+
+
+async def test_concurrent_misses_of_one_key_share_a_single_store_read() -> None:
+    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
+    store = GatedStore(record)
+    auth = Authenticator(store, ttl=5.0)
+    principals: list[Principal] = []
+
+    async def call() -> None:
+        principals.append(await auth.authenticate([f"Bearer {token}"]))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(20):
+            nursery.start_soon(call)
+        await trio.testing.wait_all_tasks_blocked()
+        store.gate.set()
+    assert store.lookups == 1
+    assert [p.key_id for p in principals] == [record.id] * 20
+
+
+async def test_a_failed_shared_read_fails_its_waiters_and_the_next_request_reads_again() -> None:
+    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
+    store = GatedStore(record)
+    store.fail = True
+    auth = Authenticator(store, ttl=5.0)
+    errors: list[str] = []
+
+    async def call() -> None:
+        try:
+            await auth.authenticate([f"Bearer {token}"])
+        except StoreError as exc:
+            errors.append(str(exc))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(5):
+            nursery.start_soon(call)
+        await trio.testing.wait_all_tasks_blocked()
+        store.gate.set()
+    assert store.lookups == 1
+    assert len(errors) == 5  # a 503 each, not a 401
+    store.fail = False  # the store is back: a failure was not cached
+    assert (await auth.authenticate([f"Bearer {token}"])).key_id == record.id
+    assert store.lookups == 2
+
+
+async def test_a_waiter_reads_itself_when_the_reading_request_is_cancelled() -> None:
+    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
+    store = GatedStore(record)
+    auth = Authenticator(store, ttl=5.0)
+    got: list[Principal] = []
+
+    async def waiter() -> None:
+        got.append(await auth.authenticate([f"Bearer {token}"]))
+
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as first:
+            async with trio.open_nursery() as inner:
+                inner.start_soon(auth.authenticate, [f"Bearer {token}"])  # reads
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(waiter)  # waits for that read
+                await trio.testing.wait_all_tasks_blocked()
+                assert store.lookups == 1
+                first.cancel()  # the reading request's client went away
+        await trio.testing.wait_all_tasks_blocked()
+        store.gate.set()
+    assert [p.key_id for p in got] == [record.id]
+    assert store.lookups == 2
 
 
 def test_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:

@@ -1241,14 +1241,38 @@ async def test_waker_notify_of_a_later_due_time_does_not_wake_the_sleeper(
     assert woke == [after(100)]
 
 
-async def test_waker_notify_while_awake_makes_only_the_next_sleep_return_at_once(
+async def test_waker_notify_while_awake_ends_only_the_next_sleep_by_that_due_time(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     clock = make_clock()
     waker = Waker(clock)
-    waker.notify(after(5000))  # the scheduler is busy ticking: it must not miss this
+    waker.notify(after(50))  # the scheduler is busy ticking: it must not miss this
+    waker.notify(after(70))
+    await waker.sleep_until(after(100))
+    assert clock.now() == after(50)
+    await waker.sleep_until(after(150))
+    assert clock.now() == after(150)
+
+
+async def test_waker_notify_while_awake_of_an_already_due_job_ends_the_next_sleep_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = make_clock()
+    waker = Waker(clock)
+    waker.notify(after(-1))
     await waker.sleep_until(after(100))
     assert clock.now() == BASE
+
+
+async def test_waker_notify_while_awake_of_a_job_due_after_the_next_sleep_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Regression (issue 13): every create of a job due later woke the scheduler for a
+    needless tick (four store reads) while it was busy, so under create load it never slept."""
+    clock = make_clock()
+    waker = Waker(clock)
+    for seconds in (5000, 86_400, 100):
+        waker.notify(after(seconds))
     await waker.sleep_until(after(100))
     assert clock.now() == after(100)
 

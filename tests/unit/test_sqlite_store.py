@@ -5,7 +5,9 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -127,3 +129,27 @@ async def test_a_file_from_the_first_release_gains_the_new_columns_and_keeps_its
         assert (await again.get("a" * 24)).result == [1]
     finally:
         await again.close()
+
+
+async def test_writes_started_together_share_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Writers made runnable in the same scheduling round (an executor's outcomes and its
+    # next pick) are all queued by the time the first one, holding the lock, takes the
+    # batch (taking trio's lock yields once): one batch, one commit.
+    store = SQLiteJobStore(tmp_path / "jobs.db")
+    await store.start()
+    batches: list[int] = []
+    run_batch = store._run_batch
+
+    def counting(batch: list[Any]) -> None:
+        batches.append(len(batch))
+        run_batch(batch)
+
+    monkeypatch.setattr(store, "_run_batch", counting)
+    async with trio.open_nursery() as nursery:
+        for key in ("a", "b", "c"):
+            nursery.start_soon(store.insert, job(key))
+    assert batches == [3]
+    assert len(await store.list_jobs("t", None, 10)) == 3
+    await store.close()

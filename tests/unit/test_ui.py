@@ -6,6 +6,8 @@ tests/e2e/test_dashboard.py); here we prove what the server itself renders.
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from collections.abc import AsyncIterator
 
@@ -13,11 +15,9 @@ import attrs
 import pytest
 
 from jobscheduler.api import create_app
-from jobscheduler.model import Status
-from jobscheduler.store.sqlite import SQLiteJobStore
-from jobscheduler.ui._chart import STATUS_ORDER, status_bars
+from jobscheduler.ui._chart import STATUS_ORDER
 
-from .conftest import DepsFactory, make_job
+from .conftest import DepsFactory
 from .test_api import Api, api_deps, serve
 
 
@@ -33,20 +33,22 @@ async def test_root_redirects_to_the_dashboard(api: Api) -> None:
     assert response.headers["Location"] == "/ui"
 
 
-async def test_overview_shows_the_store_counts_by_status(api: Api, store: SQLiteJobStore) -> None:
-    for index in range(3):
-        await store.insert(make_job(key=f"p{index}"))
-    await store.insert(make_job(key="d", status=Status.DLQ))
+async def test_overview_is_a_shell_with_every_status_row_that_reads_the_overview_api(
+    api: Api,
+) -> None:
     reply = await api.get("/ui")
     assert reply.status == 200
     assert reply.content_type.startswith("text/html")
-    rows = dict(re.findall(r'data-status="(\w+)">.*?<td class="num">(\d+)</td>', reply.text, re.S))
-    assert rows["pending"] == "3"
-    assert rows["dlq"] == "1"
-    assert rows["completed"] == "0"
-    assert rows["paused"] == "0"
-    assert "4 in all" in reply.text
-    assert '<svg class="chart"' in reply.text
+    rows = re.findall(r'<tr data-status="(\w+)">', reply.text)
+    assert rows == list(STATUS_ORDER)
+    assert 'data-api="/stats/overview"' in reply.text
+    assert "overview.js" in reply.text
+
+
+async def test_overview_of_a_chosen_tenant_reads_that_tenant(api: Api) -> None:
+    reply = await api.get("/ui", tenantId="acme & co")
+    assert 'data-api="/stats/overview?tenantId=acme+%26+co"' in reply.text
+    assert "tenantId=acme%20%26%20co" in reply.text  # the status rows link to its jobs
 
 
 async def test_pages_forbid_framing_and_foreign_scripts(api: Api) -> None:
@@ -55,12 +57,22 @@ async def test_pages_forbid_framing_and_foreign_scripts(api: Api) -> None:
     assert "script-src 'self'" in response.headers["Content-Security-Policy"]
 
 
+def _data(page: str, name: str) -> str:
+    """An attribute of the Jobs table, unescaped."""
+    match = re.search(rf'<table class="jobs"[^>]*\bdata-{name}="([^"]*)"', page)
+    assert match, page
+    return html.unescape(match.group(1))
+
+
 async def test_jobs_page_keeps_valid_filters_and_drops_invalid_ones(api: Api) -> None:
     reply = await api.get("/ui/jobs", tenantId="acme", status="dlq", limit="100")
     assert reply.status == 200
-    assert 'data-tenant="acme" data-status="dlq" data-limit="100"' in reply.text
-    reply = await api.get("/ui/jobs", status="bogus", limit="7")
-    assert 'data-tenant="default" data-status="" data-limit="50"' in reply.text
+    assert _data(reply.text, "query") == "tenantId=acme&status=dlq&limit=100"
+    assert re.search(r'value="dlq"\s+checked', reply.text)
+    assert not re.search(r'value="pending"\s+checked', reply.text)
+    reply = await api.get("/ui/jobs", status="bogus", limit="7", sort="id", createdFrom="today")
+    assert _data(reply.text, "query") == "tenantId=default&limit=50"
+    assert json.loads(_data(reply.text, "filter")) == {"tenantId": "default"}
 
 
 async def test_jobs_page_escapes_the_tenant_it_echoes(api: Api) -> None:
@@ -84,25 +96,18 @@ async def test_job_page_carries_the_lowercased_id_for_the_script(api: Api) -> No
 
 
 async def test_static_script_and_stylesheet_are_served_from_the_package(api: Api) -> None:
-    script = await api.client.get("/ui/static/ui.js")
-    assert script.status_code == 200
-    assert "javascript" in script.content_type
+    page = await api.get("/ui/jobs")
+    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    # The shared helpers first, then every view's own file (each registers itself).
+    assert scripts[0] == "/ui/static/ui.js"
+    assert {"/ui/static/ui_jobs.js", "/ui/static/ui_job.js"} <= set(scripts)
+    for src in scripts:
+        script = await api.client.get(src)
+        assert script.status_code == 200, src
+        assert "javascript" in script.content_type
     style = await api.client.get("/ui/static/ui.css")
     assert style.status_code == 200
     assert style.content_type.startswith("text/css")
-
-
-def test_status_chart_has_one_row_per_status_even_when_empty() -> None:
-    svg = status_bars({})
-    assert svg.count('class="track"') == len(STATUS_ORDER)
-    assert 'width="0" height="22" class="bar s-pending"' in svg
-
-
-def test_status_chart_scales_bars_to_the_largest_count() -> None:
-    svg = status_bars({"completed": 10, "dlq": 5}, width=560)
-    track = 560 - 90 - 80
-    assert f'width="{track}" height="22" class="bar s-completed"' in svg
-    assert f'width="{track // 2}" height="22" class="bar s-dlq"' in svg
 
 
 async def test_with_authentication_off_sign_in_opens_the_dashboard_directly(
@@ -143,14 +148,15 @@ async def test_describing_an_invalid_expression_is_a_400_saying_why(api: Api) ->
 
 
 @pytest.mark.parametrize(
-    ("path", "table"), [("/ui/dead-letters", "dlq"), ("/ui/cron", "templates")]
+    ("path", "table", "scan"),
+    [("/ui/dead-letters", "dlq", 250), ("/ui/cron", "templates", 1000)],
 )
 async def test_grouped_views_render_their_tenant_and_scan_bound(
-    api: Api, path: str, table: str
+    api: Api, path: str, table: str, scan: int
 ) -> None:
     reply = await api.get(path, tenantId="acme")
     assert reply.status == 200
-    assert f'id="{table}" data-tenant="acme" data-scan="1000"' in reply.text
+    assert f'id="{table}" data-tenant="acme" data-scan="{scan}"' in reply.text
     assert 'aria-current="page"' in reply.text
 
 
@@ -159,9 +165,3 @@ async def test_static_files_cannot_reach_outside_their_folder(api: Api) -> None:
     assert response.status_code == 404
     response = await api.client.get("/ui/static/%2e%2e/_routes.py")
     assert response.status_code == 404
-
-
-def test_status_chart_draws_a_status_it_does_not_know_after_the_known_ones() -> None:
-    svg = status_bars({"pending": 1, "archived": 2})
-    assert svg.count('class="track"') == len(STATUS_ORDER) + 1
-    assert svg.index("s-paused") < svg.index("s-archived")

@@ -1,0 +1,331 @@
+"""The executor's settlement: outcomes written in shared round trips, messages settled.
+
+Part of the executor role (:mod:`jobscheduler.executor`, whose logger it logs under): a
+consumer's finished handlers are queued to its settling task, which writes their outcomes
+in one ``apply_many_lean`` (retrying a failing store for OUTCOME_RETRY_FOR), then acks the
+messages -- or releases them when the outcomes could not be written -- and hands dead
+letters to a task of their own. :class:`Slots` bounds what a consumer holds meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from . import states
+from ._logthrottle import LogThrottle
+from ._scopes import shielded, take_ready
+from .attempts import Failure, Outcome
+from .bus import Delivery
+from .bus.dead_letters import publish_dead_letter
+from .errors import StoreError
+from .model import Job, Status, utc
+from .runtime import Deps
+
+log = logging.getLogger("jobscheduler.executor")
+
+OUTCOME_TIMEOUT = 10.0
+#: How long a failing outcome write is retried before its messages are released.
+OUTCOME_RETRY_FOR = 30.0
+#: Waits between outcome-write retries, and after a failed pick before receiving more.
+RETRY_DELAY_FIRST = 0.2
+RETRY_DELAY_MAX = 5.0
+
+
+class Done:
+    """A handler has returned: the outcome to write for its job (its result, or why the
+    attempt failed, and how: ``failed`` or ``timed_out``)."""
+
+    __slots__ = ("failure", "job", "logger", "outcome", "permanent", "result", "token")
+
+    def __init__(
+        self,
+        job: Job,
+        token: str,
+        failure: Failure | None,
+        logger: logging.LoggerAdapter[logging.Logger],
+        *,
+        result: Any = None,
+        outcome: Outcome = Outcome.FAILED,
+        permanent: bool = False,
+    ) -> None:
+        self.job = job
+        self.token = token
+        self.failure = failure
+        self.logger = logger
+        self.result = result
+        self.outcome = outcome
+        self.permanent = permanent
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else self.failure.summary()
+
+
+class Finished:
+    """A message whose handling is over: its outcome (None: nothing to write) to settle."""
+
+    __slots__ = ("delivery", "done")
+
+    def __init__(self, delivery: Delivery, done: Done | None) -> None:
+        self.delivery = delivery
+        self.done = done
+
+
+class Slots:
+    """A consumer's two bounds: handlers running at once (EXECUTOR_CONCURRENCY), and
+    messages received whose outcome is not yet written and acked (twice as many).
+
+    A message's running slot is freed when its handler returns, its unsettled slot once it
+    is settled. So the next batch is picked while the last outcomes are being written,
+    and the store shares one round trip between the two instead of taking them in turn.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self._running = trio.CapacityLimiter(concurrency)
+        self._unsettled = trio.CapacityLimiter(2 * concurrency)
+
+    async def take(self, delivery: Delivery) -> None:
+        await self._unsettled.acquire_on_behalf_of(delivery)
+        await self._running.acquire_on_behalf_of(delivery)
+
+    def free(self) -> int:
+        """How many more messages may be taken without waiting."""
+        return int(min(self._running.available_tokens, self._unsettled.available_tokens))
+
+    def take_nowait(self, delivery: Delivery) -> None:
+        self._unsettled.acquire_on_behalf_of_nowait(delivery)
+        self._running.acquire_on_behalf_of_nowait(delivery)
+
+    def stopped(self, delivery: Delivery) -> None:
+        """The message's handler has returned, or was never started."""
+        self._running.release_on_behalf_of(delivery)
+
+    def settled(self, delivery: Delivery) -> None:
+        """The message is acked or released (after :meth:`stopped`)."""
+        self._unsettled.release_on_behalf_of(delivery)
+
+    def release(self, delivery: Delivery) -> None:
+        """Both slots at once: the message was released before its handler returned."""
+        self.stopped(delivery)
+        self.settled(delivery)
+
+
+class Settlement:
+    """The executor's outcome writing and message settlement (a base of ``Executor``)."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+        self._counters: dict[tuple[str, str], Any] = {}
+        self._histograms: dict[str, Any] = {}
+        #: Repeated store errors become one line per interval (with a count).
+        self._throttled = LogThrottle(log)
+
+    def _count(self, job_type: str, result: str) -> None:
+        """Count one processed message (label children cached: this is the hot path)."""
+        key = (job_type, result)
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._deps.metrics.executor_processed.labels(job_type=job_type, result=result)
+            self._counters[key] = counter
+        counter.inc()
+
+    def _duration(self, job_type: str) -> Any:
+        histogram = self._histograms.get(job_type)
+        if histogram is None:
+            histogram = self._deps.metrics.executor_handler_duration.labels(job_type=job_type)
+            self._histograms[job_type] = histogram
+        return histogram
+
+    async def _finish_cancel(
+        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> bool:
+        """running -> cancelled (token-fenced, shielded); False if the job moved on."""
+        deps = self._deps
+        with shielded(OUTCOME_TIMEOUT):
+            cancelled = await deps.store.apply(
+                states.finish_cancel(job, token=token, now=deps.clock.now())
+            )
+            if cancelled is not None:
+                self._count(job.job_type, "cancelled")
+                logger.info("job cancelled while running; handler stopped")
+                return True
+        return False
+
+    # -- settle -----------------------------------------------------------------------------
+
+    async def _settle_loop(
+        self,
+        to_settle: trio.MemoryReceiveChannel[Finished],
+        slots: Slots,
+        dead_letters: trio.MemorySendChannel[Job],
+    ) -> None:
+        """Write the outcomes of finished handlers in batches, then settle their messages."""
+        batch: list[Finished] = []
+        async with dead_letters:
+            try:
+                async for first in to_settle:
+                    batch = [first, *take_ready(to_settle)]
+                    await self._settle(batch, slots, dead_letters)
+                    batch = []
+            finally:
+                # Cancelled outright (not drained): settle what already finished, so a
+                # completed handler is not run again after the reaper's timeout.
+                rest = [*batch, *take_ready(to_settle)]
+                if rest:
+                    await self._settle(rest, slots, dead_letters)
+
+    async def _settle(
+        self,
+        batch: list[Finished],
+        slots: Slots,
+        dead_letters: trio.MemorySendChannel[Job],
+    ) -> None:
+        """Write the batch's outcomes (retrying), then ack its messages -- or release them
+        if the outcomes could not be written -- and queue its dead letters."""
+        done = [item.done for item in batch if item.done is not None]
+        dead: list[Job] = []
+        written = False
+        try:
+            written = not done or await self._write_outcomes_retrying(done, dead)
+        finally:
+            # Whatever happened, every message is settled and its slot freed.
+            with trio.CancelScope(shield=True):
+                for item in batch:
+                    if written or item.done is None:  # None: stale, nothing to write
+                        await item.delivery.ack()
+                    else:
+                        await item.delivery.release()
+            # All slots at once, so the receive loop sees them together (one pick batch).
+            for item in batch:
+                slots.settled(item.delivery)
+        for job in dead:
+            try:
+                dead_letters.send_nowait(job)
+            except (trio.WouldBlock, trio.ClosedResourceError):
+                self._throttled.log(
+                    logging.ERROR,
+                    "dead letter dropped: too many waiting for the bus",
+                    key="dead letters dropped",
+                    extra={"job_id": job.id, "tenant": job.tenant_id},
+                )
+
+    async def _write_outcomes_retrying(self, outcomes: Sequence[Done], dead: list[Job]) -> bool:
+        """Write the outcomes, retrying a failing or hanging store for OUTCOME_RETRY_FOR;
+        False if they could not be written. Each attempt is shielded and bounded; a
+        cancellation (shutdown) between attempts ends the retries.
+
+        A retry is safe: every outcome is conditional on the job's claim token, so one that
+        landed although its attempt failed is found already applied and counted stale.
+        """
+        give_up_at = trio.current_time() + OUTCOME_RETRY_FOR
+        delay = RETRY_DELAY_FIRST
+        while True:
+            error = f"timed out after {OUTCOME_TIMEOUT:.0f}s"
+            with shielded(OUTCOME_TIMEOUT):
+                try:
+                    await self._write_outcomes(outcomes, dead)
+                except StoreError as exc:
+                    error = str(exc)
+                else:
+                    self._throttled.recovered("outcome", "store writes outcomes again")
+                    return True
+            self._throttled.log(
+                logging.ERROR,
+                "store failed while writing outcomes; retrying",
+                key="outcome",
+                extra={"jobs": len(outcomes), "error": error},
+            )
+            if trio.current_time() + delay > give_up_at:
+                break
+            await trio.sleep(delay)
+            delay = min(delay * 2, RETRY_DELAY_MAX)
+        for outcome in outcomes:
+            outcome.logger.error(
+                "outcome not written; message released, the reaper will recover the job",
+                extra={"error": error, "retried_for": OUTCOME_RETRY_FOR},
+            )
+        return False
+
+    async def _dead_letter_loop(self, dead_letters: trio.MemoryReceiveChannel[Job]) -> None:
+        """Announce dead-lettered jobs on the bus, each publish bounded (see dead_letters)."""
+        async with dead_letters:
+            async for job in dead_letters:
+                await publish_dead_letter(self._deps.bus, job)
+
+    async def _write_outcomes(self, outcomes: Sequence[Done], dead: list[Job]) -> list[str]:
+        """Write each handler's outcome (one round trip); returns the result labels and
+        appends the dead-lettered jobs to ``dead`` (their dead letters are the caller's)."""
+        deps = self._deps
+        now = utc(deps.clock.now())  # once per batch, not in every transition
+        changes = [
+            states.complete(o.job, token=o.token, now=now, result=o.result)
+            if o.failure is None
+            else states.fail(
+                o.job,
+                token=o.token,
+                now=now,
+                error=o.failure,
+                outcome=o.outcome,
+                permanent=o.permanent,
+            )
+            for o in outcomes
+        ]
+        # A completion's row is not read back (only whether it applied); a failure's is.
+        read_back = [o.failure is not None for o in outcomes]
+        written = await deps.store.apply_many_lean(changes, read_back)
+        results: list[str] = []
+        for outcome, after in zip(outcomes, written, strict=True):
+            job, error, logger = outcome.job, outcome.error, outcome.logger
+            if after is False:
+                # A failed attempt loses to a cancel request: the job ends cancelled.
+                if error is not None and await self._finish_cancel(job, outcome.token, logger):
+                    results.append("cancelled")
+                    continue
+                transition = "complete" if error is None else "fail"
+                results.append(self._count_lost(job.job_type, transition, job.id))
+                continue
+            if error is None:
+                result = "completed"
+                logger.debug("job completed")
+                self._count(job.job_type, result)
+                results.append(result)
+                continue
+            assert isinstance(after, Job)  # a failure's row is read back
+            if after.status is Status.DLQ:
+                result = "dlq"
+                logger.warning(
+                    "job dead-lettered",
+                    extra={
+                        "attempts": after.attempts,
+                        "error": error,
+                        "permanent": outcome.permanent,
+                    },
+                )
+                dead.append(after)
+            else:
+                result = "retried"
+                logger.info(
+                    "job failed; will retry",
+                    extra={
+                        "attempts": after.attempts,
+                        "error": error,
+                        "retry_at": after.scheduled_at.isoformat(),
+                    },
+                )
+                if deps.waker is not None:
+                    deps.waker.notify(after.scheduled_at)
+            self._count(job.job_type, result)
+            results.append(result)
+        return results
+
+    def _count_lost(self, job_type: str, transition: str, job_id: str) -> str:
+        self._deps.metrics.transitions_lost.labels(transition=transition).inc()
+        self._count(job_type, "stale")
+        log.debug(
+            "stale or duplicate wake-up dropped", extra={"job_id": job_id, "transition": transition}
+        )
+        return "stale"

@@ -1,0 +1,179 @@
+"""The SQLite store's presence records (``workers`` table) and the Overview's reads.
+
+A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore` (it uses that store's
+``_read``/``_write`` plumbing); the table is created with the jobs schema at ``start``.
+Every Overview read is answered from an index: counts by status from ``jobs_tenant_status``
+/ ``jobs_status_created`` (covering: SQLite counts index entries, it reads no row), the oldest
+due job from ``jobs_due``, the finished jobs of the last hour from ``jobs_finished``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..model import Status
+from ..overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
+from ..workers import WorkerBeat
+
+T = TypeVar("T")
+
+WORKERS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS workers (
+    id         TEXT PRIMARY KEY,
+    role       TEXT NOT NULL,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    job_types  TEXT NOT NULL,
+    in_flight  INTEGER NOT NULL,
+    leader     INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    seen_at    INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS workers_expires ON workers (expires_at);
+"""
+
+_COLUMNS = "id, role, host, pid, job_types, in_flight, leader, started_at, seen_at, expires_at"
+
+#: Statuses are inlined so the conditions read as the partial indexes' WHERE text.
+_FINISHED_SQL = "SELECT updated_at FROM jobs WHERE status = '{status}' AND updated_at >= ?{tenant}"
+
+
+def _ms(value: datetime) -> int:
+    return round(value.timestamp() * 1000)
+
+
+def _time(value: int) -> datetime:
+    return datetime.fromtimestamp(value / 1000, UTC)
+
+
+def _beat_from_row(row: Sequence[Any]) -> WorkerBeat:
+    return WorkerBeat(
+        id=row[0],
+        role=row[1],
+        host=row[2],
+        pid=int(row[3]),
+        job_types=tuple(json.loads(row[4])),
+        in_flight=int(row[5]),
+        leader=bool(row[6]),
+        started_at=_time(row[7]),
+        seen_at=_time(row[8]),
+        expires_at=_time(row[9]),
+    )
+
+
+def overview_sql(
+    tenant_id: str | None, now: datetime, start: datetime
+) -> list[tuple[str, list[Any]]]:
+    """The Overview's queries: counts by status; the oldest due pending one-off job; the
+    ``updated_at`` of the jobs that ended completed, then of those that ended in dlq, since
+    ``start``."""
+    tenant = " AND tenant_id = ?" if tenant_id is not None else ""
+    tenant_params: list[Any] = [tenant_id] if tenant_id is not None else []
+    counts = (
+        "SELECT status, COUNT(*) FROM jobs"
+        + (" WHERE tenant_id = ?" if tenant_id is not None else "")
+        + " GROUP BY status",
+        list(tenant_params),
+    )
+    oldest = (
+        "SELECT scheduled_at FROM jobs WHERE status = 'pending' AND cron IS NULL "
+        f"AND scheduled_at <= ?{tenant} ORDER BY scheduled_at ASC LIMIT 1",
+        [_ms(now), *tenant_params],
+    )
+    finished = [
+        (
+            _FINISHED_SQL.format(status=status.value, tenant=tenant),
+            [_ms(start), *tenant_params],
+        )
+        for status in (Status.COMPLETED, Status.DLQ)
+    ]
+    return [counts, oldest, *finished]
+
+
+class SQLiteWorkersMixin:
+    """Presence records and the Overview's figures on the store's SQLite file."""
+
+    if TYPE_CHECKING:  # provided by SQLiteJobStore
+
+        async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
+
+        async def _read(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    async def beat_worker(self, beat: WorkerBeat) -> None:
+        params = (
+            beat.id,
+            beat.role,
+            beat.host,
+            beat.pid,
+            json.dumps(list(beat.job_types)),
+            beat.in_flight,
+            int(beat.leader),
+            _ms(beat.started_at),
+            _ms(beat.seen_at),
+            _ms(beat.expires_at),
+        )
+        sql = (
+            f"INSERT INTO workers ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (id) DO UPDATE SET role = excluded.role, host = excluded.host, "
+            "pid = excluded.pid, job_types = excluded.job_types, "
+            "in_flight = excluded.in_flight, leader = excluded.leader, "
+            "started_at = excluded.started_at, seen_at = excluded.seen_at, "
+            "expires_at = excluded.expires_at"
+        )
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(sql, params)
+
+        await self._write(op)
+
+    async def live_workers(self, now: datetime) -> list[WorkerBeat]:
+        sql = f"SELECT {_COLUMNS} FROM workers WHERE expires_at > ? ORDER BY role, id"
+        return await self._read(
+            lambda conn: [_beat_from_row(r) for r in conn.execute(sql, (_ms(now),))]
+        )
+
+    async def forget_worker(self, worker_id: str) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM workers WHERE id = ?", (worker_id,))
+
+        await self._write(op)
+
+    async def prune_workers(self, now: datetime) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute("DELETE FROM workers WHERE expires_at <= ?", (_ms(now),)).rowcount
+
+        return await self._write(op)
+
+    async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
+        start = series_start(now)
+        queries = overview_sql(tenant_id, now, start)
+
+        def op(conn: sqlite3.Connection) -> list[list[Any]]:
+            return [conn.execute(sql, params).fetchall() for sql, params in queries]
+
+        counts_rows, oldest_rows, completed_rows, failed_rows = await self._read(op)
+        start_ms = _ms(start)
+
+        def series(rows: list[Any]) -> tuple[int, ...]:
+            buckets = [0] * SERIES_MINUTES
+            for (updated_ms,) in rows:
+                index = (updated_ms - start_ms) // 60_000
+                if 0 <= index < SERIES_MINUTES:
+                    buckets[index] += 1
+            return tuple(buckets)
+
+        return OverviewStats(
+            counts=all_statuses({Status(status): n for status, n in counts_rows}),
+            oldest_due_at=_time(oldest_rows[0][0]) if oldest_rows else None,
+            start=start,
+            completed=series(completed_rows),
+            failed=series(failed_rows),
+        )
+
+
+__all__ = ["WORKERS_SCHEMA", "SQLiteWorkersMixin", "overview_sql"]

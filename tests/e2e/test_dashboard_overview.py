@@ -1,0 +1,146 @@
+"""The Overview in a real browser (headless Chromium) against a live ``jobscheduler dev``:
+what it shows is checked against ``GET /stats/overview`` and ``GET /jobs``, not only against
+the page's own words."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from selenium.common.exceptions import NoSuchElementException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tests.support.browser import chromium, wait_until
+
+from .conftest import DevServer, wait_for_job
+from .dashboard_steps import FUTURE, LAYOUT_SHIFT_OBSERVER, create, refreshes, sign_in
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+TENANT = "tenant-e2e"
+OTHER = "tenant-other"
+
+
+def counts(driver: WebDriver) -> dict[str, str]:
+    """The Overview's counts by status as shown, read in one script."""
+    shown: dict[str, str] = driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#ov-counts tbody tr')]"
+        ".map(r => [r.dataset.status, r.querySelector('.num').textContent]))"
+    )
+    return shown
+
+
+def as_shown(by_status: dict[str, int]) -> dict[str, str]:
+    return {status: str(n) for status, n in by_status.items()}
+
+
+async def overview(http: httpx.AsyncClient, server: DevServer, **params: str) -> dict[str, Any]:
+    response = await http.get(f"{server.url}/stats/overview", params=params)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def test_overview_shows_counts_chart_executors_and_leader_and_refreshes_in_place(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory(UI_REFRESH="1s")
+    for _ in range(3):
+        await create(client, server, job_body(scheduledAt=FUTURE))
+    done = [await create(client, server, job_body()) for _ in range(4)]
+    for job_id in done:
+        await wait_for_job(client, server, job_id, lambda job: job["status"] == "completed")
+
+    with chromium() as driver:
+        sign_in(driver, server)
+        api = await overview(client, server)
+        assert api["byStatus"]["completed"] == 4
+        wait_until(driver, lambda d: counts(d) == as_shown(api["byStatus"]), "the API's counts")
+        assert driver.find_element(By.ID, "ov-total").text == str(api["total"])
+        assert driver.find_element(By.ID, "ov-dlq").text == "0"
+
+        # The chart's points: the completions of this minute (or the last), as the API has them.
+        chart = driver.find_element(By.CSS_SELECTOR, "#ov-throughput svg")
+        assert chart.get_attribute("data-completed") == str(sum(api["throughput"]["completed"]))
+        assert int(chart.get_attribute("data-completed") or 0) >= 4
+        bars = driver.find_elements(By.CSS_SELECTOR, "#ov-throughput svg g[data-minute]")
+        assert len(bars) == 60
+        assert sum(int(b.get_attribute("data-completed") or 0) for b in bars) >= 4
+
+        # dev runs a scheduler (always the leader) and an executor serving every job type.
+        cluster = api["cluster"]
+        leader = cluster["leader"]["id"].split(":", 1)[1]
+        wait_until(driver, lambda d: d.find_element(By.ID, "ov-leader").text == leader, "leader")
+        [executor] = cluster["executors"]
+        row = driver.find_element(By.CSS_SELECTOR, "#ov-executors tbody tr[data-worker]")
+        assert row.get_attribute("data-worker") == executor["id"]
+        assert "noop" in executor["jobTypes"]
+        assert "noop" in row.text.split()[2].split(",") or "noop" in row.text
+
+        # New jobs show up on the next refresh: no reload, no layout shift.
+        driver.execute_script(LAYOUT_SHIFT_OBSERVER + "window.notReloaded = true;")
+        seen = refreshes(driver)
+        for _ in range(2):
+            await create(client, server, job_body(scheduledAt=FUTURE))
+        wait_until(driver, lambda d: counts(d)["pending"] == "5", "the refreshed counts")
+        wait_until(driver, lambda d: refreshes(d) >= seen + 2, "two more refreshes")
+        assert driver.execute_script("return window.notReloaded") is True
+        assert driver.execute_script("return window.shift") == 0
+        listed = await client.get(
+            f"{server.url}/jobs", params={"tenantId": TENANT, "status": "pending"}
+        )
+        assert len(listed.json()) == 5
+
+
+async def test_an_all_tenant_key_switches_tenant_and_a_tenant_key_sees_no_switcher(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+) -> None:
+    server = await dev_factory(UI_REFRESH="1s")
+    for _ in range(2):
+        await create(client, server, job_body(scheduledAt=FUTURE))
+    for _ in range(3):
+        await create(client, server, job_body(scheduledAt=FUTURE, tenantId=OTHER))
+    reader = await server.create_key(client, TENANT, "reader")
+
+    with chromium() as driver:
+        sign_in(driver, server)
+        every = await overview(client, server)
+        wait_until(driver, lambda d: counts(d)["pending"] == "5", "every tenant's jobs")
+        assert every["byStatus"]["pending"] == 5
+
+        field = driver.find_element(By.ID, "switch-tenant")
+        field.send_keys(OTHER)
+        field.send_keys(Keys.ENTER)
+        wait_until(driver, lambda d: f"tenantId={OTHER}" in d.current_url, "the chosen tenant")
+        other = await overview(client, server, tenantId=OTHER)
+        assert other["byStatus"]["pending"] == 3
+        wait_until(driver, lambda d: counts(d) == as_shown(other["byStatus"]), "its counts")
+        assert driver.find_element(By.ID, "ov-scope").text == OTHER
+        # The choice follows the navigation.
+        jobs_link = driver.find_element(By.CSS_SELECTOR, ".top nav a[href^='/ui/jobs']")
+        assert f"tenantId={OTHER}" in (jobs_link.get_attribute("href") or "")
+
+        driver.find_element(By.ID, "all-tenants").click()
+        wait_until(driver, lambda d: counts(d)["pending"] == "5", "every tenant again")
+
+    with chromium() as driver:
+        sign_in(driver, server, reader)
+        own = await overview(
+            client, server, tenantId=TENANT
+        )  # what the reader's tenant holds, read with the admin key
+        wait_until(driver, lambda d: counts(d) == as_shown(own["byStatus"]), "its own counts")
+        assert counts(driver)["pending"] == "2"
+        with pytest.raises(NoSuchElementException):
+            driver.find_element(By.ID, "tenant-switcher")
+        assert driver.find_element(By.ID, "ov-no-cluster").is_displayed()
+        # Asking for another tenant in the address changes nothing: the key decides.
+        driver.get(f"{server.url}/ui?tenantId={OTHER}")
+        wait_until(driver, lambda d: counts(d)["pending"] == "2", "still its own counts")

@@ -1,0 +1,75 @@
+"""When the dispatch loop claims and publishes a job due in the future (issue 13, W3).
+
+The claim runs CLAIM_LEAD ahead of the due time, so its store round trip is off the job's
+start path; the wake-up still goes out at the due instant, never before it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from jobscheduler.model import Status
+from jobscheduler.scheduler import CLAIM_LEAD, Scheduler
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import DepsFactory, after, make_job, make_settings
+from .test_roles import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
+
+
+async def test_a_future_job_is_claimed_ahead_and_published_at_its_due_time(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    bus = ObservedBus()
+    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    job = make_job(scheduled_at=after(60))
+    await store.insert(job)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await deps.clock.sleep_until(job.scheduled_at - timedelta(seconds=CLAIM_LEAD / 2))
+            claimed_early = await status_of(store, job)
+            published_early = list(bus.published)
+            await bus.wait_for(lambda: bool(bus.published))
+            published_at = deps.clock.now()
+            nursery.cancel_scope.cancel()
+
+    assert claimed_early is Status.QUEUED
+    assert published_early == []
+    assert bus.published == [wake_up(job)]
+    assert job.scheduled_at <= published_at < job.scheduled_at + timedelta(milliseconds=1)
+
+
+async def test_jobs_due_now_and_within_the_lead_go_out_in_due_order_each_on_time(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    bus = ObservedBus()
+    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    now_due = make_job(scheduled_at=deps.clock.now())
+    soon = make_job(scheduled_at=deps.clock.now() + timedelta(seconds=CLAIM_LEAD / 2))
+    await store.insert(soon)
+    await store.insert(now_due)
+    published_at: dict[str, object] = {}
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            while len(published_at) < 2:
+                await bus.wait_for(lambda: len(bus.published) > len(published_at))
+                for message in bus.published:
+                    published_at.setdefault(message.job_id, deps.clock.now())
+            nursery.cancel_scope.cancel()
+
+    assert bus.published == [wake_up(now_due), wake_up(soon)]
+    assert published_at[now_due.id] == now_due.scheduled_at
+    assert published_at[soon.id] == soon.scheduled_at
