@@ -55,10 +55,14 @@ def embedded_deps(settings: Settings, registry: HandlerRegistry | None = None) -
     )
 
 
-def production_store(settings: Settings) -> JobStore:
+def production_store(settings: Settings, metrics: Metrics | None = None) -> JobStore:
+    """The MongoDB store; with ``metrics``, its commands are counted there
+    (``store_commands_total{command}``)."""
     from .store.mongo import MongoJobStore
+    from .store.mongo_commands import CommandCounter
 
-    return MongoJobStore(settings.mongo_uri, settings.mongo_db)
+    listeners = [] if metrics is None else [CommandCounter(metrics.registry)]
+    return MongoJobStore(settings.mongo_uri, settings.mongo_db, event_listeners=listeners)
 
 
 def production_bus(settings: Settings) -> Bus:
@@ -93,13 +97,14 @@ def production_deps(
     from .probes import etcd_probe, kafka_probe
 
     needs_bus = role in ("scheduler", "executor", "reaper")
+    metrics = Metrics()
     deps = Deps(
         settings=settings,
-        store=production_store(settings),
+        store=production_store(settings, metrics),
         bus=production_bus(settings) if needs_bus else LocalBus(),
         elector=production_elector(settings) if role == "scheduler" else LocalElector(),
         registry=registry if registry is not None else load_app(settings.app, settings),
-        metrics=Metrics(),
+        metrics=metrics,
         clock=SystemClock(),
         waker=None,
     )

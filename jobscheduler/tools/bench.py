@@ -504,11 +504,19 @@ class _Bench:
             f"burst: {n} jobs accepted in {submitted:.2f}s ({n / submitted:.0f} req/s, "
             f"{self.args.concurrency} connections); all due at {format_time(due)}"
         )
+        roles = [(p.name, p.proc.pid, p.metrics) for p in self.processes if p.proc]
+        if self.distributed:  # psutil comes with the dev extras: imported only here
+            from . import bench_distributed
         # CPU of the stack from just before the due instant to the last completion.
         await trio.sleep(max((due - datetime.now(UTC)).total_seconds() - 0.2, 0.0))
         cpu_before = sum(p.cpu_seconds() for p in self.processes)
+        costs = await bench_distributed.sample(roles) if self.distributed else {}
         await self._wait_completed(baseline + n)
         cpu = sum(p.cpu_seconds() for p in self.processes) - cpu_before
+        if self.distributed:
+            drained = await bench_distributed.sample(roles)
+            print("burst drain cost per role (store commands, CPU):")
+            print("\n".join(bench_distributed.report(costs, drained, n)))
         jobs = await self._jobs(client, tenant)
         last = max(parse_time(j["updatedAt"], "updatedAt") for j in jobs)
         drain = (last - due).total_seconds()

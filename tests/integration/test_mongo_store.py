@@ -23,8 +23,24 @@ from bson import ObjectId
 
 from jobscheduler import states
 from jobscheduler.errors import StoreError, ValidationError
-from jobscheduler.model import Status
-from jobscheduler.store.mongo import COLLECTION, FIELDS, INDEXES, Document, MongoJobStore
+from jobscheduler.model import Job, Status
+from jobscheduler.store.mongo import (
+    CLAIM_FIELD,
+    COLLECTION,
+    FIELDS,
+    INDEXES,
+    Document,
+    MongoJobStore,
+)
+from jobscheduler.store.mongo_batch import (
+    MAX_CHUNK_BYTES,
+    MAX_STATEMENTS,
+    chunks,
+    marked,
+    new_mark,
+    statement_size,
+)
+from jobscheduler.store.mongo_codec import chain, change_filter, update_document
 from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
 from tests.contract.test_store_contract import NOW, make_job
 
@@ -33,6 +49,7 @@ pytestmark = pytest.mark.integration
 # A command's name is the first element of its OP_MSG body: BSON string type, key, NUL.
 FIND_AND_MODIFY = b"\x02findAndModify\x00"
 INSERT = b"\x02insert\x00"
+UPDATE = b"\x02update\x00"
 
 
 def _server_address(uri: str) -> tuple[str, int]:
@@ -166,12 +183,16 @@ async def proxy(nursery: trio.Nursery) -> AsyncIterator[tuple[FaultProxy, str]]:
     fault_proxy.stop()
 
 
-@pytest.fixture
+@pytest.fixture(params=[None, False], ids=["claim-default", "claim-update-many"])
 async def proxied_store(
-    proxy: tuple[FaultProxy, str], database: str
+    request: pytest.FixtureRequest, proxy: tuple[FaultProxy, str], database: str
 ) -> AsyncIterator[tuple[MongoJobStore, FaultProxy]]:
+    # Claims go as one update_many on MongoDB and as statements per job on FerretDB (the
+    # default there): both ways are run against the test server.
     fault_proxy, uri = proxy
-    store = MongoJobStore(uri, database, server_selection_timeout=5.0, socket_timeout=5.0)
+    store = MongoJobStore(
+        uri, database, server_selection_timeout=5.0, socket_timeout=5.0, claim_each=request.param
+    )
     await store.start()
     try:
         yield store, fault_proxy
@@ -279,8 +300,9 @@ async def test_documents_use_object_ids_camel_case_fields_and_bson_dates(
     [claimed] = await store.claim_due(NOW, 1)
     doc = await _raw(mongo_uri(), database, lambda c: c.find_one({"_id": ObjectId(job.id)}))
     assert doc["_id"] == ObjectId(job.id)
-    # Every field, but the run identity ones (left out of jobs that are not cron runs).
-    assert set(doc) == set(FIELDS.values()) - {"templateId", "fireAt"}
+    # Every field, but the run identity ones (left out of jobs that are not cron runs), and
+    # the mark of the claim's batch.
+    assert set(doc) == set(FIELDS.values()) - {"templateId", "fireAt"} | {CLAIM_FIELD}
     assert doc["idempotencyKey"] == "shape"
     assert doc["status"] == "queued"
     for field in ("scheduledAt", "queuedAt", "createdAt", "updatedAt"):
@@ -470,12 +492,13 @@ async def test_filtered_sorted_and_limited_finds_follow_mongodb_semantics(databa
         assert got == expected, query
 
 
+@pytest.mark.parametrize("claim_each", [True, False], ids=["statement-each", "update-many"])
 async def test_concurrent_claimers_take_the_highest_priority_first_and_never_share_a_job(
-    database: str,
+    database: str, claim_each: bool
 ) -> None:
     # Two stores (two clients, as two scheduler processes would have), three claimers each.
-    store = MongoJobStore(mongo_uri(), database)
-    other = MongoJobStore(mongo_uri(), database)
+    store = MongoJobStore(mongo_uri(), database, claim_each=claim_each)
+    other = MongoJobStore(mongo_uri(), database, claim_each=claim_each)
     await store.start()
     await other.start()
     try:
@@ -568,23 +591,150 @@ async def test_claim_whose_reply_was_lost_neither_loses_nor_doubles_a_job(
 ) -> None:
     store, fault_proxy = proxied_store
     jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
-    fault_proxy.lose_next(FIND_AND_MODIFY, "reply")
-    try:
-        claimed = await store.claim_due(NOW, 10)
-    except StoreError:
-        claimed = []  # the claim could not tell which job its lost reply took
+    # The claim's one update_many lands, its reply is lost: the read-back by the batch's
+    # mark still finds exactly the jobs it moved, in claim order.
+    fault_proxy.lose_next(UPDATE, "reply")
+    claimed = await store.claim_due(NOW, 10)
     assert fault_proxy.fired.is_set()
-    # Every job is returned by this claim, or left queued for the reaper (a lost claim the
-    # loop could not attribute), or still pending for the next claim: exactly one of them.
-    returned = {j.id for j in claimed}
-    assert len(returned) == len(claimed)
-    stale = await store.find_stale([Status.QUEUED], "queued_at", NOW + timedelta(days=1), 10)
-    unannounced = {j.id for j in stale} - returned
-    rest = {j.id for j in await store.claim_due(NOW, 10)}
-    assert not returned & rest
-    assert not unannounced & rest
-    assert returned | unannounced | rest == {j.id for j in jobs}
-    assert len(unannounced) <= 1
+    assert [j.id for j in claimed] == [j.id for j in jobs]
+    assert all(j.status is Status.QUEUED for j in claimed)
+    assert await store.claim_due(NOW, 10) == []
+
+
+async def test_claim_whose_request_was_lost_claims_nothing_and_leaves_the_jobs_due(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (2, 1)]
+    fault_proxy.lose_next(UPDATE, "request")
+    assert await store.claim_due(NOW, 10) == []
+    assert fault_proxy.fired.is_set()
+    assert [j.id for j in await store.claim_due(NOW, 10)] == [j.id for j in jobs]
+
+
+async def test_a_batch_whose_reply_was_lost_reports_each_job_it_changed(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
+    await store.claim_due(NOW, 10)
+    await store.apply(states.pick(jobs[2].id, worker="other", token="taken", now=NOW))
+    fault_proxy.lose_next(UPDATE, "reply")
+    picks = [states.pick(j.id, worker="w", token=f"t{i}", now=NOW) for i, j in enumerate(jobs)]
+    results = await store.apply_many(picks)
+    assert fault_proxy.fired.is_set()
+    assert [r.claim_token if r else None for r in results] == ["t0", "t1", None]
+    assert (await store.get(jobs[2].id)).claim_token == "taken"
+
+
+async def test_a_batch_whose_request_was_lost_is_sent_again_once(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
+    await store.claim_due(NOW, 10)
+    fault_proxy.lose_next(UPDATE, "request")
+    changes: list[states.Change] = []
+    for i, job in enumerate(jobs):
+        changes.append(states.pick(job.id, worker="w", token=f"t{i}", now=NOW))
+        changes.append(states.start(job.id, token=f"t{i}", now=NOW))
+    results = await store.apply_many(changes)
+    assert fault_proxy.fired.is_set()
+    running = results[1::2]
+    assert [(r.status, r.attempts) if r else None for r in running] == [(Status.RUNNING, 1)] * 3
+    assert [r.status if r else None for r in results[0::2]] == [Status.CLAIMED] * 3
+    # Started once each, not twice.
+    assert [(await store.get(j.id)).attempts for j in jobs] == [1, 1, 1]
+
+
+# ---------------------------------------------------------------------------- batches
+
+
+async def test_full_chunks_of_a_batch_go_through_the_server_within_its_limits(
+    database: str,
+) -> None:
+    # FerretDB never answers a multi-statement update of 100 statements, or of about 16 KB
+    # of them: batches are chunked below both, and a chunk of the maximum size (by count,
+    # then by bytes) must come back well within a short socket timeout.
+    store = MongoJobStore(mongo_uri(), database, socket_timeout=10.0)
+    await store.start()
+    try:
+        jobs = await store.insert_many([make_job() for _ in range(MAX_STATEMENTS * 2 + 7)])
+        assert await store.claim_due(NOW, len(jobs)) != []
+        ids = [j.id for j in jobs if isinstance(j, Job)]
+        changes: list[states.Change] = []
+        for i, job_id in enumerate(ids):
+            changes.append(states.pick(job_id, worker="worker-1", token=f"{i:032d}", now=NOW))
+            changes.append(states.start(job_id, token=f"{i:032d}", now=NOW))
+        # Each pick+start is one statement; the first chunk is full (one more would not fit).
+        mark = new_mark()
+        sizes = [
+            statement_size(change_filter(c), marked(update_document(c), mark))
+            for c in (chain(changes[i], changes[i + 1]) for i in range(0, len(changes), 2))
+            if c is not None
+        ]
+        first = chunks(sizes)[0]
+        assert len(first) == MAX_STATEMENTS or sum(sizes[: len(first) + 1]) > MAX_CHUNK_BYTES
+        with trio.fail_after(30):
+            started = await store.apply_many(changes)
+        running = [job for job in started[1::2] if job is not None]
+        assert [(j.status, j.claim_token) for j in running] == [
+            (Status.RUNNING, f"{i:032d}") for i in range(len(ids))
+        ]
+        # Results of 1 KB: these chunks are full by bytes; one of 40 KB goes alone.
+        results = [{"blob": "x" * (40_000 if i == 3 else 1_000)} for i in range(len(running))]
+        outcomes = [
+            states.complete(job, token=job.claim_token or "", now=NOW, result=result)
+            for job, result in zip(running, results, strict=True)
+        ]
+        with trio.fail_after(30):
+            completed = await store.apply_many(outcomes)
+        assert [j.status if j else None for j in completed] == [Status.COMPLETED] * len(ids)
+        assert (await store.get(ids[3])).result == results[3]
+        assert len(await store.attempts(ids[-1])) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_batch_reports_exactly_the_changes_whose_condition_held(
+    store: MongoJobStore,
+) -> None:
+    jobs = [await store.insert(make_job()) for _ in range(5)]
+    await store.claim_due(NOW, 5)
+    # Two of them are taken by another executor first.
+    for job in jobs[1:3]:
+        assert await store.apply(states.pick(job.id, worker="x", token="x", now=NOW))
+    picks = [states.pick(j.id, worker="w", token=f"t{i}", now=NOW) for i, j in enumerate(jobs)]
+    results = await store.apply_many(picks)
+    assert [r.claim_token if r else None for r in results] == ["t0", None, None, "t3", "t4"]
+
+
+async def test_bulk_retry_counts_every_job_even_when_the_scheduler_claims_them_at_once(
+    store: MongoJobStore,
+) -> None:
+    # Regression: the batch's count came from reading back its mark, which a claim of the
+    # retried (due) jobs could overwrite first; 1,000 retries on the distributed roles then
+    # reported fewer than 1,000 changed. The count is the servers' matched count now, and a
+    # claim marks a field of its own.
+    inserted = await store.insert_many([make_job() for _ in range(120)])
+    jobs = [job for job in inserted if isinstance(job, Job)]
+    cancelled = await store.apply_many([states.cancel(job, now=NOW) for job in jobs])
+    retries = [states.retry(job, now=NOW) for job in cancelled if job is not None]
+    assert len(retries) == 120
+    claimed: list[Job] = []
+    done = trio.Event()
+
+    async def claimer() -> None:
+        while not done.is_set():
+            claimed.extend(await store.claim_due(NOW, 7))
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(claimer)
+        assert await store.apply_bulk(retries) == 120
+        done.set()
+    claimed.extend(await store.claim_due(NOW, 200))
+    assert sorted(j.id for j in claimed) == sorted(j.id for j in jobs)
 
 
 async def test_counts_follow_mongodb_semantics(database: str) -> None:

@@ -1,0 +1,195 @@
+"""The MongoDB store's document codec: how a Job and a Change look on the wire (pure).
+
+One document per job in the ``jobs`` collection: ``_id`` is ``ObjectId(job.id)``, the other
+fields use the camelCase names of the HTTP contract (:data:`FIELDS`), timestamps are BSON
+dates (milliseconds, which is why :func:`jobscheduler.model.utc` truncates to them) read back
+timezone-aware UTC. A Change becomes a filter (``_id`` plus its expectations) and an update
+(``$set`` and ``$inc``). Nothing here does I/O, so all of it is unit-tested without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from bson import ObjectId
+from pymongo import ASCENDING, DESCENDING
+
+from ..attempts import decode_result, encode_result
+from ..cron import CronPolicy
+from ..model import Job, Replay, Status, utc
+from ..states import Change
+
+Document = dict[str, Any]
+
+COLLECTION: Final = "jobs"
+
+#: Job field name -> document field name: the one place the mapping lives.
+FIELDS: Final[Mapping[str, str]] = {
+    "id": "_id",
+    "idempotency_key": "idempotencyKey",
+    "tenant_id": "tenantId",
+    "job_type": "jobType",
+    "payload": "payload",
+    "priority": "priority",
+    "status": "status",
+    "scheduled_at": "scheduledAt",
+    "cron": "cron",
+    "attempts": "attempts",
+    "max_attempts": "maxAttempts",
+    "last_error": "lastError",
+    "claimed_by": "claimedBy",
+    "claimed_at": "claimedAt",
+    "claim_token": "claimToken",
+    "heartbeat_at": "heartbeatAt",
+    "queued_at": "queuedAt",
+    "created_at": "createdAt",
+    "updated_at": "updatedAt",
+    "cron_policy": "cronPolicy",
+    "cron_buffered": "cronBuffered",
+    # JSON text, not a sub-document: any JSON value round-trips (keys with "." or "$",
+    # integers beyond 64 bits), and nothing queries inside it.
+    "result": "result",
+    "template_id": "templateId",
+    "fire_at": "fireAt",
+    "cancel_requested_at": "cancelRequestedAt",
+    "replays": "replays",
+}
+TIME_FIELDS: Final = frozenset(
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "fire_at",
+        "cancel_requested_at",
+        "cron_buffered",
+    }
+)
+STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
+#: Left out of a document unless set (see the sparse ``run_unique`` index).
+RUN_FIELDS: Final = ("template_id", "fire_at")
+
+#: The order claims hand jobs out in (highest priority, then oldest, then oldest id).
+CLAIM_SORT: Final = [
+    (FIELDS["priority"], DESCENDING),
+    (FIELDS["scheduled_at"], ASCENDING),
+    ("_id", ASCENDING),
+]
+
+
+def to_doc(field: str, value: Any) -> Any:
+    """A Job field value as stored in the document."""
+    if value is None:
+        return None
+    if field == "id":
+        return ObjectId(value)
+    if field in TIME_FIELDS:
+        return utc(value)
+    if field == "status":
+        return Status(value).value
+    if field == "cron_policy":
+        return value.to_storage()
+    if field == "result":
+        return encode_result(value)
+    if field == "replays":
+        return [replay.to_json() for replay in value]
+    return value
+
+
+def job_to_document(job: Job) -> Document:
+    """The document stored for ``job`` (every field present, absent values null, except the
+    run identity fields, left out unless set: the sparse run index skips such documents)."""
+    doc = {doc_field: to_doc(field, getattr(job, field)) for field, doc_field in FIELDS.items()}
+    for field in RUN_FIELDS:
+        if doc[FIELDS[field]] is None:
+            del doc[FIELDS[field]]
+    return doc
+
+
+def document_to_job(doc: Mapping[str, Any]) -> Job:
+    """The Job a stored document describes (a missing optional field reads as None)."""
+    values: dict[str, Any] = {}
+    for field, doc_field in FIELDS.items():
+        value = doc.get(doc_field)
+        if value is None:
+            continue
+        if field == "id":
+            value = str(value)
+        elif field in TIME_FIELDS:
+            value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        elif field == "status":
+            value = Status(value)
+        elif field == "cron_policy":
+            value = CronPolicy.from_storage(value)
+        elif field == "result":
+            value = decode_result(value)
+        elif field == "replays":
+            value = tuple(Replay.from_json(r) for r in value)
+        values[field] = value
+    return Job(**values)
+
+
+def set_document(values: Mapping[str, Any]) -> Document:
+    return {FIELDS[field]: to_doc(field, value) for field, value in values.items()}
+
+
+def update_document(change: Change) -> Document:
+    update: Document = {"$set": set_document(change.set)}
+    if change.inc:
+        update["$inc"] = {FIELDS[field]: amount for field, amount in change.inc.items()}
+    return update
+
+
+def change_filter(change: Change) -> Document:
+    """``{_id, **expectations}``: None matches null or missing, a tuple means ``$in``."""
+    query: Document = {"_id": ObjectId(change.job_id)}
+    for field, expected in change.expect.items():
+        doc_field = FIELDS[field]
+        if isinstance(expected, tuple):
+            query[doc_field] = {"$in": [to_doc(field, value) for value in expected]}
+        else:
+            query[doc_field] = to_doc(field, expected)
+    return query
+
+
+def due_filter(now: datetime) -> Document:
+    """Due one-off jobs: pending, no cron (null or missing), ``scheduledAt <= now``."""
+    return {
+        FIELDS["status"]: Status.PENDING.value,
+        FIELDS["cron"]: None,
+        FIELDS["scheduled_at"]: {"$lte": utc(now)},
+    }
+
+
+def chain(first: Change, second: Change) -> Change | None:
+    """``first`` then ``second`` as one Change, when that is exactly equivalent: same job,
+    every expectation of ``second`` is a value ``first`` writes, and ``second`` writes only
+    fields ``first`` writes too (so the state between them can be rebuilt). Else None."""
+    if first.job_id != second.job_id or not set(second.set) <= set(first.set):
+        return None
+    if first.record is not None or second.record is not None or set(first.inc) & set(second.inc):
+        return None
+    if set(second.expect) & set(first.inc):
+        return None
+    for field, expected in second.expect.items():
+        if field not in first.set:
+            return None
+        written = first.set[field]
+        if not (written == expected or (isinstance(expected, tuple) and written in expected)):
+            return None
+    return Change(
+        transition=f"{first.transition}+{second.transition}",
+        job_id=first.job_id,
+        expect=first.expect,
+        set={**first.set, **second.set},
+        inc={**first.inc, **second.inc},
+    )
+
+
+def holds(doc: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    """Whether ``doc`` holds every value the update would have written."""
+    return all(doc.get(doc_field) == value for doc_field, value in values.items())

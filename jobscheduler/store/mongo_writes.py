@@ -1,0 +1,312 @@
+"""The MongoDB store's conditional writes: claims, transitions, and their batches.
+
+Every transition is a conditional update whose filter is ``_id`` plus the Change's
+expectations; nothing here needs a multi-document transaction.
+
+- :meth:`MongoWrites.apply` is one ``findAndModify`` (the job comes back in its reply).
+- :meth:`MongoWrites.apply_many` sends a batch as multi-statement ``update`` commands (one
+  conditional statement per job, chunked for FerretDB; :mod:`.mongo_batch`) and reads the
+  jobs back by the batch's mark: two commands for a batch instead of one per job. Batches of
+  one or two statements go as ``findAndModify`` each, which is no more commands.
+- :meth:`MongoWrites.claim_due` reads the due candidates' ids in claim order, moves them in
+  one ``update_many`` whose filter repeats the due condition (a candidate another claimer
+  took first is skipped), and reads back the ones carrying its mark: three commands for a
+  batch of up to ``limit`` jobs, and each job handed out to exactly one claimer. On FerretDB
+  (``claim_each``) the move is one conditional statement per candidate instead, chunked as
+  batches are: FerretDB's ``update_many`` decodes every due job to find the candidates.
+
+Unknown outcomes (a network error during a write): :meth:`apply` re-reads the job and
+sends the update once more unless the document holds what it would have written; a batch
+reads back what carries its mark and sends the statements of the uncertain chunk that did
+not land once more (same mark, still conditional, so none applies twice); a claim just
+reads back its mark, so a claim whose reply was lost neither loses nor doubles a job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+from bson import ObjectId
+from pymongo import ReturnDocument, UpdateOne
+from pymongo.collection import Collection
+from pymongo.errors import PyMongoError
+
+from ..model import Job
+from ..states import Change, claim_fields
+from .mongo_attempts import write_records
+from .mongo_batch import (
+    BATCH_FIELD,
+    CLAIM_FIELD,
+    Unit,
+    chunks,
+    distinct_jobs,
+    marked,
+    new_mark,
+    plan,
+    statement_size,
+    unit_results,
+)
+from .mongo_codec import (
+    CLAIM_SORT,
+    FIELDS,
+    Document,
+    change_filter,
+    document_to_job,
+    due_filter,
+    holds,
+    set_document,
+    to_doc,
+    update_document,
+)
+from .mongo_conn import MongoConnection, outcome_unknown
+from .mongo_query import ManageQueries
+
+log = logging.getLogger(__name__)
+
+#: Batches of fewer statements go as one ``findAndModify`` each (no more commands).
+MIN_BULK: int = 3
+
+
+class MongoWrites(MongoConnection):
+    """Claims and transitions (abstract: the reads live in the subclass)."""
+
+    # ------------------------------------------------------------------ claims
+
+    async def claim_due(self, now: datetime, limit: int) -> list[Job]:
+        """Claim up to ``limit`` due jobs in one thread hop and three commands (see the
+        module docstring). The jobs come back in claim order. If the read-back fails after
+        the update, the jobs it moved stay queued for the reaper (StoreError)."""
+        if limit <= 0:
+            return []
+        jobs = self._collection()
+        query = due_filter(now)
+        claim_set = set_document(claim_fields(now))
+
+        def claim() -> list[Job]:
+            candidates = [
+                doc["_id"]
+                for doc in jobs.find(query, projection={"_id": True}, sort=CLAIM_SORT, limit=limit)
+            ]
+            if not candidates:
+                return []
+            mark = new_mark()
+            update = {"$set": {**claim_set, CLAIM_FIELD: mark}}
+            try:
+                if self._claim_each:
+                    statements = [({**query, "_id": _id}, update) for _id in candidates]
+                    for chunk in chunks([statement_size(q, u) for q, u in statements]):
+                        jobs.bulk_write([UpdateOne(*statements[i]) for i in chunk], ordered=False)
+                else:
+                    jobs.update_many({**query, "_id": {"$in": candidates}}, update)
+            except PyMongoError as exc:
+                if not outcome_unknown(exc):
+                    raise
+                # Whatever landed carries the mark; what did not stays due for the next claim.
+                log.warning("claim outcome unknown, reading back: %s", exc)
+            return [
+                document_to_job(doc)
+                for doc in self._read_marked(
+                    jobs, candidates, mark, field=CLAIM_FIELD, sort=True
+                ).values()
+            ]
+
+        async with self._conditional_write():
+            return await self._call(claim, "claim")
+
+    def _read_marked(
+        self,
+        jobs: Collection[Document],
+        ids: Sequence[ObjectId],
+        mark: str,
+        *,
+        field: str = BATCH_FIELD,
+        sort: bool = False,
+    ) -> dict[ObjectId, Document]:
+        """The documents among ``ids`` whose ``field`` holds ``mark`` (read again once after a
+        network error: a read has no effect), by id; in claim order when ``sort``."""
+        query = {"_id": {"$in": list(ids)}, field: mark}
+
+        def read() -> dict[ObjectId, Document]:
+            cursor = jobs.find(query, sort=CLAIM_SORT if sort else None)
+            return {doc["_id"]: doc for doc in cursor}
+
+        try:
+            return read()
+        except PyMongoError as exc:
+            if not outcome_unknown(exc):
+                raise
+            log.warning("read-back of a batch failed, reading again: %s", exc)
+        return read()
+
+    # ------------------------------------------------------------------ one change
+
+    def _apply_sync(self, change: Change) -> Job | None:
+        """One conditional ``findAndModify`` (runs in a worker thread); see module doc."""
+        jobs = self._collection()
+        query = change_filter(change)
+        values = set_document(change.set)
+        update = update_document(change)
+
+        def attempt() -> Job | None:
+            doc = jobs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
+            return None if doc is None else document_to_job(doc)
+
+        try:
+            return attempt()
+        except PyMongoError as exc:
+            if not outcome_unknown(exc):
+                raise
+            log.warning(
+                "%s outcome unknown job_id=%s, re-reading: %s",
+                change.transition,
+                change.job_id,
+                exc,
+            )
+        current = jobs.find_one({"_id": query["_id"]})
+        if current is not None and holds(current, values):
+            return document_to_job(current)
+        return attempt()
+
+    def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
+        if self._attempts is not None:
+            write_records(self._attempts, changes, results)
+
+    async def apply(self, change: Change) -> Job | None:
+        def op() -> Job | None:
+            result = self._apply_sync(change)
+            self._record_sync([change], [result])
+            return result
+
+        async with self._conditional_write():
+            return await self._call(op, change.transition)
+
+    # ------------------------------------------------------------------ batches
+
+    async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
+        """Apply the changes in a single thread hop (not a transaction), results in order.
+
+        Two consecutive changes of one job that chain (an executor's pick then start) go as
+        one statement: the same outcome as applying them in turn with nothing in between. If
+        that statement matches nothing, the second change is still tried alone, as it would
+        have been. Batches of at least MIN_BULK statements, each of another job, go as
+        chunked multi-statement updates plus one read-back (module docstring); others as one
+        ``findAndModify`` per statement.
+        """
+        if not changes:
+            return []
+
+        def apply_all() -> list[Job | None]:
+            units = plan(changes)
+            if len(units) >= MIN_BULK and distinct_jobs(units):
+                afters = self._bulk_sync([unit.change for unit in units])
+            else:
+                afters = [self._apply_sync(unit.change) for unit in units]
+            results: list[Job | None] = []
+            retry: list[tuple[int, Change]] = []
+            for unit, after in zip(units, afters, strict=True):
+                results += unit_results(unit, after)
+                if unit.second is not None and after is None:
+                    retry.append((len(results), unit.second))
+                    results.append(None)
+            if retry:
+                seconds = [change for _, change in retry]
+                again = (
+                    self._bulk_sync(seconds)
+                    if len(seconds) >= MIN_BULK and distinct_jobs(plan(seconds))
+                    else [self._apply_sync(change) for change in seconds]
+                )
+                for (index, _), after in zip(retry, again, strict=True):
+                    results[index] = after
+            self._record_sync(changes, results)
+            return results
+
+        async with self._conditional_write():
+            return await self._call(apply_all, "apply_many")
+
+    def _bulk_sync(self, changes: Sequence[Change]) -> list[Job | None]:
+        """Apply changes of distinct jobs as chunked unordered multi-statement updates, each
+        statement marking its document; the job after each change, or None where it did
+        not apply (runs in a worker thread)."""
+        jobs = self._collection()
+        mark = new_mark()
+        ids = [ObjectId(change.job_id) for change in changes]
+        statements = [(change_filter(c), marked(update_document(c), mark)) for c in changes]
+        matched: int | None = 0
+        uncertain: list[int] = []
+        for chunk in chunks([statement_size(q, u) for q, u in statements]):
+            try:
+                reply = jobs.bulk_write([UpdateOne(*statements[i]) for i in chunk], ordered=False)
+            except PyMongoError as exc:
+                if not outcome_unknown(exc):
+                    raise
+                log.warning(
+                    "batch outcome unknown, reading back",
+                    extra={"statements": len(chunk), "error": str(exc)},
+                )
+                uncertain.extend(chunk)
+                continue
+            if matched is not None:
+                matched += reply.matched_count
+        found = self._read_marked(jobs, ids, mark)
+        if uncertain:
+            # Those that did not land are sent once more: still conditional and marked, so
+            # one that did land after all cannot apply twice.
+            resend = [i for i in uncertain if ids[i] not in found]
+            for chunk in chunks([statement_size(*statements[i]) for i in resend]):
+                jobs.bulk_write([UpdateOne(*statements[resend[i]]) for i in chunk], ordered=False)
+            if resend:
+                found = self._read_marked(jobs, ids, mark)
+            matched = None
+        if matched is not None and len(found) < matched:
+            # A later batch re-marked a document this one changed meanwhile: judge those
+            # by whether they still hold what their change wrote.
+            missing = [i for i, _id in enumerate(ids) if _id not in found]
+            current = {
+                doc["_id"]: doc for doc in jobs.find({"_id": {"$in": [ids[i] for i in missing]}})
+            }
+            for i in missing:
+                doc = current.get(ids[i])
+                if doc is not None and holds(doc, set_document(changes[i].set)):
+                    found[ids[i]] = doc
+        return [None if (doc := found.get(_id)) is None else document_to_job(doc) for _id in ids]
+
+    # ------------------------------------------------------------------ management
+
+    def _manage(self) -> ManageQueries:
+        return ManageQueries(
+            self._collection(),
+            FIELDS,
+            document_to_job,
+            change_filter,
+            to_doc,
+            update_document,
+        )
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """Independent conditional updates in one thread hop, nothing read back: as chunked
+        multi-statement updates whose matched counts add up to the answer; one update each
+        when a change carries an attempt record (which needs to know which applied)."""
+        if not changes:
+            return 0
+        manage = self._manage()
+        jobs = self._collection()
+
+        def op() -> int:
+            if any(change.record is not None for change in changes):
+                applied = manage.apply_bulk(changes)
+                self._record_sync(changes, applied)
+                return sum(applied)
+            statements = [(change_filter(c), update_document(c)) for c in changes]
+            matched = 0
+            for chunk in chunks([statement_size(q, u) for q, u in statements]):
+                reply = jobs.bulk_write([UpdateOne(*statements[i]) for i in chunk], ordered=False)
+                matched += reply.matched_count
+            return matched
+
+        async with self._conditional_write():
+            return await self._call(op, "apply_bulk")
+
+
+__all__ = ["MIN_BULK", "MongoWrites", "Unit"]
