@@ -504,15 +504,17 @@ class _Bench:
             f"burst: {n} jobs accepted in {submitted:.2f}s ({n / submitted:.0f} req/s, "
             f"{self.args.concurrency} connections); all due at {format_time(due)}"
         )
-        roles = [(p.name, p.proc.pid, p.metrics) for p in self.processes if p.proc]
+        # The stack's processes (a phase's own servers, e.g. the create phase's, are gone).
+        live = [p for p in self.processes if p.running]
+        roles = [(p.name, p.proc.pid, p.metrics) for p in live if p.proc]
         if self.distributed:  # psutil comes with the dev extras: imported only here
             from . import bench_distributed
         # CPU of the stack from just before the due instant to the last completion.
         await trio.sleep(max((due - datetime.now(UTC)).total_seconds() - 0.2, 0.0))
-        cpu_before = sum(p.cpu_seconds() for p in self.processes)
+        cpu_before = sum(p.cpu_seconds() for p in live)
         costs = await bench_distributed.sample(roles) if self.distributed else {}
         await self._wait_completed(baseline + n)
-        cpu = sum(p.cpu_seconds() for p in self.processes) - cpu_before
+        cpu = sum(p.cpu_seconds() for p in live) - cpu_before
         if self.distributed:
             drained = await bench_distributed.sample(roles)
             print("burst drain cost per role (store commands, CPU):")
@@ -661,7 +663,7 @@ class _Bench:
                         self._completed_total,
                         self.args,
                         self.run_id,
-                        lambda: sum(p.cpu_seconds() for p in self.processes),
+                        lambda: sum(p.cpu_seconds() for p in self.processes if p.running),
                     )
             finally:
                 await client.aclose()

@@ -174,12 +174,15 @@ def test_percentile_rejects_empty_input_and_out_of_range_p() -> None:
 
 
 async def test_bench_create_phase_prints_the_ratio_to_the_echo_route_and_the_cost_of_auth() -> None:
-    """``jobscheduler bench --phases create`` in miniature: one command starts the echo
-    route and a ``dev`` with each AUTH, and prints every figure the README reports."""
+    """``jobscheduler bench --phases create,burst`` in miniature: one command starts the echo
+    route and a ``dev`` with each AUTH, and prints every figure the README reports; the
+    burst after it measures the stack without the create phase's servers (gone by then)."""
     result = await run_tool(
         "bench",
         "--phases",
-        "create",
+        "create,burst",
+        "--burst",
+        "50",
         "--create-requests",
         "40",
         "--create-rounds",
@@ -194,3 +197,4 @@ async def test_bench_create_phase_prints_the_ratio_to_the_echo_route_and_the_cos
         ), out
     assert re.search(r"create rate / echo rate: \d+% .*target >= 80%", out), out
     assert re.search(r"cost of auth .* p50 .* -> .* p99 .* -> ", out), out
+    assert re.search(r"burst: 50 jobs accepted", out), out
