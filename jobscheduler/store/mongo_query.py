@@ -89,7 +89,11 @@ class ManageQueries:
             values = sorted({Status(s).value for s in query.statuses})
             out[f["status"]] = values[0] if len(values) == 1 else {"$in": values}
         if query.cron is not None:
-            out[f["cron"]] = {"$ne": None} if query.cron else None
+            # A template's ``cron`` is a non-empty string, anything else's is null or missing.
+            # ``$gt: ""`` says "a string" as an index range, on MongoDB and on the test
+            # stack's FerretDB alike; ``$ne: null`` is no range, and FerretDB walked every
+            # job of the tenant for it (1.0 s at 100,000 jobs, against milliseconds).
+            out[f["cron"]] = {"$gt": ""} if query.cron else None
         created: Document = {}
         if query.created_after is not None:
             created["$gte"] = utc(query.created_after)
