@@ -92,12 +92,6 @@ def _free_port() -> int:
         return port
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time the process has used so far (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _load() -> str:
     """The 1-minute load average, printed beside timings (the machine may be shared)."""
     return f"load average {os.getloadavg()[0]:.1f}"
@@ -256,7 +250,7 @@ class _Process:
         return self.proc is not None and self.proc.returncode is None
 
     def cpu_seconds(self) -> float:
-        return _cpu_seconds(self.proc.pid) if self.proc is not None else float("nan")
+        return bench_create.cpu_seconds(self.proc.pid) if self.proc is not None else float("nan")
 
     def rss_mb(self) -> float:
         return _rss_mb(self.proc.pid) if self.proc is not None else float("nan")
