@@ -56,12 +56,10 @@ ROLE_ENV = {
     "KAFKA_UNHEALTHY_AFTER": "30s",
     "LOG_LEVEL": "INFO",
 }
-#: Executors log at DEBUG: their ``job completed`` lines are the double-completion check.
-EXECUTOR_ENV = {"LOG_LEVEL": "DEBUG"}
-#: Schedulers log at DEBUG too (each wake-up dispatched), so a stalled dispatch shows.
-SCHEDULER_ENV = {"LOG_LEVEL": "DEBUG"}
-#: And the reaper (each job it re-pends or recovers, with its commands to the store).
-REAPER_ENV = {"LOG_LEVEL": "DEBUG"}
+#: Every role but the API logs at DEBUG: the executors' ``job completed`` lines are the
+#: double-completion check, the schedulers' show each wake-up dispatched (a stalled dispatch
+#: shows), the reaper's each job it re-pends or recovers, with its commands to the store.
+DEBUG_ENV = {"LOG_LEVEL": "DEBUG"}
 #: Seconds within which a job must complete after a fault ends.
 RECOVERY_BOUND = 30.0
 #: Seconds within which every stored job must end once the load stopped.
@@ -149,10 +147,10 @@ class Harness:
 
     async def start(self, *, schedulers: int = 1, noop: int = 2, slow: int = 1) -> None:
         """Start the roles; all must be ready."""
-        specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", REAPER_ENV)]
-        specs += [("scheduler", SCHEDULER_ENV)] * schedulers
-        specs += [("executor", {"JOB_TYPE": "noop", **EXECUTOR_ENV})] * noop
-        specs += [("executor", {"JOB_TYPE": "slow", **EXECUTOR_ENV})] * slow
+        specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", DEBUG_ENV)]
+        specs += [("scheduler", DEBUG_ENV)] * schedulers
+        specs += [("executor", {"JOB_TYPE": "noop", **DEBUG_ENV})] * noop
+        specs += [("executor", {"JOB_TYPE": "slow", **DEBUG_ENV})] * slow
         processes = await self.cluster.start_all(*specs)
         self.api = processes[0]
         self.schedulers = [p for p in processes if p.role == "scheduler"]
@@ -371,18 +369,9 @@ class Harness:
     def _write_sent_log(self, sent: list[Sent]) -> None:
         """Every create the load sent, one JSON line each, next to the role logs (for
         finding out which requests went unanswered and when)."""
-        path = self.cluster.tmp_path / "creates.jsonl"
-        with path.open("w") as out:
+        with (self.cluster.tmp_path / "creates.jsonl").open("w") as out:
             for s in sent:
-                line = {
-                    "at": s.at.isoformat(),
-                    "key": s.key,
-                    "status": s.status,
-                    "latency": s.latency,
-                    "error": s.error,
-                    "job_id": s.job_id,
-                }
-                out.write(json.dumps(line) + "\n")
+                out.write(json.dumps(attrs.asdict(s), default=str) + "\n")
 
     def _api_problems(self, window: Window) -> list[str]:
         assert window.end is not None
