@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { meta, refreshMs, getJson, send, el, when, badge, every, getPage, bulk, confirmCount } = window.jobscheduler;
+  const { meta, getJson, send, el, when, badge, every } = window.jobscheduler;
 
   // ---- Cron: a tenant's templates (GET /jobs?cron=true), their schedule in words and
   // next fire time; a writer pauses, resumes, runs now, edits or deletes them from here.

@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { meta, refreshMs, getJson, send, el, when, badge, every, getPage, bulk, confirmCount } = window.jobscheduler;
+  const { meta, send, el, when, every, getPage, confirmCount } = window.jobscheduler;
 
   // ---- Dead letters: a tenant's dlq jobs grouped by job type and error message.
   function deadLetters() {

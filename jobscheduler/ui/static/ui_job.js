@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { meta, refreshMs, getJson, send, el, when, badge, every, getPage, bulk, confirmCount } = window.jobscheduler;
+  const { getJson, send, el, when, badge, every } = window.jobscheduler;
 
   // ---- Job detail: every field, the payload, a template's next fire times.
   const FIELDS = [

@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { meta, refreshMs, getJson, send, el, when, badge, every, getPage, bulk, confirmCount } = window.jobscheduler;
+  const { el, when, badge, every, getPage, bulk } = window.jobscheduler;
 
   // ---- Jobs: the table of one tenant's jobs, filtered by the form's values, one cursor
   // page at a time; a writer selects rows (or takes everything matching) for bulk actions.
