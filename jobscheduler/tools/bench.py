@@ -129,14 +129,21 @@ class _Connection:
         header, _, self._buffer = self._buffer.partition(b"\r\n\r\n")
         lines = header.decode("latin-1").split("\r\n")
         status = int(lines[0].split()[1])
-        length = 0
+        length, close = 0, False
         for line in lines[1:]:
             name, _, value = line.partition(":")
-            if name.strip().lower() == "content-length":
+            name = name.strip().lower()
+            if name == "content-length":
                 length = int(value)
+            elif name == "connection":
+                close = value.strip().lower() == "close"
         while len(self._buffer) < length:
             await self._receive()
         payload, self._buffer = self._buffer[:length], self._buffer[length:]
+        if close:
+            # hypercorn ends a keep-alive connection after 1,000 requests (its
+            # keep_alive_max_requests), saying so here; the next request opens a new one.
+            await self.aclose()
         return status, payload
 
     async def _receive(self) -> None:
@@ -148,7 +155,8 @@ class _Connection:
 
     async def aclose(self) -> None:
         if self._stream is not None:
-            await self._stream.aclose()
+            stream, self._stream = self._stream, None
+            await stream.aclose()
 
 
 class _Pool:
