@@ -75,7 +75,8 @@ class SQLiteManageMixin:
 
     async def buffered_templates(self, limit: int) -> list[Job]:
         sql = (
-            f"SELECT {_SELECT} FROM jobs WHERE cron_buffered IS NOT NULL AND status = 'pending' "
+            f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_cron_buffered "
+            "WHERE cron_buffered IS NOT NULL AND status = 'pending' "
             "ORDER BY cron_buffered ASC LIMIT ?"
         )
         return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, (limit,))])

@@ -107,6 +107,26 @@ def _key_conditions(query: JobQuery, params: list[Any]) -> list[str]:
     return conditions
 
 
+def oldest_due_sql(tenant_id: str | None, now_ms: int) -> tuple[str, list[Any]]:
+    """The ``scheduled_at`` of the oldest due pending one-off job (of a tenant, or of all).
+
+    Across tenants it walks ``jobs_due`` in order (SQLite, planning without statistics,
+    would rather read every pending job through ``jobs_status_created``); a tenant's walks
+    ``jobs_tenant_status_scheduled``.
+    """
+    if tenant_id is None:
+        return (
+            "SELECT scheduled_at FROM jobs INDEXED BY jobs_due WHERE status = 'pending' "
+            "AND cron IS NULL AND scheduled_at <= ? ORDER BY scheduled_at ASC LIMIT 1",
+            [now_ms],
+        )
+    return (
+        "SELECT scheduled_at FROM jobs WHERE status = 'pending' AND cron IS NULL "
+        "AND scheduled_at <= ? AND tenant_id = ? ORDER BY scheduled_at ASC LIMIT 1",
+        [now_ms, tenant_id],
+    )
+
+
 def stats_sql(
     tenant_id: str | None, now: datetime, *, millis: Millis
 ) -> list[tuple[str, list[Any]]]:
@@ -120,15 +140,14 @@ def stats_sql(
         + " GROUP BY status, job_type",
         list(tenant_params),
     )
-    oldest = (
-        "SELECT scheduled_at FROM jobs WHERE status = 'pending' AND cron IS NULL "
-        f"AND scheduled_at <= ?{tenant} ORDER BY scheduled_at ASC LIMIT 1",
-        [millis(now), *tenant_params],
-    )
+    oldest = oldest_due_sql(tenant_id, millis(now))
     starts = [millis(now - timedelta(minutes=m)) for m in STATS_WINDOWS]
     sums = ", ".join("SUM(updated_at >= ?)" for _ in STATS_WINDOWS)
+    # Across tenants, SQLite would rather walk jobs_status_created (status=?) than the
+    # window of jobs_finished; a tenant's query takes jobs_tenant_status.
+    hint = "" if tenant_id is not None else "INDEXED BY jobs_finished "
     windows = (
-        f"SELECT status, {sums} FROM jobs WHERE status IN ('completed', 'dlq') "
+        f"SELECT status, {sums} FROM jobs {hint}WHERE status IN ('completed', 'dlq') "
         f"AND updated_at >= ?{tenant} GROUP BY status",
         [*starts, min(starts), *tenant_params],
     )

@@ -93,6 +93,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_tenant_key ON jobs (tenant_id, idempotenc
 CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
 CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
     WHERE status = 'pending' AND cron IS NULL;
+CREATE INDEX IF NOT EXISTS jobs_templates_due ON jobs (scheduled_at, id)
+    WHERE status = 'pending' AND cron IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (queued_at) WHERE status IN ('queued');
 CREATE INDEX IF NOT EXISTS jobs_in_flight ON jobs (heartbeat_at)
     WHERE status IN ('claimed', 'running');

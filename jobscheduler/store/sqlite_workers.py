@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..model import Status
 from ..overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
 from ..workers import WorkerBeat
+from .sqlite_query import oldest_due_sql
 
 T = TypeVar("T")
 
@@ -41,6 +42,12 @@ _COLUMNS = "id, role, host, pid, job_types, in_flight, leader, started_at, seen_
 
 #: Statuses are inlined so the conditions read as the partial indexes' WHERE text.
 _FINISHED_SQL = "SELECT updated_at FROM jobs WHERE status = '{status}' AND updated_at >= ?{tenant}"
+#: Across tenants: SQLite would rather walk every job of the status through
+#: jobs_status_created, so the query names jobs_finished and repeats its WHERE.
+_FINISHED_ALL_SQL = (
+    "SELECT updated_at FROM jobs INDEXED BY jobs_finished WHERE status IN ('completed', 'dlq') "
+    "AND status = '{status}' AND updated_at >= ?"
+)
 
 
 def _ms(value: datetime) -> int:
@@ -80,14 +87,12 @@ def overview_sql(
         + " GROUP BY status",
         list(tenant_params),
     )
-    oldest = (
-        "SELECT scheduled_at FROM jobs WHERE status = 'pending' AND cron IS NULL "
-        f"AND scheduled_at <= ?{tenant} ORDER BY scheduled_at ASC LIMIT 1",
-        [_ms(now), *tenant_params],
-    )
+    oldest = oldest_due_sql(tenant_id, _ms(now))
     finished = [
         (
-            _FINISHED_SQL.format(status=status.value, tenant=tenant),
+            (_FINISHED_SQL if tenant_id is not None else _FINISHED_ALL_SQL).format(
+                status=status.value, tenant=tenant
+            ),
             [_ms(start), *tenant_params],
         )
         for status in (Status.COMPLETED, Status.DLQ)
