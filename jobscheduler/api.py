@@ -54,9 +54,11 @@ from .tenancy import (
     admit_batch,
     admit_creates,
     claim_tenant,
+    create_record,
     forget_batch,
     forget_creates,
     install_tenancy,
+    mark_audited,
 )
 from .ui import register_ui_routes
 
@@ -183,12 +185,13 @@ def create_app(deps: Deps) -> QuartTrio:
         )
         await admit_creates(job.tenant_id, 1)
         try:
-            stored = await store_calls.call(deps.store.insert, job)
+            stored = await store_calls.call(deps.store.insert, job, audit=create_record(job))
         except DuplicateJob as exc:
             forget_creates(job.tenant_id, 1)
             # 409 names the job holding the key, so a retrying client can follow it.
             message = f"idempotencyKey {job.idempotency_key!r} is already used by another job"
             return _json({"error": message, "jobId": exc.existing_id}, 409)
+        mark_audited()
         if deps.waker is not None:
             deps.waker.notify(stored.scheduled_at)
         # One line per create only at DEBUG (LOG_LEVEL=DEBUG): at INFO it cost more than

@@ -240,6 +240,8 @@ def install_tenancy(
     async def _audit(response: Response) -> Response:
         if request.method in READ_METHODS or response.status_code == 401:
             return response
+        if g.get("audited"):
+            return response  # written with the job (create_record)
         if declared_role(_view(app)) == PUBLIC:
             return response
         record = await request_record(tenancy, response)
@@ -285,11 +287,39 @@ async def _peek_json(response: Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def _action() -> str:
+    rule = request.url_rule
+    return f"{request.method} {rule.rule if rule is not None else 'unmatched'}"
+
+
+def create_record(job: Job) -> AuditRecord:
+    """The audit record of the create being served, for when it succeeds (``201``).
+
+    The create route hands it to ``JobStore.insert``, which writes it with the job in one
+    round trip (in the job's transaction on SQLite) rather than in a second write after
+    the reply is built; :func:`mark_audited` then tells the audit hook it is written.
+    """
+    principal = current_principal()
+    return new_record(
+        now=current_tenancy().deps.clock.now(),
+        key_id=principal.key_id,
+        tenant=principal.tenant if principal.tenant is not None else job.tenant_id,
+        action=_action(),
+        status=201,
+        job_id=job.id,
+        detail=g.get("audit_detail"),
+    )
+
+
+def mark_audited() -> None:
+    """The request's audit record is written (see :func:`create_record`)."""
+    g.audited = True
+
+
 async def request_record(tenancy: Tenancy, response: Response) -> AuditRecord:
     """The audit record of the request being finished."""
     principal = current_principal()
-    rule = request.url_rule
-    action = f"{request.method} {rule.rule if rule is not None else 'unmatched'}"
+    action = _action()
     view_args = request.view_args or {}
     body = await _peek_json(response) if response.status_code < 300 else {}
     job_id = view_args.get("job_id") or (

@@ -95,12 +95,17 @@ class JobStore(abc.ABC):
         await self.next_due_at()
 
     @abc.abstractmethod
-    async def insert(self, job: Job) -> Job:
+    async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         """Store a new job and return it as stored.
 
         Raises DuplicateJob if its idempotencyKey is already used (also under concurrent
         inserts: exactly one of several racing inserts of one key succeeds); its
         ``existing_id`` is the id of the job holding the key.
+
+        ``audit`` is the create's audit record, written only if the job is, in the same
+        round trip: in the job's transaction where the store has them (SQLite); right
+        after the job in the same call otherwise (MongoDB: no multi-document transactions),
+        where a failure to write it is logged and does not undo the create.
         """
 
     @abc.abstractmethod

@@ -66,6 +66,7 @@ from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, WriteError
 
 from ..attempts import Attempt
+from ..audit import AuditRecord
 from ..cron import Occurrence, OccurrenceStatus
 from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Status, utc
@@ -102,8 +103,9 @@ class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server (settings: see
     :class:`~jobscheduler.store.mongo_conn.MongoConnection`)."""
 
-    async def insert(self, job: Job) -> Job:
-        """Insert; DuplicateJob if the idempotencyKey is used (see module doc for retries)."""
+    async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
+        """Insert; DuplicateJob if the idempotencyKey is used (see module doc for retries).
+        Then ``audit``, in the same call; a failure to write it is logged, the job stays."""
         jobs = self._collection()
         doc = job_to_document(job)
 
@@ -131,6 +133,23 @@ class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
             raise duplicate_of(job, None if holder is None else str(holder["_id"])) from None
 
         def op() -> Job:
+            stored = insert()
+            if audit is not None:
+                try:
+                    self._insert_audit(audit)
+                except PyMongoError as exc:
+                    log.error(
+                        "audit record not written",
+                        extra={
+                            "action": audit.action,
+                            "job_id": job.id,
+                            "tenant": job.tenant_id,
+                            "error": str(exc),
+                        },
+                    )
+            return stored
+
+        def insert() -> Job:
             try:
                 jobs.insert_one(dict(doc))
             except DuplicateKeyError as exc:

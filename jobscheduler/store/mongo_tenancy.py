@@ -210,15 +210,13 @@ class MongoTenancyMixin:
         return await self._call(op, "revoke_key")
 
     async def append_audit(self, record: AuditRecord) -> None:
-        audit = self._tenancy(AUDIT_COLLECTION)
-        doc = audit_to_document(record)
+        await self._call(lambda: self._insert_audit(record), "append_audit")
 
-        def op() -> None:
-            # A duplicate is a retried insert whose first attempt landed.
-            with contextlib.suppress(DuplicateKeyError):
-                audit.insert_one(doc)
-
-        await self._call(op, "append_audit")
+    def _insert_audit(self, record: AuditRecord) -> None:
+        """Insert ``record`` (blocking; in the caller's thread)."""
+        # A duplicate is a retried insert whose first attempt landed.
+        with contextlib.suppress(DuplicateKeyError):
+            self._tenancy(AUDIT_COLLECTION).insert_one(audit_to_document(record))
 
     async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
         audit = self._tenancy(AUDIT_COLLECTION)

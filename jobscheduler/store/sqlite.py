@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from ..audit import AuditRecord
 from ..errors import JobNotFound, StoreError, ValidationError
 from ..model import Job, Status
 from ..states import Change, claim_fields
@@ -58,7 +59,13 @@ from .sqlite_rows import (
     _to_db,
     _update_sql,
 )
-from .sqlite_tenancy import TENANCY_SCHEMA, SQLiteTenancyMixin, migrate_tenant_keys
+from .sqlite_tenancy import (
+    INSERT_AUDIT,
+    TENANCY_SCHEMA,
+    SQLiteTenancyMixin,
+    audit_params,
+    migrate_tenant_keys,
+)
 from .sqlite_workers import WORKERS_SCHEMA, SQLiteWorkersMixin
 
 T = TypeVar("T")
@@ -267,7 +274,7 @@ class SQLiteJobStore(SQLiteWorkersMixin, SQLiteManageMixin, SQLiteTenancyMixin, 
         """``SELECT 1`` on a reader connection; its thread is abandoned if cancelled."""
         await self._read(lambda conn: conn.execute("SELECT 1").fetchone(), abandon_on_cancel=True)
 
-    async def insert(self, job: Job) -> Job:
+    async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         columns = list(_COLUMNS.values())
         params = [_to_db(field, getattr(job, field)) for field in _COLUMNS]
         sql = f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
@@ -279,6 +286,8 @@ class SQLiteJobStore(SQLiteWorkersMixin, SQLiteManageMixin, SQLiteTenancyMixin, 
                 if "idempotency_key" in str(exc) or "template_id" in str(exc):
                     raise duplicate_of(job, self._holder(conn, job)) from None
                 raise StoreError(f"insert failed: {exc}") from exc
+            if audit is not None:
+                conn.execute(INSERT_AUDIT, audit_params(audit))
             return job
 
         return await self._write(op)

@@ -115,6 +115,21 @@ def _audit_from_row(row: Sequence[Any]) -> AuditRecord:
 
 _KEY_COLUMNS = "id, secret_hash, tenant_id, role, name, created_at, revoked_at"
 _AUDIT_COLUMNS = "id, at, key_id, tenant_id, action, job_id, status, detail"
+INSERT_AUDIT = f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
+
+
+def audit_params(record: AuditRecord) -> tuple[Any, ...]:
+    """The parameters of :data:`INSERT_AUDIT` for ``record``."""
+    return (
+        record.id,
+        _ms(record.at),
+        record.key_id,
+        record.tenant,
+        record.action,
+        record.job_id,
+        record.status,
+        record.detail,
+    )
 
 
 class SQLiteTenancyMixin:
@@ -188,19 +203,10 @@ class SQLiteTenancyMixin:
         return await self._write(op)
 
     async def append_audit(self, record: AuditRecord) -> None:
-        params = (
-            record.id,
-            _ms(record.at),
-            record.key_id,
-            record.tenant,
-            record.action,
-            record.job_id,
-            record.status,
-            record.detail,
-        )
+        params = audit_params(record)
 
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute(f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", params)
+            conn.execute(INSERT_AUDIT, params)
 
         await self._write(op)
 

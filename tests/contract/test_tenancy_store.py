@@ -12,6 +12,7 @@ import pytest
 from jobscheduler import states
 from jobscheduler.audit import AuditQuery, new_record
 from jobscheduler.auth import Role
+from jobscheduler.errors import DuplicateJob
 from jobscheduler.keys import new_key
 from jobscheduler.store import JobStore
 
@@ -93,6 +94,23 @@ async def test_audit_records_are_listed_newest_first_with_filters_and_cursor(
         AuditQuery(since=NOW + timedelta(seconds=2), until=NOW + timedelta(seconds=4))
     )
     assert [r.id for r in window] == [records[3].id, records[2].id]
+
+
+async def test_an_insert_writes_its_audit_record_only_when_the_job_is_written(
+    store: JobStore,
+) -> None:
+    job = make_job(tenant="acme")
+    record = new_record(
+        now=NOW, key_id="k1", tenant="acme", action="POST /jobs", status=201, job_id=job.id
+    )
+    assert await store.insert(job, audit=record) == job
+    refused = make_job(tenant="acme", key=job.idempotency_key)
+    refused_record = new_record(
+        now=NOW, key_id="k1", tenant="acme", action="POST /jobs", status=201, job_id=refused.id
+    )
+    with pytest.raises(DuplicateJob):
+        await store.insert(refused, audit=refused_record)
+    assert await store.list_audit(AuditQuery()) == [record]
 
 
 async def test_prune_audit_deletes_only_older_records(store: JobStore) -> None:

@@ -132,8 +132,8 @@ class ProxyStore(JobStore):
     async def ping(self) -> None:
         await self.inner.ping()
 
-    async def insert(self, job: Job) -> Job:
-        return await self.inner.insert(job)
+    async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
+        return await self.inner.insert(job, audit=audit)
 
     async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
         return await self.inner.insert_many(jobs)

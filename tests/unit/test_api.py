@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from jobscheduler.api import MAX_BODY_BYTES, create_app
+from jobscheduler.audit import AuditRecord
 from jobscheduler.auth import Role
 from jobscheduler.clock import ManualClock
 from jobscheduler.errors import StoreError
@@ -545,7 +546,7 @@ UNREACHABLE = "connection refused: mongodb://10.0.0.5:27017 (password=hunter2)"
 class UnavailableStore(ProxyStore):
     """Every call fails as an unreachable database would."""
 
-    async def insert(self, job: Job) -> Job:
+    async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         await trio.lowlevel.checkpoint()
         raise StoreError(UNREACHABLE)
 
@@ -563,7 +564,7 @@ class UnavailableStore(ProxyStore):
 class BrokenStore(ProxyStore):
     """Every call hits a programming error inside the adapter."""
 
-    async def insert(self, job: Job) -> Job:
+    async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         await trio.lowlevel.checkpoint()
         raise KeyError("secret_column")
 

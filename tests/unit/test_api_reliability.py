@@ -15,6 +15,7 @@ import trio.testing
 from quart_trio import QuartTrio
 
 from jobscheduler.api import RETRY_AFTER_SECONDS
+from jobscheduler.audit import AuditRecord
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.clock import ManualClock
 from jobscheduler.errors import StoreError
@@ -57,9 +58,9 @@ class HungStore(ProxyStore):
         await trio.lowlevel.checkpoint()
         return self.keys.get(key_id)
 
-    async def insert(self, job: Job) -> Job:
+    async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         await self.release.wait()
-        stored = await self.inner.insert(job)
+        stored = await self.inner.insert(job, audit=audit)
         self.inserted.set()
         return stored
 

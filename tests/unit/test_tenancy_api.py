@@ -12,6 +12,7 @@ from trio.testing import MockClock
 from jobscheduler.auth import UNAUTHORIZED_MESSAGE, Role
 from jobscheduler.keys import MAX_TOKEN_LENGTH
 from jobscheduler.model import new_job_id
+from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, sample
 from .tenancy_support import AuthApi, auth_deps, serve_auth
@@ -255,6 +256,28 @@ async def test_every_state_changing_request_is_audited(api: AuthApi) -> None:
     assert details[3] == f"key {made.json['id']} created (reader)"
     assert details[4] == f"key {made.json['id']} revoked"
     assert all(r["tenantId"] == "tenant-a" for r in trail.json["records"])
+
+
+async def test_a_create_and_its_audit_record_are_one_store_write(
+    api: AuthApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = api.deps.store
+    assert isinstance(store, SQLiteJobStore)
+    writes: list[int] = []
+    write = store._write
+
+    async def counted(op: Any) -> Any:
+        writes.append(1)
+        return await write(op)
+
+    monkeypatch.setattr(store, "_write", counted)
+    created = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="once"))
+    assert (created.status, len(writes)) == (201, 1)  # the job and its record, one transaction
+    again = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="once"))
+    assert again.status == 409  # the refused insert wrote no record; the hook writes the 409's
+    trail = await api.call("GET", "/audit?tenantId=tenant-a", as_="admin")
+    rows = [(r["action"], r["status"], r["jobId"]) for r in reversed(trail.json["records"])]
+    assert rows == [("POST /jobs", 201, created.json["id"]), ("POST /jobs", 409, None)]
 
 
 async def test_a_tenant_admin_reads_only_its_own_audit_records(api: AuthApi) -> None:
