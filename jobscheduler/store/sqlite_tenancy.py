@@ -40,9 +40,10 @@ CREATE TABLE IF NOT EXISTS audit (
     detail    TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS audit_at ON audit (at);
--- A cron run's identity: one job per (template, fire time), whatever its key (NULLs, i.e.
--- jobs that are not runs, never collide).
-CREATE UNIQUE INDEX IF NOT EXISTS jobs_run ON jobs (template_id, fire_at);
+-- A cron run's identity: one job per (template, fire time), whatever its key. Partial: a
+-- job that is not a run has no entry (nothing to collide with), so a one-off create skips it.
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_run ON jobs (template_id, fire_at)
+    WHERE template_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant_id, id);
 """
 
@@ -74,6 +75,15 @@ def migrate_tenant_keys(conn: sqlite3.Connection) -> bool:
         conn.execute("ROLLBACK")
         raise
     return True
+
+
+def migrate_run_index(conn: sqlite3.Connection) -> None:
+    """Drop ``jobs_run`` if a file made by an older version has it over every job, so that
+    :data:`TENANCY_SCHEMA` recreates it partial. Idempotent."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type='index' AND name='jobs_run'")
+    found = row.fetchone()
+    if found is not None and "WHERE" not in found[0].upper():
+        conn.execute("DROP INDEX jobs_run")
 
 
 def _ms(value: datetime) -> int:

@@ -63,3 +63,30 @@ async def test_an_old_sqlite_file_gets_per_tenant_keys_and_keeps_its_jobs(
         assert len(await again.list_jobs("other", None, 10)) == 1
     finally:
         await again.close()
+
+
+async def test_a_file_with_the_full_run_index_gets_the_partial_one(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    store = SQLiteJobStore(path)
+    await store.start()
+    await store.close()
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "DROP INDEX jobs_run; CREATE UNIQUE INDEX jobs_run ON jobs (template_id, fire_at);"
+    )
+    conn.close()
+
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        conn = sqlite3.connect(path)
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs_run'").fetchone()
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM jobs WHERE template_id = ? AND fire_at = ?",
+            ("t", 1),
+        ).fetchall()
+        conn.close()
+        assert sql.endswith("WHERE template_id IS NOT NULL")
+        assert "INDEX jobs_run" in plan[0][3], plan
+    finally:
+        await store.close()
