@@ -11,7 +11,7 @@ which is a trio cancellation of the call:
   function returns, its result is ignored, and the job is failed or handed back anyway.
 
 An attempt's deadline starts when the handler actually starts: a ``def`` handler waiting
-for a free worker process is not yet timing out.
+for a free worker process, or for a worker process to start, is not yet timing out.
 """
 
 from __future__ import annotations
@@ -95,8 +95,22 @@ class HandlerRunner:
         """
         if handler.run_in == "process":
             async with self._process_slots:
+                await self._warm_worker()
                 return await self._within_timeout(handler, ctx, self._in_process)
         return await self._within_timeout(handler, ctx, self._call)
+
+    async def _warm_worker(self) -> None:
+        """Start a worker process, if none is idle, before the handler's deadline starts.
+
+        Workers start lazily, and a fresh one replaces each worker killed at a timeout: its
+        start (a Python process importing the user's app) can take longer than a short
+        ``timeout`` on a loaded machine, and it is not the handler's time. The warm-up
+        returns the worker idle, and the handler's call takes it (the pool hands out the
+        most recently idle worker first).
+        """
+        if self._workers is None or self._workers.statistics().idle_workers:
+            return
+        await self._workers.run_sync(_warm_up, kill_on_cancel=True, limiter=_Unlimited())
 
     async def _within_timeout(
         self,
@@ -127,6 +141,10 @@ class HandlerRunner:
             return await run_sync(handler.func, ctx, kill_on_cancel=True, limiter=_Unlimited())
         except trio_parallel.BrokenWorkerError as exc:
             raise HandlerError(f"worker process died: {exc}") from exc
+
+
+def _warm_up() -> None:
+    """Run in a fresh worker process so that it is started (and its app imported)."""
 
 
 def _thread_body(func: Callable[[JobContext], Any], ctx: JobContext) -> Any:

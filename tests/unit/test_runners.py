@@ -21,6 +21,7 @@ from typing import Any
 
 import trio
 import trio.testing
+import trio_parallel
 
 from jobscheduler import PermanentError, states
 from jobscheduler.attempts import Outcome
@@ -300,6 +301,34 @@ async def test_a_def_handler_waiting_for_a_worker_process_is_not_yet_timing_out(
             # Waits about 2 s for the slot, longer than its 1 s timeout: still completes.
             nursery.start_soon(run, "brief", registry.get("brief"), ctx_for("brief", 0.0))
     assert results["brief"] >= results["long"]  # it ran only after the long one ended
+
+
+def slow_worker_start() -> None:
+    """A worker process's init that takes longer than the handler's timeout (an app with
+    heavy imports on a loaded machine)."""
+    time.sleep(1.5)
+
+
+async def test_a_def_handler_waiting_for_its_worker_process_to_start_is_not_yet_timing_out() -> (
+    None
+):
+    registry = registry_of("brief", sleep_briefly, timeout="1s")
+    clock = make_clock()
+    job = make_job(job_type="brief", payload={"seconds": 0.0})
+    ctx = JobContext(
+        job_id=job.id,
+        tenant_id=job.tenant_id,
+        job_type="brief",
+        payload=job.payload,
+        attempt=1,
+        max_attempts=3,
+        logger=handler_logger(job),
+    )
+    with trio.fail_after(REAL_BOUND):
+        async with trio_parallel.open_worker_context(init=slow_worker_start) as workers:
+            runner = HandlerRunner(now=clock.now, workers=workers, process_slots=1)
+            # The first job starts the worker (1.5 s), longer than its 1 s timeout.
+            assert await runner.run(registry.get("brief"), ctx) > 0
 
 
 async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
