@@ -180,30 +180,25 @@ class SQLiteJobStore(SQLiteWorkersMixin, SQLiteManageMixin, SQLiteTenancyMixin, 
             if conn is None:
                 raise StoreError("store is closed")
             conn.execute("BEGIN IMMEDIATE")
-            if len(batch) == 1:
-                # Alone in its transaction: a failing operation rolls all of it back, with
-                # no savepoint around it (two statements fewer on every lone create).
-                slot = batch[0]
+            # An operation alone in its transaction (a create arriving alone) needs no
+            # savepoint: if it fails, the whole transaction is rolled back.
+            lone = len(batch) == 1
+            for slot in batch:
+                if not lone:
+                    conn.execute("SAVEPOINT op")
                 try:
                     slot.result = slot.op(conn)
                 except Exception as exc:
                     if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back itself (SQLITE_FULL, an
+                        # I/O error): every write of the batch is lost, so all fail with it.
                         raise
-                    conn.execute("ROLLBACK")
                     slot.error = _edge_error(exc)
-                    return
-            else:
-                for slot in batch:
-                    conn.execute("SAVEPOINT op")
-                    try:
-                        slot.result = slot.op(conn)
-                    except Exception as exc:
-                        if not conn.in_transaction:
-                            # SQLite rolled the whole transaction back itself (SQLITE_FULL,
-                            # an I/O error): every write of the batch is lost, all fail.
-                            raise
-                        conn.execute("ROLLBACK TO op")
-                        slot.error = _edge_error(exc)
+                    if lone:
+                        conn.execute("ROLLBACK")
+                        return
+                    conn.execute("ROLLBACK TO op")
+                if not lone:
                     conn.execute("RELEASE op")
             conn.execute("COMMIT")
         except BaseException as exc:
