@@ -24,8 +24,8 @@ from jobscheduler.states import Change
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, make_settings, sample
+from .roles_support import Barrier, SplitBrainStore
 from .test_cron_scheduler import EVERY_5, keys, runs_of, template
-from .test_roles import Barrier, SplitBrainStore
 
 SPAWNED = OccurrenceStatus.SPAWNED
 

@@ -25,9 +25,9 @@ from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, sample
+from .roles_support import Barrier, SplitBrainStore
 from .test_cron_ledger import finish, ledger, summary, tick_at
 from .test_cron_scheduler import EVERY_5, keys, runs_of, template
-from .test_roles import Barrier, SplitBrainStore
 from .test_runners import registry_of, wake_up
 
 CANCEL = Overlap.CANCEL_PREVIOUS

@@ -20,7 +20,7 @@ from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, sample
-from .test_roles import Barrier, SplitBrainStore
+from .roles_support import Barrier, SplitBrainStore
 
 EVERY_5 = "*/5 * * * *"
 

@@ -29,7 +29,7 @@ from jobscheduler.store.base import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, make_settings, sample
-from .test_roles import LOOP_BOUND, ObservedBus, queue, registry_with, status_of, wake_up
+from .roles_support import LOOP_BOUND, ObservedBus, queue, registry_with, status_of, wake_up
 
 
 class BrokenStore(ProxyStore):

@@ -16,7 +16,7 @@ from jobscheduler.store.query import JobQuery
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, make_job, sample
-from .test_roles import wake_up
+from .roles_support import wake_up
 
 
 async def test_a_stale_wake_up_for_a_cancelled_job_is_dropped(

@@ -14,7 +14,7 @@ from jobscheduler.reaper import Reaper
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, make_job
-from .test_roles import pick_and_start, queue
+from .roles_support import pick_and_start, queue
 
 
 async def test_a_sweep_logs_one_summary_line_and_each_job_at_debug(

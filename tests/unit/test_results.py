@@ -24,7 +24,7 @@ from jobscheduler.model import Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, make_job
-from .test_roles import queue, registry_with, wake_up
+from .roles_support import queue, registry_with, wake_up
 
 
 @pytest.mark.parametrize("value", [{"a": [1, 2.5, None, True]}, "text", 0, [], {"é": "ü"}, 2**70])

@@ -17,7 +17,7 @@ from jobscheduler.scheduler import PUBLISH_TIMEOUT, Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
-from .test_roles import ObservedBus, status_of
+from .roles_support import ObservedBus, status_of
 
 
 async def test_leadership_lost_between_claim_and_publish_still_publishes_every_wake_up(

@@ -17,7 +17,7 @@ from jobscheduler.scheduler import CLAIM_LEAD, Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings
-from .test_roles import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
+from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
 
 
 async def test_a_future_job_is_claimed_ahead_and_published_at_its_due_time(

@@ -43,8 +43,8 @@ Group protocol. ``group_protocol="consumer"`` (KIP-848, Kafka >= 4.0) is the def
 ``KafkaBus._group_protocol_config`` for why. ``"classic"`` uses cooperative-sticky.
 
 Modules: ``offsets`` (pure commit bookkeeping), ``membership`` (pure watchdog decisions),
-``consumer`` (a subscription), ``producer``, ``admin`` (topics, group members), ``adapter``
-(``KafkaBus``).
+``consumer`` (a subscription), ``group`` (its consumer's rebalance, commit and statistics
+callbacks), ``producer``, ``admin`` (topics, group members), ``adapter`` (``KafkaBus``).
 """
 
 from .adapter import KafkaBus as KafkaBus

@@ -6,25 +6,23 @@ member is never evicted for exceeding ``max.poll.interval.ms``; it hands deliver
 bounded memory channel. With ``max_in_flight`` deliveries unsettled it pauses its
 partitions and keeps serving the group (a zero-timeout poll at least every
 ``poll_timeout``); the first settle wakes it to resume. Commit bookkeeping is
-:mod:`.offsets` (pure; touched only on the trio thread). Rebalance callbacks run inside
-``poll()`` on the worker thread and hop back to the trio thread for the bookkeeping.
+:mod:`.offsets` (pure; touched only on the trio thread); librdkafka's rebalance, commit and
+statistics callbacks, which run inside ``poll()`` on the worker thread, are :mod:`.group`.
 
 Membership (see ``membership``). The subscription records every sign that its consumer is
 a group member -- an assignment, a successful commit, a statistics report showing its
-heartbeats answered (``stats_cb``, served inside ``poll()`` like the rebalance callbacks);
-it never asks the cluster. Past ``rejoin_timeout`` without one -- or at once on a fatal
-error or a poll that raises -- the consumer is closed and a fresh one joins the group.
-The partitions' state is dropped first, so their unsettled deliveries are redelivered from
-the committed offsets. ``problem()`` reports a subscription that has not been a member for
-``unhealthy_after``.
+heartbeats answered (all reported through :mod:`.group`); it never asks the cluster. Past
+``rejoin_timeout`` without one -- or at once on a fatal error or a poll that raises -- the
+consumer is closed and a fresh one joins the group. The partitions' state is dropped
+first, so their unsettled deliveries are redelivered from the committed offsets.
+``problem()`` reports a subscription that has not been a member for ``unhealthy_after``.
 """
 
 from __future__ import annotations
 
 import collections
-import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import trio
@@ -35,37 +33,11 @@ from ..._scopes import shielded, take_ready
 from ...errors import BusError
 from ..base import Delivery, Subscription, WakeUp
 from ._common import CLOSE_TIMEOUT, bus_error
-from .membership import (
-    STATS_INTERVAL_MS,
-    ConsumerOptions,
-    GroupStats,
-    MembershipWatch,
-    parse_stats,
-)
+from .group import MEMBERSHIP_ERRORS, GroupEvents, to_tps
+from .membership import ConsumerOptions, MembershipWatch
 from .offsets import TP, TPO, OffsetBook, PartitionState
 
 log = logging.getLogger(__name__)
-
-#: Errors that mean this consumer is no longer (or not yet again) a member of its group.
-MEMBERSHIP_ERRORS = frozenset(
-    code
-    for code in (
-        getattr(KafkaError, name, None)
-        for name in (
-            "UNKNOWN_MEMBER_ID",
-            "ILLEGAL_GENERATION",
-            "FENCED_INSTANCE_ID",
-            "FENCED_MEMBER_EPOCH",
-            "STALE_MEMBER_EPOCH",
-            "UNRELEASED_INSTANCE_ID",
-        )
-    )
-    if code is not None
-)
-
-
-def _to_tps(offsets: Sequence[TPO]) -> list[TopicPartition]:
-    return [TopicPartition(topic, partition, offset) for topic, partition, offset in offsets]
 
 
 class KafkaDelivery(Delivery):
@@ -125,8 +97,6 @@ class KafkaSubscription(Subscription):
         self._options = options
         self._poll_limiter = poll_limiter
         self._consumer: Consumer | None = None
-        #: Which consumer instance callbacks belong to; older ones are ignored.
-        self._generation = 0
         self._book = OffsetBook(options.max_in_flight)
         self._send, self._receive = trio.open_memory_channel[KafkaDelivery](options.max_in_flight)
         #: Deliveries received beyond the channel's room (only possible when a partition was
@@ -136,11 +106,18 @@ class KafkaSubscription(Subscription):
         self._failure: BusError | None = None
         #: Set by settles; the poller waits on it while paused at the in-flight limit.
         self._settle_event = trio.Event()
-        #: Membership evidence (trio time); set for real when the consumer is opened.
-        self._watch = MembershipWatch(options, 0.0)
         #: How many times the consumer was replaced.
         self.recreations = 0
         self._throttled = LogThrottle(log)
+        #: Rebalance, commit and statistics callbacks, and the membership evidence (trio
+        #: time; the watch is set for real when the consumer is opened).
+        self._group_events = GroupEvents(
+            job_type=job_type,
+            group=group,
+            book=self._book,
+            watch=MembershipWatch(options, 0.0),
+            throttled=self._throttled,
+        )
 
     # -- the iterator side ---------------------------------------------------------------
 
@@ -192,19 +169,6 @@ class KafkaSubscription(Subscription):
             )
         self._settle_event.set()
 
-    def _saw_member(self) -> None:
-        self._watch.saw_member(trio.current_time())
-
-    def _membership_doubt(self, reason: str) -> None:
-        """An error says we may have left the group. librdkafka rejoins by itself; if it
-        does not, the lack of evidence has the consumer replaced after ``rejoin_timeout``."""
-        self._throttled.log(
-            logging.WARNING,
-            "consumer group membership in doubt",
-            key=("membership", reason),
-            extra={"job_type": self._job_type, "group": self._group, "error": reason},
-        )
-
     def _accept(self, msg: Message) -> None:
         err = msg.error()
         if err is not None:
@@ -213,7 +177,7 @@ class KafkaSubscription(Subscription):
                 self._watch.failed(f"fatal consumer error {reason}")
                 return
             if err.code() in MEMBERSHIP_ERRORS:
-                self._membership_doubt(reason)
+                self._group_events.membership_doubt(reason)
                 return
             if err.code() == KafkaError._PARTITION_EOF:
                 log.debug("partition end reached", extra={"job_type": self._job_type})
@@ -263,161 +227,29 @@ class KafkaSubscription(Subscription):
                 return
             self._backlog.popleft()
 
-    def _assigned(self, generation: int, partitions: Sequence[TopicPartition]) -> None:
-        if generation != self._generation:
-            return
-        self._saw_member()
-        self._book.assign((p.topic, p.partition) for p in partitions)
-        log.log(
-            logging.INFO if partitions else logging.DEBUG,
-            "partitions assigned",
-            extra={
-                "job_type": self._job_type,
-                "partitions": sorted(p.partition for p in partitions),
-            },
-        )
-
-    def _revoked(
-        self, generation: int, partitions: Sequence[TopicPartition], *, lost: bool
-    ) -> list[TPO]:
-        if generation != self._generation:
-            return []
-        offsets = self._book.revoke(((p.topic, p.partition) for p in partitions), lost=lost)
-        if lost:
-            self._membership_doubt("partitions lost")
-        log.log(
-            logging.WARNING if lost else logging.INFO,
-            "partitions lost" if lost else "partitions revoked",
-            extra={
-                "job_type": self._job_type,
-                "partitions": sorted(p.partition for p in partitions),
-            },
-        )
-        return offsets
-
-    def _committed(
-        self, generation: int, failed: Sequence[TopicPartition], reason: str | None, code: int
-    ) -> None:
-        if generation != self._generation:
-            return
-        if reason is None:
-            self._saw_member()
-            return
-        if code in MEMBERSHIP_ERRORS:
-            self._membership_doubt(reason)
-        self._throttled.log(
-            logging.WARNING,
-            "offset commit failed",
-            key=("commit", code),
-            extra={"job_type": self._job_type, "error": reason},
-        )
-        self._book.commit_failed((p.topic, p.partition) for p in failed)
-
-    def _stats(self, generation: int, stats: GroupStats) -> None:
-        if generation != self._generation:
-            return
-        previous = self._watch.last_stats
-        self._watch.saw_stats(stats, trio.current_time())
-        if previous is None or (previous.state, previous.join_state) != (
-            stats.state,
-            stats.join_state,
-        ):
-            log.debug(
-                "consumer group state",
-                extra={
-                    "job_type": self._job_type,
-                    "group": self._group,
-                    "state": stats.state,
-                    "join_state": stats.join_state,
-                    "assignment_size": stats.assignment_size,
-                },
-            )
-
-    # -- librdkafka callbacks (worker thread, inside poll/close) -------------------------
-
-    def _on_stats(self, generation: int, raw: str) -> None:
-        stats = parse_stats(raw)
-        if stats is not None:
-            self._call_trio(self._stats, generation, stats)
-
-    def _on_assign(self, generation: int, consumer: Consumer, partitions: list[Any]) -> None:
-        self._call_trio(self._assigned, generation, partitions)
-
-    def _on_revoke(self, generation: int, consumer: Consumer, partitions: list[Any]) -> None:
-        offsets = self._call_trio(lambda: self._revoked(generation, partitions, lost=False))
-        if offsets:
-            try:
-                consumer.commit(offsets=_to_tps(offsets), asynchronous=False)
-            except KafkaException as exc:
-                log.warning(
-                    "commit on revoke failed",
-                    extra={"job_type": self._job_type, "error": str(bus_error("commit", exc))},
-                )
-
-    def _on_lost(self, generation: int, consumer: Consumer, partitions: list[Any]) -> None:
-        self._call_trio(lambda: self._revoked(generation, partitions, lost=True))
-
-    def _on_commit(
-        self, generation: int, err: KafkaError | None, partitions: list[TopicPartition]
-    ) -> None:
-        failed = [p for p in partitions if p.error is not None]
-        if err is not None and err.code() == KafkaError._NO_OFFSET:
-            return
-        if err is None and not failed:
-            self._call_trio(self._committed, generation, [], None, 0)
-            return
-        if err is not None:
-            reason, code = f"{err.name()} ({err.str()})", err.code()
-        else:
-            first = failed[0].error
-            assert first is not None
-            reason, code = f"{first.name()} ({first.str()})", first.code()
-        self._call_trio(self._committed, generation, failed or partitions, reason, code)
-
-    def _call_trio(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run bookkeeping on the trio thread; the poll hop waits for it (microseconds)."""
-        try:
-            return trio.from_thread.run_sync(fn, *args)
-        except trio.RunFinishedError:
-            return None
-        except Exception:
-            # An exception escaping a callback would surface from poll() in the wrong place.
-            log.exception("rebalance bookkeeping failed", extra={"job_type": self._job_type})
-            return None
-
     # -- the consumer's life -------------------------------------------------------------
 
-    def _open(self, generation: int) -> Consumer:
-        """Create and subscribe a consumer (blocking; a worker thread)."""
-        consumer = Consumer(
-            {
-                **self._config,
-                "on_commit": functools.partial(self._on_commit, generation),
-                "statistics.interval.ms": STATS_INTERVAL_MS,
-                "stats_cb": functools.partial(self._on_stats, generation),
-            }
+    @property
+    def _watch(self) -> MembershipWatch:
+        return self._group_events.watch
+
+    async def _join(self) -> Consumer:
+        """A new consumer of the current generation, subscribed to the topic."""
+        return await trio.to_thread.run_sync(
+            self._group_events.open_consumer,
+            self._config,
+            self._topic,
+            self._group_events.generation,
+            limiter=self._poll_limiter,
         )
-        try:
-            consumer.subscribe(
-                [self._topic],
-                on_assign=functools.partial(self._on_assign, generation),
-                on_revoke=functools.partial(self._on_revoke, generation),
-                on_lost=functools.partial(self._on_lost, generation),
-            )
-        except BaseException:
-            consumer.close()
-            raise
-        return consumer
 
     async def open(self) -> None:
         """Create the first consumer; raises BusError if it cannot be created."""
         try:
-            self._consumer = await trio.to_thread.run_sync(
-                self._open, self._generation, limiter=self._poll_limiter
-            )
+            self._consumer = await self._join()
         except (KafkaException, ValueError, TypeError, RuntimeError) as exc:
             raise bus_error(f"cannot subscribe to {self._topic}", exc) from exc
-        self._watch = MembershipWatch(self._options, trio.current_time())
+        self._group_events.watch = MembershipWatch(self._options, trio.current_time())
 
     async def _recreate(self, reason: str) -> None:
         """Replace the consumer: drop every partition's state (their unsettled deliveries
@@ -425,7 +257,7 @@ class KafkaSubscription(Subscription):
         and join with a new one. Raises BusError if no new consumer can be created."""
         self.recreations += 1
         held = self._book.lose_all()
-        self._generation += 1
+        self._group_events.generation += 1
         old, self._consumer = self._consumer, None
         self._throttled.log(
             logging.WARNING,
@@ -447,9 +279,7 @@ class KafkaSubscription(Subscription):
                 except (KafkaException, RuntimeError) as exc:  # e.g. already closed
                     log.debug("old consumer close failed", extra={"error": str(exc)})
         try:
-            self._consumer = await trio.to_thread.run_sync(
-                self._open, self._generation, limiter=self._poll_limiter
-            )
+            self._consumer = await self._join()
         except (KafkaException, ValueError, TypeError, RuntimeError) as exc:
             raise bus_error(f"cannot re-subscribe to {self._topic}", exc) from exc
         self._watch.replaced(trio.current_time())
@@ -478,13 +308,13 @@ class KafkaSubscription(Subscription):
         assert consumer is not None
         if commits:
             try:
-                consumer.commit(offsets=_to_tps(commits), asynchronous=True)
+                consumer.commit(offsets=to_tps(commits), asynchronous=True)
             except KafkaException as exc:  # e.g. no longer a group member: retry next cycle
                 error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                self._call_trio(
-                    self._committed,
-                    self._generation,
-                    _to_tps(commits),
+                self._group_events.call_trio(
+                    self._group_events.committed,
+                    self._group_events.generation,
+                    to_tps(commits),
                     str(bus_error("commit", exc)),
                     error.code() if error is not None else 0,
                 )
@@ -549,10 +379,10 @@ class KafkaSubscription(Subscription):
         self._poller_scope.cancel()
 
     def _final_commit_and_close(self, consumer: Consumer) -> None:
-        offsets = self._call_trio(self._book.all_positions)
+        offsets = self._group_events.call_trio(self._book.all_positions)
         try:
             if offsets:
-                consumer.commit(offsets=_to_tps(offsets), asynchronous=False)
+                consumer.commit(offsets=to_tps(offsets), asynchronous=False)
         except KafkaException as exc:
             log.warning(
                 "final commit failed",

@@ -1,0 +1,245 @@
+"""What the tests of the roles (``test_roles_*``) share: test doubles of the bus, the
+elector and the store, and helpers that put jobs where a role finds them.
+
+The roles run on the embedded adapters, in virtual time. Single role steps (one tick, one
+sweep) run under ``autojump_clock``: nothing else runs, so virtual time moves only when the
+test sleeps and exact times can be checked. Role loops and the executor (whose outcome
+writes sit in a 10 s shield) run under ``patient_clock``, and the tests wait for events (a
+publish, an ack, a dead letter) rather than for times; see ``conftest`` for why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+import trio
+import trio.testing
+
+from jobscheduler import states
+from jobscheduler.bus import Delivery, Subscription, WakeUp
+from jobscheduler.bus.base import DeadLetter
+from jobscheduler.bus.local import LocalBus
+from jobscheduler.election import Elector, Term
+from jobscheduler.errors import BusError
+from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
+from jobscheduler.model import Job, Status
+from jobscheduler.runtime import Deps
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import ProxyStore
+
+TERM = Term(leader_id="leader-test", token=1)
+
+#: Virtual-time bound on waiting for a role loop to do something (see conftest).
+LOOP_BOUND = 600.0
+
+
+# ----------------------------------------------------------------------- test doubles
+
+
+class _ObservedDelivery(Delivery):
+    def __init__(self, inner: Delivery, bus: ObservedBus) -> None:
+        self.message = inner.message
+        self._inner = inner
+        self._bus = bus
+
+    async def ack(self) -> None:
+        await self._inner.ack()
+        self._bus.acked.append(self.message)
+        self._bus.pulse()
+
+    async def release(self) -> None:
+        await self._inner.release()
+        self._bus.released.append(self.message)
+        self._bus.pulse()
+
+
+class _ObservedSubscription(Subscription):
+    def __init__(self, inner: Subscription, bus: ObservedBus) -> None:
+        self._inner = inner
+        self._it = aiter(inner)
+        self._bus = bus
+
+    def __aiter__(self) -> _ObservedSubscription:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        return _ObservedDelivery(await anext(self._it), self._bus)
+
+    def receive_ready(self, limit: int) -> list[Delivery]:
+        return [_ObservedDelivery(d, self._bus) for d in self._inner.receive_ready(limit)]
+
+
+class ObservedBus(LocalBus):
+    """The local bus, recording what was published, acked and released, and able to fail
+    publishes.
+
+    Tests wait on it with :meth:`wait_for` instead of polling.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.published: list[WakeUp] = []
+        self.acked: list[WakeUp] = []
+        self.released: list[WakeUp] = []
+        self.fail_publish = False
+        self._changed = trio.Event()
+
+    def pulse(self) -> None:
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            await self._changed.wait()
+
+    def published_ids(self) -> list[str]:
+        return [m.job_id for m in self.published]
+
+    async def publish(self, messages: Sequence[WakeUp]) -> None:
+        if self.fail_publish:
+            await trio.lowlevel.checkpoint()
+            raise BusError("broker unreachable")
+        await super().publish(messages)
+        self.published.extend(messages)
+        self.pulse()
+
+    async def publish_dead_letter(self, letter: DeadLetter) -> None:
+        await super().publish_dead_letter(letter)
+        self.pulse()
+
+    @asynccontextmanager
+    async def subscribe(self, job_type: str) -> AsyncIterator[Subscription]:
+        async with super().subscribe(job_type) as subscription:
+            yield _ObservedSubscription(subscription, self)
+
+
+class ControlledElector(Elector):
+    """An elector the test grants and revokes leadership on."""
+
+    def __init__(self) -> None:
+        self._grant = trio.Event()
+        self._revoke = trio.Event()
+        self._resigned_event = trio.Event()
+        self.terms = 0
+        self.resigned: list[int] = []
+
+    def grant(self) -> None:
+        self._grant.set()
+
+    def revoke(self) -> None:
+        self._revoke.set()
+
+    async def wait_resigned(self, count: int) -> None:
+        while len(self.resigned) < count:
+            await self._resigned_event.wait()
+
+    async def start(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def close(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def campaign(self) -> Term:
+        await self._grant.wait()
+        self._grant = trio.Event()
+        self.terms += 1
+        return Term(leader_id="controlled", token=self.terms)
+
+    async def watch(self, term: Term) -> None:
+        await self._revoke.wait()
+        self._revoke = trio.Event()
+
+    async def resign(self, term: Term) -> None:
+        await trio.lowlevel.checkpoint()
+        self.resigned.append(term.token)
+        resigned, self._resigned_event = self._resigned_event, trio.Event()
+        resigned.set()
+
+
+class Barrier:
+    """Holds every caller until ``parties`` have arrived (then lets everyone through)."""
+
+    def __init__(self, parties: int) -> None:
+        self._parties = parties
+        self._arrived = 0
+        self._all_here = trio.Event()
+
+    async def wait(self) -> None:
+        self._arrived += 1
+        if self._arrived >= self._parties:
+            self._all_here.set()
+        await self._all_here.wait()
+
+
+class SplitBrainStore(ProxyStore):
+    """Both schedulers read the due templates, and only then may either act on them."""
+
+    def __init__(self, inner: SQLiteJobStore, barrier: Barrier) -> None:
+        super().__init__(inner)
+        self._barrier = barrier
+
+    async def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        templates = await self.inner.due_templates(now, limit)
+        await self._barrier.wait()
+        return templates
+
+
+# ----------------------------------------------------------------------- helpers
+
+
+def registry_with(**handlers: Callable[[JobContext], Awaitable[None] | None]) -> HandlerRegistry:
+    """The built-ins plus ``handlers`` (underscores in names become dashes)."""
+    registry = default_registry()
+    for name, func in handlers.items():
+        registry.register(name.replace("_", "-"), func)
+    return registry
+
+
+def wake_up(job: Job) -> WakeUp:
+    return WakeUp(job_id=job.id, job_type=job.job_type, priority=job.priority)
+
+
+async def status_of(store: SQLiteJobStore, job: Job) -> Status:
+    return (await store.get(job.id)).status
+
+
+async def queue(deps: Deps, store: SQLiteJobStore, *jobs: Job) -> None:
+    """Insert ``jobs`` (due now) and claim them: queued, as after a tick."""
+    for job in jobs:
+        await store.insert(job)
+    claimed = await store.claim_due(deps.clock.now(), len(jobs) + 10)
+    assert {j.id for j in claimed} == {j.id for j in jobs}
+
+
+async def pick_and_start(
+    deps: Deps, store: SQLiteJobStore, job: Job, token: str, *, start: bool = True
+) -> Job:
+    """What an executor (``worker-old``) does when it takes a queued job."""
+    now = deps.clock.now()
+    changes = [states.pick(job.id, worker="worker-old", token=token, now=now)]
+    if start:
+        changes.append(states.start(job.id, token=token, now=now))
+    results = await store.apply_many(changes)
+    last = results[-1]
+    assert last is not None
+    assert all(r is not None for r in results)
+    return last
+
+
+def hanging_handler() -> tuple[Callable[[JobContext], Awaitable[None]], trio.Event, list[str]]:
+    """A handler that runs until cancelled; returns it, its started event, and the ids of
+    the jobs whose handler ended."""
+    started = trio.Event()
+    ended: list[str] = []
+
+    async def hang(ctx: JobContext) -> None:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            ended.append(ctx.job_id)
+
+    return hang, started, ended

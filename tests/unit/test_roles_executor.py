@@ -1,0 +1,398 @@
+"""The executor: running handlers, retries and backoff, heartbeats, settling wake-ups,
+releasing on cancellation (see ``roles_support`` for the clocks).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from jobscheduler import states
+from jobscheduler.attempts import Outcome
+from jobscheduler.bus import WakeUp
+from jobscheduler.bus.base import DeadLetter
+from jobscheduler.errors import StoreError
+from jobscheduler.executor import Executor, run_executor
+from jobscheduler.handlers import JobContext, default_registry
+from jobscheduler.model import Job, Status
+from jobscheduler.scheduler import Scheduler
+from jobscheduler.store.base import JobStore
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import BASE, DepsFactory, ProxyStore, make_job, make_settings, sample
+from .roles_support import (
+    LOOP_BOUND,
+    TERM,
+    ObservedBus,
+    hanging_handler,
+    queue,
+    registry_with,
+    status_of,
+    wake_up,
+)
+
+
+async def test_failing_handler_retries_with_backoff_then_dead_letters(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    calls: list[tuple[int, int]] = []
+
+    async def boom(ctx: JobContext) -> None:
+        calls.append((ctx.attempt, ctx.max_attempts))
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError("kaput")
+
+    bus = ObservedBus()
+    deps = make_deps(bus=bus, registry=registry_with(boom=boom))
+    executor = Executor(deps)
+    job = make_job(job_type="boom", max_attempts=2)
+    await queue(deps, store, job)
+
+    assert await executor.run(wake_up(job)) == "retried"
+    retried = await store.get(job.id)
+    assert retried.status is Status.PENDING
+    assert retried.attempts == 1
+    assert retried.last_error == "RuntimeError: kaput"
+    assert retried.claim_token is None
+    assert retried.scheduled_at == retried.updated_at + timedelta(seconds=2)
+
+    # The retry is claimable at its backoff time, not a millisecond before.
+    just_before = retried.scheduled_at - timedelta(milliseconds=1)
+    assert await store.claim_due(just_before, 10) == []
+    assert [j.id for j in await store.claim_due(retried.scheduled_at, 10)] == [job.id]
+
+    assert await executor.run(wake_up(job)) == "dlq"
+    dead = await store.get(job.id)
+    assert dead.status is Status.DLQ
+    assert dead.attempts == 2
+    assert dead.last_error == "RuntimeError: kaput"
+    assert list(bus.dead_letters) == [
+        DeadLetter(
+            job_id=job.id,
+            job_type="boom",
+            tenant_id="tenant-a",
+            attempts=2,
+            last_error="RuntimeError: kaput",
+        )
+    ]
+    assert calls == [(1, 2), (2, 2)]
+    for result in ("retried", "dlq"):
+        labels = {"job_type": "boom", "result": result}
+        assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert await store.claim_due(dead.updated_at + timedelta(days=1), 10) == []
+
+
+async def test_successful_handler_completes_the_job_and_drops_the_token(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    contexts: list[JobContext] = []
+
+    async def record(ctx: JobContext) -> dict[str, int]:
+        contexts.append(ctx)
+        await trio.lowlevel.checkpoint()
+        return {"sent": 3}
+
+    deps = make_deps(registry=registry_with(record=record))
+    job = make_job(job_type="record", payload={"x": [1]}, tenant="tenant-z")
+    await queue(deps, store, job)
+
+    assert await Executor(deps).run(wake_up(job)) == "completed"
+
+    done = await store.get(job.id)
+    assert done.status is Status.COMPLETED
+    assert done.claim_token is None
+    assert done.claimed_by == "worker-test"
+    assert done.claimed_at is not None
+    assert done.attempts == 1  # attempts started, as the handler's ctx.attempt said
+    assert done.result == {"sent": 3}
+    [ctx] = contexts
+    assert (ctx.job_id, ctx.tenant_id, ctx.job_type) == (job.id, "tenant-z", "record")
+    assert ctx.payload == {"x": [1]}
+    assert (ctx.attempt, ctx.max_attempts) == (1, 3)
+    assert (ctx.idempotency_key, ctx.scheduled_at) == (job.idempotency_key, job.scheduled_at)
+    assert ctx.template_id is None
+    [attempt] = await store.attempts(job.id)
+    assert (attempt.number, attempt.outcome, attempt.worker) == (
+        1,
+        Outcome.COMPLETED,
+        "worker-test",
+    )
+    assert attempt.started_at == done.claimed_at
+    labels = {"job_type": "record", "result": "completed"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+
+
+async def test_sync_handlers_with_run_in_thread_run_in_a_worker_thread(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    threads: list[int] = []
+
+    def blocking(ctx: JobContext) -> None:
+        threads.append(threading.get_ident())
+
+    def blocking_fail(ctx: JobContext) -> None:
+        raise ValueError("sync failure")
+
+    registry = default_registry()
+    registry.register("blocking", blocking, run_in="thread")
+    registry.register("blocking-fail", blocking_fail, run_in="thread")
+    deps = make_deps(registry=registry)
+    ok, bad = make_job(job_type="blocking"), make_job(job_type="blocking-fail")
+    await queue(deps, store, ok, bad)
+    executor = Executor(deps)
+
+    assert await executor.run(wake_up(ok)) == "completed"
+    assert await executor.run(wake_up(bad)) == "retried"
+
+    assert len(threads) == 1
+    assert threads[0] != threading.get_ident()
+    assert await status_of(store, ok) is Status.COMPLETED
+    assert (await store.get(bad.id)).last_error == "ValueError: sync failure"
+
+
+async def test_unknown_and_duplicate_wake_ups_are_acked_and_counted_stale(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    bus = ObservedBus()
+    deps = make_deps(bus=bus)
+    job = make_job()
+    await queue(deps, store, job)
+    unknown = WakeUp(job_id="0123456789abcdef01234567", job_type="noop", priority=0)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, "noop")
+            await bus.publish([wake_up(job), wake_up(job), unknown])
+            await bus.wait_for(lambda: len(bus.acked) == 3)
+            nursery.cancel_scope.cancel()
+
+    assert sorted(m.job_id for m in bus.acked) == sorted([job.id, job.id, unknown.job_id])
+    assert await status_of(store, job) is Status.COMPLETED
+    processed = "executor_jobs_processed_total"
+    assert sample(deps.metrics, processed, {"job_type": "noop", "result": "completed"}) == 1
+    assert sample(deps.metrics, processed, {"job_type": "noop", "result": "stale"}) == 2
+    assert sample(deps.metrics, "jobs_transitions_lost_total", {"transition": "pick"}) == 2
+
+
+class RecordingStore(ProxyStore):
+    """Records the transitions of every apply_many round trip, and can fail the next one
+    that carries a given transition."""
+
+    def __init__(self, inner: JobStore) -> None:
+        super().__init__(inner)
+        self.round_trips: list[list[str]] = []
+        self.fail_on: str | None = None
+        self.failed = trio.Event()
+
+    async def apply_many(self, changes: Sequence[states.Change]) -> list[Job | None]:
+        transitions = [change.transition for change in changes]
+        self.round_trips.append(transitions)
+        if self.fail_on in transitions:
+            self.fail_on = None
+            self.failed.set()
+            await trio.lowlevel.checkpoint()
+            raise StoreError("disk I/O error")
+        return await self.inner.apply_many(changes)
+
+
+async def test_waiting_wake_ups_are_picked_and_settled_in_shared_round_trips(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    bus = ObservedBus()
+    recording = RecordingStore(store)
+    deps = make_deps(store=recording, bus=bus)  # executor_concurrency 8
+    jobs = [make_job() for _ in range(12)]
+    await queue(deps, store, *jobs)
+    await bus.publish([wake_up(job) for job in jobs])
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, "noop")
+            await bus.wait_for(lambda: len(bus.acked) == len(jobs))
+            nursery.cancel_scope.cancel()
+
+    for job in jobs:
+        assert await status_of(store, job) is Status.COMPLETED
+    picks = [trip for trip in recording.round_trips if "pick" in trip]
+    # The first message brings the 7 waiting behind it (8 handlers at most); the rest follow.
+    assert [trip.count("pick") for trip in picks] == [8, 4]
+    assert all(trip == ["pick", "start"] * (len(trip) // 2) for trip in picks)
+    completes = [trip for trip in recording.round_trips if "complete" in trip]
+    assert sum(len(trip) for trip in completes) == len(jobs)
+    assert len(completes) < len(jobs)
+    labels = {"job_type": "noop", "result": "completed"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == len(jobs)
+
+
+async def test_an_outcome_write_that_fails_once_is_retried_then_written_and_acked(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    bus = ObservedBus()
+    recording = RecordingStore(store)
+    recording.fail_on = "complete"
+    deps = make_deps(store=recording, bus=bus)
+    job = make_job()
+    await queue(deps, store, job)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, "noop")
+            await bus.publish([wake_up(job)])
+            await bus.wait_for(lambda: len(bus.acked) == 1)
+            nursery.cancel_scope.cancel()
+
+    assert recording.failed.is_set()
+    assert [trip for trip in recording.round_trips if "complete" in trip] == [["complete"]] * 2
+    assert bus.acked == [wake_up(job)]
+    assert bus.released == []
+    assert await status_of(store, job) is Status.COMPLETED
+    labels = {"job_type": "noop", "result": "completed"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+
+
+async def test_running_handler_heartbeats_so_its_job_is_not_stale(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    deps = make_deps(settings=make_settings(tmp_path, heartbeat_interval=10.0))
+    job = make_job(job_type="slow", payload={"sleepMs": 35_000})
+    await queue(deps, store, job)
+    executor = Executor(deps)
+    results: list[str] = []
+    finished = trio.Event()
+
+    async def run() -> None:
+        results.append(await executor.run(wake_up(job)))
+        finished.set()
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(executor.heartbeat_loop)
+            nursery.start_soon(run)
+            await finished.wait()
+            nursery.cancel_scope.cancel()
+
+    assert results == ["completed"]
+    done = await store.get(job.id)
+    assert done.status is Status.COMPLETED
+    assert done.claimed_at is not None
+    assert done.heartbeat_at is not None
+    assert done.heartbeat_at > done.claimed_at
+
+
+async def test_heartbeat_that_finds_the_token_gone_cancels_the_handler(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    hang, started, ended = hanging_handler()
+    deps = make_deps(
+        registry=registry_with(hang=hang),
+        settings=make_settings(tmp_path, heartbeat_interval=1.0),
+    )
+    job = make_job(job_type="hang")
+    await queue(deps, store, job)
+    executor = Executor(deps)
+    results: list[str] = []
+    finished = trio.Event()
+
+    async def run() -> None:
+        results.append(await executor.run(wake_up(job)))
+        finished.set()
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(executor.heartbeat_loop)
+            nursery.start_soon(run)
+            await started.wait()
+            # The reaper takes the job back, as if the heartbeats had stopped arriving.
+            recovered: Job | None = None
+            while recovered is None:  # conditional on the heartbeat it saw
+                running = await store.get(job.id)
+                assert running.status is Status.RUNNING
+                recovered = await store.apply(states.recover(running, now=deps.clock.now()))
+            await finished.wait()
+            nursery.cancel_scope.cancel()
+
+    assert results == ["stale"]
+    assert ended == [job.id]
+    after_reaper = await store.get(job.id)
+    assert after_reaper == recovered  # the cancelled attempt wrote nothing afterwards
+    assert after_reaper.status is Status.PENDING
+    assert after_reaper.attempts == 1
+    labels = {"job_type": "hang", "result": "stale"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+
+
+async def test_cancelled_executor_releases_its_running_job_without_counting_an_attempt(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    hang, started, ended = hanging_handler()
+    deps = make_deps(registry=registry_with(hang=hang))
+    job = make_job(job_type="hang", attempts=1)
+    await queue(deps, store, job)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Executor(deps).run, wake_up(job))
+            await started.wait()
+            nursery.cancel_scope.cancel()
+
+    assert ended == [job.id]
+    released = await store.get(job.id)
+    assert released.status is Status.PENDING
+    assert released.attempts == 1
+    assert released.claim_token is None
+    assert released.scheduled_at == released.updated_at  # due again at once
+    [record] = await store.attempts(job.id)
+    assert (record.number, record.outcome) == (2, Outcome.RELEASED)  # its number, uncounted
+    labels = {"job_type": "hang", "result": "released"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+
+
+async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    async def always_fails(ctx: JobContext) -> None:
+        await trio.lowlevel.checkpoint()
+        raise RuntimeError(f"attempt {ctx.attempt} failed")
+
+    bus = ObservedBus()
+    deps = make_deps(bus=bus, registry=registry_with(always_fails=always_fails))
+    job = make_job(job_type="always-fails", max_attempts=3)
+    await store.insert(job)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_executor, deps, ["always-fails"])
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await bus.wait_for(lambda: len(bus.dead_letters) == 1)
+            nursery.cancel_scope.cancel()
+
+    dead = await store.get(job.id)
+    assert dead.status is Status.DLQ
+    assert dead.attempts == 3
+    assert dead.last_error == "RuntimeError: attempt 3 failed"
+    # Two backoffs (2 s, then 4 s) lie between the first and the last attempt.
+    assert dead.updated_at >= BASE + timedelta(seconds=6)
+    assert bus.published_ids() == [job.id] * 3
+    records = await store.attempts(job.id)
+    assert [(r.number, r.outcome, r.error_type) for r in records] == [
+        (n, Outcome.FAILED, "RuntimeError") for n in (1, 2, 3)
+    ]
+    assert [r.error_message for r in records] == [f"attempt {n} failed" for n in (1, 2, 3)]
+    for record in records:
+        assert record.traceback is not None
+        assert "in always_fails" in record.traceback
+    processed = "executor_jobs_processed_total"
+    labels = {"job_type": "always-fails"}
+    assert sample(deps.metrics, processed, {**labels, "result": "retried"}) == 2
+    assert sample(deps.metrics, processed, {**labels, "result": "dlq"}) == 1

@@ -1,0 +1,141 @@
+"""The scheduler's dispatch loop: sleeping until the next due time, waking on new jobs,
+surviving store errors; under ``patient_clock`` (see ``roles_support``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from jobscheduler.api import create_app
+from jobscheduler.errors import StoreError
+from jobscheduler.model import Job, Status
+from jobscheduler.scheduler import Scheduler
+from jobscheduler.store.sqlite import SQLiteJobStore
+
+from .conftest import DepsFactory, ProxyStore, after, make_job, make_settings
+from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
+
+
+async def test_job_due_in_the_future_is_dispatched_when_due_and_not_before(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    # A tick far longer than the wait: the scheduler must plan its wake-up for the due time.
+    bus = ObservedBus()
+    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    job = make_job(scheduled_at=after(60))
+    await store.insert(job)
+
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await trio.sleep(59)
+            assert bus.published == []
+            assert await status_of(store, job) is Status.PENDING
+            await bus.wait_for(lambda: bool(bus.published))
+            published_at = deps.clock.now()
+            nursery.cancel_scope.cancel()
+
+    assert bus.published == [wake_up(job)]
+    stored = await store.get(job.id)
+    assert stored.status is Status.QUEUED
+    assert stored.queued_at is not None
+    assert job.scheduled_at <= stored.queued_at <= published_at < after(120)
+
+
+async def test_job_created_through_the_api_wakes_a_sleeping_scheduler(
+    patient_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: SQLiteJobStore,
+    tmp_path: Path,
+) -> None:
+    # With nothing stored the scheduler plans to sleep through a whole hour-long tick.
+    bus = ObservedBus()
+    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    app = create_app(deps)
+    # The nursery is left (cancelled) before the test app: quart-trio's test app enters
+    # its own nursery by hand and must not be cancelled from outside.
+    with trio.fail_after(LOOP_BOUND):
+        async with app.test_app() as test_app, trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await trio.sleep(10)
+            response = await test_app.test_client().post(
+                "/jobs",
+                json={
+                    "idempotencyKey": "wake-me",
+                    "tenantId": "tenant-a",
+                    "jobType": "noop",
+                    "scheduledAt": "2025-12-31T00:00:00Z",
+                },
+            )
+            assert response.status_code == 201
+            job_id = (await response.get_json())["id"]
+            await bus.wait_for(lambda: bool(bus.published))
+            nursery.cancel_scope.cancel()
+
+    assert bus.published_ids() == [job_id]
+    stored = await store.get(job_id)
+    assert stored.queued_at is not None
+    assert stored.queued_at < after(60), "claimed only at the next tick: no wake-up"
+
+
+async def test_dispatch_loop_backs_off_and_continues_after_a_store_error_in_a_tick(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    failures = [StoreError("database is locked")]
+
+    class FlakyClaims(ProxyStore):
+        async def claim_due(self, now: datetime, limit: int) -> list[Job]:
+            if failures:
+                await trio.lowlevel.checkpoint()
+                raise failures.pop()
+            return await self.inner.claim_due(now, limit)
+
+    bus = ObservedBus()
+    deps = make_deps(store=FlakyClaims(store), bus=bus)
+    job = make_job()
+    await store.insert(job)
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await bus.wait_for(lambda: bool(bus.published))
+            nursery.cancel_scope.cancel()
+    assert failures == []
+    assert bus.published == [wake_up(job)]
+    assert await status_of(store, job) is Status.QUEUED
+
+
+async def test_bug_store_error_from_next_due_at_crashes_the_dispatch_loop(
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+) -> None:
+    # Bug: Scheduler.dispatch_loop catches StoreError only around tick(); the store read in
+    # _sleep() (next_due_at) is outside that try, so one transient store error ends the
+    # dispatch loop (and, through lead() and run_roles, the whole `dev` process) instead of
+    # being logged and retried after ERROR_BACKOFF like a failed tick.
+    failed = trio.Event()
+
+    class FlakyNextDue(ProxyStore):
+        async def next_due_at(self) -> datetime | None:
+            if not failed.is_set():
+                failed.set()
+                await trio.lowlevel.checkpoint()
+                raise StoreError("database is locked")
+            return await self.inner.next_due_at()
+
+    bus = ObservedBus()
+    deps = make_deps(store=FlakyNextDue(store), bus=bus)
+    job = make_job()
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await failed.wait()
+            await store.insert(job)
+            await bus.wait_for(lambda: bool(bus.published))
+            nursery.cancel_scope.cancel()
+    assert bus.published == [wake_up(job)]

@@ -1,0 +1,95 @@
+"""The waker: how a notified due time shortens (or leaves alone) the scheduler's sleep, in
+virtual time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import trio
+import trio.testing
+
+from jobscheduler.runtime import Waker
+
+from .conftest import BASE, after, make_clock
+
+
+async def test_waker_notify_of_an_earlier_due_time_wakes_the_sleeper_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = make_clock()
+    waker = Waker(clock)
+    woke: list[datetime] = []
+
+    async def sleeper() -> None:
+        await waker.sleep_until(after(100))
+        woke.append(clock.now())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sleeper)
+        await trio.sleep(10)
+        waker.notify(after(20))
+    assert woke == [after(10)]
+
+
+async def test_waker_notify_of_a_later_due_time_does_not_wake_the_sleeper(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = make_clock()
+    waker = Waker(clock)
+    woke: list[datetime] = []
+
+    async def sleeper() -> None:
+        await waker.sleep_until(after(100))
+        woke.append(clock.now())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sleeper)
+        await trio.sleep(10)
+        waker.notify(after(100))
+        waker.notify(after(500))
+    assert woke == [after(100)]
+
+
+async def test_waker_notify_while_awake_ends_only_the_next_sleep_by_that_due_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = make_clock()
+    waker = Waker(clock)
+    waker.notify(after(50))  # the scheduler is busy ticking: it must not miss this
+    waker.notify(after(70))
+    await waker.sleep_until(after(100))
+    assert clock.now() == after(50)
+    await waker.sleep_until(after(150))
+    assert clock.now() == after(150)
+
+
+async def test_waker_notify_while_awake_of_an_already_due_job_ends_the_next_sleep_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = make_clock()
+    waker = Waker(clock)
+    waker.notify(after(-1))
+    await waker.sleep_until(after(100))
+    assert clock.now() == BASE
+
+
+async def test_waker_notify_while_awake_of_a_job_due_after_the_next_sleep_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Regression (issue 13): every create of a job due later woke the scheduler for a
+    needless tick (four store reads) while it was busy, so under create load it never slept."""
+    clock = make_clock()
+    waker = Waker(clock)
+    for seconds in (5000, 86_400, 100):
+        waker.notify(after(seconds))
+    await waker.sleep_until(after(100))
+    assert clock.now() == after(100)
+
+
+async def test_waker_sleep_until_a_past_deadline_returns_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    clock = make_clock()
+    await Waker(clock).sleep_until(after(-5))
+    assert clock.now() == BASE
