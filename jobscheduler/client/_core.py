@@ -270,6 +270,31 @@ def next_page(response: httpx.Response) -> str | None:
     return link.get("url") if link else None
 
 
+@attrs.frozen
+class Listed:
+    """One ``GET /jobs`` page and the call that reads the next one (None after the last)."""
+
+    jobs: list[Job]
+    next: Call[Listed] | None
+
+
+def _page(url: str, params: Sequence[tuple[str, str]] = ()) -> Call[Listed]:
+    def decode(response: httpx.Response) -> Listed:
+        following = next_page(response)
+        return Listed(
+            jobs=cast(list[Job], response.json()),
+            next=None if following is None else _page(following),
+        )
+
+    return Call("GET", url, decode, params=params)
+
+
+def listing(tenant_id: str | None, **options: Unpack[ListOptions]) -> Call[Listed]:
+    """The first page of ``GET /jobs``; each :class:`Listed` carries the call of the next
+    (both clients loop ``page = call(page.next)`` until it is None)."""
+    return _page("/jobs", list_params(tenant_id, **options))
+
+
 # ------------------------------------------------------------------ the operations
 
 

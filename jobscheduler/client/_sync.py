@@ -69,7 +69,8 @@ class Client:
             raise ApiUnreachable(f"{self.base_url}: {exc or type(exc).__name__}") from exc
 
     def _call(self, call: Call[T]) -> T:
-        kwargs: dict[str, Any] = {"params": list(call.params)}
+        # No params at all, not an empty list: that would drop the query of a next-page URL.
+        kwargs: dict[str, Any] = {"params": list(call.params)} if call.params else {}
         if call.method not in ("GET", "DELETE"):
             kwargs["json"] = call.body if call.body is not None else {}
         response = self._send(call.method, call.path, **kwargs)
@@ -124,13 +125,11 @@ class Client:
         unless ``sort`` (one of :data:`SORTS`). Filters: ``status``, ``job_type``,
         ``template_id``, ``cron``, ``created_after``/``created_before``, ``idempotency_key``
         (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``."""
-        url: str | None = "/jobs"
-        params: list[tuple[str, str]] | None = core.list_params(tenant_id, **options)
-        while url is not None:
-            response = self._send("GET", url, params=params)
-            core.raise_for_status(response)
-            yield Page(response.json())
-            url, params = core.next_page(response), None
+        call: Call[core.Listed] | None = core.listing(tenant_id, **options)
+        while call is not None:
+            page = self._call(call)
+            yield page.jobs
+            call = page.next
 
     def list(self, tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Iterator[Job]:
         """Every matching job (the keywords of :meth:`pages`), fetched a page at a time."""
