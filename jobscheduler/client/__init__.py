@@ -12,6 +12,8 @@
 
 from ._async import AsyncClient as AsyncClient
 from ._core import FINAL_STATUSES as FINAL_STATUSES
+from ._core import MAX_BULK_IDS as MAX_BULK_IDS
+from ._core import SORTS as SORTS
 from ._core import BatchAnswer as BatchAnswer
 from ._core import Job as Job
 from ._core import job_body as job_body

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import anyio
 import httpx
 
 from ..errors import ApiUnreachable, WaitTimeout
 from . import _core as core
-from ._core import Call, Job
+from ._core import Call, Job, ListOptions, Selection
 from ._sync import Answers, Page, Records
 
 T = TypeVar("T")
@@ -65,7 +65,8 @@ class AsyncClient:
             raise ApiUnreachable(f"{self.base_url}: {exc or type(exc).__name__}") from exc
 
     async def _call(self, call: Call[T]) -> T:
-        kwargs: dict[str, Any] = {"params": list(call.params)}
+        # No params at all, not an empty list: that would drop the query of a next-page URL.
+        kwargs: dict[str, Any] = {"params": list(call.params)} if call.params else {}
         if call.method not in ("GET", "DELETE"):
             kwargs["json"] = call.body if call.body is not None else {}
         response = await self._send(call.method, call.path, **kwargs)
@@ -116,58 +117,23 @@ class AsyncClient:
         return await self._call(core.attempts(job_id))
 
     async def pages(
-        self,
-        tenant_id: str | None = None,
-        *,
-        status: str | Sequence[str] | None = None,
-        job_type: str | None = None,
-        template_id: str | None = None,
-        cron: bool | None = None,
-        created_after: datetime | str | None = None,
-        created_before: datetime | str | None = None,
-        page_size: int | None = None,
+        self, tenant_id: str | None = None, **options: Unpack[ListOptions]
     ) -> AsyncIterator[Page]:
-        """Pages of matching jobs, newest first, following the ``Link: rel="next"`` cursor."""
-        url: str | None = "/jobs"
-        params: list[tuple[str, str]] | None = core.list_params(
-            page_size,
-            tenant_id=tenant_id,
-            status=status,
-            job_type=job_type,
-            template_id=template_id,
-            cron=cron,
-            created_after=created_after,
-            created_before=created_before,
-        )
-        while url is not None:
-            response = await self._send("GET", url, params=params)
-            core.raise_for_status(response)
-            yield Page(response.json())
-            url, params = core.next_page(response), None
+        """Pages of matching jobs following the ``Link: rel="next"`` cursor: newest first
+        unless ``sort`` (one of :data:`SORTS`). Filters: ``status``, ``job_type``,
+        ``template_id``, ``cron``, ``created_after``/``created_before``, ``idempotency_key``
+        (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``."""
+        call: Call[core.Listed] | None = core.listing(tenant_id, **options)
+        while call is not None:
+            page = await self._call(call)
+            yield page.jobs
+            call = page.next
 
     async def list(
-        self,
-        tenant_id: str | None = None,
-        *,
-        status: str | Sequence[str] | None = None,
-        job_type: str | None = None,
-        template_id: str | None = None,
-        cron: bool | None = None,
-        created_after: datetime | str | None = None,
-        created_before: datetime | str | None = None,
-        page_size: int | None = None,
+        self, tenant_id: str | None = None, **options: Unpack[ListOptions]
     ) -> AsyncIterator[Job]:
-        """Every matching job, newest first, fetched a page at a time."""
-        async for page in self.pages(
-            tenant_id,
-            status=status,
-            job_type=job_type,
-            template_id=template_id,
-            cron=cron,
-            created_after=created_after,
-            created_before=created_before,
-            page_size=page_size,
-        ):
+        """Every matching job (the keywords of :meth:`pages`), fetched a page at a time."""
+        async for page in self.pages(tenant_id, **options):
             for job in page:
                 yield job
 
@@ -231,23 +197,34 @@ class AsyncClient:
             core.action(job_id, "retry", core.retry_body(payload, scheduled_at))
         )
 
-    async def bulk_cancel(self, tenant_id: str | None = None, **selection: Any) -> dict[str, Any]:
-        """Cancel every job matching the filter (the keywords of :meth:`list`)."""
-        return await self._call(
-            core.bulk("cancel", core.job_filter(tenant_id=tenant_id, **selection))
-        )
+    async def bulk_cancel(
+        self,
+        tenant_id: str | None = None,
+        *,
+        ids: Iterable[str] | None = None,
+        dry_run: bool = False,
+        **selection: Unpack[Selection],
+    ) -> dict[str, Any]:
+        """Cancel every job matching the filter (the filter keywords of :meth:`pages`) and,
+        with ``ids`` (at most 1,000), among those jobs; ``dry_run`` only counts the matches."""
+        call = core.bulk("cancel", tenant_id, ids=ids, dry_run=dry_run, **selection)
+        return await self._call(call)
 
     async def bulk_retry(
         self,
         tenant_id: str | None = None,
         *,
+        ids: Iterable[str] | None = None,
+        dry_run: bool = False,
         scheduled_at: datetime | str | None = None,
-        **selection: Any,
+        **selection: Unpack[Selection],
     ) -> dict[str, Any]:
-        """Retry every dlq/cancelled job matching the filter (the keywords of :meth:`list`),
-        due now or at ``scheduled_at``."""
-        selected = core.job_filter(tenant_id=tenant_id, **selection)
-        return await self._call(core.bulk("retry", selected, scheduled_at))
+        """Retry every dlq/cancelled job matching the filter (as :meth:`bulk_cancel`), due
+        now or at ``scheduled_at``; ``dry_run`` only counts the matches."""
+        call = core.bulk(
+            "retry", tenant_id, ids=ids, dry_run=dry_run, scheduled_at=scheduled_at, **selection
+        )
+        return await self._call(call)
 
     async def pause(self, job_id: str) -> Job:
         """Pause a cron template: it fires no more until resumed."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Generic, TypedDict, TypeVar, cast
+from typing import Any, Generic, TypedDict, TypeVar, Unpack, cast
 
 import attrs
 import httpx
@@ -147,6 +147,42 @@ def job_body(
     return body
 
 
+#: Accepted ``sort`` values of ``GET /jobs`` (the API's names): newest first (the default),
+#: oldest first, soonest due first, latest due first.
+SORTS = ("-createdAt", "createdAt", "scheduledAt", "-scheduledAt")
+#: Most ids one bulk request may name (``filter.ids``).
+MAX_BULK_IDS = 1000
+
+
+class Selection(TypedDict, total=False):
+    """The filter keywords shared by listing and bulk actions (Python names)."""
+
+    status: str | Sequence[str] | None
+    job_type: str | None
+    template_id: str | None
+    cron: bool | None
+    created_after: datetime | str | None
+    created_before: datetime | str | None
+    #: Exactly this idempotencyKey.
+    idempotency_key: str | None
+    #: Keys starting with this text (not with ``idempotency_key``).
+    idempotency_key_prefix: str | None
+
+
+class ListOptions(Selection, total=False):
+    """The keywords of ``list``/``pages``: a :class:`Selection`, the order and page size."""
+
+    #: One of :data:`SORTS`; the API's default is ``-createdAt`` (newest first).
+    sort: str | None
+    page_size: int | None
+
+
+def _text(value: str, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name}: must be a non-empty string")
+    return value
+
+
 def job_filter(
     *,
     tenant_id: str | None = None,
@@ -156,6 +192,8 @@ def job_filter(
     cron: bool | None = None,
     created_after: datetime | str | None = None,
     created_before: datetime | str | None = None,
+    idempotency_key: str | None = None,
+    idempotency_key_prefix: str | None = None,
 ) -> Filter:
     """A filter in the API's names (the query of ``GET /jobs``, the body of bulk actions)."""
     out: Filter = {}
@@ -173,15 +211,46 @@ def job_filter(
         out["createdAfter"] = format_time(created_after)
     if created_before is not None:
         out["createdBefore"] = format_time(created_before)
+    if idempotency_key is not None and idempotency_key_prefix is not None:
+        raise ValueError("give idempotency_key or idempotency_key_prefix, not both")
+    if idempotency_key is not None:
+        out["idempotencyKey"] = _text(idempotency_key, "idempotency_key")
+    if idempotency_key_prefix is not None:
+        out["idempotencyKeyPrefix"] = _text(idempotency_key_prefix, "idempotency_key_prefix")
     return out
 
 
-def list_params(page_size: int | None, **selection: Any) -> list[tuple[str, str]]:
-    """The query of the first ``GET /jobs`` page: ``job_filter(**selection)`` plus ``limit``."""
-    values = job_filter(**selection)
+def list_params(
+    tenant_id: str | None,
+    *,
+    sort: str | None = None,
+    page_size: int | None = None,
+    **selection: Unpack[Selection],
+) -> list[tuple[str, str]]:
+    """The query of the first ``GET /jobs`` page: the filter, ``sort`` and ``limit``."""
+    values = job_filter(tenant_id=tenant_id, **selection)
+    if sort is not None:
+        if sort not in SORTS:
+            raise ValueError(f"sort: unknown order {sort!r} (accepted: {', '.join(SORTS)})")
+        values["sort"] = sort
     if page_size is not None:
         values["limit"] = page_size
     return query_of(values)
+
+
+def bulk_ids(ids: Iterable[str] | None) -> list[str] | None:
+    """``filter.ids``: 1 to :data:`MAX_BULK_IDS` job ids (a lone string is refused: it
+    would read as one id per character)."""
+    if ids is None:
+        return None
+    if isinstance(ids, str):
+        raise ValueError("ids: give a list of job ids, not one string")
+    chosen = [_id(job_id) for job_id in ids]
+    if not chosen:
+        raise ValueError("ids: give at least one job id")
+    if len(chosen) > MAX_BULK_IDS:
+        raise ValueError(f"ids: at most {MAX_BULK_IDS} per request, got {len(chosen)}")
+    return chosen
 
 
 def query_of(values: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -201,11 +270,36 @@ def next_page(response: httpx.Response) -> str | None:
     return link.get("url") if link else None
 
 
+@attrs.frozen
+class Listed:
+    """One ``GET /jobs`` page and the call that reads the next one (None after the last)."""
+
+    jobs: list[Job]
+    next: Call[Listed] | None
+
+
+def _page(url: str, params: Sequence[tuple[str, str]] = ()) -> Call[Listed]:
+    def decode(response: httpx.Response) -> Listed:
+        following = next_page(response)
+        return Listed(
+            jobs=cast(list[Job], response.json()),
+            next=None if following is None else _page(following),
+        )
+
+    return Call("GET", url, decode, params=params)
+
+
+def listing(tenant_id: str | None, **options: Unpack[ListOptions]) -> Call[Listed]:
+    """The first page of ``GET /jobs``; each :class:`Listed` carries the call of the next
+    (both clients loop ``page = call(page.next)`` until it is None)."""
+    return _page("/jobs", list_params(tenant_id, **options))
+
+
 # ------------------------------------------------------------------ the operations
 
 
 def _id(job_id: str) -> str:
-    if not job_id or "/" in job_id:
+    if not isinstance(job_id, str) or not job_id or "/" in job_id:
         raise ValueError(f"not a job id: {job_id!r}")
     return job_id
 
@@ -238,13 +332,28 @@ def action(job_id: str, name: str, body: Mapping[str, Any] | None = None) -> Cal
 
 
 def bulk(
-    name: str, selection: Filter, scheduled_at: datetime | str | None = None
+    name: str,
+    tenant_id: str | None,
+    *,
+    ids: Iterable[str] | None = None,
+    dry_run: bool = False,
+    scheduled_at: datetime | str | None = None,
+    **selection: Unpack[Selection],
 ) -> Call[dict[str, Any]]:
-    """``POST /jobs/cancel`` or ``/jobs/retry`` over every job matching ``selection``:
-    ``{"matched", "changed", "cancelRequested"}``."""
-    body: dict[str, Any] = {"filter": selection}
+    """``POST /jobs/cancel`` or ``/jobs/retry`` over every job matching the filter (and, with
+    ``ids``, among those jobs): ``{"matched", "changed", "cancelRequested"}``; with
+    ``dry_run`` nothing changes and ``matched`` is what the request would act on."""
+    selected = job_filter(tenant_id=tenant_id, **selection)
+    chosen = bulk_ids(ids)
+    if chosen is not None:
+        selected["ids"] = chosen
+    body: dict[str, Any] = {"filter": selected}
     if scheduled_at is not None:
         body["scheduledAt"] = format_time(scheduled_at)
+    if not isinstance(dry_run, bool):
+        raise ValueError("dry_run: must be True or False")
+    if dry_run:
+        body["dryRun"] = True
     return Call("POST", f"/jobs/{name}", _dict, body=body)
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from . import _cli_common as common
+from ._core import MAX_BULK_IDS, SORTS
 
 JOB_COLUMNS = [
     ("ID", "id"),
@@ -21,9 +24,12 @@ JOB_COLUMNS = [
 EPILOG = """examples:
   jobscheduler jobs create noop --tenant acme --wait 30
   jobscheduler jobs list --tenant acme --status dlq
+  jobscheduler jobs list --tenant acme --status pending --sort scheduledAt
+  jobscheduler jobs list --tenant acme --key-prefix order-
   jobscheduler jobs get 65f0a1b2c3d4e5f6a7b8c9d0 --json
   jobscheduler jobs retry 65f0a1b2c3d4e5f6a7b8c9d0 --payload '{"message": "again"}'
   jobscheduler jobs cancel --tenant acme --status pending --type noop   (every match)
+  jobscheduler jobs retry --tenant acme --status dlq --dry-run   (count, change nothing)
 """
 
 
@@ -34,6 +40,18 @@ def _filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--template", help="only the runs of this cron template")
     parser.add_argument("--created-after", help="RFC3339 time")
     parser.add_argument("--created-before", help="RFC3339 time")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("--key", type=_text, help="only the job with this idempotencyKey")
+    keys.add_argument(
+        "--key-prefix", type=_text, help="only jobs whose idempotencyKey starts with this"
+    )
+
+
+def _text(text: str) -> str:
+    """An argparse type: a non-empty string."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def _selection(args: argparse.Namespace) -> dict[str, Any]:
@@ -43,7 +61,14 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
         "template_id": args.template,
         "created_after": args.created_after,
         "created_before": args.created_before,
+        "idempotency_key": args.key,
+        "idempotency_key_prefix": args.key_prefix,
     }
+
+
+def _filtered(args: argparse.Namespace) -> bool:
+    """Whether any filter beyond ``--tenant`` was given."""
+    return any(value is not None for value in _selection(args).values())
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +78,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     listing = sub.add_parser("list", help="list jobs, newest first (follows pages)")
     _filters(listing)
+    listing.add_argument(
+        "--sort",
+        choices=SORTS,
+        help="-createdAt (default: newest first), createdAt, scheduledAt (soonest due "
+        "first) or -scheduledAt",
+    )
     listing.add_argument(
         "--limit", type=common.positive_int, default=100, help="at most this many (100)"
     )
@@ -79,6 +110,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     cancel = sub.add_parser("cancel", help="cancel jobs by id, or every job matching the filters")
     cancel.add_argument("ids", nargs="*", metavar="ID")
     _filters(cancel)
+    _dry_run(cancel)
     common.add_common(cancel)
 
     retry = sub.add_parser(
@@ -88,13 +120,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     retry.add_argument("--payload", type=common.json_arg, help="a replacement payload")
     retry.add_argument("--at", help="when it is due again (RFC3339); default now")
     _filters(retry)
+    _dry_run(retry)
     common.add_common(retry)
+
+
+def _dry_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only count the jobs the command would act on (changes nothing)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     with common.client_of(args) as client:
         if args.action == "list":
-            jobs = client.list(args.tenant, **_selection(args))
+            jobs = client.list(args.tenant, sort=args.sort, **_selection(args))
             page = list(itertools.islice(jobs, args.limit))
             return common.show(args, page, lambda rows: common.table(rows, JOB_COLUMNS))
         if args.action == "get":
@@ -123,18 +164,40 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _act(client: Any, args: argparse.Namespace) -> int:
-    if not args.ids:
-        if args.tenant is None:
-            raise SystemExit(
-                f"jobscheduler jobs {args.action}: give job ids, or --tenant and filters"
-            )
-        bulk = client.bulk_cancel if args.action == "cancel" else client.bulk_retry
-        result = bulk(args.tenant, **_selection(args))
-        return common.show(args, result, common.fields)
-    done = []
-    for job_id in args.ids:
-        if args.action == "cancel":
-            done.append(client.cancel(job_id))
-        else:
-            done.append(client.retry(job_id, payload=args.payload, scheduled_at=args.at))
-    return common.show(args, done, lambda rows: common.table(rows, JOB_COLUMNS))
+    """Ids and filters go as bulk requests (``filter.ids``, at most MAX_BULK_IDS each); one
+    id alone, or ids with ``--payload``, use the job's own route (the job is printed)."""
+    name = f"jobscheduler jobs {args.action}"
+    payload = getattr(args, "payload", None)
+    if not args.ids and args.tenant is None:
+        raise SystemExit(f"{name}: give job ids, or --tenant and filters")
+    if payload is not None and (args.dry_run or not args.ids):
+        print(f"{name}: --payload needs job ids and no --dry-run", file=sys.stderr)
+        raise SystemExit(2)
+    single = len(args.ids) == 1 and not args.dry_run and not _filtered(args)
+    if payload is not None or single:
+        done = []
+        for job_id in args.ids:
+            if args.action == "cancel":
+                done.append(client.cancel(job_id))
+            else:
+                done.append(client.retry(job_id, payload=payload, scheduled_at=args.at))
+        return common.show(args, done, lambda rows: common.table(rows, JOB_COLUMNS))
+    result = _bulk(client, args, list(dict.fromkeys(args.ids)) or [None])
+    return common.show(args, result, common.fields)
+
+
+def _bulk(client: Any, args: argparse.Namespace, ids: Sequence[str | None]) -> dict[str, Any]:
+    """One bulk request per MAX_BULK_IDS ids (one without ids: the filters alone); the
+    answers' counts summed."""
+    extra = {} if args.action == "cancel" else {"scheduled_at": args.at}
+    bulk = client.bulk_cancel if args.action == "cancel" else client.bulk_retry
+    total: dict[str, Any] = {}
+    for start in range(0, len(ids), MAX_BULK_IDS):
+        chunk = [job_id for job_id in ids[start : start + MAX_BULK_IDS] if job_id is not None]
+        answer = bulk(
+            args.tenant, ids=chunk or None, dry_run=args.dry_run, **extra, **_selection(args)
+        )
+        for key, value in answer.items():
+            summed = isinstance(value, int) and not isinstance(value, bool)
+            total[key] = total.get(key, 0) + value if summed else value
+    return total

@@ -3,17 +3,21 @@ outcome, read it back, and get the project's exceptions for error answers."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
 from jobscheduler.client import AsyncClient, Client, job_body
+from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.errors import DuplicateJob, InvalidTransition, JobNotFound, ValidationError
 
 from .conftest import DevServer
@@ -209,3 +213,67 @@ def test_cli_errors_are_one_line_and_a_non_zero_exit(live_dev: DevServer) -> Non
     usage = cli(live_dev, "jobs", "create", "noop", "--tenant", "t", "--payload", "[1]")
     assert usage.returncode == 2
     assert "must be a JSON object" in usage.stderr
+
+
+# ----------------------------------------------------------------- README sections
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def readme_blocks(section: str, language: str) -> list[str]:
+    """The ``language`` code blocks of the README section ``## <section>``, in order."""
+    text = (REPO / "README.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return [str(block) for block in re.findall(rf"```{language}\n(.*?)```", body, re.DOTALL)]
+
+
+def readme_env(server: DevServer) -> dict[str, str]:
+    """The environment of a user who pasted the README's commands against ``server``."""
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
+    return env | {"JOBSCHEDULER_URL": server.url, "JOBSCHEDULER_API_KEY": server.key or ""}
+
+
+def test_python_client_readme_blocks_run_as_pasted(live_dev: DevServer) -> None:
+    blocks = readme_blocks("Python client", "python")
+    assert len(blocks) == 3, "the sync walk-through, the listing options, the async client"
+    outputs = []
+    for block in blocks:
+        done = subprocess.run(
+            [sys.executable, "-c", block],
+            env=readme_env(live_dev),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+        outputs.append(done.stdout.splitlines())
+    listing = outputs[1]
+    assert listing[0] == "3"
+    assert ast.literal_eval(listing[2]) == {
+        "matched": 2,
+        "changed": 0,
+        "cancelRequested": 0,
+        "dryRun": True,
+    }
+    assert listing[3:] == ["2", "1"]
+
+
+def test_cli_readme_commands_run_as_pasted(live_dev: DevServer, tmp_path: Path) -> None:
+    (commands,) = readme_blocks("CLI", "sh")
+    assert "--sort scheduledAt" in commands
+    assert "--dry-run" in commands
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # what `. .venv/bin/activate` finds
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + commands],
+        cwd=tmp_path,
+        env=readme_env(live_dev),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    lines = [line.split() for line in done.stdout.splitlines()]
+    assert ["dryRun", "True"] in lines  # the --dry-run commands printed counts
+    assert done.stdout.splitlines()[-1] == "exit 1"  # the missing job, last

@@ -136,3 +136,88 @@ def test_stats_flattens_nested_counts_into_rows(
         ["byStatus", "pending", "2"],
         ["queueLagSeconds", "1.5"],
     ]
+
+
+def test_jobs_list_sends_the_sort_and_the_key_prefix(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = api(lambda r: httpx.Response(200, json=[job(idempotencyKey="order-1")]))
+    argv = ["jobs", "list", "--tenant", "acme", "--sort", "scheduledAt", "--key-prefix", "order-"]
+    assert cli.main([*argv, "--json"]) == 0
+    params = seen[0].url.params
+    assert (params["sort"], params["idempotencyKeyPrefix"]) == ("scheduledAt", "order-")
+    assert json.loads(capsys.readouterr().out)[0]["idempotencyKey"] == "order-1"
+    api(lambda r: httpx.Response(200, json=[]))
+    assert cli.main(["jobs", "list", "--tenant", "acme", "--key", "order-1"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["jobs", "list", "--tenant", "a", "--sort", "newest"], "invalid choice: 'newest'"),
+        (["jobs", "list", "--tenant", "a", "--key", "k", "--key-prefix", "k"], "not allowed with"),
+        (["jobs", "cancel", "--tenant", "a", "--key-prefix", ""], "must not be empty"),
+        (["jobs", "retry", JOB_ID, "--payload", "{}", "--dry-run"], "--payload needs job ids"),
+        (["jobs", "retry", "--tenant", "a", "--payload", "{}"], "--payload needs job ids"),
+    ],
+)
+def test_a_bad_listing_or_bulk_option_is_a_one_line_usage_error(
+    api: Any, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = api(lambda r: httpx.Response(200, json=[]))
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert seen == []
+
+
+def test_a_dry_run_sends_dry_run_and_prints_the_counts(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer = {"matched": 4, "changed": 0, "cancelRequested": 0, "dryRun": True}
+    seen = api(lambda r: httpx.Response(200, json=answer))
+    assert cli.main(["jobs", "cancel", "--tenant", "acme", "--status", "pending", "--dry-run"]) == 0
+    assert json.loads(seen[0].content) == {
+        "filter": {"tenantId": "acme", "status": ["pending"]},
+        "dryRun": True,
+    }
+    assert capsys.readouterr().out.split() == [
+        *("matched", "4", "changed", "0", "cancelRequested", "0", "dryRun", "True"),
+    ]
+
+
+def test_many_ids_go_as_bulk_requests_of_at_most_1000_and_the_counts_add_up(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        n = len(json.loads(request.content)["filter"]["ids"])
+        return httpx.Response(200, json={"matched": n, "changed": n - 1, "cancelRequested": 0})
+
+    seen = api(answer)
+    ids = [f"{n:024x}" for n in range(2500)]
+    assert cli.main(["jobs", "retry", *ids, ids[0], "--at", "2030-01-01T00:00:00Z", "--json"]) == 0
+    bodies = [json.loads(request.content) for request in seen]
+    assert [len(body["filter"]["ids"]) for body in bodies] == [1000, 1000, 500]
+    assert [i for body in bodies for i in body["filter"]["ids"]] == ids  # the repeat dropped
+    assert {request.url.path for request in seen} == {"/jobs/retry"}
+    assert all(body["scheduledAt"] == "2030-01-01T00:00:00Z" for body in bodies)
+    assert json.loads(capsys.readouterr().out) == {
+        "matched": 2500,
+        "changed": 2497,
+        "cancelRequested": 0,
+    }
+
+
+def test_one_id_alone_still_uses_the_jobs_own_route_and_prints_it(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = api(lambda r: httpx.Response(200, json=job(status="cancelled")))
+    assert cli.main(["jobs", "cancel", JOB_ID]) == 0
+    assert seen[0].url.path == f"/jobs/{JOB_ID}/cancel"
+    assert capsys.readouterr().out.splitlines()[1].split()[3] == "cancelled"
+    seen = api(lambda r: httpx.Response(200, json={"matched": 1, "changed": 0}))
+    assert cli.main(["jobs", "cancel", JOB_ID, "--dry-run"]) == 0
+    assert json.loads(seen[0].content) == {"filter": {"ids": [JOB_ID]}, "dryRun": True}
