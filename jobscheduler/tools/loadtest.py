@@ -33,8 +33,9 @@ import json
 import math
 import secrets
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -67,24 +68,26 @@ def _duration(text: str) -> float:
     return seconds
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than zero, got {text!r}")
-    return value
+_Number = TypeVar("_Number", int, float)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than zero, got {text!r}")
-    return value
+def _positive(convert: Callable[[str], _Number], what: str) -> Callable[[str], _Number]:
+    """An argparse type: ``convert`` the text, which must then be finite and above zero."""
+
+    def parse(text: str) -> _Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than zero, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive_float = _positive(float, "a number")
+_positive_int = _positive(int, "an integer")
 
 
 def _payload(text: str) -> dict[str, Any]:
