@@ -173,6 +173,7 @@ def test_percentile_rejects_empty_input_and_out_of_range_p() -> None:
         percentile([1.0], 101)
 
 
+@pytest.mark.e2e
 async def test_bench_create_phase_prints_the_ratio_to_the_echo_route_and_the_cost_of_auth() -> None:
     """``jobscheduler bench --phases create,burst`` in miniature: one command starts the echo
     route and a ``dev`` with each AUTH, and prints every figure the README reports; the
