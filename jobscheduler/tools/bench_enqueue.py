@@ -89,7 +89,8 @@ async def _send_batches(client: Client, bodies: list[dict[str, Any]], size: int)
             nursery.start_soon(worker)
 
 
-async def _send_singly(client: Client, bodies: list[dict[str, Any]], concurrency: int) -> None:
+async def send_singly(client: Client, bodies: list[dict[str, Any]], concurrency: int) -> None:
+    """``POST /jobs`` each body over ``concurrency`` workers; a refusal (not 201) raises."""
     send, receive = trio.open_memory_channel[dict[str, Any]](len(bodies))
     for body in bodies:
         send.send_nowait(body)
@@ -130,7 +131,7 @@ async def enqueue_drain(
             requests = -(-count // size)
             how = f"{requests} x POST /jobs/batch ({size} each, {BATCH_CONCURRENCY} at once)"
         else:
-            await _send_singly(client, bodies, args.concurrency)
+            await send_singly(client, bodies, args.concurrency)
             how = f"POST /jobs x {count} ({args.concurrency} connections)"
         sent = time.perf_counter() - started
         took = await _drain(completed_total, baseline + count) - started

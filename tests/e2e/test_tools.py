@@ -173,6 +173,7 @@ def test_percentile_rejects_empty_input_and_out_of_range_p() -> None:
         percentile([1.0], 101)
 
 
+@pytest.mark.e2e
 async def test_bench_create_phase_prints_the_ratio_to_the_echo_route_and_the_cost_of_auth() -> None:
     """``jobscheduler bench --phases create,burst`` in miniature: one command starts the echo
     route and a ``dev`` with each AUTH, and prints every figure the README reports; the
@@ -198,3 +199,34 @@ async def test_bench_create_phase_prints_the_ratio_to_the_echo_route_and_the_cos
     assert re.search(r"create rate / echo rate: \d+% .*target >= 80%", out), out
     assert re.search(r"cost of auth .* p50 .* -> .* p99 .* -> ", out), out
     assert re.search(r"burst: 50 jobs accepted", out), out
+
+
+@pytest.mark.e2e
+async def test_bench_steady_timer_and_enqueue_phases_print_their_figures_with_auth() -> None:
+    """``jobscheduler bench --auth required --phases steady,timer,enqueue`` in miniature:
+    the requests carry the admin key the bench put in the fresh store, and each phase
+    prints its figures in the format the README quotes."""
+    result = await run_tool(
+        "bench", "--auth", "required", "--phases", "steady,timer,enqueue",
+        "--rate", "20", "--duration", "1s", "--concurrency", "4",
+        "--enqueue", "100", "--batch-size", "50", "--enqueue-single", "20",
+    )  # fmt: skip
+    out = result.stdout.decode()
+    assert result.returncode == 0, out + result.stderr.decode()
+    pcts = r"p50 \S+, p95 \S+, p99 \S+, max \S+"
+    expected = [
+        r"auth: required",
+        r"steady: 20 jobs at 20/s for 1s, each due 1s after creation \(\d+ sends >50ms behind",
+        rf"  start delay \(claimedAt - scheduledAt\), target p99 <= 50ms: {pcts} \(n=20\)",
+        rf"  POST /jobs latency at 20 req/s, target p99 <= 20ms: {pcts} \(n=20\)",
+        r"timer \(W3\): 200 jobs at 20/s, each due 1s after creation",
+        rf"  start delay \(claimedAt - scheduledAt\), target p99 <= 10ms: {pcts} \(n=200\)",
+        r"enqueue\+drain batch: 100 noop jobs via 2 x POST /jobs/batch \(50 each, 4 at once\)"
+        r": sent in [\d.]+s .* = \d+ jobs/s \(target >= 2500\) \(load average [\d.]+, CPU of "
+        r"the stack \d+ us per job\)",
+        r"enqueue\+drain single: 20 noop jobs via POST /jobs x 20 \(4 connections\)",
+        r"  bulk vs single enqueue\+drain: [\d.]+x",
+        r"RSS of dev after load: [\d.]+ MB",
+    ]
+    for pattern in expected:
+        assert re.search(f"^{pattern}", out, re.M), (pattern, out)

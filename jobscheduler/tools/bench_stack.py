@@ -1,0 +1,318 @@
+"""The bench's stack under test: its ``jobscheduler`` processes, from start to cleanup.
+
+``embedded`` is one ``jobscheduler dev`` on a temporary SQLite file; ``distributed`` is one
+process per role (``run-api``, two ``run-scheduler``, ``run-executor`` for ``noop``,
+``run-reaper``) on the environment's MongoDB, Kafka and etcd, in a database, topic prefix
+and election of the run's own, dropped afterwards. Every process gets free ports, waits for
+its ``/healthz`` before the bench goes on, and is read through its metrics listener. The
+create phase's servers (:mod:`jobscheduler.tools.bench_create`) are started here too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pymongo
+import trio
+
+from ..bus.kafka import delete_prefixed_topics
+from ..config import Settings
+from . import bench_create
+from .bench_http import Connection, Pool
+
+STARTUP_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Process:
+    """One ``jobscheduler`` subprocess of the stack under test, with its metrics port."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        module: str = "jobscheduler",
+        metrics_port: int | None = None,
+    ) -> None:
+        self.name = name
+        self.metrics_port = metrics_port or free_port()
+        self._module = module
+        self._argv = argv
+        self._env = {**env, "METRICS_PORT": str(self.metrics_port)}
+        self._log = log
+        self.proc: trio.Process | None = None
+
+    async def spawn(self) -> None:
+        with self._log.open("wb") as log:
+            self.proc = await trio.lowlevel.open_process(
+                [sys.executable, "-m", self._module, *self._argv],
+                env=self._env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    async def wait_healthy(self, client: httpx.AsyncClient) -> None:
+        url = f"http://127.0.0.1:{self.metrics_port}/healthz"
+        with trio.fail_after(STARTUP_TIMEOUT):
+            while True:
+                if self.proc is not None and self.proc.returncode is not None:
+                    raise RuntimeError(f"{self.name} exited; see {self._log}")
+                try:
+                    if (await client.get(url)).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                await trio.sleep(0.05)
+
+    async def metrics(self) -> str:
+        conn = Connection("127.0.0.1", self.metrics_port)
+        try:
+            _, text = await conn.request("GET", "/metrics")
+        finally:
+            await conn.aclose()
+        return text.decode()
+
+    async def metric(self, name: str, **labels: str) -> float:
+        """The sum of the samples of ``name`` that carry ``labels`` (0 if none)."""
+        wanted = [f'{key}="{value}"' for key, value in labels.items()]
+        total = 0.0
+        for line in (await self.metrics()).splitlines():
+            sample = line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " ")
+            if sample and all(label in line for label in wanted):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    def cpu_seconds(self) -> float:
+        return bench_create.cpu_seconds(self.proc.pid) if self.proc is not None else float("nan")
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.proc.pid) if self.proc is not None else float("nan")
+
+    async def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        self.proc.send_signal(sig)
+        with trio.move_on_after(20):
+            await self.proc.wait()
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+class Stack:
+    """The processes of one bench run, their environment, and the run's data."""
+
+    def __init__(self, *, distributed: bool, auth: str, workdir: Path, settings: Settings) -> None:
+        self.distributed = distributed
+        self.auth = auth
+        self.workdir = workdir
+        self.api = f"http://127.0.0.1:{free_port()}"
+        self.run_id = uuid.uuid4().hex[:8]
+        self.processes: list[Process] = []
+        self.settings = settings
+        self.database = f"bench_{self.run_id}"
+        #: The all-tenant admin key requests carry when ``auth`` is required.
+        self.key: str | None = None
+        self.topic_prefix = f"{settings.kafka_topic_prefix}bench-{self.run_id}."
+
+    def _process(
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        module: str = "jobscheduler",
+        metrics_port: int | None = None,
+        **env: str,
+    ) -> Process:
+        # The caller's settings (SCHEDULER_TICK, ...) apply; the bench owns the rest.
+        process = Process(
+            name,
+            argv,
+            {
+                **os.environ,
+                **self._stack_env(),
+                "LOG_LEVEL": "WARNING",
+                "AUTH": self.auth,
+                **env,
+            },
+            self.workdir / f"{name}.log",
+            module=module,
+            metrics_port=metrics_port,
+        )
+        self.processes.append(process)
+        return process
+
+    def _stack_env(self) -> dict[str, str]:
+        if not self.distributed:
+            return {"SQLITE_PATH": str(self.workdir / "bench.db")}
+        s = self.settings
+        return {
+            "MONGO_URI": s.mongo_uri,
+            "MONGO_DB": self.database,
+            "KAFKA_BROKERS": s.kafka_brokers,
+            "KAFKA_TOPIC_PREFIX": self.topic_prefix,
+            "ETCD_ENDPOINTS": ",".join(s.etcd_endpoints),
+            "ELECTION_NAME": f"jobscheduler-bench/{self.run_id}",
+        }
+
+    @staticmethod
+    async def _spawn_healthy(process: Process) -> None:
+        await process.spawn()
+        async with httpx.AsyncClient() as client:
+            await process.wait_healthy(client)
+
+    @property
+    def _executor(self) -> Process:
+        """The process whose metrics count completed jobs."""
+        return next(p for p in self.processes if p.name in ("dev", "executor-noop"))
+
+    @property
+    def schedulers(self) -> list[Process]:
+        """Every scheduler process started so far (distributed), running or not."""
+        return [p for p in self.processes if p.name.startswith("scheduler")]
+
+    async def _create_key(self, sqlite_path: Path | None = None) -> str:
+        """An all-tenant admin key in the stack's (fresh) store, made before it starts
+        (``sqlite_path``: in that SQLite file instead)."""
+        from ..auth import Role
+        from ..keys import new_key
+        from ..store import JobStore
+
+        record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))
+        store: JobStore
+        if self.distributed and sqlite_path is None:
+            from ..store.mongo import MongoJobStore
+
+            store = MongoJobStore(self.settings.mongo_uri, self.database)
+        else:
+            from ..store.sqlite import SQLiteJobStore
+
+            store = SQLiteJobStore(sqlite_path or self.workdir / "bench.db")
+        await store.start()
+        try:
+            await store.insert_key(record)
+        finally:
+            await store.close()
+        return token
+
+    async def start(self) -> None:
+        """Start the stack's processes and wait until each is healthy (and, distributed,
+        until a scheduler leads)."""
+        if self.auth == "required":
+            self.key = await self._create_key()
+        api_port = self.api.rsplit(":", 1)[1]
+        if self.distributed:
+            self._process("api", ["run-api"], API_PORT=api_port)
+            self._process("scheduler-1", ["run-scheduler"])
+            self._process("scheduler-2", ["run-scheduler"])
+            self._process("executor-noop", ["run-executor"], JOB_TYPE="noop")
+            self._process("reaper", ["run-reaper"])
+        else:
+            self._process("dev", ["dev"], API_PORT=api_port)
+        for process in self.processes:
+            await process.spawn()
+        async with httpx.AsyncClient() as client:
+            for process in self.processes:
+                await process.wait_healthy(client)
+        if self.distributed:
+            with trio.fail_after(STARTUP_TIMEOUT):
+                await self.leader()
+
+    async def add_scheduler(self) -> Process:
+        """One more ``run-scheduler`` (distributed), started and healthy."""
+        standby = self._process(f"scheduler-{len(self.schedulers) + 1}", ["run-scheduler"])
+        await self._spawn_healthy(standby)
+        return standby
+
+    async def start_server(
+        self, name: str, *, echo: bool = False, auth: str = "off"
+    ) -> bench_create.Server:
+        """A fresh server of the create phase: the echo app, or a ``dev`` on its own SQLite
+        file with ``auth`` (and an admin key when required), at the default LOG_LEVEL."""
+        port = free_port()
+        key: str | None = None
+        if echo:
+            process = self._process(
+                name, ["--port", str(port)], module=bench_create.ECHO_MODULE, metrics_port=port
+            )
+        else:
+            db = self.workdir / f"{name}.db"
+            if auth == "required":
+                key = await self._create_key(db)
+            process = self._process(
+                name, ["dev"], SQLITE_PATH=str(db), API_PORT=str(port), AUTH=auth, LOG_LEVEL="INFO"
+            )
+        await self._spawn_healthy(process)
+        assert process.proc is not None
+        return bench_create.Server(
+            url=f"http://127.0.0.1:{port}", pid=process.proc.pid, key=key, stop=process.stop
+        )
+
+    def pool(self, url: str, size: int, key: str | None) -> Pool:
+        return Pool(url, size, key)
+
+    async def stop(self) -> None:
+        """Stop every process; distributed, drop the run's database and topics."""
+        for process in self.processes:
+            await process.stop()
+        if self.distributed:
+            await trio.to_thread.run_sync(self._drop_run_data)
+
+    def _drop_run_data(self) -> None:
+        """Drop this run's database and Kafka topics."""
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            self.settings.mongo_uri, serverSelectionTimeoutMS=5000
+        )
+        try:
+            client.drop_database(self.database)
+        finally:
+            client.close()
+        delete_prefixed_topics(self.settings.kafka_brokers, self.topic_prefix)
+
+    async def leader(self, among: list[Process] | None = None) -> Process:
+        """The scheduler reporting ``scheduler_is_leader 1``, polled every 10 ms until one
+        does (callers bound the wait)."""
+        candidates = among if among is not None else self.schedulers
+        while True:
+            for scheduler in candidates:
+                if scheduler.running and await scheduler.metric("scheduler_is_leader") == 1:
+                    return scheduler
+            await trio.sleep(0.01)
+
+    async def completed_total(self) -> float:
+        """Jobs completed so far, from the executor's metrics listener: cheap to poll, unlike
+        listing thousands of jobs through the API, which would steal the loop being measured."""
+        return await self._executor.metric("executor_jobs_processed_total", result="completed")
+
+    def cpu_seconds(self) -> float:
+        """CPU time so far of the stack's running processes, together."""
+        return sum(p.cpu_seconds() for p in self.processes if p.running)
