@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,15 +20,9 @@ import trio
 from jobscheduler.auth import Role
 from jobscheduler.keys import new_key
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.ports import free_port
 
 STARTUP_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class DevServer:

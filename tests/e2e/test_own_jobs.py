@@ -26,8 +26,9 @@ import pytest
 import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
+from tests.support.ports import free_port
 
-from .conftest import DevServer, free_port, wait_for_job
+from .conftest import DevServer, wait_for_job
 
 pytestmark = pytest.mark.e2e
 

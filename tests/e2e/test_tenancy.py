@@ -14,7 +14,9 @@ import httpx
 import pytest
 import trio
 
-from .conftest import DevServer, free_port
+from tests.support.ports import free_port
+
+from .conftest import DevServer
 
 pytestmark = pytest.mark.e2e
 

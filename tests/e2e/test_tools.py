@@ -17,8 +17,9 @@ from jobscheduler.model import Job
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.tools.seed import TENANTS, kind_counts
 from jobscheduler.tools.stats import percentile, percentiles
+from tests.support.ports import free_port
 
-from .conftest import DevServer, free_port
+from .conftest import DevServer
 
 Factory = Callable[..., Awaitable[DevServer]]
 TOOL_TIMEOUT = 90.0

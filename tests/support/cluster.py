@@ -26,7 +26,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -50,6 +49,7 @@ from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.keys import new_key
 from jobscheduler.store.mongo_tenancy import KEYS_COLLECTION, key_to_document
+from tests.support.ports import free_port
 
 DEFAULT_MONGO_URI = "mongodb://127.0.0.1:27017"
 DEFAULT_KAFKA_BROKERS = "127.0.0.1:9092"
@@ -93,13 +93,6 @@ class Servers:
         return cls(
             mongo_uri=mongo_uri(), kafka_brokers=kafka_brokers(), etcd_endpoint=etcd_endpoint()
         )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def parse_time(text: str) -> datetime:
