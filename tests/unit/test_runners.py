@@ -114,6 +114,19 @@ def alive(pid: int) -> bool:
     return True
 
 
+def context_of(job: Job) -> JobContext:
+    """The context a handler receives for ``job``'s first attempt."""
+    return JobContext(
+        job_id=job.id,
+        tenant_id=job.tenant_id,
+        job_type=job.job_type,
+        payload=job.payload,
+        attempt=1,
+        max_attempts=3,
+        logger=handler_logger(job),
+    )
+
+
 def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
     registry = default_registry()
     registry.register(name, func, **options)
@@ -233,15 +246,7 @@ async def test_process_handler_runs_in_another_process_with_a_picklable_context(
     registry = registry_of("report", report_process, timeout="60s")
     clock = make_clock()
     job = make_job(job_type="report", payload={"n": 1})
-    ctx = JobContext(
-        job_id=job.id,
-        tenant_id=job.tenant_id,
-        job_type=job.job_type,
-        payload=job.payload,
-        attempt=1,
-        max_attempts=3,
-        logger=handler_logger(job),
-    )
+    ctx = context_of(job)
     with trio.fail_after(REAL_BOUND):
         result = await HandlerRunner(now=clock.now).run(registry.get("report"), ctx)
     assert result["pid"] != os.getpid()
@@ -253,16 +258,7 @@ async def test_process_handler_runs_in_another_process_with_a_picklable_context(
 
 async def test_the_executors_worker_processes_log_like_it_and_leave_sigterm_to_it() -> None:
     registry = registry_of("report", worker_signals_and_logging)
-    job = make_job(job_type="report")
-    ctx = JobContext(
-        job_id=job.id,
-        tenant_id=job.tenant_id,
-        job_type=job.job_type,
-        payload={},
-        attempt=1,
-        max_attempts=3,
-        logger=handler_logger(job),
-    )
+    ctx = context_of(make_job(job_type="report"))
     clock = make_clock()
     with trio.fail_after(REAL_BOUND):
         async with open_runner(
@@ -280,16 +276,7 @@ async def test_a_def_handler_waiting_for_a_worker_process_is_not_yet_timing_out(
     results: dict[str, Any] = {}
 
     def ctx_for(job_type: str, seconds: float) -> JobContext:
-        job = make_job(job_type=job_type, payload={"seconds": seconds})
-        return JobContext(
-            job_id=job.id,
-            tenant_id=job.tenant_id,
-            job_type=job_type,
-            payload=job.payload,
-            attempt=1,
-            max_attempts=3,
-            logger=handler_logger(job),
-        )
+        return context_of(make_job(job_type=job_type, payload={"seconds": seconds}))
 
     async def run(name: str, handler: Any, ctx: JobContext) -> None:
         results[name] = await runner.run(handler, ctx)
@@ -314,16 +301,7 @@ async def test_a_def_handler_waiting_for_its_worker_process_to_start_is_not_yet_
 ):
     registry = registry_of("brief", sleep_briefly, timeout="1s")
     clock = make_clock()
-    job = make_job(job_type="brief", payload={"seconds": 0.0})
-    ctx = JobContext(
-        job_id=job.id,
-        tenant_id=job.tenant_id,
-        job_type="brief",
-        payload=job.payload,
-        attempt=1,
-        max_attempts=3,
-        logger=handler_logger(job),
-    )
+    ctx = context_of(make_job(job_type="brief", payload={"seconds": 0.0}))
     with trio.fail_after(REAL_BOUND):
         async with trio_parallel.open_worker_context(init=slow_worker_start) as workers:
             runner = HandlerRunner(now=clock.now, workers=workers, process_slots=1)
