@@ -254,7 +254,7 @@ def install_tenancy(
         return response
 
     if register_routes:
-        from .api_tenancy import register_tenancy_routes
+        from .api.tenancy import register_tenancy_routes
 
         register_tenancy_routes(app, deps, json_response)
     return tenancy

@@ -17,7 +17,7 @@ import trio.testing
 from quart import g
 
 from jobscheduler import states
-from jobscheduler.api_manage import BULK_PAGE_TIMEOUT
+from jobscheduler.api.manage import BULK_PAGE_TIMEOUT
 from jobscheduler.auth import Principal, Role
 from jobscheduler.clock import ManualClock
 from jobscheduler.model import Job, Status, new_job_id

@@ -10,8 +10,8 @@ import fastjsonschema
 import pytest
 from quart import Response
 
-from jobscheduler import api_schemas
 from jobscheduler.api import create_app
+from jobscheduler.api import schemas as api_schemas
 from jobscheduler.clock import ManualClock
 from jobscheduler.contract import (
     Operation,

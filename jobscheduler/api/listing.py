@@ -16,15 +16,15 @@ from urllib.parse import urlencode
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from .actions import Caller, direct
-from .auth import Role, current_principal, requires
-from .bounded import BoundedCalls
-from .errors import ValidationError
-from .listing import encode_cursor, parse_list_request
-from .model import MAX_STRING_LENGTH, format_time, job_to_json
-from .runtime import Deps
-from .store.query import Cursor, JobStats
-from .tenancy import tenant_args
+from ..actions import Caller, direct
+from ..auth import Role, current_principal, requires
+from ..bounded import BoundedCalls
+from ..errors import ValidationError
+from ..listing import encode_cursor, parse_list_request
+from ..model import MAX_STRING_LENGTH, format_time, job_to_json
+from ..runtime import Deps
+from ..store.query import Cursor, JobStats
+from ..tenancy import tenant_args
 
 STATS_PARAMETERS = ("tenantId",)
 

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from .actions import Caller, direct
-from .api_schemas import TEXT, TIME
-from .auth import Role, current_principal, requires
-from .bounded import BoundedCalls
-from .contract import Operation, Param, Reply, Schema, table_of
-from .errors import ValidationError
-from .model import MAX_STRING_LENGTH
-from .overview import overview_to_json
-from .runtime import Deps
+from ..actions import Caller, direct
+from ..auth import Role, current_principal, requires
+from ..bounded import BoundedCalls
+from ..contract import Operation, Param, Reply, Schema, table_of
+from ..errors import ValidationError
+from ..model import MAX_STRING_LENGTH
+from ..overview import overview_to_json
+from ..runtime import Deps
+from .schemas import TEXT, TIME
 
 PARAMETERS = ("tenantId",)
 

@@ -1,7 +1,7 @@
 """Declarations of the job-management, listing, stats, batch and attempt routes (issue 11
-§1-2 and the batch/attempt routes), in the same terms as :mod:`.api_schemas`.
+§1-2 and the batch/attempt routes), in the same terms as :mod:`.schemas`.
 
-These routes validate their input in their own modules (``api_manage``, ``api_listing``,
+These routes validate their input in their own modules (``api.manage``, ``api.listing``,
 ``bulk``) with messages that list the accepted fields; the declarations here document that
 input and every answer, and the schemathesis fuzz test holds the two together (no 5xx, every
 answer as declared). :func:`describe_registered` declares the ones whose route exists on the
@@ -10,12 +10,12 @@ app and has no declaration of its own yet.
 
 from __future__ import annotations
 
-from .api_schemas import JOB, JOB_ID, JOB_ID_PARAM, SCHEDULE_FIELDS, STATUS, TEXT, TIME
-from .api_schemas_admin import OPERATIONS as ADMIN_OPERATIONS
-from .contract import Operation, Param, Reply, RouteTable, Schema
-from .listing import SORTS
-from .model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH
-from .store.query import MAX_QUERY_IDS
+from ..contract import Operation, Param, Reply, RouteTable, Schema
+from ..listing import SORTS
+from ..model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH
+from ..store.query import MAX_QUERY_IDS
+from .schemas import JOB, JOB_ID, JOB_ID_PARAM, SCHEDULE_FIELDS, STATUS, TEXT, TIME
+from .schemas_admin import OPERATIONS as ADMIN_OPERATIONS
 
 CONFLICT: Schema = {
     "type": "object",
@@ -377,7 +377,7 @@ OPERATIONS = (
 
 
 def describe_registered(table: RouteTable) -> None:
-    """Declare each operation of this module and of :mod:`.api_schemas_admin` whose route
+    """Declare each operation of this module and of :mod:`.schemas_admin` whose route
     is on the app and has no declaration yet."""
     missing = set(table.undeclared())
     known = (*OPERATIONS, *ADMIN_OPERATIONS)

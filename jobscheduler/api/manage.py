@@ -28,12 +28,12 @@ import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from . import actions, cron
-from .auth import Role, current_principal, requires
-from .bounded import BoundedCalls
-from .errors import DuplicateJob, InvalidTransition, ValidationError
-from .listing import parse_filter
-from .model import (
+from .. import actions, cron
+from ..auth import Role, current_principal, requires
+from ..bounded import BoundedCalls
+from ..errors import DuplicateJob, InvalidTransition, ValidationError
+from ..listing import parse_filter
+from ..model import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PRIORITY,
     Job,
@@ -44,9 +44,9 @@ from .model import (
     loads_json_body,
     parse_time,
 )
-from .model import _check_payload_strings as check_payload
-from .runtime import Deps
-from .store.query import JobQuery
+from ..model import _check_payload_strings as check_payload
+from ..runtime import Deps
+from ..store.query import JobQuery
 
 JsonResponse = Callable[..., Response]
 

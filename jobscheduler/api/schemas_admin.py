@@ -1,13 +1,13 @@
 """Declarations of the tenancy routes (API keys, audit trail) and of a template's ledger
-(``GET /jobs/{id}/occurrences``), in the same terms as :mod:`.api_schemas`. Like
-:mod:`.api_schemas_manage`, they document routes that validate their input in their own
-modules; :func:`jobscheduler.api_schemas_manage.describe_registered` declares the ones on the
+(``GET /jobs/{id}/occurrences``), in the same terms as :mod:`.schemas`. Like
+:mod:`.schemas_manage`, they document routes that validate their input in their own
+modules; :func:`jobscheduler.api.schemas_manage.describe_registered` declares the ones on the
 app."""
 
 from __future__ import annotations
 
-from .api_schemas import JOB_ID, JOB_ID_PARAM, TEXT, TIME
-from .contract import Operation, Param, Reply, Schema
+from ..contract import Operation, Param, Reply, Schema
+from .schemas import JOB_ID, JOB_ID_PARAM, TEXT, TIME
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 

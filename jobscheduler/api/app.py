@@ -18,19 +18,12 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from . import api_schemas as ops
-from .api_cron import register_cron_routes
-from .api_listing import register_listing_routes
-from .api_manage import register_manage_routes
-from .api_occurrences import register_occurrence_routes
-from .api_overview import register_overview_route
-from .api_schemas_manage import describe_registered
-from .attempts import attempt_to_json
-from .auth import Role, current_principal, public, requires
-from .bounded import BoundedCalls
-from .bulk import create_batch, parse_batch_request
-from .contract import RouteTable, UnsupportedMediaType, openapi_document
-from .errors import (
+from ..attempts import attempt_to_json
+from ..auth import Role, current_principal, public, requires
+from ..bounded import BoundedCalls
+from ..bulk import create_batch, parse_batch_request
+from ..contract import RouteTable, UnsupportedMediaType, openapi_document
+from ..errors import (
     DuplicateJob,
     Forbidden,
     InvalidTransition,
@@ -40,17 +33,17 @@ from .errors import (
     Unauthorized,
     ValidationError,
 )
-from .model import (
+from ..model import (
     Job,
     is_job_id,
     job_to_json,
     loads_json_body,
     parse_create_request,
 )
-from .observability import serve_asgi
-from .runtime import Deps
-from .store.base import InsertOutcome
-from .tenancy import (
+from ..observability import serve_asgi
+from ..runtime import Deps
+from ..store.base import InsertOutcome
+from ..tenancy import (
     admit_batch,
     admit_creates,
     claim_tenant,
@@ -60,7 +53,14 @@ from .tenancy import (
     install_tenancy,
     mark_audited,
 )
-from .ui import register_ui_routes
+from ..ui import register_ui_routes
+from . import schemas as ops
+from .cron import register_cron_routes
+from .listing import register_listing_routes
+from .manage import register_manage_routes
+from .occurrences import register_occurrence_routes
+from .overview import register_overview_route
+from .schemas_manage import describe_registered
 
 log = logging.getLogger(__name__)
 

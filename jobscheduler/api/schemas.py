@@ -1,6 +1,6 @@
 """The JSON Schemas of the HTTP contract and the declaration of every operation.
 
-Request-body schemas here are the ones the routes validate with (see :mod:`.contract`);
+Request-body schemas here are the ones the routes validate with (see :mod:`jobscheduler.contract`);
 limits and enums come from model.py and the cron package, so a new status or a changed
 limit shows up in validation and in ``/openapi.json`` at once. Response schemas describe
 what :func:`jobscheduler.model.job_to_json` and the routes write; they stay open to new
@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 import attrs
 
-from . import cron
-from .contract import Operation, Param, Reply, Schema
-from .model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
+from .. import cron
+from ..contract import Operation, Param, Reply, Schema
+from ..model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
 
 TIME: Schema = {"type": "string", "format": "date-time"}
 JOB_ID: Schema = {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}

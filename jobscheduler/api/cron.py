@@ -20,13 +20,12 @@ from typing import Any
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from . import api_schemas as ops
-from . import cron
-from .auth import Role, current_principal, requires
-from .bounded import BoundedCalls
-from .contract import table_of
-from .errors import ValidationError
-from .model import (
+from .. import cron
+from ..auth import Role, current_principal, requires
+from ..bounded import BoundedCalls
+from ..contract import table_of
+from ..errors import ValidationError
+from ..model import (
     Job,
     Status,
     cron_policy_of,
@@ -34,7 +33,8 @@ from .model import (
     is_job_id,
     parse_time,
 )
-from .runtime import Deps
+from ..runtime import Deps
+from . import schemas as ops
 
 log = logging.getLogger(__name__)
 
