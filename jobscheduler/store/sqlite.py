@@ -1,42 +1,21 @@
 """The embedded JobStore: one SQLite file in WAL mode, stdlib ``sqlite3`` in trio threads.
 
-Writes go through a group commit: concurrent callers queue their operations, the first to
-take the write lock runs every queued operation in one transaction on the single writer
-connection (each inside its own SAVEPOINT, so one failed insert fails only itself), and the
-others find their result ready. This keeps per-job transitions individually atomic while
-paying one thread hop and one commit per batch, which is what lets one process move
-thousands of jobs a second. Reads use a small pool of separate connections (WAL lets them
-run beside the writer).
-
-``":memory:"`` is one private in-memory database: everything, reads included, runs on the
-single writer connection, one call at a time (separate connections would each open their
-own empty database).
-
-Every ``sqlite3`` error (a full disk, a read-only file, a lock held too long) becomes a
-:class:`~jobscheduler.errors.StoreError` at this edge, so callers answer 503 or retry
-instead of crashing; a string no SQLite text can hold (a lone surrogate) is a
-:class:`~jobscheduler.errors.ValidationError`.
-
-This module holds the plumbing and the jobs' lifecycle (insert, claim, transitions); the row
+This module holds the schema's set-up and the jobs' lifecycle (insert, claim, transitions).
+The connections and the group commit are :mod:`~jobscheduler.store.sqlite_conn`; the row
 codec is :mod:`~jobscheduler.store.sqlite_rows`, histories and management are
-:mod:`~jobscheduler.store.sqlite_manage`, keys and audit :mod:`~jobscheduler.store.sqlite_tenancy`.
+:mod:`~jobscheduler.store.sqlite_manage`, keys and audit :mod:`~jobscheduler.store.sqlite_tenancy`,
+presence and the Overview :mod:`~jobscheduler.store.sqlite_workers`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, Generic, TypeVar
-
-import trio
+from typing import Any
 
 from ..audit import AuditRecord
-from ..errors import JobNotFound, StoreError, ValidationError
+from ..errors import JobNotFound, StoreError
 from ..model import Job, Status
 from ..states import Change, claim_fields
 from . import sqlite_ledger
@@ -46,6 +25,7 @@ from .sqlite_attempts import (
     INSERT_ATTEMPT,
     attempt_params,
 )
+from .sqlite_conn import SQLiteConnection
 from .sqlite_manage import SQLiteManageMixin
 from .sqlite_query import MANAGE_INDEXES
 from .sqlite_rows import (
@@ -69,10 +49,6 @@ from .sqlite_tenancy import (
 )
 from .sqlite_workers import WORKERS_SCHEMA, SQLiteWorkersMixin
 
-T = TypeVar("T")
-
-MEMORY = ":memory:"
-
 #: The partial index of each reaper sweep (statuses as inlined, time column). SQLite plans
 #: without statistics and would rather take ``jobs_status_created`` (``status=?``), which
 #: walks every job of the status; the sweeps name their index.
@@ -82,207 +58,26 @@ _STALE_INDEXES = {
 }
 
 
-class _Slot(Generic[T]):
-    """One queued write: the operation and, once run, its result or error."""
-
-    __slots__ = ("done", "error", "op", "result")
-
-    def __init__(self, op: Callable[[sqlite3.Connection], T]) -> None:
-        self.op = op
-        self.done = False
-        self.result: T | None = None
-        self.error: BaseException | None = None
-
-
-def _edge_error(exc: Exception) -> Exception:
-    """A failed operation's error as callers may see it: project errors pass, a driver
-    error becomes StoreError, an unencodable string a ValidationError."""
-    if isinstance(exc, sqlite3.Error):
-        mapped: Exception = StoreError(f"SQLite write failed: {exc}")
-    elif isinstance(exc, UnicodeEncodeError):
-        mapped = ValidationError(f"a string is not valid Unicode: {exc.reason}")
-    else:
-        return exc
-    mapped.__cause__ = exc
-    return mapped
-
-
-class SQLiteJobStore(SQLiteWorkersMixin, SQLiteManageMixin, SQLiteTenancyMixin, JobStore):
+class SQLiteJobStore(
+    SQLiteWorkersMixin, SQLiteManageMixin, SQLiteTenancyMixin, SQLiteConnection, JobStore
+):
     """JobStore on one SQLite file (created with its directory if missing)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, readers: int = 4) -> None:
-        self._path = str(path)
-        self._memory = self._path == MEMORY
-        self._readers = readers
-        self._writer: sqlite3.Connection | None = None
-        self._read_pool: list[sqlite3.Connection] = []
-        self._all_readers: list[sqlite3.Connection] = []
-        self._pool_lock = threading.Lock()
-        self._write_lock = trio.Lock()
-        self._write_limiter = trio.CapacityLimiter(1)
-        self._read_limiter = trio.CapacityLimiter(readers)
-        self._pending: list[_Slot[Any]] = []
+    # ------------------------------------------------------------------ schema
 
-    # ------------------------------------------------------------------ lifecycle
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self._path, isolation_level=None, check_same_thread=False, timeout=10.0
-        )
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=10000")
-        return conn
-
-    async def start(self) -> None:
-        if self._writer is not None:
-            return
-
-        def open_writer() -> sqlite3.Connection:
-            if not self._memory:
-                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            conn = self._connect()
-            conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
-            _migrate(conn)
-            if migrate_tenant_keys(conn):
-                conn.executescript(_SCHEMA)  # the rebuilt table's indexes
-            migrate_run_index(conn)
-            conn.executescript(TENANCY_SCHEMA)
-            sqlite_ledger.migrate(conn)
-            conn.executescript(MANAGE_INDEXES)
-            conn.executescript(WORKERS_SCHEMA)
-            return conn
-
-        try:
-            self._writer = await trio.to_thread.run_sync(open_writer)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite store at {self._path}: {exc}") from exc
-
-    async def close(self) -> None:
-        writer, self._writer = self._writer, None
-        with self._pool_lock:
-            readers, self._all_readers, self._read_pool = self._all_readers, [], []
-        for conn in [*readers, *([writer] if writer else [])]:
-            conn.close()
-        await trio.lowlevel.checkpoint()
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _run_batch(self, batch: list[_Slot[Any]]) -> None:
-        """Run every slot's operation in one transaction; every slot ends ``done``.
-
-        A failing operation fails alone (its SAVEPOINT is rolled back). If the transaction
-        itself fails (BEGIN, a savepoint, COMMIT), nothing of the batch was written and
-        every slot gets the error.
-        """
-        conn = self._writer
-        try:
-            if conn is None:
-                raise StoreError("store is closed")
-            conn.execute("BEGIN IMMEDIATE")
-            # An operation alone in its transaction (a create arriving alone) needs no
-            # savepoint: if it fails, the whole transaction is rolled back.
-            lone = len(batch) == 1
-            for slot in batch:
-                if not lone:
-                    conn.execute("SAVEPOINT op")
-                try:
-                    slot.result = slot.op(conn)
-                except Exception as exc:
-                    if not conn.in_transaction:
-                        # SQLite rolled the whole transaction back itself (SQLITE_FULL, an
-                        # I/O error): every write of the batch is lost, so all fail with it.
-                        raise
-                    slot.error = _edge_error(exc)
-                    if lone:
-                        conn.execute("ROLLBACK")
-                        return
-                    conn.execute("ROLLBACK TO op")
-                if not lone:
-                    conn.execute("RELEASE op")
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn is not None and conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            error = (
-                exc if isinstance(exc, StoreError) else StoreError(f"SQLite write failed: {exc}")
-            )
-            if error is not exc:
-                error.__cause__ = exc
-            for slot in batch:
-                slot.error, slot.result = error, None
-            if not isinstance(exc, Exception):
-                raise
-        finally:
-            for slot in batch:
-                slot.done = True
-
-    async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        slot: _Slot[T] = _Slot(op)
-        self._pending.append(slot)
-        try:
-            # Taking trio's lock yields once, so the writes of the tasks made runnable
-            # together with this one (an executor's outcomes and its next pick) are queued
-            # by then and share this transaction.
-            async with self._write_lock:
-                if not slot.done:
-                    batch, self._pending = self._pending, []
-                    # The batch carries other callers' writes: it must run even if this
-                    # caller is cancelled (the thread call is short and never abandoned).
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(
-                            self._run_batch, batch, limiter=self._write_limiter
-                        )
-        except BaseException:
-            # Cancelled while waiting for the lock: withdraw the operation unless a batch
-            # already took it (then its outcome is unknown to this caller, like a lost reply).
-            if slot in self._pending:
-                self._pending.remove(slot)
-            raise
-        if slot.error is not None:
-            raise slot.error
-        return slot.result  # type: ignore[return-value]
-
-    def _read_sync(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        with self._pool_lock:
-            conn = self._read_pool.pop() if self._read_pool else None
-        if conn is None:
-            conn = self._connect()
-            with self._pool_lock:
-                self._all_readers.append(conn)
-        try:
-            return op(conn)
-        finally:
-            with self._pool_lock:
-                if conn in self._all_readers:
-                    self._read_pool.append(conn)
-
-    async def _read(
-        self, op: Callable[[sqlite3.Connection], T], *, abandon_on_cancel: bool = False
-    ) -> T:
-        writer = self._writer
-        if writer is None:
-            raise StoreError("store is not started")
-        try:
-            if self._memory:
-                # One in-memory database, one connection: reads wait for the writer's batch.
-                async with self._write_lock:
-                    return await trio.to_thread.run_sync(op, writer, limiter=self._write_limiter)
-            return await trio.to_thread.run_sync(
-                self._read_sync,
-                op,
-                limiter=self._read_limiter,
-                abandon_on_cancel=abandon_on_cancel,
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite read failed: {exc}") from exc
+    @staticmethod
+    def _prepare(conn: sqlite3.Connection) -> None:
+        conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
+        _migrate(conn)
+        if migrate_tenant_keys(conn):
+            conn.executescript(_SCHEMA)  # the rebuilt table's indexes
+        migrate_run_index(conn)
+        conn.executescript(TENANCY_SCHEMA)
+        sqlite_ledger.migrate(conn)
+        conn.executescript(MANAGE_INDEXES)
+        conn.executescript(WORKERS_SCHEMA)
 
     # ------------------------------------------------------------------ JobStore
-
-    async def ping(self) -> None:
-        """``SELECT 1`` on a reader connection; its thread is abandoned if cancelled."""
-        await self._read(lambda conn: conn.execute("SELECT 1").fetchone(), abandon_on_cancel=True)
 
     async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         columns = list(_COLUMNS.values())

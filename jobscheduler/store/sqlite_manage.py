@@ -1,16 +1,17 @@
 """The SQLite store's histories and management: the cron ledger, attempt records,
 buffered templates, filtered listing, bulk changes, statistics and counts.
 
-A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore` (it uses that store's
-``_read``/``_write`` plumbing and its ``apply_many_lean``).
+A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore`, on the ``_read``/``_write``
+of :class:`~jobscheduler.store.sqlite_conn.SQLiteConnection` and the store's
+``apply_many_lean``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..attempts import Attempt
 from ..cron import Occurrence, OccurrenceStatus
@@ -19,20 +20,15 @@ from ..states import Change
 from . import sqlite_ledger
 from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
 from .sqlite_attempts import ATTEMPT_COLUMNS, attempt_from_row, millis
+from .sqlite_conn import SQLiteConnection
 from .sqlite_query import find_sql, stats_sql
 from .sqlite_rows import _EPOCH, _SELECT, _from_row, _millis
 
-T = TypeVar("T")
 
-
-class SQLiteManageMixin:
+class SQLiteManageMixin(SQLiteConnection):
     """Everything of the store beside the jobs' own lifecycle, on the same SQLite file."""
 
     if TYPE_CHECKING:  # provided by SQLiteJobStore
-
-        async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
-
-        async def _read(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
 
         async def apply_many_lean(
             self, changes: Sequence[Change], read_back: Sequence[bool]

@@ -1,23 +1,23 @@
 """The SQLite tables of tenancy: API keys and the audit trail, plus the per-tenant count.
 
-A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore` (it uses that store's
-``_read``/``_write`` plumbing); the tables are created with the jobs schema at ``start``.
+A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore`, on the ``_read``/``_write``
+of :class:`~jobscheduler.store.sqlite_conn.SQLiteConnection`; the tables are created with
+the jobs schema at ``start``.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from ..audit import AuditQuery, AuditRecord
 from ..auth import Role
 from ..errors import StoreError
 from ..keys import ApiKey
-
-T = TypeVar("T")
+from .sqlite_conn import SQLiteConnection
 
 TENANCY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -142,14 +142,8 @@ def audit_params(record: AuditRecord) -> tuple[Any, ...]:
     )
 
 
-class SQLiteTenancyMixin:
+class SQLiteTenancyMixin(SQLiteConnection):
     """Keys, audit records and the unfinished count on the store's SQLite file."""
-
-    if TYPE_CHECKING:  # provided by SQLiteJobStore
-
-        async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
-
-        async def _read(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
 
     async def count_unfinished(self, tenant_id: str) -> int:
         marks = ", ".join("?" * len(_UNFINISHED))

@@ -1,7 +1,8 @@
 """The SQLite store's presence records (``workers`` table) and the Overview's reads.
 
-A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore` (it uses that store's
-``_read``/``_write`` plumbing); the table is created with the jobs schema at ``start``.
+A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore`, on the ``_read``/``_write``
+of :class:`~jobscheduler.store.sqlite_conn.SQLiteConnection`; the table is created with the
+jobs schema at ``start``.
 Every Overview read is answered from an index: counts by status from ``jobs_tenant_status``
 / ``jobs_status_created`` (covering: SQLite counts index entries, it reads no row), the oldest
 due job from ``jobs_due``, the finished jobs of the last hour from ``jobs_finished``.
@@ -11,16 +12,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from ..model import Status
 from ..overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
 from ..workers import WorkerBeat
+from .sqlite_conn import SQLiteConnection
 from .sqlite_query import oldest_due_sql
-
-T = TypeVar("T")
 
 WORKERS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS workers (
@@ -100,14 +100,8 @@ def overview_sql(
     return [counts, oldest, *finished]
 
 
-class SQLiteWorkersMixin:
+class SQLiteWorkersMixin(SQLiteConnection):
     """Presence records and the Overview's figures on the store's SQLite file."""
-
-    if TYPE_CHECKING:  # provided by SQLiteJobStore
-
-        async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
-
-        async def _read(self, op: Callable[[sqlite3.Connection], T]) -> T: ...
 
     async def beat_worker(self, beat: WorkerBeat) -> None:
         params = (
