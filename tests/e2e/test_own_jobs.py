@@ -27,6 +27,7 @@ import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from tests.support.ports import free_port
+from tests.support.processes import ends_within, pid_from
 
 from .conftest import DevServer, wait_for_job
 
@@ -84,38 +85,6 @@ def sleepy_app(tmp_path: Path) -> dict[str, str]:
     app_dir.mkdir()
     (app_dir / "sleepy.py").write_text(textwrap.dedent(SLEEPY_APP))
     return {"JOBSCHEDULER_APP": "sleepy", "PYTHONPATH": str(app_dir)}
-
-
-def alive(pid: int) -> bool:
-    """The process runs (a zombie, killed and not yet reaped by its parent, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
-async def ends_within(pid: int, seconds: float) -> bool:
-    """Whether the process stops running within ``seconds`` (a kill takes effect soon, not
-    at once, on a loaded machine)."""
-    with trio.move_on_after(seconds):
-        while alive(pid):
-            await trio.sleep(0.05)
-        return True
-    return False
-
-
-async def pid_from(path: Path, timeout: float = 30.0) -> int:
-    """The pid a handler wrote (polled: the handler runs in another process)."""
-    file = trio.Path(path)
-    with trio.fail_after(timeout):
-        while not await file.exists() or not await file.read_text():
-            await trio.sleep(0.05)
-    return int(await file.read_text())
 
 
 async def stop_timed(server: DevServer, sig: int, timeout: float) -> tuple[int, float]:

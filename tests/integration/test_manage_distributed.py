@@ -5,7 +5,6 @@ triggered, re-scheduled and retired; and a bulk retry of 1,000 dead jobs."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 import time
 from datetime import UTC, datetime
@@ -17,6 +16,7 @@ import trio
 from bson import ObjectId
 
 from tests.integration.conftest import Cluster, RoleProcess
+from tests.support.processes import ends_within
 
 pytestmark = pytest.mark.integration
 
@@ -71,14 +71,6 @@ async def post(
     return response.json()
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 async def test_cancel_retry_and_template_control_on_the_distributed_roles(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -105,9 +97,7 @@ async def test_cancel_retry_and_template_control_on_the_distributed_roles(
     for job in (slow, nap):
         done = await cluster.wait_job(api, job["id"], finished, 60.0)
         assert done["status"] == "cancelled", done
-    with trio.fail_after(30):
-        while alive(pid):  # another process: poll
-            await trio.sleep(0.05)
+    assert await ends_within(pid, 30)
 
     # Retry of a dead job with a new payload.
     flaky = await cluster.create_job(api, jobType="flaky", payload={"failRate": 1}, maxAttempts=1)

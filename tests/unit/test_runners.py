@@ -25,16 +25,16 @@ import trio_parallel
 
 from jobscheduler import PermanentError, states
 from jobscheduler.attempts import Outcome
-from jobscheduler.bus import WakeUp
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.executor import Executor, handler_logger, run_executor
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
 from jobscheduler.model import Job, Status
-from jobscheduler.runtime import Deps
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.processes import alive, pid_from
 
 from .conftest import DepsFactory, make_clock, make_job, make_settings, sample
+from .roles_support import queue, wake_up
 
 #: Bound on anything a test waits for in real time (worker processes start slowly on a
 #: busy machine); never an assertion about speed.
@@ -86,32 +86,6 @@ def permanent_in_process(ctx: JobContext) -> None:
 
 
 # ------------------------------------------------------------- helpers
-
-
-def wake_up(job: Job) -> WakeUp:
-    return WakeUp(job_id=job.id, job_type=job.job_type, priority=job.priority)
-
-
-async def queue(deps: Deps, store: SQLiteJobStore, job: Job) -> None:
-    await store.insert(job)
-    assert [j.id for j in await store.claim_due(deps.clock.now(), 10)] == [job.id]
-
-
-async def pid_from(path: Path) -> int:
-    """The pid a worker process wrote (polled: nothing in that process can wake us)."""
-    file = trio.Path(path)
-    with trio.fail_after(REAL_BOUND):
-        while not await file.exists() or not await file.read_text():  # noqa: ASYNC110
-            await trio.sleep(0.05)
-    return int(await file.read_text())
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def context_of(job: Job) -> JobContext:
@@ -379,7 +353,7 @@ async def test_process_handler_whose_claim_is_lost_is_killed_and_its_outcome_dis
         async with trio.open_nursery() as nursery:
             await nursery.start(executor.heartbeat_loop)
             nursery.start_soon(run)
-            pid = await pid_from(pid_file)
+            pid = await pid_from(pid_file, REAL_BOUND)
             # The reaper takes the job back, as if the heartbeats had stopped arriving.
             recovered: Job | None = None
             while recovered is None:  # conditional on the heartbeat it saw
@@ -411,7 +385,7 @@ async def test_draining_executor_kills_a_process_handler_at_the_grace_and_hands_
         async with trio.open_nursery() as nursery:
             await nursery.start(run_executor, deps, ["sleepy"], drain)
             await bus.publish([wake_up(job)])
-            pid = await pid_from(pid_file)
+            pid = await pid_from(pid_file, REAL_BOUND)
             drain.set()  # run_executor returns once the handler is stopped
 
     released = await store.get(job.id)
