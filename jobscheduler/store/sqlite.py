@@ -49,12 +49,12 @@ from .sqlite_tenancy import (
 )
 from .sqlite_workers import WORKERS_SCHEMA, SQLiteWorkersMixin
 
-#: The partial index of each reaper sweep (statuses as inlined, time column). SQLite plans
+#: The partial index of each reaper sweep (its statuses, its time field). SQLite plans
 #: without statistics and would rather take ``jobs_status_created`` (``status=?``), which
 #: walks every job of the status; the sweeps name their index.
 _STALE_INDEXES = {
-    ("'queued'", "queued_at"): "jobs_queued",
-    ("'claimed', 'running'", "heartbeat_at"): "jobs_in_flight",
+    (frozenset({Status.QUEUED}), "queued_at"): "jobs_queued",
+    (frozenset({Status.CLAIMED, Status.RUNNING}), "heartbeat_at"): "jobs_in_flight",
 }
 
 
@@ -350,7 +350,7 @@ class SQLiteJobStore(
         # Statuses are inlined (enum values, never user input) so that the condition is the
         # literal text of a partial index's WHERE, which SQLite needs to use that index.
         status_list = ", ".join(f"'{Status(s).value}'" for s in sorted(set(statuses)))
-        index = _STALE_INDEXES.get((status_list, column))
+        index = _STALE_INDEXES.get((frozenset(Status(s) for s in statuses), field))
         hint = f"INDEXED BY {index} " if index else ""
         sql = (
             f"SELECT {_SELECT} FROM jobs {hint}WHERE status IN ({status_list}) "
