@@ -19,8 +19,10 @@ import httpx
 import pytest
 import trio
 
+from tests.support.processes import ends_within
+
 from .conftest import DevServer, wait_for_job
-from .test_own_jobs import alive, sleepy_app, start_nap
+from .test_own_jobs import sleepy_app, start_nap
 
 pytestmark = pytest.mark.e2e
 
@@ -113,9 +115,7 @@ async def test_cancel_of_a_running_def_handler_kills_its_worker_process(
     await act(client, server, f"/jobs/{job_id}/cancel", status=202)
     done = await wait_for_job(client, server, job_id, lambda j: j["status"] != "running")
     assert done["status"] == "cancelled"
-    with trio.fail_after(20):
-        while alive(pid):  # another process: nothing can wake us, so poll
-            await trio.sleep(0.05)
+    assert await ends_within(pid, 20)
 
 
 # ----------------------------------------------------------------------------- retry

@@ -25,10 +25,10 @@ from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, sample
-from .roles_support import Barrier, SplitBrainStore
+from .roles_support import Barrier, SplitBrainStore, wake_up
 from .test_cron_ledger import finish, ledger, summary, tick_at
 from .test_cron_scheduler import EVERY_5, keys, runs_of, template
-from .test_runners import registry_of, wake_up
+from .test_runners import registry_of
 
 CANCEL = Overlap.CANCEL_PREVIOUS
 

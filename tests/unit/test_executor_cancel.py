@@ -18,9 +18,11 @@ from jobscheduler.handlers import JobContext
 from jobscheduler.model import Job, Status
 from jobscheduler.runtime import Deps
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.processes import alive, pid_from
 
 from .conftest import DepsFactory, make_job, make_settings, sample
-from .test_runners import REAL_BOUND, alive, pid_from, queue, registry_of, sleep_in_process, wake_up
+from .roles_support import queue, wake_up
+from .test_runners import REAL_BOUND, registry_of, sleep_in_process
 
 
 async def request_cancel_when_running(deps: Deps, store: SQLiteJobStore, job: Job) -> Job:
@@ -135,7 +137,7 @@ async def test_process_handler_is_killed_and_the_job_ends_cancelled(
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(run)
-            pid = await pid_from(pid_file)  # the handler really runs in its process
+            pid = await pid_from(pid_file, REAL_BOUND)  # the handler really runs in its process
             await request_cancel_when_running(deps, store, job)
     assert results == ["cancelled"]
     assert not alive(pid)
