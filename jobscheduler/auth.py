@@ -214,23 +214,48 @@ class Authenticator:
         Raises Unauthorized (one message for every cause) unless there is exactly one
         header, of the form ``Bearer <key>``, naming a known key that is not revoked.
         """
-        if len(headers) != 1:
-            raise Unauthorized(UNAUTHORIZED_MESSAGE)
-        scheme, _, token = headers[0].strip().partition(" ")
-        if scheme.lower() != "bearer":
-            raise Unauthorized(UNAUTHORIZED_MESSAGE)
-        from .keys import parse_token  # keys imports this module (Role)
+        key_id, secret = _credentials(headers)
+        return _principal_of(await self._lookup(key_id), secret)
 
-        parsed = parse_token(token.strip())
-        if parsed is None:
-            raise Unauthorized(UNAUTHORIZED_MESSAGE)
-        key_id, secret = parsed
-        key = await self._lookup(key_id)
-        # Hash and compare even for an unknown id, so both cost the same.
-        matches = (key or _no_key()).matches(secret)
-        if key is None or not matches or key.revoked:
-            raise Unauthorized(UNAUTHORIZED_MESSAGE)
-        return Principal(key_id=key.id, tenant=key.tenant, role=key.role)
+    def cached(self, headers: list[str]) -> Principal | None:
+        """The principal :meth:`authenticate` would give, when the key is in the cache and
+        valid; None otherwise (not cached, or refused), without touching the store."""
+        if self._cache is None:
+            return None
+        try:
+            key_id, secret = _credentials(headers)
+        except Unauthorized:
+            return None
+        key = self._cache.get(key_id)
+        if key is None:
+            return None
+        try:
+            return _principal_of(key, secret)
+        except Unauthorized:
+            return None
+
+
+def _credentials(headers: list[str]) -> tuple[str, str]:
+    """``(key id, secret)`` of exactly one well-formed ``Bearer`` header (else Unauthorized)."""
+    if len(headers) != 1:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    scheme, _, token = headers[0].strip().partition(" ")
+    if scheme.lower() != "bearer":
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    from .keys import parse_token  # keys imports this module (Role)
+
+    parsed = parse_token(token.strip())
+    if parsed is None:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    return parsed
+
+
+def _principal_of(key: ApiKey | None, secret: str) -> Principal:
+    # Hash and compare even for an unknown id, so both cost the same.
+    matches = (key or _no_key()).matches(secret)
+    if key is None or not matches or key.revoked:
+        raise Unauthorized(UNAUTHORIZED_MESSAGE)
+    return Principal(key_id=key.id, tenant=key.tenant, role=key.role)
 
 
 _MISSING = object()

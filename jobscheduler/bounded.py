@@ -18,14 +18,18 @@ The bound is per request, not per call: the first call a request makes starts it
 (``timeout`` seconds) and every later call of the same request gets what is left of it. A
 request that authenticates, checks a quota, inserts and audits therefore still answers within
 ``timeout`` (plus its own work), where per-call bounds would add up past a client's timeout.
-Outside a request (no request context), or with ``per_request=False``, each call gets the
-whole ``timeout``.
+A request served outside Quart (the create's fast path, :mod:`jobscheduler.api.create`)
+holds its budget in :meth:`BoundedCalls.request_budget` instead. Outside a request (no
+request context, no budget), or with ``per_request=False``, each call gets the whole
+``timeout``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Generic, ParamSpec, TypeVar
 
 import trio
@@ -37,6 +41,9 @@ log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+#: The store deadline of a request served outside Quart (see request_budget).
+_BUDGET: ContextVar[float | None] = ContextVar("store_budget", default=None)
 
 #: Default cap of store calls still running after their request gave up on them.
 MAX_DETACHED = 256
@@ -75,9 +82,24 @@ class BoundedCalls:
         """How many calls are still running after their caller stopped waiting."""
         return self._detached
 
+    @contextmanager
+    def request_budget(self) -> Iterator[None]:
+        """Give the calls made inside the block (by this task) one budget of ``timeout``
+        seconds between them, as a Quart request's calls share theirs."""
+        token = _BUDGET.set(trio.current_time() + self.timeout)
+        try:
+            yield
+        finally:
+            _BUDGET.reset(token)
+
     def _deadline(self) -> float:
         """When the current request's store budget runs out (see the module doc)."""
-        if not self.per_request or not has_request_context():
+        if not self.per_request:
+            return trio.current_time() + self.timeout
+        budget = _BUDGET.get()
+        if budget is not None:
+            return budget
+        if not has_request_context():
             return trio.current_time() + self.timeout
         deadline: float | None = g.get("store_deadline")
         if deadline is None:

@@ -233,6 +233,7 @@ class RouteTable:
     def __init__(self, app: QuartTrio) -> None:
         self.app = app
         self.operations: dict[tuple[str, str], Operation] = {}
+        self._validators: dict[str, Callable[[Any], None]] = {}
         #: Endpoints (or blueprint names, as ``"name."``) that serve pages, not the JSON API.
         self._pages: set[str] = set()
         app.extensions["route_table"] = self
@@ -254,6 +255,8 @@ class RouteTable:
     def route(self, op: Operation) -> Callable[[View], View]:
         """Register ``view`` for ``op``; a body operation's view receives ``body=``."""
         validate = compile_body_validator(op.body) if op.body is not None else None
+        if validate is not None:
+            self._validators[op.id] = validate
 
         def decorate(view: View) -> View:
             handler = view
@@ -270,6 +273,10 @@ class RouteTable:
             return view
 
         return decorate
+
+    def validator(self, op: Operation) -> Callable[[Any], None]:
+        """The compiled body validator of a routed operation (KeyError for one without)."""
+        return self._validators[op.id]
 
     def describe(self, *ops: Operation) -> None:
         """Declare routes another module registered itself (documentation only: prefer

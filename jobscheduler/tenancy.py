@@ -17,6 +17,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import attrs
@@ -78,6 +79,12 @@ class Tenancy:
             return await fn(*args, **kwargs)
         return await self.calls.call(fn, *args, **kwargs)
 
+    async def admit_creates(self, principal: Principal, tenant: str, count: int) -> None:
+        """Charge ``count`` creates for ``tenant`` to ``principal``'s quotas (429 when
+        refused)."""
+        who = principal.key_id or f"tenant:{tenant}"
+        await self.quotas.admit_creates(who=who, tenant=tenant, count=count)
+
     async def verify_key(self, key: str) -> Principal:
         """The principal of a key typed into the dashboard's sign-in form (Unauthorized for
         an unknown, revoked or malformed key), checked like an ``Authorization`` header."""
@@ -89,12 +96,13 @@ def current_tenancy() -> Tenancy:
     return tenancy
 
 
-def claim_tenant(body: Any) -> None:
+def claim_tenant(body: Any, principal: Principal | None = None) -> None:
     """Fill a create body's ``tenantId`` from the key, or check the one it names (403 for
-    another tenant than the key's). Bodies that are not objects are left to validation."""
+    another tenant than the key's). Bodies that are not objects are left to validation.
+    ``principal`` defaults to the caller of the request being served."""
     if not isinstance(body, dict):
         return
-    principal = current_principal()
+    principal = principal or current_principal()
     requested = body.get("tenantId")
     if requested is None and principal.tenant is not None:
         body["tenantId"] = principal.tenant
@@ -117,9 +125,7 @@ def tenant_args(args: Mapping[str, str]) -> dict[str, str]:
 
 async def admit_creates(tenant: str, count: int) -> None:
     """Charge ``count`` creates for ``tenant`` to the caller's quotas (429 when refused)."""
-    principal = current_principal()
-    who = principal.key_id or f"tenant:{tenant}"
-    await current_tenancy().quotas.admit_creates(who=who, tenant=tenant, count=count)
+    await current_tenancy().admit_creates(current_principal(), tenant, count)
 
 
 async def admit_batch(items: Sequence[Any]) -> Counter[str]:
@@ -292,22 +298,20 @@ def _action() -> str:
     return f"{request.method} {rule.rule if rule is not None else 'unmatched'}"
 
 
-def create_record(job: Job) -> AuditRecord:
-    """The audit record of the create being served, for when it succeeds (``201``).
+def create_record(principal: Principal, job: Job, *, now: datetime, action: str) -> AuditRecord:
+    """The audit record of a create of ``job`` by ``principal``, for when it succeeds (201).
 
-    The create route hands it to ``JobStore.insert``, which writes it with the job in one
-    round trip (in the job's transaction on SQLite) rather than in a second write after
-    the reply is built; :func:`mark_audited` then tells the audit hook it is written.
+    The create hands it to ``JobStore.insert``, which writes it with the job in one round
+    trip (in the job's transaction on SQLite) rather than in a second write after the reply
+    is built; :func:`mark_audited` then tells the audit hook it is written.
     """
-    principal = current_principal()
     return new_record(
-        now=current_tenancy().deps.clock.now(),
+        now=now,
         key_id=principal.key_id,
         tenant=principal.tenant if principal.tenant is not None else job.tenant_id,
-        action=_action(),
+        action=action,
         status=201,
         job_id=job.id,
-        detail=g.get("audit_detail"),
     )
 
 

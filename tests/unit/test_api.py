@@ -12,13 +12,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
 import trio
 
 from jobscheduler.api import MAX_BODY_BYTES, create_app
+from jobscheduler.api.create import FastCreate
 from jobscheduler.audit import AuditRecord
 from jobscheduler.auth import Role
 from jobscheduler.clock import ManualClock
@@ -29,6 +30,7 @@ from jobscheduler.runtime import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
 from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.tenancy import EXTENSION
 
 from .conftest import BASE, DepsFactory, ProxyStore, make_job, sample
 
@@ -99,13 +101,21 @@ class Api:
 
 
 @asynccontextmanager
-async def serve(deps: Deps) -> AsyncIterator[Api]:
-    """The app on ``deps`` with AUTH=required, called with an admin key of every tenant."""
+async def serve(deps: Deps, way: str = "fast") -> AsyncIterator[Api]:
+    """The app on ``deps`` with AUTH=required, called with an admin key of every tenant.
+
+    ``way`` is how ``POST /jobs`` is served: ``fast``, the key already cached so a create
+    that succeeds takes the fast path (api/create.py) and any other goes on to Quart, or
+    ``quart``, the app without its fast path (every create through Quart's route)."""
     deps = attrs.evolve(deps, settings=attrs.evolve(deps.settings, auth="required"))
     app = create_app(deps)
+    if way == "quart":
+        app.asgi_app = cast(FastCreate, app.asgi_app).app  # type: ignore[method-assign]
     async with app.test_app() as test_app:
         key, token = new_key(tenant=None, role=Role.ADMIN, name="test", now=BASE)
         await deps.store.insert_key(key)
+        if way == "fast":
+            await app.extensions[EXTENSION].authenticator.authenticate([f"Bearer {token}"])
         yield Api(deps=deps, client=test_app.test_client(), token=token)
 
 
@@ -113,9 +123,9 @@ def api_deps(make_deps: DepsFactory, store: JobStore | None = None) -> Deps:
     return make_deps(store=store, clock=ManualClock(BASE))
 
 
-@pytest.fixture
-async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
-    async with serve(api_deps(make_deps)) as served:
+@pytest.fixture(params=["fast", "quart"])
+async def api(make_deps: DepsFactory, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    async with serve(api_deps(make_deps), request.param) as served:
         yield served
 
 

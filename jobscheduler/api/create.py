@@ -1,0 +1,219 @@
+"""``POST /jobs``: the create of one job, and the fast path that serves it without Quart.
+
+:class:`Creator` is the create itself, shared by both ways in: :meth:`~Creator.prepare` (the
+tenant claim and model.py's checks: 403, 400; no I/O) and :meth:`~Creator.store` (the quota,
+then the insert with its audit record in one store call: 429, 409, 503).
+
+:class:`FastCreate` is ASGI middleware in front of the Quart app (installed as its
+``asgi_app``, so the test client goes through it too). The create is the API's hottest
+route, and Quart's per-request machinery — request and app contexts, the hook chains, the
+response object — cost more than the create's own work (see the README's Performance
+section). The fast path serves a create that succeeds: it reads the body, authenticates from
+the key cache, validates with the route's own compiled schema, runs the :class:`Creator`,
+counts the request in the same metrics and answers 201.
+
+Everything else goes to the Quart app, which answers as it always has — one implementation
+of every error, its audit record, its log line and its metrics:
+
+- before any I/O (another content type, a body over the limit, a key that is not cached or
+  not valid, a role or tenant refused, a body the schema or model.py
+  refuses): the request is handed over as it came, its body replayed, and Quart redoes the
+  checks (they are pure) and answers the error;
+- when the quota or the store refuses (429, 409, 503, or an unexpected error): the request is
+  handed over with that error in its scope under :data:`FAILED`, and the Quart view raises
+  it at the point where it would have happened, without a second store call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import attrs
+
+from ..auth import OPERATOR, Authenticator, Principal, Role
+from ..bounded import BoundedCalls
+from ..errors import DuplicateJob, JobSchedulerError
+from ..model import Job, job_to_json, loads_json_body, parse_create_request
+from ..runtime import Deps
+from ..tenancy import Tenancy, claim_tenant, create_record
+from .metrics import RequestMetrics
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: The create's route and its audit action.
+METHOD, ROUTE = "POST", "/jobs"
+ACTION = f"{METHOD} {ROUTE}"
+#: Scope key of the error the fast path met in the quota or the store (see the module doc).
+FAILED = "jobscheduler.create_failed"
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+@attrs.frozen(kw_only=True)
+class Creator:
+    """The create of one job, for a caller already authenticated."""
+
+    deps: Deps
+    tenancy: Tenancy
+    calls: BoundedCalls
+    job_types: Any
+    max_attempts_defaults: Any
+
+    def prepare(self, principal: Principal, body: Any) -> Job:
+        """The job a validated create body asks for (403 for another tenant, 400 for what
+        model.py refuses). No I/O."""
+        claim_tenant(body, principal)
+        return parse_create_request(
+            body,
+            now=self.deps.clock.now(),
+            job_types=self.job_types,
+            max_attempts_defaults=self.max_attempts_defaults,
+        )
+
+    async def store(self, principal: Principal, job: Job) -> Job:
+        """Admit ``job`` to the caller's quotas and insert it with its audit record (429,
+        409 with the holder of the key, 503)."""
+        await self.tenancy.admit_creates(principal, job.tenant_id, 1)
+        record = create_record(principal, job, now=self.deps.clock.now(), action=ACTION)
+        try:
+            stored = await self.calls.call(self.deps.store.insert, job, audit=record)
+        except DuplicateJob:
+            self.tenancy.quotas.forget_creates(tenant=job.tenant_id, count=1)
+            raise
+        if self.deps.waker is not None:
+            self.deps.waker.notify(stored.scheduled_at)
+        # One line per create only at DEBUG (LOG_LEVEL=DEBUG): at INFO it cost more than
+        # the insert. Every create is still counted in api_requests_total and audited.
+        log.debug(
+            "job created",
+            extra={
+                "job_id": stored.id,
+                "tenant": stored.tenant_id,
+                "job_type": stored.job_type,
+                "cron": stored.cron,
+                "scheduled_at": stored.scheduled_at.isoformat(),
+            },
+        )
+        return stored
+
+
+def duplicate_message(job: Job) -> str:
+    return f"idempotencyKey {job.idempotency_key!r} is already used by another job"
+
+
+class FastCreate:
+    """ASGI middleware serving ``POST /jobs`` creates that succeed (see the module doc)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        creator: Creator,
+        validate: Callable[[Any], None],
+        authenticator: Authenticator | None,
+        metrics: RequestMetrics,
+        max_body: int,
+    ) -> None:
+        self.app = app
+        self.creator = creator
+        self.validate = validate
+        #: None: authentication is off (every caller is the operator).
+        self.authenticator = authenticator
+        self.metrics = metrics
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != ROUTE or scope["method"] != METHOD:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        principal = self._caller(scope)
+        if principal is None:
+            await self.app(scope, receive, send)
+            return
+        data, complete = await _read_body(receive, self.max_body)
+        replay = _replaying(data, complete, receive)
+        if not complete:
+            await self.app(scope, replay, send)  # too large (413), or the client went away
+            return
+        try:
+            body = loads_json_body(data)
+            self.validate(body)
+            job = self.creator.prepare(principal, body)
+        except JobSchedulerError:
+            await self.app(scope, replay, send)  # Quart answers the 400/403 itself
+            return
+        try:
+            with self.creator.calls.request_budget():
+                stored = await self.creator.store(principal, job)
+        except Exception as exc:
+            await self.app({**scope, FAILED: exc}, replay, send)
+            return
+        reply = json.dumps(job_to_json(stored), separators=(",", ":"), ensure_ascii=False)
+        content = reply.encode()
+        self.metrics.observe(METHOD, ROUTE, 201, time.perf_counter() - started)
+        headers = [*_JSON_HEADERS, (b"content-length", str(len(content)).encode())]
+        await send({"type": "http.response.start", "status": 201, "headers": headers})
+        await send({"type": "http.response.body", "body": content, "more_body": False})
+
+    def _caller(self, scope: Scope) -> Principal | None:
+        """The caller, if the fast path may serve this request: a JSON body (by its content
+        type), from a cached key (or any caller with authentication off) that may create
+        jobs. None hands the request to Quart."""
+        mimetype = ""
+        authorization: list[str] = []
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                mimetype = value.partition(b";")[0].strip().lower().decode("latin-1")
+            elif name == b"authorization":
+                authorization.append(value.decode("latin-1"))
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            return None
+        if self.authenticator is None:
+            return OPERATOR
+        principal = self.authenticator.cached(authorization) if authorization else None
+        if principal is None or principal.role.rank < Role.WRITER.rank:
+            return None
+        return principal
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    """The request body and whether it is all there: reading stops past ``limit`` bytes, or
+    when the client goes away."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+        if size > limit:
+            return b"".join(chunks), False
+
+
+def _replaying(data: bytes, complete: bool, receive: Receive) -> Receive:
+    """A ``receive`` that gives what was read of the body (``data``; all of it when
+    ``complete``) as one message, then the messages still to come."""
+    pending = True
+
+    async def replay() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": data, "more_body": not complete}
+        return await receive()
+
+    return replay
