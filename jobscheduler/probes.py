@@ -69,7 +69,7 @@ class _KafkaProbe(_Probe):
 class _EtcdProbe(_Probe):
     def __init__(self, endpoints: tuple[str, ...], timeout: float) -> None:
         super().__init__(timeout)
-        from .election.etcd import channel_target
+        from .election.etcd_grpc import channel_target
 
         self._target = channel_target(endpoints)
 

@@ -1,12 +1,8 @@
 """The production elector: etcd v3's own Election service, spoken over gRPC.
 
 Stubs come from ``jobscheduler._etcdpb`` (generated from ``protos/etcd/``). grpc's Python
-API is blocking, so every call leaves trio through ``trio.to_thread.run_sync`` with this
-elector's own :class:`trio.CapacityLimiter`; a long read (the keep-alive stream) therefore
-never takes a token from the default thread pool that the stores and the bus share.
-Unary calls are started as grpc futures in such a thread and awaited without holding one:
-the future's done-callback wakes a :class:`trio.Event`, and trio cancellation cancels the
-RPC itself (never an abandoned blocking call that could go on to win an election).
+API is blocking: every call goes through :mod:`.etcd_grpc` with this elector's own
+:class:`trio.CapacityLimiter` (threads, cancellation, and grpc errors as ElectionError).
 
 Contract implemented (see :class:`EtcdElector`):
 
@@ -33,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import logging
 import queue
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +42,14 @@ from .._scopes import shielded
 from ..clock import Clock, SystemClock
 from ..errors import ConfigError, ElectionError
 from .base import Elector, Term
+from .etcd_grpc import (
+    channel_target,
+    deadline_exceeded,
+    grpc_code,
+    next_response,
+    start_call,
+    unary,
+)
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +308,7 @@ class EtcdElector(Elector):
                         what="Campaign",
                     )
                 except ElectionError as exc:
-                    if _deadline_exceeded(exc):
+                    if deadline_exceeded(exc):
                         # etcd dropped the waiting key; the same lease re-joins (and finds
                         # its key if the win raced the deadline).
                         log.debug("campaign re-issued", extra=self._log_fields)
@@ -342,12 +345,9 @@ class EtcdElector(Elector):
                 requests.put(rpc_pb2.LeaseKeepAliveRequest(ID=lease_id))
                 response: Any = None
                 with trio.move_on_after(self._keepalive_interval) as silence:
-                    try:
-                        response = await trio.to_thread.run_sync(
-                            _next_or_none, responses, abandon_on_cancel=True, limiter=self._limiter
-                        )
-                    except grpc.RpcError as exc:
-                        raise _election_error("LeaseKeepAlive", exc) from exc
+                    response = await next_response(
+                        responses, "LeaseKeepAlive", limiter=self._limiter
+                    )
                 if silence.cancelled_caught:
                     raise ElectionError(
                         f"no keep-alive answer for lease {lease_id:x} "
@@ -399,109 +399,11 @@ class EtcdElector(Elector):
         self._leases.discard(lease_id)
 
     async def _start_call(self, start: Callable[[], Any], what: str) -> Any:
-        """Start a grpc call (future or stream) in a thread. Shielded: it returns at once,
-        and a call started but never handed back could not be cancelled."""
+        """:func:`.etcd_grpc.start_call` on this elector's thread tokens, once started."""
         self._require_started()
-        with trio.CancelScope(shield=True):
-            try:
-                return await trio.to_thread.run_sync(start, limiter=self._limiter)
-            except grpc.RpcError as exc:
-                raise _election_error(what, exc) from exc
-            except ValueError as exc:  # "Cannot invoke RPC on closed channel!"
-                raise ElectionError(f"etcd {what}: {exc}") from exc
+        return await start_call(start, what, limiter=self._limiter)
 
     async def _unary(self, method: Any, request: object, *, deadline: float, what: str) -> Any:
-        """Run one unary call with a deadline, holding no thread while it is in flight.
-        Cancellation cancels the RPC."""
-        future = await self._start_call(
-            functools.partial(method.future, request, timeout=deadline), what
-        )
-        token = trio.lowlevel.current_trio_token()
-        done = trio.Event()
-
-        def wake(_: object) -> None:  # runs in a grpc thread (or here, if already done)
-            with contextlib.suppress(trio.RunFinishedError):
-                token.run_sync_soon(done.set)
-
-        future.add_done_callback(wake)
-        try:
-            await done.wait()
-        finally:
-            future.cancel()  # no-op once done
-        try:
-            return future.result()
-        except grpc.RpcError as exc:
-            raise _election_error(what, exc) from exc
-        except grpc.FutureCancelledError as exc:
-            raise ElectionError(f"etcd {what} cancelled") from exc
-
-
-def channel_target(endpoints: Sequence[str] | str) -> str:
-    """The grpc target for ``endpoints`` (``host:port``, optional ``http://``; a single
-    comma-separated string is accepted too). Raises ConfigError."""
-    if isinstance(endpoints, str):
-        endpoints = endpoints.split(",")
-    hosts: list[str] = []
-    for raw in endpoints:
-        endpoint = raw.strip().rstrip("/")
-        if endpoint.startswith("https://"):
-            raise ConfigError(f"TLS etcd endpoints are not supported: {raw!r}")
-        endpoint = endpoint.removeprefix("http://")
-        if endpoint:
-            hosts.append(endpoint)
-    if not hosts:
-        raise ConfigError("no etcd endpoint given")
-    if len(hosts) == 1:
-        return hosts[0]
-    families = {_ip_family(host) for host in hosts}
-    if families == {4}:
-        return "ipv4:" + ",".join(hosts)
-    if families == {6}:
-        return "ipv6:" + ",".join(hosts)
-    log.warning("several etcd host names given; using the first", extra={"endpoints": hosts})
-    return hosts[0]
-
-
-def grpc_code(exc: BaseException) -> grpc.StatusCode | None:
-    """The gRPC status code behind an ElectionError raised by this module, if any."""
-    cause = exc.__cause__
-    if isinstance(cause, grpc.Call):
-        code: grpc.StatusCode = cause.code()
-        return code
-    return None
-
-
-def _deadline_exceeded(exc: BaseException) -> bool:
-    """The call ran out of time: the client's deadline (DEADLINE_EXCEEDED), or etcd's own
-    context, which carries that deadline and may expire first (UNKNOWN, "context deadline
-    exceeded")."""
-    code = grpc_code(exc)
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return True
-    cause = exc.__cause__
-    return (
-        code is grpc.StatusCode.UNKNOWN
-        and isinstance(cause, grpc.Call)
-        and "context deadline exceeded" in (cause.details() or "")
-    )
-
-
-def _ip_family(host_port: str) -> int | None:
-    host = host_port.rsplit(":", 1)[0].strip("[]")
-    try:
-        return ipaddress.ip_address(host).version
-    except ValueError:
-        return None
-
-
-def _next_or_none(responses: Iterator[Any]) -> Any:
-    try:
-        return next(responses)
-    except StopIteration:
-        return None
-
-
-def _election_error(what: str, exc: grpc.RpcError) -> ElectionError:
-    if isinstance(exc, grpc.Call):
-        return ElectionError(f"etcd {what} failed: {exc.code().name}: {exc.details()}")
-    return ElectionError(f"etcd {what} failed: {exc}")
+        """:func:`.etcd_grpc.unary` on this elector's thread tokens, once started."""
+        self._require_started()
+        return await unary(method, request, deadline=deadline, what=what, limiter=self._limiter)

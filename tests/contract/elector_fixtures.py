@@ -27,7 +27,8 @@ import trio
 
 from jobscheduler._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
 from jobscheduler.election import Elector, Term
-from jobscheduler.election.etcd import EtcdElector, channel_target
+from jobscheduler.election.etcd import EtcdElector
+from jobscheduler.election.etcd_grpc import channel_target
 from jobscheduler.election.local import LocalElector
 
 ADMIN_TIMEOUT = 3.0

@@ -17,201 +17,35 @@ capabilities of the harness instead of skipping:
   local bus is unbounded (``None``).
 
 The Kafka parametrisation needs the broker at ``KAFKA_BROKERS`` (``scripts/deps.sh up``);
-it fails, never skips, when the broker is unreachable.
+it fails, never skips, when the broker is unreachable. The harnesses are in bus_fixtures.py,
+the Kafka-only tests in test_bus_kafka.py.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
-import json
-import os
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
 
 from jobscheduler.bus import Bus, DeadLetter, Delivery, Subscription, WakeUp
-from jobscheduler.bus.base import dispatch_topic, dlq_topic
-from jobscheduler.bus.kafka import KafkaBus, delete_prefixed_topics
-from jobscheduler.bus.local import LocalBus
 from jobscheduler.errors import BusError
 
-KAFKA_BROKERS = os.environ.get("KAFKA_BROKERS", "127.0.0.1:9092")
-#: Upper bound on waiting for any one expected delivery (a Kafka group join included).
-RECEIVE_TIMEOUT = 30.0
-
-
-def new_type() -> str:
-    """A job type no other test (or earlier run) uses: its own topic and group."""
-    return f"contract-{uuid.uuid4().hex[:12]}"
-
-
-def new_id() -> str:
-    return uuid.uuid4().hex
-
-
-# -- adapters under test -------------------------------------------------------------------
-
-
-class BusHarness(abc.ABC):
-    """How the suite builds and inspects one adapter; test bodies never branch on its name."""
-
-    #: Un-acked messages reach the next subscription of the group (see the module docstring).
-    redelivers_unacked: bool
-    #: Un-acked deliveries one subscription holds before it stops receiving, or None.
-    max_in_flight: int | None
-
-    @abc.abstractmethod
-    async def open_bus(self) -> Bus:
-        """A started bus."""
-
-    @abc.abstractmethod
-    async def open_bus_that_cannot_deliver(self) -> Bus:
-        """A started bus whose publish must fail with BusError within the test's bound."""
-
-    @abc.abstractmethod
-    async def read_dead_letter(self, bus: Bus, job_id: str) -> dict[str, Any]:
-        """The JSON body of the dead letter for ``job_id``, as an outside reader sees it."""
-
-    @abc.abstractmethod
-    async def inject_malformed(self, job_type: str, key: str) -> None:
-        """Put a message that is not a wake-up on the type's stream, if the adapter can."""
-
-    @abc.abstractmethod
-    async def settle(self, *subscriptions: Subscription) -> None:
-        """Wait until the subscriptions of one group have divided the stream among them."""
-
-
-class LocalHarness(BusHarness):
-    redelivers_unacked = False
-    max_in_flight = None
-
-    async def open_bus(self) -> Bus:
-        bus = LocalBus()
-        await bus.start()
-        return bus
-
-    async def open_bus_that_cannot_deliver(self) -> Bus:
-        # An in-process channel cannot be unreachable; a closed bus is its one failure mode.
-        bus = await self.open_bus()
-        await bus.close()
-        return bus
-
-    async def read_dead_letter(self, bus: Bus, job_id: str) -> dict[str, Any]:
-        assert isinstance(bus, LocalBus)
-        await trio.lowlevel.checkpoint()
-        found = [letter for letter in bus.dead_letters if letter.job_id == job_id]
-        assert found, f"no dead letter for {job_id}"
-        body: dict[str, Any] = json.loads(found[-1].encode())
-        return body
-
-    async def inject_malformed(self, job_type: str, key: str) -> None:
-        # Local messages are WakeUp objects: there are no bytes that could be malformed.
-        await trio.lowlevel.checkpoint()
-
-    async def settle(self, *subscriptions: Subscription) -> None:
-        await trio.lowlevel.checkpoint()
-
-
-class KafkaHarness(BusHarness):
-    redelivers_unacked = True
-    max_in_flight = 8
-    partitions = 2
-
-    def __init__(self, brokers: str, topic_prefix: str) -> None:
-        self.brokers = brokers
-        self.topic_prefix = topic_prefix
-
-    async def check_reachable(self) -> None:
-        def probe() -> None:
-            AdminClient({"bootstrap.servers": self.brokers}).list_topics(timeout=5)
-
-        try:
-            await trio.to_thread.run_sync(probe)
-        except KafkaException as exc:
-            pytest.fail(
-                f"Kafka broker at {self.brokers} is unreachable ({exc}); "
-                "start it with `scripts/deps.sh up` or set KAFKA_BROKERS"
-            )
-
-    async def open_bus(self) -> Bus:
-        bus = KafkaBus(
-            self.brokers,
-            partitions=self.partitions,
-            client_id="contract-tests",
-            poll_timeout=0.1,
-            max_in_flight_per_subscription=self.max_in_flight,
-            topic_prefix=self.topic_prefix,
-        )
-        await bus.start()
-        return bus
-
-    async def open_bus_that_cannot_deliver(self) -> Bus:
-        bus = KafkaBus("127.0.0.1:1", message_timeout=3.0)
-        await bus.start()
-        return bus
-
-    async def read_dead_letter(self, bus: Bus, job_id: str) -> dict[str, Any]:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.brokers,
-                "group.id": f"contract-dlq-reader-{uuid.uuid4().hex}",
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-            }
-        )
-        try:
-            topic = dlq_topic(self.topic_prefix)
-            await trio.to_thread.run_sync(consumer.subscribe, [topic])
-            with trio.fail_after(RECEIVE_TIMEOUT):
-                while True:
-                    msg = await trio.to_thread.run_sync(consumer.poll, 0.2)
-                    if msg is not None and msg.error() is None and msg.key() == job_id.encode():
-                        value = msg.value()
-                        assert value is not None
-                        body: dict[str, Any] = json.loads(value)
-                        return body
-        finally:
-            await trio.to_thread.run_sync(consumer.close)
-
-    async def inject_malformed(self, job_type: str, key: str) -> None:
-        def produce() -> None:
-            producer = Producer({"bootstrap.servers": self.brokers, "acks": "all"})
-            topic = dispatch_topic(job_type, self.topic_prefix)
-            producer.produce(topic, key=key.encode(), value=b"{not a wake-up")
-            assert producer.flush(10) == 0
-
-        await trio.to_thread.run_sync(produce)
-
-    async def settle(self, *subscriptions: Subscription) -> None:
-        # The port does not expose assignments; the harness may look inside its adapter.
-        with trio.fail_after(RECEIVE_TIMEOUT):
-            while True:
-                owned = [len(sub._book.parts) for sub in subscriptions]  # type: ignore[attr-defined]
-                if all(owned) and sum(owned) == self.partitions:
-                    return
-                await trio.sleep(0.05)
-
-
-ADAPTERS = [
-    pytest.param("local", id="local"),
-    pytest.param("kafka", id="kafka", marks=pytest.mark.integration),
-]
-
-
-@pytest.fixture(scope="module")
-def kafka_topic_prefix() -> Iterator[str]:
-    """This module run's topic prefix; its topics are deleted afterwards."""
-    prefix = f"contract-{uuid.uuid4().hex[:8]}."
-    yield prefix
-    with contextlib.suppress(BusError):  # the broker was unreachable: the tests said so
-        delete_prefixed_topics(KAFKA_BROKERS, prefix, timeout=10)
+from .bus_fixtures import (
+    ADAPTERS,
+    KAFKA_BROKERS,
+    RECEIVE_TIMEOUT,
+    BusHarness,
+    KafkaHarness,
+    LocalHarness,
+    new_id,
+    new_type,
+    next_delivery,
+    receive_until,
+    wake_ups,
+)
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -230,33 +64,6 @@ async def bus(harness: BusHarness) -> AsyncIterator[Bus]:
         yield adapter
     finally:
         await adapter.close()
-
-
-# -- helpers -------------------------------------------------------------------------------
-
-
-async def next_delivery(deliveries: AsyncIterator[Delivery]) -> Delivery:
-    with trio.fail_after(RECEIVE_TIMEOUT):
-        return await anext(deliveries)
-
-
-async def receive_until(
-    deliveries: AsyncIterator[Delivery], expected: Iterable[WakeUp], *, ack: bool = True
-) -> list[WakeUp]:
-    """Receive (and ack) until every expected message was seen; return all received."""
-    missing = set(expected)
-    received = []
-    while missing:
-        delivery = await next_delivery(deliveries)
-        received.append(delivery.message)
-        missing.discard(delivery.message)
-        if ack:
-            await delivery.ack()
-    return received
-
-
-def wake_ups(job_type: str, count: int) -> list[WakeUp]:
-    return [WakeUp(job_id=new_id(), job_type=job_type, priority=i % 7 - 3) for i in range(count)]
 
 
 # -- the contract --------------------------------------------------------------------------
@@ -611,151 +418,3 @@ async def test_closing_the_bus_twice_is_harmless(harness: BusHarness) -> None:
     await bus.publish(wake_ups(new_type(), 1))
     await bus.close()
     await bus.close()
-
-
-# -- Kafka only ----------------------------------------------------------------------------
-
-
-@pytest.mark.integration
-async def test_kafka_topic_prefix_keeps_deployments_on_one_broker_apart(
-    kafka_topic_prefix: str,
-) -> None:
-    """Two buses with different KAFKA_TOPIC_PREFIX share a broker and a job type, yet each
-    subscriber sees only its own deployment's wake-ups, and dead letters go to the prefixed
-    DLQ topic."""
-    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
-    job_type = new_type()
-    prefixes = [f"{kafka_topic_prefix}{side}." for side in ("a", "b")]
-    buses = [
-        KafkaBus(KAFKA_BROKERS, partitions=2, poll_timeout=0.1, topic_prefix=p) for p in prefixes
-    ]
-    async with contextlib.AsyncExitStack() as stack:
-        for bus in buses:
-            await bus.start()
-            stack.push_async_callback(bus.close)
-        first, second = buses
-        theirs = WakeUp(job_id=new_id(), job_type=job_type, priority=1)
-        await second.publish([theirs])
-        # Same key, so the same partition: had ``theirs`` reached the first deployment's
-        # topic, it would be delivered there before this marker.
-        marker = WakeUp(job_id=theirs.job_id, job_type=job_type, priority=100)
-        await first.publish([marker])
-        async with first.subscribe(job_type) as mine, second.subscribe(job_type) as other:
-            assert (await next_delivery(aiter(mine))).message == marker
-            assert (await next_delivery(aiter(other))).message == theirs
-        letter = DeadLetter(
-            job_id=new_id(), job_type=job_type, tenant_id="t", attempts=1, last_error="x"
-        )
-        await first.publish_dead_letter(letter)
-
-    def topics() -> set[str]:
-        listed = AdminClient({"bootstrap.servers": KAFKA_BROKERS}).list_topics(timeout=10)
-        return set(listed.topics)
-
-    existing = await trio.to_thread.run_sync(topics)
-    assert {dispatch_topic(job_type, p) for p in prefixes} <= existing
-    assert dlq_topic(prefixes[0]) in existing
-    assert dispatch_topic(job_type) not in existing
-
-
-def test_deleting_topics_by_prefix_refuses_an_empty_prefix() -> None:
-    with pytest.raises(ValueError, match="prefix"):
-        delete_prefixed_topics("127.0.0.1:1", "")
-
-
-def kafka_bus(prefix: str, **options: Any) -> KafkaBus:
-    return KafkaBus(
-        KAFKA_BROKERS, partitions=2, client_id="contract-tests", poll_timeout=0.1,
-        topic_prefix=prefix, **options,
-    )  # fmt: skip
-
-
-async def leave_group_under(sub: Subscription) -> None:
-    """Make the subscription's consumer leave its group for good, as a consumer does whose
-    membership was lost and that never rejoins: a real LeaveGroup, no more assignments."""
-    consumer = sub._consumer  # type: ignore[attr-defined]
-    await trio.to_thread.run_sync(consumer.unsubscribe)
-
-
-@pytest.mark.integration
-async def test_kafka_consumer_that_left_its_group_is_replaced_and_receives_again(
-    kafka_topic_prefix: str,
-) -> None:
-    """Issue 8: an executor's consumer dropped out of its group and never rejoined (the group
-    stayed EMPTY for minutes). The subscription notices it is not a member and replaces its
-    consumer within ``rejoin_timeout`` plus a join; deliveries then flow again."""
-    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
-    job_type = new_type()
-    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=3.0, unhealthy_after=60.0)
-    await bus.start()
-    try:
-        async with bus.subscribe(job_type) as sub:
-            await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
-            before = wake_ups(job_type, 3)
-            await bus.publish(before)
-            await receive_until(aiter(sub), before)
-
-            await leave_group_under(sub)
-            left = time.monotonic()
-            after = wake_ups(job_type, 3)
-            await bus.publish(after)
-            await receive_until(aiter(sub), after)
-            recovered_in = time.monotonic() - left
-            assert sub.recreations == 1  # type: ignore[attr-defined]
-            assert sub.problem() is None
-    finally:
-        await bus.close()
-    # rejoin_timeout (3 s) + a membership check + a KIP-848 join: seconds, not minutes.
-    assert recovered_in < 20, f"recovered after {recovered_in:.1f}s"
-
-
-@pytest.mark.integration
-async def test_kafka_subscription_reports_a_problem_while_it_is_not_a_group_member(
-    kafka_topic_prefix: str,
-) -> None:
-    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
-    job_type = new_type()
-    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=120.0, unhealthy_after=2.0)
-    await bus.start()
-    try:
-        async with bus.subscribe(job_type) as sub:
-            await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
-            assert sub.problem() is None
-            await leave_group_under(sub)
-            with trio.fail_after(RECEIVE_TIMEOUT):
-                while True:  # the subscription is polled, as a health check would
-                    problem = sub.problem()
-                    if problem is not None:
-                        break
-                    await trio.sleep(0.1)
-            assert "not been a member of group" in problem
-    finally:
-        await bus.close()
-
-
-@pytest.mark.integration
-async def test_kafka_member_holding_no_partitions_is_healthy_and_kept(
-    kafka_topic_prefix: str,
-) -> None:
-    """More consumers than partitions: the spare one holds nothing, yet it is a member (its
-    statistics show its heartbeats answered; the test broker asks for one every 2 s), so it
-    is neither replaced nor reported."""
-    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
-    job_type = new_type()
-    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=5.0, unhealthy_after=5.0)
-    await bus.start()
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            subs = [await stack.enter_async_context(bus.subscribe(job_type)) for _ in range(3)]
-            with trio.fail_after(RECEIVE_TIMEOUT):
-                while True:
-                    if sum(len(s._book.parts) for s in subs) == 2:  # type: ignore[attr-defined]
-                        break
-                    await trio.sleep(0.05)
-            await trio.sleep(9.0)  # well past rejoin_timeout and unhealthy_after
-            owned = [len(s._book.parts) for s in subs]  # type: ignore[attr-defined]
-            assert sorted(owned) == [0, 1, 1]
-            assert [s.problem() for s in subs] == [None, None, None]
-            assert [s.recreations for s in subs] == [0, 0, 0]  # type: ignore[attr-defined]
-    finally:
-        await bus.close()

@@ -20,7 +20,8 @@ import pytest
 import trio
 
 from jobscheduler.election import Elector, Term, lead
-from jobscheduler.election.etcd import EtcdElector, _deadline_exceeded, channel_target
+from jobscheduler.election.etcd import EtcdElector
+from jobscheduler.election.etcd_grpc import channel_target, deadline_exceeded
 from jobscheduler.errors import ConfigError, ElectionError
 
 from .elector_fixtures import (
@@ -439,7 +440,7 @@ def test_etcd_campaign_knows_a_call_that_ran_out_of_time(
     call = _FailedCall(code, details)
     error = ElectionError(f"etcd Campaign failed: {code.name}: {details}")
     error.__cause__ = call
-    assert _deadline_exceeded(error) is expired
+    assert deadline_exceeded(error) is expired
 
 
 @pytest.mark.parametrize("endpoints", [[], [""], ["https://127.0.0.1:2379"]])

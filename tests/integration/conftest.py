@@ -1,4 +1,6 @@
-"""Role processes on the shared servers (``scripts/deps.sh up``); see tests/support/cluster.py."""
+"""Fixtures on the shared servers (``scripts/deps.sh up``): role processes (see
+tests/support/cluster.py), and a database and a MongoJobStore of their own for the
+MongoJobStore tests."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jobscheduler.store.mongo import MongoJobStore
+from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
 from tests.support.cluster import (
     Cluster,
     EtcdAdmin,
@@ -46,3 +50,27 @@ async def etcd_admin() -> AsyncIterator[EtcdAdmin]:
         yield admin
     finally:
         admin.close()
+
+
+# -- MongoJobStore tests (test_mongo_store*.py) --------------------------------------------
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[str]:
+    """A database of its own on the shared server, dropped afterwards."""
+    name = unique_database_name("js_mongo")
+    try:
+        yield name
+    finally:
+        await drop_database(mongo_uri(), name)
+
+
+@pytest.fixture
+async def store(database: str) -> AsyncIterator[MongoJobStore]:
+    """A started MongoJobStore on ``database``."""
+    store = MongoJobStore(mongo_uri(), database)
+    await store.start()
+    try:
+        yield store
+    finally:
+        await store.close()

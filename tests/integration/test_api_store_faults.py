@@ -24,7 +24,7 @@ from jobscheduler.handlers import default_registry
 from jobscheduler.runtime import Deps
 from jobscheduler.store.mongo import MongoJobStore
 from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
-from tests.integration.test_mongo_store import FaultProxy, _server_address, _via
+from tests.support.mongo import FaultProxy, server_address, via
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ def body(key: str) -> dict[str, object]:
 @pytest.fixture
 async def proxied() -> AsyncIterator[tuple[FaultProxy, int]]:
     """A freezable proxy to the server, and its port."""
-    fault_proxy = FaultProxy(_server_address(mongo_uri()))
+    fault_proxy = FaultProxy(server_address(mongo_uri()))
     async with trio.open_nursery() as nursery:
         port: int = await nursery.start(fault_proxy.run)
         yield fault_proxy, port
@@ -59,7 +59,7 @@ def proxy(proxied: tuple[FaultProxy, int]) -> FaultProxy:
 @pytest.fixture
 async def store(proxied: tuple[FaultProxy, int]) -> AsyncIterator[MongoJobStore]:
     database = unique_database_name("js_api_faults")
-    uri = _via(mongo_uri(), proxied[1])
+    uri = via(mongo_uri(), proxied[1])
     mongo = MongoJobStore(uri, database, server_selection_timeout=5.0, limiter_tokens=4)
     await mongo.start()
     try:

@@ -1,4 +1,4 @@
-"""The user-action transitions of states.py (issue 11): what each one expects and writes."""
+"""The user-action transitions of jobscheduler.states (issue 11): what each expects and writes."""
 
 from __future__ import annotations
 

@@ -1,34 +1,8 @@
-"""The job state machine: every status change is built here, and nowhere else.
+"""The roles' transitions: what the scheduler, the executors and the reaper write as a job
+runs (claim, pick, start, heartbeat, complete, fail, release, requeue, recover) and as a cron
+template fires, plus :class:`Change`, the one conditional update every transition returns.
 
-Each transition is a pure function returning a :class:`Change`: ONE conditional update of
-one job, whose ``expect`` names the job's current status (and, from ``claimed`` on, the
-claim token) and whose ``set`` is what the update writes. Stores only know how to apply a
-Change atomically ("update where every expectation holds"); when it matches nothing the
-transition lost a race and the caller must not act on it.
-
-::
-
-    pending -claim-> queued -pick-> claimed -start-> running -complete-> completed
-      ^  ^  ^          |                 |              |-fail, attempts < max-> pending
-      |  |  '-requeue--'                 |              '-fail, attempts >= max-> dlq
-      |  |                               |                (or permanent failure)
-      |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
-      '-----release: shutdown hands the job back (attempt not counted) ---'
-
-``attempts`` counts attempts *started*: ``start`` increments it (so a job completed on its
-first try reads 1, matching ``JobContext.attempt``); ``fail`` and ``recover`` of a running
-job do not count again and dead-letter once ``attempts >= maxAttempts``; ``release`` takes
-the started attempt back. Every transition that ends an attempt carries its
-:class:`~jobscheduler.attempts.Attempt` record, which the store appends beside the job when
-(and only when) the transition applies.
-
-User actions (issue 11), each one conditional update too::
-
-    pending/queued/claimed -cancel-> cancelled        (a stale wake-up then loses its pick)
-    running -request_cancel-> running + cancelRequestedAt -finish_cancel (executor)-> cancelled
-    dlq/cancelled -retry-> pending (attempts reset to 0, a Replay record kept)
-    template: pending -pause-> paused -resume-> pending (next fire from now, no burst)
-              pending/paused/dlq -retire-> cancelled;  update_template edits it in place
+See the package docstring for the state diagram and what ``attempts`` counts.
 """
 
 from __future__ import annotations
@@ -39,9 +13,9 @@ from typing import Any
 
 import attrs
 
-from .attempts import Attempt, Failure, Outcome
-from .backoff import backoff_seconds
-from .model import MAX_REPLAYS, Job, Replay, Status, new_job_id, truncate_error, utc
+from ..attempts import Attempt, Failure, Outcome
+from ..backoff import backoff_seconds
+from ..model import Job, Status, new_job_id, truncate_error, utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -383,145 +357,4 @@ def release_buffered(template: Job, *, now: datetime) -> Change:
         job_id=template.id,
         expect={"status": Status.PENDING, "cron_buffered": template.cron_buffered},
         set={"cron_buffered": None, "updated_at": now},
-    )
-
-
-# --------------------------------------------------------------------------- user actions
-
-#: Statuses a job can be cancelled from at once (no executor runs it yet, or a template).
-CANCELLABLE = (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
-#: Statuses a job can be retried (replayed) from.
-RETRYABLE = (Status.DLQ, Status.CANCELLED)
-#: Statuses that are final unless a user retries the job.
-FINISHED = (Status.COMPLETED, Status.FAILED, Status.DLQ, Status.CANCELLED)
-
-
-def cancel(job: Job, *, now: datetime) -> Change:
-    """pending/queued/claimed (or a paused template) -> cancelled.
-
-    A queued job's wake-up then loses its pick; a claimed job's start loses (the executor
-    drops it). Conditioned on the status only: from any of these the outcome is the same.
-    """
-    now = utc(now)
-    return Change(
-        transition="cancel",
-        job_id=job.id,
-        expect={"status": CANCELLABLE},
-        set={"status": Status.CANCELLED, "claim_token": None, "updated_at": now},
-    )
-
-
-def request_cancel(job: Job, *, now: datetime) -> Change:
-    """running -> running with ``cancel_requested_at``: the executor's next heartbeat reads
-    it (the heartbeat's update returns the job) and stops the handler."""
-    now = utc(now)
-    return Change(
-        transition="request_cancel",
-        job_id=job.id,
-        expect={"status": Status.RUNNING, "claim_token": job.claim_token},
-        set={"cancel_requested_at": now, "updated_at": now},
-    )
-
-
-def finish_cancel(job: Job, *, token: str, now: datetime) -> Change:
-    """running -> cancelled, by the executor that stopped the handler (token-fenced)."""
-    now = utc(now)
-    return Change(
-        transition="finish_cancel",
-        job_id=job.id,
-        expect={"status": Status.RUNNING, "claim_token": token},
-        set={
-            "status": Status.CANCELLED,
-            "claim_token": None,
-            "last_error": "cancelled while running",
-            "updated_at": now,
-        },
-        # The attempt started (``start`` counted it) and ends here, cancelled.
-        record=attempt_record(job, outcome=Outcome.CANCELLED, now=now),
-    )
-
-
-def retry(
-    job: Job,
-    *,
-    now: datetime,
-    scheduled_at: datetime | None = None,
-    payload: Mapping[str, Any] | None = None,
-) -> Change:
-    """dlq/cancelled -> pending (a replay): due ``scheduled_at`` (default now), attempts
-    reset, optionally a new payload; a :class:`Replay` record of what it left behind is kept
-    (the last MAX_REPLAYS). Conditioned on the exact version read (``updated_at``), so two
-    racing retries replay once."""
-    now = utc(now)
-    replay = Replay(
-        at=now,
-        previous_status=job.status,
-        previous_error=job.last_error,
-        previous_attempts=job.attempts,
-    )
-    changes: dict[str, Any] = {
-        "status": Status.PENDING,
-        "scheduled_at": utc(scheduled_at or now),
-        "attempts": 0,
-        "last_error": None,
-        "claim_token": None,
-        "queued_at": None,
-        "cancel_requested_at": None,
-        "replays": (*job.replays, replay)[-MAX_REPLAYS:],
-        "updated_at": now,
-    }
-    if payload is not None:
-        changes["payload"] = dict(payload)
-    return Change(
-        transition="retry",
-        job_id=job.id,
-        expect={"status": job.status, "updated_at": job.updated_at},
-        set=changes,
-    )
-
-
-def pause(template: Job, *, now: datetime) -> Change:
-    """A cron template: pending -> paused (it stops firing)."""
-    now = utc(now)
-    return Change(
-        transition="pause",
-        job_id=template.id,
-        expect={"status": Status.PENDING, "cron": template.cron},
-        set={"status": Status.PAUSED, "updated_at": now},
-    )
-
-
-def resume(template: Job, *, next_at: datetime, now: datetime) -> Change:
-    """A cron template: paused -> pending at ``next_at``, its next fire time after now, so
-    the fire times missed while paused do not run (no burst)."""
-    now = utc(now)
-    return Change(
-        transition="resume",
-        job_id=template.id,
-        expect={"status": Status.PAUSED, "cron": template.cron},
-        set={"status": Status.PENDING, "scheduled_at": utc(next_at), "updated_at": now},
-    )
-
-
-def retire(template: Job, *, now: datetime) -> Change:
-    """A cron template: pending/paused/dlq -> cancelled (it never fires again; its runs stay)."""
-    now = utc(now)
-    return Change(
-        transition="retire",
-        job_id=template.id,
-        expect={"status": (Status.PENDING, Status.PAUSED, Status.DLQ), "cron": template.cron},
-        set={"status": Status.CANCELLED, "updated_at": now},
-    )
-
-
-def update_template(template: Job, *, fields: Mapping[str, Any], now: datetime) -> Change:
-    """A cron template's ``fields`` (cron, cron_policy, payload, priority, max_attempts,
-    scheduled_at) change in place. Conditioned on the version read (status and
-    ``updated_at``), so an update never overwrites a change it did not see."""
-    now = utc(now)
-    return Change(
-        transition="update_template",
-        job_id=template.id,
-        expect={"status": template.status, "updated_at": template.updated_at},
-        set={**fields, "updated_at": now},
     )

@@ -1,0 +1,66 @@
+"""The job state machine: every status change is built here, and nowhere else.
+
+Each transition is a pure function returning a :class:`Change`: ONE conditional update of
+one job, whose ``expect`` names the job's current status (and, from ``claimed`` on, the
+claim token) and whose ``set`` is what the update writes. Stores only know how to apply a
+Change atomically ("update where every expectation holds"); when it matches nothing the
+transition lost a race and the caller must not act on it.
+
+::
+
+    pending -claim-> queued -pick-> claimed -start-> running -complete-> completed
+      ^  ^  ^          |                 |              |-fail, attempts < max-> pending
+      |  |  '-requeue--'                 |              '-fail, attempts >= max-> dlq
+      |  |                               |                (or permanent failure)
+      |  '--recover: no heartbeat for CLAIM_TIMEOUT (a failed attempt) ---'
+      '-----release: shutdown hands the job back (attempt not counted) ---'
+
+``attempts`` counts attempts *started*: ``start`` increments it (so a job completed on its
+first try reads 1, matching ``JobContext.attempt``); ``fail`` and ``recover`` of a running
+job do not count again and dead-letter once ``attempts >= maxAttempts``; ``release`` takes
+the started attempt back. Every transition that ends an attempt carries its
+:class:`~jobscheduler.attempts.Attempt` record, which the store appends beside the job when
+(and only when) the transition applies.
+
+User actions (issue 11), each one conditional update too::
+
+    pending/queued/claimed -cancel-> cancelled        (a stale wake-up then loses its pick)
+    running -request_cancel-> running + cancelRequestedAt -finish_cancel (executor)-> cancelled
+    dlq/cancelled -retry-> pending (attempts reset to 0, a Replay record kept)
+    template: pending -pause-> paused -resume-> pending (next fire from now, no burst)
+              pending/paused/dlq -retire-> cancelled;  update_template edits it in place
+
+The transitions live in two private modules, re-exported here: ``_lifecycle`` (the
+:class:`Change` and what the roles write) and ``_user_actions`` (what a user asks for).
+"""
+
+from __future__ import annotations
+
+from ._lifecycle import Change as Change
+from ._lifecycle import advance_template as advance_template
+from ._lifecycle import advance_template_holding as advance_template_holding
+from ._lifecycle import attempt_record as attempt_record
+from ._lifecycle import claim_fields as claim_fields
+from ._lifecycle import complete as complete
+from ._lifecycle import dead_letter_template as dead_letter_template
+from ._lifecycle import fail as fail
+from ._lifecycle import heartbeat as heartbeat
+from ._lifecycle import instance_key as instance_key
+from ._lifecycle import pick as pick
+from ._lifecycle import recover as recover
+from ._lifecycle import release as release
+from ._lifecycle import release_buffered as release_buffered
+from ._lifecycle import requeue as requeue
+from ._lifecycle import spawn_instance as spawn_instance
+from ._lifecycle import start as start
+from ._user_actions import CANCELLABLE as CANCELLABLE
+from ._user_actions import FINISHED as FINISHED
+from ._user_actions import RETRYABLE as RETRYABLE
+from ._user_actions import cancel as cancel
+from ._user_actions import finish_cancel as finish_cancel
+from ._user_actions import pause as pause
+from ._user_actions import request_cancel as request_cancel
+from ._user_actions import resume as resume
+from ._user_actions import retire as retire
+from ._user_actions import retry as retry
+from ._user_actions import update_template as update_template

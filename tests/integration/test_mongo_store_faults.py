@@ -1,0 +1,203 @@
+"""MongoJobStore when requests or replies are lost, or the server goes away (see
+test_mongo_store.py).
+
+A :class:`~tests.support.mongo.FaultProxy` between the store and the server drops one
+chosen request, or swallows the server's reply to it after the server has executed it, and
+then cuts the connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from jobscheduler import states
+from jobscheduler.errors import StoreError
+from jobscheduler.model import Status
+from jobscheduler.store.mongo import MongoJobStore
+from tests.contract.store_fixtures import mongo_uri
+from tests.contract.test_store_contract import NOW, make_job
+from tests.support.mongo import (
+    FIND_AND_MODIFY,
+    INSERT,
+    UPDATE,
+    FaultProxy,
+    raw,
+    server_address,
+    via,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def proxy(nursery: trio.Nursery) -> AsyncIterator[tuple[FaultProxy, str]]:
+    """A fault proxy in front of the server, and the store URI that goes through it."""
+    fault_proxy = FaultProxy(server_address(mongo_uri()))
+    port = await nursery.start(fault_proxy.run)
+    yield fault_proxy, via(mongo_uri(), port)
+    fault_proxy.stop()
+
+
+@pytest.fixture(params=[None, False], ids=["claim-default", "claim-update-many"])
+async def proxied_store(
+    request: pytest.FixtureRequest, proxy: tuple[FaultProxy, str], database: str
+) -> AsyncIterator[tuple[MongoJobStore, FaultProxy]]:
+    # Claims go as one update_many on MongoDB and as statements per job on FerretDB (the
+    # default there): both ways are run against the test server.
+    fault_proxy, uri = proxy
+    store = MongoJobStore(
+        uri, database, server_selection_timeout=5.0, socket_timeout=5.0, claim_each=request.param
+    )
+    await store.start()
+    try:
+        yield store, fault_proxy
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------------- server going away
+
+
+async def test_server_going_away_gives_store_error_within_the_timeout(
+    proxy: tuple[FaultProxy, str], database: str
+) -> None:
+    fault_proxy, uri = proxy
+    store = MongoJobStore(uri, database, server_selection_timeout=0.5)
+    await store.start()
+    try:
+        job = await store.insert(make_job())
+        fault_proxy.stop()
+        for call in (
+            lambda: store.get(job.id),
+            lambda: store.apply(states.pick(job.id, worker="w", token="t", now=NOW)),
+            lambda: store.claim_due(NOW, 10),
+            lambda: store.insert(make_job()),
+        ):
+            started = trio.current_time()
+            with trio.fail_after(10), pytest.raises(StoreError):
+                await call()
+            assert trio.current_time() - started < 5.0
+    finally:
+        await store.close()
+
+
+# ---------------------------------------------------------------------------- lost replies
+
+
+async def test_apply_whose_reply_was_lost_returns_the_job_it_updated(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    fault_proxy.lose_next(FIND_AND_MODIFY, "reply")
+    picked = await store.apply(states.pick(job.id, worker="w1", token="t1", now=NOW))
+    assert fault_proxy.fired.is_set()
+    assert picked is not None
+    assert picked.status is Status.CLAIMED
+    assert picked.claim_token == "t1"
+    # The write is not applied twice and a second picker still loses.
+    assert await store.apply(states.pick(job.id, worker="w2", token="t2", now=NOW)) is None
+
+
+async def test_apply_whose_request_was_lost_is_sent_again(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    fault_proxy.lose_next(FIND_AND_MODIFY, "request")
+    picked = await store.apply(states.pick(job.id, worker="w1", token="t1", now=NOW))
+    assert fault_proxy.fired.is_set()
+    assert picked is not None
+    assert picked.claim_token == "t1"
+    assert (await store.get(job.id)).claim_token == "t1"
+
+
+async def test_apply_that_lost_the_race_still_returns_none_after_a_lost_reply(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    job = await store.insert(make_job())  # pending: a pick's expectation does not hold
+    fault_proxy.lose_next(FIND_AND_MODIFY, "reply")
+    assert await store.apply(states.pick(job.id, worker="w", token="t", now=NOW)) is None
+    assert fault_proxy.fired.is_set()
+    assert (await store.get(job.id)).status is Status.PENDING
+
+
+async def test_insert_whose_reply_was_lost_returns_the_job_not_a_duplicate(
+    proxied_store: tuple[MongoJobStore, FaultProxy], database: str
+) -> None:
+    store, fault_proxy = proxied_store
+    job = make_job(key="once")
+    fault_proxy.lose_next(INSERT, "reply")
+    assert await store.insert(job) == job
+    assert fault_proxy.fired.is_set()
+    count = await raw(
+        mongo_uri(), database, lambda c: c.count_documents({"idempotencyKey": "once"})
+    )
+    assert count == 1
+
+
+async def test_claim_whose_reply_was_lost_neither_loses_nor_doubles_a_job(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
+    # The claim's one update_many lands, its reply is lost: the read-back by the batch's
+    # mark still finds exactly the jobs it moved, in claim order.
+    fault_proxy.lose_next(UPDATE, "reply")
+    claimed = await store.claim_due(NOW, 10)
+    assert fault_proxy.fired.is_set()
+    assert [j.id for j in claimed] == [j.id for j in jobs]
+    assert all(j.status is Status.QUEUED for j in claimed)
+    assert await store.claim_due(NOW, 10) == []
+
+
+async def test_claim_whose_request_was_lost_claims_nothing_and_leaves_the_jobs_due(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (2, 1)]
+    fault_proxy.lose_next(UPDATE, "request")
+    assert await store.claim_due(NOW, 10) == []
+    assert fault_proxy.fired.is_set()
+    assert [j.id for j in await store.claim_due(NOW, 10)] == [j.id for j in jobs]
+
+
+async def test_a_batch_whose_reply_was_lost_reports_each_job_it_changed(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
+    await store.claim_due(NOW, 10)
+    await store.apply(states.pick(jobs[2].id, worker="other", token="taken", now=NOW))
+    fault_proxy.lose_next(UPDATE, "reply")
+    picks = [states.pick(j.id, worker="w", token=f"t{i}", now=NOW) for i, j in enumerate(jobs)]
+    results = await store.apply_many(picks)
+    assert fault_proxy.fired.is_set()
+    assert [r.claim_token if r else None for r in results] == ["t0", "t1", None]
+    assert (await store.get(jobs[2].id)).claim_token == "taken"
+
+
+async def test_a_batch_whose_request_was_lost_is_sent_again_once(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, fault_proxy = proxied_store
+    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
+    await store.claim_due(NOW, 10)
+    fault_proxy.lose_next(UPDATE, "request")
+    changes: list[states.Change] = []
+    for i, job in enumerate(jobs):
+        changes.append(states.pick(job.id, worker="w", token=f"t{i}", now=NOW))
+        changes.append(states.start(job.id, token=f"t{i}", now=NOW))
+    results = await store.apply_many(changes)
+    assert fault_proxy.fired.is_set()
+    running = results[1::2]
+    assert [(r.status, r.attempts) if r else None for r in running] == [(Status.RUNNING, 1)] * 3
+    assert [r.status if r else None for r in results[0::2]] == [Status.CLAIMED] * 3
+    # Started once each, not twice.
+    assert [(await store.get(j.id)).attempts for j in jobs] == [1, 1, 1]
