@@ -57,12 +57,19 @@ def embedded_deps(settings: Settings, registry: HandlerRegistry | None = None) -
 
 def production_store(settings: Settings, metrics: Metrics | None = None) -> JobStore:
     """The MongoDB store; with ``metrics``, its commands are counted there
-    (``store_commands_total{command}``)."""
+    (``store_commands_total{command}``), and so are the create audit records it could not
+    write (``api_audit_write_failures_total``)."""
     from .store.mongo import MongoJobStore
     from .store.mongo_commands import CommandCounter
 
-    listeners = [] if metrics is None else [CommandCounter(metrics.registry)]
-    return MongoJobStore(settings.mongo_uri, settings.mongo_db, event_listeners=listeners)
+    if metrics is None:
+        return MongoJobStore(settings.mongo_uri, settings.mongo_db)
+    return MongoJobStore(
+        settings.mongo_uri,
+        settings.mongo_db,
+        event_listeners=[CommandCounter(metrics.registry)],
+        on_audit_failure=metrics.api_audit_failures.inc,
+    )
 
 
 def production_bus(settings: Settings) -> Bus:

@@ -138,6 +138,8 @@ class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
                 try:
                     self._insert_audit(audit)
                 except PyMongoError as exc:
+                    if self._on_audit_failure is not None:
+                        self._on_audit_failure()
                     log.error(
                         "audit record not written",
                         extra={

@@ -157,8 +157,12 @@ class MongoConnection(JobStore):
         serialize_writes: bool | None = None,
         claim_each: bool | None = None,
         event_listeners: Sequence[CommandListener] = (),
+        on_audit_failure: Callable[[], None] | None = None,
     ) -> None:
         self._uri = uri
+        #: Called when a create's audit record could not be written after its job
+        #: (``insert(job, audit=...)``): the roles count it in api_audit_write_failures_total.
+        self._on_audit_failure = on_audit_failure
         self._event_listeners = list(event_listeners)
         self._database = database
         self._server_selection_timeout = server_selection_timeout

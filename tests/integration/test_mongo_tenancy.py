@@ -9,6 +9,7 @@ import pymongo
 import pytest
 import trio
 
+from jobscheduler.audit import AuditRecord, new_record
 from jobscheduler.errors import DuplicateJob
 from jobscheduler.store.mongo import COLLECTION, MongoJobStore
 from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
@@ -64,3 +65,35 @@ async def test_the_global_key_index_of_older_releases_is_replaced_at_start(
     again = MongoJobStore(mongo_uri(), database)
     await again.start()
     await again.close()
+
+
+class _AuditDown(MongoJobStore):
+    """The real store, whose audit collection refuses every write."""
+
+    def _insert_audit(self, record: AuditRecord) -> None:
+        raise pymongo.errors.WriteError("audit collection unavailable")
+
+
+async def test_an_audit_record_not_written_after_its_job_is_counted_and_the_job_stays(
+    database: str,
+) -> None:
+    failures: list[int] = []
+    store = _AuditDown(mongo_uri(), database, on_audit_failure=lambda: failures.append(1))
+    await store.start()
+    try:
+        job = make_job(tenant="acme")
+        record = new_record(
+            now=job.created_at,
+            key_id="k1",
+            tenant="acme",
+            action="POST /jobs",
+            status=201,
+            job_id=job.id,
+        )
+        assert await store.insert(job, audit=record) == job
+        assert failures == [1]
+        assert (await store.get(job.id)).id == job.id
+        await store.insert(make_job(tenant="acme"))  # no record given: nothing to count
+        assert failures == [1]
+    finally:
+        await store.close()

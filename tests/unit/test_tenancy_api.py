@@ -9,9 +9,13 @@ from typing import Any
 import pytest
 from trio.testing import MockClock
 
+from jobscheduler.app import production_store
 from jobscheduler.auth import UNAUTHORIZED_MESSAGE, Role
+from jobscheduler.config import Settings
 from jobscheduler.keys import MAX_TOKEN_LENGTH
 from jobscheduler.model import new_job_id
+from jobscheduler.observability import Metrics
+from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, sample
@@ -421,3 +425,14 @@ async def test_a_409_never_names_another_tenants_job(api: AuthApi) -> None:
         "POST", "/jobs/batch", as_="a-writer", json={"jobs": [body(idempotencyKey="k")]}
     )
     assert batch.json["results"][0]["jobId"] == mine.json["id"]
+
+
+def test_the_production_store_counts_the_audit_records_it_could_not_write(
+    settings: Settings,
+) -> None:
+    metrics = Metrics()
+    store = production_store(settings, metrics)  # no I/O before start()
+    assert isinstance(store, MongoJobStore)
+    assert store._on_audit_failure is not None
+    store._on_audit_failure()
+    assert metrics.registry.get_sample_value("api_audit_write_failures_total") == 1
