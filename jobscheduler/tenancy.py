@@ -52,6 +52,9 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 EXTENSION = "jobscheduler.tenancy"
+#: Scope key of the principal a request was already authenticated as, by the create's fast
+#: path (api/create.py) before it handed the request on: not looked up a second time.
+AUTHENTICATED = "jobscheduler.principal"
 #: Methods that never change state (not audited).
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Longest a reply waits for its audit record to be written. A healthy store takes
@@ -215,17 +218,20 @@ def install_tenancy(
         if needed == PUBLIC:
             return
         if tenancy.auth_required:
-            headers = request.headers.getlist("Authorization")
-            if not headers:
-                # The dashboard's sign-in cookie stands for the key it holds; a write
-                # through it needs the session's CSRF header (403 otherwise).
-                # (werkzeug's Headers: a case-insensitive mapping, typed as its own class)
-                request_headers = cast(Mapping[str, str], request.headers)
-                headers = session_authorization(request.cookies, request_headers, request.method)
-            g.principal = await tenancy.authenticator.authenticate(headers)
+            g.principal = request.scope.get(AUTHENTICATED) or await _authenticate_request()
         if rule is None:
             return  # 404/405 follow, for an authenticated caller only
         current_principal().require(needed if isinstance(needed, Role) else Role.ADMIN)
+
+    async def _authenticate_request() -> Principal:
+        headers = request.headers.getlist("Authorization")
+        if not headers:
+            # The dashboard's sign-in cookie stands for the key it holds; a write through it
+            # needs the session's CSRF header (403 otherwise).
+            # (werkzeug's Headers: a case-insensitive mapping, typed as its own class)
+            request_headers = cast(Mapping[str, str], request.headers)
+            headers = session_authorization(request.cookies, request_headers, request.method)
+        return await tenancy.authenticator.authenticate(headers)
 
     @app.errorhandler(Unauthorized)
     async def _unauthorized(exc: Unauthorized) -> Response:

@@ -39,7 +39,7 @@ from ..bounded import BoundedCalls
 from ..errors import DuplicateJob, JobSchedulerError
 from ..model import Job, job_to_json, loads_json_body, parse_create_request
 from ..runtime import Deps
-from ..tenancy import Tenancy, claim_tenant, create_record
+from ..tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
 from .metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -142,21 +142,24 @@ class FastCreate:
             return
         data, complete = await _read_body(receive, self.max_body)
         replay = _replaying(data, complete, receive)
+        # Handed on, the request keeps the principal it was authenticated as: a key whose
+        # cache entry expires meanwhile (during a slow store call) is not looked up again.
+        handed = {**scope, AUTHENTICATED: principal}
         if not complete:
-            await self.app(scope, replay, send)  # too large (413), or the client went away
+            await self.app(handed, replay, send)  # too large (413), or the client went away
             return
         try:
             body = loads_json_body(data)
             self.validate(body)
             job = self.creator.prepare(principal, body)
         except JobSchedulerError:
-            await self.app(scope, replay, send)  # Quart answers the 400/403 itself
+            await self.app(handed, replay, send)  # Quart answers the 400/403 itself
             return
         try:
             with self.creator.calls.request_budget():
                 stored = await self.creator.store(principal, job)
         except Exception as exc:
-            await self.app({**scope, FAILED: exc}, replay, send)
+            await self.app({**handed, FAILED: exc}, replay, send)
             return
         reply = json.dumps(job_to_json(stored), separators=(",", ":"), ensure_ascii=False)
         content = reply.encode()

@@ -4,7 +4,7 @@ write. ``test_api.py`` runs its whole contract through both ways (``[fast]``/``[
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import attrs
@@ -15,6 +15,7 @@ from trio.testing import MockClock
 from jobscheduler.api.create import FAILED, FastCreate
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.errors import StoreError
+from jobscheduler.keys import ApiKey
 from jobscheduler.model import Job, new_job_id
 from jobscheduler.store.base import AuditRecord
 from jobscheduler.tenancy import EXTENSION
@@ -39,13 +40,21 @@ class CountingStore(ProxyStore):
     def __init__(self, inner: Any) -> None:
         super().__init__(inner)
         self.inserts = 0
+        self.key_reads = 0
         self.fail: Exception | None = None
+        #: Called at each insert, before it fails or goes on.
+        self.during_insert: Callable[[], None] = lambda: None
 
     async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         self.inserts += 1
+        self.during_insert()
         if self.fail is not None:
             raise self.fail
         return await self.inner.insert(job, audit=audit)
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        self.key_reads += 1
+        return await self.inner.get_key(key_id)
 
 
 @attrs.define
@@ -145,6 +154,24 @@ async def test_a_store_failure_is_answered_by_quart_without_a_second_insert(
     assert isinstance(served.handed[0], StoreError)
     trail = await served.api.call("GET", "/audit?tenantId=tenant-a", as_="admin")
     assert [(r["action"], r["status"]) for r in trail.json["records"]] == [("POST /jobs", 503)]
+
+
+async def test_a_handed_over_create_is_not_authenticated_a_second_time(
+    served: Served,
+) -> None:
+    """The key's cache entry expires while the store hangs: Quart answers the 503 as the
+    caller the fast path authenticated, without a second key lookup (and its wait)."""
+    await served.warm("a-writer")
+    authenticator = served.api.app.extensions[EXTENSION].authenticator
+    served.store.during_insert = lambda: authenticator.forget(served.api.key_ids["a-writer"])
+    served.store.fail = StoreError("no answer")
+    reads = served.store.key_reads
+    reply = await served.api.call("POST", "/jobs", as_="a-writer", json=body())
+    assert reply.status == 503
+    assert served.store.key_reads == reads
+    trail = await served.api.call("GET", "/audit?tenantId=tenant-a", as_="admin")
+    keys = [(r["keyId"], r["status"]) for r in trail.json["records"]]
+    assert keys == [(served.api.key_ids["a-writer"], 503)]
 
 
 async def test_a_duplicate_key_is_a_409_naming_the_holder_after_one_insert(
