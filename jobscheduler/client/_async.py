@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar, Unpack
@@ -10,24 +10,34 @@ from typing import Any, TypeVar, Unpack
 import anyio
 import httpx
 
-from ..errors import ApiUnreachable, WaitTimeout
 from . import _core as core
-from ._core import Call, Job, ListOptions, Selection
-from ._sync import Answers, Page, Records
+from ._core import Answers, Call, Job, ListOptions, Page, Records, Selection
+from ._errors import unreachable
+from ._sync import Client
 
 T = TypeVar("T")
+C = TypeVar("C", bound=type)
 
 
+def _docs_from(model: type) -> Callable[[C], C]:
+    """Each method of the decorated class without a docstring takes the one of ``model``'s
+    method of the same name, so that the two clients' methods are described once."""
+
+    def decorate(cls: C) -> C:
+        for name, member in vars(cls).items():
+            source = getattr(model, name, None)
+            if callable(member) and member.__doc__ is None and source is not None:
+                member.__doc__ = source.__doc__
+        return cls
+
+    return decorate
+
+
+@_docs_from(Client)
 class AsyncClient:
-    """An async client of the jobscheduler HTTP API; one method per operation.
-
-    ``base_url`` and ``api_key`` default to ``JOBSCHEDULER_URL`` (else
-    ``http://127.0.0.1:8080``) and ``JOBSCHEDULER_API_KEY``. Error answers raise the
-    project's exceptions (:mod:`jobscheduler.errors`): ValidationError (400), Unauthorized
-    (401), Forbidden (403), JobNotFound (404), DuplicateJob (409 on create, with
-    ``existing_id``), InvalidTransition (other 409s), RateLimited (429), ServiceUnavailable (503);
-    ApiUnreachable when the API cannot be reached. Use it as an async context manager or call
-    :meth:`aclose`.
+    """The async twin of :class:`Client`: the same methods with the same arguments and
+    errors, as coroutines (``pages``/``list`` are async iterators). Use it as an async
+    context manager or call :meth:`aclose`. Each method's docstring is the blocking one's.
     """
 
     def __init__(
@@ -58,20 +68,12 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    async def _send(self, call: Call[T]) -> T:
         try:
-            return await self._http.request(method, url, **kwargs)
+            response = await self._http.request(**call.request())
         except httpx.TransportError as exc:
-            raise ApiUnreachable(f"{self.base_url}: {exc or type(exc).__name__}") from exc
-
-    async def _call(self, call: Call[T]) -> T:
-        # No params at all, not an empty list: that would drop the query of a next-page URL.
-        kwargs: dict[str, Any] = {"params": list(call.params)} if call.params else {}
-        if call.method not in ("GET", "DELETE"):
-            kwargs["json"] = call.body if call.body is not None else {}
-        response = await self._send(call.method, call.path, **kwargs)
-        core.raise_for_status(response, creates=call.creates)
-        return call.decode(response)
+            raise unreachable(self.base_url, exc) from exc
+        return call.answer(response)
 
     # ------------------------------------------------------------ creating
 
@@ -88,7 +90,6 @@ class AsyncClient:
         max_attempts: int | None = None,
         **schedule: Any,
     ) -> Job:
-        """Create a job (due now unless ``scheduled_at``) or a cron template (``cron``)."""
         body = core.job_body(
             job_type,
             tenant_id=tenant_id,
@@ -100,50 +101,40 @@ class AsyncClient:
             max_attempts=max_attempts,
             **schedule,
         )
-        return await self._call(core.create(body))
+        return await self._send(core.create(body))
 
     async def create_many(self, bodies: Iterable[Mapping[str, Any]]) -> Answers:
-        """Create up to 1,000 jobs in one request (bodies from :func:`job_body`); one answer
-        per body, in order."""
-        return await self._call(core.create_many(bodies))
+        return await self._send(core.create_many(bodies))
 
     # ------------------------------------------------------------ reading
 
     async def get(self, job_id: str) -> Job:
-        return await self._call(core.get(job_id))
+        return await self._send(core.get(job_id))
 
     async def attempts(self, job_id: str) -> Records:
-        """The job's attempt history, oldest first."""
-        return await self._call(core.attempts(job_id))
+        return await self._send(core.attempts(job_id))
 
     async def pages(
         self, tenant_id: str | None = None, **options: Unpack[ListOptions]
     ) -> AsyncIterator[Page]:
-        """Pages of matching jobs following the ``Link: rel="next"`` cursor: newest first
-        unless ``sort`` (one of :data:`SORTS`). Filters: ``status``, ``job_type``,
-        ``template_id``, ``cron``, ``created_after``/``created_before``, ``idempotency_key``
-        (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``."""
         call: Call[core.Listed] | None = core.listing(tenant_id, **options)
         while call is not None:
-            page = await self._call(call)
+            page = await self._send(call)
             yield page.jobs
             call = page.next
 
     async def list(
         self, tenant_id: str | None = None, **options: Unpack[ListOptions]
     ) -> AsyncIterator[Job]:
-        """Every matching job (the keywords of :meth:`pages`), fetched a page at a time."""
         async for page in self.pages(tenant_id, **options):
             for job in page:
                 yield job
 
     async def stats(self, tenant_id: str | None = None) -> dict[str, Any]:
-        """Counts by status and job type, queue lag, recent completions and failures."""
-        return await self._call(core.stats(tenant_id))
+        return await self._send(core.stats(tenant_id))
 
     async def next(self, job_id: str, count: int | None = None) -> dict[str, Any]:
-        """A cron template's next fire times."""
-        return await self._call(core.next_fires(job_id, count))
+        return await self._send(core.next_fires(job_id, count))
 
     async def preview(
         self,
@@ -155,10 +146,10 @@ class AsyncClient:
         dst_gap: str | None = None,
         dst_fold: str | None = None,
     ) -> dict[str, Any]:
-        """The fire times of any expression (nothing is stored)."""
-        body = {"cron": cron, "timezone": timezone, "count": count, "dstGap": dst_gap}
-        body |= {"dstFold": dst_fold, "from": core.format_time(start) if start else None}
-        return await self._call(core.preview({k: v for k, v in body.items() if v is not None}))
+        call = core.preview(
+            cron, timezone=timezone, count=count, start=start, dst_gap=dst_gap, dst_fold=dst_fold
+        )
+        return await self._send(call)
 
     # The issue names ``wait(job_id, timeout)`` for both clients; a caller's scope works too.
     async def wait(
@@ -168,21 +159,19 @@ class AsyncClient:
         *,
         interval: float = 0.2,
     ) -> Job:
-        """Poll until the job is final (completed, dlq, cancelled); WaitTimeout otherwise."""
-        deadline = anyio.current_time() + timeout
+        clock = anyio.current_time
+        poll = core.Poll(job_id=job_id, timeout=timeout, interval=interval, clock=clock)
         while True:
             job = await self.get(job_id)
-            if job.get("status") in core.FINAL_STATUSES:
+            pause = poll.pause(job)  # WaitTimeout past the deadline
+            if pause is None:
                 return job
-            if anyio.current_time() >= deadline:
-                raise WaitTimeout(f"job {job_id} still {job.get('status')} after {timeout:g}s")
-            await anyio.sleep(min(interval, max(deadline - anyio.current_time(), 0)))
+            await anyio.sleep(pause)
 
     # ------------------------------------------------------------ acting
 
     async def cancel(self, job_id: str) -> Job:
-        """Cancel a job (a running one gets a cancel request); InvalidTransition if it is final."""
-        return await self._call(core.action(job_id, "cancel"))
+        return await self._send(core.action(job_id, "cancel"))
 
     async def retry(
         self,
@@ -191,11 +180,7 @@ class AsyncClient:
         payload: Mapping[str, Any] | None = None,
         scheduled_at: datetime | str | None = None,
     ) -> Job:
-        """Run a dlq or cancelled job again (now, or at ``scheduled_at``), optionally with a
-        new payload."""
-        return await self._call(
-            core.action(job_id, "retry", core.retry_body(payload, scheduled_at))
-        )
+        return await self._send(core.retry(job_id, payload=payload, scheduled_at=scheduled_at))
 
     async def bulk_cancel(
         self,
@@ -205,10 +190,9 @@ class AsyncClient:
         dry_run: bool = False,
         **selection: Unpack[Selection],
     ) -> dict[str, Any]:
-        """Cancel every job matching the filter (the filter keywords of :meth:`pages`) and,
-        with ``ids`` (at most 1,000), among those jobs; ``dry_run`` only counts the matches."""
-        call = core.bulk("cancel", tenant_id, ids=ids, dry_run=dry_run, **selection)
-        return await self._call(call)
+        return await self._send(
+            core.bulk("cancel", tenant_id, ids=ids, dry_run=dry_run, **selection)
+        )
 
     async def bulk_retry(
         self,
@@ -219,24 +203,19 @@ class AsyncClient:
         scheduled_at: datetime | str | None = None,
         **selection: Unpack[Selection],
     ) -> dict[str, Any]:
-        """Retry every dlq/cancelled job matching the filter (as :meth:`bulk_cancel`), due
-        now or at ``scheduled_at``; ``dry_run`` only counts the matches."""
         call = core.bulk(
             "retry", tenant_id, ids=ids, dry_run=dry_run, scheduled_at=scheduled_at, **selection
         )
-        return await self._call(call)
+        return await self._send(call)
 
     async def pause(self, job_id: str) -> Job:
-        """Pause a cron template: it fires no more until resumed."""
-        return await self._call(core.action(job_id, "pause"))
+        return await self._send(core.action(job_id, "pause"))
 
     async def resume(self, job_id: str) -> Job:
-        """Resume a paused template; it fires next from now (no burst of missed runs)."""
-        return await self._call(core.action(job_id, "resume"))
+        return await self._send(core.action(job_id, "resume"))
 
     async def trigger(self, job_id: str) -> Job:
-        """Run a template once now (its own instance key)."""
-        return await self._call(core.action(job_id, "trigger"))
+        return await self._send(core.action(job_id, "trigger"))
 
     async def update(
         self,
@@ -248,15 +227,15 @@ class AsyncClient:
         max_attempts: int | None = None,
         **schedule: Any,
     ) -> Job:
-        """Change a template's expression, payload, priority, maxAttempts or schedule
-        settings (``timezone``, ``catchUp``, ``jitter``, ... by their API names); its next
-        fire time is recomputed."""
-        changes = {"cron": cron, "payload": payload, "priority": priority, **schedule}
-        changes["maxAttempts"] = max_attempts
-        return await self._call(
-            core.update(job_id, {k: v for k, v in changes.items() if v is not None})
+        call = core.update(
+            job_id,
+            cron=cron,
+            payload=payload,
+            priority=priority,
+            max_attempts=max_attempts,
+            schedule=schedule,
         )
+        return await self._send(call)
 
     async def delete(self, job_id: str) -> Job:
-        """Retire a template (its past runs stay)."""
-        return await self._call(core.delete(job_id))
+        return await self._send(core.delete(job_id))

@@ -1,6 +1,7 @@
 """What the sync and async clients share: one :class:`Call` per operation (method, path,
-query, body, and how to read the answer), the translation of error answers into the
-project's exceptions, and the client's types. No I/O happens here."""
+query, body, and how to read the answer, error answers through :mod:`._errors`), the
+bookkeeping of ``wait`` (:class:`Poll`) and the client's types. No I/O happens here: each
+client only sends a call (``_send``), follows the pages and sleeps between polls."""
 
 from __future__ import annotations
 
@@ -13,17 +14,8 @@ import attrs
 import httpx
 
 from ..config import ClientSettings
-from ..errors import (
-    ApiError,
-    DuplicateJob,
-    Forbidden,
-    InvalidTransition,
-    JobNotFound,
-    RateLimited,
-    ServiceUnavailable,
-    Unauthorized,
-    ValidationError,
-)
+from ..errors import WaitTimeout
+from ._errors import raise_for_status
 
 T = TypeVar("T")
 
@@ -65,6 +57,10 @@ class BatchAnswer(TypedDict, total=False):
 
 
 Filter = dict[str, Any]
+# Aliases for the clients' return types: inside a client class, ``list`` names the method.
+Page = list[Job]
+Answers = list[BatchAnswer]
+Records = list[dict[str, Any]]
 
 
 @attrs.frozen
@@ -78,6 +74,21 @@ class Call(Generic[T]):
     body: Any = None
     #: A 409 here means the idempotencyKey is taken (DuplicateJob), not a state conflict.
     creates: bool = False
+
+    def request(self) -> dict[str, Any]:
+        """The keywords of ``httpx.Client.request`` (and ``AsyncClient.request``) for it."""
+        options: dict[str, Any] = {"method": self.method, "url": self.path}
+        # No params at all, not an empty list: that would drop the query of a next-page URL.
+        if self.params:
+            options["params"] = list(self.params)
+        if self.method not in ("GET", "DELETE"):
+            options["json"] = self.body if self.body is not None else {}
+        return options
+
+    def answer(self, response: httpx.Response) -> T:
+        """The value of a successful answer; the project's exception for an error answer."""
+        raise_for_status(response, creates=self.creates)
+        return self.decode(response)
 
 
 def _json(response: httpx.Response) -> Any:
@@ -357,10 +368,6 @@ def bulk(
     return Call("POST", f"/jobs/{name}", _dict, body=body)
 
 
-def update(job_id: str, changes: Mapping[str, Any]) -> Call[Job]:
-    return Call("PATCH", f"/jobs/{_id(job_id)}", _job, body=dict(changes))
-
-
 def delete(job_id: str) -> Call[Job]:
     return Call("DELETE", f"/jobs/{_id(job_id)}", _job)
 
@@ -375,58 +382,73 @@ def next_fires(job_id: str, count: int | None) -> Call[dict[str, Any]]:
     return Call("GET", f"/jobs/{_id(job_id)}/next", _dict, params=params)
 
 
-def preview(body: Mapping[str, Any]) -> Call[dict[str, Any]]:
-    return Call("POST", "/cron/preview", _dict, body=dict(body))
+def _given(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
 
 
-def retry_body(payload: Mapping[str, Any] | None, scheduled_at: datetime | str | None) -> Filter:
+def preview(
+    cron: str,
+    *,
+    timezone: str | None,
+    count: int | None,
+    start: datetime | str | None,
+    dst_gap: str | None,
+    dst_fold: str | None,
+) -> Call[dict[str, Any]]:
+    """``POST /cron/preview``: the fire times of any expression (the absent settings left out)."""
+    body = {"cron": cron, "timezone": timezone, "count": count, "dstGap": dst_gap}
+    body |= {"dstFold": dst_fold, "from": format_time(start) if start else None}
+    return Call("POST", "/cron/preview", _dict, body=_given(body))
+
+
+def retry(
+    job_id: str, *, payload: Mapping[str, Any] | None, scheduled_at: datetime | str | None
+) -> Call[Job]:
+    """``POST /jobs/{id}/retry``, with a new payload and due time when given."""
     body: Filter = {}
     if payload is not None:
         body["payload"] = dict(payload)
     if scheduled_at is not None:
         body["scheduledAt"] = format_time(scheduled_at)
-    return body
+    return action(job_id, "retry", body)
 
 
-# ------------------------------------------------------------------ errors
+def update(
+    job_id: str,
+    *,
+    cron: str | None,
+    payload: Mapping[str, Any] | None,
+    priority: int | None,
+    max_attempts: int | None,
+    schedule: Mapping[str, Any],
+) -> Call[Job]:
+    """``PATCH /jobs/{id}``: the given settings (``schedule`` by their API names)."""
+    changes = {"cron": cron, "payload": payload, "priority": priority, **schedule}
+    changes["maxAttempts"] = max_attempts
+    return Call("PATCH", f"/jobs/{_id(job_id)}", _job, body=_given(changes))
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return float(response.headers["Retry-After"])
-    except (KeyError, ValueError):
-        return None
+# ------------------------------------------------------------------ waiting
 
 
-def raise_for_status(response: httpx.Response, *, creates: bool = False) -> None:
-    """Raise the project's exception for an error answer (``{"error": ...}`` bodies)."""
-    status = response.status_code
-    if status < 400:
-        return
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    message = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(message, str) or not message:
-        message = f"HTTP {status} from {response.request.method} {response.request.url.path}"
-    if status in (400, 413, 415, 422):
-        raise ValidationError(message)
-    if status == 401:
-        raise Unauthorized(message)
-    if status == 403:
-        raise Forbidden(message)
-    if status == 404:
-        raise JobNotFound(message)
-    if status == 409:
-        existing = body.get("jobId") if isinstance(body, dict) else None
-        if creates:
-            raise DuplicateJob(message, existing_id=existing if isinstance(existing, str) else None)
-        job_id = body.get("jobId") if isinstance(body, dict) else None
-        status_now = body.get("status") if isinstance(body, dict) else None
-        raise InvalidTransition(message, job_id=str(job_id or ""), status=str(status_now or ""))
-    if status == 429:
-        raise RateLimited(message, retry_after=_retry_after(response))
-    if status == 503:
-        raise ServiceUnavailable(message, retry_after=_retry_after(response))
-    raise ApiError(message, status=status)
+@attrs.define(kw_only=True)
+class Poll:
+    """The bookkeeping of ``wait``: after each poll, how long to sleep before the next one,
+    None once the job is final, WaitTimeout once ``timeout`` seconds of ``clock`` are spent."""
+
+    job_id: str
+    timeout: float
+    interval: float
+    clock: Callable[[], float]
+    deadline: float = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.deadline = self.clock() + self.timeout
+
+    def pause(self, job: Job) -> float | None:
+        status = job.get("status")
+        if status in FINAL_STATUSES:
+            return None
+        if self.clock() >= self.deadline:
+            raise WaitTimeout(f"job {self.job_id} still {status} after {self.timeout:g}s")
+        return min(self.interval, max(self.deadline - self.clock(), 0))

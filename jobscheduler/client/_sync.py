@@ -10,16 +10,11 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from ..errors import ApiUnreachable, WaitTimeout
 from . import _core as core
-from ._core import BatchAnswer, Call, Job, ListOptions, Selection
+from ._core import Answers, Call, Job, ListOptions, Page, Records, Selection
+from ._errors import unreachable
 
 T = TypeVar("T")
-
-# Aliases: inside the class, ``list`` names the method.
-Page = list[Job]
-Answers = list[BatchAnswer]
-Records = list[dict[str, Any]]
 
 
 class Client:
@@ -62,20 +57,12 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, call: Call[T]) -> T:
         try:
-            return self._http.request(method, url, **kwargs)
+            response = self._http.request(**call.request())
         except httpx.TransportError as exc:
-            raise ApiUnreachable(f"{self.base_url}: {exc or type(exc).__name__}") from exc
-
-    def _call(self, call: Call[T]) -> T:
-        # No params at all, not an empty list: that would drop the query of a next-page URL.
-        kwargs: dict[str, Any] = {"params": list(call.params)} if call.params else {}
-        if call.method not in ("GET", "DELETE"):
-            kwargs["json"] = call.body if call.body is not None else {}
-        response = self._send(call.method, call.path, **kwargs)
-        core.raise_for_status(response, creates=call.creates)
-        return call.decode(response)
+            raise unreachable(self.base_url, exc) from exc
+        return call.answer(response)
 
     # ------------------------------------------------------------ creating
 
@@ -104,21 +91,22 @@ class Client:
             max_attempts=max_attempts,
             **schedule,
         )
-        return self._call(core.create(body))
+        return self._send(core.create(body))
 
     def create_many(self, bodies: Iterable[Mapping[str, Any]]) -> Answers:
         """Create up to 1,000 jobs in one request (bodies from :func:`job_body`); one answer
         per body, in order."""
-        return self._call(core.create_many(bodies))
+        return self._send(core.create_many(bodies))
 
     # ------------------------------------------------------------ reading
 
     def get(self, job_id: str) -> Job:
-        return self._call(core.get(job_id))
+        """The job by its id; JobNotFound when there is none."""
+        return self._send(core.get(job_id))
 
     def attempts(self, job_id: str) -> Records:
         """The job's attempt history, oldest first."""
-        return self._call(core.attempts(job_id))
+        return self._send(core.attempts(job_id))
 
     def pages(self, tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Iterator[Page]:
         """Pages of matching jobs following the ``Link: rel="next"`` cursor: newest first
@@ -127,7 +115,7 @@ class Client:
         (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``."""
         call: Call[core.Listed] | None = core.listing(tenant_id, **options)
         while call is not None:
-            page = self._call(call)
+            page = self._send(call)
             yield page.jobs
             call = page.next
 
@@ -138,11 +126,11 @@ class Client:
 
     def stats(self, tenant_id: str | None = None) -> dict[str, Any]:
         """Counts by status and job type, queue lag, recent completions and failures."""
-        return self._call(core.stats(tenant_id))
+        return self._send(core.stats(tenant_id))
 
     def next(self, job_id: str, count: int | None = None) -> dict[str, Any]:
         """A cron template's next fire times."""
-        return self._call(core.next_fires(job_id, count))
+        return self._send(core.next_fires(job_id, count))
 
     def preview(
         self,
@@ -155,26 +143,26 @@ class Client:
         dst_fold: str | None = None,
     ) -> dict[str, Any]:
         """The fire times of any expression (nothing is stored)."""
-        body = {"cron": cron, "timezone": timezone, "count": count, "dstGap": dst_gap}
-        body |= {"dstFold": dst_fold, "from": core.format_time(start) if start else None}
-        return self._call(core.preview({k: v for k, v in body.items() if v is not None}))
+        call = core.preview(
+            cron, timezone=timezone, count=count, start=start, dst_gap=dst_gap, dst_fold=dst_fold
+        )
+        return self._send(call)
 
     def wait(self, job_id: str, timeout: float = 60.0, *, interval: float = 0.2) -> Job:
         """Poll until the job is final (completed, dlq, cancelled); WaitTimeout otherwise."""
-        deadline = time.monotonic() + timeout
+        poll = core.Poll(job_id=job_id, timeout=timeout, interval=interval, clock=time.monotonic)
         while True:
             job = self.get(job_id)
-            if job.get("status") in core.FINAL_STATUSES:
+            pause = poll.pause(job)  # WaitTimeout past the deadline
+            if pause is None:
                 return job
-            if time.monotonic() >= deadline:
-                raise WaitTimeout(f"job {job_id} still {job.get('status')} after {timeout:g}s")
-            time.sleep(min(interval, max(deadline - time.monotonic(), 0)))
+            time.sleep(pause)
 
     # ------------------------------------------------------------ acting
 
     def cancel(self, job_id: str) -> Job:
         """Cancel a job (a running one gets a cancel request); InvalidTransition if it is final."""
-        return self._call(core.action(job_id, "cancel"))
+        return self._send(core.action(job_id, "cancel"))
 
     def retry(
         self,
@@ -185,7 +173,7 @@ class Client:
     ) -> Job:
         """Run a dlq or cancelled job again (now, or at ``scheduled_at``), optionally with a
         new payload."""
-        return self._call(core.action(job_id, "retry", core.retry_body(payload, scheduled_at)))
+        return self._send(core.retry(job_id, payload=payload, scheduled_at=scheduled_at))
 
     def bulk_cancel(
         self,
@@ -197,8 +185,7 @@ class Client:
     ) -> dict[str, Any]:
         """Cancel every job matching the filter (the filter keywords of :meth:`pages`) and,
         with ``ids`` (at most 1,000), among those jobs; ``dry_run`` only counts the matches."""
-        call = core.bulk("cancel", tenant_id, ids=ids, dry_run=dry_run, **selection)
-        return self._call(call)
+        return self._send(core.bulk("cancel", tenant_id, ids=ids, dry_run=dry_run, **selection))
 
     def bulk_retry(
         self,
@@ -214,19 +201,19 @@ class Client:
         call = core.bulk(
             "retry", tenant_id, ids=ids, dry_run=dry_run, scheduled_at=scheduled_at, **selection
         )
-        return self._call(call)
+        return self._send(call)
 
     def pause(self, job_id: str) -> Job:
         """Pause a cron template: it fires no more until resumed."""
-        return self._call(core.action(job_id, "pause"))
+        return self._send(core.action(job_id, "pause"))
 
     def resume(self, job_id: str) -> Job:
         """Resume a paused template; it fires next from now (no burst of missed runs)."""
-        return self._call(core.action(job_id, "resume"))
+        return self._send(core.action(job_id, "resume"))
 
     def trigger(self, job_id: str) -> Job:
         """Run a template once now (its own instance key)."""
-        return self._call(core.action(job_id, "trigger"))
+        return self._send(core.action(job_id, "trigger"))
 
     def update(
         self,
@@ -241,10 +228,16 @@ class Client:
         """Change a template's expression, payload, priority, maxAttempts or schedule
         settings (``timezone``, ``catchUp``, ``jitter``, ... by their API names); its next
         fire time is recomputed."""
-        changes = {"cron": cron, "payload": payload, "priority": priority, **schedule}
-        changes["maxAttempts"] = max_attempts
-        return self._call(core.update(job_id, {k: v for k, v in changes.items() if v is not None}))
+        call = core.update(
+            job_id,
+            cron=cron,
+            payload=payload,
+            priority=priority,
+            max_attempts=max_attempts,
+            schedule=schedule,
+        )
+        return self._send(call)
 
     def delete(self, job_id: str) -> Job:
         """Retire a template (its past runs stay)."""
-        return self._call(core.delete(job_id))
+        return self._send(core.delete(job_id))

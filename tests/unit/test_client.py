@@ -290,3 +290,19 @@ def test_async_client_runs_under_asyncio_too() -> None:
             return created["id"]
 
     assert asyncio.run(main()) == JOB_ID
+
+
+def test_async_client_has_each_client_method_with_the_same_parameters_and_docstring() -> None:
+    import inspect
+
+    def public(cls: type) -> dict[str, Any]:
+        return {n: m for n, m in vars(cls).items() if callable(m) and not n.startswith("_")}
+
+    blocking, coroutines = public(Client), public(AsyncClient)
+    assert set(coroutines) == set(blocking) - {"close"} | {"aclose"}
+    for name in set(blocking) - {"close"}:
+        sync_method, async_method = blocking[name], coroutines[name]
+        assert (
+            inspect.signature(async_method).parameters == inspect.signature(sync_method).parameters
+        ), name
+        assert async_method.__doc__ == sync_method.__doc__, name
