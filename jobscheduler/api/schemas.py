@@ -9,7 +9,8 @@ fields (``additionalProperties``) so a field added by one change does not break 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
 import attrs
 
@@ -48,6 +49,9 @@ SCHEDULE_FIELDS: dict[str, Schema] = {
     "jitter": DURATION,
     "overlap": _nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
 }
+
+#: How many fire times a preview or a template's ``next`` lists.
+FIRE_COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": 100}
 
 # tenantId is checked by the model, not here: the caller's key may supply it.
 CREATE_JOB: Schema = {
@@ -103,13 +107,8 @@ JOB: Schema = {
         "status": STATUS,
         "scheduledAt": TIME,
         "cron": {"type": "string"},
-        "timezone": {"type": "string"},
-        "dstGap": {"type": "string"},
-        "dstFold": {"type": "string"},
-        "catchUp": {"type": "string"},
-        "catchUpWindow": {"type": "string"},
-        "jitter": {"type": "string"},
-        "overlap": {"type": "string"},
+        # A template's schedule settings, as CronPolicy.to_json writes them: strings.
+        **{field: {"type": "string"} for field in SCHEDULE_FIELDS},
         "bufferedFireAt": TIME,
         "nextFireLocal": {"type": "string"},
         "claimedBy": {"type": "string"},
@@ -164,7 +163,7 @@ PREVIEW_REQUEST: Schema = {
         "timezone": SCHEDULE_FIELDS["timezone"],
         "dstGap": SCHEDULE_FIELDS["dstGap"],
         "dstFold": SCHEDULE_FIELDS["dstFold"],
-        "count": _nullable({"type": "integer", "minimum": 1, "maximum": 100}),
+        "count": _nullable(FIRE_COUNT),
         "from": _nullable(TIME),
     },
 }
@@ -182,10 +181,40 @@ NEXT_FIRES: Schema = {
 }
 
 JOB_ID_PARAM = Param(name="job_id", where="path", schema=JOB_ID, description="the job's id")
+#: The tenant filter of the listings and figures that may span tenants.
+TENANT_PARAM = Param(name="tenantId", where="query", schema=TEXT, description="one tenant")
 
 
-def _job(description: str, status: int = 200) -> dict[int, Reply]:
-    return {status: Reply(description=description, schema=JOB)}
+def job_reply(description: str) -> Reply:
+    """An answer that is one job (:data:`JOB`)."""
+    return Reply(description=description, schema=JOB)
+
+
+def job_operation(
+    id: str,
+    method: Literal["GET", "POST", "PATCH", "DELETE"],
+    summary: str,
+    *,
+    tag: str,
+    path: str = "",
+    params: tuple[Param, ...] = (),
+    body: Schema | None = None,
+    body_required: bool = True,
+    responses: Mapping[int, Reply],
+) -> Operation:
+    """An operation on one job: rule ``/jobs/<job_id>`` + ``path``, the job id its first
+    parameter, then ``params``."""
+    return Operation(
+        id=id,
+        method=method,
+        rule=f"/jobs/<job_id>{path}",
+        summary=summary,
+        tag=tag,
+        params=(JOB_ID_PARAM, *params),
+        body=body,
+        body_required=body_required,
+        responses=responses,
+    )
 
 
 # ---------------------------------------------------------------- the operations
@@ -236,35 +265,23 @@ CREATE = Operation(
     tag="jobs",
     body=CREATE_JOB,
     responses={
-        **_job("the stored job", 201),
+        201: job_reply("the stored job"),
         409: Reply(description="the idempotencyKey is taken (jobId names it)", schema=DUPLICATE),
     },
 )
 
-GET = Operation(
-    id="get",
-    method="GET",
-    rule="/jobs/<job_id>",
-    summary="A job as it is now",
-    tag="jobs",
-    params=(JOB_ID_PARAM,),
-    responses=_job("the job"),
+GET = job_operation(
+    "get", "GET", "A job as it is now", tag="jobs", responses={200: job_reply("the job")}
 )
 
-NEXT = Operation(
-    id="next",
-    method="GET",
-    rule="/jobs/<job_id>/next",
-    summary="A cron template's next fire times",
+NEXT = job_operation(
+    "next",
+    "GET",
+    "A cron template's next fire times",
     tag="cron",
+    path="/next",
     params=(
-        JOB_ID_PARAM,
-        Param(
-            name="count",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": 100},
-            description="how many (default 10)",
-        ),
+        Param(name="count", where="query", schema=FIRE_COUNT, description="how many (default 10)"),
     ),
     responses={200: Reply(description="the fire times", schema=NEXT_FIRES)},
 )

@@ -7,7 +7,7 @@ app."""
 from __future__ import annotations
 
 from ..contract import Operation, Param, Reply, Schema
-from .schemas import JOB_ID, JOB_ID_PARAM, TEXT, TIME
+from .schemas import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 
@@ -52,7 +52,7 @@ LIST_KEYS = Operation(
     rule="/keys",
     summary="The keys (never their secrets)",
     tag="keys",
-    params=(Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),),
+    params=(TENANT_PARAM,),
     responses={200: Reply(description="the keys", schema={"type": "array", "items": KEY})},
 )
 
@@ -88,7 +88,7 @@ AUDIT = Operation(
     summary="The audit trail, newest first (admin)",
     tag="keys",
     params=(
-        Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),
+        TENANT_PARAM,
         Param(name="keyId", where="query", schema=TEXT, description="one key"),
         Param(name="action", where="query", schema=TEXT, description="one action"),
         Param(name="jobId", where="query", schema=JOB_ID, description="one job"),
@@ -132,14 +132,13 @@ OCCURRENCE: Schema = {
     },
 }
 
-OCCURRENCES = Operation(
-    id="occurrences",
-    method="GET",
-    rule="/jobs/<job_id>/occurrences",
-    summary="A cron template's ledger of fire times, newest first",
+OCCURRENCES = job_operation(
+    "occurrences",
+    "GET",
+    "A cron template's ledger of fire times, newest first",
     tag="cron",
+    path="/occurrences",
     params=(
-        JOB_ID_PARAM,
         Param(
             name="limit",
             where="query",
