@@ -50,6 +50,8 @@ SCHEDULE_FIELDS: dict[str, Schema] = {
     "overlap": _nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
 }
 
+PRIORITY: Schema = {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}
+
 #: How many fire times a preview or a template's ``next`` lists.
 FIRE_COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": 100}
 
@@ -63,9 +65,7 @@ CREATE_JOB: Schema = {
         "tenantId": _nullable(TEXT),
         "jobType": TEXT,
         "payload": _nullable({"type": "object"}),
-        "priority": _nullable(
-            {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}
-        ),
+        "priority": _nullable(PRIORITY),
         "scheduledAt": _nullable(
             {**TIME, "description": "when a one-off job is due (required unless cron)"}
         ),
@@ -183,6 +183,20 @@ NEXT_FIRES: Schema = {
 JOB_ID_PARAM = Param(name="job_id", where="path", schema=JOB_ID, description="the job's id")
 #: The tenant filter of the listings and figures that may span tenants.
 TENANT_PARAM = Param(name="tenantId", where="query", schema=TEXT, description="one tenant")
+
+
+def page_params(maximum: int, *, size: str, cursor: str) -> tuple[Param, Param]:
+    """``limit`` (1..``maximum``) and the opaque ``cursor`` of a paged listing; ``size``
+    and ``cursor`` describe them."""
+    return (
+        Param(
+            name="limit",
+            where="query",
+            schema={"type": "integer", "minimum": 1, "maximum": maximum},
+            description=size,
+        ),
+        Param(name="cursor", where="query", schema={"type": "string"}, description=cursor),
+    )
 
 
 def job_reply(description: str) -> Reply:

@@ -7,7 +7,8 @@ app."""
 from __future__ import annotations
 
 from ..contract import Operation, Param, Reply, Schema
-from .schemas import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation
+from .occurrences import DEFAULT_OCCURRENCE_LIMIT, MAX_OCCURRENCE_LIMIT
+from .schemas import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation, page_params
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 
@@ -138,19 +139,10 @@ OCCURRENCES = job_operation(
     "A cron template's ledger of fire times, newest first",
     tag="cron",
     path="/occurrences",
-    params=(
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": 500},
-            description="page size (default 50)",
-        ),
-        Param(
-            name="cursor",
-            where="query",
-            schema={"type": "string"},
-            description="opaque: nextCursor of the previous page",
-        ),
+    params=page_params(
+        MAX_OCCURRENCE_LIMIT,
+        size=f"page size (default {DEFAULT_OCCURRENCE_LIMIT})",
+        cursor="opaque: nextCursor of the previous page",
     ),
     responses={
         200: Reply(

@@ -16,11 +16,12 @@ import attrs
 
 from ..contract import Operation, Param, Reply, RouteTable, Schema
 from ..listing import SORTS
-from ..model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY
+from ..model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
 from ..store.query import MAX_QUERY_IDS
 from .schemas import (
     JOB,
     JOB_ID,
+    PRIORITY,
     SCHEDULE_FIELDS,
     STATUS,
     TENANT_PARAM,
@@ -28,6 +29,7 @@ from .schemas import (
     TIME,
     job_operation,
     job_reply,
+    page_params,
 )
 from .schemas_admin import OPERATIONS as ADMIN_OPERATIONS
 
@@ -43,19 +45,35 @@ CONFLICT: Schema = {
 
 NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
 
+#: The conditions ``GET /jobs`` takes in its query and a bulk action in its ``filter``
+#: (both read by ``listing._filter``); tenantId and status are spelled apart.
+CONDITIONS = (
+    Param(name="jobType", where="query", schema=TEXT, description="only this type"),
+    Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
+    Param(
+        name="cron",
+        where="query",
+        schema={"type": "boolean"},
+        description="true: templates only; false: no templates",
+    ),
+    Param(name="createdAfter", where="query", schema=TIME, description="created after"),
+    Param(name="createdBefore", where="query", schema=TIME, description="created before"),
+    Param(name="idempotencyKey", where="query", schema=TEXT, description="exactly this key"),
+    Param(
+        name="idempotencyKeyPrefix",
+        where="query",
+        schema=TEXT,
+        description="keys starting with this text",
+    ),
+)
+
 FILTER: Schema = {
     "type": ["object", "null"],
     "additionalProperties": False,
     "properties": {
         "tenantId": TEXT,
         "status": {"oneOf": [STATUS, {"type": "array", "items": STATUS}]},
-        "jobType": TEXT,
-        "templateId": JOB_ID,
-        "cron": {"type": "boolean"},
-        "createdAfter": TIME,
-        "createdBefore": TIME,
-        "idempotencyKey": TEXT,
-        "idempotencyKeyPrefix": TEXT,
+        **{condition.name: condition.schema for condition in CONDITIONS},
         "ids": {"type": "array", "items": JOB_ID, "minItems": 1, "maxItems": MAX_QUERY_IDS},
     },
 }
@@ -215,7 +233,7 @@ UPDATE = job_operation(
         "properties": {
             "cron": TEXT,
             "payload": {"type": "object"},
-            "priority": {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY},
+            "priority": PRIORITY,
             "maxAttempts": {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPTS_LIMIT},
             **SCHEDULE_FIELDS,
         },
@@ -245,40 +263,17 @@ LIST_FILTERED = Operation(
     params=(
         attrs.evolve(TENANT_PARAM, description="the tenant", required=True),
         Param(name="status", where="query", schema=STATUS_LIST, description="any of these"),
-        Param(name="jobType", where="query", schema=TEXT, description="only this type"),
-        Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
-        Param(
-            name="cron",
-            where="query",
-            schema={"type": "boolean"},
-            description="true: templates only; false: no templates",
-        ),
-        Param(name="createdAfter", where="query", schema=TIME, description="created after"),
-        Param(name="createdBefore", where="query", schema=TIME, description="created before"),
-        Param(name="idempotencyKey", where="query", schema=TEXT, description="exactly this key"),
-        Param(
-            name="idempotencyKeyPrefix",
-            where="query",
-            schema=TEXT,
-            description="keys starting with this text",
-        ),
+        *CONDITIONS,
         Param(
             name="sort",
             where="query",
             schema={"type": "string", "enum": list(SORTS)},
             description="-createdAt (default, newest first), createdAt, scheduledAt, -scheduledAt",
         ),
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT},
-            description=f"page size (default 100, at most {MAX_LIST_LIMIT})",
-        ),
-        Param(
-            name="cursor",
-            where="query",
-            schema={"type": "string"},
-            description="opaque: from the Link header",
+        *page_params(
+            MAX_LIST_LIMIT,
+            size=f"page size (default 100, at most {MAX_LIST_LIMIT})",
+            cursor="opaque: from the Link header",
         ),
     ),
     responses={
