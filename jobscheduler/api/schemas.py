@@ -50,6 +50,7 @@ SCHEDULE_FIELDS: dict[str, Schema] = {
     "overlap": _nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
 }
 
+#: A job's priority, in the create and the update body.
 PRIORITY: Schema = {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}
 
 #: How many fire times a preview or a template's ``next`` lists.

@@ -194,7 +194,7 @@ RETRY = _action(
 
 PAUSE = _action("pause", "Pause a cron template", tag="cron")
 RESUME = _action("resume", "Resume a template; it fires next from now (no burst)", tag="cron")
-TRIGGER = _action("trigger", "Run a template once now (the new run)", tag="cron", status=201)
+TRIGGER = _action("trigger", "Run a template once now (the new run)", status=201, tag="cron")
 
 
 def _bulk(name: str, summary: str, **fields: Schema) -> Operation:
