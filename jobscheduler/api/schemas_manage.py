@@ -16,7 +16,7 @@ import attrs
 
 from ..contract import Operation, Param, Reply, RouteTable, Schema
 from ..listing import SORTS
-from ..model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
+from ..model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
 from ..store.query import MAX_QUERY_IDS
 from .schemas import (
     JOB,
@@ -272,7 +272,7 @@ LIST_FILTERED = Operation(
         ),
         *page_params(
             MAX_LIST_LIMIT,
-            size=f"page size (default 100, at most {MAX_LIST_LIMIT})",
+            size=f"page size (default {DEFAULT_LIST_LIMIT}, at most {MAX_LIST_LIMIT})",
             cursor="opaque: from the Link header",
         ),
     ),
