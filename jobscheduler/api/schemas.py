@@ -9,7 +9,8 @@ fields (``additionalProperties``) so a field added by one change does not break 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
 import attrs
 
@@ -49,6 +50,12 @@ SCHEDULE_FIELDS: dict[str, Schema] = {
     "overlap": _nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
 }
 
+#: A job's priority, in the create and the update body.
+PRIORITY: Schema = {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}
+
+#: How many fire times a preview or a template's ``next`` lists.
+FIRE_COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": 100}
+
 # tenantId is checked by the model, not here: the caller's key may supply it.
 CREATE_JOB: Schema = {
     "type": "object",
@@ -59,9 +66,7 @@ CREATE_JOB: Schema = {
         "tenantId": _nullable(TEXT),
         "jobType": TEXT,
         "payload": _nullable({"type": "object"}),
-        "priority": _nullable(
-            {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}
-        ),
+        "priority": _nullable(PRIORITY),
         "scheduledAt": _nullable(
             {**TIME, "description": "when a one-off job is due (required unless cron)"}
         ),
@@ -103,13 +108,8 @@ JOB: Schema = {
         "status": STATUS,
         "scheduledAt": TIME,
         "cron": {"type": "string"},
-        "timezone": {"type": "string"},
-        "dstGap": {"type": "string"},
-        "dstFold": {"type": "string"},
-        "catchUp": {"type": "string"},
-        "catchUpWindow": {"type": "string"},
-        "jitter": {"type": "string"},
-        "overlap": {"type": "string"},
+        # A template's schedule settings, as CronPolicy.to_json writes them: strings.
+        **{field: {"type": "string"} for field in SCHEDULE_FIELDS},
         "bufferedFireAt": TIME,
         "nextFireLocal": {"type": "string"},
         "claimedBy": {"type": "string"},
@@ -164,7 +164,7 @@ PREVIEW_REQUEST: Schema = {
         "timezone": SCHEDULE_FIELDS["timezone"],
         "dstGap": SCHEDULE_FIELDS["dstGap"],
         "dstFold": SCHEDULE_FIELDS["dstFold"],
-        "count": _nullable({"type": "integer", "minimum": 1, "maximum": 100}),
+        "count": _nullable(FIRE_COUNT),
         "from": _nullable(TIME),
     },
 }
@@ -182,10 +182,54 @@ NEXT_FIRES: Schema = {
 }
 
 JOB_ID_PARAM = Param(name="job_id", where="path", schema=JOB_ID, description="the job's id")
+#: The tenant filter of the listings and figures that may span tenants.
+TENANT_PARAM = Param(name="tenantId", where="query", schema=TEXT, description="one tenant")
 
 
-def _job(description: str, status: int = 200) -> dict[int, Reply]:
-    return {status: Reply(description=description, schema=JOB)}
+def page_params(maximum: int, *, size: str, cursor: str) -> tuple[Param, Param]:
+    """``limit`` (1..``maximum``) and the opaque ``cursor`` of a paged listing; ``size``
+    and ``cursor`` describe them."""
+    return (
+        Param(
+            name="limit",
+            where="query",
+            schema={"type": "integer", "minimum": 1, "maximum": maximum},
+            description=size,
+        ),
+        Param(name="cursor", where="query", schema={"type": "string"}, description=cursor),
+    )
+
+
+def job_reply(description: str) -> Reply:
+    """An answer that is one job (:data:`JOB`)."""
+    return Reply(description=description, schema=JOB)
+
+
+def job_operation(
+    id: str,
+    method: Literal["GET", "POST", "PATCH", "DELETE"],
+    summary: str,
+    *,
+    tag: str,
+    path: str = "",
+    params: tuple[Param, ...] = (),
+    body: Schema | None = None,
+    body_required: bool = True,
+    responses: Mapping[int, Reply],
+) -> Operation:
+    """An operation on one job: rule ``/jobs/<job_id>`` + ``path``, the job id its first
+    parameter, then ``params``."""
+    return Operation(
+        id=id,
+        method=method,
+        rule=f"/jobs/<job_id>{path}",
+        summary=summary,
+        tag=tag,
+        params=(JOB_ID_PARAM, *params),
+        body=body,
+        body_required=body_required,
+        responses=responses,
+    )
 
 
 # ---------------------------------------------------------------- the operations
@@ -236,35 +280,23 @@ CREATE = Operation(
     tag="jobs",
     body=CREATE_JOB,
     responses={
-        **_job("the stored job", 201),
+        201: job_reply("the stored job"),
         409: Reply(description="the idempotencyKey is taken (jobId names it)", schema=DUPLICATE),
     },
 )
 
-GET = Operation(
-    id="get",
-    method="GET",
-    rule="/jobs/<job_id>",
-    summary="A job as it is now",
-    tag="jobs",
-    params=(JOB_ID_PARAM,),
-    responses=_job("the job"),
+GET = job_operation(
+    "get", "GET", "A job as it is now", tag="jobs", responses={200: job_reply("the job")}
 )
 
-NEXT = Operation(
-    id="next",
-    method="GET",
-    rule="/jobs/<job_id>/next",
-    summary="A cron template's next fire times",
+NEXT = job_operation(
+    "next",
+    "GET",
+    "A cron template's next fire times",
     tag="cron",
+    path="/next",
     params=(
-        JOB_ID_PARAM,
-        Param(
-            name="count",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": 100},
-            description="how many (default 10)",
-        ),
+        Param(name="count", where="query", schema=FIRE_COUNT, description="how many (default 10)"),
     ),
     responses={200: Reply(description="the fire times", schema=NEXT_FIRES)},
 )

@@ -7,7 +7,8 @@ app."""
 from __future__ import annotations
 
 from ..contract import Operation, Param, Reply, Schema
-from .schemas import JOB_ID, JOB_ID_PARAM, TEXT, TIME
+from .occurrences import DEFAULT_OCCURRENCE_LIMIT, MAX_OCCURRENCE_LIMIT
+from .schemas import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation, page_params
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 
@@ -52,7 +53,7 @@ LIST_KEYS = Operation(
     rule="/keys",
     summary="The keys (never their secrets)",
     tag="keys",
-    params=(Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),),
+    params=(TENANT_PARAM,),
     responses={200: Reply(description="the keys", schema={"type": "array", "items": KEY})},
 )
 
@@ -88,7 +89,7 @@ AUDIT = Operation(
     summary="The audit trail, newest first (admin)",
     tag="keys",
     params=(
-        Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),
+        TENANT_PARAM,
         Param(name="keyId", where="query", schema=TEXT, description="one key"),
         Param(name="action", where="query", schema=TEXT, description="one action"),
         Param(name="jobId", where="query", schema=JOB_ID, description="one job"),
@@ -132,26 +133,16 @@ OCCURRENCE: Schema = {
     },
 }
 
-OCCURRENCES = Operation(
-    id="occurrences",
-    method="GET",
-    rule="/jobs/<job_id>/occurrences",
-    summary="A cron template's ledger of fire times, newest first",
+OCCURRENCES = job_operation(
+    "occurrences",
+    "GET",
+    "A cron template's ledger of fire times, newest first",
     tag="cron",
-    params=(
-        JOB_ID_PARAM,
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": 500},
-            description="page size (default 50)",
-        ),
-        Param(
-            name="cursor",
-            where="query",
-            schema={"type": "string"},
-            description="opaque: nextCursor of the previous page",
-        ),
+    path="/occurrences",
+    params=page_params(
+        MAX_OCCURRENCE_LIMIT,
+        size=f"page size (default {DEFAULT_OCCURRENCE_LIMIT})",
+        cursor="opaque: nextCursor of the previous page",
     ),
     responses={
         200: Reply(

@@ -10,11 +10,27 @@ app and has no declaration of its own yet.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import attrs
+
 from ..contract import Operation, Param, Reply, RouteTable, Schema
 from ..listing import SORTS
-from ..model import MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH
+from ..model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
 from ..store.query import MAX_QUERY_IDS
-from .schemas import JOB, JOB_ID, JOB_ID_PARAM, SCHEDULE_FIELDS, STATUS, TEXT, TIME
+from .schemas import (
+    JOB,
+    JOB_ID,
+    PRIORITY,
+    SCHEDULE_FIELDS,
+    STATUS,
+    TENANT_PARAM,
+    TEXT,
+    TIME,
+    job_operation,
+    job_reply,
+    page_params,
+)
 from .schemas_admin import OPERATIONS as ADMIN_OPERATIONS
 
 CONFLICT: Schema = {
@@ -29,24 +45,42 @@ CONFLICT: Schema = {
 
 NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
 
+#: The conditions ``GET /jobs`` takes in its query and a bulk action in its ``filter``
+#: (both read by ``listing._filter``); tenantId and status are spelled apart.
+CONDITIONS = (
+    Param(name="jobType", where="query", schema=TEXT, description="only this type"),
+    Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
+    Param(
+        name="cron",
+        where="query",
+        schema={"type": "boolean"},
+        description="true: templates only; false: no templates",
+    ),
+    Param(name="createdAfter", where="query", schema=TIME, description="created after"),
+    Param(name="createdBefore", where="query", schema=TIME, description="created before"),
+    Param(name="idempotencyKey", where="query", schema=TEXT, description="exactly this key"),
+    Param(
+        name="idempotencyKeyPrefix",
+        where="query",
+        schema=TEXT,
+        description="keys starting with this text",
+    ),
+)
+
 FILTER: Schema = {
     "type": ["object", "null"],
     "additionalProperties": False,
     "properties": {
         "tenantId": TEXT,
         "status": {"oneOf": [STATUS, {"type": "array", "items": STATUS}]},
-        "jobType": TEXT,
-        "templateId": JOB_ID,
-        "cron": {"type": "boolean"},
-        "createdAfter": TIME,
-        "createdBefore": TIME,
-        "idempotencyKey": TEXT,
-        "idempotencyKeyPrefix": TEXT,
+        **{condition.name: condition.schema for condition in CONDITIONS},
         "ids": {"type": "array", "items": JOB_ID, "minItems": 1, "maxItems": MAX_QUERY_IDS},
     },
 }
 
 DRY_RUN: Schema = {"type": "boolean", "description": "true: only count the matches"}
+#: A retry's new due time (null or absent: now).
+RETRY_AT: Schema = {"type": ["string", "null"], "format": "date-time"}
 
 BULK_RESULT: Schema = {
     "type": "object",
@@ -101,58 +135,60 @@ BATCH_ANSWER: Schema = {
 }
 
 
-def _action(name: str, summary: str, *, status: int = 200, tag: str = "actions") -> Operation:
-    return Operation(
-        id=name,
-        method="POST",
-        rule=f"/jobs/<job_id>/{name}",
-        summary=summary,
+def _refused(description: str) -> Reply:
+    """The 409 of an operation the job's status forbids (:data:`CONFLICT` names it)."""
+    return Reply(description=description, schema=CONFLICT)
+
+
+def _action(
+    name: str,
+    summary: str,
+    *,
+    tag: str = "actions",
+    body: Schema = NO_BODY,
+    status: int = 200,
+    responses: Mapping[int, Reply] | None = None,
+) -> Operation:
+    """``POST /jobs/<job_id>/<name>`` with an optional body; unless ``responses`` says
+    otherwise it answers the job after the action (``status``), or 409 when the job's
+    status forbids it."""
+    return job_operation(
+        name,
+        "POST",
+        summary,
         tag=tag,
-        params=(JOB_ID_PARAM,),
-        body=NO_BODY,
+        path=f"/{name}",
+        body=body,
         body_required=False,
-        responses={
-            status: Reply(description="the job after the action", schema=JOB),
-            409: Reply(description="the job's status forbids the action", schema=CONFLICT),
+        responses=responses
+        or {
+            status: job_reply("the job after the action"),
+            409: _refused("the job's status forbids the action"),
         },
     )
 
 
-CANCEL = Operation(
-    id="cancel",
-    method="POST",
-    rule="/jobs/<job_id>/cancel",
-    summary="Cancel a job; a running one gets a cancel request (202)",
-    tag="actions",
-    params=(JOB_ID_PARAM,),
-    body=NO_BODY,
-    body_required=False,
+CANCEL = _action(
+    "cancel",
+    "Cancel a job; a running one gets a cancel request (202)",
     responses={
-        200: Reply(description="the cancelled job", schema=JOB),
-        202: Reply(description="running: the executor stops it within a heartbeat", schema=JOB),
-        409: Reply(description="the job is already final", schema=CONFLICT),
+        200: job_reply("the cancelled job"),
+        202: job_reply("running: the executor stops it within a heartbeat"),
+        409: _refused("the job is already final"),
     },
 )
 
-RETRY = Operation(
-    id="retry",
-    method="POST",
-    rule="/jobs/<job_id>/retry",
-    summary="Run a dlq or cancelled job again, optionally later or with a new payload",
-    tag="actions",
-    params=(JOB_ID_PARAM,),
+RETRY = _action(
+    "retry",
+    "Run a dlq or cancelled job again, optionally later or with a new payload",
     body={
         "type": ["object", "null"],
         "additionalProperties": False,
-        "properties": {
-            "scheduledAt": {"type": ["string", "null"], "format": "date-time"},
-            "payload": {"type": ["object", "null"]},
-        },
+        "properties": {"scheduledAt": RETRY_AT, "payload": {"type": ["object", "null"]}},
     },
-    body_required=False,
     responses={
-        200: Reply(description="the job, pending again", schema=JOB),
-        409: Reply(description="the job is not dlq or cancelled", schema=CONFLICT),
+        200: job_reply("the job, pending again"),
+        409: _refused("the job is not dlq or cancelled"),
     },
 )
 
@@ -161,51 +197,35 @@ RESUME = _action("resume", "Resume a template; it fires next from now (no burst)
 TRIGGER = _action("trigger", "Run a template once now (the new run)", status=201, tag="cron")
 
 
-def _bulk(name: str, summary: str, body: Schema) -> Operation:
+def _bulk(name: str, summary: str, **fields: Schema) -> Operation:
+    """``POST /jobs/<name>``: the action on every job matching ``filter``; ``fields`` are
+    the action's own settings, beside ``filter`` and ``dryRun``."""
     return Operation(
         id=f"bulk_{name}",
         method="POST",
         rule=f"/jobs/{name}",
         summary=summary,
         tag="actions",
-        body=body,
+        body={
+            "type": "object",
+            "required": ["filter"],
+            "additionalProperties": False,
+            "properties": {"filter": FILTER, **fields, "dryRun": DRY_RUN},
+        },
         responses={200: Reply(description="how many matched and changed", schema=BULK_RESULT)},
     )
 
 
 BULK_CANCEL = _bulk(
-    "cancel",
-    "Cancel every job matching a filter (server-side, bounded per round trip)",
-    {
-        "type": "object",
-        "required": ["filter"],
-        "additionalProperties": False,
-        "properties": {"filter": FILTER, "dryRun": DRY_RUN},
-    },
+    "cancel", "Cancel every job matching a filter (server-side, bounded per round trip)"
 )
+BULK_RETRY = _bulk("retry", "Retry every dlq/cancelled job matching a filter", scheduledAt=RETRY_AT)
 
-BULK_RETRY = _bulk(
-    "retry",
-    "Retry every dlq/cancelled job matching a filter",
-    {
-        "type": "object",
-        "required": ["filter"],
-        "additionalProperties": False,
-        "properties": {
-            "filter": FILTER,
-            "scheduledAt": {"type": ["string", "null"], "format": "date-time"},
-            "dryRun": DRY_RUN,
-        },
-    },
-)
-
-UPDATE = Operation(
-    id="update",
-    method="PATCH",
-    rule="/jobs/<job_id>",
-    summary="Change a cron template (cron, payload, priority, maxAttempts, schedule)",
+UPDATE = job_operation(
+    "update",
+    "PATCH",
+    "Change a cron template (cron, payload, priority, maxAttempts, schedule)",
     tag="cron",
-    params=(JOB_ID_PARAM,),
     body={
         "type": "object",
         "minProperties": 1,
@@ -213,28 +233,23 @@ UPDATE = Operation(
         "properties": {
             "cron": TEXT,
             "payload": {"type": "object"},
-            "priority": {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY},
+            "priority": PRIORITY,
             "maxAttempts": {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPTS_LIMIT},
             **SCHEDULE_FIELDS,
         },
     },
     responses={
-        200: Reply(description="the template, next fire recomputed", schema=JOB),
-        409: Reply(description="not a template, or retired", schema=CONFLICT),
+        200: job_reply("the template, next fire recomputed"),
+        409: _refused("not a template, or retired"),
     },
 )
 
-DELETE = Operation(
-    id="delete",
-    method="DELETE",
-    rule="/jobs/<job_id>",
-    summary="Retire a cron template (its past runs stay)",
+DELETE = job_operation(
+    "delete",
+    "DELETE",
+    "Retire a cron template (its past runs stay)",
     tag="cron",
-    params=(JOB_ID_PARAM,),
-    responses={
-        200: Reply(description="the retired template", schema=JOB),
-        409: Reply(description="not a template", schema=CONFLICT),
-    },
+    responses={200: job_reply("the retired template"), 409: _refused("not a template")},
 )
 
 STATUS_LIST: Schema = {"type": "array", "items": STATUS}
@@ -246,48 +261,19 @@ LIST_FILTERED = Operation(
     summary="Jobs matching the filters, in the sort's order (a bare array; Link to the next page)",
     tag="jobs",
     params=(
-        Param(
-            name="tenantId",
-            where="query",
-            schema={"type": "string", "minLength": 1, "maxLength": MAX_STRING_LENGTH},
-            description="the tenant",
-            required=True,
-        ),
+        attrs.evolve(TENANT_PARAM, description="the tenant", required=True),
         Param(name="status", where="query", schema=STATUS_LIST, description="any of these"),
-        Param(name="jobType", where="query", schema=TEXT, description="only this type"),
-        Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
-        Param(
-            name="cron",
-            where="query",
-            schema={"type": "boolean"},
-            description="true: templates only; false: no templates",
-        ),
-        Param(name="createdAfter", where="query", schema=TIME, description="created after"),
-        Param(name="createdBefore", where="query", schema=TIME, description="created before"),
-        Param(name="idempotencyKey", where="query", schema=TEXT, description="exactly this key"),
-        Param(
-            name="idempotencyKeyPrefix",
-            where="query",
-            schema=TEXT,
-            description="keys starting with this text",
-        ),
+        *CONDITIONS,
         Param(
             name="sort",
             where="query",
             schema={"type": "string", "enum": list(SORTS)},
             description="-createdAt (default, newest first), createdAt, scheduledAt, -scheduledAt",
         ),
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT},
-            description=f"page size (default 100, at most {MAX_LIST_LIMIT})",
-        ),
-        Param(
-            name="cursor",
-            where="query",
-            schema={"type": "string"},
-            description="opaque: from the Link header",
+        *page_params(
+            MAX_LIST_LIMIT,
+            size=f"page size (default {DEFAULT_LIST_LIMIT}, at most {MAX_LIST_LIMIT})",
+            cursor="opaque: from the Link header",
         ),
     ),
     responses={
@@ -305,7 +291,7 @@ STATS_OP = Operation(
     rule="/stats",
     summary="Counts by status and job type, queue lag, recent completions and failures",
     tag="jobs",
-    params=(Param(name="tenantId", where="query", schema=TEXT, description="one tenant"),),
+    params=(TENANT_PARAM,),
     responses={200: Reply(description="the figures", schema=STATS)},
 )
 
@@ -339,13 +325,12 @@ BATCH = Operation(
     },
 )
 
-ATTEMPTS = Operation(
-    id="attempts",
-    method="GET",
-    rule="/jobs/<job_id>/attempts",
-    summary="A job's attempt history, oldest first",
+ATTEMPTS = job_operation(
+    "attempts",
+    "GET",
+    "A job's attempt history, oldest first",
     tag="jobs",
-    params=(JOB_ID_PARAM,),
+    path="/attempts",
     responses={
         200: Reply(
             description="the attempts",
