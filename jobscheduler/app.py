@@ -7,6 +7,7 @@ modules are imported here only, so roles never know which adapters they hold.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -160,6 +161,19 @@ async def _stop_on_signals(
             force = True
 
 
+def settle_heap() -> None:
+    """Move everything allocated so far out of the garbage collector's generations.
+
+    Once the roles are up, what exists (modules, the app, each role's long-lived state)
+    lives as long as the process, yet every full collection walked all of it again: on
+    ``dev``, each one took about 45 ms, and a burst of 5,000 jobs set off five of them. After
+    ``gc.freeze`` a full collection walks only what came later (5 in that burst: 48 ms in
+    all, instead of 220-290 ms). Garbage of the start-up is collected first, so none of it
+    is kept."""
+    gc.collect()
+    gc.freeze()
+
+
 async def run_roles(
     deps: Deps, roles: list[str], *, with_signals: bool = True, recover_at_start: bool = False
 ) -> None:
@@ -224,6 +238,7 @@ async def run_roles(
                             if "api" in roles:
                                 addresses = await front_nursery.start(run_api, deps)
                                 log.info("api listening", extra={"addresses": addresses})
+                            settle_heap()
                             log.info("ready", extra={"roles": ",".join(roles)})
                             # An executor-only process has nothing in this nursery: hold it
                             # open until a signal (or cancellation) ends the front roles.
