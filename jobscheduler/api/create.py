@@ -29,15 +29,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 import attrs
 
 from ..auth import OPERATOR, Authenticator, Principal, Role
 from ..bounded import BoundedCalls
-from ..errors import DuplicateJob, JobSchedulerError
-from ..model import Job, job_to_json, loads_json_body, parse_create_request
+from ..errors import DuplicateJob
+from ..model import Job, PayloadValidator, job_to_json, loads_json_body, parse_create_request
 from ..runtime import Deps
 from ..tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
 from .metrics import RequestMetrics
@@ -65,8 +65,8 @@ class Creator:
     deps: Deps
     tenancy: Tenancy
     calls: BoundedCalls
-    job_types: Any
-    max_attempts_defaults: Any
+    job_types: Mapping[str, PayloadValidator | None]
+    max_attempts_defaults: Mapping[str, int]
 
     def prepare(self, principal: Principal, body: Any) -> Job:
         """The job a validated create body asks for (403 for another tenant, 400 for what
@@ -152,8 +152,9 @@ class FastCreate:
             body = loads_json_body(data)
             self.validate(body)
             job = self.creator.prepare(principal, body)
-        except JobSchedulerError:
-            await self.app(handed, replay, send)  # Quart answers the 400/403 itself
+        except Exception:
+            # Quart answers the 400/403 itself (and an unexpected error with its JSON 500).
+            await self.app(handed, replay, send)
             return
         try:
             with self.creator.calls.request_budget():
