@@ -222,3 +222,19 @@ async def test_the_calls_of_one_budget_share_one_deadline(autojump_clock: MockCl
             with pytest.raises(StoreError, match="did not answer"):
                 await calls.call(slow)  # 0.4 s left: too little
         await calls.call(slow)  # outside the budget: a whole second again
+
+
+async def test_an_unexpected_error_before_the_store_is_quarts_json_500(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await served.warm("a-writer")
+
+    def broken(*args: Any, **kwargs: Any) -> Job:
+        raise KeyError("secret_column")
+
+    monkeypatch.setattr("jobscheduler.api.create.parse_create_request", broken)
+    reply = await served.api.call("POST", "/jobs", as_="a-writer", json=body())
+    assert reply.status == 500
+    assert reply.json == {"error": "internal error"}
+    assert served.handed == [None]
+    assert served.store.inserts == 0
