@@ -2,48 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import pymongo
 import pytest
-import trio
 
 from jobscheduler.audit import AuditRecord, new_record
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.store.mongo import COLLECTION, MongoJobStore
-from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
+from jobscheduler.store.mongo import MongoJobStore
+from tests.contract.store_fixtures import mongo_uri
+from tests.support.mongo import raw
 from tests.unit.conftest import make_job
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def database() -> AsyncIterator[str]:
-    name = unique_database_name("js_tenancy")
-    try:
-        yield name
-    finally:
-        await drop_database(mongo_uri(), name)
-
-
-async def raw(database: str, fn: Any) -> Any:
-    def call() -> Any:
-        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
-            mongo_uri(), serverSelectionTimeoutMS=5000
-        )
-        try:
-            return fn(client[database][COLLECTION])
-        finally:
-            client.close()
-
-    return await trio.to_thread.run_sync(call)
 
 
 async def test_the_global_key_index_of_older_releases_is_replaced_at_start(
     database: str,
 ) -> None:
     await raw(
+        mongo_uri(),
         database,
         lambda jobs: jobs.create_index(
             [("idempotencyKey", 1)], name="idempotencyKey_unique", unique=True
@@ -52,7 +28,7 @@ async def test_the_global_key_index_of_older_releases_is_replaced_at_start(
     store = MongoJobStore(mongo_uri(), database)
     await store.start()
     try:
-        names = await raw(database, lambda jobs: list(jobs.index_information()))
+        names = await raw(mongo_uri(), database, lambda jobs: list(jobs.index_information()))
         assert "idempotencyKey_unique" not in names
         assert "tenant_idempotencyKey_unique" in names
         await store.insert(make_job(key="shared", tenant="acme"))
