@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -160,17 +160,32 @@ def parse_ids(raw: Any, field: str = "filter.ids") -> tuple[str, ...]:
     return tuple(ids)
 
 
+def check_parameters(given: Iterable[str], accepted: Sequence[str]) -> None:
+    """400 naming the query parameters that are not ``accepted`` (and those that are)."""
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        raise ValidationError(
+            f"unknown query parameter(s): {', '.join(u[:40] for u in unknown)} "
+            f"(accepted: {', '.join(accepted)})"
+        )
+
+
+def parse_tenant_query(args: Mapping[str, str], accepted: Sequence[str]) -> str | None:
+    """The ``tenantId`` a query names, if any, of a route taking only ``accepted``
+    parameters (400 for another parameter, or an empty or over-long tenant)."""
+    check_parameters(args, accepted)
+    requested = args.get("tenantId")
+    if requested is not None and (not requested.strip() or len(requested) > MAX_STRING_LENGTH):
+        raise ValidationError(f"tenantId: must be 1 to {MAX_STRING_LENGTH} characters")
+    return requested
+
+
 def parse_list_request(
     args: Mapping[str, str], statuses: Iterable[str]
 ) -> tuple[JobQuery, int, Cursor | None]:
     """Validate ``GET /jobs`` (``statuses``: every ``status`` value given) into the query,
     the page size and the cursor to continue after."""
-    unknown = sorted(set(args) - set(LIST_PARAMETERS))
-    if unknown:
-        raise ValidationError(
-            f"unknown query parameter(s): {', '.join(u[:40] for u in unknown)} "
-            f"(accepted: {', '.join(LIST_PARAMETERS)})"
-        )
+    check_parameters(args, LIST_PARAMETERS)
     tenant, _, limit = parse_list_query(
         {k: v for k, v in args.items() if k in ("tenantId", "limit")}
     )

@@ -19,9 +19,8 @@ from quart_trio import QuartTrio
 from ..actions import Caller, direct
 from ..auth import Role, current_principal, requires
 from ..bounded import BoundedCalls
-from ..errors import ValidationError
-from ..listing import encode_cursor, parse_list_request
-from ..model import MAX_STRING_LENGTH, format_time, job_to_json
+from ..listing import encode_cursor, parse_list_request, parse_tenant_query
+from ..model import format_time, job_to_json
 from ..runtime import Deps
 from ..store.query import Cursor, JobStats
 from ..tenancy import tenant_args
@@ -90,15 +89,7 @@ def register_listing_routes(
     @app.get("/stats")
     @requires(Role.READER)
     async def stats() -> Response:
-        unknown = sorted(set(request.args) - set(STATS_PARAMETERS))
-        if unknown:
-            raise ValidationError(
-                f"unknown query parameter(s): {', '.join(u[:40] for u in unknown)} "
-                f"(accepted: {', '.join(STATS_PARAMETERS)})"
-            )
-        requested = request.args.get("tenantId")
-        if requested is not None and (not requested.strip() or len(requested) > MAX_STRING_LENGTH):
-            raise ValidationError(f"tenantId: must be 1 to {MAX_STRING_LENGTH} characters")
+        requested = parse_tenant_query(request.args, STATS_PARAMETERS)
         tenant = current_principal().scope(requested)
         now = deps.clock.now()
         result = await bounded(deps.store.stats, tenant, now)

@@ -18,8 +18,7 @@ from ..actions import Caller, direct
 from ..auth import Role, current_principal, requires
 from ..bounded import BoundedCalls
 from ..contract import Operation, Param, Reply, Schema, table_of
-from ..errors import ValidationError
-from ..model import MAX_STRING_LENGTH
+from ..listing import parse_tenant_query
 from ..overview import overview_to_json
 from ..runtime import Deps
 from .schemas import TEXT, TIME
@@ -103,15 +102,7 @@ def register_overview_route(
     @table_of(app).route(OVERVIEW_OP)
     @requires(Role.READER)
     async def overview() -> Response:
-        unknown = sorted(set(request.args) - set(PARAMETERS))
-        if unknown:
-            raise ValidationError(
-                f"unknown query parameter(s): {', '.join(u[:40] for u in unknown)} "
-                f"(accepted: {', '.join(PARAMETERS)})"
-            )
-        requested = request.args.get("tenantId")
-        if requested is not None and (not requested.strip() or len(requested) > MAX_STRING_LENGTH):
-            raise ValidationError(f"tenantId: must be 1 to {MAX_STRING_LENGTH} characters")
+        requested = parse_tenant_query(request.args, PARAMETERS)
         principal = current_principal()
         tenant = principal.scope(requested)
         now = deps.clock.now()
