@@ -44,8 +44,9 @@ from ..runtime import Deps
 from ..store.base import InsertOutcome
 from ..tenancy import admit_batch, claim_tenant, forget_batch, install_tenancy, mark_audited
 from ..ui import register_ui_routes
+from ..unread_body import ASGIApp
 from . import schemas as ops
-from .create import FAILED, ASGIApp, Creator, FastCreate, duplicate_message
+from .create import FAILED, Creator, FastCreate, duplicate_message
 from .cron import register_cron_routes
 from .listing import register_listing_routes
 from .manage import register_manage_routes

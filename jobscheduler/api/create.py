@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -40,15 +40,10 @@ from ..errors import DuplicateJob
 from ..model import Job, PayloadValidator, job_to_json, loads_json_body, parse_create_request
 from ..runtime import Deps
 from ..tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
+from ..unread_body import ASGIApp, Message, Receive, Scope, Send
 from .metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: The create's route and its audit action.
 METHOD, ROUTE = "POST", "/jobs"
@@ -142,11 +137,17 @@ class FastCreate:
             return
         data, complete = await _read_body(receive, self.max_body)
         replay = _replaying(data, complete, receive)
-        # Handed on, the request keeps the principal it was authenticated as: a key whose
-        # cache entry expires meanwhile (during a slow store call) is not looked up again.
-        handed = {**scope, AUTHENTICATED: principal}
+
+        async def hand_over(failed: Exception | None = None) -> None:
+            # The request keeps the principal it was authenticated as: a key whose cache
+            # entry expired meanwhile (during a slow store call) is not looked up again.
+            handed = {**scope, AUTHENTICATED: principal}
+            if failed is not None:
+                handed[FAILED] = failed
+            await self.app(handed, replay, send)
+
         if not complete:
-            await self.app(handed, replay, send)  # too large (413), or the client went away
+            await hand_over()  # too large (413), or the client went away
             return
         try:
             body = loads_json_body(data)
@@ -154,13 +155,13 @@ class FastCreate:
             job = self.creator.prepare(principal, body)
         except Exception:
             # Quart answers the 400/403 itself (and an unexpected error with its JSON 500).
-            await self.app(handed, replay, send)
+            await hand_over()
             return
         try:
             with self.creator.calls.request_budget():
                 stored = await self.creator.store(principal, job)
         except Exception as exc:
-            await self.app({**handed, FAILED: exc}, replay, send)
+            await hand_over(exc)
             return
         reply = json.dumps(job_to_json(stored), separators=(",", ":"), ensure_ascii=False)
         content = reply.encode()
