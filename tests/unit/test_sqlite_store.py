@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ import trio
 import trio.testing
 
 from jobscheduler import states
+from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.model import Job, new_job_id
+from jobscheduler.store import sqlite_writer
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -30,18 +33,38 @@ def job(key: str) -> Job:
     )
 
 
+class Stall:
+    """An operation that holds the writer thread (a stalled disk) until released."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.release = threading.Event()
+        self.timed_out = False
+
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        self.running.set()
+        self.timed_out = not self.release.wait(10)
+
+    async def hold(self, store: SQLiteJobStore, nursery: trio.Nursery) -> None:
+        """Queue the stall and return once the writer thread is inside it."""
+        nursery.start_soon(store._write, self)
+        await trio.to_thread.run_sync(self.running.wait, 10)
+
+
 async def test_bug_a_writer_cancelled_after_taking_a_batch_orphaned_the_other_writes(
     tmp_path: Path,
 ) -> None:
-    # Regression: the writer that takes a batch also carries other callers' writes. It was
-    # cancelled (a client disconnect cancels its request) before its thread call started,
-    # the batch never ran, and the other callers got None back — the scheduler crashed on a
-    # claim that returned None. The batch must run whatever happens to the caller holding it.
+    # Regression: the caller that took a batch also carried other callers' writes. It was
+    # cancelled (a client disconnect cancels its request) before the batch ran, the batch
+    # never ran, and the other callers got None back — the scheduler crashed on a claim that
+    # returned None. Now the writer thread runs batches: a cancelled caller withdraws only
+    # its own write, whoever handed the queue over.
     store = SQLiteJobStore(tmp_path / "jobs.db")
     await store.start()
     first, second = job("first"), job("second")
     results: dict[str, Job] = {}
     leader = trio.CancelScope()
+    stall = Stall()
 
     async def write_first() -> None:
         with leader:
@@ -50,37 +73,83 @@ async def test_bug_a_writer_cancelled_after_taking_a_batch_orphaned_the_other_wr
     async def write_second() -> None:
         results["second"] = await store.insert(second)
 
-    await store._write_lock.acquire()
     async with trio.open_nursery() as nursery:
+        await stall.hold(store, nursery)
         nursery.start_soon(write_first)
-        await trio.testing.wait_all_tasks_blocked()
         nursery.start_soon(write_second)
         await trio.testing.wait_all_tasks_blocked()
-        store._write_lock.release()  # hands the lock to write_first, with both writes queued
-        leader.cancel()  # ...which is cancelled before it runs the batch
+        assert store._batches is not None
+        assert len(store._batches._pending) == 2  # both queued behind the stall
+        leader.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        stall.release.set()
+    assert "first" not in results
     assert results["second"] == second
     assert await store.get(second.id) == second
+    with pytest.raises(JobNotFound):
+        await store.get(first.id)  # withdrawn before any batch took it
     await store.close()
 
 
-async def test_a_write_cancelled_while_queued_is_withdrawn(tmp_path: Path) -> None:
+async def test_a_caller_cancelled_after_its_write_was_taken_waits_for_its_outcome(
+    tmp_path: Path,
+) -> None:
+    # Once the writer thread has taken a write, the caller waits for it as for a thread
+    # call and gets its result; the cancellation comes at its next checkpoint. (Request
+    # handlers bound the wait with BoundedCalls, which detaches the call instead.)
     store = SQLiteJobStore(tmp_path / "jobs.db")
     await store.start()
-    waiting = trio.CancelScope()
+    ahead, behind = Stall(), Stall()
+    taken = job("taken")
+    results: list[Job] = []
+    caller = trio.CancelScope()
 
-    async def write_queued() -> None:
-        with waiting:
-            await store.insert(job("queued"))
+    async def write() -> None:
+        with caller:
+            results.append(await store.insert(taken))
+            await trio.lowlevel.checkpoint()
+            raise AssertionError("the cancellation comes at the next checkpoint")
 
-    await store._write_lock.acquire()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(write_queued)
+        await ahead.hold(store, nursery)
+        nursery.start_soon(write)
+        nursery.start_soon(store._write, behind)
+        await trio.testing.wait_all_tasks_blocked()  # both queued behind `ahead`...
+        ahead.release.set()  # ...and handed over together when it ends
+        await trio.to_thread.run_sync(behind.running.wait, 10)  # the insert ran, `behind` holds
+        caller.cancel()
         await trio.testing.wait_all_tasks_blocked()
-        waiting.cancel()
-    store._write_lock.release()
-    await store.insert(job("later"))  # runs a batch: the withdrawn write must not be in it
-    assert [j.idempotency_key for j in await store.list_jobs("t", None, 10)] == ["later"]
+        assert results == []  # still waiting for its batch
+        behind.release.set()
+    assert caller.cancelled_caught
+    assert results == [taken]
+    assert await store.get(taken.id) == taken
     await store.close()
+
+
+async def test_close_runs_the_queued_writes_and_later_writes_fail_as_store_errors(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    store = SQLiteJobStore(path)
+    await store.start()
+    stall = Stall()
+    queued = job("queued")
+    async with trio.open_nursery() as nursery:
+        await stall.hold(store, nursery)
+        nursery.start_soon(store.insert, queued)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(store.close)
+        await trio.testing.wait_all_tasks_blocked()
+        stall.release.set()
+    with pytest.raises(StoreError, match="closed"):
+        await store.insert(job("late"))
+    again = SQLiteJobStore(path)
+    await again.start()
+    try:
+        assert await again.get(queued.id) == queued
+    finally:
+        await again.close()
 
 
 #: The jobs table as the first release created it (before results and cron template ids).
@@ -135,18 +204,18 @@ async def test_writes_started_together_share_one_transaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Writers made runnable in the same scheduling round (an executor's outcomes and its
-    # next pick) are all queued by the time the first one, holding the lock, takes the
-    # batch (taking trio's lock yields once): one batch, one commit.
+    # next pick) are all queued by the time the first one hands the queue to the writer
+    # thread (each yields once first): one batch, one commit.
     store = SQLiteJobStore(tmp_path / "jobs.db")
     await store.start()
     batches: list[int] = []
-    run_batch = store._run_batch
+    run_batch = sqlite_writer.run_batch
 
-    def counting(batch: list[Any]) -> None:
+    def counting(conn: sqlite3.Connection, batch: list[Any]) -> None:
         batches.append(len(batch))
-        run_batch(batch)
+        run_batch(conn, batch)
 
-    monkeypatch.setattr(store, "_run_batch", counting)
+    monkeypatch.setattr(sqlite_writer, "run_batch", counting)
     async with trio.open_nursery() as nursery:
         for key in ("a", "b", "c"):
             nursery.start_soon(store.insert, job(key))

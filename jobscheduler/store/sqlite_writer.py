@@ -1,0 +1,210 @@
+"""The SQLite store's group commit: one thread owns the writer connection and runs the
+queued writes batch by batch.
+
+A caller queues its operation and waits. While the thread is idle, the first caller to run
+after queuing hands everything queued to it as one batch; while a batch runs, what arrives
+queues for the next one, which the batch's end hands over at once. So under load batches
+grow by themselves, and each costs one transaction, one commit and one wake-up of the trio
+run (the outcomes of the whole batch come back in one ``run_sync_soon``).
+
+Each operation runs inside its own SAVEPOINT when the batch has several, so one failed
+insert fails only itself and per-job transitions stay individually atomic.
+
+Cancellation is that of a thread call: a caller cancelled while its write is queued
+withdraws it; once its batch is with the thread, the write runs to its end and the caller
+waits for its outcome (the cancellation comes at its next checkpoint). Request handlers
+bound that wait with :class:`~jobscheduler.bounded.BoundedCalls`, which detaches a call
+that outlives its deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import trio
+
+from ..errors import StoreError, ValidationError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Slot(Generic[T]):
+    """One queued write: the operation and, once run, its result or error; ``task`` is
+    the caller while it waits for them."""
+
+    __slots__ = ("done", "error", "op", "result", "task")
+
+    def __init__(self, op: Callable[[sqlite3.Connection], T]) -> None:
+        self.op = op
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.task: trio.lowlevel.Task | None = None
+
+
+def _edge_error(exc: Exception) -> Exception:
+    """A failed operation's error as callers may see it: project errors pass, a driver
+    error becomes StoreError, an unencodable string a ValidationError."""
+    if isinstance(exc, sqlite3.Error):
+        mapped: Exception = StoreError(f"SQLite write failed: {exc}")
+    elif isinstance(exc, UnicodeEncodeError):
+        mapped = ValidationError(f"a string is not valid Unicode: {exc.reason}")
+    else:
+        return exc
+    mapped.__cause__ = exc
+    return mapped
+
+
+def run_batch(conn: sqlite3.Connection, batch: list[_Slot[Any]]) -> None:
+    """Run every slot's operation in one transaction; every slot gets its result or error.
+
+    A failing operation fails alone (its SAVEPOINT is rolled back). If the transaction
+    itself fails (BEGIN, a savepoint, COMMIT), nothing of the batch was written and every
+    slot gets the error.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        # An operation alone in its transaction (a create arriving alone) needs no
+        # savepoint: if it fails, the whole transaction is rolled back.
+        lone = len(batch) == 1
+        for slot in batch:
+            if not lone:
+                conn.execute("SAVEPOINT op")
+            try:
+                slot.result = slot.op(conn)
+            except Exception as exc:
+                if not conn.in_transaction:
+                    # SQLite rolled the whole transaction back itself (SQLITE_FULL, an I/O
+                    # error): every write of the batch is lost, so all fail with it.
+                    raise
+                slot.error = _edge_error(exc)
+                if lone:
+                    conn.execute("ROLLBACK")
+                    return
+                conn.execute("ROLLBACK TO op")
+            if not lone:
+                conn.execute("RELEASE op")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        error = exc if isinstance(exc, StoreError) else StoreError(f"SQLite write failed: {exc}")
+        if error is not exc:
+            error.__cause__ = exc
+        for slot in batch:
+            slot.error, slot.result = error, None
+        if not isinstance(exc, Exception):
+            raise
+
+
+class BatchWriter:
+    """The writer thread of one connection, serving the trio run that started it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._token = trio.lowlevel.current_trio_token()
+        #: Writes waiting for the next batch (trio side: only the trio run touches it).
+        self._pending: list[_Slot[Any]] = []
+        #: A batch is with the thread (trio side).
+        self._busy = False
+        #: The batch handed to the thread and not yet taken (under ``_ready``).
+        self._handed: list[_Slot[Any]] | None = None
+        self._stopping = False
+        self._ready = threading.Condition(threading.Lock())
+        self._thread = threading.Thread(target=self._serve, name="sqlite-writer", daemon=True)
+        self._thread.start()
+
+    async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        """``op(conn)`` in the next batch: its result, or the error it raised (mapped)."""
+        if trio.lowlevel.current_trio_token() is not self._token:
+            # Its outcome would be handed back to the run that started the store.
+            raise RuntimeError("a SQLite store is used outside the trio run that started it")
+        slot: _Slot[T] = _Slot(op)
+        self._pending.append(slot)
+        try:
+            # Yield once, so the writes of the tasks made runnable together with this one
+            # (an executor's outcomes and its next pick) are queued by then and share the
+            # batch: one commit.
+            await trio.lowlevel.checkpoint()
+        except BaseException:
+            self._withdraw(slot)
+            raise
+        if not self._busy and self._pending:
+            self._hand_over()
+        if not slot.done:
+
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                # Queued: withdrawn. With the thread: it runs to its end, and we wait.
+                if self._withdraw(slot):
+                    return trio.lowlevel.Abort.SUCCEEDED
+                return trio.lowlevel.Abort.FAILED
+
+            slot.task = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(abort)
+        if slot.error is not None:
+            raise slot.error
+        return slot.result  # type: ignore[return-value]
+
+    async def stop(self) -> None:
+        """Run the writes already queued, then end the thread. A thread stuck on a stalled
+        disk is left behind if the caller gives up (is cancelled)."""
+        # Queued last: when it has run, so have the others (its own error, on a database
+        # that refuses writes, does not matter).
+        with contextlib.suppress(StoreError):
+            await self.write(lambda conn: None)
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
+        await trio.to_thread.run_sync(self._thread.join, abandon_on_cancel=True)
+
+    def _withdraw(self, slot: _Slot[Any]) -> bool:
+        if slot in self._pending:
+            self._pending.remove(slot)
+            slot.task = None
+            return True
+        return False
+
+    def _hand_over(self) -> None:
+        """Give the queued writes to the thread as one batch (trio side)."""
+        batch, self._pending = self._pending, []
+        self._busy = True
+        with self._ready:
+            self._handed = batch
+            self._ready.notify()
+
+    def _finished(self, batch: list[_Slot[Any]]) -> None:
+        """A batch is done (trio side): wake its callers, hand over the next one."""
+        self._busy = False
+        for slot in batch:
+            slot.done = True
+            task, slot.task = slot.task, None
+            if task is not None:
+                trio.lowlevel.reschedule(task)
+        if self._pending:
+            self._hand_over()
+
+    def _serve(self) -> None:
+        """The thread: run each batch handed over, and hand its outcomes back."""
+        while True:
+            with self._ready:
+                while self._handed is None and not self._stopping:
+                    self._ready.wait()
+                batch, self._handed = self._handed, None
+            if batch is None:
+                return
+            try:
+                run_batch(self.conn, batch)
+            except BaseException:  # every slot has its error; the thread serves on
+                log.exception("SQLite writer: a batch ended with an unexpected error")
+            finally:
+                # A run that has ended has no caller left to wake.
+                with contextlib.suppress(trio.RunFinishedError):
+                    self._token.run_sync_soon(self._finished, batch)
