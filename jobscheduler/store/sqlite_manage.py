@@ -103,7 +103,7 @@ class SQLiteManageMixin(SQLiteConnection):
         return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
 
     async def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """All in one write transaction (one thread hop), no row read back."""
+        """All in one write transaction (one batch of the writer), no row read back."""
         results = await self.apply_many_lean(changes, [False] * len(changes))
         return sum(result is True for result in results)
 
