@@ -2,10 +2,12 @@
 
 Attempt records live *beside* the job, not inside it (their own table / collection keyed by
 job id): a job document stays small however often it is retried. Records are append-only
-and bounded per job by construction: at most one record per (attempt number, outcome),
-a repeated write of the same pair keeps the first. Attempt numbers are at most
-``maxAttempts`` (released attempts are not counted, so they reuse their number), so a job
-has at most ``len(Outcome) * maxAttempts`` records. Records older than the retention
+and bounded per run by construction: at most one record per (run, attempt number,
+outcome), a repeated write of the same key keeps the first. A job's first run is run 0;
+each retry by a user starts the next (:attr:`jobscheduler.model.Job.run`), whose attempts
+count from 1 again. Attempt numbers are at most ``maxAttempts`` (released attempts are not
+counted, so they reuse their number), so a run has at most ``len(Outcome) * maxAttempts``
+records. Records older than the retention
 (``ATTEMPT_RETENTION``) are pruned by the reaper.
 
 A record is written by the store together with the transition that ends the attempt
@@ -88,6 +90,8 @@ class Attempt:
     """One attempt at running a job, as recorded when it ended."""
 
     job_id: str
+    #: The job's run (:attr:`jobscheduler.model.Job.run`): 0, then 1 after the first retry.
+    run: int = 0
     number: int
     outcome: Outcome
     worker: str | None = None
@@ -99,13 +103,20 @@ class Attempt:
 
     @property
     def key(self) -> str:
-        """The record's unique key: one record per (job, attempt number, outcome)."""
-        return f"{self.job_id}:{self.number}:{self.outcome.value}"
+        """The record's unique key: one record per (job, run, attempt number, outcome).
+        The first run's keys leave the run out (as records were keyed before runs)."""
+        if self.run == 0:
+            return f"{self.job_id}:{self.number}:{self.outcome.value}"
+        return f"{self.job_id}:{self.run}:{self.number}:{self.outcome.value}"
 
 
 def attempt_to_json(attempt: Attempt) -> dict[str, Any]:
     """The HTTP shape of an attempt record (absent optional fields are omitted)."""
-    out: dict[str, Any] = {"number": attempt.number, "outcome": attempt.outcome.value}
+    out: dict[str, Any] = {
+        "run": attempt.run,
+        "number": attempt.number,
+        "outcome": attempt.outcome.value,
+    }
     if attempt.worker is not None:
         out["worker"] = attempt.worker
     if attempt.started_at is not None:

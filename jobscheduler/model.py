@@ -107,6 +107,16 @@ class Job:
     #: The job's retries by a user, oldest first (at most MAX_REPLAYS kept).
     replays: tuple[Replay, ...] = ()
 
+    @property
+    def run(self) -> int:
+        """Which run of the job this is: 0 until a user retries it, then 1, 2, ...
+        (the newest replay says; one written before replays were numbered counts by its
+        place in the list)."""
+        if not self.replays:
+            return 0
+        last = self.replays[-1].run
+        return last if last is not None else len(self.replays)
+
 
 @attrs.frozen(kw_only=True)
 class Replay:
@@ -116,6 +126,9 @@ class Replay:
     previous_status: Status
     previous_error: str | None = None
     previous_attempts: int = 0
+    #: The run this replay started (1 for the first retry); None in a replay stored before
+    #: runs were numbered.
+    run: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -123,6 +136,8 @@ class Replay:
             "previousStatus": self.previous_status.value,
             "previousAttempts": self.previous_attempts,
         }
+        if self.run is not None:
+            out["run"] = self.run
         if self.previous_error is not None:
             out["previousError"] = self.previous_error
         return out
@@ -135,6 +150,7 @@ class Replay:
             previous_status=Status(data["previousStatus"]),
             previous_error=data.get("previousError"),
             previous_attempts=int(data.get("previousAttempts", 0)),
+            run=None if data.get("run") is None else int(data["run"]),
         )
 
 

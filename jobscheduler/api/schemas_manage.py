@@ -110,8 +110,13 @@ STATS: Schema = {
 
 ATTEMPT: Schema = {
     "type": "object",
-    "required": ["number", "outcome"],
+    "required": ["run", "number", "outcome"],
     "properties": {
+        "run": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "the job's run: 0, then 1 after the first retry (see replays)",
+        },
         "number": {"type": "integer", "minimum": 1},
         "outcome": {"type": "string"},
         "worker": {"type": "string"},
@@ -328,7 +333,7 @@ BATCH = Operation(
 ATTEMPTS = job_operation(
     "attempts",
     "GET",
-    "A job's attempt history, oldest first",
+    "A job's attempt history, oldest first (by run, then attempt number)",
     tag="jobs",
     path="/attempts",
     responses={

@@ -104,6 +104,7 @@ def attempt_record(
     number = job.attempts if job.status is Status.RUNNING else job.attempts + 1
     return Attempt(
         job_id=job.id,
+        run=job.run,
         number=max(number, 1),
         outcome=outcome,
         worker=job.claimed_by,

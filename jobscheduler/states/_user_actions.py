@@ -84,6 +84,7 @@ def retry(
         previous_status=job.status,
         previous_error=job.last_error,
         previous_attempts=job.attempts,
+        run=job.run + 1,
     )
     changes: dict[str, Any] = {
         "status": Status.PENDING,

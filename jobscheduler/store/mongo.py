@@ -397,7 +397,9 @@ class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
         sort = [("number", ASCENDING), ("finishedAt", ASCENDING)]
 
         def op() -> list[Attempt]:
-            return [document_to_attempt(d) for d in records.find({"jobId": job_id}, sort=sort)]
+            found = [document_to_attempt(d) for d in records.find({"jobId": job_id}, sort=sort)]
+            # Runs in Python: a record from before runs were numbered has no "run" field.
+            return sorted(found, key=lambda record: record.run)
 
         return await self._call(op, "attempts", read=True)
 

@@ -1,7 +1,7 @@
 """The MongoDB store's attempt records: their collection (beside ``jobs``), indexes and codec.
 
-One document per (job, attempt number, outcome), whose ``_id`` is that key, so a repeated
-write is a duplicate-key error the store ignores (the first record wins).
+One document per (job, run, attempt number, outcome), whose ``_id`` is that key, so a
+repeated write is a duplicate-key error the store ignores (the first record wins).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 Document = dict[str, Any]
 
-#: Attempt records, beside the jobs: ``_id`` is ``<job id>:<number>:<outcome>``.
+#: Attempt records, beside the jobs: ``_id`` is ``<job id>:<number>:<outcome>`` in a job's
+#: first run, ``<job id>:<run>:<number>:<outcome>`` in the runs its retries start.
 ATTEMPTS_COLLECTION: Final = "attempts"
 
 #: Indexes of the attempts collection (its ``_id`` is the unique per-record key).
@@ -37,6 +38,7 @@ def attempt_to_document(record: Attempt) -> Document:
     return {
         "_id": record.key,
         "jobId": record.job_id,
+        "run": record.run,
         "number": record.number,
         "outcome": record.outcome.value,
         "worker": record.worker,
@@ -58,6 +60,7 @@ def document_to_attempt(doc: Mapping[str, Any]) -> Attempt:
     assert finished is not None
     return Attempt(
         job_id=doc["jobId"],
+        run=int(doc.get("run") or 0),  # a record from before runs were numbered: run 0
         number=int(doc["number"]),
         outcome=Outcome(doc["outcome"]),
         worker=doc.get("worker"),

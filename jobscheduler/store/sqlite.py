@@ -24,6 +24,7 @@ from .sqlite_attempts import (
     ATTEMPTS_SCHEMA,
     INSERT_ATTEMPT,
     attempt_params,
+    migrate_attempt_runs,
 )
 from .sqlite_conn import SQLiteConnection
 from .sqlite_manage import SQLiteManageMixin
@@ -68,6 +69,7 @@ class SQLiteJobStore(
     @staticmethod
     def _prepare(conn: sqlite3.Connection) -> None:
         conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
+        migrate_attempt_runs(conn)
         _migrate(conn)
         if migrate_tenant_keys(conn):
             conn.executescript(_SCHEMA)  # the rebuilt table's indexes

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ..attempts import Attempt, Outcome
 
-#: One row per (job, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
+#: One row per (job, run, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
 ATTEMPTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (
     job_id          TEXT NOT NULL,
@@ -20,7 +21,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     error_type      TEXT,
     error_message   TEXT,
     traceback       TEXT,
-    PRIMARY KEY (job_id, number, outcome)
+    run             INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (job_id, run, number, outcome)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS attempts_finished ON attempts (finished_at);
 """
@@ -35,6 +37,7 @@ ATTEMPT_COLUMNS = (
     "error_type",
     "error_message",
     "traceback",
+    "run",
 )
 INSERT_ATTEMPT = (
     f"INSERT OR IGNORE INTO attempts ({', '.join(ATTEMPT_COLUMNS)}) "
@@ -61,6 +64,7 @@ def attempt_params(record: Attempt) -> tuple[Any, ...]:
         record.error_type,
         record.error_message,
         record.traceback,
+        record.run,
     )
 
 
@@ -69,6 +73,7 @@ def attempt_from_row(row: Sequence[Any]) -> Attempt:
     assert finished is not None
     return Attempt(
         job_id=row[0],
+        run=row[9],
         number=row[1],
         outcome=Outcome(row[2]),
         worker=row[3],
@@ -77,4 +82,22 @@ def attempt_from_row(row: Sequence[Any]) -> Attempt:
         error_type=row[6],
         error_message=row[7],
         traceback=row[8],
+    )
+
+
+def migrate_attempt_runs(conn: sqlite3.Connection) -> None:
+    """Rebuild an attempts table of a file from before runs were numbered (its key was
+    (job, number, outcome)): every record it holds is of run 0. Idempotent."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
+    if "run" in columns:
+        return
+    kept = ", ".join(ATTEMPT_COLUMNS[:-1])
+    conn.executescript(
+        "BEGIN IMMEDIATE;"
+        "DROP INDEX IF EXISTS attempts_finished;"
+        "ALTER TABLE attempts RENAME TO attempts_before_runs;"
+        f"{ATTEMPTS_SCHEMA}"
+        f"INSERT INTO attempts ({kept}, run) SELECT {kept}, 0 FROM attempts_before_runs;"
+        "DROP TABLE attempts_before_runs;"
+        "COMMIT;"
     )

@@ -80,7 +80,7 @@ class SQLiteManageMixin(SQLiteConnection):
     async def attempts(self, job_id: str) -> list[Attempt]:
         sql = (
             f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
-            "ORDER BY number ASC, finished_at ASC"
+            "ORDER BY run ASC, number ASC, finished_at ASC"
         )
         return await self._read(
             lambda conn: [attempt_from_row(r) for r in conn.execute(sql, (job_id,))]

@@ -155,8 +155,15 @@ async def test_retry_of_a_dead_job_resets_attempts_and_keeps_a_replay_record(
     assert retried.payload == {"fixed": True}
     assert retried.scheduled_at == LATER
     assert retried.replays == (
-        Replay(at=LATER, previous_status=Status.DLQ, previous_error="boom", previous_attempts=1),
+        Replay(
+            at=LATER,
+            previous_status=Status.DLQ,
+            previous_error="boom",
+            previous_attempts=1,
+            run=1,
+        ),
     )
+    assert retried.run == 1
     assert await store.get(job.id) == retried
     # The same retry again (from the version it read) loses: one replay per read.
     assert await store.apply(states.retry(job, now=LATER)) is None
@@ -167,6 +174,13 @@ async def test_retry_of_a_dead_job_resets_attempts_and_keeps_a_replay_record(
     started = await store.apply(states.start(job.id, token="tok-2", now=LATER))
     assert started is not None
     assert started.attempts == 1
+    # It fails again like the first run's attempt 1: both records are kept, one per run.
+    assert await store.apply(states.fail(started, token="tok-2", now=LATER, error="again"))
+    records = await store.attempts(job.id)
+    assert [(r.run, r.number, r.outcome, r.error_message) for r in records] == [
+        (0, 1, Outcome.FAILED, "boom"),
+        (1, 1, Outcome.FAILED, "again"),
+    ]
 
 
 async def test_template_pause_resume_retire_and_update(store: JobStore) -> None:

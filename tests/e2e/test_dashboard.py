@@ -230,6 +230,9 @@ async def test_job_detail_shows_attempts_and_retries_a_dead_letter_with_an_edite
         assert done["payload"] == {"failRate": 0, "note": "fixed"}
         assert done["replays"][0]["previousStatus"] == "dlq"
         wait_until(driver, lambda d: outcomes(d) == ["failed", "completed"], "both attempts")
+        # The retry started run 1, whose attempts count from #1 again.
+        badges = [b.text for b in driver.find_elements(By.CSS_SELECTOR, "#attempts .badge")]
+        assert badges == ["#1 failed", "run 1 #1 completed"]
 
 
 async def test_a_template_page_shows_its_schedule_is_paused_resumed_edited_and_its_ledger(

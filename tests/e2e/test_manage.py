@@ -137,6 +137,27 @@ async def test_retry_of_a_dead_job_with_a_new_payload_completes_it(
     assert len(done["replays"]) == 1
 
 
+async def test_a_retried_job_that_fails_again_keeps_the_attempts_of_both_runs(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> None:
+    server = await dev_factory()
+    job = await create(
+        client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
+    )
+    await wait_for_job(client, server, job["id"], lambda j: j["status"] == "dlq")
+    retried = await act(client, server, f"/jobs/{job['id']}/retry", {})
+    assert retried["replays"][0]["run"] == 1
+    await wait_for_job(
+        client, server, job["id"], lambda j: j["status"] == "dlq" and j["attempts"] == 1
+    )
+    reply = await client.get(f"{server.url}/jobs/{job['id']}/attempts")
+    assert reply.status_code == 200
+    assert [(a["run"], a["number"], a["outcome"]) for a in reply.json()["attempts"]] == [
+        (0, 1, "failed"),
+        (1, 1, "failed"),
+    ]
+
+
 async def test_bulk_retry_of_a_thousand_dead_jobs_runs_every_one_again(
     dev_factory: Factory,
     client: httpx.AsyncClient,

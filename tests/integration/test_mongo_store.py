@@ -15,15 +15,18 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import attrs
 import pymongo
 import pytest
 import trio
 from bson import ObjectId
 
 from jobscheduler import states
+from jobscheduler.attempts import Outcome
 from jobscheduler.errors import StoreError, ValidationError
-from jobscheduler.model import Status
+from jobscheduler.model import Replay, Status
 from jobscheduler.store.mongo import CLAIM_FIELD, FIELDS, INDEXES, Document, MongoJobStore
+from jobscheduler.store.mongo_attempts import ATTEMPTS_COLLECTION, attempt_to_document
 from tests.contract.store_fixtures import mongo_uri, unique_database_name
 from tests.contract.test_store_contract import NOW, make_job
 from tests.support.mongo import raw
@@ -174,6 +177,33 @@ async def test_insert_many_maps_an_unstorable_document_to_its_index(
     else:
         assert outcomes[1] == jobs[1]
     assert await store.get(jobs[2].id) == jobs[2]
+
+
+async def test_an_attempt_record_from_before_runs_reads_as_run_0_and_sorts_first(
+    store: MongoJobStore, database: str
+) -> None:
+    job = await store.insert(make_job())
+    for run, message in ((1, "second run"), (0, "first run")):
+        running = attrs.evolve(
+            job,
+            status=Status.RUNNING,
+            attempts=1,
+            replays=(Replay(at=NOW, previous_status=Status.DLQ, run=run),) if run else (),
+        )
+        record = states.attempt_record(running, outcome=Outcome.FAILED, now=NOW)
+        document = attempt_to_document(attrs.evolve(record, error_message=message))
+        if run == 0:
+            del document["run"]  # written before runs were numbered
+        await raw(
+            mongo_uri(),
+            database,
+            lambda jobs, document=document: jobs.database[ATTEMPTS_COLLECTION].insert_one(document),
+        )
+    records = await store.attempts(job.id)
+    assert [(r.run, r.number, r.error_message) for r in records] == [
+        (0, 1, "first run"),
+        (1, 1, "second run"),
+    ]
 
 
 async def test_a_result_is_stored_as_json_text_beside_a_document_payload(

@@ -198,6 +198,7 @@ async def test_attempts_sub_resource_lists_every_attempt(api: Api, store: SQLite
         "jobId": job.id,
         "attempts": [
             {
+                "run": 0,
                 "number": 1,
                 "outcome": "failed",
                 "worker": "w-1",

@@ -150,6 +150,7 @@ async def test_retry_of_a_dead_job_with_a_new_payload_records_the_replay(
             "previousStatus": "dlq",
             "previousError": "boom",
             "previousAttempts": 1,
+            "run": 1,
         }
     ]
     # Pending now: a second retry is a clear 409, not a second replay.

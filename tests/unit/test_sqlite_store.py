@@ -8,17 +8,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
 
 from jobscheduler import states
+from jobscheduler.attempts import Outcome
 from jobscheduler.errors import JobNotFound, StoreError
-from jobscheduler.model import Job, new_job_id
+from jobscheduler.model import Job, Replay, Status, new_job_id
 from jobscheduler.store import sqlite_writer
 from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store.sqlite_attempts import INSERT_ATTEMPT, attempt_params
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+REPLAY = Replay(at=NOW, previous_status=Status.DLQ, run=1)
 
 
 def job(key: str) -> Job:
@@ -196,6 +200,49 @@ async def test_a_file_from_the_first_release_gains_the_new_columns_and_keeps_its
     await again.start()
     try:
         assert (await again.get("a" * 24)).result == [1]
+    finally:
+        await again.close()
+
+
+async def test_an_attempts_table_from_before_runs_is_rebuilt_keeping_its_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    store = SQLiteJobStore(path)
+    await store.start()
+    kept = await store.insert(job("kept"))
+    await store.close()
+    with sqlite3.connect(path) as conn:  # the attempts table as it was: no run in its key
+        conn.executescript(
+            "DROP TABLE attempts;"
+            "CREATE TABLE attempts (job_id TEXT NOT NULL, number INTEGER NOT NULL,"
+            " outcome TEXT NOT NULL, worker TEXT, started_at INTEGER,"
+            " finished_at INTEGER NOT NULL, error_type TEXT, error_message TEXT,"
+            " traceback TEXT, PRIMARY KEY (job_id, number, outcome)) WITHOUT ROWID;"
+        )
+        conn.execute(
+            "INSERT INTO attempts VALUES (?, 1, 'failed', 'w', NULL, ?, NULL, 'old', NULL)",
+            (kept.id, int(NOW.timestamp() * 1000)),
+        )
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        [old] = await store.attempts(kept.id)
+        assert (old.run, old.number, old.error_message) == (0, 1, "old")
+        # The same attempt number and outcome in the next run is a record of its own.
+        running = attrs.evolve(kept, status=Status.RUNNING, attempts=1, replays=(REPLAY,))
+        record = states.attempt_record(running, outcome=Outcome.FAILED, now=NOW)
+        await store._write(lambda conn: conn.execute(INSERT_ATTEMPT, attempt_params(record)))
+        assert [(a.run, a.error_message) for a in await store.attempts(kept.id)] == [
+            (0, "old"),
+            (1, None),
+        ]
+    finally:
+        await store.close()
+    again = SQLiteJobStore(path)  # a second start finds the table rebuilt already
+    await again.start()
+    try:
+        assert len(await again.attempts(kept.id)) == 2
     finally:
         await again.close()
 

@@ -57,8 +57,13 @@ def test_retry_resets_the_job_and_keeps_the_last_replays() -> None:
     replays = change.set["replays"]
     assert len(replays) == MAX_REPLAYS
     assert replays[:-1] == old[1:]  # the oldest dropped
+    # Replays stored before runs were numbered count by their place: this is run 21.
     assert replays[-1] == Replay(
-        at=NOW_MS, previous_status=Status.DLQ, previous_error="boom", previous_attempts=3
+        at=NOW_MS,
+        previous_status=Status.DLQ,
+        previous_error="boom",
+        previous_attempts=3,
+        run=MAX_REPLAYS + 1,
     )
     assert (change.set["status"], change.set["attempts"], change.set["scheduled_at"]) == (
         Status.PENDING,
@@ -67,6 +72,21 @@ def test_retry_resets_the_job_and_keeps_the_last_replays() -> None:
     )
     assert change.set["payload"] == {"x": 1}
     assert "payload" not in states.retry(job, now=NOW).set
+
+
+def test_runs_keep_counting_past_the_replays_a_job_remembers() -> None:
+    job = make_job(status=Status.DLQ)
+    assert job.run == 0
+    for run in range(1, MAX_REPLAYS + 5):
+        retried = attrs.evolve(job, **states.retry(job, now=NOW).set)
+        assert retried.run == run
+        assert len(retried.replays) == min(run, MAX_REPLAYS)
+        job = attrs.evolve(retried, status=Status.DLQ)
+    # The attempt records of the run in progress carry its number.
+    running = attrs.evolve(job, status=Status.RUNNING, attempts=1)
+    record = states.attempt_record(running, outcome=Outcome.FAILED, now=NOW)
+    assert (record.run, record.number) == (job.run, 1)
+    assert record.key == f"{job.id}:{job.run}:1:failed"
 
 
 def test_template_transitions_name_the_status_they_leave() -> None:

@@ -13,15 +13,17 @@
     ["claimedAt", "Claimed at"], ["createdAt", "Created"], ["updatedAt", "Updated"],
   ];
 
-  // The attempt history, oldest first: outcome, worker, times, error and traceback.
+  // The attempt history, oldest first: outcome, worker, times, error and traceback. A
+  // retried job's later runs (1, 2, ...) count their attempts from #1 again.
   function timeline(attempts) {
     const list = el("ol", { class: "timeline", id: "attempts" });
     if (!attempts.length) list.append(el("li", { class: "muted" }, "No attempt yet."));
     for (const attempt of attempts) {
+      const run = attempt.run ? `run ${attempt.run} ` : "";
       const item = el(
         "li",
-        { "data-outcome": attempt.outcome },
-        el("span", { class: `badge o-${attempt.outcome}` }, `#${attempt.number} ${attempt.outcome}`),
+        { "data-outcome": attempt.outcome, "data-run": String(attempt.run || 0) },
+        el("span", { class: `badge o-${attempt.outcome}` }, `${run}#${attempt.number} ${attempt.outcome}`),
         " ",
         el("span", { class: "mono" }, `${when(attempt.startedAt) || "?"} → ${when(attempt.finishedAt)}`),
         attempt.worker ? el("span", { class: "muted" }, ` on ${attempt.worker}`) : "",
