@@ -7,8 +7,7 @@ outcome), a repeated write of the same key keeps the first. A job's first run is
 each retry by a user starts the next (:attr:`jobscheduler.model.Job.run`), whose attempts
 count from 1 again. Attempt numbers are at most ``maxAttempts`` (released attempts are not
 counted, so they reuse their number), so a run has at most ``len(Outcome) * maxAttempts``
-records. Records older than the retention
-(``ATTEMPT_RETENTION``) are pruned by the reaper.
+records. Records older than the retention (``ATTEMPT_RETENTION``) are pruned by the reaper.
 
 A record is written by the store together with the transition that ends the attempt
 (:attr:`jobscheduler.states.Change.record`), only when that transition applies.
