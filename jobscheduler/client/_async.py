@@ -133,6 +133,16 @@ class AsyncClient:
     async def stats(self, tenant_id: str | None = None) -> dict[str, Any]:
         return await self._send(core.stats(tenant_id))
 
+    async def occurrences(
+        self, job_id: str, *, page_size: int | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        call: Call[core.Ledger] | None = core.occurrences(job_id, page_size)
+        while call is not None:
+            page = await self._send(call)
+            for occurrence in page.occurrences:
+                yield occurrence
+            call = page.next
+
     async def next(self, job_id: str, count: int | None = None) -> dict[str, Any]:
         return await self._send(core.next_fires(job_id, count))
 

@@ -377,6 +377,31 @@ def stats(tenant_id: str | None) -> Call[dict[str, Any]]:
     return Call("GET", "/stats", _dict, params=params)
 
 
+@attrs.frozen
+class Ledger:
+    """One ``GET /jobs/{id}/occurrences`` page and the call that reads the next one."""
+
+    occurrences: list[dict[str, Any]]
+    next: Call[Ledger] | None
+
+
+def _ledger_page(url: str, params: Sequence[tuple[str, str]] = ()) -> Call[Ledger]:
+    def decode(response: httpx.Response) -> Ledger:
+        following = next_page(response)
+        return Ledger(
+            occurrences=cast(list[dict[str, Any]], response.json()["occurrences"]),
+            next=None if following is None else _ledger_page(following),
+        )
+
+    return Call("GET", url, decode, params=params)
+
+
+def occurrences(job_id: str, page_size: int | None) -> Call[Ledger]:
+    """The first page of a template's ledger; each :class:`Ledger` carries the next call."""
+    params = [("limit", str(page_size))] if page_size is not None else []
+    return _ledger_page(f"/jobs/{_id(job_id)}/occurrences", params)
+
+
 def next_fires(job_id: str, count: int | None) -> Call[dict[str, Any]]:
     params = [("count", str(count))] if count is not None else []
     return Call("GET", f"/jobs/{_id(job_id)}/next", _dict, params=params)

@@ -128,6 +128,16 @@ class Client:
         """Counts by status and job type, queue lag, recent completions and failures."""
         return self._send(core.stats(tenant_id))
 
+    def occurrences(self, job_id: str, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
+        """A cron template's ledger, newest fire time first, fetched a page at a time: each
+        fire time and what became of it (``spawned``/``buffered`` with its run, or
+        ``skipped`` with a reason). ``page_size`` is the API's ``limit`` (50; at most 500)."""
+        call: Call[core.Ledger] | None = core.occurrences(job_id, page_size)
+        while call is not None:
+            page = self._send(call)
+            yield from page.occurrences
+            call = page.next
+
     def next(self, job_id: str, count: int | None = None) -> dict[str, Any]:
         """A cron template's next fire times."""
         return self._send(core.next_fires(job_id, count))

@@ -1,4 +1,5 @@
-"""``jobscheduler cron list|pause|resume|trigger|update|delete|preview|next``: cron templates."""
+"""``jobscheduler cron list|pause|resume|trigger|update|delete|preview|next|ledger``: cron
+templates."""
 
 from __future__ import annotations
 
@@ -18,12 +19,22 @@ TEMPLATE_COLUMNS = [
     ("NEXT FIRE", "scheduledAt"),
 ]
 FIRE_COLUMNS = [("AT (UTC)", "at"), ("LOCAL", "local"), ("SHIFTED", "shifted")]
+LEDGER_COLUMNS = [
+    ("FIRE AT (UTC)", "fireAt"),
+    ("LOCAL", "fireAtLocal"),
+    ("STATUS", "status"),
+    ("REASON", "reason"),
+    ("RUN", "runId"),
+    ("RUN STATUS", "runStatus"),
+    ("LATE (S)", "lateSeconds"),
+]
 
 EPILOG = """examples:
   jobscheduler cron preview '30 2 * * *' --timezone Europe/Paris --count 5
   jobscheduler cron list --tenant acme
   jobscheduler cron pause 65f0a1b2c3d4e5f6a7b8c9d0
   jobscheduler cron update 65f0a1b2c3d4e5f6a7b8c9d0 --cron '*/10 * * * *'
+  jobscheduler cron ledger 65f0a1b2c3d4e5f6a7b8c9d0 --limit 20
 """
 
 
@@ -69,10 +80,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     upcoming.add_argument("--count", type=common.positive_int, help="how many (10)")
     common.add_common(upcoming)
 
+    ledger = sub.add_parser(
+        "ledger", help="a template's past fire times and what became of each, newest first"
+    )
+    ledger.add_argument("id")
+    ledger.add_argument(
+        "--limit", type=common.positive_int, default=50, help="at most this many (50)"
+    )
+    common.add_common(ledger)
+
 
 def _fires(reply: dict[str, Any]) -> None:
     print(f"{reply['cron']}  ({reply['timezone']})")
     common.table(reply["fireTimes"], FIRE_COLUMNS)
+
+
+def _ledger(items: list[dict[str, Any]]) -> None:
+    """The ledger as a table: a run's status flattened into its own column."""
+    rows = [item | {"runStatus": (item.get("run") or {}).get("status")} for item in items]
+    common.table(rows, LEDGER_COLUMNS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,4 +127,10 @@ def run(args: argparse.Namespace) -> int:
             return common.show(args, reply, _fires)
         if args.action == "next":
             return common.show(args, client.next(args.id, args.count), _fires)
+        if args.action == "ledger":
+            page_size = min(args.limit, 500)
+            items = list(
+                itertools.islice(client.occurrences(args.id, page_size=page_size), args.limit)
+            )
+            return common.show(args, items, _ledger)
     raise AssertionError(args.action)

@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from jobscheduler.auth import Role
+from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.keys import new_key
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.ports import free_port
@@ -211,3 +212,9 @@ async def wait_for_job(
                 await trio.sleep(0.05)
     except trio.TooSlowError:
         raise AssertionError(f"job never satisfied the condition; last state: {last}") from None
+
+
+def readme_env(server: DevServer) -> dict[str, str]:
+    """The environment of a user who pasted the README's commands against ``server``."""
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
+    return env | {"JOBSCHEDULER_URL": server.url, "JOBSCHEDULER_API_KEY": server.key or ""}

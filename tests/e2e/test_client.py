@@ -17,10 +17,9 @@ import pytest
 import trio
 
 from jobscheduler.client import AsyncClient, Client, job_body
-from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.errors import DuplicateJob, InvalidTransition, JobNotFound, ValidationError
 
-from .conftest import DevServer
+from .conftest import DevServer, readme_env
 
 pytestmark = pytest.mark.e2e
 
@@ -225,12 +224,6 @@ def readme_blocks(section: str, language: str) -> list[str]:
     text = (REPO / "README.md").read_text()
     body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     return [str(block) for block in re.findall(rf"```{language}\n(.*?)```", body, re.DOTALL)]
-
-
-def readme_env(server: DevServer) -> dict[str, str]:
-    """The environment of a user who pasted the README's commands against ``server``."""
-    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
-    return env | {"JOBSCHEDULER_URL": server.url, "JOBSCHEDULER_API_KEY": server.key or ""}
 
 
 def test_python_client_readme_blocks_run_as_pasted(live_dev: DevServer) -> None:

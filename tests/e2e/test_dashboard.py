@@ -7,11 +7,14 @@ the store holds, not only the page's own words. The repeated steps are in dashbo
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
+import trio
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -21,7 +24,7 @@ from selenium.webdriver.support.ui import Select
 from jobscheduler.ui._session import CSRF_HEADER, SESSION_COOKIE, csrf_token
 from tests.support.browser import PHONE, chromium, wait_until
 
-from .conftest import DevServer, wait_for_job
+from .conftest import DevServer, readme_env, wait_for_job
 from .dashboard_steps import (
     FUTURE,
     LAYOUT_SHIFT_OBSERVER,
@@ -304,6 +307,22 @@ async def test_a_template_page_shows_its_schedule_is_paused_resumed_edited_and_i
         line = rows(driver, "ledger", "outcome")[0]
         assert line["outcome"] == item["status"] == "spawned"
         assert item["runId"] in line["cells"]
+
+    # The same ledger from the command line (the README's `jobscheduler cron ledger`).
+    done = await trio.run_process(
+        [sys.executable, "-m", "jobscheduler", "cron", "ledger", every_minute, "--json"],
+        env=readme_env(server),
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    # Newest first; the template may have fired again since the API's read.
+    printed = {o["fireAt"]: o for o in json.loads(done.stdout)}
+    assert (printed[item["fireAt"]]["status"], printed[item["fireAt"]]["runId"]) == (
+        "spawned",
+        item["runId"],
+    )
 
 
 async def test_dead_letters_are_grouped_as_the_api_lists_them_and_a_group_is_retried(

@@ -18,7 +18,17 @@ JOB_ID = "65f0a1b2c3d4e5f6a7b8c9d0"
 
 ACTIONS = {
     "jobs": ["list", "get", "create", "cancel", "retry"],
-    "cron": ["list", "pause", "resume", "trigger", "update", "delete", "preview", "next"],
+    "cron": [
+        "list",
+        "pause",
+        "resume",
+        "trigger",
+        "update",
+        "delete",
+        "preview",
+        "next",
+        "ledger",
+    ],
 }
 
 
@@ -221,3 +231,53 @@ def test_one_id_alone_still_uses_the_jobs_own_route_and_prints_it(
     seen = api(lambda r: httpx.Response(200, json={"matched": 1, "changed": 0}))
     assert cli.main(["jobs", "cancel", JOB_ID, "--dry-run"]) == 0
     assert json.loads(seen[0].content) == {"filter": {"ids": [JOB_ID]}, "dryRun": True}
+
+
+def test_cron_ledger_prints_each_fire_time_with_its_run_and_follows_pages_up_to_the_limit(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spawned = {
+        "fireAt": "2026-01-01T09:00:00Z",
+        "fireAtLocal": "2026-01-01T10:00:00+01:00",
+        "status": "spawned",
+        "runId": "r" * 24,
+        "lateSeconds": 0.012,
+        "run": {"status": "completed", "attempts": 1},
+    }
+    skipped = {
+        "fireAt": "2026-01-01T08:00:00Z",
+        "fireAtLocal": "2026-01-01T09:00:00+01:00",
+        "status": "skipped",
+        "reason": "paused",
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if "cursor" in request.url.params:
+            return httpx.Response(200, json={"id": JOB_ID, "occurrences": [skipped, skipped]})
+        link = f'<http://api.test/jobs/{JOB_ID}/occurrences?limit=2&cursor=c1>; rel="next"'
+        page = {"id": JOB_ID, "occurrences": [spawned, skipped], "nextCursor": "c1"}
+        return httpx.Response(200, json=page, headers={"Link": link})
+
+    seen = api(answer)
+    assert cli.main(["cron", "ledger", JOB_ID, "--limit", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "FIRE", "AT", "(UTC)", "LOCAL", "STATUS", "REASON", "RUN", "RUN", "STATUS", "LATE", "(S)"
+    ]  # fmt: skip
+    assert lines[1].split() == [
+        "2026-01-01T09:00:00Z", "2026-01-01T10:00:00+01:00", "spawned", "-", "r" * 24,
+        "completed", "0.012",
+    ]  # fmt: skip
+    assert lines[2].split()[2:] == ["skipped", "paused", "-", "-", "-"]
+    assert len(lines) == 4  # the limit: 3 rows of the 4 the two pages hold
+    assert [r.url.path for r in seen] == [f"/jobs/{JOB_ID}/occurrences"] * 2
+    assert seen[0].url.params["limit"] == "3"
+    assert seen[1].url.params["cursor"] == "c1"
+
+
+def test_cron_ledger_of_an_unknown_template_is_one_line_and_exit_1(
+    api: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api(lambda r: httpx.Response(404, json={"error": f"job {JOB_ID} not found"}))
+    assert cli.main(["cron", "ledger", JOB_ID]) == 1
+    assert capsys.readouterr().err.strip() == f"jobscheduler: job {JOB_ID} not found"

@@ -282,6 +282,22 @@ async def test_async_client_pages_and_errors_match_the_sync_client() -> None:
             await client.get(JOB_ID)
 
 
+async def test_both_clients_read_a_ledger_across_its_pages() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if "cursor" in request.url.params:
+            return httpx.Response(200, json={"id": JOB_ID, "occurrences": [{"fireAt": "b"}]})
+        link = f'<{URL}/jobs/{JOB_ID}/occurrences?limit=1&cursor=x>; rel="next"'
+        page = {"id": JOB_ID, "occurrences": [{"fireAt": "a"}]}
+        return httpx.Response(200, json=page, headers={"Link": link})
+
+    transport = httpx.MockTransport(answer)
+    async with AsyncClient(URL, transport=transport) as client:
+        fired = [o["fireAt"] async for o in client.occurrences(JOB_ID, page_size=1)]
+    assert fired == ["a", "b"]
+    with Client(URL, transport=transport) as sync:
+        assert [o["fireAt"] for o in sync.occurrences(JOB_ID, page_size=1)] == ["a", "b"]
+
+
 def test_async_client_runs_under_asyncio_too() -> None:
     async def main() -> str:
         transport = httpx.MockTransport(lambda r: httpx.Response(201, json=job()))
