@@ -7,6 +7,7 @@ refresh, so element handles go stale); every wait is bounded (tests.support.brow
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -22,6 +23,10 @@ from .conftest import DevServer, wait_for_job
 
 TENANT = "tenant-e2e"
 FUTURE = "2099-01-01T00:00:00Z"
+
+#: The ``dev_factory`` and ``job_body`` fixtures' types (tests/e2e/conftest.py).
+DevFactory = Callable[..., Awaitable[DevServer]]
+JobBody = Callable[..., dict[str, Any]]
 
 #: Sums the page's layout shifts from now on (Chromium's Layout Instability API).
 LAYOUT_SHIFT_OBSERVER = (

@@ -1,7 +1,7 @@
 """The dashboard's server side: pages, redirects, static files and the status chart.
 
 The pages are shells the script fills from the JSON API (tested in the browser suite,
-tests/e2e/test_dashboard.py); here we prove what the server itself renders.
+tests/e2e/test_dashboard_*.py); here we prove what the server itself renders.
 """
 
 from __future__ import annotations
