@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -49,6 +49,9 @@ from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.workers import WorkerBeat
+
+if TYPE_CHECKING:
+    from .api_support import Api
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -312,6 +315,17 @@ async def store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
 @pytest.fixture
 def make_deps(settings: Settings, store: SQLiteJobStore) -> DepsFactory:
     return DepsFactory(settings=settings, store=store)
+
+
+@pytest.fixture(params=["fast", "quart"])
+async def api(make_deps: DepsFactory, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    """The app of the HTTP contract tests (``api_support.serve``), run once with each way in
+    of ``POST /jobs``: ``[fast]`` (api/create.py's front) and ``[quart]`` (Quart alone).
+    A test file that defines its own ``api`` uses that one instead."""
+    from .api_support import api_deps, serve  # api_support imports this module
+
+    async with serve(api_deps(make_deps), request.param) as served:
+        yield served
 
 
 def after(seconds: float) -> datetime:

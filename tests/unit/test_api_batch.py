@@ -1,5 +1,5 @@
 """``POST /jobs/batch``, a job's ``result`` and ``GET /jobs/{id}/attempts``, through the app's
-test client (same harness as test_api)."""
+test client (the harness of ``api_support.py``)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from jobscheduler.model import Job, new_job_id
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.sqlite import SQLiteJobStore
 
+from .api_support import JSON, Api, api_deps, create_body, serve
 from .conftest import BASE, DepsFactory, ProxyStore, make_job
-from .test_api import JSON, Api, api_deps, create_body, serve
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 from jobscheduler.model import new_job_id
 
+from .api_support import Api, api_deps, create_body, serve
 from .conftest import DepsFactory
-from .test_api import Api, api_deps, create_body, serve
 
 
 @pytest.fixture

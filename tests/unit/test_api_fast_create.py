@@ -1,6 +1,7 @@
 """The create's fast path (api/create.py): which creates it serves itself, which it hands to
 Quart, and that a handed-over create is answered as Quart answers it, with no second store
-write. ``test_api.py`` runs its whole contract through both ways (``[fast]``/``[quart]``)."""
+write. The ``api`` fixture of ``conftest.py`` runs the contract tests (``test_api_create*.py``,
+``test_api_read.py``, ``test_api_routing.py``) through both ways (``[fast]``/``[quart]``)."""
 
 from __future__ import annotations
 

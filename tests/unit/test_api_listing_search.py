@@ -22,8 +22,8 @@ from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite_query import find_sql
 from jobscheduler.store.sqlite_rows import _SELECT, _millis
 
+from .api_support import Api, api_deps, serve
 from .conftest import BASE, DepsFactory, make_job
-from .test_api import Api, api_deps, serve
 from .test_api_manage import dead, post
 
 

@@ -23,8 +23,8 @@ from jobscheduler.clock import ManualClock
 from jobscheduler.model import Job, Status, new_job_id
 from jobscheduler.store.sqlite import SQLiteJobStore
 
+from .api_support import Api, api_deps, create_body, serve
 from .conftest import BASE, DepsFactory, make_job
-from .test_api import Api, api_deps, create_body, serve
 from .test_api_reliability import hung_deps
 
 

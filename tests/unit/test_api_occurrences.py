@@ -21,8 +21,8 @@ from jobscheduler.model import Job, Status, new_job_id
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
+from .api_support import Api, api_deps, create_body, serve
 from .conftest import DepsFactory, after, make_job
-from .test_api import Api, api_deps, create_body, serve
 
 
 @pytest.fixture

@@ -24,8 +24,8 @@ from jobscheduler.model import Job, Status
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 
+from .api_support import Api, Reply, api_deps, create_body, serve
 from .conftest import BASE, DepsFactory, ProxyStore, make_settings
-from .test_api import Api, Reply, api_deps, create_body, serve
 
 TIMEOUT = 2.0
 

@@ -19,8 +19,8 @@ from jobscheduler.listing import SORTS as API_SORTS
 from jobscheduler.model import Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 
+from .api_support import Api, api_deps, serve
 from .conftest import BASE, DepsFactory, make_job
-from .test_api import Api, api_deps, serve
 from .test_api_manage import dead
 
 URL = "http://app.test"

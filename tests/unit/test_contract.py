@@ -21,8 +21,8 @@ from jobscheduler.contract import (
 )
 from jobscheduler.errors import ValidationError
 
+from .api_support import Api, create_body, serve
 from .conftest import BASE, DepsFactory
-from .test_api import Api, create_body, serve
 
 
 @pytest.fixture

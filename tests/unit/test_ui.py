@@ -17,8 +17,8 @@ import pytest
 from jobscheduler.api import create_app
 from jobscheduler.ui._chart import STATUS_ORDER
 
+from .api_support import Api, api_deps, serve
 from .conftest import DepsFactory
-from .test_api import Api, api_deps, serve
 
 
 @pytest.fixture

@@ -1,0 +1,117 @@
+"""The harness of the HTTP contract tests (``test_api_*``): the app under test through
+quart-trio's in-process test client, and the contract's example create request.
+
+Successful responses are the raw resource; every error is ``{"error": "..."}`` with the
+matching status and a JSON content type (:meth:`Reply.assert_error`). :func:`api_deps`
+builds the app on a ManualClock at BASE, so times in responses are exact. The ``api``
+fixture of ``conftest.py`` serves the app both ways ``POST /jobs`` can take (``[fast]`` and
+``[quart]``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import attrs
+
+from jobscheduler.api import create_app
+from jobscheduler.api.create import FastCreate
+from jobscheduler.auth import Role
+from jobscheduler.clock import ManualClock
+from jobscheduler.keys import new_key
+from jobscheduler.runtime import Deps
+from jobscheduler.store import JobStore
+from jobscheduler.tenancy import EXTENSION
+
+from .conftest import BASE, DepsFactory
+
+JSON = "application/json"
+
+
+def create_body(**overrides: Any) -> dict[str, Any]:
+    """The contract's example create request; ``None`` values remove a field."""
+    body: dict[str, Any] = {
+        "idempotencyKey": "test-job-1",
+        "tenantId": "tenant-a",
+        "jobType": "log-message",
+        "payload": {"message": "hello from the scheduler"},
+        "priority": 5,
+        "scheduledAt": "2026-09-29T18:00:00Z",
+        "maxAttempts": 3,
+    }
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+@attrs.define
+class Reply:
+    status: int
+    content_type: str
+    text: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+    def assert_error(self, status: int, fragment: str = "") -> str:
+        """Assert a contract error response; returns its message."""
+        assert self.status == status, self.text
+        assert self.content_type == JSON
+        body = self.json
+        assert isinstance(body, dict)
+        assert list(body) == ["error"]
+        assert isinstance(body["error"], str)
+        assert body["error"]
+        assert fragment in body["error"]
+        return str(body["error"])
+
+
+@attrs.define
+class Api:
+    """The app under test and the deps it was built on."""
+
+    deps: Deps
+    client: Any
+    #: The API key sent with every request (the app runs with AUTH=required).
+    token: str = ""
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Reply:
+        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        response = await self.client.open(path, method=method, headers=headers, **kwargs)
+        return Reply(
+            status=response.status_code,
+            content_type=response.content_type,
+            text=await response.get_data(as_text=True),
+        )
+
+    async def create(self, body: Any) -> Reply:
+        return await self.request("POST", "/jobs", json=body)
+
+    async def get(self, path: str, **query: str) -> Reply:
+        return await self.request("GET", path, query_string=query or None)
+
+
+@asynccontextmanager
+async def serve(deps: Deps, way: str = "fast") -> AsyncIterator[Api]:
+    """The app on ``deps`` with AUTH=required, called with an admin key of every tenant.
+
+    ``way`` is how ``POST /jobs`` is served: ``fast``, the key already cached so a create
+    that succeeds takes the fast path (api/create.py) and any other goes on to Quart, or
+    ``quart``, the app without its fast path (every create through Quart's route)."""
+    deps = attrs.evolve(deps, settings=attrs.evolve(deps.settings, auth="required"))
+    app = create_app(deps)
+    if way == "quart":
+        app.asgi_app = cast(FastCreate, app.asgi_app).app  # type: ignore[method-assign]
+    async with app.test_app() as test_app:
+        key, token = new_key(tenant=None, role=Role.ADMIN, name="test", now=BASE)
+        await deps.store.insert_key(key)
+        if way == "fast":
+            await app.extensions[EXTENSION].authenticator.authenticate([f"Bearer {token}"])
+        yield Api(deps=deps, client=test_app.test_client(), token=token)
+
+
+def api_deps(make_deps: DepsFactory, store: JobStore | None = None) -> Deps:
+    return make_deps(store=store, clock=ManualClock(BASE))
