@@ -1,7 +1,7 @@
 """The JobStore port: the single source of truth for every job.
 
 Every adapter (SQLite embedded, MongoDB production) passes the one contract suite in
-``tests/contract/test_store_contract.py``. Methods raise only this package's errors
+``tests/contract/test_store_*.py``. Methods raise only this package's errors
 (:class:`~jobscheduler.errors.StoreError` for driver failures, whose outcome may be unknown).
 """
 

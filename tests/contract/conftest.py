@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.errors import BusError
+from jobscheduler.store import JobStore
 
 from .bus_fixtures import KAFKA_BROKERS
+from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
+
+
+@pytest.fixture(params=ADAPTER_PARAMS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
+    """A started store of each adapter in turn (see ``store_fixtures``), closed afterwards."""
+    async for adapter in ADAPTERS[request.param](tmp_path):
+        yield adapter
 
 
 @pytest.fixture(scope="module")

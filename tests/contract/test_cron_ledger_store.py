@@ -4,12 +4,10 @@ the integration run)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import attrs
-import pytest
 import trio
 
 from jobscheduler.clock import ManualClock
@@ -19,18 +17,11 @@ from jobscheduler.scheduler import Scheduler
 from jobscheduler.states import Change
 from jobscheduler.store import JobStore
 
-from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
+from .store_support import make_job
 from .test_cron_store import _deps, _runs
-from .test_store_contract import make_job
 
 T0 = datetime(2026, 3, 29, 0, 0, tzinfo=UTC)
 TEMPLATE = "6650f0a1b2c3d4e5f6a7b8c9"
-
-
-@pytest.fixture(params=ADAPTER_PARAMS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
-    async for adapter in ADAPTERS[request.param](tmp_path):
-        yield adapter
 
 
 def spawned(minute: int, *, template: str = TEMPLATE, late: float = 0.5) -> Occurrence:

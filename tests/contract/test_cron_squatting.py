@@ -6,7 +6,6 @@ and the scheduler checks that a duplicate it meets is its own run. On every stor
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,17 +23,10 @@ from jobscheduler.runtime import Deps
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store import JobStore
 
-from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
-from .test_store_contract import make_job
+from .store_support import make_job
 
 FIRST = datetime(2026, 9, 29, 18, 0, tzinfo=UTC)
 SECOND = FIRST + timedelta(minutes=5)
-
-
-@pytest.fixture(params=ADAPTER_PARAMS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
-    async for adapter in ADAPTERS[request.param](tmp_path):
-        yield adapter
 
 
 def scheduler(store: JobStore, clock: ManualClock, tmp_path: Path) -> Scheduler:

@@ -5,7 +5,6 @@ fire time, so nothing waits."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,8 +23,7 @@ from jobscheduler.runtime import Deps
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store import JobStore
 
-from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
-from .test_store_contract import make_job
+from .store_support import make_job
 
 PARIS = CronPolicy(
     timezone="Europe/Paris",
@@ -35,12 +33,6 @@ PARIS = CronPolicy(
     catch_up_window=timedelta(minutes=90),
     jitter=timedelta(seconds=90),
 )
-
-
-@pytest.fixture(params=ADAPTER_PARAMS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
-    async for adapter in ADAPTERS[request.param](tmp_path):
-        yield adapter
 
 
 def paris_template(key: str, expression: str, first: datetime, policy: CronPolicy) -> Job:

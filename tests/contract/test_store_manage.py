@@ -4,9 +4,7 @@ every adapter."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import attrs
 import pytest
@@ -18,16 +16,9 @@ from jobscheduler.model import Job, Replay, Status
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery, Sort
 
-from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
-from .test_store_contract import NOW, make_job, running_job
+from .store_support import NOW, make_job, running_job
 
 LATER = NOW + timedelta(minutes=1)
-
-
-@pytest.fixture(params=ADAPTER_PARAMS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
-    async for adapter in ADAPTERS[request.param](tmp_path):
-        yield adapter
 
 
 async def dead(store: JobStore, **kwargs: object) -> Job:

@@ -3,9 +3,7 @@ run against every adapter."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -16,16 +14,9 @@ from jobscheduler.errors import DuplicateJob
 from jobscheduler.keys import new_key
 from jobscheduler.store import JobStore
 
-from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
-from .test_store_contract import make_job
+from .store_support import make_job
 
 NOW = datetime(2026, 9, 29, 18, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=ADAPTER_PARAMS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
-    async for adapter in ADAPTERS[request.param](tmp_path):
-        yield adapter
 
 
 async def test_a_key_is_stored_with_its_hash_and_read_back_by_id(store: JobStore) -> None:

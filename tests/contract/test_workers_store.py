@@ -4,28 +4,18 @@ against every adapter."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import attrs
-import pytest
 
 from jobscheduler.model import Job, Status, utc
 from jobscheduler.overview import SERIES_MINUTES, series_start
 from jobscheduler.store import JobStore
 from jobscheduler.workers import WorkerBeat, expiry
 
-from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
-from .test_store_contract import make_job
+from .store_support import make_job
 
 NOW = datetime(2026, 9, 29, 18, 0, 30, tzinfo=UTC)
-
-
-@pytest.fixture(params=ADAPTER_PARAMS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
-    async for adapter in ADAPTERS[request.param](tmp_path):
-        yield adapter
 
 
 def beat(worker: str, *, role: str = "executor", seen: datetime = NOW, **kw: object) -> WorkerBeat:

@@ -28,7 +28,7 @@ from jobscheduler.model import Replay, Status
 from jobscheduler.store.mongo import CLAIM_FIELD, FIELDS, INDEXES, Document, MongoJobStore
 from jobscheduler.store.mongo_attempts import ATTEMPTS_COLLECTION, attempt_to_document
 from tests.contract.store_fixtures import mongo_uri, unique_database_name
-from tests.contract.test_store_contract import NOW, make_job
+from tests.contract.store_support import NOW, make_job
 from tests.support.mongo import raw
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from jobscheduler.store.mongo_batch import (
 )
 from jobscheduler.store.mongo_codec import chain, change_filter, update_document
 from tests.contract.store_fixtures import mongo_uri
-from tests.contract.test_store_contract import NOW, make_job
+from tests.contract.store_support import NOW, make_job
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from jobscheduler.errors import StoreError
 from jobscheduler.model import Status
 from jobscheduler.store.mongo import MongoJobStore
 from tests.contract.store_fixtures import mongo_uri
-from tests.contract.test_store_contract import NOW, make_job
+from tests.contract.store_support import NOW, make_job
 from tests.support.mongo import (
     FIND_AND_MODIFY,
     INSERT,
