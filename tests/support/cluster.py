@@ -14,21 +14,19 @@ wake-ups. (They would be harmless -- unknown to this database, so the pick loses
 executor behind thousands of them, left by a test that dispatched without executing, starts
 its own work seconds late.)
 
-The servers are a :class:`Servers`: by default (``Servers.from_env()``, the shared
-``scripts/deps.sh up`` ones) MONGO_URI, KAFKA_BROKERS and ETCD_ENDPOINTS from the
-environment, defaulting to 127.0.0.1; the fault suite passes its private instances. Nothing
-here skips: an unreachable server fails.
+The servers are a :class:`Servers` (tests/support/endpoints.py): by default the shared
+``scripts/deps.sh up`` ones, the fault suite passes its private instances. Nothing here
+skips: an unreachable server fails.
+
+This module is the supervisor's import point: it re-exports the public names of the parts
+it is built from, ``role_process.py`` (one role subprocess), ``endpoints.py`` (where the
+servers are) and ``etcd_admin.py`` (an out-of-band etcd client), all in tests/support.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -36,63 +34,31 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import attrs
-import grpc
 import httpx
 import pymongo
 import pytest
 import trio
 
-from jobscheduler._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
 from jobscheduler.auth import Role
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.keys import new_key
 from jobscheduler.store.mongo_tenancy import KEYS_COLLECTION, key_to_document
+from tests.support.endpoints import DEFAULT_ETCD_ENDPOINTS as DEFAULT_ETCD_ENDPOINTS
+from tests.support.endpoints import DEFAULT_KAFKA_BROKERS as DEFAULT_KAFKA_BROKERS
+from tests.support.endpoints import DEFAULT_MONGO_URI as DEFAULT_MONGO_URI
+from tests.support.endpoints import Servers as Servers
+from tests.support.endpoints import etcd_endpoint as etcd_endpoint
+from tests.support.endpoints import kafka_brokers as kafka_brokers
+from tests.support.endpoints import mongo_uri as mongo_uri
+from tests.support.etcd_admin import EtcdAdmin as EtcdAdmin
 from tests.support.ports import free_port
-
-DEFAULT_MONGO_URI = "mongodb://127.0.0.1:27017"
-DEFAULT_KAFKA_BROKERS = "127.0.0.1:9092"
-DEFAULT_ETCD_ENDPOINTS = "127.0.0.1:2379"
-
-#: Bound on a role process becoming ready (interpreter start, imports, connections).
-STARTUP_TIMEOUT = 45.0
-#: Bound on a role process exiting after SIGTERM (executors get SHUTDOWN_GRACE first).
-STOP_TIMEOUT = 30.0
-#: Log lines printed per process when a test fails.
-TAIL_LINES = 60
-
-ROLES = ("api", "scheduler", "executor", "reaper")
-#: Log lines left out of a tail: pymongo's DEBUG chatter and one-per-job routine events.
-_ROUTINE = re.compile(r"logger=pymongo\.|^\S+ (?:info|debug)\s+job (?:created|completed) ")
-
-
-def mongo_uri() -> str:
-    return os.environ.get("MONGO_URI") or DEFAULT_MONGO_URI
-
-
-def kafka_brokers() -> str:
-    return os.environ.get("KAFKA_BROKERS") or DEFAULT_KAFKA_BROKERS
-
-
-def etcd_endpoint() -> str:
-    endpoints = os.environ.get("ETCD_ENDPOINTS") or DEFAULT_ETCD_ENDPOINTS
-    return endpoints.split(",")[0].strip().removeprefix("http://")
-
-
-@attrs.frozen(kw_only=True)
-class Servers:
-    """Where a cluster's roles find MongoDB, Kafka and etcd."""
-
-    mongo_uri: str
-    kafka_brokers: str
-    etcd_endpoint: str
-
-    @classmethod
-    def from_env(cls) -> Servers:
-        return cls(
-            mongo_uri=mongo_uri(), kafka_brokers=kafka_brokers(), etcd_endpoint=etcd_endpoint()
-        )
+from tests.support.role_process import ROLES as ROLES
+from tests.support.role_process import STARTUP_TIMEOUT as STARTUP_TIMEOUT
+from tests.support.role_process import STOP_TIMEOUT as STOP_TIMEOUT
+from tests.support.role_process import TAIL_LINES as TAIL_LINES
+from tests.support.role_process import RoleProcess as RoleProcess
+from tests.support.role_process import metric_value as metric_value
 
 
 def parse_time(text: str) -> datetime:
@@ -102,206 +68,6 @@ def parse_time(text: str) -> datetime:
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def metric_value(text: str, name: str, **labels: str) -> float | None:
-    """The first sample of ``name`` whose labels include ``labels``, or None."""
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None or match.group(1) != name:
-            continue
-        got = dict(_LABEL.findall(match.group(2) or ""))
-        if all(got.get(key) == value for key, value in labels.items()):
-            return float(match.group(3))
-    return None
-
-
-class RoleProcess:
-    """One ``python -m jobscheduler run-<role>`` subprocess."""
-
-    def __init__(self, role: str, name: str, env: Mapping[str, str], log_path: Path) -> None:
-        self.role = role
-        self.name = name
-        self.env = dict(env)
-        self.worker_id = self.env["WORKER_ID"]
-        self.log_path = log_path
-        self.metrics_url = f"http://127.0.0.1:{self.env['METRICS_PORT']}"
-        self.url = f"http://127.0.0.1:{self.env['API_PORT']}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        #: Extra command-line arguments after ``run-<role>`` (e.g. ``["--app", "myjobs"]``).
-        self.args: list[str] = []
-        #: The test signalled the process (any exit after that is expected).
-        self.signalled = False
-        #: The test SIGKILLed the process (teardown leaves it alone, any exit code goes).
-        self.killed = False
-
-    def spawn(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "jobscheduler", f"run-{self.role}", *self.args],
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def tail(self, lines: int = TAIL_LINES) -> str:
-        """The last log lines, without pymongo's DEBUG chatter and the routine lines of each
-        job created or completed (the file has everything)."""
-        kept = [line for line in self.log().splitlines() if not _ROUTINE.search(line)]
-        return "\n".join(kept[-lines:])
-
-    def ready_logged(self) -> bool:
-        """The role logged ``ready`` (every role of the process started)."""
-        return re.search(r"^\S+ info\s+ready\b", self.log(), re.MULTILINE) is not None
-
-    async def wait_ready(self, http: httpx.AsyncClient, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Poll ``/healthz`` on the metrics port (and the API's, for the api role) until
-        200 and the role has logged ``ready``."""
-        assert self.proc is not None
-        try:
-            with trio.fail_after(timeout):
-                while True:
-                    if self.proc.poll() is not None:
-                        raise AssertionError(
-                            f"{self.name} exited with {self.proc.returncode} during start-up:\n"
-                            f"{self.tail()}"
-                        )
-                    if await self._healthy(http) and self.ready_logged():
-                        return
-                    await trio.sleep(0.05)
-        except trio.TooSlowError:
-            raise AssertionError(
-                f"{self.name} not ready within {timeout}s:\n{self.tail()}"
-            ) from None
-
-    async def _healthy(self, http: httpx.AsyncClient) -> bool:
-        urls = [f"{self.metrics_url}/healthz"]
-        if self.role == "api":
-            urls.append(f"{self.url}/healthz")
-        try:
-            for url in urls:
-                response = await http.get(url, timeout=2.0)
-                if response.status_code != 200:
-                    return False
-        except httpx.TransportError:
-            return False
-        return True
-
-    async def metrics(self, http: httpx.AsyncClient) -> str:
-        response = await http.get(f"{self.metrics_url}/metrics", timeout=2.0)
-        assert response.status_code == 200, response.text
-        return response.text
-
-    async def metric(self, http: httpx.AsyncClient, name: str, **labels: str) -> float | None:
-        return metric_value(await self.metrics(http), name, **labels)
-
-    async def is_leader(self, http: httpx.AsyncClient) -> bool:
-        """``scheduler_is_leader 1.0`` on /metrics (False if the process does not answer)."""
-        try:
-            return await self.metric(http, "scheduler_is_leader") == 1.0
-        except httpx.TransportError:
-            return False
-
-    def exited_on_its_own(self) -> bool:
-        """The process ended although nobody signalled it."""
-        return self.proc is not None and self.proc.poll() is not None and not self.signalled
-
-    def send(self, sig: int) -> None:
-        """Send ``sig`` without waiting (see :meth:`stop` to wait for the exit)."""
-        assert self.proc is not None
-        assert not self.exited_on_its_own(), (
-            f"{self.name} had already exited on its own with code {self.proc.returncode}"
-        )
-        self.signalled = True
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-
-    def kill(self) -> None:
-        """SIGKILL and reap; teardown then leaves this process alone."""
-        assert self.proc is not None
-        self.send(signal.SIGKILL)
-        self.killed = True
-        self.proc.wait(10)
-
-    async def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT) -> int:
-        """Signal the process and wait for it to exit; returns its exit code. A process
-        that does not exit in time is SIGKILLed and reported as an AssertionError."""
-        assert self.proc is not None
-        if not self.signalled:
-            self.send(sig)
-        if self.proc.poll() is None:
-            deadline = time.monotonic() + timeout
-            while self.proc.poll() is None and time.monotonic() < deadline:
-                await trio.sleep(0.05)
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(10)
-                raise AssertionError(
-                    f"{self.name} did not exit within {timeout}s of {signal.Signals(sig).name}:\n"
-                    f"{self.tail()}"
-                )
-        code: int = self.proc.returncode
-        return code
-
-    async def stop_ok(self, sig: int = signal.SIGTERM) -> None:
-        """Stop the process from the test and require exit code 0."""
-        code = await self.stop(sig)
-        assert code == 0, f"{self.name} exited {code} on {signal.Signals(sig).name}:\n{self.tail()}"
-
-    def __repr__(self) -> str:
-        return f"<{self.name} worker={self.worker_id} pid={self.proc and self.proc.pid}>"
-
-
-class EtcdAdmin:
-    """An out-of-band etcd client: the election's current leader and lease revocation."""
-
-    def __init__(self, endpoint: str) -> None:
-        self._channel = grpc.insecure_channel(endpoint)
-        self._election = v3election_pb2_grpc.ElectionStub(self._channel)
-        self._lease = rpc_pb2_grpc.LeaseStub(self._channel)
-
-    async def leader(self, election: str) -> tuple[bytes, int, bytes] | None:
-        """(key, lease id, value) of the election's leader, or None when there is none."""
-
-        def call() -> Any:
-            return self._election.Leader(
-                v3election_pb2.LeaderRequest(name=election.encode()), timeout=3.0
-            )
-
-        try:
-            response = await trio.to_thread.run_sync(call)
-        except grpc.RpcError as exc:
-            if exc.code() is grpc.StatusCode.UNKNOWN and "no leader" in (exc.details() or ""):
-                return None
-            raise
-        kv = response.kv
-        return bytes(kv.key), int(kv.lease), bytes(kv.value)
-
-    async def revoke(self, lease_id: int) -> None:
-        await trio.to_thread.run_sync(
-            lambda: self._lease.LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=lease_id), timeout=3.0)
-        )
-
-    def close(self) -> None:
-        self._channel.close()
 
 
 class Cluster:

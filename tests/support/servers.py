@@ -22,7 +22,7 @@ from pathlib import Path
 
 import trio
 
-from .cluster import Servers
+from .endpoints import Servers
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPS_SH = ROOT / "scripts" / "deps.sh"
