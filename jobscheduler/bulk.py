@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from .errors import DuplicateJob, ValidationError
-from .model import Job, PayloadValidator, job_to_json, parse_create_request
+from .model import Job, job_to_json
 from .store.base import MAX_INSERT_MANY, InsertOutcome
+from .validation import PayloadValidator, parse_create_request
 
 log = logging.getLogger(__name__)
 

@@ -6,15 +6,15 @@ Schema and every response (the ``{"error"}`` bodies and headers such as ``Link``
 ``Retry-After`` included). :meth:`RouteTable.route` registers the view on the app and, when the
 operation has a body, wraps it: the content type is checked (415), the body parsed strictly
 (400), validated against the very schema the document publishes (a ``fastjsonschema``
-validator compiled once per operation, errors worded like :mod:`jobscheduler.model`'s) and
-handed to the view as ``body``; model.py's semantic checks (job types, cron expressions,
+validator compiled once per operation, errors worded like :mod:`jobscheduler.validation`'s) and
+handed to the view as ``body``; validation.py's semantic checks (job types, cron expressions,
 zones, payload validators) follow in the view. So the document cannot drift from what the
 handlers accept. :meth:`RouteTable.undeclared` lists any route registered on the app without
 a declaration; a unit test keeps it empty.
 
 Why not quart-schema: it derives schemas from pydantic/msgspec models and answers validation
 failures in its own error shape. Our contract is the seed's ``{"error": "..."}`` with the
-messages model.py already gives, and our models are attrs classes that the stores use; a
+messages validation.py already gives, and our models are attrs classes that the stores use; a
 second model layer per route would be the hand-kept copy this module exists to avoid.
 fastjsonschema (draft-07 subset, which is also valid 2020-12 as OpenAPI 3.1 reads it) costs
 a few microseconds per create body — see the README's figure — where ``jsonschema`` costs
@@ -35,7 +35,7 @@ from quart_trio import QuartTrio
 from werkzeug.routing import Rule
 
 from .errors import JobSchedulerError, ValidationError
-from .model import loads_json_body
+from .validation import loads_json_body
 
 View = Callable[..., Awaitable[Response]]
 Schema = dict[str, Any]
@@ -141,7 +141,7 @@ def responses_of(op: Operation) -> dict[int, Reply]:
 
 
 def compile_body_validator(schema: Schema) -> Callable[[Any], None]:
-    """A validator raising :class:`ValidationError` worded like model.py's own checks."""
+    """A validator raising :class:`ValidationError` worded like validation.py's own checks."""
     check = fastjsonschema.compile(schema)
 
     def validate(body: Any) -> None:

@@ -21,15 +21,9 @@ from typing import Any
 import attrs
 
 from .errors import ValidationError
-from .model import (
-    MAX_STRING_LENGTH,
-    Status,
-    is_job_id,
-    is_valid_unicode,
-    parse_list_query,
-    parse_time,
-)
+from .model import MAX_STRING_LENGTH, Status, is_job_id, parse_time
 from .store.query import MAX_QUERY_IDS, Cursor, JobQuery, Sort
+from .validation import is_valid_unicode, parse_list_query
 
 LIST_PARAMETERS = (
     "tenantId",

@@ -33,18 +33,14 @@ from ..errors import (
     Unauthorized,
     ValidationError,
 )
-from ..model import (
-    Job,
-    is_job_id,
-    job_to_json,
-    loads_json_body,
-)
+from ..model import Job, is_job_id, job_to_json
 from ..observability import serve_asgi
 from ..runtime import Deps
 from ..store.base import InsertOutcome
 from ..tenancy import admit_batch, claim_tenant, forget_batch, install_tenancy, mark_audited
 from ..ui import register_ui_routes
 from ..unread_body import ASGIApp
+from ..validation import loads_json_body
 from . import schemas as ops
 from .create import FAILED, Creator, FastCreate, duplicate_message
 from .cron import register_cron_routes

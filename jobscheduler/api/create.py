@@ -1,7 +1,7 @@
 """``POST /jobs``: the create of one job, and the fast path that serves it without Quart.
 
 :class:`Creator` is the create itself, shared by both ways in: :meth:`~Creator.prepare` (the
-tenant claim and model.py's checks: 403, 400; no I/O) and :meth:`~Creator.store` (the quota,
+tenant claim and validation.py's checks: 403, 400; no I/O) and :meth:`~Creator.store` (the quota,
 then the insert with its audit record in one store call: 429, 409, 503).
 
 :class:`FastCreate` is ASGI middleware in front of the Quart app (installed as its
@@ -16,7 +16,7 @@ Everything else goes to the Quart app, which answers as it always has — one im
 of every error, its audit record, its log line and its metrics:
 
 - before any I/O (another content type, a body over the limit, a key that is not cached or
-  not valid, a role or tenant refused, a body the schema or model.py
+  not valid, a role or tenant refused, a body the schema or validation.py
   refuses): the request is handed over as it came, its body replayed, and Quart redoes the
   checks (they are pure) and answers the error;
 - when the quota or the store refuses (429, 409, 503, or an unexpected error): the request is
@@ -37,10 +37,11 @@ import attrs
 from ..auth import OPERATOR, Authenticator, Principal, Role
 from ..bounded import BoundedCalls
 from ..errors import DuplicateJob
-from ..model import Job, PayloadValidator, job_to_json, loads_json_body, parse_create_request
+from ..model import Job, job_to_json
 from ..runtime import Deps
 from ..tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
 from ..unread_body import ASGIApp, Message, Receive, Scope, Send
+from ..validation import PayloadValidator, loads_json_body, parse_create_request
 from .metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class Creator:
 
     def prepare(self, principal: Principal, body: Any) -> Job:
         """The job a validated create body asks for (403 for another tenant, 400 for what
-        model.py refuses). No I/O."""
+        validation.py refuses). No I/O."""
         claim_tenant(body, principal)
         return parse_create_request(
             body,

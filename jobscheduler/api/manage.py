@@ -41,12 +41,12 @@ from ..model import (
     cron_policy_of,
     is_job_id,
     job_to_json,
-    loads_json_body,
     parse_time,
 )
-from ..model import _check_payload_strings as check_payload
 from ..runtime import Deps
 from ..store.query import JobQuery
+from ..validation import check_payload_strings as check_payload
+from ..validation import loads_json_body
 
 JsonResponse = Callable[..., Response]
 

@@ -23,8 +23,8 @@ from ..audit import audit_to_json, parse_audit_query
 from ..auth import Role, current_principal, requires
 from ..errors import Forbidden, ValidationError
 from ..keys import check_name, check_tenant, is_key_id, key_to_json, new_key, parse_role
-from ..model import loads_json_body
 from ..runtime import Deps
+from ..validation import loads_json_body
 
 log = logging.getLogger(__name__)
 

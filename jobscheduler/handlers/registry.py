@@ -30,7 +30,8 @@ import trio
 
 from ..config import parse_duration
 from ..errors import UnknownHandler
-from ..model import MAX_ATTEMPTS_LIMIT, PayloadValidator
+from ..model import MAX_ATTEMPTS_LIMIT
+from ..validation import PayloadValidator
 from .schema import schema_validator
 
 RunIn = Literal["trio", "process", "thread"]

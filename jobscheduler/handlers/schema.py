@@ -10,7 +10,7 @@ import jsonschema.exceptions
 import jsonschema.validators
 
 from ..errors import ValidationError
-from ..model import PayloadValidator
+from ..validation import PayloadValidator
 
 
 def _where(path: Any) -> str:

@@ -3,7 +3,7 @@
 The mix exercises every code path: immediate and future one-offs, ``flaky`` jobs whose
 retries end up in the DLQ, ``slow`` jobs, ``log-message`` jobs and a few cron templates,
 spread over three tenants with varied priorities. Each job is built through the same
-validation as ``POST /jobs`` (:func:`jobscheduler.model.parse_create_request`), so the store
+validation as ``POST /jobs`` (:func:`jobscheduler.validation.parse_create_request`), so the store
 only ever holds jobs the API would have accepted.
 
 Idempotency keys carry a run id (``seed-<run id>-...``), so seeding twice adds a second
@@ -29,8 +29,9 @@ from .._scopes import shielded
 from ..config import Settings
 from ..errors import DuplicateJob, JobSchedulerError
 from ..handlers import default_registry
-from ..model import Job, format_time, parse_create_request
+from ..model import Job, format_time
 from ..store import JobStore
+from ..validation import parse_create_request
 
 EPILOG = """\
 The mix (of --count one-off jobs):

@@ -11,7 +11,8 @@ import pytest
 
 from jobscheduler.errors import ValidationError
 from jobscheduler.handlers import default_registry
-from jobscheduler.model import Job, parse_create_request
+from jobscheduler.model import Job
+from jobscheduler.validation import parse_create_request
 
 NOW = datetime(2026, 9, 29, 18, 0, 0, tzinfo=UTC)
 JOB_TYPES = default_registry().validators()

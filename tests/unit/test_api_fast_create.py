@@ -122,7 +122,7 @@ async def test_a_key_not_yet_cached_goes_through_quart_which_caches_it(served: S
     ("as_", "sent", "headers", "status"),
     [
         ("a-writer", {"jobType": "noop"}, {}, 400),  # the schema refuses it
-        ("a-writer", body(jobType="no-such-type"), {}, 400),  # model.py refuses it
+        ("a-writer", body(jobType="no-such-type"), {}, 400),  # validation.py refuses it
         ("a-writer", body("tenant-b"), {}, 403),  # another tenant than the key's
         ("a-reader", body(), {}, 403),  # the role may not create
         ("a-writer", "{not json", {"Content-Type": "application/json"}, 400),

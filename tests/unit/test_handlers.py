@@ -20,7 +20,8 @@ from jobscheduler.errors import AppLoadError, HandlerError, ValidationError
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers import PermanentError as HandlersPermanentError
 from jobscheduler.handlers.loading import describe, load_app, process_problem, resolve_job_types
-from jobscheduler.model import Status, parse_create_request
+from jobscheduler.model import Status
+from jobscheduler.validation import parse_create_request
 
 from .conftest import BASE, make_job
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import Status, parse_create_request, parse_time
+from jobscheduler.model import Status, parse_time
+from jobscheduler.validation import parse_create_request
 
 from .model_support import JOB_TYPES, NOW, body, create, rejected
 
