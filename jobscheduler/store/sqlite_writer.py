@@ -122,8 +122,12 @@ class BatchWriter:
         self._thread = threading.Thread(target=self._serve, name="sqlite-writer", daemon=True)
         self._thread.start()
 
-    async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        """``op(conn)`` in the next batch: its result, or the error it raised (mapped)."""
+    async def write(
+        self, op: Callable[[sqlite3.Connection], T], *, abandon_on_cancel: bool = False
+    ) -> T:
+        """``op(conn)`` in the next batch: its result, or the error it raised (mapped).
+        With ``abandon_on_cancel`` a cancelled caller stops waiting even for a write the
+        thread has taken (it runs on, its outcome unknown)."""
         if trio.lowlevel.current_trio_token() is not self._token:
             # Its outcome would be handed back to the run that started the store.
             raise RuntimeError("a SQLite store is used outside the trio run that started it")
@@ -142,8 +146,10 @@ class BatchWriter:
         if not slot.done:
 
             def abort(_: Any) -> trio.lowlevel.Abort:
-                # Queued: withdrawn. With the thread: it runs to its end, and we wait.
-                if self._withdraw(slot):
+                # Queued: withdrawn. With the thread: it runs to its end, and we wait
+                # (unless abandoning it).
+                if self._withdraw(slot) or abandon_on_cancel:
+                    slot.task = None
                     return trio.lowlevel.Abort.SUCCEEDED
                 return trio.lowlevel.Abort.FAILED
 
@@ -154,12 +160,13 @@ class BatchWriter:
         return slot.result  # type: ignore[return-value]
 
     async def stop(self) -> None:
-        """Run the writes already queued, then end the thread. A thread stuck on a stalled
-        disk is left behind if the caller gives up (is cancelled)."""
+        """Run the writes already queued, then end the thread. A caller that gives up (is
+        cancelled: a shutdown's bounded close) leaves a thread stuck on a stalled disk
+        behind."""
         # Queued last: when it has run, so have the others (its own error, on a database
         # that refuses writes, does not matter).
         with contextlib.suppress(StoreError):
-            await self.write(lambda conn: None)
+            await self.write(lambda conn: None, abandon_on_cancel=True)
         with self._ready:
             self._stopping = True
             self._ready.notify()
@@ -168,7 +175,6 @@ class BatchWriter:
     def _withdraw(self, slot: _Slot[Any]) -> bool:
         if slot in self._pending:
             self._pending.remove(slot)
-            slot.task = None
             return True
         return False
 

@@ -204,6 +204,21 @@ async def test_a_file_from_the_first_release_gains_the_new_columns_and_keeps_its
         await again.close()
 
 
+async def test_a_close_that_gives_up_on_a_stalled_writer_returns(tmp_path: Path) -> None:
+    # A shutdown bounds its close (CLOSE_TIMEOUT): a writer stuck on a stalled disk must
+    # not hold the process past it.
+    store = SQLiteJobStore(tmp_path / "jobs.db")
+    await store.start()
+    stall = Stall()
+    async with trio.open_nursery() as nursery:
+        await stall.hold(store, nursery)
+        with trio.move_on_after(0.5) as bounded:
+            await store.close()
+        assert bounded.cancelled_caught
+        stall.release.set()
+    assert not stall.timed_out  # the close gave up while the stall still held the thread
+
+
 async def test_an_attempts_table_from_before_runs_is_rebuilt_keeping_its_records(
     tmp_path: Path,
 ) -> None:
