@@ -117,10 +117,10 @@ class AsyncClient:
     async def pages(
         self, tenant_id: str | None = None, **options: Unpack[ListOptions]
     ) -> AsyncIterator[Page]:
-        call: Call[core.Listed] | None = core.listing(tenant_id, **options)
+        call: Call[core.Paged[Job]] | None = core.listing(tenant_id, **options)
         while call is not None:
             page = await self._send(call)
-            yield page.jobs
+            yield page.items
             call = page.next
 
     async def list(
@@ -136,10 +136,10 @@ class AsyncClient:
     async def occurrences(
         self, job_id: str, *, page_size: int | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        call: Call[core.Ledger] | None = core.occurrences(job_id, page_size)
+        call: Call[core.Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
         while call is not None:
             page = await self._send(call)
-            for occurrence in page.occurrences:
+            for occurrence in page.items:
                 yield occurrence
             call = page.next
 

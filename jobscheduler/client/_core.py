@@ -282,28 +282,36 @@ def next_page(response: httpx.Response) -> str | None:
 
 
 @attrs.frozen
-class Listed:
-    """One ``GET /jobs`` page and the call that reads the next one (None after the last)."""
+class Paged(Generic[T]):
+    """One page of a listing and the call that reads the next one (None after the last),
+    from its ``Link: rel="next"`` header; both clients loop ``page = call(page.next)``."""
 
-    jobs: list[Job]
-    next: Call[Listed] | None
+    items: list[T]
+    next: Call[Paged[T]] | None
 
 
-def _page(url: str, params: Sequence[tuple[str, str]] = ()) -> Call[Listed]:
-    def decode(response: httpx.Response) -> Listed:
+def _paged(
+    url: str, items_of: Callable[[Any], list[T]], params: Sequence[tuple[str, str]] = ()
+) -> Call[Paged[T]]:
+    """The ``GET`` of one page; ``items_of`` takes the items out of its JSON body."""
+
+    def decode(response: httpx.Response) -> Paged[T]:
         following = next_page(response)
-        return Listed(
-            jobs=cast(list[Job], response.json()),
-            next=None if following is None else _page(following),
+        return Paged(
+            items=items_of(response.json()),
+            next=None if following is None else _paged(following, items_of),
         )
 
     return Call("GET", url, decode, params=params)
 
 
-def listing(tenant_id: str | None, **options: Unpack[ListOptions]) -> Call[Listed]:
-    """The first page of ``GET /jobs``; each :class:`Listed` carries the call of the next
-    (both clients loop ``page = call(page.next)`` until it is None)."""
-    return _page("/jobs", list_params(tenant_id, **options))
+def _jobs_of(body: Any) -> list[Job]:
+    return cast(list[Job], body)
+
+
+def listing(tenant_id: str | None, **options: Unpack[ListOptions]) -> Call[Paged[Job]]:
+    """The first page of ``GET /jobs`` (a JSON list of jobs)."""
+    return _paged("/jobs", _jobs_of, list_params(tenant_id, **options))
 
 
 # ------------------------------------------------------------------ the operations
@@ -377,29 +385,14 @@ def stats(tenant_id: str | None) -> Call[dict[str, Any]]:
     return Call("GET", "/stats", _dict, params=params)
 
 
-@attrs.frozen
-class Ledger:
-    """One ``GET /jobs/{id}/occurrences`` page and the call that reads the next one."""
-
-    occurrences: list[dict[str, Any]]
-    next: Call[Ledger] | None
+def _occurrences_of(body: Any) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], body["occurrences"])
 
 
-def _ledger_page(url: str, params: Sequence[tuple[str, str]] = ()) -> Call[Ledger]:
-    def decode(response: httpx.Response) -> Ledger:
-        following = next_page(response)
-        return Ledger(
-            occurrences=cast(list[dict[str, Any]], response.json()["occurrences"]),
-            next=None if following is None else _ledger_page(following),
-        )
-
-    return Call("GET", url, decode, params=params)
-
-
-def occurrences(job_id: str, page_size: int | None) -> Call[Ledger]:
-    """The first page of a template's ledger; each :class:`Ledger` carries the next call."""
+def occurrences(job_id: str, page_size: int | None) -> Call[Paged[dict[str, Any]]]:
+    """The first page of a template's ledger, ``GET /jobs/{id}/occurrences``."""
     params = [("limit", str(page_size))] if page_size is not None else []
-    return _ledger_page(f"/jobs/{_id(job_id)}/occurrences", params)
+    return _paged(f"/jobs/{_id(job_id)}/occurrences", _occurrences_of, params)
 
 
 def next_fires(job_id: str, count: int | None) -> Call[dict[str, Any]]:

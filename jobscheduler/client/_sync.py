@@ -113,10 +113,10 @@ class Client:
         unless ``sort`` (one of :data:`SORTS`). Filters: ``status``, ``job_type``,
         ``template_id``, ``cron``, ``created_after``/``created_before``, ``idempotency_key``
         (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``."""
-        call: Call[core.Listed] | None = core.listing(tenant_id, **options)
+        call: Call[core.Paged[Job]] | None = core.listing(tenant_id, **options)
         while call is not None:
             page = self._send(call)
-            yield page.jobs
+            yield page.items
             call = page.next
 
     def list(self, tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Iterator[Job]:
@@ -132,10 +132,10 @@ class Client:
         """A cron template's ledger, newest fire time first, fetched a page at a time: each
         fire time and what became of it (``spawned``/``buffered`` with its run, or
         ``skipped`` with a reason). ``page_size`` is the API's ``limit`` (50; at most 500)."""
-        call: Call[core.Ledger] | None = core.occurrences(job_id, page_size)
+        call: Call[core.Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
         while call is not None:
             page = self._send(call)
-            yield from page.occurrences
+            yield from page.items
             call = page.next
 
     def next(self, job_id: str, count: int | None = None) -> dict[str, Any]:
