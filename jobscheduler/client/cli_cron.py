@@ -19,6 +19,8 @@ TEMPLATE_COLUMNS = [
     ("NEXT FIRE", "scheduledAt"),
 ]
 FIRE_COLUMNS = [("AT (UTC)", "at"), ("LOCAL", "local"), ("SHIFTED", "shifted")]
+#: The largest page ``GET /jobs/{id}/occurrences`` gives (its ``limit``).
+MAX_LEDGER_PAGE = 500
 LEDGER_COLUMNS = [
     ("FIRE AT (UTC)", "fireAt"),
     ("LOCAL", "fireAtLocal"),
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "next":
             return common.show(args, client.next(args.id, args.count), _fires)
         if args.action == "ledger":
-            page_size = min(args.limit, 500)
+            page_size = min(args.limit, MAX_LEDGER_PAGE)
             items = list(
                 itertools.islice(client.occurrences(args.id, page_size=page_size), args.limit)
             )

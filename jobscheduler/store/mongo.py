@@ -394,12 +394,12 @@ class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
 
     async def attempts(self, job_id: str) -> list[Attempt]:
         records = self._attempts_collection()
-        sort = [("number", ASCENDING), ("finishedAt", ASCENDING)]
 
         def op() -> list[Attempt]:
-            found = [document_to_attempt(d) for d in records.find({"jobId": job_id}, sort=sort)]
-            # Runs in Python: a record from before runs were numbered has no "run" field.
-            return sorted(found, key=lambda record: record.run)
+            found = [document_to_attempt(d) for d in records.find({"jobId": job_id})]
+            # Sorted here, not by the server: a record from before runs were numbered has
+            # no "run" field (it reads as run 0).
+            return sorted(found, key=lambda r: (r.run, r.number, r.finished_at))
 
         return await self._call(op, "attempts", read=True)
 

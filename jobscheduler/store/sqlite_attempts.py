@@ -91,7 +91,7 @@ def migrate_attempt_runs(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
     if "run" in columns:
         return
-    kept = ", ".join(ATTEMPT_COLUMNS[:-1])
+    kept = ", ".join(column for column in ATTEMPT_COLUMNS if column != "run")
     conn.executescript(
         "BEGIN IMMEDIATE;"
         "DROP INDEX IF EXISTS attempts_finished;"
