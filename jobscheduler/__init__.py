@@ -1,3 +1,3 @@
 """jobscheduler: one-off and cron jobs on trio; see the README."""
 
-from .errors import PermanentError as PermanentError
+from jobscheduler.errors import PermanentError as PermanentError

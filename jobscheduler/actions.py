@@ -18,11 +18,11 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import attrs
 
-from . import cron_firing, states
-from .errors import DuplicateJob, InvalidTransition, StoreError
-from .model import Job, Status, cron_policy_of, utc
-from .runtime import Deps
-from .store.query import Cursor, JobQuery
+from jobscheduler import cron_firing, states
+from jobscheduler.errors import DuplicateJob, InvalidTransition, StoreError
+from jobscheduler.model import Job, Status, cron_policy_of, utc
+from jobscheduler.runtime import Deps
+from jobscheduler.store.query import Cursor, JobQuery
 
 log = logging.getLogger(__name__)
 

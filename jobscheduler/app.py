@@ -16,22 +16,22 @@ from functools import partial
 
 import trio
 
-from ._scopes import shielded
-from .api import run_api
-from .bus import Bus
-from .clock import SystemClock
-from .config import Settings
-from .election import Elector
-from .errors import StoreError
-from .executor import run_executor
-from .handlers import HandlerRegistry
-from .handlers.loading import load_app, resolve_job_types
-from .observability import Metrics, run_metrics_server
-from .reaper import run_reaper
-from .recovery import recover_in_flight
-from .runtime import Deps, Waker
-from .scheduler import run_scheduler
-from .store import JobStore
+from jobscheduler._scopes import shielded
+from jobscheduler.api import run_api
+from jobscheduler.bus import Bus
+from jobscheduler.clock import SystemClock
+from jobscheduler.config import Settings
+from jobscheduler.election import Elector
+from jobscheduler.errors import StoreError
+from jobscheduler.executor import run_executor
+from jobscheduler.handlers import HandlerRegistry
+from jobscheduler.handlers.loading import load_app, resolve_job_types
+from jobscheduler.observability import Metrics, run_metrics_server
+from jobscheduler.reaper import run_reaper
+from jobscheduler.recovery import recover_in_flight
+from jobscheduler.runtime import Deps, Waker
+from jobscheduler.scheduler import run_scheduler
+from jobscheduler.store import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,9 @@ CLOSE_TIMEOUT = 5.0
 
 
 def embedded_deps(settings: Settings, registry: HandlerRegistry | None = None) -> Deps:
-    from .bus.local import LocalBus
-    from .election.local import LocalElector
-    from .store.sqlite import SQLiteJobStore
+    from jobscheduler.bus.local import LocalBus
+    from jobscheduler.election.local import LocalElector
+    from jobscheduler.store.sqlite import SQLiteJobStore
 
     clock = SystemClock()
     return Deps(
@@ -60,8 +60,8 @@ def production_store(settings: Settings, metrics: Metrics | None = None) -> JobS
     """The MongoDB store; with ``metrics``, its commands are counted there
     (``store_commands_total{command}``), and so are the create audit records it could not
     write (``api_audit_write_failures_total``)."""
-    from .store.mongo import MongoJobStore
-    from .store.mongo_commands import CommandCounter
+    from jobscheduler.store.mongo import MongoJobStore
+    from jobscheduler.store.mongo.commands import CommandCounter
 
     if metrics is None:
         return MongoJobStore(settings.mongo_uri, settings.mongo_db)
@@ -74,7 +74,7 @@ def production_store(settings: Settings, metrics: Metrics | None = None) -> JobS
 
 
 def production_bus(settings: Settings) -> Bus:
-    from .bus.kafka import KafkaBus
+    from jobscheduler.bus.kafka import KafkaBus
 
     return KafkaBus(
         settings.kafka_brokers,
@@ -86,7 +86,7 @@ def production_bus(settings: Settings) -> Bus:
 
 
 def production_elector(settings: Settings) -> Elector:
-    from .election.etcd import EtcdElector
+    from jobscheduler.election.etcd import EtcdElector
 
     return EtcdElector(
         settings.etcd_endpoints,
@@ -100,9 +100,9 @@ def production_deps(
     settings: Settings, registry: HandlerRegistry | None = None, *, role: str
 ) -> Deps:
     """Adapters for one production role; a role gets real connections only to what it uses."""
-    from .bus.local import LocalBus
-    from .election.local import LocalElector
-    from .probes import etcd_probe, kafka_probe
+    from jobscheduler.bus.local import LocalBus
+    from jobscheduler.election.local import LocalElector
+    from jobscheduler.probes import etcd_probe, kafka_probe
 
     needs_bus = role in ("scheduler", "executor", "reaper")
     metrics = Metrics()

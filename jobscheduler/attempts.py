@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from .model import format_time
+from jobscheduler.model import format_time
 
 #: A handler's return value, JSON-encoded, may be at most this many bytes.
 MAX_RESULT_BYTES = 64 * 1024

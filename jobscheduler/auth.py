@@ -24,10 +24,10 @@ import trio
 from cachetools import TTLCache
 from quart import g
 
-from .errors import Forbidden, JobNotFound, StoreError, Unauthorized
+from jobscheduler.errors import Forbidden, JobNotFound, StoreError, Unauthorized
 
 if TYPE_CHECKING:
-    from .keys import ApiKey
+    from jobscheduler.keys import ApiKey
 
 
 class Role(enum.StrEnum):
@@ -242,7 +242,7 @@ def _credentials(headers: list[str]) -> tuple[str, str]:
     scheme, _, token = headers[0].strip().partition(" ")
     if scheme.lower() != "bearer":
         raise Unauthorized(UNAUTHORIZED_MESSAGE)
-    from .keys import parse_token  # keys imports this module (Role)
+    from jobscheduler.keys import parse_token
 
     parsed = parse_token(token.strip())
     if parsed is None:
@@ -275,7 +275,7 @@ class _Flight:
 @functools.cache
 def _no_key() -> ApiKey:
     """A stand-in compared against when the id is unknown (it never matches)."""
-    from .keys import ApiKey, hash_secret
+    from jobscheduler.keys import ApiKey, hash_secret
 
     return ApiKey(
         id="0" * 16,

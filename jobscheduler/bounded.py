@@ -35,7 +35,7 @@ from typing import Generic, ParamSpec, TypeVar
 import trio
 from quart import g, has_request_context
 
-from .errors import StoreError
+from jobscheduler.errors import StoreError
 
 log = logging.getLogger(__name__)
 

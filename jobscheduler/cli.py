@@ -14,13 +14,13 @@ from functools import partial
 import attrs
 import trio
 
-from .app import embedded_deps, production_deps, run_roles
-from .config import Settings
-from .devlock import DevLock, StoreLocked
-from .errors import AppLoadError, ConfigError, JobSchedulerError
-from .handlers import HandlerRegistry
-from .handlers.loading import describe, load_app, process_problem, resolve_job_types
-from .observability import configure_logging
+from jobscheduler.app import embedded_deps, production_deps, run_roles
+from jobscheduler.config import Settings
+from jobscheduler.devlock import DevLock, StoreLocked
+from jobscheduler.errors import AppLoadError, ConfigError, JobSchedulerError
+from jobscheduler.handlers import HandlerRegistry
+from jobscheduler.handlers.loading import describe, load_app, process_problem, resolve_job_types
+from jobscheduler.observability import configure_logging
 
 ROLES = ("api", "scheduler", "executor", "reaper")
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .errors import ConfigError
+from jobscheduler.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -145,7 +145,7 @@ def _allowlist(text: str) -> tuple[str, ...]:
     entries = _csv(text)
     # Imported here: the handlers package is heavier than config and not needed to parse
     # the other settings.
-    from .handlers.netguard import Allowlist
+    from jobscheduler.handlers.netguard import Allowlist
 
     Allowlist.parse(entries)  # raises ValueError naming a bad entry
     return entries

@@ -34,8 +34,8 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.routing import Rule
 
-from .errors import JobSchedulerError, ValidationError
-from .validation import loads_json_body
+from jobscheduler.errors import JobSchedulerError, ValidationError
+from jobscheduler.validation import loads_json_body
 
 View = Callable[..., Awaitable[Response]]
 Schema = dict[str, Any]

@@ -25,12 +25,12 @@ from typing import Any
 
 import attrs
 
-from . import cron, states
-from .cron import Occurrence, OccurrenceStatus, Overlap, SkipReason
-from .errors import DuplicateJob, JobNotFound, ValidationError
-from .model import Job, Status, cron_policy_of, utc
-from .model import new_job_id as new_run_id
-from .runtime import Deps
+from jobscheduler import cron, states
+from jobscheduler.cron import Occurrence, OccurrenceStatus, Overlap, SkipReason
+from jobscheduler.errors import DuplicateJob, JobNotFound, ValidationError
+from jobscheduler.model import Job, Status, cron_policy_of, utc
+from jobscheduler.model import new_job_id as new_run_id
+from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import JobSchedulerError
+from jobscheduler.errors import JobSchedulerError
 
 
 class StoreLocked(JobSchedulerError, RuntimeError):

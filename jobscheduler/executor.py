@@ -35,21 +35,21 @@ from typing import Any
 
 import trio
 
-from . import states
-from ._scopes import shielded
-from .attempts import Failure, Outcome, ResultError, encode_result
-from .bus import Delivery, Subscription, WakeUp
-from .bus.dead_letters import publish_dead_letter
-from .errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
-from .executor_settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
-from .executor_settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
-from .executor_settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slots
-from .handlers import JobContext
-from .handlers.registry import HANDLER_LOGGER
-from .handlers.runners import HandlerRunner, open_runner
-from .model import Job, utc
-from .presence import Presence
-from .runtime import Deps
+from jobscheduler import states
+from jobscheduler._scopes import shielded
+from jobscheduler.attempts import Failure, Outcome, ResultError, encode_result
+from jobscheduler.bus import Delivery, Subscription, WakeUp
+from jobscheduler.bus.dead_letters import publish_dead_letter
+from jobscheduler.errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
+from jobscheduler.executor_settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
+from jobscheduler.executor_settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
+from jobscheduler.executor_settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slots
+from jobscheduler.handlers import JobContext
+from jobscheduler.handlers.registry import HANDLER_LOGGER
+from jobscheduler.handlers.runners import HandlerRunner, open_runner
+from jobscheduler.model import Job, utc
+from jobscheduler.presence import Presence
+from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,15 @@ from typing import Any
 
 import trio
 
-from . import states
-from ._logthrottle import LogThrottle
-from ._scopes import shielded, take_ready
-from .attempts import Failure, Outcome
-from .bus import Delivery
-from .bus.dead_letters import publish_dead_letter
-from .errors import StoreError
-from .model import Job, Status, utc
-from .runtime import Deps
+from jobscheduler import states
+from jobscheduler._logthrottle import LogThrottle
+from jobscheduler._scopes import shielded, take_ready
+from jobscheduler.attempts import Failure, Outcome
+from jobscheduler.bus import Delivery
+from jobscheduler.bus.dead_letters import publish_dead_letter
+from jobscheduler.errors import StoreError
+from jobscheduler.model import Job, Status, utc
+from jobscheduler.runtime import Deps
 
 log = logging.getLogger("jobscheduler.executor")
 

@@ -18,9 +18,9 @@ from datetime import datetime
 
 import attrs
 
-from .auth import Role
-from .errors import ValidationError
-from .model import MAX_STRING_LENGTH, format_time, utc
+from jobscheduler.auth import Role
+from jobscheduler.errors import ValidationError
+from jobscheduler.model import MAX_STRING_LENGTH, format_time, utc
 
 PREFIX = "jsk_"
 _ID_HEX = 16

@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 from bson import ObjectId
 
-from . import cron
-from .cron import CronPolicy
-from .errors import ValidationError
+from jobscheduler import cron
+from jobscheduler.cron import CronPolicy
+from jobscheduler.errors import ValidationError
 
 MAX_STRING_LENGTH = 256
 MAX_ATTEMPTS_LIMIT = 100

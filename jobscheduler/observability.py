@@ -15,9 +15,9 @@ from hypercorn.trio import serve
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from . import http_errors
-from .health import Health
-from .unread_body import CloseUnreadBodies
+from jobscheduler import http_errors
+from jobscheduler.health import Health
+from jobscheduler.unread_body import CloseUnreadBodies
 
 if TYPE_CHECKING:
     from hypercorn.typing import ASGIFramework

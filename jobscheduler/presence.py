@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from ._logthrottle import LogThrottle
-from ._scopes import shielded
-from .errors import StoreError
-from .runtime import Deps
-from .workers import BEAT_INTERVAL, WorkerBeat, expiry
+from jobscheduler._logthrottle import LogThrottle
+from jobscheduler._scopes import shielded
+from jobscheduler.errors import StoreError
+from jobscheduler.runtime import Deps
+from jobscheduler.workers import BEAT_INTERVAL, WorkerBeat, expiry
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from .health import ReadinessCheck
+from jobscheduler.health import ReadinessCheck
 
 
 class _Probe:
@@ -69,21 +69,21 @@ class _KafkaProbe(_Probe):
 class _EtcdProbe(_Probe):
     def __init__(self, endpoints: tuple[str, ...], timeout: float) -> None:
         super().__init__(timeout)
-        from .election.etcd_grpc import channel_target
+        from jobscheduler.election.etcd_grpc import channel_target
 
         self._target = channel_target(endpoints)
 
     def _make_client(self) -> Any:
         import grpc
 
-        from ._etcdpb import rpc_pb2_grpc
+        from jobscheduler._etcdpb import rpc_pb2_grpc
 
         return rpc_pb2_grpc.KVStub(grpc.insecure_channel(self._target))
 
     def _ask(self, client: Any, timeout: float) -> None:
         import grpc
 
-        from ._etcdpb import rpc_pb2
+        from jobscheduler._etcdpb import rpc_pb2
 
         try:
             client.Range(rpc_pb2.RangeRequest(key=b"\0", count_only=True), timeout=timeout)

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from .errors import JobSchedulerError
+from jobscheduler.errors import JobSchedulerError
 
 log = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ from datetime import timedelta
 
 import trio
 
-from . import states
-from .bus.dead_letters import publish_dead_letter
-from .errors import StoreError
-from .model import Status
-from .runtime import Deps
+from jobscheduler import states
+from jobscheduler.bus.dead_letters import publish_dead_letter
+from jobscheduler.errors import StoreError
+from jobscheduler.model import Status
+from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from . import states
-from .bus.dead_letters import publish_dead_letter
-from .model import Status
-from .runtime import Deps
+from jobscheduler import states
+from jobscheduler.bus.dead_letters import publish_dead_letter
+from jobscheduler.model import Status
+from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)
 

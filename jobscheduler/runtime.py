@@ -7,14 +7,14 @@ from datetime import datetime
 import attrs
 import trio
 
-from .bus import Bus
-from .clock import Clock, SystemClock
-from .config import Settings
-from .election import Elector
-from .handlers import HandlerRegistry
-from .health import Health
-from .observability import Metrics
-from .store import JobStore
+from jobscheduler.bus import Bus
+from jobscheduler.clock import Clock, SystemClock
+from jobscheduler.config import Settings
+from jobscheduler.election import Elector
+from jobscheduler.handlers import HandlerRegistry
+from jobscheduler.health import Health
+from jobscheduler.observability import Metrics
+from jobscheduler.store import JobStore
 
 
 class Waker:

@@ -14,13 +14,13 @@ from datetime import timedelta
 
 import trio
 
-from .bus import WakeUp
-from .cron_firing import TemplateFiring
-from .election import Term, lead
-from .errors import BusError, StoreError
-from .model import Job
-from .presence import Presence
-from .runtime import Deps
+from jobscheduler.bus import WakeUp
+from jobscheduler.cron_firing import TemplateFiring
+from jobscheduler.election import Term, lead
+from jobscheduler.errors import BusError, StoreError
+from jobscheduler.model import Job
+from jobscheduler.presence import Presence
+from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)
 

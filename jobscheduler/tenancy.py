@@ -25,8 +25,8 @@ import trio
 from quart import Response, current_app, g, request
 from quart_trio import QuartTrio
 
-from .audit import AuditRecord, new_record
-from .auth import (
+from jobscheduler.audit import AuditRecord, new_record
+from jobscheduler.auth import (
     PUBLIC,
     UNAUTHORIZED_MESSAGE,
     Authenticator,
@@ -35,16 +35,16 @@ from .auth import (
     current_principal,
     declared_role,
 )
-from .errors import JobSchedulerError, Unauthorized
-from .model import Job
-from .observability import Metrics
-from .quotas import QuotaExceeded, Quotas
-from .runtime import Deps
-from .ui._session import session_authorization
+from jobscheduler.errors import JobSchedulerError, Unauthorized
+from jobscheduler.model import Job
+from jobscheduler.observability import Metrics
+from jobscheduler.quotas import QuotaExceeded, Quotas
+from jobscheduler.runtime import Deps
+from jobscheduler.ui._session import session_authorization
 
 if TYPE_CHECKING:
-    from .bounded import BoundedCalls
-    from .keys import ApiKey
+    from jobscheduler.bounded import BoundedCalls
+    from jobscheduler.keys import ApiKey
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -266,7 +266,7 @@ def install_tenancy(
         return response
 
     if register_routes:
-        from .api.tenancy import register_tenancy_routes
+        from jobscheduler.api.tenancy import register_tenancy_routes
 
         register_tenancy_routes(app, deps, json_response)
     return tenancy

@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from . import cron
-from .errors import ValidationError
-from .model import (
+from jobscheduler import cron
+from jobscheduler.errors import ValidationError
+from jobscheduler.model import (
     DEFAULT_LIST_LIMIT,
     DEFAULT_MAX_ATTEMPTS,
     LISTABLE_STATUSES,

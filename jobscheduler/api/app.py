@@ -18,12 +18,12 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from ..attempts import attempt_to_json
-from ..auth import Role, current_principal, public, requires
-from ..bounded import BoundedCalls
-from ..bulk import create_batch, parse_batch_request
-from ..contract import RouteTable, UnsupportedMediaType, openapi_document
-from ..errors import (
+from jobscheduler.attempts import attempt_to_json
+from jobscheduler.auth import Role, current_principal, public, requires
+from jobscheduler.bounded import BoundedCalls
+from jobscheduler.bulk import create_batch, parse_batch_request
+from jobscheduler.contract import RouteTable, UnsupportedMediaType, openapi_document
+from jobscheduler.errors import (
     DuplicateJob,
     Forbidden,
     InvalidTransition,
@@ -33,14 +33,21 @@ from ..errors import (
     Unauthorized,
     ValidationError,
 )
-from ..model import Job, is_job_id, job_to_json
-from ..observability import serve_asgi
-from ..runtime import Deps
-from ..store.base import InsertOutcome
-from ..tenancy import admit_batch, claim_tenant, forget_batch, install_tenancy, mark_audited
-from ..ui import register_ui_routes
-from ..unread_body import ASGIApp
-from ..validation import loads_json_body
+from jobscheduler.model import Job, is_job_id, job_to_json
+from jobscheduler.observability import serve_asgi
+from jobscheduler.runtime import Deps
+from jobscheduler.store.base import InsertOutcome
+from jobscheduler.tenancy import (
+    admit_batch,
+    claim_tenant,
+    forget_batch,
+    install_tenancy,
+    mark_audited,
+)
+from jobscheduler.ui import register_ui_routes
+from jobscheduler.unread_body import ASGIApp
+from jobscheduler.validation import loads_json_body
+
 from . import schemas as ops
 from .create import FAILED, Creator, FastCreate, duplicate_message
 from .cron import register_cron_routes

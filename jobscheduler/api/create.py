@@ -34,14 +34,15 @@ from typing import Any
 
 import attrs
 
-from ..auth import OPERATOR, Authenticator, Principal, Role
-from ..bounded import BoundedCalls
-from ..errors import DuplicateJob
-from ..model import Job, job_to_json
-from ..runtime import Deps
-from ..tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
-from ..unread_body import ASGIApp, Message, Receive, Scope, Send
-from ..validation import PayloadValidator, loads_json_body, parse_create_request
+from jobscheduler.auth import OPERATOR, Authenticator, Principal, Role
+from jobscheduler.bounded import BoundedCalls
+from jobscheduler.errors import DuplicateJob
+from jobscheduler.model import Job, job_to_json
+from jobscheduler.runtime import Deps
+from jobscheduler.tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
+from jobscheduler.unread_body import ASGIApp, Message, Receive, Scope, Send
+from jobscheduler.validation import PayloadValidator, loads_json_body, parse_create_request
+
 from .metrics import RequestMetrics
 
 log = logging.getLogger(__name__)

@@ -16,14 +16,14 @@ from urllib.parse import urlencode
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from ..actions import Caller, direct
-from ..auth import Role, current_principal, requires
-from ..bounded import BoundedCalls
-from ..listing import encode_cursor, parse_list_request, parse_tenant_query
-from ..model import format_time, job_to_json
-from ..runtime import Deps
-from ..store.query import Cursor, JobStats
-from ..tenancy import tenant_args
+from jobscheduler.actions import Caller, direct
+from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.bounded import BoundedCalls
+from jobscheduler.listing import encode_cursor, parse_list_request, parse_tenant_query
+from jobscheduler.model import format_time, job_to_json
+from jobscheduler.runtime import Deps
+from jobscheduler.store.query import Cursor, JobStats
+from jobscheduler.tenancy import tenant_args
 
 STATS_PARAMETERS = ("tenantId",)
 

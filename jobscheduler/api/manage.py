@@ -28,12 +28,12 @@ import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from .. import actions, cron
-from ..auth import Role, current_principal, requires
-from ..bounded import BoundedCalls
-from ..errors import DuplicateJob, InvalidTransition, ValidationError
-from ..listing import parse_filter
-from ..model import (
+from jobscheduler import actions, cron
+from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.bounded import BoundedCalls
+from jobscheduler.errors import DuplicateJob, InvalidTransition, ValidationError
+from jobscheduler.listing import parse_filter
+from jobscheduler.model import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PRIORITY,
     Job,
@@ -43,10 +43,10 @@ from ..model import (
     job_to_json,
     parse_time,
 )
-from ..runtime import Deps
-from ..store.query import JobQuery
-from ..validation import check_payload_strings as check_payload
-from ..validation import loads_json_body
+from jobscheduler.runtime import Deps
+from jobscheduler.store.query import JobQuery
+from jobscheduler.validation import check_payload_strings as check_payload
+from jobscheduler.validation import loads_json_body
 
 JsonResponse = Callable[..., Response]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..observability import Metrics
+from jobscheduler.observability import Metrics
 
 
 class RequestMetrics:

@@ -22,12 +22,12 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from ..auth import Role, current_principal, requires
-from ..bounded import BoundedCalls
-from ..cron import Occurrence, OccurrenceStatus
-from ..errors import JobNotFound, ValidationError
-from ..model import Job, cron_policy_of, format_time, is_job_id
-from ..runtime import Deps
+from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.bounded import BoundedCalls
+from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.errors import JobNotFound, ValidationError
+from jobscheduler.model import Job, cron_policy_of, format_time, is_job_id
+from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)
 

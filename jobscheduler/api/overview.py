@@ -14,13 +14,14 @@ from collections.abc import Callable
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from ..actions import Caller, direct
-from ..auth import Role, current_principal, requires
-from ..bounded import BoundedCalls
-from ..contract import Operation, Param, Reply, Schema, table_of
-from ..listing import parse_tenant_query
-from ..overview import overview_to_json
-from ..runtime import Deps
+from jobscheduler.actions import Caller, direct
+from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.bounded import BoundedCalls
+from jobscheduler.contract import Operation, Param, Reply, Schema, table_of
+from jobscheduler.listing import parse_tenant_query
+from jobscheduler.overview import overview_to_json
+from jobscheduler.runtime import Deps
+
 from .schemas import TEXT, TIME
 
 PARAMETERS = ("tenantId",)

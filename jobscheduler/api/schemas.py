@@ -14,9 +14,9 @@ from typing import Literal
 
 import attrs
 
-from .. import cron
-from ..contract import Operation, Param, Reply, Schema
-from ..model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
+from jobscheduler import cron
+from jobscheduler.contract import Operation, Param, Reply, Schema
+from jobscheduler.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
 
 TIME: Schema = {"type": "string", "format": "date-time"}
 JOB_ID: Schema = {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}

@@ -6,7 +6,8 @@ app."""
 
 from __future__ import annotations
 
-from ..contract import Operation, Param, Reply, Schema
+from jobscheduler.contract import Operation, Param, Reply, Schema
+
 from .occurrences import DEFAULT_OCCURRENCE_LIMIT, MAX_OCCURRENCE_LIMIT
 from .schemas import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation, page_params
 

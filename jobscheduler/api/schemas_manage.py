@@ -14,10 +14,11 @@ from collections.abc import Mapping
 
 import attrs
 
-from ..contract import Operation, Param, Reply, RouteTable, Schema
-from ..listing import SORTS
-from ..model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
-from ..store.query import MAX_QUERY_IDS
+from jobscheduler.contract import Operation, Param, Reply, RouteTable, Schema
+from jobscheduler.listing import SORTS
+from jobscheduler.model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
+from jobscheduler.store.query import MAX_QUERY_IDS
+
 from .schemas import (
     JOB,
     JOB_ID,

@@ -19,12 +19,12 @@ import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from ..audit import audit_to_json, parse_audit_query
-from ..auth import Role, current_principal, requires
-from ..errors import Forbidden, ValidationError
-from ..keys import check_name, check_tenant, is_key_id, key_to_json, new_key, parse_role
-from ..runtime import Deps
-from ..validation import loads_json_body
+from jobscheduler.audit import audit_to_json, parse_audit_query
+from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.errors import Forbidden, ValidationError
+from jobscheduler.keys import check_name, check_tenant, is_key_id, key_to_json, new_key, parse_role
+from jobscheduler.runtime import Deps
+from jobscheduler.validation import loads_json_body
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ KEY_FIELDS = frozenset({"tenantId", "allTenants", "role", "name"})
 def register_tenancy_routes(
     app: QuartTrio, deps: Deps, json_response: Callable[..., Response]
 ) -> None:
-    from ..tenancy import current_tenancy
+    from jobscheduler.tenancy import current_tenancy
 
     def not_found(key_id: str) -> Response:
         return json_response({"error": f"key {key_id} not found"}, 404)

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import BusError
+from jobscheduler.errors import BusError
 
 DLQ_TOPIC = "jobs.dlq"
 

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._logthrottle import LogThrottle
-from ..errors import BusError
+from jobscheduler._logthrottle import LogThrottle
+from jobscheduler.errors import BusError
+
 from .base import Bus, DeadLetter
 
 if TYPE_CHECKING:
-    from ..model import Job
+    from jobscheduler.model import Job
 
 log = logging.getLogger(__name__)
 _throttled = LogThrottle(log)

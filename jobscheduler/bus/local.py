@@ -14,8 +14,9 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from .._scopes import take_ready
-from ..errors import BusError
+from jobscheduler._scopes import take_ready
+from jobscheduler.errors import BusError
+
 from .base import Bus, DeadLetter, Delivery, Subscription, WakeUp
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,9 @@ from typing import Any, Generic, TypedDict, TypeVar, Unpack, cast
 import attrs
 import httpx
 
-from ..config import ClientSettings
-from ..errors import WaitTimeout
+from jobscheduler.config import ClientSettings
+from jobscheduler.errors import WaitTimeout
+
 from ._errors import raise_for_status
 
 T = TypeVar("T")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from ..errors import (
+from jobscheduler.errors import (
     ApiError,
     ApiUnreachable,
     DuplicateJob,

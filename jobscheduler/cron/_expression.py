@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from croniter import croniter
 from croniter.croniter import CroniterError
 
-from ..errors import ValidationError
+from jobscheduler.errors import ValidationError
 
 MAX_EXPRESSION_LENGTH = 200
 #: How many consecutive fire times :func:`min_interval` looks at (at most)...

@@ -23,7 +23,8 @@ from zoneinfo import ZoneInfo
 
 import attrs
 
-from ..errors import ValidationError
+from jobscheduler.errors import ValidationError
+
 from ._expression import wall_times
 from ._zones import Resolved, WallKind, offset_drop_ahead, resolve, zone
 

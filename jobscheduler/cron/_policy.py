@@ -17,8 +17,9 @@ from typing import Any
 
 import attrs
 
-from ..config import parse_duration
-from ..errors import ValidationError
+from jobscheduler.config import parse_duration
+from jobscheduler.errors import ValidationError
+
 from ._expression import min_interval
 from ._fires import DstFold, DstGap, Fire, iter_fires
 from ._zones import zone

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
 
-from ..errors import ValidationError
+from jobscheduler.errors import ValidationError
 
 MAX_ZONE_LENGTH = 64
 

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from .._scopes import shielded
-from ..errors import ElectionError
+from jobscheduler._scopes import shielded
+from jobscheduler.errors import ElectionError
 
 log = logging.getLogger(__name__)
 

@@ -37,10 +37,11 @@ from typing import Any
 import grpc
 import trio
 
-from .._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
-from .._scopes import shielded
-from ..clock import Clock, SystemClock
-from ..errors import ConfigError, ElectionError
+from jobscheduler._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
+from jobscheduler._scopes import shielded
+from jobscheduler.clock import Clock, SystemClock
+from jobscheduler.errors import ConfigError, ElectionError
+
 from .base import Elector, Term
 from .etcd_grpc import (
     channel_target,

@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 import trio
 
-from ..errors import ConfigError, ElectionError
+from jobscheduler.errors import ConfigError, ElectionError
 
 log = logging.getLogger(__name__)
 

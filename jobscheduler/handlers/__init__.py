@@ -1,6 +1,7 @@
 """Handler registry, runners, app loading and the built-in handlers."""
 
-from ..errors import PermanentError as PermanentError
+from jobscheduler.errors import PermanentError as PermanentError
+
 from .builtin import default_registry as default_registry
 from .registry import Handler as Handler
 from .registry import HandlerRegistry as HandlerRegistry

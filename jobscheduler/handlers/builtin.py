@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..errors import HandlerError, ValidationError
+from jobscheduler.errors import HandlerError, ValidationError
+
 from .http import http_handler, validate_http
 from .registry import HandlerRegistry, JobContext
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from jobscheduler.config import Settings
 
 MAX_SLEEP_MS = 24 * 3600 * 1000
 MAX_MESSAGE_LENGTH = 10_000

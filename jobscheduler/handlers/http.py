@@ -30,13 +30,14 @@ import httpcore
 import httpx
 import trio
 
-from ..errors import HandlerError, PermanentError, ValidationError
+from jobscheduler.errors import HandlerError, PermanentError, ValidationError
+
 from .guarded_transport import GuardedTransport
 from .netguard import AddressGuard, AddressRefused, Allowlist, Resolver, system_resolver
 from .registry import JobContext
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from jobscheduler.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..config import app_spec
-from ..errors import AppLoadError
+from jobscheduler.config import app_spec
+from jobscheduler.errors import AppLoadError
+
 from .builtin import default_registry
 from .registry import Handler, HandlerRegistry
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from jobscheduler.config import Settings
 
 DEFAULT_ATTRIBUTE = "registry"
 

@@ -28,10 +28,11 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from ..config import parse_duration
-from ..errors import UnknownHandler
-from ..model import MAX_ATTEMPTS_LIMIT
-from ..validation import PayloadValidator
+from jobscheduler.config import parse_duration
+from jobscheduler.errors import UnknownHandler
+from jobscheduler.model import MAX_ATTEMPTS_LIMIT
+from jobscheduler.validation import PayloadValidator
+
 from .schema import schema_validator
 
 RunIn = Literal["trio", "process", "thread"]

@@ -9,8 +9,8 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
-from ..errors import ValidationError
-from ..validation import PayloadValidator
+from jobscheduler.errors import ValidationError
+from jobscheduler.validation import PayloadValidator
 
 
 def _where(path: Any) -> str:

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..attempts import Outcome
-from ..model import MAX_REPLAYS, Job, Replay, Status, utc
+from jobscheduler.attempts import Outcome
+from jobscheduler.model import MAX_REPLAYS, Job, Replay, Status, utc
+
 from ._lifecycle import Change, attempt_record
 
 #: Statuses a job can be cancelled from at once (no executor runs it yet, or a template).

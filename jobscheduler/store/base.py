@@ -11,15 +11,16 @@ import abc
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..attempts import Attempt
-from ..audit import AuditQuery, AuditRecord
-from ..cron import Occurrence, OccurrenceStatus
-from ..errors import DuplicateJob, ValidationError
-from ..keys import ApiKey
-from ..model import Job, Status
-from ..overview import OverviewStats
-from ..states import Change
-from ..workers import WorkerBeat
+from jobscheduler.attempts import Attempt
+from jobscheduler.audit import AuditQuery, AuditRecord
+from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.errors import DuplicateJob, ValidationError
+from jobscheduler.keys import ApiKey
+from jobscheduler.model import Job, Status
+from jobscheduler.overview import OverviewStats
+from jobscheduler.states import Change
+from jobscheduler.workers import WorkerBeat
+
 from .query import Cursor, JobQuery, JobStats
 
 #: What :meth:`JobStore.insert_many` answers for each job, in order: the job as stored, or

@@ -40,8 +40,9 @@ from pathlib import Path
 
 import trio
 
-from ..config import Settings, parse_duration
-from ..errors import ConfigError
+from jobscheduler.config import Settings, parse_duration
+from jobscheduler.errors import ConfigError
+
 from . import bench_create, bench_enqueue, bench_phases
 from .bench_http import Pool
 from .bench_stack import Stack

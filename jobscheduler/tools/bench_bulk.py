@@ -21,17 +21,17 @@ from pathlib import Path
 import pymongo
 import trio
 
-from .. import actions
-from ..bus.local import LocalBus
-from ..config import Settings
-from ..election.local import LocalElector
-from ..handlers import default_registry
-from ..model import Job, Status, new_job_id, utc
-from ..runtime import Deps
-from ..store import JobStore
-from ..store.mongo import MongoJobStore
-from ..store.query import JobQuery
-from ..store.sqlite import SQLiteJobStore
+from jobscheduler import actions
+from jobscheduler.bus.local import LocalBus
+from jobscheduler.config import Settings
+from jobscheduler.election.local import LocalElector
+from jobscheduler.handlers import default_registry
+from jobscheduler.model import Job, Status, new_job_id, utc
+from jobscheduler.runtime import Deps
+from jobscheduler.store import JobStore
+from jobscheduler.store.mongo import MongoJobStore
+from jobscheduler.store.query import JobQuery
+from jobscheduler.store.sqlite import SQLiteJobStore
 
 TENANT = "bench-bulk"
 

@@ -31,7 +31,8 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from ..model import format_time
+from jobscheduler.model import format_time
+
 from .stats import format_seconds, percentiles
 
 #: The target: creates/s at least this share of the echo route's requests/s.

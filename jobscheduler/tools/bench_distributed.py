@@ -3,7 +3,7 @@
 ``jobscheduler bench --stack distributed`` samples every role process just before the burst
 comes due and again once it has drained: the ``store_commands_total{command}`` counters from
 each role's metrics endpoint (pymongo command monitoring, see
-:mod:`jobscheduler.store.mongo_commands`) and the process's CPU time (user + system, from
+:mod:`jobscheduler.store.mongo.commands`) and the process's CPU time (user + system, from
 psutil). The differences divided by the jobs drained are the figures: on a real deployment
 every command is a network round trip, so commands per job, not the local FerretDB's speed,
 decide the distributed throughput. CPU is the roles' own (FerretDB, Kafka and etcd are not

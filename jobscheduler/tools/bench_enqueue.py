@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import trio
 
-from ..bulk import MAX_BATCH
-from ..model import format_time
+from jobscheduler.bulk import MAX_BATCH
+from jobscheduler.model import format_time
 
 #: How many batch requests are in flight at once.
 BATCH_CONCURRENCY = 4

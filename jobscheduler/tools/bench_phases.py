@@ -18,7 +18,8 @@ from typing import Any
 
 import trio
 
-from ..model import format_time, parse_time
+from jobscheduler.model import format_time, parse_time
+
 from . import bench_enqueue
 from .bench_http import Pool
 from .bench_stack import STARTUP_TIMEOUT, Stack

@@ -24,8 +24,9 @@ import httpx
 import pymongo
 import trio
 
-from ..bus.kafka import delete_prefixed_topics
-from ..config import Settings
+from jobscheduler.bus.kafka import delete_prefixed_topics
+from jobscheduler.config import Settings
+
 from . import bench_create
 from .bench_http import Connection, Pool
 
@@ -203,18 +204,18 @@ class Stack:
     async def _create_key(self, sqlite_path: Path | None = None) -> str:
         """An all-tenant admin key in the stack's (fresh) store, made before it starts
         (``sqlite_path``: in that SQLite file instead)."""
-        from ..auth import Role
-        from ..keys import new_key
-        from ..store import JobStore
+        from jobscheduler.auth import Role
+        from jobscheduler.keys import new_key
+        from jobscheduler.store import JobStore
 
         record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))
         store: JobStore
         if self.distributed and sqlite_path is None:
-            from ..store.mongo import MongoJobStore
+            from jobscheduler.store.mongo import MongoJobStore
 
             store = MongoJobStore(self.settings.mongo_uri, self.database)
         else:
-            from ..store.sqlite import SQLiteJobStore
+            from jobscheduler.store.sqlite import SQLiteJobStore
 
             store = SQLiteJobStore(sqlite_path or self.workdir / "bench.db")
         await store.start()

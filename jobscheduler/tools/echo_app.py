@@ -18,7 +18,7 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from ..observability import serve_asgi
+from jobscheduler.observability import serve_asgi
 
 
 def create_echo_app() -> QuartTrio:

@@ -19,13 +19,14 @@ from typing import TypeVar
 
 import trio
 
-from .._scopes import shielded
-from ..audit import new_record
-from ..auth import Role
-from ..config import Settings
-from ..errors import JobSchedulerError, ValidationError
-from ..keys import ApiKey, check_name, check_tenant, is_key_id, key_to_json, new_key
-from ..store import JobStore
+from jobscheduler._scopes import shielded
+from jobscheduler.audit import new_record
+from jobscheduler.auth import Role
+from jobscheduler.config import Settings
+from jobscheduler.errors import JobSchedulerError, ValidationError
+from jobscheduler.keys import ApiKey, check_name, check_tenant, is_key_id, key_to_json, new_key
+from jobscheduler.store import JobStore
+
 from .seed import store_for
 
 T = TypeVar("T")

@@ -39,9 +39,10 @@ from typing import Any, TypeVar
 
 import trio
 
-from ..config import parse_duration
-from ..errors import ValidationError
-from ..handlers import default_registry
+from jobscheduler.config import parse_duration
+from jobscheduler.errors import ValidationError
+from jobscheduler.handlers import default_registry
+
 from .loadtest_report import summarize
 from .loadtest_state import LoadState, Options
 from .loadtest_traffic import load_test

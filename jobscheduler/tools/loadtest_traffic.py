@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import trio
 
-from ..errors import JobSchedulerError
-from ..model import MAX_LIST_LIMIT, format_time
+from jobscheduler.errors import JobSchedulerError
+from jobscheduler.model import MAX_LIST_LIMIT, format_time
+
 from .loadtest_state import Accepted, LoadState
 
 REQUEST_TIMEOUT = 10.0

@@ -25,13 +25,13 @@ from typing import Any
 import attrs
 import trio
 
-from .._scopes import shielded
-from ..config import Settings
-from ..errors import DuplicateJob, JobSchedulerError
-from ..handlers import default_registry
-from ..model import Job, format_time
-from ..store import JobStore
-from ..validation import parse_create_request
+from jobscheduler._scopes import shielded
+from jobscheduler.config import Settings
+from jobscheduler.errors import DuplicateJob, JobSchedulerError
+from jobscheduler.handlers import default_registry
+from jobscheduler.model import Job, format_time
+from jobscheduler.store import JobStore
+from jobscheduler.validation import parse_create_request
 
 EPILOG = """\
 The mix (of --count one-off jobs):
@@ -250,11 +250,11 @@ async def insert_all(store: JobStore, jobs: list[tuple[str, Job]]) -> Outcome:
 def store_for(kind: str, settings: Settings) -> tuple[JobStore, str]:
     """The store to write to and a description of it (credentials redacted)."""
     if kind == "mongo":
-        from ..app import production_store
+        from jobscheduler.app import production_store
 
         uri = _URI_CREDENTIALS.sub("***@", settings.mongo_uri)
         return production_store(settings), f"mongo {uri} (database {settings.mongo_db})"
-    from ..store.sqlite import SQLiteJobStore
+    from jobscheduler.store.sqlite import SQLiteJobStore
 
     return SQLiteJobStore(settings.sqlite_path), f"sqlite {settings.sqlite_path}"
 

@@ -12,11 +12,12 @@ from urllib.parse import urlencode, urlsplit
 from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
 from quart_trio import QuartTrio
 
-from ..auth import Principal, Role, current_principal, public, requires
-from ..bounded import BoundedCalls
-from ..errors import Unauthorized
-from ..model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
-from ..runtime import Deps
+from jobscheduler.auth import Principal, Role, current_principal, public, requires
+from jobscheduler.bounded import BoundedCalls
+from jobscheduler.errors import Unauthorized
+from jobscheduler.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
+from jobscheduler.runtime import Deps
+
 from ._chart import statuses_of
 from ._filters import PAGE_SIZES, SORT_CHOICES, parse_jobs_filter
 from ._session import (

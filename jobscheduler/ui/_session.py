@@ -17,8 +17,8 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 
-from ..auth import Principal
-from ..errors import Forbidden
+from jobscheduler.auth import Principal
+from jobscheduler.errors import Forbidden
 
 #: The cookie holding the signed-in key.
 SESSION_COOKIE = "jobscheduler_session"

@@ -7,8 +7,8 @@ import logging
 
 from cron_descriptor import ExpressionDescriptor, Options
 
-from .. import cron
-from ..errors import ValidationError
+from jobscheduler import cron
+from jobscheduler.errors import ValidationError
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import trio
 from bson import ObjectId
 
 from jobscheduler.model import Job, Status
-from jobscheduler.store.mongo import document_to_job
+from jobscheduler.store.mongo.store import document_to_job
 from tests.support.cluster import Cluster, RoleProcess
 from tests.support.servers import PrivateServers
 

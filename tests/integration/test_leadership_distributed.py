@@ -9,7 +9,7 @@ completion, the reaper) are in ``test_jobs_distributed.py``.
 
 Two schedulers racing over thousands of due jobs relies on atomic conditional writes, which
 stock FerretDB v1 lacks; ``scripts/deps.sh`` builds it with the project's patch that adds
-them (see ``jobscheduler/store/mongo.py``), and a store test checks that build is the one
+them (see ``jobscheduler/store/mongo/store.py``), and a store test checks that build is the one
 running.
 """
 
@@ -25,7 +25,7 @@ import pytest
 import trio
 
 from jobscheduler.model import Job, new_job_id, utc
-from jobscheduler.store.mongo import job_to_document
+from jobscheduler.store.mongo.store import job_to_document
 from tests.integration.conftest import (
     Cluster,
     EtcdAdmin,

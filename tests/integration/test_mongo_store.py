@@ -25,8 +25,8 @@ from jobscheduler import states
 from jobscheduler.attempts import Outcome
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.model import Replay, Status
-from jobscheduler.store.mongo import CLAIM_FIELD, FIELDS, INDEXES, Document, MongoJobStore
-from jobscheduler.store.mongo_attempts import ATTEMPTS_COLLECTION, attempt_to_document
+from jobscheduler.store.mongo.attempts import ATTEMPTS_COLLECTION, attempt_to_document
+from jobscheduler.store.mongo.store import CLAIM_FIELD, FIELDS, INDEXES, Document, MongoJobStore
 from tests.contract.store_fixtures import mongo_uri, unique_database_name
 from tests.contract.store_support import NOW, make_job
 from tests.support.mongo import raw

@@ -9,7 +9,7 @@ import trio
 from jobscheduler import states
 from jobscheduler.model import Job, Status
 from jobscheduler.store.mongo import MongoJobStore
-from jobscheduler.store.mongo_batch import (
+from jobscheduler.store.mongo.batch import (
     MAX_CHUNK_BYTES,
     MAX_STATEMENTS,
     chunks,
@@ -17,7 +17,7 @@ from jobscheduler.store.mongo_batch import (
     new_mark,
     statement_size,
 )
-from jobscheduler.store.mongo_codec import chain, change_filter, update_document
+from jobscheduler.store.mongo.codec import chain, change_filter, update_document
 from tests.contract.store_fixtures import mongo_uri
 from tests.contract.store_support import NOW, make_job
 

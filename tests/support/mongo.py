@@ -14,7 +14,7 @@ from typing import Any, Literal
 import pymongo
 import trio
 
-from jobscheduler.store.mongo import COLLECTION
+from jobscheduler.store.mongo.store import COLLECTION
 
 # A command's name is the first element of its OP_MSG body: BSON string type, key, NUL.
 FIND_AND_MODIFY = b"\x02findAndModify\x00"

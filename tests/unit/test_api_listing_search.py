@@ -19,8 +19,8 @@ import pytest
 from jobscheduler.model import Status
 from jobscheduler.store.query import Cursor, JobQuery, Sort
 from jobscheduler.store.sqlite import SQLiteJobStore
-from jobscheduler.store.sqlite_query import find_sql
-from jobscheduler.store.sqlite_rows import _SELECT, _millis
+from jobscheduler.store.sqlite.codec import _SELECT, _millis
+from jobscheduler.store.sqlite.query import find_sql
 
 from .api_support import Api, api_deps, serve
 from .conftest import BASE, DepsFactory, make_job

@@ -6,7 +6,7 @@ import os
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from jobscheduler.store.mongo_commands import CommandCounter
+from jobscheduler.store.mongo.commands import CommandCounter
 from jobscheduler.tools.bench_distributed import RoleSample, cpu_seconds, parse_commands, report
 
 

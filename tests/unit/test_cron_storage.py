@@ -11,7 +11,7 @@ import attrs
 
 from jobscheduler.cron import CronPolicy
 from jobscheduler.model import cron_policy_of, job_to_json
-from jobscheduler.store.sqlite import _SCHEMA, SQLiteJobStore
+from jobscheduler.store.sqlite.store import _SCHEMA, SQLiteJobStore
 
 from .conftest import BASE, make_job
 

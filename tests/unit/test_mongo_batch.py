@@ -10,7 +10,7 @@ from pymongo.monitoring import CommandStartedEvent
 
 from jobscheduler import states
 from jobscheduler.model import Job, Status
-from jobscheduler.store.mongo_batch import (
+from jobscheduler.store.mongo.batch import (
     BATCH_FIELD,
     MAX_CHUNK_BYTES,
     MAX_STATEMENTS,
@@ -22,8 +22,8 @@ from jobscheduler.store.mongo_batch import (
     statement_size,
     unit_results,
 )
-from jobscheduler.store.mongo_codec import change_filter, update_document
-from jobscheduler.store.mongo_commands import CommandCounter
+from jobscheduler.store.mongo.codec import change_filter, update_document
+from jobscheduler.store.mongo.commands import CommandCounter
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 JOB_ID = "65a000000000000000000001"

@@ -17,9 +17,9 @@ from jobscheduler import states
 from jobscheduler.attempts import Outcome
 from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.model import Job, Replay, Status, new_job_id
-from jobscheduler.store import sqlite_writer
 from jobscheduler.store.sqlite import SQLiteJobStore
-from jobscheduler.store.sqlite_attempts import INSERT_ATTEMPT, attempt_params
+from jobscheduler.store.sqlite import writer as sqlite_writer
+from jobscheduler.store.sqlite.attempts import INSERT_ATTEMPT, attempt_params
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REPLAY = Replay(at=NOW, previous_status=Status.DLQ, run=1)

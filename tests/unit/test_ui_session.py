@@ -18,12 +18,7 @@ from jobscheduler.auth import Principal, Role, current_principal
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.errors import Forbidden, Unauthorized
 from jobscheduler.ui import register_ui_routes
-from jobscheduler.ui._session import (
-    CSRF_HEADER,
-    SESSION_COOKIE,
-    csrf_token,
-    session_authorization,
-)
+from jobscheduler.ui._session import CSRF_HEADER, SESSION_COOKIE, csrf_token, session_authorization
 
 from .conftest import DepsFactory
 

@@ -11,9 +11,8 @@ import trio
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from ..._logthrottle import LogThrottle
-from ...errors import BusError
-from ..base import (
+from jobscheduler._logthrottle import LogThrottle
+from jobscheduler.bus.base import (
     Bus,
     DeadLetter,
     Subscription,
@@ -22,6 +21,8 @@ from ..base import (
     dispatch_topic,
     dlq_topic,
 )
+from jobscheduler.errors import BusError
+
 from ._common import CLOSE_TIMEOUT, bus_error, rdkafka_log
 from .admin import create_topics
 from .consumer import KafkaSubscription

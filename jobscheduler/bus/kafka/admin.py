@@ -21,7 +21,8 @@ from confluent_kafka.admin import AdminClient
 # ``confluent_kafka.admin.NewTopic`` is this class re-exported; its stub lacks the export.
 from confluent_kafka.cimpl import NewTopic
 
-from ...errors import BusError
+from jobscheduler.errors import BusError
+
 from ._common import DELIVERY_GRACE, HOP, bus_error
 
 log = logging.getLogger(__name__)

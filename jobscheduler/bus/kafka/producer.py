@@ -9,7 +9,8 @@ import time
 import trio
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from ...errors import BusError
+from jobscheduler.errors import BusError
+
 from ._common import CLOSE_TIMEOUT, DELIVERY_GRACE, HOP, bus_error
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from ..errors import StoreError, ValidationError
+from jobscheduler.errors import StoreError, ValidationError
 
 log = logging.getLogger(__name__)
 

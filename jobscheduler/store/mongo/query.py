@@ -17,9 +17,9 @@ import attrs
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.collection import Collection
 
-from ..model import Job, Status, utc
-from ..states import Change
-from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Sort, Window
+from jobscheduler.model import Job, Status, utc
+from jobscheduler.states import Change
+from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Sort, Window
 
 Document = dict[str, Any]
 
@@ -182,7 +182,7 @@ class ManageQueries:
         """One conditional ``update`` per change (its ``$set`` and ``$inc``), all in this
         thread hop; whether each matched (the caller appends the attempt records of those).
         For small batches: larger ones go as chunked multi-statement updates
-        (:mod:`.mongo_batch`)."""
+        (:mod:`.batch`)."""
         applied: list[bool] = []
         for change in changes:
             update = self._update_document(change)

@@ -17,8 +17,8 @@ from pymongo.errors import BulkWriteError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from ..cron import Occurrence, OccurrenceStatus, SkipReason
-from ..model import utc
+from jobscheduler.cron import Occurrence, OccurrenceStatus, SkipReason
+from jobscheduler.model import utc
 
 Document = dict[str, Any]
 

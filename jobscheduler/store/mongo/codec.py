@@ -16,10 +16,10 @@ from typing import Any, Final
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
 
-from ..attempts import decode_result, encode_result
-from ..cron import CronPolicy
-from ..model import Job, Replay, Status, utc
-from ..states import Change
+from jobscheduler.attempts import decode_result, encode_result
+from jobscheduler.cron import CronPolicy
+from jobscheduler.model import Job, Replay, Status, utc
+from jobscheduler.states import Change
 
 Document = dict[str, Any]
 

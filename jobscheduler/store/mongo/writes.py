@@ -5,7 +5,7 @@ expectations; nothing here needs a multi-document transaction.
 
 - :meth:`MongoWrites.apply` is one ``findAndModify`` (the job comes back in its reply).
 - :meth:`MongoWrites.apply_many` sends a batch as multi-statement ``update`` commands (one
-  conditional statement per job, chunked for FerretDB; :mod:`.mongo_batch`) and reads the
+  conditional statement per job, chunked for FerretDB; :mod:`.batch`) and reads the
   jobs back by the batch's mark: two commands for a batch instead of one per job. Batches of
   one or two statements go as ``findAndModify`` each, which is no more commands.
 - :meth:`MongoWrites.claim_due` reads the due candidates' ids in claim order, moves them in
@@ -33,10 +33,11 @@ from pymongo import ReturnDocument, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import PyMongoError
 
-from ..model import Job
-from ..states import Change, claim_fields
-from .mongo_attempts import write_records
-from .mongo_batch import (
+from jobscheduler.model import Job
+from jobscheduler.states import Change, claim_fields
+
+from .attempts import write_records
+from .batch import (
     BATCH_FIELD,
     CLAIM_FIELD,
     Unit,
@@ -48,7 +49,7 @@ from .mongo_batch import (
     statement_size,
     unit_results,
 )
-from .mongo_codec import (
+from .codec import (
     CLAIM_SORT,
     FIELDS,
     Document,
@@ -60,8 +61,8 @@ from .mongo_codec import (
     to_doc,
     update_document,
 )
-from .mongo_conn import MongoConnection, outcome_unknown
-from .mongo_query import ManageQueries
+from .conn import MongoConnection, outcome_unknown
+from .query import ManageQueries
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The Mongo store's presence records (``workers`` collection) and the Overview's reads.
 
-A mixin of :class:`~jobscheduler.store.mongo.MongoJobStore`. Every Overview read is one
+A mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`. Every Overview read is one
 indexed query per status, in the form index-using servers serve best (equalities and a range
 on top-level fields):
 
@@ -26,10 +26,10 @@ from pymongo import ASCENDING, IndexModel, MongoClient
 from pymongo.collection import Collection
 from pymongo.write_concern import WriteConcern
 
-from ..errors import StoreError
-from ..model import Status, utc
-from ..overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
-from ..workers import WorkerBeat
+from jobscheduler.errors import StoreError
+from jobscheduler.model import Status, utc
+from jobscheduler.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
+from jobscheduler.workers import WorkerBeat
 
 T = TypeVar("T")
 Document = dict[str, Any]

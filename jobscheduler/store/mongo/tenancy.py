@@ -1,6 +1,6 @@
 """The MongoDB collections of tenancy: ``api_keys`` and ``audit``, plus the per-tenant count.
 
-A mixin of :class:`~jobscheduler.store.mongo.MongoJobStore` (it uses that store's ``_call``
+A mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore` (it uses that store's ``_call``
 plumbing and client); the indexes are created at ``start`` with the jobs' indexes. Key
 documents use ``_id`` = the key id; audit documents ``_id`` = ``ObjectId(record.id)``, so the
 default ``_id`` index orders them by creation.
@@ -20,11 +20,11 @@ from pymongo.errors import DuplicateKeyError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from ..audit import AuditQuery, AuditRecord
-from ..auth import Role
-from ..errors import StoreError
-from ..keys import ApiKey
-from ..model import Status, utc
+from jobscheduler.audit import AuditQuery, AuditRecord
+from jobscheduler.auth import Role
+from jobscheduler.errors import StoreError
+from jobscheduler.keys import ApiKey
+from jobscheduler.model import Status, utc
 
 T = TypeVar("T")
 Document = dict[str, Any]

@@ -1,10 +1,10 @@
 """The embedded JobStore: one SQLite file in WAL mode, stdlib ``sqlite3`` in trio threads.
 
 This module holds the schema's set-up and the jobs' lifecycle (insert, claim, transitions).
-The connections and the group commit are :mod:`~jobscheduler.store.sqlite_conn`; the row
-codec is :mod:`~jobscheduler.store.sqlite_rows`, histories and management are
-:mod:`~jobscheduler.store.sqlite_manage`, keys and audit :mod:`~jobscheduler.store.sqlite_tenancy`,
-presence and the Overview :mod:`~jobscheduler.store.sqlite_workers`.
+The connections and the group commit are :mod:`~jobscheduler.store.sqlite.conn`; the row
+codec is :mod:`~jobscheduler.store.sqlite.codec`, histories and management are
+:mod:`~jobscheduler.store.sqlite.manage`, keys and audit :mod:`~jobscheduler.store.sqlite.tenancy`,
+presence and the Overview :mod:`~jobscheduler.store.sqlite.workers`.
 """
 
 from __future__ import annotations
@@ -14,22 +14,21 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..audit import AuditRecord
-from ..errors import JobNotFound, StoreError
-from ..model import Job, Status
-from ..states import Change, claim_fields
-from . import sqlite_ledger
-from .base import InsertOutcome, JobStore, duplicate_of, first_of_each_key, spread_outcomes
-from .sqlite_attempts import (
-    ATTEMPTS_SCHEMA,
-    INSERT_ATTEMPT,
-    attempt_params,
-    migrate_attempt_runs,
+from jobscheduler.audit import AuditRecord
+from jobscheduler.errors import JobNotFound, StoreError
+from jobscheduler.model import Job, Status
+from jobscheduler.states import Change, claim_fields
+from jobscheduler.store.base import (
+    InsertOutcome,
+    JobStore,
+    duplicate_of,
+    first_of_each_key,
+    spread_outcomes,
 )
-from .sqlite_conn import SQLiteConnection
-from .sqlite_manage import SQLiteManageMixin
-from .sqlite_query import MANAGE_INDEXES
-from .sqlite_rows import (
+
+from . import ledger as sqlite_ledger
+from .attempts import ATTEMPTS_SCHEMA, INSERT_ATTEMPT, attempt_params, migrate_attempt_runs
+from .codec import (
     _COLUMNS,
     _EPOCH,
     _SCHEMA,
@@ -40,7 +39,10 @@ from .sqlite_rows import (
     _to_db,
     _update_sql,
 )
-from .sqlite_tenancy import (
+from .conn import SQLiteConnection
+from .manage import SQLiteManageMixin
+from .query import MANAGE_INDEXES
+from .tenancy import (
     INSERT_AUDIT,
     TENANCY_SCHEMA,
     SQLiteTenancyMixin,
@@ -48,7 +50,7 @@ from .sqlite_tenancy import (
     migrate_run_index,
     migrate_tenant_keys,
 )
-from .sqlite_workers import WORKERS_SCHEMA, SQLiteWorkersMixin
+from .workers import WORKERS_SCHEMA, SQLiteWorkersMixin
 
 #: The partial index of each reaper sweep (its statuses, its time field). SQLite plans
 #: without statistics and would rather take ``jobs_status_created`` (``status=?``), which

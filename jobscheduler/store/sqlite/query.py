@@ -11,8 +11,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..model import Status
-from .query import STATS_WINDOWS, Cursor, JobQuery, Sort
+from jobscheduler.model import Status
+from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, Sort
 
 #: Indexes of the management queries. Created after the column migration, since they name
 #: columns an older file gains there.

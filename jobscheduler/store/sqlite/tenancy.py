@@ -1,7 +1,7 @@
 """The SQLite tables of tenancy: API keys and the audit trail, plus the per-tenant count.
 
-A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore`, on the ``_read``/``_write``
-of :class:`~jobscheduler.store.sqlite_conn.SQLiteConnection`; the tables are created with
+A mixin of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`, on the ``_read``/``_write``
+of :class:`~jobscheduler.store.sqlite.conn.SQLiteConnection`; the tables are created with
 the jobs schema at ``start``.
 """
 
@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..audit import AuditQuery, AuditRecord
-from ..auth import Role
-from ..errors import StoreError
-from ..keys import ApiKey
-from .sqlite_conn import SQLiteConnection
+from jobscheduler.audit import AuditQuery, AuditRecord
+from jobscheduler.auth import Role
+from jobscheduler.errors import StoreError
+from jobscheduler.keys import ApiKey
+
+from .conn import SQLiteConnection
 
 TENANCY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (

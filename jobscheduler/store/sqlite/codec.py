@@ -1,8 +1,8 @@
 """The SQLite store's row codec: the jobs table, its columns, and Job <-> row conversion.
 
 Pure functions and constants (no connection is opened here), shared by the store's
-modules: :mod:`~jobscheduler.store.sqlite` (jobs, claims, transitions) and
-:mod:`~jobscheduler.store.sqlite_manage` (histories, listing, management).
+modules: :mod:`~jobscheduler.store.sqlite.store` (jobs, claims, transitions) and
+:mod:`~jobscheduler.store.sqlite.manage` (histories, listing, management).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..cron import CronPolicy
-from ..model import Job, Replay, Status
+from jobscheduler.cron import CronPolicy
+from jobscheduler.model import Job, Replay, Status
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -25,9 +25,10 @@ from typing import Any, Final
 import attrs
 import bson
 
-from ..model import Job
-from ..states import Change
-from .mongo_codec import chain
+from jobscheduler.model import Job
+from jobscheduler.states import Change
+
+from .codec import chain
 
 Document = dict[str, Any]
 
@@ -85,7 +86,7 @@ def chunks(
 @attrs.frozen
 class Unit:
     """One statement of a batch: ``change``, which is ``first`` alone, or ``first`` then
-    ``second`` chained into one conditional update (see :func:`mongo_codec.chain`)."""
+    ``second`` chained into one conditional update (see :func:`.codec.chain`)."""
 
     change: Change
     first: Change

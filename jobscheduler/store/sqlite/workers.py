@@ -1,7 +1,7 @@
 """The SQLite store's presence records (``workers`` table) and the Overview's reads.
 
-A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore`, on the ``_read``/``_write``
-of :class:`~jobscheduler.store.sqlite_conn.SQLiteConnection`; the table is created with the
+A mixin of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`, on the ``_read``/``_write``
+of :class:`~jobscheduler.store.sqlite.conn.SQLiteConnection`; the table is created with the
 jobs schema at ``start``.
 Every Overview read is answered from an index: counts by status from ``jobs_tenant_status``
 / ``jobs_status_created`` (covering: SQLite counts index entries, it reads no row), the oldest
@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..model import Status
-from ..overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
-from ..workers import WorkerBeat
-from .sqlite_conn import SQLiteConnection
-from .sqlite_query import oldest_due_sql
+from jobscheduler.model import Status
+from jobscheduler.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
+from jobscheduler.workers import WorkerBeat
+
+from .conn import SQLiteConnection
+from .query import oldest_due_sql
 
 WORKERS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS workers (

@@ -15,9 +15,9 @@ from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from ..attempts import Attempt, Outcome
-from ..model import Job, utc
-from ..states import Change
+from jobscheduler.attempts import Attempt, Outcome
+from jobscheduler.model import Job, utc
+from jobscheduler.states import Change
 
 log = logging.getLogger(__name__)
 

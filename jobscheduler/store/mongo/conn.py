@@ -2,7 +2,7 @@
 
 Durability: writes use write concern ``{w: "majority", j: true}``, reads use read concern
 ``majority``, and the client asks for retryable writes (pymongo uses them only where the
-server supports them: replica sets, sharded clusters). See :mod:`jobscheduler.store.mongo`
+server supports them: replica sets, sharded clusters). See :mod:`jobscheduler.store.mongo.store`
 for what FerretDB (the test stack's server) does with these settings.
 """
 
@@ -29,15 +29,16 @@ from pymongo.monitoring import CommandListener
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from ..errors import StoreError, ValidationError
-from . import mongo_ledger
-from .base import JobStore
-from .mongo_attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
-from .mongo_batch import BATCH_FIELD, CLAIM_FIELD
-from .mongo_codec import CLAIM_SORT, COLLECTION, FIELDS, Document
-from .mongo_query import MANAGE_INDEXES
-from .mongo_tenancy import create_tenancy_indexes, drop_global_key_index
-from .mongo_workers import create_workers_indexes
+from jobscheduler.errors import StoreError, ValidationError
+from jobscheduler.store.base import JobStore
+
+from . import ledger as mongo_ledger
+from .attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
+from .batch import BATCH_FIELD, CLAIM_FIELD
+from .codec import CLAIM_SORT, COLLECTION, FIELDS, Document
+from .query import MANAGE_INDEXES
+from .tenancy import create_tenancy_indexes, drop_global_key_index
+from .workers import create_workers_indexes
 
 T = TypeVar("T")
 
@@ -97,7 +98,7 @@ INDEXES: Final = [
         name="status_cronBuffered",
     ),
     *MANAGE_INDEXES,
-    # A batch reads back the documents it changed by their batch mark (mongo_batch). MongoDB
+    # A batch reads back the documents it changed by their batch mark (:mod:`.batch`). MongoDB
     # would find them by ``_id $in`` alone; FerretDB evaluates only the mark in SQLite, and
     # without this index scans every document (300 ms at 10,000 jobs, 20 ms with it).
     IndexModel([(BATCH_FIELD, ASCENDING)], name="writeBatch"),
@@ -123,8 +124,8 @@ def outcome_unknown(exc: PyMongoError) -> bool:
 
 
 class MongoConnection(JobStore):
-    """The connection half of :class:`~jobscheduler.store.mongo.MongoJobStore`: client, indexes,
-    server quirks and the thread plumbing every call goes through (abstract: the JobStore
+    """The connection half of :class:`~jobscheduler.store.mongo.store.MongoJobStore`: client,
+    indexes, server quirks and the thread plumbing every call goes through (abstract: the JobStore
     methods live in the subclasses).
 
     ``server_selection_timeout`` (seconds) bounds how long any call waits for a reachable
@@ -143,7 +144,7 @@ class MongoConnection(JobStore):
     2.2 s as statements by ``_id``, measured on a loaded machine).
 
     ``event_listeners`` are pymongo command listeners given to the client (e.g. the
-    :class:`~jobscheduler.store.mongo_commands.CommandCounter` the roles export).
+    :class:`~jobscheduler.store.mongo.commands.CommandCounter` the roles export).
     """
 
     def __init__(

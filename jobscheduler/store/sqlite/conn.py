@@ -1,6 +1,6 @@
 """The SQLite store's connections: one writer with a group commit, a pool of readers.
 
-Writes go through the group commit of :mod:`~jobscheduler.store.sqlite_writer`: one thread
+Writes go through the group commit of :mod:`~jobscheduler.store.sqlite.writer`: one thread
 owns the single writer connection and runs the queued operations batch by batch, one
 transaction each. Reads use a small pool of separate connections in trio's worker threads
 (WAL lets them run beside the writer).
@@ -26,8 +26,9 @@ from typing import TypeVar
 
 import trio
 
-from ..errors import StoreError
-from .sqlite_writer import BatchWriter
+from jobscheduler.errors import StoreError
+
+from .writer import BatchWriter
 
 T = TypeVar("T")
 
@@ -35,7 +36,7 @@ MEMORY = ":memory:"
 
 
 class SQLiteConnection:
-    """The plumbing of :class:`~jobscheduler.store.sqlite.SQLiteJobStore`: ``start`` opens
+    """The plumbing of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`: ``start`` opens
     the writer, has the subclass prepare the schema (``_prepare``) and starts its thread;
     ``_write`` runs an operation in the writer's next batch, ``_read`` on a reader
     connection in a trio thread."""

@@ -3,16 +3,16 @@
 One document per job in the ``jobs`` collection: ``_id`` is ``ObjectId(job.id)``, the other
 fields use the camelCase names of the HTTP contract (:data:`FIELDS`), timestamps are BSON
 dates (milliseconds, which is why :func:`jobscheduler.model.utc` truncates to them) read back
-timezone-aware UTC (:mod:`.mongo_codec`). Every transition is a conditional update whose
+timezone-aware UTC (:mod:`.codec`). Every transition is a conditional update whose
 filter is ``_id`` plus the Change's expectations; batches of them (an executor's picks and
 outcomes, the reaper's sweeps) go as chunked multi-statement updates read back by a batch
 mark, and a claim moves its batch with one ``update_many`` that repeats the due filter, so
 each job is handed out atomically without a multi-document transaction
-(:mod:`.mongo_writes`, :mod:`.mongo_batch`).
+(:mod:`.writes`, :mod:`.batch`).
 
-The store is split along its seams: :mod:`.mongo_conn` (client, indexes, thread plumbing),
-:mod:`.mongo_writes` (claims and transitions), this module (inserts and reads), beside
-:mod:`.mongo_attempts`, :mod:`.mongo_ledger`, :mod:`.mongo_query` and :mod:`.mongo_tenancy`.
+The store is split along its seams: :mod:`.conn` (client, indexes, thread plumbing),
+:mod:`.writes` (claims and transitions), this module (inserts and reads), beside
+:mod:`.attempts`, :mod:`.ledger`, :mod:`.query` and :mod:`.tenancy`.
 
 Durability: writes use write concern ``{w: "majority", j: true}``, reads use read concern
 ``majority`` (the claim, reaper and API reads all go through the same collection handle),
@@ -26,7 +26,7 @@ Unknown outcomes: a network error (``AutoReconnect``/``NetworkTimeout``/
 more (still conditional, so it cannot apply twice). :meth:`MongoJobStore.insert` retries
 once; a duplicate-key error on that retry whose stored document has this job's ``_id`` and
 key means the first attempt landed, and the job is returned. Batches and claims read back
-what carries their mark (see :mod:`.mongo_writes`). Anything still failing is raised as
+what carries their mark (see :mod:`.writes`). Anything still failing is raised as
 :class:`~jobscheduler.errors.StoreError`.
 
 FerretDB v1.24 (the MongoDB wire-protocol server on SQLite that the tests use), as measured
@@ -65,16 +65,18 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, WriteError
 
-from ..attempts import Attempt
-from ..audit import AuditRecord
-from ..cron import Occurrence, OccurrenceStatus
-from ..errors import JobNotFound, StoreError, ValidationError
-from ..model import Job, Status, utc
-from . import mongo_ledger
-from .base import InsertOutcome, duplicate_of, first_of_each_key, spread_outcomes
-from .mongo_attempts import ATTEMPT_INDEXES, attempt_to_document, document_to_attempt
-from .mongo_batch import BATCH_FIELD, CLAIM_FIELD
-from .mongo_codec import (
+from jobscheduler.attempts import Attempt
+from jobscheduler.audit import AuditRecord
+from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.errors import JobNotFound, StoreError, ValidationError
+from jobscheduler.model import Job, Status, utc
+from jobscheduler.store.base import InsertOutcome, duplicate_of, first_of_each_key, spread_outcomes
+from jobscheduler.store.query import Cursor, JobQuery, JobStats
+
+from . import ledger as mongo_ledger
+from .attempts import ATTEMPT_INDEXES, attempt_to_document, document_to_attempt
+from .batch import BATCH_FIELD, CLAIM_FIELD
+from .codec import (
     CLAIM_SORT,
     COLLECTION,
     FIELDS,
@@ -85,23 +87,17 @@ from .mongo_codec import (
     document_to_job,
     job_to_document,
 )
-from .mongo_conn import (
-    ATOMIC_FERRETDB_MARK,
-    INDEXES,
-    INVALID_DOCUMENT_CODES,
-    outcome_unknown,
-)
-from .mongo_tenancy import MongoTenancyMixin
-from .mongo_workers import MongoWorkersMixin
-from .mongo_writes import MongoWrites
-from .query import Cursor, JobQuery, JobStats
+from .conn import ATOMIC_FERRETDB_MARK, INDEXES, INVALID_DOCUMENT_CODES, outcome_unknown
+from .tenancy import MongoTenancyMixin
+from .workers import MongoWorkersMixin
+from .writes import MongoWrites
 
 log = logging.getLogger(__name__)
 
 
 class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server (settings: see
-    :class:`~jobscheduler.store.mongo_conn.MongoConnection`)."""
+    :class:`~jobscheduler.store.mongo.conn.MongoConnection`)."""
 
     async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         """Insert; DuplicateJob if the idempotencyKey is used (see module doc for retries).

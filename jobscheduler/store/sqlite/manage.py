@@ -1,8 +1,8 @@
 """The SQLite store's histories and management: the cron ledger, attempt records,
 buffered templates, filtered listing, bulk changes, statistics and counts.
 
-A mixin of :class:`~jobscheduler.store.sqlite.SQLiteJobStore`, on the ``_read``/``_write``
-of :class:`~jobscheduler.store.sqlite_conn.SQLiteConnection` and the store's
+A mixin of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`, on the ``_read``/``_write``
+of :class:`~jobscheduler.store.sqlite.conn.SQLiteConnection` and the store's
 ``apply_many_lean``.
 """
 
@@ -13,16 +13,17 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..attempts import Attempt
-from ..cron import Occurrence, OccurrenceStatus
-from ..model import Job, Status
-from ..states import Change
-from . import sqlite_ledger
-from .query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
-from .sqlite_attempts import ATTEMPT_COLUMNS, attempt_from_row, millis
-from .sqlite_conn import SQLiteConnection
-from .sqlite_query import find_sql, stats_sql
-from .sqlite_rows import _EPOCH, _SELECT, _from_row, _millis
+from jobscheduler.attempts import Attempt
+from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.model import Job, Status
+from jobscheduler.states import Change
+from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
+
+from . import ledger as sqlite_ledger
+from .attempts import ATTEMPT_COLUMNS, attempt_from_row, millis
+from .codec import _EPOCH, _SELECT, _from_row, _millis
+from .conn import SQLiteConnection
+from .query import find_sql, stats_sql
 
 
 class SQLiteManageMixin(SQLiteConnection):
