@@ -1,7 +1,7 @@
 """What a user can do to jobs: cancel, retry (replay), and control cron templates.
 
 Each action reads the job, decides from its status which transition of
-:mod:`jobscheduler.states` applies, and applies it (one conditional update). A lost race is
+:mod:`jobscheduler.domain.states` applies, and applies it (one conditional update). A lost race is
 re-decided from a fresh read (a bounded number of times), so every action either answers
 with the job as it is after the action, is a no-op on a job already where the action would
 take it (idempotent), or raises :class:`~jobscheduler.errors.InvalidTransition` naming the
@@ -18,9 +18,10 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import attrs
 
-from jobscheduler import cron_firing, states
+from jobscheduler import cron_firing
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status, cron_policy_of, utc
 from jobscheduler.errors import DuplicateJob, InvalidTransition, StoreError
-from jobscheduler.model import Job, Status, cron_policy_of, utc
 from jobscheduler.runtime import Deps
 from jobscheduler.store.query import Cursor, JobQuery
 

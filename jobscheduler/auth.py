@@ -27,7 +27,7 @@ from quart import g
 from jobscheduler.errors import Forbidden, JobNotFound, StoreError, Unauthorized
 
 if TYPE_CHECKING:
-    from jobscheduler.keys import ApiKey
+    from jobscheduler.domain.keys import ApiKey
 
 
 class Role(enum.StrEnum):
@@ -242,7 +242,7 @@ def _credentials(headers: list[str]) -> tuple[str, str]:
     scheme, _, token = headers[0].strip().partition(" ")
     if scheme.lower() != "bearer":
         raise Unauthorized(UNAUTHORIZED_MESSAGE)
-    from jobscheduler.keys import parse_token
+    from jobscheduler.domain.keys import parse_token
 
     parsed = parse_token(token.strip())
     if parsed is None:
@@ -275,7 +275,7 @@ class _Flight:
 @functools.cache
 def _no_key() -> ApiKey:
     """A stand-in compared against when the id is unknown (it never matches)."""
-    from jobscheduler.keys import ApiKey, hash_secret
+    from jobscheduler.domain.keys import ApiKey, hash_secret
 
     return ApiKey(
         id="0" * 16,

@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from jobscheduler.domain.model import Job, job_to_json
+from jobscheduler.domain.validation import PayloadValidator, parse_create_request
 from jobscheduler.errors import DuplicateJob, ValidationError
-from jobscheduler.model import Job, job_to_json
 from jobscheduler.store.base import MAX_INSERT_MANY, InsertOutcome
-from jobscheduler.validation import PayloadValidator, parse_create_request
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ Schema and every response (the ``{"error"}`` bodies and headers such as ``Link``
 ``Retry-After`` included). :meth:`RouteTable.route` registers the view on the app and, when the
 operation has a body, wraps it: the content type is checked (415), the body parsed strictly
 (400), validated against the very schema the document publishes (a ``fastjsonschema``
-validator compiled once per operation, errors worded like :mod:`jobscheduler.validation`'s) and
-handed to the view as ``body``; validation.py's semantic checks (job types, cron expressions,
+validator compiled once per operation, errors worded like :mod:`jobscheduler.domain.validation`'s)
+and handed to the view as ``body``; validation.py's semantic checks (job types, cron expressions,
 zones, payload validators) follow in the view. So the document cannot drift from what the
 handlers accept. :meth:`RouteTable.undeclared` lists any route registered on the app without
 a declaration; a unit test keeps it empty.
@@ -34,8 +34,8 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.routing import Rule
 
+from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import JobSchedulerError, ValidationError
-from jobscheduler.validation import loads_json_body
 
 View = Callable[..., Awaitable[Response]]
 Schema = dict[str, Any]

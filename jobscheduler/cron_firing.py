@@ -25,11 +25,11 @@ from typing import Any
 
 import attrs
 
-from jobscheduler import cron, states
-from jobscheduler.cron import Occurrence, OccurrenceStatus, Overlap, SkipReason
+from jobscheduler.domain import cron, states
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, Overlap, SkipReason
+from jobscheduler.domain.model import Job, Status, cron_policy_of, utc
+from jobscheduler.domain.model import new_job_id as new_run_id
 from jobscheduler.errors import DuplicateJob, JobNotFound, ValidationError
-from jobscheduler.model import Job, Status, cron_policy_of, utc
-from jobscheduler.model import new_job_id as new_run_id
 from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)

@@ -35,11 +35,12 @@ from typing import Any
 
 import trio
 
-from jobscheduler import states
 from jobscheduler._scopes import shielded
-from jobscheduler.attempts import Failure, Outcome, ResultError, encode_result
 from jobscheduler.bus import Delivery, Subscription, WakeUp
 from jobscheduler.bus.dead_letters import publish_dead_letter
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Failure, Outcome, ResultError, encode_result
+from jobscheduler.domain.model import Job, utc
 from jobscheduler.errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
 from jobscheduler.executor_settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
 from jobscheduler.executor_settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
@@ -47,7 +48,6 @@ from jobscheduler.executor_settle import RETRY_DELAY_FIRST, Done, Finished, Sett
 from jobscheduler.handlers import JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
-from jobscheduler.model import Job, utc
 from jobscheduler.presence import Presence
 from jobscheduler.runtime import Deps
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import trio
 
-from jobscheduler import states
 from jobscheduler._logthrottle import LogThrottle
 from jobscheduler._scopes import shielded, take_ready
-from jobscheduler.attempts import Failure, Outcome
 from jobscheduler.bus import Delivery
 from jobscheduler.bus.dead_letters import publish_dead_letter
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Failure, Outcome
+from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Job, Status, utc
 from jobscheduler.runtime import Deps
 
 log = logging.getLogger("jobscheduler.executor")

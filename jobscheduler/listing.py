@@ -20,10 +20,10 @@ from typing import Any
 
 import attrs
 
+from jobscheduler.domain.model import MAX_STRING_LENGTH, Status, is_job_id, parse_time
+from jobscheduler.domain.validation import is_valid_unicode, parse_list_query
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import MAX_STRING_LENGTH, Status, is_job_id, parse_time
 from jobscheduler.store.query import MAX_QUERY_IDS, Cursor, JobQuery, Sort
-from jobscheduler.validation import is_valid_unicode, parse_list_query
 
 LIST_PARAMETERS = (
     "tenantId",

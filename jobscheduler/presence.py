@@ -20,9 +20,9 @@ import trio
 
 from jobscheduler._logthrottle import LogThrottle
 from jobscheduler._scopes import shielded
+from jobscheduler.domain.workers import BEAT_INTERVAL, WorkerBeat, expiry
 from jobscheduler.errors import StoreError
 from jobscheduler.runtime import Deps
-from jobscheduler.workers import BEAT_INTERVAL, WorkerBeat, expiry
 
 log = logging.getLogger(__name__)
 

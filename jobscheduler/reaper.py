@@ -14,10 +14,10 @@ from datetime import timedelta
 
 import trio
 
-from jobscheduler import states
 from jobscheduler.bus.dead_letters import publish_dead_letter
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Status
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Status
 from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ When ``dev`` holds the lock on its SQLite file (:mod:`jobscheduler.devlock`), no
 executor can be running the jobs that the store says are ``claimed`` or ``running``: they
 belonged to a previous process that died (``kill -9``, a crash, a power cut). Instead of
 waiting CLAIM_TIMEOUT for their heartbeats to go stale, recover them at once, exactly as the
-reaper would (:func:`jobscheduler.states.recover`: a failed attempt, or ``dlq`` once attempts
+reaper would (:func:`jobscheduler.domain.states.recover`: a failed attempt, or ``dlq`` once attempts
 are used up), with a ``lastError`` that says what happened.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from jobscheduler import states
 from jobscheduler.bus.dead_letters import publish_dead_letter
-from jobscheduler.model import Status
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Status
 from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ import trio
 
 from jobscheduler.bus import WakeUp
 from jobscheduler.cron_firing import TemplateFiring
+from jobscheduler.domain.model import Job
 from jobscheduler.election import Term, lead
 from jobscheduler.errors import BusError, StoreError
-from jobscheduler.model import Job
 from jobscheduler.presence import Presence
 from jobscheduler.runtime import Deps
 

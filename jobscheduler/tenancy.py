@@ -25,7 +25,6 @@ import trio
 from quart import Response, current_app, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler.audit import AuditRecord, new_record
 from jobscheduler.auth import (
     PUBLIC,
     UNAUTHORIZED_MESSAGE,
@@ -35,8 +34,9 @@ from jobscheduler.auth import (
     current_principal,
     declared_role,
 )
+from jobscheduler.domain.audit import AuditRecord, new_record
+from jobscheduler.domain.model import Job
 from jobscheduler.errors import JobSchedulerError, Unauthorized
-from jobscheduler.model import Job
 from jobscheduler.observability import Metrics
 from jobscheduler.quotas import QuotaExceeded, Quotas
 from jobscheduler.runtime import Deps
@@ -44,7 +44,7 @@ from jobscheduler.ui._session import session_authorization
 
 if TYPE_CHECKING:
     from jobscheduler.bounded import BoundedCalls
-    from jobscheduler.keys import ApiKey
+    from jobscheduler.domain.keys import ApiKey
 
 P = ParamSpec("P")
 T = TypeVar("T")

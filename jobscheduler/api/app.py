@@ -18,11 +18,13 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from jobscheduler.attempts import attempt_to_json
 from jobscheduler.auth import Role, current_principal, public, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.bulk import create_batch, parse_batch_request
 from jobscheduler.contract import RouteTable, UnsupportedMediaType, openapi_document
+from jobscheduler.domain.attempts import attempt_to_json
+from jobscheduler.domain.model import Job, is_job_id, job_to_json
+from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import (
     DuplicateJob,
     Forbidden,
@@ -33,7 +35,6 @@ from jobscheduler.errors import (
     Unauthorized,
     ValidationError,
 )
-from jobscheduler.model import Job, is_job_id, job_to_json
 from jobscheduler.observability import serve_asgi
 from jobscheduler.runtime import Deps
 from jobscheduler.store.base import InsertOutcome
@@ -46,7 +47,6 @@ from jobscheduler.tenancy import (
 )
 from jobscheduler.ui import register_ui_routes
 from jobscheduler.unread_body import ASGIApp
-from jobscheduler.validation import loads_json_body
 
 from . import schemas as ops
 from .create import FAILED, Creator, FastCreate, duplicate_message

@@ -36,12 +36,12 @@ import attrs
 
 from jobscheduler.auth import OPERATOR, Authenticator, Principal, Role
 from jobscheduler.bounded import BoundedCalls
+from jobscheduler.domain.model import Job, job_to_json
+from jobscheduler.domain.validation import PayloadValidator, loads_json_body, parse_create_request
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.model import Job, job_to_json
 from jobscheduler.runtime import Deps
 from jobscheduler.tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
 from jobscheduler.unread_body import ASGIApp, Message, Receive, Scope, Send
-from jobscheduler.validation import PayloadValidator, loads_json_body, parse_create_request
 
 from .metrics import RequestMetrics
 

@@ -20,12 +20,19 @@ from typing import Any
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler import cron
 from jobscheduler.auth import Role, current_principal, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.contract import table_of
+from jobscheduler.domain import cron
+from jobscheduler.domain.model import (
+    Job,
+    Status,
+    cron_policy_of,
+    format_time,
+    is_job_id,
+    parse_time,
+)
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import Job, Status, cron_policy_of, format_time, is_job_id, parse_time
 from jobscheduler.runtime import Deps
 
 from . import schemas as ops

@@ -19,8 +19,8 @@ from quart_trio import QuartTrio
 from jobscheduler.actions import Caller, direct
 from jobscheduler.auth import Role, current_principal, requires
 from jobscheduler.bounded import BoundedCalls
+from jobscheduler.domain.model import format_time, job_to_json
 from jobscheduler.listing import encode_cursor, parse_list_request, parse_tenant_query
-from jobscheduler.model import format_time, job_to_json
 from jobscheduler.runtime import Deps
 from jobscheduler.store.query import Cursor, JobStats
 from jobscheduler.tenancy import tenant_args

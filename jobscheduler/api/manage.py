@@ -28,12 +28,11 @@ import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler import actions, cron
+from jobscheduler import actions
 from jobscheduler.auth import Role, current_principal, requires
 from jobscheduler.bounded import BoundedCalls
-from jobscheduler.errors import DuplicateJob, InvalidTransition, ValidationError
-from jobscheduler.listing import parse_filter
-from jobscheduler.model import (
+from jobscheduler.domain import cron
+from jobscheduler.domain.model import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PRIORITY,
     Job,
@@ -43,10 +42,12 @@ from jobscheduler.model import (
     job_to_json,
     parse_time,
 )
+from jobscheduler.domain.validation import check_payload_strings as check_payload
+from jobscheduler.domain.validation import loads_json_body
+from jobscheduler.errors import DuplicateJob, InvalidTransition, ValidationError
+from jobscheduler.listing import parse_filter
 from jobscheduler.runtime import Deps
 from jobscheduler.store.query import JobQuery
-from jobscheduler.validation import check_payload_strings as check_payload
-from jobscheduler.validation import loads_json_body
 
 JsonResponse = Callable[..., Response]
 

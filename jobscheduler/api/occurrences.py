@@ -24,9 +24,9 @@ from quart_trio import QuartTrio
 
 from jobscheduler.auth import Role, current_principal, requires
 from jobscheduler.bounded import BoundedCalls
-from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.model import Job, cron_policy_of, format_time, is_job_id
 from jobscheduler.errors import JobNotFound, ValidationError
-from jobscheduler.model import Job, cron_policy_of, format_time, is_job_id
 from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from jobscheduler.actions import Caller, direct
 from jobscheduler.auth import Role, current_principal, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.contract import Operation, Param, Reply, Schema, table_of
+from jobscheduler.domain.overview import overview_to_json
 from jobscheduler.listing import parse_tenant_query
-from jobscheduler.overview import overview_to_json
 from jobscheduler.runtime import Deps
 
 from .schemas import TEXT, TIME

@@ -3,7 +3,7 @@
 Request-body schemas here are the ones the routes validate with (see :mod:`jobscheduler.contract`);
 limits and enums come from model.py and the cron package, so a new status or a changed
 limit shows up in validation and in ``/openapi.json`` at once. Response schemas describe
-what :func:`jobscheduler.model.job_to_json` and the routes write; they stay open to new
+what :func:`jobscheduler.domain.model.job_to_json` and the routes write; they stay open to new
 fields (``additionalProperties``) so a field added by one change does not break clients.
 """
 
@@ -14,9 +14,9 @@ from typing import Literal
 
 import attrs
 
-from jobscheduler import cron
 from jobscheduler.contract import Operation, Param, Reply, Schema
-from jobscheduler.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
+from jobscheduler.domain import cron
+from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
 
 TIME: Schema = {"type": "string", "format": "date-time"}
 JOB_ID: Schema = {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 import attrs
 
 from jobscheduler.contract import Operation, Param, Reply, RouteTable, Schema
+from jobscheduler.domain.model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
 from jobscheduler.listing import SORTS
-from jobscheduler.model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
 from jobscheduler.store.query import MAX_QUERY_IDS
 
 from .schemas import (

@@ -19,12 +19,19 @@ import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler.audit import audit_to_json, parse_audit_query
 from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.domain.audit import audit_to_json, parse_audit_query
+from jobscheduler.domain.keys import (
+    check_name,
+    check_tenant,
+    is_key_id,
+    key_to_json,
+    new_key,
+    parse_role,
+)
+from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import Forbidden, ValidationError
-from jobscheduler.keys import check_name, check_tenant, is_key_id, key_to_json, new_key, parse_role
 from jobscheduler.runtime import Deps
-from jobscheduler.validation import loads_json_body
 
 log = logging.getLogger(__name__)
 

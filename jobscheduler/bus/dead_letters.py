@@ -19,7 +19,7 @@ from jobscheduler.errors import BusError
 from .base import Bus, DeadLetter
 
 if TYPE_CHECKING:
-    from jobscheduler.model import Job
+    from jobscheduler.domain.model import Job
 
 log = logging.getLogger(__name__)
 _throttled = LogThrottle(log)

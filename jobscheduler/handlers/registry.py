@@ -29,9 +29,9 @@ import attrs
 import trio
 
 from jobscheduler.config import parse_duration
+from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
+from jobscheduler.domain.validation import PayloadValidator
 from jobscheduler.errors import UnknownHandler
-from jobscheduler.model import MAX_ATTEMPTS_LIMIT
-from jobscheduler.validation import PayloadValidator
 
 from .schema import schema_validator
 

@@ -9,8 +9,8 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
+from jobscheduler.domain.validation import PayloadValidator
 from jobscheduler.errors import ValidationError
-from jobscheduler.validation import PayloadValidator
 
 
 def _where(path: Any) -> str:

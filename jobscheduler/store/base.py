@@ -11,15 +11,15 @@ import abc
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobscheduler.attempts import Attempt
-from jobscheduler.audit import AuditQuery, AuditRecord
-from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.attempts import Attempt
+from jobscheduler.domain.audit import AuditQuery, AuditRecord
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.keys import ApiKey
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.overview import OverviewStats
+from jobscheduler.domain.states import Change
+from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
-from jobscheduler.keys import ApiKey
-from jobscheduler.model import Job, Status
-from jobscheduler.overview import OverviewStats
-from jobscheduler.states import Change
-from jobscheduler.workers import WorkerBeat
 
 from .query import Cursor, JobQuery, JobStats
 
@@ -317,6 +317,6 @@ class JobStore(abc.ABC):
     @abc.abstractmethod
     async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
         """Counts by status (every status, zero included), the oldest due pending one-off
-        job, and per minute of the last :data:`~jobscheduler.overview.SERIES_MINUTES` (the
+        job, and per minute of the last :data:`~jobscheduler.domain.overview.SERIES_MINUTES` (the
         last one is ``now``'s) the jobs that ended completed / in dlq (by ``updated_at``).
         ``tenant_id`` None: every tenant. Indexed reads only: no scan of the jobs."""

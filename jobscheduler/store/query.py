@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from jobscheduler.model import Job, Status
+from jobscheduler.domain.model import Job, Status
 
 #: The windows of ``GET /stats`` completions and failures, in minutes.
 STATS_WINDOWS: tuple[int, ...] = (1, 5, 15)

@@ -11,9 +11,9 @@ import sys
 
 import trio
 
-from jobscheduler.audit import MAX_AUDIT_LIMIT, AuditRecord, audit_to_json, parse_audit_query
+from jobscheduler.domain.audit import MAX_AUDIT_LIMIT, AuditRecord, audit_to_json, parse_audit_query
+from jobscheduler.domain.model import format_time
 from jobscheduler.errors import JobSchedulerError, ValidationError
-from jobscheduler.model import format_time
 
 from .keys import add_store_option, open_store, with_store
 

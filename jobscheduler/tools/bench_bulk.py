@@ -24,9 +24,9 @@ import trio
 from jobscheduler import actions
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.config import Settings
+from jobscheduler.domain.model import Job, Status, new_job_id, utc
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import default_registry
-from jobscheduler.model import Job, Status, new_job_id, utc
 from jobscheduler.runtime import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.store.mongo import MongoJobStore

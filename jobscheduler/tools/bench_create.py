@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from jobscheduler.model import format_time
+from jobscheduler.domain.model import format_time
 
 from .stats import format_seconds, percentiles
 

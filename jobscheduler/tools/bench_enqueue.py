@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import trio
 
 from jobscheduler.bulk import MAX_BATCH
-from jobscheduler.model import format_time
+from jobscheduler.domain.model import format_time
 
 #: How many batch requests are in flight at once.
 BATCH_CONCURRENCY = 4

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from jobscheduler.model import format_time, parse_time
+from jobscheduler.domain.model import format_time, parse_time
 
 from . import bench_enqueue
 from .bench_http import Pool

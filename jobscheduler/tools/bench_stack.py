@@ -205,7 +205,7 @@ class Stack:
         """An all-tenant admin key in the stack's (fresh) store, made before it starts
         (``sqlite_path``: in that SQLite file instead)."""
         from jobscheduler.auth import Role
-        from jobscheduler.keys import new_key
+        from jobscheduler.domain.keys import new_key
         from jobscheduler.store import JobStore
 
         record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))

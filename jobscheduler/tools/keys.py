@@ -20,11 +20,18 @@ from typing import TypeVar
 import trio
 
 from jobscheduler._scopes import shielded
-from jobscheduler.audit import new_record
 from jobscheduler.auth import Role
 from jobscheduler.config import Settings
+from jobscheduler.domain.audit import new_record
+from jobscheduler.domain.keys import (
+    ApiKey,
+    check_name,
+    check_tenant,
+    is_key_id,
+    key_to_json,
+    new_key,
+)
 from jobscheduler.errors import JobSchedulerError, ValidationError
-from jobscheduler.keys import ApiKey, check_name, check_tenant, is_key_id, key_to_json, new_key
 from jobscheduler.store import JobStore
 
 from .seed import store_for

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from jobscheduler.domain.model import parse_time
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import parse_time
 
 from .loadtest_state import LoadState
 from .stats import percentiles

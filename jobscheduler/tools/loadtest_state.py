@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import trio
 
-from jobscheduler.model import MAX_LIST_LIMIT
+from jobscheduler.domain.model import MAX_LIST_LIMIT
 
 
 @attrs.frozen(kw_only=True)

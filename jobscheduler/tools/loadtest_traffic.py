@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import trio
 
+from jobscheduler.domain.model import MAX_LIST_LIMIT, format_time
 from jobscheduler.errors import JobSchedulerError
-from jobscheduler.model import MAX_LIST_LIMIT, format_time
 
 from .loadtest_state import Accepted, LoadState
 

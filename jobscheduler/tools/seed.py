@@ -3,8 +3,8 @@
 The mix exercises every code path: immediate and future one-offs, ``flaky`` jobs whose
 retries end up in the DLQ, ``slow`` jobs, ``log-message`` jobs and a few cron templates,
 spread over three tenants with varied priorities. Each job is built through the same
-validation as ``POST /jobs`` (:func:`jobscheduler.validation.parse_create_request`), so the store
-only ever holds jobs the API would have accepted.
+validation as ``POST /jobs`` (:func:`jobscheduler.domain.validation.parse_create_request`), so the
+store only ever holds jobs the API would have accepted.
 
 Idempotency keys carry a run id (``seed-<run id>-...``), so seeding twice adds a second
 batch instead of failing; ``--random-seed`` makes the mix itself reproducible.
@@ -27,11 +27,11 @@ import trio
 
 from jobscheduler._scopes import shielded
 from jobscheduler.config import Settings
+from jobscheduler.domain.model import Job, format_time
+from jobscheduler.domain.validation import parse_create_request
 from jobscheduler.errors import DuplicateJob, JobSchedulerError
 from jobscheduler.handlers import default_registry
-from jobscheduler.model import Job, format_time
 from jobscheduler.store import JobStore
-from jobscheduler.validation import parse_create_request
 
 EPILOG = """\
 The mix (of --count one-off jobs):

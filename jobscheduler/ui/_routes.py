@@ -14,8 +14,8 @@ from quart_trio import QuartTrio
 
 from jobscheduler.auth import Principal, Role, current_principal, public, requires
 from jobscheduler.bounded import BoundedCalls
+from jobscheduler.domain.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
 from jobscheduler.errors import Unauthorized
-from jobscheduler.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
 from jobscheduler.runtime import Deps
 
 from ._chart import statuses_of

@@ -7,7 +7,7 @@ import logging
 
 from cron_descriptor import ExpressionDescriptor, Options
 
-from jobscheduler import cron
+from jobscheduler.domain import cron
 from jobscheduler.errors import ValidationError
 
 log = logging.getLogger(__name__)

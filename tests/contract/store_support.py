@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from jobscheduler import states
-from jobscheduler.model import Job, new_job_id, utc
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, new_job_id, utc
 from jobscheduler.store import JobStore
 
 NOW = datetime(2026, 9, 29, 18, 0, 0, tzinfo=UTC)

@@ -11,10 +11,10 @@ import attrs
 import trio
 
 from jobscheduler.clock import ManualClock
-from jobscheduler.cron import CronPolicy, Occurrence, OccurrenceStatus, Overlap, SkipReason
-from jobscheduler.model import Status, new_job_id
+from jobscheduler.domain.cron import CronPolicy, Occurrence, OccurrenceStatus, Overlap, SkipReason
+from jobscheduler.domain.model import Status, new_job_id
+from jobscheduler.domain.states import Change
 from jobscheduler.scheduler import Scheduler
-from jobscheduler.states import Change
 from jobscheduler.store import JobStore
 
 from .store_support import make_job

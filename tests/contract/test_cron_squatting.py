@@ -12,10 +12,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from jobscheduler import states
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import ManualClock
 from jobscheduler.config import Settings
+from jobscheduler.domain import states
 from jobscheduler.election.local import LocalElector
 from jobscheduler.errors import DuplicateJob
 from jobscheduler.handlers import default_registry

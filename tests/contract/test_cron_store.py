@@ -11,14 +11,14 @@ from pathlib import Path
 import attrs
 import pytest
 
-from jobscheduler import states
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import ManualClock
 from jobscheduler.config import Settings
-from jobscheduler.cron import CatchUp, CronPolicy, DstFold, DstGap
+from jobscheduler.domain import states
+from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold, DstGap
+from jobscheduler.domain.model import Job, utc
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import default_registry
-from jobscheduler.model import Job, utc
 from jobscheduler.runtime import Deps
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store import JobStore

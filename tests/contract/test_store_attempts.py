@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from jobscheduler import states
-from jobscheduler.attempts import Attempt, Failure, Outcome
-from jobscheduler.model import Job, Status, new_job_id
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Attempt, Failure, Outcome
+from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.store import JobStore
 
 from .store_support import NOW, make_job, running_job

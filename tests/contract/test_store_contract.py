@@ -18,8 +18,8 @@ from datetime import timedelta
 import pytest
 import trio
 
+from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.errors import DuplicateJob, JobNotFound, StoreError
-from jobscheduler.model import Job, Status, new_job_id
 from jobscheduler.store import JobStore
 
 from .store_support import NOW, make_job

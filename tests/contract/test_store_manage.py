@@ -10,9 +10,9 @@ import attrs
 import pytest
 import trio
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
-from jobscheduler.model import Job, Replay, Status
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Job, Replay, Status
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery, Sort
 

@@ -11,10 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Status, new_job_id
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.model import Status, new_job_id
 from jobscheduler.store import JobStore
 
 from .store_support import NOW, make_job, running_job

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobscheduler import states
-from jobscheduler.audit import AuditQuery, new_record
 from jobscheduler.auth import Role
+from jobscheduler.domain import states
+from jobscheduler.domain.audit import AuditQuery, new_record
+from jobscheduler.domain.keys import new_key
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.keys import new_key
 from jobscheduler.store import JobStore
 
 from .store_support import make_job

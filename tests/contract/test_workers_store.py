@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 
-from jobscheduler.model import Job, Status, utc
-from jobscheduler.overview import SERIES_MINUTES, series_start
+from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.overview import SERIES_MINUTES, series_start
+from jobscheduler.domain.workers import WorkerBeat, expiry
 from jobscheduler.store import JobStore
-from jobscheduler.workers import WorkerBeat, expiry
 
 from .store_support import make_job
 

@@ -19,7 +19,7 @@ import trio
 
 from jobscheduler.auth import Role
 from jobscheduler.config import ENVIRONMENT_VARIABLES
-from jobscheduler.keys import new_key
+from jobscheduler.domain.keys import new_key
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.ports import free_port
 

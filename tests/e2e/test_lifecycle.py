@@ -17,7 +17,7 @@ import httpx
 import pytest
 import trio
 
-from jobscheduler.model import format_time, parse_time
+from jobscheduler.domain.model import format_time, parse_time
 
 from .conftest import DevServer, wait_for_job
 

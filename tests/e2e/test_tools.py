@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from jobscheduler.model import Job
+from jobscheduler.domain.model import Job
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.tools.seed import TENANTS, kind_counts
 from jobscheduler.tools.stats import percentile, percentiles

@@ -36,7 +36,7 @@ import attrs
 import trio
 from bson import ObjectId
 
-from jobscheduler.model import Job, Status
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.store.mongo.store import document_to_job
 from tests.support.cluster import Cluster, RoleProcess
 from tests.support.servers import PrivateServers

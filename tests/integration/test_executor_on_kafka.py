@@ -22,15 +22,15 @@ from pathlib import Path
 import pytest
 import trio
 
-from jobscheduler import states
 from jobscheduler.bus import WakeUp
 from jobscheduler.bus.kafka import KafkaBus, delete_prefixed_topics
 from jobscheduler.clock import SystemClock
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.election.local import LocalElector
 from jobscheduler.errors import BusError, StoreError
 from jobscheduler.executor import Executor
 from jobscheduler.handlers import default_registry
-from jobscheduler.model import Job, Status
 from jobscheduler.observability import Metrics
 from jobscheduler.runtime import Deps
 from jobscheduler.store.base import JobStore

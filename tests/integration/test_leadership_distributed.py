@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import trio
 
-from jobscheduler.model import Job, new_job_id, utc
+from jobscheduler.domain.model import Job, new_job_id, utc
 from jobscheduler.store.mongo.store import job_to_document
 from tests.integration.conftest import (
     Cluster,

@@ -21,10 +21,10 @@ import pytest
 import trio
 from bson import ObjectId
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Replay, Status
 from jobscheduler.errors import StoreError, ValidationError
-from jobscheduler.model import Replay, Status
 from jobscheduler.store.mongo.attempts import ATTEMPTS_COLLECTION, attempt_to_document
 from jobscheduler.store.mongo.store import CLAIM_FIELD, FIELDS, INDEXES, Document, MongoJobStore
 from tests.contract.store_fixtures import mongo_uri, unique_database_name

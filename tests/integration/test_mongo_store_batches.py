@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from jobscheduler import states
-from jobscheduler.model import Job, Status
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.mongo.batch import (
     MAX_CHUNK_BYTES,

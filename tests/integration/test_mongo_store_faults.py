@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from jobscheduler import states
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Status
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Status
 from jobscheduler.store.mongo import MongoJobStore
 from tests.contract.store_fixtures import mongo_uri
 from tests.contract.store_support import NOW, make_job

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pymongo
 import pytest
 
-from jobscheduler.audit import AuditRecord, new_record
+from jobscheduler.domain.audit import AuditRecord, new_record
 from jobscheduler.errors import DuplicateJob
 from jobscheduler.store.mongo import MongoJobStore
 from tests.contract.store_fixtures import mongo_uri

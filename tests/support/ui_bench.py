@@ -26,9 +26,9 @@ import trio
 from jobscheduler.api import create_app
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.config import Settings
+from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import default_registry
-from jobscheduler.model import Job, Status, new_job_id
 from jobscheduler.runtime import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import MAX_INSERT_MANY

@@ -29,26 +29,26 @@ import attrs
 import pytest
 from trio.testing import MockClock
 
-from jobscheduler.attempts import Attempt
-from jobscheduler.audit import AuditQuery, AuditRecord
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
 from jobscheduler.config import Settings
-from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.attempts import Attempt
+from jobscheduler.domain.audit import AuditQuery, AuditRecord
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.keys import ApiKey
+from jobscheduler.domain.model import Job, Status, new_job_id, utc
+from jobscheduler.domain.overview import OverviewStats
+from jobscheduler.domain.states import Change
+from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.election import Elector
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import HandlerRegistry, default_registry
-from jobscheduler.keys import ApiKey
-from jobscheduler.model import Job, Status, new_job_id, utc
 from jobscheduler.observability import Metrics
-from jobscheduler.overview import OverviewStats
 from jobscheduler.runtime import Deps, Waker
-from jobscheduler.states import Change
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
-from jobscheduler.workers import WorkerBeat
 
 if TYPE_CHECKING:
     from .api_support import Api

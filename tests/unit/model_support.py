@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from jobscheduler.domain.model import Job
+from jobscheduler.domain.validation import parse_create_request
 from jobscheduler.errors import ValidationError
 from jobscheduler.handlers import default_registry
-from jobscheduler.model import Job
-from jobscheduler.validation import parse_create_request
 
 NOW = datetime(2026, 9, 29, 18, 0, 0, tzinfo=UTC)
 JOB_TYPES = default_registry().validators()

@@ -17,14 +17,14 @@ from datetime import datetime
 import trio
 import trio.testing
 
-from jobscheduler import states
 from jobscheduler.bus import Delivery, Subscription, WakeUp
 from jobscheduler.bus.base import DeadLetter
 from jobscheduler.bus.local import LocalBus
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.election import Elector, Term
 from jobscheduler.errors import BusError
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
-from jobscheduler.model import Job, Status
 from jobscheduler.runtime import Deps
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -13,7 +13,7 @@ from werkzeug.datastructures import Headers
 from jobscheduler.api import create_app
 from jobscheduler.auth import Role
 from jobscheduler.clock import ManualClock
-from jobscheduler.keys import new_key
+from jobscheduler.domain.keys import new_key
 from jobscheduler.runtime import Deps
 
 from .conftest import BASE, DepsFactory

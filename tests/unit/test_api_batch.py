@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import trio
 
-from jobscheduler import states
-from jobscheduler.attempts import Failure
 from jobscheduler.bulk import MAX_BATCH
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Failure
+from jobscheduler.domain.model import Job, new_job_id
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Job, new_job_id
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.sqlite import SQLiteJobStore
 

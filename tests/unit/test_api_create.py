@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from jobscheduler.clock import ManualClock
-from jobscheduler.model import Status
+from jobscheduler.domain.model import Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import JSON, Api, Reply, create_body, serve

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jobscheduler.api import MAX_BODY_BYTES
-from jobscheduler.model import Status
+from jobscheduler.domain.model import Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import JSON, Api, create_body

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from jobscheduler.model import new_job_id
+from jobscheduler.domain.model import new_job_id
 
 from .api_support import Api, api_deps, create_body, serve
 from .conftest import DepsFactory

@@ -15,9 +15,9 @@ from trio.testing import MockClock
 
 from jobscheduler.api.create import FAILED, FastCreate
 from jobscheduler.bounded import BoundedCalls
+from jobscheduler.domain.keys import ApiKey
+from jobscheduler.domain.model import Job, new_job_id
 from jobscheduler.errors import StoreError
-from jobscheduler.keys import ApiKey
-from jobscheduler.model import Job, new_job_id
 from jobscheduler.store.base import AuditRecord
 from jobscheduler.tenancy import EXTENSION
 

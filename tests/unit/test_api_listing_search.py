@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import attrs
 import pytest
 
-from jobscheduler.model import Status
+from jobscheduler.domain.model import Status
 from jobscheduler.store.query import Cursor, JobQuery, Sort
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.codec import _SELECT, _millis

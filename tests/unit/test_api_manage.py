@@ -16,11 +16,11 @@ import trio
 import trio.testing
 from quart import g
 
-from jobscheduler import states
 from jobscheduler.api.manage import BULK_PAGE_TIMEOUT
 from jobscheduler.auth import Principal, Role
 from jobscheduler.clock import ManualClock
-from jobscheduler.model import Job, Status, new_job_id
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import Api, api_deps, create_body, serve

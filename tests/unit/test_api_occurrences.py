@@ -16,8 +16,8 @@ from quart import g
 from jobscheduler.api import create_app
 from jobscheduler.auth import Principal, Role
 from jobscheduler.clock import ManualClock
-from jobscheduler.cron import CronPolicy, Occurrence, OccurrenceStatus, SkipReason
-from jobscheduler.model import Job, Status, new_job_id
+from jobscheduler.domain.cron import CronPolicy, Occurrence, OccurrenceStatus, SkipReason
+from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -11,11 +11,11 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler.model import Status
+from jobscheduler.domain.model import Status
+from jobscheduler.domain.workers import BEAT_INTERVAL, MISSED_BEATS, WorkerBeat, expiry
 from jobscheduler.presence import Presence
 from jobscheduler.runtime import Deps
 from jobscheduler.scheduler import run_scheduler
-from jobscheduler.workers import BEAT_INTERVAL, MISSED_BEATS, WorkerBeat, expiry
 
 from .conftest import BASE, DepsFactory, make_job
 from .tenancy_support import AuthApi, auth_deps, serve_auth

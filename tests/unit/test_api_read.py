@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 import trio
 
-from jobscheduler.model import Job, Status, new_job_id
+from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
 from jobscheduler.store.sqlite import SQLiteJobStore

@@ -15,12 +15,12 @@ import trio.testing
 from quart_trio import QuartTrio
 
 from jobscheduler.api import RETRY_AFTER_SECONDS
-from jobscheduler.audit import AuditRecord
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.clock import ManualClock
+from jobscheduler.domain.audit import AuditRecord
+from jobscheduler.domain.keys import ApiKey
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
-from jobscheduler.keys import ApiKey
-from jobscheduler.model import Job, Status
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobscheduler.model import new_job_id
+from jobscheduler.domain.model import new_job_id
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import Api, create_body

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import trio
 
-from jobscheduler.audit import AuditRecord
+from jobscheduler.domain.audit import AuditRecord
+from jobscheduler.domain.model import Job
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Job
 from jobscheduler.store.query import Cursor, JobQuery
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from jobscheduler.client import MAX_BULK_IDS, SORTS, AsyncClient, Client
+from jobscheduler.domain.model import Status
 from jobscheduler.errors import ValidationError
 from jobscheduler.listing import SORTS as API_SORTS
-from jobscheduler.model import Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import Api, api_deps, serve

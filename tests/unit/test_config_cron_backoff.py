@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from jobscheduler.backoff import MAX_BACKOFF_SECONDS, backoff_seconds
 from jobscheduler.config import ENVIRONMENT_VARIABLES, Settings, parse_duration
-from jobscheduler.cron import next_fire, validate
+from jobscheduler.domain.backoff import MAX_BACKOFF_SECONDS, backoff_seconds
+from jobscheduler.domain.cron import next_fire, validate
 from jobscheduler.errors import ConfigError, ValidationError
 
 # ----------------------------------------------------------------------- parse_duration

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, reject, settings
 from hypothesis import strategies as st
 
-from jobscheduler import cron
-from jobscheduler.cron import DstFold, DstGap
+from jobscheduler.domain import cron
+from jobscheduler.domain.cron import DstFold, DstGap
 from jobscheduler.errors import ValidationError
 
 MINUTE = timedelta(minutes=1)

@@ -11,16 +11,16 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler import cron
 from jobscheduler.clock import TrioClock
-from jobscheduler.cron import CatchUp, Occurrence, OccurrenceStatus, Overlap
-from jobscheduler.cron import SkipReason as Why
 from jobscheduler.cron_firing import TemplateFiring, record_paused
+from jobscheduler.domain import cron
+from jobscheduler.domain.cron import CatchUp, Occurrence, OccurrenceStatus, Overlap
+from jobscheduler.domain.cron import SkipReason as Why
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.states import Change
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import Job, Status
 from jobscheduler.reaper import Reaper
 from jobscheduler.scheduler import Scheduler
-from jobscheduler.states import Change
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, make_settings, sample

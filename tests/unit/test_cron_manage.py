@@ -15,12 +15,13 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler import actions, cron, states
+from jobscheduler import actions
 from jobscheduler.clock import TrioClock
-from jobscheduler.cron import CatchUp, Overlap
+from jobscheduler.domain import cron, states
+from jobscheduler.domain.cron import CatchUp, Overlap
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.executor import Executor
 from jobscheduler.handlers import JobContext
-from jobscheduler.model import Job, Status
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from jobscheduler import cron
-from jobscheduler.cron import CatchUp, CronPolicy, DstFold, DstGap, Overlap
-from jobscheduler.cron._catchup import SKIP_COUNT_LIMIT
+from jobscheduler.domain import cron
+from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold, DstGap, Overlap
+from jobscheduler.domain.cron._catchup import SKIP_COUNT_LIMIT
 from jobscheduler.errors import ValidationError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,10 +12,10 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler import cron, states
 from jobscheduler.clock import TrioClock
-from jobscheduler.cron import CatchUp, CronPolicy, DstFold
-from jobscheduler.model import Job
+from jobscheduler.domain import cron, states
+from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold
+from jobscheduler.domain.model import Job
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import attrs
 
-from jobscheduler.cron import CronPolicy
-from jobscheduler.model import cron_policy_of, job_to_json
+from jobscheduler.domain.cron import CronPolicy
+from jobscheduler.domain.model import cron_policy_of, job_to_json
 from jobscheduler.store.sqlite.store import _SCHEMA, SQLiteJobStore
 
 from .conftest import BASE, make_job

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from jobscheduler import states
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.cli import main
 from jobscheduler.devlock import DevLock, StoreLocked
-from jobscheduler.model import Status
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Status
 from jobscheduler.recovery import recover_in_flight
 from jobscheduler.store.sqlite import SQLiteJobStore
 

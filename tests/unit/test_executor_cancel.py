@@ -11,11 +11,11 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.executor import Executor
 from jobscheduler.handlers import JobContext
-from jobscheduler.model import Job, Status
 from jobscheduler.runtime import Deps
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.processes import alive, pid_from

@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from jobscheduler import PermanentError, states
+from jobscheduler import PermanentError
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Status
+from jobscheduler.domain.validation import parse_create_request
 from jobscheduler.errors import AppLoadError, HandlerError, ValidationError
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers import PermanentError as HandlersPermanentError
 from jobscheduler.handlers.loading import describe, load_app, process_problem, resolve_job_types
-from jobscheduler.model import Status
-from jobscheduler.validation import parse_create_request
 
 from .conftest import BASE, make_job
 

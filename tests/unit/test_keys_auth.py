@@ -14,8 +14,8 @@ from trio.testing import MockClock
 from jobscheduler import cli
 from jobscheduler.auth import Authenticator, Principal, Role
 from jobscheduler.config import Settings
+from jobscheduler.domain.keys import ApiKey, hash_secret, new_key, parse_token
 from jobscheduler.errors import StoreError, Unauthorized, ValidationError
-from jobscheduler.keys import ApiKey, hash_secret, new_key, parse_token
 from jobscheduler.quotas import TokenBucket
 from jobscheduler.store.sqlite import SQLiteJobStore
 
@@ -287,8 +287,8 @@ def test_dev_with_auth_off_on_a_public_host_exits_2(
 async def test_the_reaper_prunes_audit_records_past_the_retention(
     make_deps: DepsFactory,
 ) -> None:
-    from jobscheduler.audit import AuditQuery, new_record
     from jobscheduler.clock import ManualClock
+    from jobscheduler.domain.audit import AuditQuery, new_record
     from jobscheduler.reaper import Reaper
 
     clock = ManualClock(BASE)

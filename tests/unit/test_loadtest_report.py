@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobscheduler.model import MAX_LIST_LIMIT, format_time
+from jobscheduler.domain.model import MAX_LIST_LIMIT, format_time
 from jobscheduler.tools.loadtest_report import summarize
 from jobscheduler.tools.loadtest_state import Accepted, LoadState, Options
 

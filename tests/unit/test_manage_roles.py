@@ -8,8 +8,8 @@ import trio
 import trio.testing
 
 from jobscheduler import actions
+from jobscheduler.domain.model import Status
 from jobscheduler.executor import Executor
-from jobscheduler.model import Status
 from jobscheduler.reaper import sample_gauges
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.query import JobQuery

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from jobscheduler.domain.model import Status, is_job_id
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import Status, is_job_id
 
 from .model_support import NOW, body, create, rejected
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobscheduler.model import Job, Status, format_time, job_to_json, parse_time
+from jobscheduler.domain.model import Job, Status, format_time, job_to_json, parse_time
 
 from .conftest import make_job
 from .model_support import NOW

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from jobscheduler.domain.model import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, Status
+from jobscheduler.domain.validation import loads_json_body, parse_list_query
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, Status
-from jobscheduler.validation import loads_json_body, parse_list_query
 
 # ----------------------------------------------------------------------- JSON bodies
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from jobscheduler.domain.model import Status, parse_time
+from jobscheduler.domain.validation import parse_create_request
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import Status, parse_time
-from jobscheduler.validation import parse_create_request
 
 from .model_support import JOB_TYPES, NOW, body, create, rejected
 

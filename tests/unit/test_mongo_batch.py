@@ -8,8 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pymongo.monitoring import CommandStartedEvent
 
-from jobscheduler import states
-from jobscheduler.model import Job, Status
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.store.mongo.batch import (
     BATCH_FIELD,
     MAX_CHUNK_BYTES,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from jobscheduler.attempts import (
+from jobscheduler.domain.attempts import (
     MAX_RESULT_BYTES,
     MAX_TRACEBACK_CHARS,
     Failure,
@@ -18,9 +18,9 @@ from jobscheduler.attempts import (
     decode_result,
     encode_result,
 )
+from jobscheduler.domain.model import Status
 from jobscheduler.executor import Executor
 from jobscheduler.handlers import JobContext
-from jobscheduler.model import Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, make_job

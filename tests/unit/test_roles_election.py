@@ -10,9 +10,9 @@ import pytest
 import trio
 import trio.testing
 
+from jobscheduler.domain.model import Status
 from jobscheduler.election import Term, lead
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Status
 from jobscheduler.scheduler import run_scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
 from jobscheduler.bus import WakeUp
 from jobscheduler.bus.base import DeadLetter
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
 from jobscheduler.executor import Executor, run_executor
 from jobscheduler.handlers import JobContext, default_registry
-from jobscheduler.model import Job, Status
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.base import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore

@@ -10,10 +10,10 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Status
 from jobscheduler.executor import Executor
-from jobscheduler.model import Status
 from jobscheduler.reaper import Reaper
 from jobscheduler.store.sqlite import SQLiteJobStore
 

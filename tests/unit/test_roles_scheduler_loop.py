@@ -11,8 +11,8 @@ import trio
 import trio.testing
 
 from jobscheduler.api import create_app
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Job, Status
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 

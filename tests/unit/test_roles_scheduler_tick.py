@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler import states
-from jobscheduler.model import Job, Status
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.reaper import Reaper
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore

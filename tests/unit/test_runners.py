@@ -23,13 +23,14 @@ import trio
 import trio.testing
 import trio_parallel
 
-from jobscheduler import PermanentError, states
-from jobscheduler.attempts import Outcome
+from jobscheduler import PermanentError
 from jobscheduler.bus.local import LocalBus
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.executor import Executor, handler_logger, run_executor
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
-from jobscheduler.model import Job, Status
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.processes import alive, pid_from
 

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from jobscheduler.bus import WakeUp
-from jobscheduler.model import Job, Status
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.scheduler import PUBLISH_TIMEOUT, Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from jobscheduler.model import Status
+from jobscheduler.domain.model import Status
 from jobscheduler.scheduler import CLAIM_LEAD, Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jobscheduler import states
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status, new_job_id
+from jobscheduler.domain.states import Change
 from jobscheduler.errors import StoreError, ValidationError
-from jobscheduler.model import Job, Status, new_job_id
-from jobscheduler.states import Change
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

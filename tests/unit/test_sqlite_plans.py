@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobscheduler.model import Status
+from jobscheduler.domain.model import Status
 from jobscheduler.reaper import Reaper, sample_gauges
 from jobscheduler.recovery import recover_in_flight
 from jobscheduler.scheduler import Scheduler

@@ -13,10 +13,10 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import Job, Replay, Status, new_job_id
 from jobscheduler.errors import JobNotFound, StoreError
-from jobscheduler.model import Job, Replay, Status, new_job_id
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite import writer as sqlite_writer
 from jobscheduler.store.sqlite.attempts import INSERT_ATTEMPT, attempt_params

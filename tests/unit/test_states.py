@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 import attrs
 import pytest
 
-from jobscheduler import states
-from jobscheduler.attempts import Attempt, Failure, Outcome
-from jobscheduler.model import MAX_ERROR_LENGTH, Job, Status
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Attempt, Failure, Outcome
+from jobscheduler.domain.model import MAX_ERROR_LENGTH, Job, Status
 
 from .conftest import make_job
 

@@ -1,4 +1,5 @@
-"""The user-action transitions of jobscheduler.states (issue 11): what each expects and writes."""
+"""The user-action transitions of jobscheduler.domain.states (issue 11): what each expects and
+writes."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 
-from jobscheduler import states
-from jobscheduler.attempts import Outcome
-from jobscheduler.model import MAX_REPLAYS, Replay, Status
+from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import MAX_REPLAYS, Replay, Status
 
 from .conftest import make_job
 

@@ -12,8 +12,8 @@ from trio.testing import MockClock
 from jobscheduler.app import production_store
 from jobscheduler.auth import UNAUTHORIZED_MESSAGE, Role
 from jobscheduler.config import Settings
-from jobscheduler.keys import MAX_TOKEN_LENGTH
-from jobscheduler.model import new_job_id
+from jobscheduler.domain.keys import MAX_TOKEN_LENGTH
+from jobscheduler.domain.model import new_job_id
 from jobscheduler.observability import Metrics
 from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.sqlite import SQLiteJobStore

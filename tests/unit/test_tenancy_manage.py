@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobscheduler.model import new_job_id
+from jobscheduler.domain.model import new_job_id
 
 from .conftest import BASE, DepsFactory
 from .tenancy_support import AuthApi, auth_deps, serve_auth

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from werkzeug.datastructures import MultiDict
 
+from jobscheduler.domain.model import LISTABLE_STATUSES, Status
 from jobscheduler.listing import parse_filter, parse_list_request
-from jobscheduler.model import LISTABLE_STATUSES, Status
 from jobscheduler.store.query import Sort
 from jobscheduler.ui._filters import DEFAULT_PAGE_SIZE, parse_jobs_filter
 

@@ -15,9 +15,9 @@ from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from jobscheduler.attempts import Attempt, Outcome
-from jobscheduler.model import Job, utc
-from jobscheduler.states import Change
+from jobscheduler.domain.attempts import Attempt, Outcome
+from jobscheduler.domain.model import Job, utc
+from jobscheduler.domain.states import Change
 
 log = logging.getLogger(__name__)
 

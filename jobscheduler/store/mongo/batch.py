@@ -25,8 +25,8 @@ from typing import Any, Final
 import attrs
 import bson
 
-from jobscheduler.model import Job
-from jobscheduler.states import Change
+from jobscheduler.domain.model import Job
+from jobscheduler.domain.states import Change
 
 from .codec import chain
 

@@ -2,7 +2,7 @@
 
 One document per job in the ``jobs`` collection: ``_id`` is ``ObjectId(job.id)``, the other
 fields use the camelCase names of the HTTP contract (:data:`FIELDS`), timestamps are BSON
-dates (milliseconds, which is why :func:`jobscheduler.model.utc` truncates to them) read back
+dates (milliseconds, which is why :func:`jobscheduler.domain.model.utc` truncates to them) read back
 timezone-aware UTC. A Change becomes a filter (``_id`` plus its expectations) and an update
 (``$set`` and ``$inc``). Nothing here does I/O, so all of it is unit-tested without a server.
 """
@@ -16,10 +16,10 @@ from typing import Any, Final
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
 
-from jobscheduler.attempts import decode_result, encode_result
-from jobscheduler.cron import CronPolicy
-from jobscheduler.model import Job, Replay, Status, utc
-from jobscheduler.states import Change
+from jobscheduler.domain.attempts import decode_result, encode_result
+from jobscheduler.domain.cron import CronPolicy
+from jobscheduler.domain.model import Job, Replay, Status, utc
+from jobscheduler.domain.states import Change
 
 Document = dict[str, Any]
 

@@ -17,8 +17,8 @@ from pymongo.errors import BulkWriteError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from jobscheduler.cron import Occurrence, OccurrenceStatus, SkipReason
-from jobscheduler.model import utc
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
+from jobscheduler.domain.model import utc
 
 Document = dict[str, Any]
 

@@ -17,8 +17,8 @@ import attrs
 from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.collection import Collection
 
-from jobscheduler.model import Job, Status, utc
-from jobscheduler.states import Change
+from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.states import Change
 from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Sort, Window
 
 Document = dict[str, Any]

@@ -2,7 +2,7 @@
 
 One document per job in the ``jobs`` collection: ``_id`` is ``ObjectId(job.id)``, the other
 fields use the camelCase names of the HTTP contract (:data:`FIELDS`), timestamps are BSON
-dates (milliseconds, which is why :func:`jobscheduler.model.utc` truncates to them) read back
+dates (milliseconds, which is why :func:`jobscheduler.domain.model.utc` truncates to them) read back
 timezone-aware UTC (:mod:`.codec`). Every transition is a conditional update whose
 filter is ``_id`` plus the Change's expectations; batches of them (an executor's picks and
 outcomes, the reaper's sweeps) go as chunked multi-statement updates read back by a batch
@@ -65,11 +65,11 @@ from pymongo import ASCENDING, DESCENDING
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, WriteError
 
-from jobscheduler.attempts import Attempt
-from jobscheduler.audit import AuditRecord
-from jobscheduler.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.attempts import Attempt
+from jobscheduler.domain.audit import AuditRecord
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import JobNotFound, StoreError, ValidationError
-from jobscheduler.model import Job, Status, utc
 from jobscheduler.store.base import InsertOutcome, duplicate_of, first_of_each_key, spread_outcomes
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 

@@ -20,11 +20,11 @@ from pymongo.errors import DuplicateKeyError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from jobscheduler.audit import AuditQuery, AuditRecord
 from jobscheduler.auth import Role
+from jobscheduler.domain.audit import AuditQuery, AuditRecord
+from jobscheduler.domain.keys import ApiKey
+from jobscheduler.domain.model import Status, utc
 from jobscheduler.errors import StoreError
-from jobscheduler.keys import ApiKey
-from jobscheduler.model import Status, utc
 
 T = TypeVar("T")
 Document = dict[str, Any]

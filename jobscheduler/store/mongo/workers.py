@@ -26,10 +26,10 @@ from pymongo import ASCENDING, IndexModel, MongoClient
 from pymongo.collection import Collection
 from pymongo.write_concern import WriteConcern
 
+from jobscheduler.domain.model import Status, utc
+from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
+from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import StoreError
-from jobscheduler.model import Status, utc
-from jobscheduler.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
-from jobscheduler.workers import WorkerBeat
 
 T = TypeVar("T")
 Document = dict[str, Any]

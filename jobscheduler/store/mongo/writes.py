@@ -33,8 +33,8 @@ from pymongo import ReturnDocument, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import PyMongoError
 
-from jobscheduler.model import Job
-from jobscheduler.states import Change, claim_fields
+from jobscheduler.domain.model import Job
+from jobscheduler.domain.states import Change, claim_fields
 
 from .attempts import write_records
 from .batch import (

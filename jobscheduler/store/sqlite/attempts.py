@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobscheduler.attempts import Attempt, Outcome
+from jobscheduler.domain.attempts import Attempt, Outcome
 
 #: One row per (job, run, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
 ATTEMPTS_SCHEMA = """

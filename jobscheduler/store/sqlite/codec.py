@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobscheduler.cron import CronPolicy
-from jobscheduler.model import Job, Replay, Status
+from jobscheduler.domain.cron import CronPolicy
+from jobscheduler.domain.model import Job, Replay, Status
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

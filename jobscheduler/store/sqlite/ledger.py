@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobscheduler.cron import Occurrence, OccurrenceStatus, SkipReason
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
 
 #: One row per (template, fire time); ``INSERT OR IGNORE`` keeps the first writer's row.
 LEDGER_SCHEMA = """

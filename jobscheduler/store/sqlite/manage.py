@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from jobscheduler.attempts import Attempt
-from jobscheduler.cron import Occurrence, OccurrenceStatus
-from jobscheduler.model import Job, Status
-from jobscheduler.states import Change
+from jobscheduler.domain.attempts import Attempt
+from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.states import Change
 from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
 
 from . import ledger as sqlite_ledger

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobscheduler.model import Status
+from jobscheduler.domain.model import Status
 from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, Sort
 
 #: Indexes of the management queries. Created after the column migration, since they name

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobscheduler.audit import AuditRecord
+from jobscheduler.domain.audit import AuditRecord
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.states import Change, claim_fields
 from jobscheduler.errors import JobNotFound, StoreError
-from jobscheduler.model import Job, Status
-from jobscheduler.states import Change, claim_fields
 from jobscheduler.store.base import (
     InsertOutcome,
     JobStore,

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobscheduler.audit import AuditQuery, AuditRecord
 from jobscheduler.auth import Role
+from jobscheduler.domain.audit import AuditQuery, AuditRecord
+from jobscheduler.domain.keys import ApiKey
 from jobscheduler.errors import StoreError
-from jobscheduler.keys import ApiKey
 
 from .conn import SQLiteConnection
 

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobscheduler.model import Status
-from jobscheduler.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
-from jobscheduler.workers import WorkerBeat
+from jobscheduler.domain.model import Status
+from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
+from jobscheduler.domain.workers import WorkerBeat
 
 from .conn import SQLiteConnection
 from .query import oldest_due_sql

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.model import format_time
+from .model import format_time
 
 #: Seconds between two beats of one process.
 BEAT_INTERVAL = 5.0

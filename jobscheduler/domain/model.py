@@ -2,7 +2,7 @@
 
 A job is one record in the store. Its JSON shape (the HTTP contract) is produced in exactly
 one function, :func:`job_to_json`. Timestamps are always timezone-aware UTC. What clients
-send is validated in :mod:`jobscheduler.validation`.
+send is validated in :mod:`jobscheduler.domain.validation`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 import attrs
 from bson import ObjectId
 
-from jobscheduler import cron
-from jobscheduler.cron import CronPolicy
 from jobscheduler.errors import ValidationError
+
+from . import cron
+from .cron import CronPolicy
 
 MAX_STRING_LENGTH = 256
 MAX_ATTEMPTS_LIMIT = 100
@@ -33,7 +34,8 @@ _OBJECT_ID = re.compile(r"[0-9a-f]{24}")
 
 
 class Status(enum.StrEnum):
-    """Where a job is in its lifecycle. Only :mod:`jobscheduler.states` moves a job between them."""
+    """Where a job is in its lifecycle. Only :mod:`jobscheduler.domain.states` moves a job between
+    them."""
 
     #: Stored, waiting for ``scheduledAt``; cron templates stay here between fire times.
     PENDING = "pending"

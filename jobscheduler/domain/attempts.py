@@ -4,13 +4,13 @@ Attempt records live *beside* the job, not inside it (their own table / collecti
 job id): a job document stays small however often it is retried. Records are append-only
 and bounded per run by construction: at most one record per (run, attempt number,
 outcome), a repeated write of the same key keeps the first. A job's first run is run 0;
-each retry by a user starts the next (:attr:`jobscheduler.model.Job.run`), whose attempts
+each retry by a user starts the next (:attr:`jobscheduler.domain.model.Job.run`), whose attempts
 count from 1 again. Attempt numbers are at most ``maxAttempts`` (released attempts are not
 counted, so they reuse their number), so a run has at most ``len(Outcome) * maxAttempts``
 records. Records older than the retention (``ATTEMPT_RETENTION``) are pruned by the reaper.
 
 A record is written by the store together with the transition that ends the attempt
-(:attr:`jobscheduler.states.Change.record`), only when that transition applies.
+(:attr:`jobscheduler.domain.states.Change.record`), only when that transition applies.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.model import format_time
+from .model import format_time
 
 #: A handler's return value, JSON-encoded, may be at most this many bytes.
 MAX_RESULT_BYTES = 64 * 1024
@@ -89,7 +89,7 @@ class Attempt:
     """One attempt at running a job, as recorded when it ended."""
 
     job_id: str
-    #: The job's run (:attr:`jobscheduler.model.Job.run`): 0, then 1 after the first retry.
+    #: The job's run (:attr:`jobscheduler.domain.model.Job.run`): 0, then 1 after the first retry.
     run: int = 0
     number: int
     outcome: Outcome

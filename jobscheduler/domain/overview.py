@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.model import Status, format_time
-from jobscheduler.workers import WorkerBeat
+from .model import Status, format_time
+from .workers import WorkerBeat
 
 #: Minutes in the throughput chart (one bucket each, the last one is the current minute).
 SERIES_MINUTES = 60

@@ -1,6 +1,6 @@
 """What clients send, validated: a create request's body, a JSON body, ``GET /jobs``'s
 query. Each refusal is a :class:`~jobscheduler.errors.ValidationError` naming the field (a
-400 at the API); what passes becomes a :class:`~jobscheduler.model.Job` or plain values.
+400 at the API); what passes becomes a :class:`~jobscheduler.domain.model.Job` or plain values.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from jobscheduler import cron
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import (
+
+from . import cron
+from .model import (
     DEFAULT_LIST_LIMIT,
     DEFAULT_MAX_ATTEMPTS,
     LISTABLE_STATUSES,

@@ -16,14 +16,8 @@ from typing import Any
 import attrs
 
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import (
-    MAX_STRING_LENGTH,
-    format_time,
-    is_job_id,
-    new_job_id,
-    parse_time,
-    utc,
-)
+
+from .model import MAX_STRING_LENGTH, format_time, is_job_id, new_job_id, parse_time, utc
 
 DEFAULT_AUDIT_LIMIT = 100
 MAX_AUDIT_LIMIT = 1000

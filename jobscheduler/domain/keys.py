@@ -20,7 +20,8 @@ import attrs
 
 from jobscheduler.auth import Role
 from jobscheduler.errors import ValidationError
-from jobscheduler.model import MAX_STRING_LENGTH, format_time, utc
+
+from .model import MAX_STRING_LENGTH, format_time, utc
 
 PREFIX = "jsk_"
 _ID_HEX = 16

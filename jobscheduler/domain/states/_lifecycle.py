@@ -13,9 +13,9 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.attempts import Attempt, Failure, Outcome
-from jobscheduler.backoff import backoff_seconds
-from jobscheduler.model import Job, Status, new_job_id, truncate_error, utc
+from jobscheduler.domain.attempts import Attempt, Failure, Outcome
+from jobscheduler.domain.backoff import backoff_seconds
+from jobscheduler.domain.model import Job, Status, new_job_id, truncate_error, utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -19,7 +19,7 @@ transition lost a race and the caller must not act on it.
 first try reads 1, matching ``JobContext.attempt``); ``fail`` and ``recover`` of a running
 job do not count again and dead-letter once ``attempts >= maxAttempts``; ``release`` takes
 the started attempt back. Every transition that ends an attempt carries its
-:class:`~jobscheduler.attempts.Attempt` record, which the store appends beside the job when
+:class:`~jobscheduler.domain.attempts.Attempt` record, which the store appends beside the job when
 (and only when) the transition applies.
 
 User actions (issue 11), each one conditional update too::

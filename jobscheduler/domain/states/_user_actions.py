@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from jobscheduler.attempts import Outcome
-from jobscheduler.model import MAX_REPLAYS, Job, Replay, Status, utc
+from jobscheduler.domain.attempts import Outcome
+from jobscheduler.domain.model import MAX_REPLAYS, Job, Replay, Status, utc
 
 from ._lifecycle import Change, attempt_record
 
