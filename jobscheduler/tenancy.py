@@ -29,12 +29,11 @@ from jobscheduler.auth import (
     PUBLIC,
     UNAUTHORIZED_MESSAGE,
     Authenticator,
-    Principal,
-    Role,
     current_principal,
     declared_role,
 )
 from jobscheduler.domain.audit import AuditRecord, new_record
+from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job
 from jobscheduler.errors import JobSchedulerError, Unauthorized
 from jobscheduler.observability import Metrics

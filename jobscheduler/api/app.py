@@ -18,11 +18,12 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from jobscheduler.auth import Role, current_principal, public, requires
+from jobscheduler.auth import current_principal, public, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.bulk import create_batch, parse_batch_request
 from jobscheduler.contract import RouteTable, UnsupportedMediaType, openapi_document
 from jobscheduler.domain.attempts import attempt_to_json
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import Job, is_job_id, job_to_json
 from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import (

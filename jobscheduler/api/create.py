@@ -34,8 +34,9 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.auth import OPERATOR, Authenticator, Principal, Role
+from jobscheduler.auth import Authenticator
 from jobscheduler.bounded import BoundedCalls
+from jobscheduler.domain.keys import OPERATOR, Principal, Role
 from jobscheduler.domain.model import Job, job_to_json
 from jobscheduler.domain.validation import PayloadValidator, loads_json_body, parse_create_request
 from jobscheduler.errors import DuplicateJob

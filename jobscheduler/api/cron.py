@@ -20,10 +20,11 @@ from typing import Any
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.auth import current_principal, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.contract import table_of
 from jobscheduler.domain import cron
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import (
     Job,
     Status,

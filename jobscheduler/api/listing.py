@@ -17,8 +17,9 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from jobscheduler.actions import Caller, direct
-from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.auth import current_principal, requires
 from jobscheduler.bounded import BoundedCalls
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import format_time, job_to_json
 from jobscheduler.listing import encode_cursor, parse_list_request, parse_tenant_query
 from jobscheduler.runtime import Deps

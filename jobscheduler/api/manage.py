@@ -29,9 +29,10 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from jobscheduler import actions
-from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.auth import current_principal, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.domain import cron
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PRIORITY,

@@ -15,9 +15,10 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from jobscheduler.actions import Caller, direct
-from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.auth import current_principal, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.contract import Operation, Param, Reply, Schema, table_of
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.overview import overview_to_json
 from jobscheduler.listing import parse_tenant_query
 from jobscheduler.runtime import Deps

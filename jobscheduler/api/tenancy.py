@@ -19,9 +19,10 @@ import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler.auth import Role, current_principal, requires
+from jobscheduler.auth import current_principal, requires
 from jobscheduler.domain.audit import audit_to_json, parse_audit_query
 from jobscheduler.domain.keys import (
+    Role,
     check_name,
     check_tenant,
     is_key_id,

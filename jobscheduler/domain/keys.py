@@ -1,4 +1,4 @@
-"""API keys: their format, generation, hashing, and the record the job store keeps.
+"""Who calls: roles and principals; API keys, their format, hashing and the stored record.
 
 A key is ``jsk_<id>_<secret>``: ``<id>`` is 16 lowercase hex characters (64 random bits, the
 public handle shown by ``keys list``, written to the audit trail and logs), ``<secret>`` is 43
@@ -10,6 +10,7 @@ when it is created, and never again.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import hmac
 import re
@@ -18,10 +19,69 @@ from datetime import datetime
 
 import attrs
 
-from jobscheduler.auth import Role
-from jobscheduler.errors import ValidationError
+from jobscheduler.errors import Forbidden, JobNotFound, ValidationError
 
 from .model import MAX_STRING_LENGTH, format_time, utc
+
+
+class Role(enum.StrEnum):
+    """What a key may do; each role includes the ones before it."""
+
+    #: Read its tenant's jobs, stats and previews.
+    READER = "reader"
+    #: Also create jobs and act on them (cancel, retry, pause, ...).
+    WRITER = "writer"
+    #: Also manage keys and read the audit trail; may be bound to every tenant.
+    ADMIN = "admin"
+
+    @property
+    def rank(self) -> int:
+        return _RANKS[self]
+
+
+_RANKS = {Role.READER: 0, Role.WRITER: 1, Role.ADMIN: 2}
+
+
+@attrs.frozen(kw_only=True)
+class Principal:
+    """The caller of one request."""
+
+    #: The API key's public id (never its secret); None when authentication is off.
+    key_id: str | None
+    #: The one tenant this principal acts for, or None for every tenant (admin keys only).
+    tenant: str | None
+    role: Role
+
+    def require(self, role: Role) -> None:
+        """Raise Forbidden unless this principal's role includes ``role``."""
+        if self.role.rank < role.rank:
+            raise Forbidden(f"this key's role ({self.role}) may not do this; needs {role}")
+
+    def scope(self, requested: str | None) -> str | None:
+        """The tenant a request acts on: the one it names (checked), else the principal's own.
+
+        None means every tenant (only for a principal bound to every tenant that named none).
+        A tenant named by a principal bound to another one is a 403: the request itself is
+        wrong, and saying so leaks nothing the caller did not write.
+        """
+        if requested is None:
+            return self.tenant
+        if self.tenant is not None and requested != self.tenant:
+            raise Forbidden(f"this key is bound to another tenant than {requested!r}")
+        return requested
+
+    def sees(self, tenant_id: str) -> bool:
+        return self.tenant is None or self.tenant == tenant_id
+
+    def check_visible(self, tenant_id: str, job_id: str) -> None:
+        """Raise JobNotFound (the very error of a missing id) for another tenant's job."""
+        if not self.sees(tenant_id):
+            raise JobNotFound(f"job {job_id} not found")
+
+
+#: The caller when authentication is off: an admin of every tenant.
+OPERATOR = Principal(key_id=None, tenant=None, role=Role.ADMIN)
+
 
 PREFIX = "jsk_"
 _ID_HEX = 16

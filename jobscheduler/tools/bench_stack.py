@@ -204,8 +204,7 @@ class Stack:
     async def _create_key(self, sqlite_path: Path | None = None) -> str:
         """An all-tenant admin key in the stack's (fresh) store, made before it starts
         (``sqlite_path``: in that SQLite file instead)."""
-        from jobscheduler.auth import Role
-        from jobscheduler.domain.keys import new_key
+        from jobscheduler.domain.keys import Role, new_key
         from jobscheduler.store import JobStore
 
         record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))

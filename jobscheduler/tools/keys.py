@@ -20,11 +20,11 @@ from typing import TypeVar
 import trio
 
 from jobscheduler._scopes import shielded
-from jobscheduler.auth import Role
 from jobscheduler.config import Settings
 from jobscheduler.domain.audit import new_record
 from jobscheduler.domain.keys import (
     ApiKey,
+    Role,
     check_name,
     check_tenant,
     is_key_id,

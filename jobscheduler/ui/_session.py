@@ -17,7 +17,7 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 
-from jobscheduler.auth import Principal
+from jobscheduler.domain.keys import Principal
 from jobscheduler.errors import Forbidden
 
 #: The cookie holding the signed-in key.

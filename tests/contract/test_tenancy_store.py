@@ -7,10 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobscheduler.auth import Role
 from jobscheduler.domain import states
 from jobscheduler.domain.audit import AuditQuery, new_record
-from jobscheduler.domain.keys import new_key
+from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.errors import DuplicateJob
 from jobscheduler.store import JobStore
 

@@ -17,9 +17,8 @@ import httpx
 import pytest
 import trio
 
-from jobscheduler.auth import Role
 from jobscheduler.config import ENVIRONMENT_VARIABLES
-from jobscheduler.domain.keys import new_key
+from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.ports import free_port
 

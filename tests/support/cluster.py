@@ -39,10 +39,9 @@ import pymongo
 import pytest
 import trio
 
-from jobscheduler.auth import Role
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
-from jobscheduler.domain.keys import new_key
+from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.store.mongo.tenancy import KEYS_COLLECTION, key_to_document
 from tests.support.endpoints import DEFAULT_ETCD_ENDPOINTS as DEFAULT_ETCD_ENDPOINTS
 from tests.support.endpoints import DEFAULT_KAFKA_BROKERS as DEFAULT_KAFKA_BROKERS

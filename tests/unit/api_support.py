@@ -19,9 +19,8 @@ import attrs
 
 from jobscheduler.api import create_app
 from jobscheduler.api.create import FastCreate
-from jobscheduler.auth import Role
 from jobscheduler.clock import ManualClock
-from jobscheduler.domain.keys import new_key
+from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.runtime import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.tenancy import EXTENSION

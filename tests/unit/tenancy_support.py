@@ -11,9 +11,8 @@ import attrs
 from werkzeug.datastructures import Headers
 
 from jobscheduler.api import create_app
-from jobscheduler.auth import Role
 from jobscheduler.clock import ManualClock
-from jobscheduler.domain.keys import new_key
+from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.runtime import Deps
 
 from .conftest import BASE, DepsFactory

@@ -17,9 +17,9 @@ import trio.testing
 from quart import g
 
 from jobscheduler.api.manage import BULK_PAGE_TIMEOUT
-from jobscheduler.auth import Principal, Role
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain import states
+from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -14,9 +14,9 @@ import pytest
 from quart import g
 
 from jobscheduler.api import create_app
-from jobscheduler.auth import Principal, Role
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.cron import CronPolicy, Occurrence, OccurrenceStatus, SkipReason
+from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.scheduler import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore

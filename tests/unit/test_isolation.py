@@ -19,8 +19,9 @@ from typing import Any
 import attrs
 import pytest
 
-from jobscheduler.auth import PUBLIC, Role, declared_role
+from jobscheduler.auth import PUBLIC, declared_role
 from jobscheduler.domain.audit import AuditQuery
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import job_to_json, new_job_id
 from jobscheduler.ui._session import csrf_token
 

@@ -12,9 +12,9 @@ import trio.testing
 from trio.testing import MockClock
 
 from jobscheduler import cli
-from jobscheduler.auth import Authenticator, Principal, Role
+from jobscheduler.auth import Authenticator
 from jobscheduler.config import Settings
-from jobscheduler.domain.keys import ApiKey, hash_secret, new_key, parse_token
+from jobscheduler.domain.keys import ApiKey, Principal, Role, hash_secret, new_key, parse_token
 from jobscheduler.errors import StoreError, Unauthorized, ValidationError
 from jobscheduler.quotas import TokenBucket
 from jobscheduler.store.sqlite import SQLiteJobStore

@@ -10,9 +10,9 @@ import pytest
 from trio.testing import MockClock
 
 from jobscheduler.app import production_store
-from jobscheduler.auth import UNAUTHORIZED_MESSAGE, Role
+from jobscheduler.auth import UNAUTHORIZED_MESSAGE
 from jobscheduler.config import Settings
-from jobscheduler.domain.keys import MAX_TOKEN_LENGTH
+from jobscheduler.domain.keys import MAX_TOKEN_LENGTH, Role
 from jobscheduler.domain.model import new_job_id
 from jobscheduler.observability import Metrics
 from jobscheduler.store.mongo import MongoJobStore

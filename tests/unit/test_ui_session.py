@@ -14,8 +14,9 @@ import pytest
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler.auth import Principal, Role, current_principal
+from jobscheduler.auth import current_principal
 from jobscheduler.bounded import BoundedCalls
+from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.errors import Forbidden, Unauthorized
 from jobscheduler.ui import register_ui_routes
 from jobscheduler.ui._session import CSRF_HEADER, SESSION_COOKIE, csrf_token, session_authorization

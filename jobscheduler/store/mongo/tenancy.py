@@ -20,9 +20,8 @@ from pymongo.errors import DuplicateKeyError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from jobscheduler.auth import Role
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
-from jobscheduler.domain.keys import ApiKey
+from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.domain.model import Status, utc
 from jobscheduler.errors import StoreError
 

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from jobscheduler.auth import Role
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
-from jobscheduler.domain.keys import ApiKey
+from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.errors import StoreError
 
 from .conn import SQLiteConnection
