@@ -26,7 +26,8 @@ from jobscheduler.errors import StoreError
 from jobscheduler.executor import run_executor
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import load_app, resolve_job_types
-from jobscheduler.observability import Metrics, run_metrics_server
+from jobscheduler.observability.metrics import Metrics
+from jobscheduler.process.metrics_server import run_metrics_server
 from jobscheduler.reaper import run_reaper
 from jobscheduler.recovery import recover_in_flight
 from jobscheduler.runtime import Deps, Waker

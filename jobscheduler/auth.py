@@ -23,14 +23,7 @@ import trio
 from cachetools import TTLCache
 from quart import g
 
-from jobscheduler.domain.keys import (
-    OPERATOR,
-    ApiKey,
-    Principal,
-    Role,
-    hash_secret,
-    parse_token,
-)
+from jobscheduler.domain.keys import OPERATOR, ApiKey, Principal, Role, hash_secret, parse_token
 from jobscheduler.errors import StoreError, Unauthorized
 
 

@@ -20,7 +20,7 @@ from jobscheduler.devlock import DevLock, StoreLocked
 from jobscheduler.errors import AppLoadError, ConfigError, JobSchedulerError
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import describe, load_app, process_problem, resolve_job_types
-from jobscheduler.observability import configure_logging
+from jobscheduler.observability.logs import configure_logging
 
 ROLES = ("api", "scheduler", "executor", "reaper")
 

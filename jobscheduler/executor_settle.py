@@ -15,7 +15,6 @@ from typing import Any
 
 import trio
 
-from jobscheduler._logthrottle import LogThrottle
 from jobscheduler._scopes import shielded, take_ready
 from jobscheduler.bus import Delivery
 from jobscheduler.bus.dead_letters import publish_dead_letter
@@ -23,6 +22,7 @@ from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Failure, Outcome
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import StoreError
+from jobscheduler.observability.logthrottle import LogThrottle
 from jobscheduler.runtime import Deps
 
 log = logging.getLogger("jobscheduler.executor")

@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from jobscheduler._logthrottle import LogThrottle
 from jobscheduler._scopes import shielded
 from jobscheduler.domain.workers import BEAT_INTERVAL, WorkerBeat, expiry
 from jobscheduler.errors import StoreError
+from jobscheduler.observability.logthrottle import LogThrottle
 from jobscheduler.runtime import Deps
 
 log = logging.getLogger(__name__)

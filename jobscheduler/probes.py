@@ -4,7 +4,7 @@ Each probe opens its own small client (so it tests the dependency, not the state
 role's busy connection), asks for something trivial with the driver's own timeout, and runs
 that call in an abandonable thread under a one-token limiter: a hung dependency costs at
 most one stuck thread per probe, and ``/readyz`` still answers within its deadline (see
-:mod:`jobscheduler.health`). Imported by the process assembly (``app.py``) only.
+:mod:`jobscheduler.observability.health`). Imported by the process assembly (``app.py``) only.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from jobscheduler.health import ReadinessCheck
+from jobscheduler.observability.health import ReadinessCheck
 
 
 class _Probe:

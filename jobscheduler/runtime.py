@@ -12,8 +12,8 @@ from jobscheduler.clock import Clock, SystemClock
 from jobscheduler.config import Settings
 from jobscheduler.election import Elector
 from jobscheduler.handlers import HandlerRegistry
-from jobscheduler.health import Health
-from jobscheduler.observability import Metrics
+from jobscheduler.observability.health import Health
+from jobscheduler.observability.metrics import Metrics
 from jobscheduler.store import JobStore
 
 

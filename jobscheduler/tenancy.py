@@ -36,7 +36,7 @@ from jobscheduler.domain.audit import AuditRecord, new_record
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job
 from jobscheduler.errors import JobSchedulerError, Unauthorized
-from jobscheduler.observability import Metrics
+from jobscheduler.observability.metrics import Metrics
 from jobscheduler.quotas import QuotaExceeded, Quotas
 from jobscheduler.runtime import Deps
 from jobscheduler.ui._session import session_authorization

@@ -18,6 +18,8 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from jobscheduler.api.serving.server import serve_asgi
+from jobscheduler.api.serving.unread_body import ASGIApp
 from jobscheduler.auth import current_principal, public, requires
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.bulk import create_batch, parse_batch_request
@@ -36,7 +38,6 @@ from jobscheduler.errors import (
     Unauthorized,
     ValidationError,
 )
-from jobscheduler.observability import serve_asgi
 from jobscheduler.runtime import Deps
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.tenancy import (
@@ -47,7 +48,6 @@ from jobscheduler.tenancy import (
     mark_audited,
 )
 from jobscheduler.ui import register_ui_routes
-from jobscheduler.unread_body import ASGIApp
 
 from . import schemas as ops
 from .create import FAILED, Creator, FastCreate, duplicate_message

@@ -34,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from jobscheduler.api.serving.unread_body import ASGIApp, Message, Receive, Scope, Send
 from jobscheduler.auth import Authenticator
 from jobscheduler.bounded import BoundedCalls
 from jobscheduler.domain.keys import OPERATOR, Principal, Role
@@ -42,7 +43,6 @@ from jobscheduler.domain.validation import PayloadValidator, loads_json_body, pa
 from jobscheduler.errors import DuplicateJob
 from jobscheduler.runtime import Deps
 from jobscheduler.tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
-from jobscheduler.unread_body import ASGIApp, Message, Receive, Scope, Send
 
 from .metrics import RequestMetrics
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobscheduler.observability import Metrics
+from jobscheduler.observability.metrics import Metrics
 
 
 class RequestMetrics:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from jobscheduler._logthrottle import LogThrottle
 from jobscheduler.errors import BusError
+from jobscheduler.observability.logthrottle import LogThrottle
 
 from .base import Bus, DeadLetter
 

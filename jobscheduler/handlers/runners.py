@@ -50,7 +50,7 @@ def _init_worker(level: str, fmt: str, role: str) -> None:
     group (Ctrl-C, systemd) is the parent's to handle -- it kills a worker still running a
     handler at the grace deadline and hands the job back, rather than the worker dying at
     once and the attempt counting as failed."""
-    from jobscheduler.observability import configure_logging
+    from jobscheduler.observability.logs import configure_logging
 
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     configure_logging(level, fmt, role)

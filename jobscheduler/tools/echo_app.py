@@ -1,7 +1,8 @@
 """The floor the create path is judged against: a trivial quart-trio app on hypercorn whose
 one route parses a JSON body and echoes it (``POST /echo`` -> 201 with the same JSON).
 
-Served exactly like the API of ``jobscheduler dev`` (:func:`jobscheduler.observability.serve_asgi`,
+Served exactly like the API of ``jobscheduler dev``
+(:func:`jobscheduler.observability.metrics.serve_asgi`,
 the same hypercorn settings, one trio process), so ``jobscheduler bench --phases create`` can
 compare ``POST /jobs`` with what the framework itself costs per request, in the same run.
 
@@ -18,7 +19,7 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler.observability import serve_asgi
+from jobscheduler.api.serving.server import serve_asgi
 
 
 def create_echo_app() -> QuartTrio:

@@ -31,7 +31,7 @@ from jobscheduler.election.local import LocalElector
 from jobscheduler.errors import BusError, StoreError
 from jobscheduler.executor import Executor
 from jobscheduler.handlers import default_registry
-from jobscheduler.observability import Metrics
+from jobscheduler.observability.metrics import Metrics
 from jobscheduler.runtime import Deps
 from jobscheduler.store.base import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore

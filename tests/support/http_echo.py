@@ -25,7 +25,7 @@ import trio
 import trustme
 from hypercorn.trio import serve
 
-from jobscheduler.observability import hypercorn_config
+from jobscheduler.api.serving.server import hypercorn_config
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

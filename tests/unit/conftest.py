@@ -43,7 +43,7 @@ from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.election import Elector
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import HandlerRegistry, default_registry
-from jobscheduler.observability import Metrics
+from jobscheduler.observability.metrics import Metrics
 from jobscheduler.runtime import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome

@@ -11,8 +11,9 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler.health import Health
-from jobscheduler.observability import Metrics, metrics_app
+from jobscheduler.observability.health import Health
+from jobscheduler.observability.metrics import Metrics
+from jobscheduler.process.metrics_server import metrics_app
 
 
 async def get(app: Any, path: str) -> tuple[int, str, bytes]:

@@ -8,7 +8,9 @@ import json
 import pytest
 import trio
 
-from jobscheduler.observability import Metrics, metrics_app, serve_asgi
+from jobscheduler.api.serving.server import serve_asgi
+from jobscheduler.observability.metrics import Metrics
+from jobscheduler.process.metrics_server import metrics_app
 
 
 async def exchange(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:

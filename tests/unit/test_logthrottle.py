@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from jobscheduler._logthrottle import LogThrottle, Throttle, ThrottlingFilter
+from jobscheduler.observability.logthrottle import LogThrottle, Throttle, ThrottlingFilter
 
 
 class FakeClock:

@@ -21,7 +21,7 @@ from prometheus_client.metrics_core import Metric
 from jobscheduler.bus.base import consumer_group, dispatch_topic
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.handlers import default_registry
-from jobscheduler.observability import Metrics
+from jobscheduler.observability.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"

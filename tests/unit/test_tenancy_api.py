@@ -14,7 +14,7 @@ from jobscheduler.auth import UNAUTHORIZED_MESSAGE
 from jobscheduler.config import Settings
 from jobscheduler.domain.keys import MAX_TOKEN_LENGTH, Role
 from jobscheduler.domain.model import new_job_id
-from jobscheduler.observability import Metrics
+from jobscheduler.observability.metrics import Metrics
 from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 

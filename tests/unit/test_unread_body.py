@@ -10,8 +10,8 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler.observability import serve_asgi
-from jobscheduler.unread_body import CloseUnreadBodies, Message
+from jobscheduler.api.serving.server import serve_asgi
+from jobscheduler.api.serving.unread_body import CloseUnreadBodies, Message
 
 
 def early_answering_app() -> QuartTrio:

@@ -6,8 +6,8 @@ import logging
 
 from confluent_kafka import KafkaError, KafkaException
 
-from jobscheduler._logthrottle import ThrottlingFilter
 from jobscheduler.errors import BusError
+from jobscheduler.observability.logthrottle import ThrottlingFilter
 
 #: librdkafka's own log lines (connection failures, ...) are routed here.
 rdkafka_log = logging.getLogger("jobscheduler.bus.kafka.librdkafka")

@@ -11,7 +11,6 @@ import trio
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from jobscheduler._logthrottle import LogThrottle
 from jobscheduler.bus.base import (
     Bus,
     DeadLetter,
@@ -22,6 +21,7 @@ from jobscheduler.bus.base import (
     dlq_topic,
 )
 from jobscheduler.errors import BusError
+from jobscheduler.observability.logthrottle import LogThrottle
 
 from ._common import CLOSE_TIMEOUT, bus_error, rdkafka_log
 from .admin import create_topics

@@ -28,10 +28,10 @@ from typing import Any
 import trio
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from jobscheduler._logthrottle import LogThrottle
 from jobscheduler._scopes import shielded, take_ready
 from jobscheduler.bus.base import Delivery, Subscription, WakeUp
 from jobscheduler.errors import BusError
+from jobscheduler.observability.logthrottle import LogThrottle
 
 from ._common import CLOSE_TIMEOUT, bus_error
 from .group import MEMBERSHIP_ERRORS, GroupEvents, to_tps

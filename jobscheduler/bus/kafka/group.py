@@ -22,7 +22,7 @@ from typing import Any
 import trio
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from jobscheduler._logthrottle import LogThrottle
+from jobscheduler.observability.logthrottle import LogThrottle
 
 from ._common import bus_error
 from .membership import STATS_INTERVAL_MS, GroupStats, MembershipWatch, parse_stats

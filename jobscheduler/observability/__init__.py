@@ -1,0 +1,1 @@
+"""Metrics, health checks and structured logs: what every role reports and how."""
