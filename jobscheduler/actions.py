@@ -18,11 +18,11 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import attrs
 
-from jobscheduler import cron_firing
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status, cron_policy_of, utc
 from jobscheduler.errors import DuplicateJob, InvalidTransition, StoreError
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.scheduler import cron_firing
 from jobscheduler.store.query import Cursor, JobQuery
 
 log = logging.getLogger(__name__)

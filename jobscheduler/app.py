@@ -23,15 +23,15 @@ from jobscheduler.clock import SystemClock
 from jobscheduler.config import Settings
 from jobscheduler.election import Elector
 from jobscheduler.errors import StoreError
-from jobscheduler.executor import run_executor
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import load_app, resolve_job_types
 from jobscheduler.observability.metrics import Metrics
 from jobscheduler.process.metrics_server import run_metrics_server
-from jobscheduler.reaper import run_reaper
-from jobscheduler.recovery import recover_in_flight
-from jobscheduler.runtime import Deps, Waker
-from jobscheduler.scheduler import run_scheduler
+from jobscheduler.roles.deps import Deps, Waker
+from jobscheduler.roles.executor.consume import run_executor
+from jobscheduler.roles.reaper.recovery import recover_in_flight
+from jobscheduler.roles.reaper.sweeps import run_reaper
+from jobscheduler.roles.scheduler.loop import run_scheduler
 from jobscheduler.store import JobStore
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,8 @@ The lock is ``fcntl.flock`` (exclusive, non-blocking) on a file beside the datab
 kernel drops it when the process dies, however it dies (``kill -9`` included), so a restarted
 ``dev`` always gets it, and a second ``dev`` on the same file is refused while the first
 runs. Holding it is what lets ``dev`` recover the previous process's in-flight jobs at once
-(:mod:`jobscheduler.recovery`). The lock file keeps the holder's pid, for the refusal message.
+(:mod:`jobscheduler.roles.reaper.recovery`). The lock file keeps the holder's pid, for the refusal
+message.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from jobscheduler.domain.model import Job
 from jobscheduler.errors import JobSchedulerError, Unauthorized
 from jobscheduler.observability.metrics import Metrics
 from jobscheduler.quotas import QuotaExceeded, Quotas
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.ui._session import session_authorization
 
 if TYPE_CHECKING:

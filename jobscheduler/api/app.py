@@ -38,7 +38,7 @@ from jobscheduler.errors import (
     Unauthorized,
     ValidationError,
 )
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.tenancy import (
     admit_batch,

@@ -41,7 +41,7 @@ from jobscheduler.domain.keys import OPERATOR, Principal, Role
 from jobscheduler.domain.model import Job, job_to_json
 from jobscheduler.domain.validation import PayloadValidator, loads_json_body, parse_create_request
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
 
 from .metrics import RequestMetrics

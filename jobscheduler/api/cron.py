@@ -34,7 +34,7 @@ from jobscheduler.domain.model import (
     parse_time,
 )
 from jobscheduler.errors import ValidationError
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 from . import schemas as ops
 

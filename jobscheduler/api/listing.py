@@ -22,7 +22,7 @@ from jobscheduler.bounded import BoundedCalls
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import format_time, job_to_json
 from jobscheduler.listing import encode_cursor, parse_list_request, parse_tenant_query
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Cursor, JobStats
 from jobscheduler.tenancy import tenant_args
 

@@ -47,7 +47,7 @@ from jobscheduler.domain.validation import check_payload_strings as check_payloa
 from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import DuplicateJob, InvalidTransition, ValidationError
 from jobscheduler.listing import parse_filter
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import JobQuery
 
 JsonResponse = Callable[..., Response]

@@ -28,7 +28,7 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import Job, cron_policy_of, format_time, is_job_id
 from jobscheduler.errors import JobNotFound, ValidationError
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
 

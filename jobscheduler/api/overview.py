@@ -21,7 +21,7 @@ from jobscheduler.contract import Operation, Param, Reply, Schema, table_of
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.overview import overview_to_json
 from jobscheduler.listing import parse_tenant_query
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 from .schemas import TEXT, TIME
 

@@ -32,7 +32,7 @@ from jobscheduler.domain.keys import (
 )
 from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import Forbidden, ValidationError
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Presence records: who is running right now (the Overview's leader and live executors).
 
 Every scheduler and executor process writes a small :class:`WorkerBeat` into the job store
-every :data:`BEAT_INTERVAL` (see :mod:`jobscheduler.presence`); a record not renewed for
+every :data:`BEAT_INTERVAL` (see :mod:`jobscheduler.roles.presence`); a record not renewed for
 :data:`MISSED_BEATS` beats has expired and is no longer listed (and is pruned by the next
 beat of any process). A clean shutdown deletes its own record at once.
 

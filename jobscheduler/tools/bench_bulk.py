@@ -27,7 +27,7 @@ from jobscheduler.config import Settings
 from jobscheduler.domain.model import Job, Status, new_job_id, utc
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import default_registry
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.query import JobQuery

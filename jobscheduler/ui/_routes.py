@@ -17,7 +17,7 @@ from jobscheduler.bounded import BoundedCalls
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
 from jobscheduler.errors import Unauthorized
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 from ._chart import statuses_of
 from ._filters import PAGE_SIZES, SORT_CHOICES, parse_jobs_filter

@@ -14,7 +14,7 @@ from jobscheduler.clock import ManualClock
 from jobscheduler.domain.cron import CronPolicy, Occurrence, OccurrenceStatus, Overlap, SkipReason
 from jobscheduler.domain.model import Status, new_job_id
 from jobscheduler.domain.states import Change
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
 from .store_support import make_job

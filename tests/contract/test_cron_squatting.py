@@ -19,8 +19,8 @@ from jobscheduler.domain import states
 from jobscheduler.election.local import LocalElector
 from jobscheduler.errors import DuplicateJob
 from jobscheduler.handlers import default_registry
-from jobscheduler.runtime import Deps
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
 from .store_support import make_job

@@ -19,8 +19,8 @@ from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold, DstGap
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import default_registry
-from jobscheduler.runtime import Deps
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
 from .store_support import make_job

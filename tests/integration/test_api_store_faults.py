@@ -21,7 +21,7 @@ from jobscheduler.clock import SystemClock
 from jobscheduler.config import Settings
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import default_registry
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store.mongo import MongoJobStore
 from tests.contract.store_fixtures import drop_database, mongo_uri, unique_database_name
 from tests.support.mongo import FaultProxy, server_address, via

@@ -29,10 +29,10 @@ from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.election.local import LocalElector
 from jobscheduler.errors import BusError, StoreError
-from jobscheduler.executor import Executor
 from jobscheduler.handlers import default_registry
 from jobscheduler.observability.metrics import Metrics
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store.base import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.unit.conftest import ProxyStore, make_job, make_settings

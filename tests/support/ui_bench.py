@@ -29,7 +29,7 @@ from jobscheduler.config import Settings
 from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import default_registry
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import MAX_INSERT_MANY
 from jobscheduler.store.mongo import MongoJobStore

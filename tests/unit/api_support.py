@@ -21,7 +21,7 @@ from jobscheduler.api import create_app
 from jobscheduler.api.create import FastCreate
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.keys import Role, new_key
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.tenancy import EXTENSION
 

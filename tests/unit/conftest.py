@@ -44,7 +44,7 @@ from jobscheduler.election import Elector
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import HandlerRegistry, default_registry
 from jobscheduler.observability.metrics import Metrics
-from jobscheduler.runtime import Deps, Waker
+from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.query import Cursor, JobQuery, JobStats

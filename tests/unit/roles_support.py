@@ -25,7 +25,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.election import Elector, Term
 from jobscheduler.errors import BusError
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import ProxyStore

@@ -13,7 +13,7 @@ from werkzeug.datastructures import Headers
 from jobscheduler.api import create_app
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.keys import Role, new_key
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 from .conftest import BASE, DepsFactory
 

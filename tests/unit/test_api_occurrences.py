@@ -18,7 +18,7 @@ from jobscheduler.clock import ManualClock
 from jobscheduler.domain.cron import CronPolicy, Occurrence, OccurrenceStatus, SkipReason
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job, Status, new_job_id
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import Api, api_deps, create_body, serve

@@ -13,9 +13,9 @@ import trio.testing
 
 from jobscheduler.domain.model import Status
 from jobscheduler.domain.workers import BEAT_INTERVAL, MISSED_BEATS, WorkerBeat, expiry
-from jobscheduler.presence import Presence
-from jobscheduler.runtime import Deps
-from jobscheduler.scheduler import run_scheduler
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.presence import Presence
+from jobscheduler.roles.scheduler.loop import run_scheduler
 
 from .conftest import BASE, DepsFactory, make_job
 from .tenancy_support import AuthApi, auth_deps, serve_auth

@@ -12,15 +12,15 @@ import trio
 import trio.testing
 
 from jobscheduler.clock import TrioClock
-from jobscheduler.cron_firing import TemplateFiring, record_paused
 from jobscheduler.domain import cron
 from jobscheduler.domain.cron import CatchUp, Occurrence, OccurrenceStatus, Overlap
 from jobscheduler.domain.cron import SkipReason as Why
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change
 from jobscheduler.errors import ValidationError
-from jobscheduler.reaper import Reaper
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.reaper.sweeps import Reaper
+from jobscheduler.roles.scheduler.cron_firing import TemplateFiring, record_paused
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, make_settings, sample

@@ -20,9 +20,9 @@ from jobscheduler.clock import TrioClock
 from jobscheduler.domain import cron, states
 from jobscheduler.domain.cron import CatchUp, Overlap
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.executor import Executor
 from jobscheduler.handlers import JobContext
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.executor.consume import Executor
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, sample

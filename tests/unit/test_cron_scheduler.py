@@ -16,7 +16,7 @@ from jobscheduler.clock import TrioClock
 from jobscheduler.domain import cron, states
 from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold
 from jobscheduler.domain.model import Job
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, sample

@@ -15,7 +15,7 @@ from jobscheduler.cli import main
 from jobscheduler.devlock import DevLock, StoreLocked
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
-from jobscheduler.recovery import recover_in_flight
+from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, make_job, sample

@@ -14,9 +14,9 @@ import trio.testing
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.executor import Executor
 from jobscheduler.handlers import JobContext
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.processes import alive, pid_from
 

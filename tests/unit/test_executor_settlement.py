@@ -23,8 +23,13 @@ from jobscheduler.bus.base import DeadLetter
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
-from jobscheduler.executor import OUTCOME_RETRY_FOR, OUTCOME_TIMEOUT, Executor, run_executor
 from jobscheduler.handlers import JobContext
+from jobscheduler.roles.executor.consume import (
+    OUTCOME_RETRY_FOR,
+    OUTCOME_TIMEOUT,
+    Executor,
+    run_executor,
+)
 from jobscheduler.store.base import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -289,7 +289,7 @@ async def test_the_reaper_prunes_audit_records_past_the_retention(
 ) -> None:
     from jobscheduler.clock import ManualClock
     from jobscheduler.domain.audit import AuditQuery, new_record
-    from jobscheduler.reaper import Reaper
+    from jobscheduler.roles.reaper.sweeps import Reaper
 
     clock = ManualClock(BASE)
     deps = make_deps(clock=clock, settings=attrs.evolve(make_deps.settings, audit_retention=3600.0))

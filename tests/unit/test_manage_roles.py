@@ -9,9 +9,9 @@ import trio.testing
 
 from jobscheduler import actions
 from jobscheduler.domain.model import Status
-from jobscheduler.executor import Executor
-from jobscheduler.reaper import sample_gauges
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.executor.consume import Executor
+from jobscheduler.roles.reaper.sweeps import sample_gauges
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.query import JobQuery
 from jobscheduler.store.sqlite import SQLiteJobStore
 

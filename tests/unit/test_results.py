@@ -19,8 +19,8 @@ from jobscheduler.domain.attempts import (
     encode_result,
 )
 from jobscheduler.domain.model import Status
-from jobscheduler.executor import Executor
 from jobscheduler.handlers import JobContext
+from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, make_job

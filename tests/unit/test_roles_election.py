@@ -13,7 +13,7 @@ import trio.testing
 from jobscheduler.domain.model import Status
 from jobscheduler.election import Term, lead
 from jobscheduler.errors import StoreError
-from jobscheduler.scheduler import run_scheduler
+from jobscheduler.roles.scheduler.loop import run_scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, make_job, make_settings, sample

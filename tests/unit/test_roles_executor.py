@@ -18,9 +18,9 @@ from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
-from jobscheduler.executor import Executor, run_executor
 from jobscheduler.handlers import JobContext, default_registry
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.executor.consume import Executor, run_executor
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.base import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -13,8 +13,8 @@ import trio.testing
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Status
-from jobscheduler.executor import Executor
-from jobscheduler.reaper import Reaper
+from jobscheduler.roles.executor.consume import Executor
+from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings, sample

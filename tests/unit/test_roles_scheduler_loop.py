@@ -13,7 +13,7 @@ import trio.testing
 from jobscheduler.api import create_app
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, ProxyStore, after, make_job, make_settings

@@ -14,8 +14,8 @@ import trio.testing
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.reaper import Reaper
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.reaper.sweeps import Reaper
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, ProxyStore, after, make_job, make_settings, sample

@@ -9,7 +9,7 @@ from datetime import datetime
 import trio
 import trio.testing
 
-from jobscheduler.runtime import Waker
+from jobscheduler.roles.deps import Waker
 
 from .conftest import BASE, after, make_clock
 

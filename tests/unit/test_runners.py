@@ -28,9 +28,9 @@ from jobscheduler.bus.local import LocalBus
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.executor import Executor, handler_logger, run_executor
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
+from jobscheduler.roles.executor.consume import Executor, handler_logger, run_executor
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.processes import alive, pid_from
 

@@ -13,7 +13,7 @@ import trio.testing
 
 from jobscheduler.bus import WakeUp
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.scheduler import PUBLISH_TIMEOUT, Scheduler
+from jobscheduler.roles.scheduler.loop import PUBLISH_TIMEOUT, Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from jobscheduler.domain.model import Status
-from jobscheduler.scheduler import CLAIM_LEAD, Scheduler
+from jobscheduler.roles.scheduler.loop import CLAIM_LEAD, Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings

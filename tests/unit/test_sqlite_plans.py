@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from jobscheduler.domain.model import Status
-from jobscheduler.reaper import Reaper, sample_gauges
-from jobscheduler.recovery import recover_in_flight
-from jobscheduler.scheduler import Scheduler
+from jobscheduler.roles.reaper.recovery import recover_in_flight
+from jobscheduler.roles.reaper.sweeps import Reaper, sample_gauges
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, make_job

@@ -30,7 +30,7 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, Overlap, Skip
 from jobscheduler.domain.model import Job, Status, cron_policy_of, utc
 from jobscheduler.domain.model import new_job_id as new_run_id
 from jobscheduler.errors import DuplicateJob, JobNotFound, ValidationError
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ Round trips are shared, never transitions: the messages already waiting when one
 are picked in one ``apply_many``, and outcomes that finish together are written in one by a
 settling task, which acks their messages afterwards. Each job still gets its own
 conditional updates, so the batching changes the cost, not the semantics. Outcomes and
-settlement live in :mod:`jobscheduler.executor_settle`.
+settlement live in :mod:`jobscheduler.roles.executor.settle`.
 """
 
 from __future__ import annotations
@@ -42,14 +42,15 @@ from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Failure, Outcome, ResultError, encode_result
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
-from jobscheduler.executor_settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
-from jobscheduler.executor_settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
-from jobscheduler.executor_settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slots
 from jobscheduler.handlers import JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
-from jobscheduler.presence import Presence
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.presence import Presence
+
+from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
+from .settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
+from .settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slots
 
 log = logging.getLogger(__name__)
 
@@ -460,7 +461,7 @@ async def run_executor(
     ):
         executor = Executor(deps, runner)
         await nursery.start(executor.heartbeat_loop)
-        # The Overview's record of this executor (jobscheduler.presence).
+        # The Overview's record of this executor (jobscheduler.roles.presence).
         presence = Presence(deps, "executor", job_types=job_types, in_flight=executor.in_flight)
         await nursery.start(presence.run)
         async with trio.open_nursery() as consumers:

@@ -18,7 +18,7 @@ from jobscheduler.bus.dead_letters import publish_dead_letter
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
 from jobscheduler.errors import StoreError
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,13 @@ from datetime import timedelta
 import trio
 
 from jobscheduler.bus import WakeUp
-from jobscheduler.cron_firing import TemplateFiring
 from jobscheduler.domain.model import Job
 from jobscheduler.election import Term, lead
 from jobscheduler.errors import BusError, StoreError
-from jobscheduler.presence import Presence
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.presence import Presence
+
+from .cron_firing import TemplateFiring
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,8 @@ class Scheduler:
 
         Which fire times run is the template's catch-up policy (:func:`cron.plan_pass`) and
         overlap policy; every fire time is recorded in the template's ledger first, and
-        the scheduler acts on the recorded decision (:mod:`jobscheduler.cron_firing`). Each
+        the scheduler acts on the recorded decision
+        (:mod:`jobscheduler.roles.scheduler.cron_firing`). Each
         instance is keyed on its fire time and due at the fire time plus the template's
         jitter; the move is conditional on the template's current fire time.
         """
@@ -224,7 +226,7 @@ async def run_scheduler(
     scheduler = Scheduler(deps)
     gauge = deps.metrics.scheduler_is_leader
     gauge.set(0)
-    presence = Presence(deps, "scheduler")  # the Overview's record (jobscheduler.presence)
+    presence = Presence(deps, "scheduler")  # the Overview's record (jobscheduler.roles.presence)
 
     def on_leadership(leading: bool) -> None:
         gauge.set(int(leading))

@@ -1,7 +1,7 @@
 """The executor's settlement: outcomes written in shared round trips, messages settled.
 
-Part of the executor role (:mod:`jobscheduler.executor`, whose logger it logs under): a
-consumer's finished handlers are queued to its settling task, which writes their outcomes
+Part of the executor role (:mod:`jobscheduler.roles.executor.consume`, whose logger it logs under):
+a consumer's finished handlers are queued to its settling task, which writes their outcomes
 in one ``apply_many_lean`` (retrying a failing store for OUTCOME_RETRY_FOR), then acks the
 messages -- or releases them when the outcomes could not be written -- and hands dead
 letters to a task of their own. :class:`Slots` bounds what a consumer holds meanwhile.
@@ -23,9 +23,9 @@ from jobscheduler.domain.attempts import Failure, Outcome
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import StoreError
 from jobscheduler.observability.logthrottle import LogThrottle
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
-log = logging.getLogger("jobscheduler.executor")
+log = logging.getLogger("jobscheduler.roles.executor.consume")
 
 OUTCOME_TIMEOUT = 10.0
 #: How long a failing outcome write is retried before its messages are released.

@@ -16,7 +16,7 @@ from datetime import timedelta
 from jobscheduler.bus.dead_letters import publish_dead_letter
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
-from jobscheduler.runtime import Deps
+from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from jobscheduler._scopes import shielded
 from jobscheduler.domain.workers import BEAT_INTERVAL, WorkerBeat, expiry
 from jobscheduler.errors import StoreError
 from jobscheduler.observability.logthrottle import LogThrottle
-from jobscheduler.runtime import Deps
+
+from .deps import Deps
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The executor role: consume wake-ups, run handlers, settle outcomes."""

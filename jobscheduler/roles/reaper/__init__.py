@@ -1,0 +1,1 @@
+"""The reaper role and start-up recovery: return stuck jobs to pending."""

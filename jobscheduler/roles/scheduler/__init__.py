@@ -1,0 +1,1 @@
+"""The scheduler role: while leading, claim due jobs, publish wake-ups, fire cron templates."""
