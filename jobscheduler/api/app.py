@@ -18,12 +18,16 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
+from jobscheduler.api.routes.batch import create_batch, parse_batch_request
+from jobscheduler.api.routes.create import FAILED, Creator, FastCreate, duplicate_message
+from jobscheduler.api.routes.cron import register_cron_routes
+from jobscheduler.api.routes.listing import register_listing_routes
+from jobscheduler.api.routes.manage import register_manage_routes
+from jobscheduler.api.routes.occurrences import register_occurrence_routes
+from jobscheduler.api.routes.overview import register_overview_route
+from jobscheduler.api.schemas.manage import describe_registered
 from jobscheduler.api.serving.server import serve_asgi
 from jobscheduler.api.serving.unread_body import ASGIApp
-from jobscheduler.auth import current_principal, public, requires
-from jobscheduler.bounded import BoundedCalls
-from jobscheduler.bulk import create_batch, parse_batch_request
-from jobscheduler.contract import RouteTable, UnsupportedMediaType, openapi_document
 from jobscheduler.domain.attempts import attempt_to_json
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import Job, is_job_id, job_to_json
@@ -40,24 +44,14 @@ from jobscheduler.errors import (
 )
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.base import InsertOutcome
-from jobscheduler.tenancy import (
-    admit_batch,
-    claim_tenant,
-    forget_batch,
-    install_tenancy,
-    mark_audited,
-)
-from jobscheduler.ui import register_ui_routes
 
-from . import schemas as ops
-from .create import FAILED, Creator, FastCreate, duplicate_message
-from .cron import register_cron_routes
-from .listing import register_listing_routes
-from .manage import register_manage_routes
+from .auth import current_principal, public, requires
+from .bounded import BoundedCalls
 from .metrics import RequestMetrics
-from .occurrences import register_occurrence_routes
-from .overview import register_overview_route
-from .schemas_manage import describe_registered
+from .route_table import RouteTable, UnsupportedMediaType, openapi_document
+from .schemas import jobs as ops
+from .tenancy import admit_batch, claim_tenant, forget_batch, install_tenancy, mark_audited
+from .ui import register_ui_routes
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The audit trail: one append-only record per state-changing request.
 
-Records are written by the API (:mod:`jobscheduler.tenancy` records every non-GET request
+Records are written by the API (:mod:`jobscheduler.api.tenancy` records every non-GET request
 generically, plus key operations explicitly), kept in the job store beside the jobs (both
 adapters), read by admins (``GET /audit``, ``jobscheduler audit``) and pruned by the reaper
 after ``AUDIT_RETENTION``. Ids are ObjectIds, so they sort by creation time: the newest

@@ -98,7 +98,7 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        # Tenancy (jobscheduler.tenancy).
+        # Tenancy (jobscheduler.api.tenancy).
         self.api_quota_rejections = Counter(
             "api_quota_rejections_total",
             "Requests refused by a tenant quota (429), by reason (rate, unfinished).",

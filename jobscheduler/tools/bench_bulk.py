@@ -21,7 +21,7 @@ from pathlib import Path
 import pymongo
 import trio
 
-from jobscheduler import actions
+from jobscheduler.api import actions
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.config import Settings
 from jobscheduler.domain.model import Job, Status, new_job_id, utc

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import trio
 
-from jobscheduler.bulk import MAX_BATCH
+from jobscheduler.api.routes.batch import MAX_BATCH
 from jobscheduler.domain.model import format_time
 
 #: How many batch requests are in flight at once.

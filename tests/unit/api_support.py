@@ -18,12 +18,12 @@ from typing import Any, cast
 import attrs
 
 from jobscheduler.api import create_app
-from jobscheduler.api.create import FastCreate
+from jobscheduler.api.routes.create import FastCreate
+from jobscheduler.api.tenancy import EXTENSION
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store import JobStore
-from jobscheduler.tenancy import EXTENSION
 
 from .conftest import BASE, DepsFactory
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from jobscheduler.bulk import MAX_BATCH
+from jobscheduler.api.routes.batch import MAX_BATCH
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Failure
 from jobscheduler.domain.model import Job, new_job_id

@@ -13,13 +13,13 @@ import pytest
 import trio
 from trio.testing import MockClock
 
-from jobscheduler.api.create import FAILED, FastCreate
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.routes.create import FAILED, FastCreate
+from jobscheduler.api.tenancy import EXTENSION
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, new_job_id
 from jobscheduler.errors import StoreError
 from jobscheduler.store.base import AuditRecord
-from jobscheduler.tenancy import EXTENSION
 
 from .conftest import DepsFactory, ProxyStore
 from .tenancy_support import AuthApi, auth_deps, serve_auth
@@ -242,7 +242,7 @@ async def test_an_unexpected_error_before_the_store_is_quarts_json_500(
     def broken(*args: Any, **kwargs: Any) -> Job:
         raise KeyError("secret_column")
 
-    monkeypatch.setattr("jobscheduler.api.create.parse_create_request", broken)
+    monkeypatch.setattr("jobscheduler.api.routes.create.parse_create_request", broken)
     reply = await served.api.call("POST", "/jobs", as_="a-writer", json=body())
     assert reply.status == 500
     assert reply.json == {"error": "internal error"}

@@ -16,7 +16,7 @@ import trio
 import trio.testing
 from quart import g
 
-from jobscheduler.api.manage import BULK_PAGE_TIMEOUT
+from jobscheduler.api.routes.manage import BULK_PAGE_TIMEOUT
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain import states
 from jobscheduler.domain.keys import Principal, Role

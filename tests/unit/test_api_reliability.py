@@ -15,7 +15,7 @@ import trio.testing
 from quart_trio import QuartTrio
 
 from jobscheduler.api import RETRY_AFTER_SECONDS
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.keys import ApiKey

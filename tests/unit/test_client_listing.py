@@ -13,10 +13,10 @@ import httpx
 import pytest
 import trio
 
+from jobscheduler.api.job_filters import SORTS as API_SORTS
 from jobscheduler.client import MAX_BULK_IDS, SORTS, AsyncClient, Client
 from jobscheduler.domain.model import Status
 from jobscheduler.errors import ValidationError
-from jobscheduler.listing import SORTS as API_SORTS
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import Api, api_deps, serve

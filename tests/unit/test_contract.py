@@ -11,9 +11,9 @@ import pytest
 from quart import Response
 
 from jobscheduler.api import create_app
-from jobscheduler.api import schemas as api_schemas
+from jobscheduler.api.route_table import Operation, Reply, compile_body_validator, table_of
+from jobscheduler.api.schemas import jobs as api_schemas
 from jobscheduler.clock import ManualClock
-from jobscheduler.contract import Operation, Reply, compile_body_validator, table_of
 from jobscheduler.errors import ValidationError
 
 from .api_support import Api, create_body, serve

@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from jobscheduler import actions
+from jobscheduler.api import actions
 from jobscheduler.clock import TrioClock
 from jobscheduler.domain import cron, states
 from jobscheduler.domain.cron import CatchUp, Overlap

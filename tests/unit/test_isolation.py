@@ -19,11 +19,11 @@ from typing import Any
 import attrs
 import pytest
 
-from jobscheduler.auth import PUBLIC, declared_role
+from jobscheduler.api.auth import PUBLIC, declared_role
+from jobscheduler.api.ui._session import csrf_token
 from jobscheduler.domain.audit import AuditQuery
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import job_to_json, new_job_id
-from jobscheduler.ui._session import csrf_token
 
 from .conftest import DepsFactory
 from .tenancy_support import AuthApi, auth_deps, serve_auth

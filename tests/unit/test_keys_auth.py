@@ -12,11 +12,11 @@ import trio.testing
 from trio.testing import MockClock
 
 from jobscheduler import cli
-from jobscheduler.auth import Authenticator
+from jobscheduler.api.auth import Authenticator
+from jobscheduler.api.quotas import TokenBucket
 from jobscheduler.config import Settings
 from jobscheduler.domain.keys import ApiKey, Principal, Role, hash_secret, new_key, parse_token
 from jobscheduler.errors import StoreError, Unauthorized, ValidationError
-from jobscheduler.quotas import TokenBucket
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory
@@ -306,7 +306,7 @@ async def test_the_reaper_prunes_audit_records_past_the_retention(
 async def test_a_stalled_count_leaves_the_last_one_standing_after_half_a_second(
     autojump_clock: MockClock,
 ) -> None:
-    from jobscheduler.quotas import COUNT_REFRESH, QuotaExceeded, Quotas
+    from jobscheduler.api.quotas import COUNT_REFRESH, QuotaExceeded, Quotas
 
     counts = [5]
     stalled = trio.Event()

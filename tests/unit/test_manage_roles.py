@@ -7,7 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from jobscheduler import actions
+from jobscheduler.api import actions
 from jobscheduler.domain.model import Status
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.reaper.sweeps import sample_gauges

@@ -15,7 +15,7 @@ import attrs
 import pytest
 
 from jobscheduler.api import create_app
-from jobscheduler.ui._chart import STATUS_ORDER
+from jobscheduler.api.ui._chart import STATUS_ORDER
 
 from .api_support import Api, api_deps, serve
 from .conftest import DepsFactory

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from werkzeug.datastructures import MultiDict
 
+from jobscheduler.api.job_filters import parse_filter, parse_list_request
+from jobscheduler.api.ui._filters import DEFAULT_PAGE_SIZE, parse_jobs_filter
 from jobscheduler.domain.model import LISTABLE_STATUSES, Status
-from jobscheduler.listing import parse_filter, parse_list_request
 from jobscheduler.store.query import Sort
-from jobscheduler.ui._filters import DEFAULT_PAGE_SIZE, parse_jobs_filter
 
 
 def test_every_filter_becomes_the_apis_query_and_the_same_bulk_filter() -> None:

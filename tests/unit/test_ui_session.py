@@ -14,12 +14,17 @@ import pytest
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler.auth import current_principal
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api.auth import current_principal
+from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.ui import register_ui_routes
+from jobscheduler.api.ui._session import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    csrf_token,
+    session_authorization,
+)
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.errors import Forbidden, Unauthorized
-from jobscheduler.ui import register_ui_routes
-from jobscheduler.ui._session import CSRF_HEADER, SESSION_COOKIE, csrf_token, session_authorization
 
 from .conftest import DepsFactory
 

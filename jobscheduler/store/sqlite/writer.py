@@ -13,7 +13,7 @@ insert fails only itself and per-job transitions stay individually atomic.
 Cancellation is that of a thread call: a caller cancelled while its write is queued
 withdraws it; once its batch is with the thread, the write runs to its end and the caller
 waits for its outcome (the cancellation comes at its next checkpoint). Request handlers
-bound that wait with :class:`~jobscheduler.bounded.BoundedCalls`, which detaches a call
+bound that wait with :class:`~jobscheduler.api.bounded.BoundedCalls`, which detaches a call
 that outlives its deadline.
 """
 

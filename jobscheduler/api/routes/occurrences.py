@@ -22,8 +22,8 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler.auth import current_principal, requires
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import Job, cron_policy_of, format_time, is_job_id

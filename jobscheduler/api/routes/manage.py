@@ -28,9 +28,10 @@ import attrs
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler import actions
-from jobscheduler.auth import current_principal, requires
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api import actions
+from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.job_filters import parse_filter
 from jobscheduler.domain import cron
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import (
@@ -46,7 +47,6 @@ from jobscheduler.domain.model import (
 from jobscheduler.domain.validation import check_payload_strings as check_payload
 from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import DuplicateJob, InvalidTransition, ValidationError
-from jobscheduler.listing import parse_filter
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import JobQuery
 

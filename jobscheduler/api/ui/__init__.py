@@ -15,7 +15,7 @@ Shape, and why:
 - **No build step, no CDN**: templates and static files are package data; the CSS and the
   scripts are ours, the Overview's chart is inline SVG drawn by its script.
 - **Roles decide what is drawn**: the page knows the request's principal
-  (:func:`jobscheduler.auth.current_principal`); a reader gets no action buttons, and the
+  (:func:`jobscheduler.api.auth.current_principal`); a reader gets no action buttons, and the
   API refuses its writes anyway.
 """
 

@@ -34,17 +34,16 @@ from typing import Any
 
 import attrs
 
+from jobscheduler.api.auth import Authenticator
+from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.metrics import RequestMetrics
 from jobscheduler.api.serving.unread_body import ASGIApp, Message, Receive, Scope, Send
-from jobscheduler.auth import Authenticator
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api.tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
 from jobscheduler.domain.keys import OPERATOR, Principal, Role
 from jobscheduler.domain.model import Job, job_to_json
 from jobscheduler.domain.validation import PayloadValidator, loads_json_body, parse_create_request
 from jobscheduler.errors import DuplicateJob
 from jobscheduler.roles.deps import Deps
-from jobscheduler.tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
-
-from .metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 

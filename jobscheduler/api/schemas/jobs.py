@@ -1,6 +1,7 @@
 """The JSON Schemas of the HTTP contract and the declaration of every operation.
 
-Request-body schemas here are the ones the routes validate with (see :mod:`jobscheduler.contract`);
+Request-body schemas here are the ones the routes validate with (see
+:mod:`jobscheduler.api.route_table`);
 limits and enums come from model.py and the cron package, so a new status or a changed
 limit shows up in validation and in ``/openapi.json`` at once. Response schemas describe
 what :func:`jobscheduler.domain.model.job_to_json` and the routes write; they stay open to new
@@ -14,7 +15,7 @@ from typing import Literal
 
 import attrs
 
-from jobscheduler.contract import Operation, Param, Reply, Schema
+from jobscheduler.api.route_table import Operation, Param, Reply, Schema
 from jobscheduler.domain import cron
 from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
 

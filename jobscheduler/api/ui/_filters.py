@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from werkzeug.datastructures import MultiDict
 
-from jobscheduler.listing import SORTS
+from jobscheduler.api.job_filters import SORTS
 
 #: Rows per page of the Jobs table, and the choices offered.
 DEFAULT_PAGE_SIZE = 50

@@ -1,15 +1,15 @@
 """Declarations of the tenancy routes (API keys, audit trail) and of a template's ledger
-(``GET /jobs/{id}/occurrences``), in the same terms as :mod:`.schemas`. Like
-:mod:`.schemas_manage`, they document routes that validate their input in their own
-modules; :func:`jobscheduler.api.schemas_manage.describe_registered` declares the ones on the
+(``GET /jobs/{id}/occurrences``), in the same terms as :mod:`.jobs`. Like
+:mod:`.manage`, they document routes that validate their input in their own
+modules; :func:`jobscheduler.api.schemas.manage.describe_registered` declares the ones on the
 app."""
 
 from __future__ import annotations
 
-from jobscheduler.contract import Operation, Param, Reply, Schema
+from jobscheduler.api.route_table import Operation, Param, Reply, Schema
+from jobscheduler.api.routes.occurrences import DEFAULT_OCCURRENCE_LIMIT, MAX_OCCURRENCE_LIMIT
 
-from .occurrences import DEFAULT_OCCURRENCE_LIMIT, MAX_OCCURRENCE_LIMIT
-from .schemas import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation, page_params
+from .jobs import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation, page_params
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 

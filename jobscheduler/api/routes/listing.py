@@ -16,15 +16,15 @@ from urllib.parse import urlencode
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler.actions import Caller, direct
-from jobscheduler.auth import current_principal, requires
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api.actions import Caller, direct
+from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.job_filters import encode_cursor, parse_list_request, parse_tenant_query
+from jobscheduler.api.tenancy import tenant_args
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import format_time, job_to_json
-from jobscheduler.listing import encode_cursor, parse_list_request, parse_tenant_query
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Cursor, JobStats
-from jobscheduler.tenancy import tenant_args
 
 STATS_PARAMETERS = ("tenantId",)
 

@@ -20,9 +20,10 @@ from typing import Any
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler.auth import current_principal, requires
-from jobscheduler.bounded import BoundedCalls
-from jobscheduler.contract import table_of
+from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.route_table import table_of
+from jobscheduler.api.schemas import jobs as ops
 from jobscheduler.domain import cron
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import (
@@ -35,8 +36,6 @@ from jobscheduler.domain.model import (
 )
 from jobscheduler.errors import ValidationError
 from jobscheduler.roles.deps import Deps
-
-from . import schemas as ops
 
 log = logging.getLogger(__name__)
 

@@ -14,16 +14,15 @@ from collections.abc import Callable
 from quart import Response, request
 from quart_trio import QuartTrio
 
-from jobscheduler.actions import Caller, direct
-from jobscheduler.auth import current_principal, requires
-from jobscheduler.bounded import BoundedCalls
-from jobscheduler.contract import Operation, Param, Reply, Schema, table_of
+from jobscheduler.api.actions import Caller, direct
+from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.job_filters import parse_tenant_query
+from jobscheduler.api.route_table import Operation, Param, Reply, Schema, table_of
+from jobscheduler.api.schemas.jobs import TEXT, TIME
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.overview import overview_to_json
-from jobscheduler.listing import parse_tenant_query
 from jobscheduler.roles.deps import Deps
-
-from .schemas import TEXT, TIME
 
 PARAMETERS = ("tenantId",)
 

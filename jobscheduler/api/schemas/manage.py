@@ -1,5 +1,5 @@
 """Declarations of the job-management, listing, stats, batch and attempt routes (issue 11
-§1-2 and the batch/attempt routes), in the same terms as :mod:`.schemas`.
+§1-2 and the batch/attempt routes), in the same terms as :mod:`.jobs`.
 
 These routes validate their input in their own modules (``api.manage``, ``api.listing``,
 ``bulk``) with messages that list the accepted fields; the declarations here document that
@@ -14,12 +14,13 @@ from collections.abc import Mapping
 
 import attrs
 
-from jobscheduler.contract import Operation, Param, Reply, RouteTable, Schema
+from jobscheduler.api.job_filters import SORTS
+from jobscheduler.api.route_table import Operation, Param, Reply, RouteTable, Schema
 from jobscheduler.domain.model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
-from jobscheduler.listing import SORTS
 from jobscheduler.store.query import MAX_QUERY_IDS
 
-from .schemas import (
+from .admin import OPERATIONS as ADMIN_OPERATIONS
+from .jobs import (
     JOB,
     JOB_ID,
     PRIORITY,
@@ -32,7 +33,6 @@ from .schemas import (
     job_reply,
     page_params,
 )
-from .schemas_admin import OPERATIONS as ADMIN_OPERATIONS
 
 CONFLICT: Schema = {
     "type": "object",
@@ -368,7 +368,7 @@ OPERATIONS = (
 
 
 def describe_registered(table: RouteTable) -> None:
-    """Declare each operation of this module and of :mod:`.schemas_admin` whose route
+    """Declare each operation of this module and of :mod:`.admin` whose route
     is on the app and has no declaration yet."""
     missing = set(table.undeclared())
     known = (*OPERATIONS, *ADMIN_OPERATIONS)

@@ -12,8 +12,8 @@ from urllib.parse import urlencode, urlsplit
 from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
 from quart_trio import QuartTrio
 
-from jobscheduler.auth import current_principal, public, requires
-from jobscheduler.bounded import BoundedCalls
+from jobscheduler.api.auth import current_principal, public, requires
+from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
 from jobscheduler.errors import Unauthorized

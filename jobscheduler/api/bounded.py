@@ -18,7 +18,7 @@ The bound is per request, not per call: the first call a request makes starts it
 (``timeout`` seconds) and every later call of the same request gets what is left of it. A
 request that authenticates, checks a quota, inserts and audits therefore still answers within
 ``timeout`` (plus its own work), where per-call bounds would add up past a client's timeout.
-A request served outside Quart (the create's fast path, :mod:`jobscheduler.api.create`)
+A request served outside Quart (the create's fast path, :mod:`jobscheduler.api.routes.create`)
 holds its budget in :meth:`BoundedCalls.request_budget` instead. Outside a request (no
 request context, no budget), or with ``per_request=False``, each call gets the whole
 ``timeout``.
