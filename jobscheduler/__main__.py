@@ -1,3 +1,3 @@
-from jobscheduler.cli import main
+from jobscheduler.cli.main import main
 
 raise SystemExit(main())

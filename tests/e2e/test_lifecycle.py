@@ -210,7 +210,7 @@ async def test_second_dev_on_the_same_file_is_refused_with_one_line_and_exit_2(
 #: executor that does not honour the lock, to show the store's fencing holds regardless.
 LOCKLESS_DEV = (
     "import trio; "
-    "from jobscheduler.app import embedded_deps, run_roles; "
+    "from jobscheduler.process.assembly import embedded_deps, run_roles; "
     "from jobscheduler.config import Settings; "
     "from jobscheduler.observability.metrics import configure_logging; "
     "settings = Settings.from_env(); "

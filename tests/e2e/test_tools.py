@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from jobscheduler.cli.seed import TENANTS, kind_counts
 from jobscheduler.domain.model import Job
 from jobscheduler.store.sqlite import SQLiteJobStore
-from jobscheduler.tools.seed import TENANTS, kind_counts
 from jobscheduler.tools.stats import percentile, percentiles
 from tests.support.ports import free_port
 

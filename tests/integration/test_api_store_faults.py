@@ -129,7 +129,7 @@ async def test_frozen_store_gives_503_within_the_bound_and_a_late_insert_gives_4
 async def test_readiness_of_the_production_roles_names_store_kafka_and_etcd(
     tmp_path: Path,
 ) -> None:
-    from jobscheduler.app import production_deps
+    from jobscheduler.process.assembly import production_deps
 
     settings = Settings.from_env(
         {
@@ -149,7 +149,7 @@ async def test_readiness_of_the_production_roles_names_store_kafka_and_etcd(
 
 
 async def test_readiness_fails_fast_and_names_an_unreachable_kafka_and_etcd() -> None:
-    from jobscheduler.app import production_deps
+    from jobscheduler.process.assembly import production_deps
 
     settings = Settings.from_env({"KAFKA_BROKERS": "127.0.0.1:1", "ETCD_ENDPOINTS": "127.0.0.1:1"})
     deps = production_deps(settings, role="scheduler")

@@ -207,8 +207,8 @@ async def test_failing_job_retries_with_backoff_then_dead_letters(cluster: Clust
 
 async def test_bug_run_executor_keeps_running_until_signalled(cluster: Cluster) -> None:
     """``jobscheduler run-executor`` must consume until SIGTERM. In ``run_roles``
-    (jobscheduler/app.py) the front nursery holds only the api, scheduler and reaper roles;
-    in an executor-only process it is empty, exits at once, and the ``drain.set()`` after
+    (jobscheduler/process/assembly.py) the front nursery holds only the api, scheduler and reaper
+    roles; in an executor-only process it is empty, exits at once, and the ``drain.set()`` after
     it makes the executor drain and the process exit 0 right after logging ``ready``."""
     executor = await cluster.start("executor", JOB_TYPE="noop")
     with trio.move_on_after(3):

@@ -7,8 +7,8 @@ import json
 import os
 import time
 
-from jobscheduler.tools.bench_create import cpu_seconds
-from jobscheduler.tools.echo_app import create_echo_app
+from jobscheduler.tools.bench.create import cpu_seconds
+from jobscheduler.tools.bench.echo_app import create_echo_app
 
 
 async def test_echo_route_answers_201_with_the_json_body_it_was_sent() -> None:

@@ -7,7 +7,7 @@ import os
 from prometheus_client import CollectorRegistry, generate_latest
 
 from jobscheduler.store.mongo.commands import CommandCounter
-from jobscheduler.tools.bench_distributed import RoleSample, cpu_seconds, parse_commands, report
+from jobscheduler.tools.bench.distributed import RoleSample, cpu_seconds, parse_commands, report
 
 
 def test_commands_are_read_back_from_a_role_s_metrics_text_by_name() -> None:

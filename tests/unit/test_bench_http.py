@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from jobscheduler.tools.bench_http import Connection, Pool
-from jobscheduler.tools.bench_stack import Process
+from jobscheduler.tools.bench.http import Connection, Pool
+from jobscheduler.tools.bench.stack import Process
 
 Reply = Callable[[bytes], list[bytes]]
 

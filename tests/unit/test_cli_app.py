@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobscheduler.cli import main
+from jobscheduler.cli.main import main
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.handlers import default_registry
 

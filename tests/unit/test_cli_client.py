@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from jobscheduler import cli
+from jobscheduler.cli import common as common
+from jobscheduler.cli import main as cli
 from jobscheduler.client import Client
-from jobscheduler.client import _cli_common as common
 
 JOB_ID = "65f0a1b2c3d4e5f6a7b8c9d0"
 

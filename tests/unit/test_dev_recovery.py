@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from jobscheduler.bus.local import LocalBus
-from jobscheduler.cli import main
-from jobscheduler.devlock import DevLock, StoreLocked
+from jobscheduler.cli.main import main
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
+from jobscheduler.process.devlock import DevLock, StoreLocked
 from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.store.sqlite import SQLiteJobStore
 
@@ -39,7 +39,7 @@ def test_lock_of_a_killed_process_is_free_at_once(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from jobscheduler.devlock import DevLock; "
+            "import sys, time; from jobscheduler.process.devlock import DevLock; "
             f"DevLock({str(database)!r}).acquire(); print('held', flush=True); time.sleep(60)",
         ],
         stdout=subprocess.PIPE,

@@ -11,9 +11,9 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
-from jobscheduler import cli
 from jobscheduler.api.auth import Authenticator
 from jobscheduler.api.quotas import TokenBucket
+from jobscheduler.cli import main as cli
 from jobscheduler.config import Settings
 from jobscheduler.domain.keys import ApiKey, Principal, Role, hash_secret, new_key, parse_token
 from jobscheduler.errors import StoreError, Unauthorized, ValidationError

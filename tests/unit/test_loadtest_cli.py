@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobscheduler.cli import main
+from jobscheduler.cli.main import main
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobscheduler.domain.model import MAX_LIST_LIMIT, format_time
-from jobscheduler.tools.loadtest_report import summarize
-from jobscheduler.tools.loadtest_state import Accepted, LoadState, Options
+from jobscheduler.tools.loadtest.report import summarize
+from jobscheduler.tools.loadtest.state import Accepted, LoadState, Options
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

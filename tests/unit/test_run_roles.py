@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from jobscheduler.app import embedded_deps, run_roles
+from jobscheduler.process.assembly import embedded_deps, run_roles
 
 from .conftest import make_settings
 
@@ -29,7 +29,7 @@ async def test_the_heap_of_a_started_process_is_frozen_once_its_roles_are_ready(
                 ready.set()
 
     handler = OnReady()
-    logger = logging.getLogger("jobscheduler.app")
+    logger = logging.getLogger("jobscheduler.process.assembly")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.INFO)

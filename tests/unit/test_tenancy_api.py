@@ -10,11 +10,11 @@ import pytest
 from trio.testing import MockClock
 
 from jobscheduler.api.auth import UNAUTHORIZED_MESSAGE
-from jobscheduler.app import production_store
 from jobscheduler.config import Settings
 from jobscheduler.domain.keys import MAX_TOKEN_LENGTH, Role
 from jobscheduler.domain.model import new_job_id
 from jobscheduler.observability.metrics import Metrics
+from jobscheduler.process.assembly import production_store
 from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -1,6 +1,6 @@
 """Start-up recovery for a process that is the only executor of its store (``dev``).
 
-When ``dev`` holds the lock on its SQLite file (:mod:`jobscheduler.devlock`), no other
+When ``dev`` holds the lock on its SQLite file (:mod:`jobscheduler.process.devlock`), no other
 executor can be running the jobs that the store says are ``claimed`` or ``running``: they
 belonged to a previous process that died (``kill -9``, a crash, a power cut). Instead of
 waiting CLAIM_TIMEOUT for their heartbeats to go stale, recover them at once, exactly as the

@@ -6,7 +6,7 @@ Served exactly like the API of ``jobscheduler dev``
 the same hypercorn settings, one trio process), so ``jobscheduler bench --phases create`` can
 compare ``POST /jobs`` with what the framework itself costs per request, in the same run.
 
-    python -m jobscheduler.tools.echo_app --port 8099
+    python -m jobscheduler.tools.bench.echo_app --port 8099
 """
 
 from __future__ import annotations

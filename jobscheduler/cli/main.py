@@ -14,17 +14,17 @@ from functools import partial
 import attrs
 import trio
 
-from jobscheduler.app import embedded_deps, production_deps, run_roles
 from jobscheduler.config import Settings
-from jobscheduler.devlock import DevLock, StoreLocked
 from jobscheduler.errors import AppLoadError, ConfigError, JobSchedulerError
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import describe, load_app, process_problem, resolve_job_types
 from jobscheduler.observability.logs import configure_logging
+from jobscheduler.process.assembly import embedded_deps, production_deps, run_roles
+from jobscheduler.process.devlock import DevLock, StoreLocked
 
 ROLES = ("api", "scheduler", "executor", "reaper")
 
-# Tool subcommands (name: help): each module jobscheduler.tools.<name> exposes
+# Tool subcommands (name: help): each one's module (:data:`COMMAND_MODULES`) exposes
 # ``configure(parser) -> None`` and ``run(args) -> int``. A tool's module is imported only
 # when that tool runs, so the roles start without loading HTTP clients and the like.
 TOOLS = {
@@ -36,7 +36,7 @@ TOOLS = {
 }
 
 # API commands, built on jobscheduler.client: the same protocol as TOOLS, each in
-# jobscheduler.client.cli_<name>, imported only when it runs.
+# jobscheduler.cli.<name>, imported only when it runs.
 API_COMMANDS = {
     "jobs": "list, show, create, cancel and retry jobs over the HTTP API",
     "cron": "list, pause, resume, trigger, update, delete and preview cron templates",
@@ -46,8 +46,20 @@ API_COMMANDS = {
 log = logging.getLogger("jobscheduler")
 
 
+COMMAND_MODULES = {
+    "seed": "jobscheduler.cli.seed",
+    "loadtest": "jobscheduler.tools.loadtest.main",
+    "bench": "jobscheduler.tools.bench.main",
+    "keys": "jobscheduler.cli.keys",
+    "audit": "jobscheduler.cli.audit",
+    "jobs": "jobscheduler.cli.jobs",
+    "cron": "jobscheduler.cli.cron",
+    "stats": "jobscheduler.cli.stats",
+}
+
+
 def _command_module(name: str) -> str:
-    return f"jobscheduler.tools.{name}" if name in TOOLS else f"jobscheduler.client.cli_{name}"
+    return COMMAND_MODULES[name]
 
 
 def _settings() -> Settings:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ._sync import Client
+from jobscheduler.client._sync import Client
 
 Row = Mapping[str, Any]
 

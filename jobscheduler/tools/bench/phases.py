@@ -1,7 +1,7 @@
 """The bench's load phases on the stack under test: burst drain, steady load, timer
 precision (W3 of issue 13) and, distributed only, scheduler failover.
 
-Each phase is a function of the :class:`~jobscheduler.tools.bench_stack.Stack`, the client
+Each phase is a function of the :class:`~jobscheduler.tools.bench.stack.Stack`, the client
 pool and the command line; it prints its figures (never asserting them: machines are shared
 and noisy). Completions are counted on the executor's metrics; delays come from the jobs'
 own timestamps.
@@ -19,11 +19,11 @@ from typing import Any
 import trio
 
 from jobscheduler.domain.model import format_time, parse_time
+from jobscheduler.tools.stats import format_seconds, percentiles
 
-from . import bench_enqueue
-from .bench_http import Pool
-from .bench_stack import STARTUP_TIMEOUT, Stack
-from .stats import format_seconds, percentiles
+from . import enqueue as bench_enqueue
+from .http import Pool
+from .stack import STARTUP_TIMEOUT, Stack
 
 PCTS = (50, 95, 99)
 #: Workload W3 of issue 13 (timer precision): jobs, and creations per second.
@@ -114,7 +114,7 @@ async def burst(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
     live = [p for p in stack.processes if p.running]
     roles = [(p.name, p.proc.pid, p.metrics) for p in live if p.proc]
     if stack.distributed:  # psutil comes with the dev extras: imported only here
-        from . import bench_distributed
+        from . import distributed as bench_distributed
     # CPU of the stack from just before the due instant to the last completion.
     await trio.sleep(max((due - datetime.now(UTC)).total_seconds() - 0.2, 0.0))
     cpu_before = sum(p.cpu_seconds() for p in live)

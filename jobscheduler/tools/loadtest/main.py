@@ -21,9 +21,9 @@ Exit status 0 when at least one job was accepted and every accepted job finished
 (``completed`` or ``dlq``) before ``--timeout`` ran out after the last send; 1 otherwise.
 
 This module is the command (its options, the payload check, the run); the run's record is
-:mod:`~jobscheduler.tools.loadtest_state`, the senders and the poller
-:mod:`~jobscheduler.tools.loadtest_traffic`, the summary
-:mod:`~jobscheduler.tools.loadtest_report`.
+:mod:`~jobscheduler.tools.loadtest.state`, the senders and the poller
+:mod:`~jobscheduler.tools.loadtest.traffic`, the summary
+:mod:`~jobscheduler.tools.loadtest.report`.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from jobscheduler.config import parse_duration
 from jobscheduler.errors import ValidationError
 from jobscheduler.handlers import default_registry
 
-from .loadtest_report import summarize
-from .loadtest_state import LoadState, Options
-from .loadtest_traffic import load_test
+from .report import summarize
+from .state import LoadState, Options
+from .traffic import load_test
 
 EPILOG = """\
 Examples:

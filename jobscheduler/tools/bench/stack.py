@@ -5,7 +5,7 @@ process per role (``run-api``, two ``run-scheduler``, ``run-executor`` for ``noo
 ``run-reaper``) on the environment's MongoDB, Kafka and etcd, in a database, topic prefix
 and election of the run's own, dropped afterwards. Every process gets free ports, waits for
 its ``/healthz`` before the bench goes on, and is read through its metrics listener. The
-create phase's servers (:mod:`jobscheduler.tools.bench_create`) are started here too.
+create phase's servers (:mod:`jobscheduler.tools.bench.create`) are started here too.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import trio
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import Settings
 
-from . import bench_create
-from .bench_http import Connection, Pool
+from . import create as bench_create
+from .http import Connection, Pool
 
 STARTUP_TIMEOUT = 30.0
 

@@ -250,7 +250,7 @@ async def insert_all(store: JobStore, jobs: list[tuple[str, Job]]) -> Outcome:
 def store_for(kind: str, settings: Settings) -> tuple[JobStore, str]:
     """The store to write to and a description of it (credentials redacted)."""
     if kind == "mongo":
-        from jobscheduler.app import production_store
+        from jobscheduler.process.assembly import production_store
 
         uri = _URI_CREDENTIALS.sub("***@", settings.mongo_uri)
         return production_store(settings), f"mongo {uri} (database {settings.mongo_db})"

@@ -1,7 +1,7 @@
 """What a ``jobscheduler loadtest`` run asked for and what it has seen so far.
 
-The senders and the poller (:mod:`jobscheduler.tools.loadtest_traffic`) record into one
-:class:`LoadState` as things happen; the report (:mod:`jobscheduler.tools.loadtest_report`)
+The senders and the poller (:mod:`jobscheduler.tools.loadtest.traffic`) record into one
+:class:`LoadState` as things happen; the report (:mod:`jobscheduler.tools.loadtest.report`)
 is made from it, so an interrupted run can still be summarised.
 """
 

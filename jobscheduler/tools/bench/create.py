@@ -3,7 +3,7 @@ framework's own floor, and the cost of authentication, all in one run.
 
 Three servers, started fresh for the phase and measured side by side:
 
-- ``echo``: :mod:`jobscheduler.tools.echo_app`, a trivial quart-trio route on hypercorn that
+- ``echo``: :mod:`jobscheduler.tools.bench.echo_app`, a trivial quart-trio route on hypercorn that
   parses the JSON body and echoes it (the floor);
 - ``dev AUTH=off`` and ``dev AUTH=required`` (an admin key in the Authorization header): a
   ``jobscheduler dev`` each, on its own SQLite file, at the default ``LOG_LEVEL`` (INFO).
@@ -32,12 +32,11 @@ import attrs
 import trio
 
 from jobscheduler.domain.model import format_time
-
-from .stats import format_seconds, percentiles
+from jobscheduler.tools.stats import format_seconds, percentiles
 
 #: The target: creates/s at least this share of the echo route's requests/s.
 TARGET_RATIO = 0.8
-ECHO_MODULE = "jobscheduler.tools.echo_app"
+ECHO_MODULE = "jobscheduler.tools.bench.echo_app"
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import _cli_common as common
+from . import common as common
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ import argparse
 import itertools
 from typing import Any
 
-from . import _cli_common as common
+from . import common as common
 
 TEMPLATE_COLUMNS = [
     ("ID", "id"),

@@ -2,7 +2,7 @@
 (batches of 1,000) and then through one ``POST /jobs`` per job; for each, the rate from the
 first request to the last completion (counted by the executor's metrics).
 
-Used by :mod:`jobscheduler.tools.bench`; kept apart so that module stays one concern each.
+Used by :mod:`jobscheduler.tools.bench.main`; kept apart so that module stays one concern each.
 """
 
 from __future__ import annotations

@@ -26,13 +26,14 @@ from jobscheduler.errors import StoreError
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import load_app, resolve_job_types
 from jobscheduler.observability.metrics import Metrics
-from jobscheduler.process.metrics_server import run_metrics_server
 from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.roles.executor.consume import run_executor
 from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.roles.reaper.sweeps import run_reaper
 from jobscheduler.roles.scheduler.loop import run_scheduler
 from jobscheduler.store import JobStore
+
+from .metrics_server import run_metrics_server
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,8 @@ def production_deps(
     """Adapters for one production role; a role gets real connections only to what it uses."""
     from jobscheduler.bus.local import LocalBus
     from jobscheduler.election.local import LocalElector
-    from jobscheduler.probes import etcd_probe, kafka_probe
+
+    from .probes import etcd_probe, kafka_probe
 
     needs_bus = role in ("scheduler", "executor", "reaper")
     metrics = Metrics()

@@ -1,8 +1,8 @@
 """Measure a bulk retry: N dead-lettered jobs back to pending with one ``POST /jobs/retry``
 filter, on the SQLite store or a MongoDB-protocol server.
 
-``python -m jobscheduler.tools.bench_bulk --store sqlite --jobs 10000``
-``python -m jobscheduler.tools.bench_bulk --store mongo --mongo-uri mongodb://127.0.0.1:27017``
+``python -m jobscheduler.tools.bench.bulk --store sqlite --jobs 10000``
+``python -m jobscheduler.tools.bench.bulk --store mongo --mongo-uri mongodb://127.0.0.1:27017``
 
 The jobs are written straight into a fresh store (a temporary SQLite file, or a fresh
 database that is dropped afterwards), then the route's own code (:func:`actions.bulk_retry`)

@@ -3,7 +3,7 @@ finished jobs, the progress lines, and the run that ties them together.
 
 ``POST /jobs`` goes out on a fixed timetable with at most ``--concurrency`` requests in
 flight; finished jobs are found by listing the run's tenants by final status in rounds.
-Everything observed is recorded in the :class:`~jobscheduler.tools.loadtest_state.LoadState`.
+Everything observed is recorded in the :class:`~jobscheduler.tools.loadtest.state.LoadState`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import trio
 from jobscheduler.domain.model import MAX_LIST_LIMIT, format_time
 from jobscheduler.errors import JobSchedulerError
 
-from .loadtest_state import Accepted, LoadState
+from .state import Accepted, LoadState
 
 REQUEST_TIMEOUT = 10.0
 POLL_INTERVAL = 1.0  # results use server timestamps, so polling faster only adds load

@@ -8,8 +8,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import _cli_common as common
-from ._core import MAX_BULK_IDS, SORTS
+from jobscheduler.client._core import MAX_BULK_IDS, SORTS
+
+from . import common as common
 
 JOB_COLUMNS = [
     ("ID", "id"),

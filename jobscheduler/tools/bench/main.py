@@ -16,7 +16,7 @@ shared and noisy):
    start delay percentiles;
 4. enqueue+drain: 20,000 due ``noop`` jobs sent in batches of 1,000 through
    ``POST /jobs/batch``, then as many through one ``POST /jobs`` each; the rate from the
-   first request to the last completion (:mod:`jobscheduler.tools.bench_enqueue`);
+   first request to the last completion (:mod:`jobscheduler.tools.bench.enqueue`);
 5. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
    until the standby reports ``scheduler_is_leader 1``.
 
@@ -25,9 +25,9 @@ a minimal keep-alive HTTP/1.1 client on raw trio streams (httpx costs several ti
 per request than the server under test).
 
 This module is the command: its options and the order of the phases. The client is
-:mod:`~jobscheduler.tools.bench_http`, the processes under test
-:mod:`~jobscheduler.tools.bench_stack`, the burst, steady, timer and failover phases
-:mod:`~jobscheduler.tools.bench_phases`.
+:mod:`~jobscheduler.tools.bench.http`, the processes under test
+:mod:`~jobscheduler.tools.bench.stack`, the burst, steady, timer and failover phases
+:mod:`~jobscheduler.tools.bench.phases`.
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ import trio
 from jobscheduler.config import Settings, parse_duration
 from jobscheduler.errors import ConfigError
 
-from . import bench_create, bench_enqueue, bench_phases
-from .bench_http import Pool
-from .bench_stack import Stack
+from . import create as bench_create
+from . import enqueue as bench_enqueue
+from . import phases as bench_phases
+from .http import Pool
+from .stack import Stack
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

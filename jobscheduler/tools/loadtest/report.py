@@ -1,6 +1,6 @@
 """The report of ``jobscheduler loadtest``: counts, latency percentiles (ack, end-to-end,
 start delay, send lag), throughput and the verdict, made from what the run recorded (the
-measures are defined in :mod:`jobscheduler.tools.loadtest`)."""
+measures are defined in :mod:`jobscheduler.tools.loadtest.main`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from datetime import datetime
 
 from jobscheduler.domain.model import parse_time
 from jobscheduler.errors import ValidationError
+from jobscheduler.tools.stats import percentiles
 
-from .loadtest_state import LoadState
-from .stats import percentiles
+from .state import LoadState
 
 PERCENTILES = (50.0, 95.0, 99.0)
 

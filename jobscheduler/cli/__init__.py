@@ -1,0 +1,1 @@
+"""The ``jobscheduler`` command line: one module per group of subcommands."""

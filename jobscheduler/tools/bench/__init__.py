@@ -1,0 +1,1 @@
+"""``jobscheduler bench``: benchmarks against a fresh stack (prints figures; not a test)."""
