@@ -212,7 +212,7 @@ LOCKLESS_DEV = (
     "import trio; "
     "from jobscheduler.process.assembly import embedded_deps, run_roles; "
     "from jobscheduler.config import Settings; "
-    "from jobscheduler.observability.metrics import configure_logging; "
+    "from jobscheduler.observability.logs import configure_logging; "
     "settings = Settings.from_env(); "
     "configure_logging(settings.log_level, settings.log_format, 'dev'); "
     "trio.run(run_roles, embedded_deps(settings), ['api', 'scheduler', 'executor', 'reaper'])"
