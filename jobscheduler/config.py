@@ -15,28 +15,14 @@ from typing import Any, TypeVar
 
 import attrs
 
+from jobscheduler.domain.addresses import Allowlist
+from jobscheduler.domain.durations import parse_duration
 from jobscheduler.errors import ConfigError
 
 T = TypeVar("T")
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
-
-
-def parse_duration(text: str) -> float:
-    """Parse ``500ms``, ``30s``, ``5m``, ``1h`` (or a bare number of seconds) into seconds."""
-    match = _DURATION.match(text)
-    if match:
-        return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 30s, 5m)") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"not a duration: {text!r}")
-    return value
 
 
 def _positive_duration(text: str) -> float:
@@ -143,10 +129,6 @@ def _bool(text: str) -> bool:
 
 def _allowlist(text: str) -> tuple[str, ...]:
     entries = _csv(text)
-    # Imported here: the handlers package is heavier than config and not needed to parse
-    # the other settings.
-    from jobscheduler.handlers.netguard import Allowlist
-
     Allowlist.parse(entries)  # raises ValueError naming a bad entry
     return entries
 

@@ -30,10 +30,11 @@ import httpcore
 import httpx
 import trio
 
+from jobscheduler.domain.addresses import Allowlist
 from jobscheduler.errors import HandlerError, PermanentError, ValidationError
 
 from .guarded_transport import GuardedTransport
-from .netguard import AddressGuard, AddressRefused, Allowlist, Resolver, system_resolver
+from .netguard import AddressGuard, AddressRefused, Resolver, system_resolver
 from .registry import JobContext
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import attrs
 import trio
 
-from jobscheduler.config import parse_duration
+from jobscheduler.domain.durations import parse_duration
 from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
 from jobscheduler.domain.validation import PayloadValidator
 from jobscheduler.errors import UnknownHandler

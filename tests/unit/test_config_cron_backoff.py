@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from jobscheduler.config import ENVIRONMENT_VARIABLES, Settings, parse_duration
+from jobscheduler.config import ENVIRONMENT_VARIABLES, Settings
 from jobscheduler.domain.backoff import MAX_BACKOFF_SECONDS, backoff_seconds
 from jobscheduler.domain.cron import next_fire, validate
+from jobscheduler.domain.durations import parse_duration
 from jobscheduler.errors import ConfigError, ValidationError
 
 # ----------------------------------------------------------------------- parse_duration

@@ -9,14 +9,11 @@ from collections.abc import Sequence
 
 import pytest
 
+from jobscheduler.domain.addresses import Allowlist, IPAddress, literal_address, refusal_reason
 from jobscheduler.handlers.netguard import (
     AddressGuard,
     AddressRefused,
-    Allowlist,
-    IPAddress,
     ResolveError,
-    literal_address,
-    refusal_reason,
     system_resolver,
 )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.config import parse_duration
+from jobscheduler.domain.durations import parse_duration
 from jobscheduler.errors import ValidationError
 
 from ._expression import min_interval

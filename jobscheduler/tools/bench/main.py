@@ -40,7 +40,8 @@ from pathlib import Path
 
 import trio
 
-from jobscheduler.config import Settings, parse_duration
+from jobscheduler.config import Settings
+from jobscheduler.domain.durations import parse_duration
 from jobscheduler.errors import ConfigError
 
 from . import create as bench_create

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from jobscheduler.config import parse_duration
+from jobscheduler.domain.durations import parse_duration
 from jobscheduler.errors import ValidationError
 from jobscheduler.handlers import default_registry
 
