@@ -43,11 +43,12 @@ test *ARGS: install
 test-unit *ARGS: install
     {{bin}}/python -m pytest -m "not integration and not e2e and not faults" {{ARGS}}
 
-# ruff + mypy.
+# ruff, mypy and the import contracts (layers, no cycles; pyproject's [tool.importlinter]).
 lint: install
     {{bin}}/ruff check jobscheduler tests
     {{bin}}/ruff format --check jobscheduler tests
     {{bin}}/mypy
+    {{bin}}/lint-imports --no-cache
 
 # Format the code.
 fmt: install
