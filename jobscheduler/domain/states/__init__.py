@@ -22,7 +22,7 @@ the started attempt back. Every transition that ends an attempt carries its
 :class:`~jobscheduler.domain.attempts.Attempt` record, which the store appends beside the job when
 (and only when) the transition applies.
 
-User actions (issue 11), each one conditional update too::
+User actions, each one conditional update too::
 
     pending/queued/claimed -cancel-> cancelled        (a stale wake-up then loses its pick)
     running -request_cancel-> running + cancelRequestedAt -finish_cancel (executor)-> cancelled

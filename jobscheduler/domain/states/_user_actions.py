@@ -1,4 +1,4 @@
-"""The user actions (issue 11): a person's cancel, retry, pause, resume, retire or edit of a
+"""The user actions: a person's cancel, retry, pause, resume, retire or edit of a
 job, each one conditional update like the roles' transitions in :mod:`._lifecycle`.
 
 See the package docstring for the diagram.

@@ -12,7 +12,7 @@ shared and noisy):
    due instant), from the jobs' own ``updatedAt``;
 3. steady load: R jobs/s for D seconds, each due 1 s after creation; start delay
    (``claimedAt - scheduledAt``) percentiles and ``POST /jobs`` latency percentiles;
-   then timer precision (W3 of issue 13): 200 jobs at 20/s, each due 1 s after creation,
+   then timer precision: 200 jobs at 20/s, each due 1 s after creation,
    start delay percentiles;
 4. enqueue+drain: 20,000 due ``noop`` jobs sent in batches of 1,000 through
    ``POST /jobs/batch``, then as many through one ``POST /jobs`` each; the rate from the

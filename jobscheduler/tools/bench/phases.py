@@ -1,5 +1,5 @@
 """The bench's load phases on the stack under test: burst drain, steady load, timer
-precision (W3 of issue 13) and, distributed only, scheduler failover.
+precision and, distributed only, scheduler failover.
 
 Each phase is a function of the :class:`~jobscheduler.tools.bench.stack.Stack`, the client
 pool and the command line; it prints its figures (never asserting them: machines are shared
@@ -26,9 +26,9 @@ from .http import Pool
 from .stack import STARTUP_TIMEOUT, Stack
 
 PCTS = (50, 95, 99)
-#: Workload W3 of issue 13 (timer precision): jobs, and creations per second.
-W3_JOBS = 200
-W3_RATE = 20.0
+#: The timer-precision workload: jobs, and creations per second.
+TIMER_JOBS = 200
+TIMER_RATE = 20.0
 
 
 def _load() -> str:
@@ -195,12 +195,12 @@ async def steady(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
 
 
 async def timer(stack: Stack, client: Pool) -> None:
-    """W3 of issue 13: 200 jobs paced at 20/s, each due 1 s after creation; the start
+    """Timer precision: 200 jobs paced at 20/s, each due 1 s after creation; the start
     delay shows how precisely the scheduler wakes for a due job (not on a tick)."""
-    delays, _, late_sends = await _paced(stack, client, "timer", W3_RATE, W3_JOBS)
+    delays, _, late_sends = await _paced(stack, client, "timer", TIMER_RATE, TIMER_JOBS)
     target = "" if stack.distributed else ", target p99 <= 10ms"
     print(
-        f"timer (W3): {W3_JOBS} jobs at {W3_RATE:.0f}/s, each due 1s after creation "
+        f"timer: {TIMER_JOBS} jobs at {TIMER_RATE:.0f}/s, each due 1s after creation "
         f"({late_sends} sends >50ms behind schedule)"
     )
     print("  " + _summary(f"start delay (claimedAt - scheduledAt){target}", delays))
