@@ -16,6 +16,9 @@ from jobscheduler.store.sqlite import SQLiteJobStore
 from .conftest import DepsFactory, make_job
 from .roles_support import pick_and_start, queue
 
+#: The reaper role's loggers (its sweeps and the recovery they share with start-up).
+REAPER = "jobscheduler.roles.reaper"
+
 
 async def test_a_sweep_logs_one_summary_line_and_each_job_at_debug(
     autojump_clock: trio.testing.MockClock,
@@ -31,10 +34,10 @@ async def test_a_sweep_logs_one_summary_line_and_each_job_at_debug(
         await pick_and_start(deps, store, job, f"tok-{i}")
     await trio.sleep(deps.settings.claim_timeout + 1)
 
-    with caplog.at_level(logging.DEBUG, logger="jobscheduler.roles.reaper.sweeps"):
+    with caplog.at_level(logging.DEBUG, logger=REAPER):
         assert await Reaper(deps).sweep() == {"queued": 5, "claimed": 2}
 
-    reaper_lines = [r for r in caplog.records if r.name == "jobscheduler.roles.reaper.sweeps"]
+    reaper_lines = [r for r in caplog.records if r.name.startswith(REAPER)]
     loud = [r for r in reaper_lines if r.levelno >= logging.INFO]
     assert [r.getMessage() for r in loud] == ["reaper recovered jobs"]
     [summary] = loud
@@ -49,6 +52,6 @@ async def test_a_sweep_with_nothing_to_recover_logs_nothing(
     make_deps: DepsFactory,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="jobscheduler.roles.reaper.sweeps"):
+    with caplog.at_level(logging.DEBUG, logger=REAPER):
         assert await Reaper(make_deps()).sweep() == {"queued": 0, "claimed": 0}
-    assert [r for r in caplog.records if r.name == "jobscheduler.roles.reaper.sweeps"] == []
+    assert [r for r in caplog.records if r.name.startswith(REAPER)] == []

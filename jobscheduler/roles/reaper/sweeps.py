@@ -1,10 +1,10 @@
 """The reaper role: return stuck jobs to pending, and sample the job gauges.
 
-Two sweeps: ``queued`` longer than QUEUED_TIMEOUT (the wake-up was lost; attempt count
-kept) and ``claimed``/``running`` without a heartbeat for CLAIM_TIMEOUT (the executor died;
-counts as a failed attempt, so a job that kills its executor ends in dlq). Each recovery
-is conditional on exactly what the sweep observed, so several reapers are safe. Each job
-recovered is logged at debug; each sweep that recovered any logs one summary line.
+Two sweeps (:mod:`.recovery`, the path ``dev``'s start-up recovery takes too): ``queued``
+longer than QUEUED_TIMEOUT (the wake-up was lost; attempt count kept) and
+``claimed``/``running`` without a heartbeat for CLAIM_TIMEOUT (the executor died; counts as
+a failed attempt, so a job that kills its executor ends in dlq). Each job recovered is
+logged at debug; each sweep that recovered any logs one summary line.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ from datetime import timedelta
 
 import trio
 
-from jobscheduler.bus.dead_letters import publish_dead_letter
-from jobscheduler.domain import states
-from jobscheduler.domain.model import Status
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
 
+from .recovery import BATCH, recover_lost, requeue_stale
+
 log = logging.getLogger(__name__)
 
-SWEEP_BATCH = 500
 #: Upper bound of one sample of the job gauges (a count over every job).
 STATS_TIMEOUT = 5.0
 
@@ -40,55 +38,11 @@ class Reaper:
         settings = deps.settings
         if queued_timeout is None:
             queued_timeout = settings.queued_timeout
-        recovered = {"queued": 0, "claimed": 0}
-        dead_lettered = 0
-        while True:
-            now = deps.clock.now()
-            stale = await deps.store.find_stale(
-                [Status.QUEUED],
-                "queued_at",
-                now - timedelta(seconds=queued_timeout),
-                SWEEP_BATCH,
-            )
-            results = await deps.store.apply_many([states.requeue(job, now=now) for job in stale])
-            for job in results:
-                if job is not None:
-                    recovered["queued"] += 1
-                    log.debug(
-                        "re-pended job stuck in queued",
-                        extra={"job_id": job.id, "tenant": job.tenant_id, "sweep": "queued"},
-                    )
-            if len(stale) < SWEEP_BATCH:
-                break
-        while True:
-            now = deps.clock.now()
-            lost = await deps.store.find_stale(
-                [Status.CLAIMED, Status.RUNNING],
-                "heartbeat_at",
-                now - timedelta(seconds=settings.claim_timeout),
-                SWEEP_BATCH,
-            )
-            results = await deps.store.apply_many([states.recover(job, now=now) for job in lost])
-            for job in results:
-                if job is None:
-                    continue
-                recovered["claimed"] += 1
-                if job.status is Status.DLQ:
-                    dead_lettered += 1
-                log.debug(
-                    "recovered job whose executor stopped heartbeating",
-                    extra={
-                        "job_id": job.id,
-                        "tenant": job.tenant_id,
-                        "sweep": "claimed",
-                        "status": job.status.value,
-                        "attempts": job.attempts,
-                    },
-                )
-                if job.status is Status.DLQ:
-                    await publish_dead_letter(deps.bus, job)
-            if len(lost) < SWEEP_BATCH:
-                break
+        requeued = await requeue_stale(deps, queued_timeout=queued_timeout)
+        lost = await recover_lost(
+            deps, cutoff=lambda now: now - timedelta(seconds=settings.claim_timeout)
+        )
+        recovered = {"queued": requeued, "claimed": lost.jobs}
         try:
             pruned = await deps.store.prune_attempts(
                 deps.clock.now() - timedelta(seconds=settings.attempt_retention)
@@ -109,7 +63,7 @@ class Reaper:
                 extra={
                     "requeued": recovered["queued"],
                     "recovered": recovered["claimed"],
-                    "dead_lettered": dead_lettered,
+                    "dead_lettered": lost.dead_lettered,
                 },
             )
         if any(recovered.values()) and deps.waker is not None:
@@ -122,9 +76,9 @@ class Reaper:
         before = deps.clock.now() - timedelta(seconds=deps.settings.audit_retention)
         pruned = 0
         while True:
-            batch = await deps.store.prune_audit(before, SWEEP_BATCH)
+            batch = await deps.store.prune_audit(before, BATCH)
             pruned += batch
-            if batch < SWEEP_BATCH:
+            if batch < BATCH:
                 break
         if pruned:
             log.info("pruned old audit records", extra={"records": pruned})
