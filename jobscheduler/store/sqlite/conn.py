@@ -80,6 +80,8 @@ class SQLiteConnection:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store at {self._path}: {exc}") from exc
         self._batches = BatchWriter(self._writer)
+        # The writer thread's owner: a system task, so the trio run's end cancels it.
+        trio.lowlevel.spawn_system_task(self._batches.serve, name="sqlite-writer")
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
         """Create or migrate the schema on the new writer connection (a worker thread)."""

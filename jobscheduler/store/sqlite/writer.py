@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: The writer thread's name while it serves a store.
+THREAD_NAME = "sqlite-writer"
+
 
 class _Slot(Generic[T]):
     """One queued write: the operation and, once run, its result or error; ``task`` is
@@ -106,7 +109,8 @@ def run_batch(conn: sqlite3.Connection, batch: list[_Slot[Any]]) -> None:
 
 
 class BatchWriter:
-    """The writer thread of one connection, serving the trio run that started it."""
+    """The writer thread of one connection, serving the trio run that started it; its owner
+    runs :meth:`serve`."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -119,8 +123,26 @@ class BatchWriter:
         self._handed: list[_Slot[Any]] | None = None
         self._stopping = False
         self._ready = threading.Condition(threading.Lock())
-        self._thread = threading.Thread(target=self._serve, name="sqlite-writer", daemon=True)
-        self._thread.start()
+        #: Set once the thread has left its loop (or been abandoned at the run's end).
+        self._served = trio.Event()
+        #: The thread serving the batches, once it runs.
+        self.thread: threading.Thread | None = None
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the writer thread until :meth:`stop`: the task that owns it (the store starts
+        it as a system task of the trio run, so the run's end cancels it). A cancelled owner
+        abandons a thread stuck on a stalled disk; it ends when the disk answers."""
+        task_status.started()
+        try:
+            await trio.to_thread.run_sync(
+                self._serve, abandon_on_cancel=True, limiter=trio.CapacityLimiter(1)
+            )
+        finally:
+            # Cancelled (the run ends without close()): the thread leaves after its batch.
+            with self._ready:
+                self._stopping = True
+                self._ready.notify()
+            self._served.set()
 
     async def write(
         self, op: Callable[[sqlite3.Connection], T], *, abandon_on_cancel: bool = False
@@ -170,7 +192,7 @@ class BatchWriter:
         with self._ready:
             self._stopping = True
             self._ready.notify()
-        await trio.to_thread.run_sync(self._thread.join, abandon_on_cancel=True)
+        await self._served.wait()
 
     def _withdraw(self, slot: _Slot[Any]) -> bool:
         if slot in self._pending:
@@ -199,6 +221,14 @@ class BatchWriter:
 
     def _serve(self) -> None:
         """The thread: run each batch handed over, and hand its outcomes back."""
+        self.thread = thread = threading.current_thread()
+        name, thread.name = thread.name, THREAD_NAME
+        try:
+            self._serve_batches()
+        finally:
+            thread.name = name
+
+    def _serve_batches(self) -> None:
         while True:
             with self._ready:
                 while self._handed is None and not self._stopping:
