@@ -30,8 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import queue
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -47,7 +46,7 @@ from .etcd_grpc import (
     channel_target,
     deadline_exceeded,
     grpc_code,
-    next_response,
+    keep_alive,
     start_call,
     unary,
 )
@@ -325,44 +324,18 @@ class EtcdElector(Elector):
         return leader
 
     async def _keep_alive(self, lease_id: int) -> str:
-        """Refresh ``lease_id`` through the ``LeaseKeepAlive`` stream every ttl/3 s.
-
-        Returns the reason when the lease is gone (a response with TTL 0); raises
-        ElectionError when refreshing is unconfirmed (no answer within ttl/3, stream error).
-        Runs until then or until cancelled; the stream is cancelled on the way out.
-        """
-        requests: queue.SimpleQueue[rpc_pb2.LeaseKeepAliveRequest | None] = queue.SimpleQueue()
-
-        def request_stream() -> Iterator[rpc_pb2.LeaseKeepAliveRequest]:
-            while (item := requests.get()) is not None:
-                yield item
-
-        responses = await self._start_call(
-            functools.partial(self._lease.LeaseKeepAlive, request_stream()), "LeaseKeepAlive"
+        """:func:`.etcd_grpc.keep_alive` of ``lease_id`` on this elector's thread tokens:
+        the reason once the lease is gone (forgotten here then), ElectionError when a
+        refresh is unconfirmed."""
+        self._require_started()
+        reason = await keep_alive(
+            self._lease.LeaseKeepAlive,
+            lease_id,
+            interval=self._keepalive_interval,
+            limiter=self._limiter,
         )
-        try:
-            while True:
-                sent_at = trio.current_time()
-                requests.put(rpc_pb2.LeaseKeepAliveRequest(ID=lease_id))
-                response: Any = None
-                with trio.move_on_after(self._keepalive_interval) as silence:
-                    response = await next_response(
-                        responses, "LeaseKeepAlive", limiter=self._limiter
-                    )
-                if silence.cancelled_caught:
-                    raise ElectionError(
-                        f"no keep-alive answer for lease {lease_id:x} "
-                        f"within {self._keepalive_interval:.2f} s"
-                    )
-                if response is None:
-                    raise ElectionError("etcd LeaseKeepAlive stream ended")
-                if response.TTL <= 0:
-                    self._leases.discard(lease_id)
-                    return f"lease {lease_id:x} expired or revoked"
-                await trio.sleep_until(sent_at + self._keepalive_interval)
-        finally:
-            requests.put(None)  # ends grpc's request-consuming thread
-            responses.cancel()  # wakes a read abandoned above
+        self._leases.discard(lease_id)
+        return reason
 
     async def _confirm_leader_key(self, term: Term) -> str:
         """Poll the leader key; return why once it no longer proves ``term``.

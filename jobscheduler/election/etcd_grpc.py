@@ -16,12 +16,14 @@ import contextlib
 import functools
 import ipaddress
 import logging
+import queue
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
 import trio
 
+from jobscheduler._etcdpb import rpc_pb2
 from jobscheduler.errors import ConfigError, ElectionError
 
 log = logging.getLogger(__name__)
@@ -149,3 +151,47 @@ def election_error(what: str, exc: grpc.RpcError) -> ElectionError:
     if isinstance(exc, grpc.Call):
         return ElectionError(f"etcd {what} failed: {exc.code().name}: {exc.details()}")
     return ElectionError(f"etcd {what} failed: {exc}")
+
+
+async def keep_alive(
+    open_stream: Callable[[Iterator[rpc_pb2.LeaseKeepAliveRequest]], Any],
+    lease_id: int,
+    *,
+    interval: float,
+    limiter: trio.CapacityLimiter,
+) -> str:
+    """Refresh ``lease_id`` through a ``LeaseKeepAlive`` stream every ``interval`` s.
+
+    ``open_stream(requests)`` starts the stream (the Lease stub's ``LeaseKeepAlive``).
+    Returns the reason when the lease is gone (a response with TTL 0); raises ElectionError
+    when refreshing is unconfirmed (no answer within ``interval``, stream error). Runs until
+    then or until cancelled; the stream is cancelled on the way out.
+    """
+    requests: queue.SimpleQueue[rpc_pb2.LeaseKeepAliveRequest | None] = queue.SimpleQueue()
+
+    def request_stream() -> Iterator[rpc_pb2.LeaseKeepAliveRequest]:
+        while (item := requests.get()) is not None:
+            yield item
+
+    responses = await start_call(
+        functools.partial(open_stream, request_stream()), "LeaseKeepAlive", limiter=limiter
+    )
+    try:
+        while True:
+            sent_at = trio.current_time()
+            requests.put(rpc_pb2.LeaseKeepAliveRequest(ID=lease_id))
+            response: Any = None
+            with trio.move_on_after(interval) as silence:
+                response = await next_response(responses, "LeaseKeepAlive", limiter=limiter)
+            if silence.cancelled_caught:
+                raise ElectionError(
+                    f"no keep-alive answer for lease {lease_id:x} within {interval:.2f} s"
+                )
+            if response is None:
+                raise ElectionError("etcd LeaseKeepAlive stream ended")
+            if response.TTL <= 0:
+                return f"lease {lease_id:x} expired or revoked"
+            await trio.sleep_until(sent_at + interval)
+    finally:
+        requests.put(None)  # ends grpc's request-consuming thread
+        responses.cancel()  # wakes a read abandoned above

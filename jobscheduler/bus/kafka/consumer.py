@@ -7,7 +7,8 @@ bounded memory channel. With ``max_in_flight`` deliveries unsettled it pauses it
 partitions and keeps serving the group (a zero-timeout poll at least every
 ``poll_timeout``); the first settle wakes it to resume. Commit bookkeeping is
 :mod:`.offsets` (pure; touched only on the trio thread); librdkafka's rebalance, commit and
-statistics callbacks, which run inside ``poll()`` on the worker thread, are :mod:`.group`.
+statistics callbacks, which run inside ``poll()`` on the worker thread, are :mod:`.group`;
+what runs on that thread between two trio steps is :mod:`.polling`.
 
 Membership (see ``membership``). The subscription records every sign that its consumer is
 a group member -- an assignment, a successful commit, a statistics report showing its
@@ -26,7 +27,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import trio
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from jobscheduler._scopes import shielded, take_ready
 from jobscheduler.bus.base import Delivery, Subscription, WakeUp
@@ -34,9 +35,10 @@ from jobscheduler.errors import BusError
 from jobscheduler.observability.logthrottle import LogThrottle
 
 from ._common import CLOSE_TIMEOUT, bus_error
-from .group import MEMBERSHIP_ERRORS, GroupEvents, to_tps
+from .group import MEMBERSHIP_ERRORS, GroupEvents
 from .membership import ConsumerOptions, MembershipWatch
-from .offsets import TP, TPO, OffsetBook, PartitionState
+from .offsets import TP, OffsetBook, PartitionState
+from .polling import final_commit_and_close, poll_cycle
 
 log = logging.getLogger(__name__)
 
@@ -296,46 +298,6 @@ class KafkaSubscription(Subscription):
 
     # -- the poller ------------------------------------------------------------------------
 
-    def _cycle(
-        self,
-        commits: list[TPO],
-        pause: list[TP],
-        resume: list[TPO],
-        max_messages: int,
-        timeout: float,
-    ) -> list[Message]:
-        """One blocking hop: commit, apply flow control, poll up to ``max_messages``."""
-        consumer = self._consumer
-        assert consumer is not None
-        if commits:
-            try:
-                consumer.commit(offsets=to_tps(commits), asynchronous=True)
-            except KafkaException as exc:  # e.g. no longer a group member: retry next cycle
-                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                self._group_events.call_trio(
-                    self._group_events.committed,
-                    self._group_events.generation,
-                    to_tps(commits),
-                    str(bus_error("commit", exc)),
-                    error.code() if error is not None else 0,
-                )
-        try:
-            if pause:
-                consumer.pause([TopicPartition(t, p) for t, p in pause])
-            if resume:
-                consumer.resume([TopicPartition(t, p) for t, p, _ in resume])
-                for t, p, offset in resume:
-                    if offset >= 0:
-                        consumer.seek(TopicPartition(t, p, offset))  # a failure: slower resume
-        except KafkaException as exc:  # e.g. a partition revoked in between: harmless
-            log.debug("pause/resume failed", extra={"error": str(exc)})
-        first = consumer.poll(timeout)
-        if first is None:
-            return []
-        if max_messages <= 1:
-            return [first]
-        return [first, *consumer.consume(num_messages=max_messages - 1, timeout=0)]
-
     async def run_poller(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
@@ -353,7 +315,8 @@ class KafkaSubscription(Subscription):
                     timeout = options.poll_timeout if room > 0 else 0.0
                     try:
                         messages = await trio.to_thread.run_sync(
-                            self._cycle, commits, pause, resume, max(room, 1), timeout,
+                            poll_cycle, self._consumer, self._group_events,
+                            commits, pause, resume, max(room, 1), timeout,
                             limiter=self._poll_limiter,
                         )  # fmt: skip
                     except (KafkaException, RuntimeError) as exc:
@@ -379,19 +342,6 @@ class KafkaSubscription(Subscription):
         """Stop polling; the iterator ends once buffered deliveries are consumed."""
         self._poller_scope.cancel()
 
-    def _final_commit_and_close(self, consumer: Consumer) -> None:
-        offsets = self._group_events.call_trio(self._book.all_positions)
-        try:
-            if offsets:
-                consumer.commit(offsets=to_tps(offsets), asynchronous=False)
-        except KafkaException as exc:
-            log.warning(
-                "final commit failed",
-                extra={"job_type": self._job_type, "error": str(bus_error("commit", exc))},
-            )
-        finally:
-            consumer.close()
-
     async def close_consumer(self) -> None:
         """Commit contiguous settles and leave the group; bounded, survives cancellation."""
         consumer, self._consumer = self._consumer, None
@@ -402,8 +352,11 @@ class KafkaSubscription(Subscription):
             try:
                 # Abandonable only so a dead broker cannot hold shutdown past the deadline.
                 await trio.to_thread.run_sync(
-                    self._final_commit_and_close,
+                    final_commit_and_close,
                     consumer,
+                    self._group_events,
+                    self._book,
+                    self._job_type,
                     limiter=self._poll_limiter,
                     abandon_on_cancel=True,
                 )
