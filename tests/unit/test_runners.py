@@ -30,7 +30,8 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
-from jobscheduler.roles.executor.consume import Executor, handler_logger, run_executor
+from jobscheduler.roles.executor.consume import Executor, run_executor
+from jobscheduler.roles.executor.run import handler_logger
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.processes import alive, pid_from
 

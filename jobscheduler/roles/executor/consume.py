@@ -31,7 +31,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
 import trio
 
@@ -39,15 +38,14 @@ from jobscheduler._scopes import shielded
 from jobscheduler.bus import Delivery, Subscription, WakeUp
 from jobscheduler.bus.dead_letters import publish_dead_letter
 from jobscheduler.domain import states
-from jobscheduler.domain.attempts import Failure, Outcome, ResultError, encode_result
+from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, utc
-from jobscheduler.errors import HandlerTimeout, PermanentError, StoreError, UnknownHandler
-from jobscheduler.handlers import JobContext
-from jobscheduler.handlers.registry import HANDLER_LOGGER
+from jobscheduler.errors import StoreError
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
 
+from .run import InFlight, run_handler
 from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
 from .settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
 from .settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slots
@@ -58,33 +56,6 @@ log = logging.getLogger(__name__)
 DEAD_LETTERS_QUEUED = 1000
 
 
-def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
-    """``ctx.logger``: the handler logger with the job's structured fields (names only, so
-    it can be rebuilt in a worker process)."""
-    return logging.LoggerAdapter(
-        logging.getLogger(HANDLER_LOGGER),
-        {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
-    )
-
-
-class _InFlight:
-    """A running job, as the executor's shared heartbeat loop sees it."""
-
-    __slots__ = ("cancel_requested", "job_id", "lost", "permanent", "scope", "timed_out", "token")
-
-    def __init__(self, job_id: str, token: str) -> None:
-        self.job_id = job_id
-        self.token = token
-        self.scope = trio.CancelScope()
-        self.lost = False
-        #: A user asked to cancel the job: its handler is stopped and the job cancelled.
-        self.cancel_requested = False
-        #: The handler raised PermanentError: dead-letter without further attempts.
-        self.permanent = False
-        #: The handler ran past its timeout and was stopped.
-        self.timed_out = False
-
-
 class Executor(Settlement):
     """The executor role's consumers, handlers and heartbeats (outcomes: :class:`Settlement`)."""
 
@@ -93,7 +64,7 @@ class Executor(Settlement):
         # Where handlers run (trio / worker process / thread); see handlers.runners.
         self._runner = runner or HandlerRunner(now=deps.clock.now)
         self._worker = deps.settings.worker_id
-        self._in_flight: dict[str, _InFlight] = {}
+        self._in_flight: dict[str, InFlight] = {}
         # Per consumer: the scope of its receive loop and the scope of its handlers.
         self._consumers: list[tuple[trio.CancelScope, trio.CancelScope]] = []
         # Claim tokens: unique per process (random prefix) and per claim (counter); cheaper
@@ -345,12 +316,14 @@ class Executor(Settlement):
         logger = logging.LoggerAdapter(
             log, {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type}
         )
-        entry = _InFlight(job.id, token)
+        entry = InFlight(job.id, token)
         self._in_flight[token] = entry
         ok = False
         started = time.perf_counter()
         try:
-            failure, result = await self._run_handler(job, entry, logger)
+            failure, result = await run_handler(
+                self._deps.registry, self._runner, job, entry, logger
+            )
             ok = True
         finally:
             del self._in_flight[token]
@@ -376,63 +349,6 @@ class Executor(Settlement):
             outcome=Outcome.TIMED_OUT if entry.timed_out else Outcome.FAILED,
             permanent=entry.permanent,
         )
-
-    async def _run_handler(
-        self, job: Job, entry: _InFlight, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> tuple[Failure | None, Any]:
-        """Run the handler inside the entry's cancel scope; returns (failure, result) and
-        marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
-        handler at its timeout, and when the scope is cancelled (shutdown, lost claim): an
-        async handler is cancelled, a worker process killed, a thread abandoned. The result
-        is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
-        that is not makes the attempt a failure."""
-        ctx = JobContext(
-            job_id=job.id,
-            tenant_id=job.tenant_id,
-            job_type=job.job_type,
-            payload=job.payload,
-            attempt=job.attempts,
-            max_attempts=job.max_attempts,
-            logger=handler_logger(job),
-            idempotency_key=job.idempotency_key,
-            scheduled_at=job.scheduled_at,
-            template_id=job.template_id,
-        )
-        value: Any = None
-        with entry.scope:
-            try:
-                handler = self._deps.registry.get(job.job_type)
-                value = await self._runner.run(handler, ctx)
-                encode_result(value)
-            except UnknownHandler as exc:
-                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
-            except HandlerTimeout as exc:
-                logger.warning("handler timed out", extra={"error": str(exc)})
-                entry.timed_out = True
-                return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
-            except ResultError as exc:
-                return Failure(type=type(exc).__name__, message=str(exc)), None
-            except PermanentError as exc:
-                entry.permanent = True
-                return Failure.from_exception(exc), None
-            except Exception as exc:
-                return Failure.from_exception(exc), None
-        return None, value
-
-    async def _release(
-        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
-    ) -> None:
-        deps = self._deps
-        with shielded(OUTCOME_TIMEOUT):
-            released = await deps.store.apply(
-                states.release(job, token=token, now=deps.clock.now())
-            )
-            if released is not None:
-                self._count(job.job_type, "released")
-                logger.info("job handed back on shutdown")
-            else:
-                # Not handed back because a cancel was requested meanwhile: finish it.
-                await self._finish_cancel(job, token, logger)
 
 
 async def run_executor(

@@ -157,6 +157,21 @@ class Settlement:
 
     # -- settle -----------------------------------------------------------------------------
 
+    async def _release(
+        self, job: Job, token: str, logger: logging.LoggerAdapter[logging.Logger]
+    ) -> None:
+        deps = self._deps
+        with shielded(OUTCOME_TIMEOUT):
+            released = await deps.store.apply(
+                states.release(job, token=token, now=deps.clock.now())
+            )
+            if released is not None:
+                self._count(job.job_type, "released")
+                logger.info("job handed back on shutdown")
+            else:
+                # Not handed back because a cancel was requested meanwhile: finish it.
+                await self._finish_cancel(job, token, logger)
+
     async def _settle_loop(
         self,
         to_settle: trio.MemoryReceiveChannel[Finished],

@@ -1,0 +1,95 @@
+"""Running one job's handler: its context, its logger, and how its end becomes an outcome.
+
+The executor (:mod:`.consume`) picks and starts a job, then calls :func:`run_handler` inside
+the job's :class:`InFlight` scope while its heartbeat loop watches the job; what the handler
+did (returned, raised, timed out) comes back as a failure or a result for
+:mod:`.settle` to write.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from jobscheduler.domain.attempts import Failure, ResultError, encode_result
+from jobscheduler.domain.model import Job
+from jobscheduler.errors import HandlerTimeout, PermanentError, UnknownHandler
+from jobscheduler.handlers import HandlerRegistry, JobContext
+from jobscheduler.handlers.registry import HANDLER_LOGGER
+from jobscheduler.handlers.runners import HandlerRunner
+
+
+def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
+    """``ctx.logger``: the handler logger with the job's structured fields (names only, so
+    it can be rebuilt in a worker process)."""
+    return logging.LoggerAdapter(
+        logging.getLogger(HANDLER_LOGGER),
+        {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
+    )
+
+
+class InFlight:
+    """A running job, as the executor's shared heartbeat loop sees it."""
+
+    __slots__ = ("cancel_requested", "job_id", "lost", "permanent", "scope", "timed_out", "token")
+
+    def __init__(self, job_id: str, token: str) -> None:
+        self.job_id = job_id
+        self.token = token
+        self.scope = trio.CancelScope()
+        self.lost = False
+        #: A user asked to cancel the job: its handler is stopped and the job cancelled.
+        self.cancel_requested = False
+        #: The handler raised PermanentError: dead-letter without further attempts.
+        self.permanent = False
+        #: The handler ran past its timeout and was stopped.
+        self.timed_out = False
+
+
+async def run_handler(
+    registry: HandlerRegistry,
+    runner: HandlerRunner,
+    job: Job,
+    entry: InFlight,
+    logger: logging.LoggerAdapter[logging.Logger],
+) -> tuple[Failure | None, Any]:
+    """Run the handler inside the entry's cancel scope; returns (failure, result) and
+    marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
+    handler at its timeout, and when the scope is cancelled (shutdown, lost claim): an
+    async handler is cancelled, a worker process killed, a thread abandoned. The result
+    is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
+    that is not makes the attempt a failure."""
+    ctx = JobContext(
+        job_id=job.id,
+        tenant_id=job.tenant_id,
+        job_type=job.job_type,
+        payload=job.payload,
+        attempt=job.attempts,
+        max_attempts=job.max_attempts,
+        logger=handler_logger(job),
+        idempotency_key=job.idempotency_key,
+        scheduled_at=job.scheduled_at,
+        template_id=job.template_id,
+    )
+    value: Any = None
+    with entry.scope:
+        try:
+            handler = registry.get(job.job_type)
+            value = await runner.run(handler, ctx)
+            encode_result(value)
+        except UnknownHandler as exc:
+            return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
+        except HandlerTimeout as exc:
+            logger.warning("handler timed out", extra={"error": str(exc)})
+            entry.timed_out = True
+            return Failure(type=type(exc).__name__, message=str(exc), bare=True), None
+        except ResultError as exc:
+            return Failure(type=type(exc).__name__, message=str(exc)), None
+        except PermanentError as exc:
+            entry.permanent = True
+            return Failure.from_exception(exc), None
+        except Exception as exc:
+            return Failure.from_exception(exc), None
+    return None, value
