@@ -72,6 +72,22 @@ class AppLoadError(ConfigError):
     """The user's app (``--app`` / ``JOBSCHEDULER_APP``) could not be loaded or is invalid."""
 
 
+class ResultError(JobSchedulerError, ValueError):
+    """A handler's return value cannot be stored as the job's result."""
+
+
+class AddressRefused(JobSchedulerError, PermissionError):
+    """The destination is an internal address that the allowlist does not name."""
+
+
+class ResolveError(JobSchedulerError, OSError):
+    """The host name could not be resolved (a temporary failure as far as a job knows)."""
+
+
+class StoreLocked(JobSchedulerError, RuntimeError):
+    """Another process already holds the lock on this store file."""
+
+
 class InvalidTransition(JobSchedulerError, ValueError):
     """The job's current status does not allow the action (a 409 naming the status)."""
 
@@ -79,6 +95,22 @@ class InvalidTransition(JobSchedulerError, ValueError):
         super().__init__(message)
         self.job_id = job_id
         self.status = status
+
+
+# ------------------------------------------------------- raised by the HTTP API
+
+
+class UnsupportedMediaType(JobSchedulerError, ValueError):
+    """The request body is not JSON (answered 415)."""
+
+
+class QuotaExceeded(JobSchedulerError):
+    """A tenant's quota refuses this request (HTTP 429 with Retry-After)."""
+
+    def __init__(self, message: str, *, reason: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry_after = retry_after
 
 
 # ------------------------------------------------------- raised by jobscheduler.client
@@ -114,3 +146,10 @@ class ApiUnreachable(JobSchedulerError, ConnectionError):
 
 class WaitTimeout(JobSchedulerError, TimeoutError):
     """``wait()`` gave up before the job reached a final status."""
+
+
+# ------------------------------------------------------- raised by jobscheduler.tools
+
+
+class LoadTestError(JobSchedulerError, RuntimeError):
+    """The load test could not run at all (for example, the API is unreachable)."""

@@ -40,6 +40,7 @@ from jobscheduler.errors import (
     JobSchedulerError,
     StoreError,
     Unauthorized,
+    UnsupportedMediaType,
     ValidationError,
 )
 from jobscheduler.roles.deps import Deps
@@ -48,7 +49,7 @@ from jobscheduler.store.base import InsertOutcome
 from .auth import current_principal, public, requires
 from .bounded import BoundedCalls
 from .metrics import RequestMetrics
-from .route_table import RouteTable, UnsupportedMediaType, openapi_document
+from .route_table import RouteTable, openapi_document
 from .schemas import jobs as ops
 from .tenancy import admit_batch, claim_tenant, forget_batch, install_tenancy, mark_audited
 from .ui import register_ui_routes

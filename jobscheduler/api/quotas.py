@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from jobscheduler.errors import JobSchedulerError
+from jobscheduler.errors import JobSchedulerError, QuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +34,6 @@ COUNT_REFRESH = 1.0
 COUNT_WAIT = 0.5
 #: Retry-After (seconds) of an unfinished-jobs refusal: wait for jobs to finish.
 UNFINISHED_RETRY_AFTER = 5
-
-
-class QuotaExceeded(JobSchedulerError):
-    """A tenant's quota refuses this request (HTTP 429 with Retry-After)."""
-
-    def __init__(self, message: str, *, reason: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.retry_after = retry_after
 
 
 @attrs.define

@@ -35,7 +35,7 @@ from quart_trio import QuartTrio
 from werkzeug.routing import Rule
 
 from jobscheduler.domain.validation import loads_json_body
-from jobscheduler.errors import JobSchedulerError, ValidationError
+from jobscheduler.errors import UnsupportedMediaType, ValidationError
 
 View = Callable[..., Awaitable[Response]]
 Schema = dict[str, Any]
@@ -218,10 +218,6 @@ async def read_json_body(validate: Callable[[Any], None], *, required: bool = Tr
         body = loads_json_body(data)
     validate(body)
     return body
-
-
-class UnsupportedMediaType(JobSchedulerError, ValueError):
-    """The request body is not JSON (answered 415)."""
 
 
 # ------------------------------------------------------------------ the table

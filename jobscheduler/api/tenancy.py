@@ -29,12 +29,12 @@ from jobscheduler.api.ui._session import session_authorization
 from jobscheduler.domain.audit import AuditRecord, new_record
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job
-from jobscheduler.errors import JobSchedulerError, Unauthorized
+from jobscheduler.errors import JobSchedulerError, QuotaExceeded, Unauthorized
 from jobscheduler.observability.metrics import Metrics
 from jobscheduler.roles.deps import Deps
 
 from .auth import PUBLIC, UNAUTHORIZED_MESSAGE, Authenticator, current_principal, declared_role
-from .quotas import QuotaExceeded, Quotas
+from .quotas import Quotas
 
 if TYPE_CHECKING:
     from jobscheduler.domain.keys import ApiKey

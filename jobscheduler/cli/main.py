@@ -15,12 +15,12 @@ import attrs
 import trio
 
 from jobscheduler.config import Settings
-from jobscheduler.errors import AppLoadError, ConfigError, JobSchedulerError
+from jobscheduler.errors import AppLoadError, ConfigError, JobSchedulerError, StoreLocked
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import describe, load_app, process_problem, resolve_job_types
 from jobscheduler.observability.logs import configure_logging
 from jobscheduler.process.assembly import embedded_deps, production_deps, run_roles
-from jobscheduler.process.devlock import DevLock, StoreLocked
+from jobscheduler.process.devlock import DevLock
 
 ROLES = ("api", "scheduler", "executor", "reaper")
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import attrs
 
+from jobscheduler.errors import ResultError
+
 from .model import format_time
 
 #: A handler's return value, JSON-encoded, may be at most this many bytes.
@@ -128,10 +130,6 @@ def attempt_to_json(attempt: Attempt) -> dict[str, Any]:
     if attempt.traceback is not None:
         out["traceback"] = attempt.traceback
     return out
-
-
-class ResultError(ValueError):
-    """A handler's return value cannot be stored as the job's result."""
 
 
 def encode_result(value: Any) -> str | None:

@@ -25,7 +25,9 @@ import httpcore
 import httpx
 import trio
 
-from .netguard import AddressGuard, ResolveError
+from jobscheduler.errors import ResolveError
+
+from .netguard import AddressGuard
 
 # httpcore exception -> the httpx exception it becomes (most specific first in each MRO).
 _EXCEPTIONS: dict[type[Exception], type[httpx.TransportError]] = {

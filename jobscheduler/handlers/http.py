@@ -31,10 +31,10 @@ import httpx
 import trio
 
 from jobscheduler.domain.addresses import Allowlist
-from jobscheduler.errors import HandlerError, PermanentError, ValidationError
+from jobscheduler.errors import AddressRefused, HandlerError, PermanentError, ValidationError
 
 from .guarded_transport import GuardedTransport
-from .netguard import AddressGuard, AddressRefused, Resolver, system_resolver
+from .netguard import AddressGuard, Resolver, system_resolver
 from .registry import JobContext
 
 if TYPE_CHECKING:

@@ -34,18 +34,10 @@ from jobscheduler.domain.addresses import (
     normalize_host,
     refusal_reason,
 )
-from jobscheduler.errors import JobSchedulerError
+from jobscheduler.errors import AddressRefused, ResolveError
 
 #: ``await resolver(host, port)`` -> the host's addresses (empty or ResolveError if none).
 Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
-
-
-class AddressRefused(JobSchedulerError, PermissionError):
-    """The destination is an internal address that the allowlist does not name."""
-
-
-class ResolveError(JobSchedulerError, OSError):
-    """The host name could not be resolved (a temporary failure as far as a job knows)."""
 
 
 async def system_resolver(host: str, port: int) -> list[IPAddress]:

@@ -14,11 +14,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from jobscheduler.errors import JobSchedulerError
-
-
-class StoreLocked(JobSchedulerError, RuntimeError):
-    """Another process already holds the lock on this store file."""
+from jobscheduler.errors import StoreLocked
 
 
 class DevLock:

@@ -14,7 +14,8 @@ from jobscheduler.bus.local import LocalBus
 from jobscheduler.cli.main import main
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
-from jobscheduler.process.devlock import DevLock, StoreLocked
+from jobscheduler.errors import StoreLocked
+from jobscheduler.process.devlock import DevLock
 from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.store.sqlite import SQLiteJobStore
 

@@ -20,10 +20,10 @@ import trustme
 
 from jobscheduler.config import Settings
 from jobscheduler.domain.addresses import Allowlist, IPAddress
-from jobscheduler.errors import HandlerError, PermanentError
+from jobscheduler.errors import HandlerError, PermanentError, ResolveError
 from jobscheduler.handlers import JobContext, default_registry
 from jobscheduler.handlers.http import HttpHandler
-from jobscheduler.handlers.netguard import AddressGuard, ResolveError
+from jobscheduler.handlers.netguard import AddressGuard
 from tests.support.http_echo import BIG_BODY, EchoServer, echo_server
 
 

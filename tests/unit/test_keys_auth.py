@@ -306,7 +306,8 @@ async def test_the_reaper_prunes_audit_records_past_the_retention(
 async def test_a_stalled_count_leaves_the_last_one_standing_after_half_a_second(
     autojump_clock: MockClock,
 ) -> None:
-    from jobscheduler.api.quotas import COUNT_REFRESH, QuotaExceeded, Quotas
+    from jobscheduler.api.quotas import COUNT_REFRESH, Quotas
+    from jobscheduler.errors import QuotaExceeded
 
     counts = [5]
     stalled = trio.Event()

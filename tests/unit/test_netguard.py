@@ -10,12 +10,8 @@ from collections.abc import Sequence
 import pytest
 
 from jobscheduler.domain.addresses import Allowlist, IPAddress, literal_address, refusal_reason
-from jobscheduler.handlers.netguard import (
-    AddressGuard,
-    AddressRefused,
-    ResolveError,
-    system_resolver,
-)
+from jobscheduler.errors import AddressRefused, ResolveError
+from jobscheduler.handlers.netguard import AddressGuard, system_resolver
 
 
 def ip(text: str) -> IPAddress:

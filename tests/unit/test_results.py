@@ -14,11 +14,11 @@ from jobscheduler.domain.attempts import (
     MAX_TRACEBACK_CHARS,
     Failure,
     Outcome,
-    ResultError,
     decode_result,
     encode_result,
 )
 from jobscheduler.domain.model import Status
+from jobscheduler.errors import ResultError
 from jobscheduler.handlers import JobContext
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store.sqlite import SQLiteJobStore

@@ -13,9 +13,9 @@ from typing import Any
 
 import trio
 
-from jobscheduler.domain.attempts import Failure, ResultError, encode_result
+from jobscheduler.domain.attempts import Failure, encode_result
 from jobscheduler.domain.model import Job
-from jobscheduler.errors import HandlerTimeout, PermanentError, UnknownHandler
+from jobscheduler.errors import HandlerTimeout, PermanentError, ResultError, UnknownHandler
 from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner

@@ -17,7 +17,7 @@ import httpx
 import trio
 
 from jobscheduler.domain.model import MAX_LIST_LIMIT, format_time
-from jobscheduler.errors import JobSchedulerError
+from jobscheduler.errors import LoadTestError
 
 from .state import Accepted, LoadState
 
@@ -25,10 +25,6 @@ REQUEST_TIMEOUT = 10.0
 POLL_INTERVAL = 1.0  # results use server timestamps, so polling faster only adds load
 PROGRESS_INTERVAL = 1.0
 FINAL_STATUSES = ("completed", "dlq")
-
-
-class LoadTestError(JobSchedulerError, RuntimeError):
-    """The load test could not run at all (for example, the API is unreachable)."""
 
 
 async def send_one(
