@@ -60,8 +60,7 @@ class UnknownHandler(JobSchedulerError, LookupError):
 
 
 class PermanentError(HandlerError):
-    """Raised by a handler: this job can never succeed (a 404, a payload no retry can fix).
-    The remaining attempts are skipped and the job goes to the dead-letter queue at once."""
+    """Raised by a handler: the job can never succeed, so it goes to the dead-letter queue now."""
 
 
 class HandlerTimeout(HandlerError, TimeoutError):
@@ -104,7 +103,7 @@ class UnsupportedMediaType(JobSchedulerError, ValueError):
     """The request body is not JSON (answered 415)."""
 
 
-class QuotaExceeded(JobSchedulerError):
+class QuotaExceeded(JobSchedulerError, RuntimeError):
     """A tenant's quota refuses this request (HTTP 429 with Retry-After)."""
 
     def __init__(self, message: str, *, reason: str, retry_after: int) -> None:
@@ -116,7 +115,7 @@ class QuotaExceeded(JobSchedulerError):
 # ------------------------------------------------------- raised by jobscheduler.client
 
 
-class RateLimited(JobSchedulerError):
+class RateLimited(JobSchedulerError, RuntimeError):
     """Too many requests (HTTP 429); ``retry_after`` is the server's hint in seconds."""
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
@@ -132,7 +131,7 @@ class ServiceUnavailable(StoreError):
         self.retry_after = retry_after
 
 
-class ApiError(JobSchedulerError):
+class ApiError(JobSchedulerError, RuntimeError):
     """The API answered a status the client has no better exception for (``status``)."""
 
     def __init__(self, message: str, *, status: int) -> None:
