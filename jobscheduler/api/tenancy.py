@@ -25,7 +25,7 @@ import trio
 from quart import Response, current_app, g, request
 from quart_trio import QuartTrio
 
-from jobscheduler.api.ui._session import session_authorization
+from jobscheduler.api.session import session_authorization
 from jobscheduler.domain.audit import AuditRecord, new_record
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from selenium.webdriver.common.by import By
 
-from jobscheduler.api.ui._session import CSRF_HEADER, SESSION_COOKIE, csrf_token
+from jobscheduler.api.session import CSRF_HEADER, SESSION_COOKIE, csrf_token
 from tests.support.browser import chromium, wait_until
 
 from .conftest import wait_for_job

@@ -20,7 +20,7 @@ import attrs
 import pytest
 
 from jobscheduler.api.auth import PUBLIC, declared_role
-from jobscheduler.api.ui._session import csrf_token
+from jobscheduler.api.session import csrf_token
 from jobscheduler.domain.audit import AuditQuery
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import job_to_json, new_job_id

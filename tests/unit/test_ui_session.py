@@ -16,13 +16,13 @@ from quart_trio import QuartTrio
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
-from jobscheduler.api.ui import register_ui_routes
-from jobscheduler.api.ui._session import (
+from jobscheduler.api.session import (
     CSRF_HEADER,
     SESSION_COOKIE,
     csrf_token,
     session_authorization,
 )
+from jobscheduler.api.ui import register_ui_routes
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.errors import Forbidden, Unauthorized
 

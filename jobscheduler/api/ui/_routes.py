@@ -14,14 +14,7 @@ from quart_trio import QuartTrio
 
 from jobscheduler.api.auth import current_principal, public, requires
 from jobscheduler.api.bounded import BoundedCalls
-from jobscheduler.domain.keys import Principal, Role
-from jobscheduler.domain.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
-from jobscheduler.errors import Unauthorized
-from jobscheduler.roles.deps import Deps
-
-from ._chart import statuses_of
-from ._filters import PAGE_SIZES, SORT_CHOICES, parse_jobs_filter
-from ._session import (
+from jobscheduler.api.session import (
     CSRF_FIELD,
     CSRF_HEADER,
     MAX_KEY_LENGTH,
@@ -30,6 +23,13 @@ from ._session import (
     check_csrf,
     csrf_token,
 )
+from jobscheduler.domain.keys import Principal, Role
+from jobscheduler.domain.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
+from jobscheduler.errors import Unauthorized
+from jobscheduler.roles.deps import Deps
+
+from ._chart import statuses_of
+from ._filters import PAGE_SIZES, SORT_CHOICES, parse_jobs_filter
 from ._words import describe_cron
 
 log = logging.getLogger(__name__)

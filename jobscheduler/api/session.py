@@ -6,7 +6,7 @@
   every API replica, unguessable without the key, and it changes when the key does. Pages
   carry it in a ``<meta>`` tag; the script sends it as ``X-CSRF-Token`` on every write.
 - :func:`session_authorization` turns a request's cookie into the ``Authorization`` header
-  values it stands for, so the API's authentication step (tenancy's ``before_request``) can
+  values it stands for, so the API's authentication step (:mod:`jobscheduler.api.auth`) can
   accept the cookie as an alternative to ``Authorization: Bearer``; a write without the
   matching CSRF header is refused (403) whatever the key may do.
 """
