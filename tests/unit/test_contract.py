@@ -11,7 +11,8 @@ import pytest
 from quart import Response
 
 from jobscheduler.api import create_app
-from jobscheduler.api.route_table import Operation, Reply, compile_body_validator, table_of
+from jobscheduler.api.bodies import compile_body_validator
+from jobscheduler.api.route_table import Operation, Reply, table_of
 from jobscheduler.api.schemas import jobs as api_schemas
 from jobscheduler.clock import ManualClock
 from jobscheduler.errors import ValidationError
