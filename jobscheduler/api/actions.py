@@ -290,11 +290,13 @@ async def _walk(
     query: JobQuery,
     build: Callable[[Job], states.Change | None],
     call: Caller,
-    dry_run: bool = False,
+    dry_run: bool,
+    *,
+    action: str,
 ) -> BulkResult:
     """Every job matching ``query``, BULK_BATCH at a time: ``build(job)`` gives the change
     for it (or None), and each page's changes go in one ``apply_bulk`` (a ``dry_run`` only
-    counts the matches: nothing is written)."""
+    counts the matches: nothing is written). The ``action`` is logged with its counts."""
     matched = changed = requested = 0
     after: Cursor | None = None
     while True:
@@ -309,6 +311,15 @@ async def _walk(
             requested += sum(c.transition == "request_cancel" for c in changes)
         if len(page) < BULK_BATCH:
             break
+    log.info(
+        action,
+        extra={
+            "tenant": query.tenant_id,
+            "matched": matched,
+            "changed": changed,
+            "dry_run": dry_run,
+        },
+    )
     return BulkResult(matched=matched, changed=changed, cancel_requested=requested)
 
 
@@ -334,17 +345,8 @@ async def bulk_cancel(
             return states.request_cancel(job, now=now)
         return states.cancel(job, now=now)
 
-    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call, dry_run)
-    log.info(
-        "bulk cancel",
-        extra={
-            "tenant": query.tenant_id,
-            "matched": result.matched,
-            "changed": result.changed,
-            "dry_run": dry_run,
-        },
-    )
-    return result
+    query = attrs.evolve(query, statuses=statuses)
+    return await _walk(deps, query, build, call, dry_run, action="bulk cancel")
 
 
 async def bulk_retry(
@@ -366,18 +368,10 @@ async def bulk_retry(
         due = next_fire(job, now) if job.cron is not None else scheduled_at
         return states.retry(job, now=now, scheduled_at=due)
 
-    result = await _walk(deps, attrs.evolve(query, statuses=statuses), build, call, dry_run)
+    query = attrs.evolve(query, statuses=statuses)
+    result = await _walk(deps, query, build, call, dry_run, action="bulk retry")
     if result.changed and deps.waker is not None:
         deps.waker.notify(scheduled_at or now)
-    log.info(
-        "bulk retry",
-        extra={
-            "tenant": query.tenant_id,
-            "matched": result.matched,
-            "changed": result.changed,
-            "dry_run": dry_run,
-        },
-    )
     return result
 
 
