@@ -103,6 +103,22 @@ class UnsupportedMediaType(JobSchedulerError, ValueError):
     """The request body is not JSON (answered 415)."""
 
 
+class BodyTooLarge(JobSchedulerError, ValueError):
+    """The request body is larger than the API accepts (answered 413)."""
+
+
+class RouteNotFound(JobSchedulerError, LookupError):
+    """No route has the requested path (answered 404)."""
+
+
+class MethodNotAllowed(JobSchedulerError, LookupError):
+    """The path exists, but not with the request's method (answered 405)."""
+
+
+class KeyNotFound(JobSchedulerError, LookupError):
+    """No API key the caller may see has the requested id (answered 404)."""
+
+
 class QuotaExceeded(JobSchedulerError, RuntimeError):
     """A tenant's quota refuses this request (HTTP 429 with Retry-After)."""
 

@@ -4,7 +4,13 @@ Every route asks :func:`current_principal` instead of trusting a ``tenantId`` th
 wrote. With authentication off (``dev`` on a laptop) the caller is
 :data:`~jobscheduler.domain.keys.OPERATOR`, an admin
 of every tenant, so behaviour is what it was before keys existed. With keys, the request's
-principal is set once per request (``g.principal``) from its ``Authorization`` header.
+principal is set once per request (``g.principal``) from its ``Authorization`` header, or
+from the dashboard's session cookie (:mod:`.session`).
+
+:meth:`Gate.caller` is the one authentication of a request, whichever way it came in: the
+API's ``before_request`` (:mod:`.hooks`) reads its :class:`Credentials` from Quart's request,
+the create's fast path (:mod:`.routes.create`) from the raw ASGI scope, and asks the key
+cache only (``read_store=False``), handing the request to Quart when that is not enough.
 
 Object-level isolation lives here too: a job of another tenant is reported exactly as a job
 that does not exist (:meth:`~jobscheduler.domain.keys.Principal.check_visible` raises JobNotFound),
@@ -15,16 +21,21 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, cast
 
+import attrs
 import trio
 from cachetools import TTLCache
-from quart import g
+from quart import Request, g
+from werkzeug.http import parse_cookie
 
 from jobscheduler.domain.keys import OPERATOR, ApiKey, Principal, Role, hash_secret, parse_token
 from jobscheduler.errors import StoreError, Unauthorized
+
+from .errors import UNAUTHORIZED_MESSAGE
+from .session import CSRF_HEADER, SESSION_COOKIE, session_credentials
 
 
 def current_principal() -> Principal:
@@ -33,49 +44,7 @@ def current_principal() -> Principal:
     return principal
 
 
-# --------------------------------------------------------------------------- route roles
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: The attribute a view function carries: the role it needs, or PUBLIC.
-ROLE_ATTRIBUTE = "__jobscheduler_role__"
-#: Declared by :func:`public` routes (``/healthz``): no key needed even with AUTH=required.
-PUBLIC = "public"
-
-
-def requires(role: Role) -> Callable[[F], F]:
-    """Declare the role a route needs; put it under ``@app.get(...)``/``@app.post(...)``.
-
-    The API's ``before_request`` authenticates the caller and checks this role before the
-    view runs (401 without a valid key, 403 with too weak a role). A route that declares
-    nothing is refused to every key but an admin's (and fails the isolation suite).
-    """
-
-    def mark(view: F) -> F:
-        setattr(view, ROLE_ATTRIBUTE, role)
-        return view
-
-    return mark
-
-
-def public(view: F) -> F:
-    """Declare a route open to anyone (no key): only health probes are."""
-    setattr(view, ROLE_ATTRIBUTE, PUBLIC)
-    return view
-
-
-def declared_role(view: Callable[..., Any] | None) -> Role | str | None:
-    """What a view declared (a Role, PUBLIC), or None when it declared nothing."""
-    if view is None:
-        return None
-    value: Role | str | None = getattr(view, ROLE_ATTRIBUTE, None)
-    return value
-
-
 # --------------------------------------------------------------------------- keys -> principal
-
-#: The one message of every 401: never a hint whether a key exists or why it failed.
-UNAUTHORIZED_MESSAGE = "missing or invalid API key (send Authorization: Bearer <key>)"
 
 
 class KeyLookup(Protocol):
@@ -221,3 +190,78 @@ def _no_key() -> ApiKey:
         created_at=datetime(1970, 1, 1, tzinfo=UTC),
         revoked_at=datetime(1970, 1, 1, tzinfo=UTC),
     )
+
+
+# --------------------------------------------------------------------------- a request's caller
+
+_AUTHORIZATION = b"authorization"
+_COOKIE = b"cookie"
+_CSRF = CSRF_HEADER.lower().encode()
+
+
+@attrs.frozen
+class Credentials:
+    """What a request shows to be recognised: its ``Authorization`` values, else the
+    dashboard's session cookie (a write also needs the session's CSRF header)."""
+
+    authorization: list[str]
+    method: str
+    session: str | None = None
+    csrf: str | None = None
+
+    @classmethod
+    def of_request(cls, request: Request) -> Credentials:
+        """The credentials of the Quart request being served."""
+        authorization = request.headers.getlist("Authorization")
+        if authorization:
+            return cls(authorization, request.method)
+        return cls(
+            authorization,
+            request.method,
+            session=request.cookies.get(SESSION_COOKIE),
+            csrf=request.headers.get(CSRF_HEADER),
+        )
+
+    @classmethod
+    def of_scope(cls, scope: Mapping[str, Any]) -> Credentials:
+        """The credentials of an ASGI HTTP request, from its raw headers."""
+        authorization: list[str] = []
+        cookie = csrf = None
+        for name, value in scope["headers"]:
+            if name == _AUTHORIZATION:
+                authorization.append(value.decode("latin-1"))
+            elif name == _COOKIE:
+                cookie = value.decode("latin-1")
+            elif name == _CSRF:
+                csrf = value.decode("latin-1")
+        method: str = scope["method"]
+        if authorization or cookie is None:
+            return cls(authorization, method)
+        return cls(
+            authorization, method, session=parse_cookie(cookie).get(SESSION_COOKIE), csrf=csrf
+        )
+
+
+class Gate:
+    """Who is calling (see the module doc); ``authenticator`` None: authentication is off."""
+
+    def __init__(self, authenticator: Authenticator | None) -> None:
+        self.authenticator = authenticator
+
+    async def caller(
+        self, credentials: Credentials, *, read_store: bool = True
+    ) -> Principal | None:
+        """The principal of a request with these credentials.
+
+        Raises Unauthorized for missing or invalid ones, Forbidden for a session's write
+        without its CSRF token. With ``read_store=False`` nothing waits for the store: None
+        when the key is not in the cache (or is refused; the full check then says why).
+        """
+        if self.authenticator is None:
+            return OPERATOR
+        headers = credentials.authorization
+        if not headers and credentials.session:
+            headers = session_credentials(credentials.session, credentials.csrf, credentials.method)
+        if read_store:
+            return await self.authenticator.authenticate(headers)
+        return self.authenticator.cached(headers)

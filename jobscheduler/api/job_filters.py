@@ -1,7 +1,8 @@
 """``GET /jobs`` and the bulk actions' filters: validation, and the opaque page cursor.
 
-Accepted query parameters are exactly :data:`LIST_PARAMETERS`; anything else is a 400 that
-lists them (a typo must not silently return every job). ``status`` may repeat or hold a
+Accepted query parameters are exactly :data:`LIST_PARAMETERS`, the ones ``GET /jobs``
+declares; anything else is a 400 that lists them (a typo must not silently return every
+job). ``status`` may repeat or hold a
 comma-separated list. ``sort`` is one of :data:`SORTS` (``-createdAt``, the default: newest
 first; ``createdAt``; ``scheduledAt``: soonest due first; ``-scheduledAt``); a cursor belongs
 to the sort it was made for. The seed's ``failed`` stays accepted although no job is ever written
@@ -14,47 +15,24 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
 
+from jobscheduler.api.route_table import check_parameters
+from jobscheduler.api.schemas.manage import FILTER, LIST_FILTERED, SORTS
 from jobscheduler.domain.model import MAX_STRING_LENGTH, Status, is_job_id, parse_time
 from jobscheduler.domain.validation import is_valid_unicode, parse_list_query
 from jobscheduler.errors import ValidationError
 from jobscheduler.store.query import MAX_QUERY_IDS, Cursor, JobQuery, Sort
 
-LIST_PARAMETERS = (
-    "tenantId",
-    "status",
-    "jobType",
-    "templateId",
-    "cron",
-    "createdAfter",
-    "createdBefore",
-    "idempotencyKey",
-    "idempotencyKeyPrefix",
-    "sort",
-    "limit",
-    "cursor",
-)
-#: Fields of a bulk action's ``filter`` object (JSON names).
-FILTER_FIELDS = (
-    "tenantId",
-    "status",
-    "jobType",
-    "templateId",
-    "cron",
-    "createdAfter",
-    "createdBefore",
-    "idempotencyKey",
-    "idempotencyKeyPrefix",
-    "ids",
-)
+#: The query parameters ``GET /jobs`` declares.
+LIST_PARAMETERS = LIST_FILTERED.query_names
+#: Fields of a bulk action's ``filter`` object (JSON names), as its schema declares them.
+FILTER_FIELDS = tuple(FILTER["properties"])
 STATUS_NAMES = tuple(s.value for s in Status)
-#: Accepted ``sort`` values.
-SORTS = tuple(s.value for s in Sort)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -154,20 +132,8 @@ def parse_ids(raw: Any, field: str = "filter.ids") -> tuple[str, ...]:
     return tuple(ids)
 
 
-def check_parameters(given: Iterable[str], accepted: Sequence[str]) -> None:
-    """400 naming the query parameters that are not ``accepted`` (and those that are)."""
-    unknown = sorted(set(given) - set(accepted))
-    if unknown:
-        raise ValidationError(
-            f"unknown query parameter(s): {', '.join(u[:40] for u in unknown)} "
-            f"(accepted: {', '.join(accepted)})"
-        )
-
-
-def parse_tenant_query(args: Mapping[str, str], accepted: Sequence[str]) -> str | None:
-    """The ``tenantId`` a query names, if any, of a route taking only ``accepted``
-    parameters (400 for another parameter, or an empty or over-long tenant)."""
-    check_parameters(args, accepted)
+def parse_tenant_query(args: Mapping[str, str]) -> str | None:
+    """The ``tenantId`` a query names, if any (400 for an empty or over-long one)."""
     requested = args.get("tenantId")
     if requested is not None and (not requested.strip() or len(requested) > MAX_STRING_LENGTH):
         raise ValidationError(f"tenantId: must be 1 to {MAX_STRING_LENGTH} characters")

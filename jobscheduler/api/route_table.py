@@ -1,63 +1,58 @@
-"""One route table: each HTTP operation is declared once, and that declaration both registers
-the route and feeds the OpenAPI 3.1 document (``GET /openapi.json``).
+"""One route table: each route is declared once, and that declaration registers it, checks
+what it is sent, says who may call it, and feeds the OpenAPI 3.1 document (``/openapi.json``).
 
 An :class:`Operation` names the method, the path, the parameters, the request body's JSON
-Schema and every response (the ``{"error"}`` bodies and headers such as ``Link`` and
-``Retry-After`` included). :meth:`RouteTable.route` registers the view on the app and, when the
-operation has a body, wraps it: the content type is checked (415), the body parsed strictly
-(400), validated against the very schema the document publishes (a ``fastjsonschema``
-validator compiled once per operation, errors worded like :mod:`jobscheduler.domain.validation`'s)
-and handed to the view as ``body``; validation.py's semantic checks (job types, cron expressions,
-zones, payload validators) follow in the view. So the document cannot drift from what the
-handlers accept. :meth:`RouteTable.undeclared` lists any route registered on the app without
-a declaration; a unit test keeps it empty.
+Schema, the role the caller needs, the replies it gives and the project exceptions it can
+raise (their statuses, bodies and headers come from :mod:`.errors`, the one error table).
+:meth:`RouteTable.route` registers the view and wraps it:
+
+- a query parameter the operation does not declare is a 400 naming it (unless the operation
+  says ``unknown_params="ignore"``, as the routes that always ignored them do);
+- a body is read strictly: the content type is checked (415), the JSON parsed (400) and
+  validated against the very schema the document publishes (see :mod:`.bodies`), then handed
+  to the view as ``body``; validation.py's semantic checks follow in the view. A few older
+  routes read and check their bodies themselves (``view_reads_body``), with messages that
+  list the fields they accept; their schemas document those bodies and the fuzz test holds
+  the two together.
+
+The role is checked before the view runs: by the API's authentication step (:mod:`.hooks`),
+which asks :meth:`RouteTable.access`, and again by the wrapper, right before the view, with
+the principal the request then holds. The dashboard's HTML pages are declared with
+:meth:`RouteTable.page`: their role the same way, but they stay out of the document.
+:meth:`RouteTable.undeclared` lists any route on the app that was registered around the
+table; a unit test keeps it empty.
 
 Why not quart-schema: it derives schemas from pydantic/msgspec models and answers validation
 failures in its own error shape. Our contract is the seed's ``{"error": "..."}`` with the
 messages validation.py already gives, and our models are attrs classes that the stores use; a
 second model layer per route would be the hand-kept copy this module exists to avoid.
-fastjsonschema (draft-07 subset, which is also valid 2020-12 as OpenAPI 3.1 reads it) costs
-a few microseconds per create body — see the README's figure — where ``jsonschema`` costs
-tens.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, Literal
 
 import attrs
-from quart import Response
+from quart import Blueprint, Response, request
 from quart_trio import QuartTrio
 from werkzeug.routing import Rule
 
-from .bodies import Schema as Schema
+from jobscheduler.domain.keys import Role
+from jobscheduler.errors import JobSchedulerError, ValidationError
+
+from .auth import current_principal
 from .bodies import compile_body_validator, read_json_body
+from .shapes import Schema as Schema
 
 View = Callable[..., Awaitable[Response]]
 
-#: The body of every error response.
-ERROR_SCHEMA: Schema = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {"error": {"type": "string", "minLength": 1}},
-}
-
-#: Why each status is answered; every operation documents the ones it can give.
-ERROR_REASONS: dict[int, str] = {
-    400: "the request is invalid (the message says which field and why)",
-    401: "no valid API key",
-    403: "the key may not do this, or names another tenant",
-    404: "no such job (or one of another tenant)",
-    405: "method not allowed",
-    409: "conflict with the job's current state",
-    413: "request body larger than 1 MiB",
-    415: "Content-Type must be application/json",
-    429: "too many requests; retry after Retry-After seconds",
-    503: "the job store is unavailable; retry after Retry-After seconds",
-}
+#: The access of a route anyone may call without a key (health, the document, sign-in).
+PUBLIC: Final = "public"
+#: What a route needs: a role, or nothing at all (PUBLIC).
+Access = Role | Literal["public"]
 
 
 @attrs.frozen(kw_only=True)
@@ -73,7 +68,7 @@ class Param:
 
 @attrs.frozen(kw_only=True)
 class Reply:
-    """One documented response: its body schema (None: no JSON body) and headers."""
+    """One documented reply: its body schema (None: no JSON body) and headers."""
 
     description: str
     schema: Schema | None = None
@@ -82,15 +77,9 @@ class Reply:
     headers: Mapping[str, str] = attrs.field(factory=dict)
 
 
-def error_reply(status: int, description: str | None = None, **headers: str) -> Reply:
-    return Reply(
-        description=description or ERROR_REASONS[status], schema=ERROR_SCHEMA, headers=headers
-    )
-
-
 @attrs.frozen(kw_only=True)
 class Operation:
-    """One route: what it takes and every answer it can give."""
+    """One route: who may call it, what it takes, and every answer it can give."""
 
     #: The operationId (also the client method's and the Quart endpoint's name).
     id: str
@@ -99,110 +88,156 @@ class Operation:
     rule: str
     summary: str
     tag: str
+    #: The role the caller needs, or PUBLIC (no key; such routes never touch the store).
+    role: Access
     params: tuple[Param, ...] = ()
+    #: ``refuse``: a query parameter not in ``params`` is a 400; ``ignore``: it is ignored.
+    unknown_params: Literal["refuse", "ignore"] = "refuse"
     #: The request body's JSON Schema; None for an operation without a body.
     body: Schema | None = None
     #: False: an empty body is allowed (and read as None).
     body_required: bool = True
-    #: Status -> reply; the standard errors (auth, store, body) are added by :func:`responses_of`.
+    #: True: the view reads and checks the body itself (``body`` documents it).
+    view_reads_body: bool = False
+    #: Status -> reply, for the answers that are not errors.
     responses: Mapping[int, Reply]
-    #: Public operations (health, the document itself) need no key and never touch the store.
-    public: bool = False
+    #: Exceptions the view raises on purpose -> why ("": the error table's reason). The
+    #: ones every operation of its kind can give are added by :func:`.openapi.errors_of`.
+    errors: Mapping[type[JobSchedulerError], str] = attrs.field(factory=dict)
+
+    @property
+    def public(self) -> bool:
+        return self.role == PUBLIC
 
     @property
     def path(self) -> str:
         """The OpenAPI path template of the rule."""
         return _RULE_PARAM.sub(r"{\1}", self.rule)
 
+    @property
+    def query_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if p.where == "query")
+
 
 _RULE_PARAM = re.compile(r"<(?:[a-z_]+:)?([A-Za-z_][A-Za-z0-9_]*)>")
 
 
-def responses_of(op: Operation) -> dict[int, Reply]:
-    """The operation's own replies plus the errors every operation of its kind can give."""
-    out = dict(op.responses)
-    if not op.public:
-        out.setdefault(401, error_reply(401))
-        out.setdefault(403, error_reply(403))
-        out.setdefault(503, error_reply(503, **{"Retry-After": "seconds to wait"}))
-    if op.params or op.body is not None:
-        out.setdefault(400, error_reply(400))
-    if any(p.where == "path" for p in op.params):
-        out.setdefault(404, error_reply(404))
-    if op.body is not None:
-        out.setdefault(413, error_reply(413))
-        out.setdefault(415, error_reply(415))
-    return dict(sorted(out.items()))
-
-
-# ------------------------------------------------------------------ the table
+def check_parameters(given: Iterable[str], accepted: Sequence[str]) -> None:
+    """400 naming the query parameters that are not ``accepted`` (and those that are)."""
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        raise ValidationError(
+            f"unknown query parameter(s): {', '.join(u[:40] for u in unknown)} "
+            f"(accepted: {', '.join(accepted)})"
+        )
 
 
 class RouteTable:
-    """The declared operations of one app; registers routes and renders the document."""
+    """The declared routes of one app: registers them and answers who may call each."""
 
     def __init__(self, app: QuartTrio) -> None:
         self.app = app
         self.operations: dict[tuple[str, str], Operation] = {}
-        self._validators: dict[str, Callable[[Any], None]] = {}
-        #: Endpoints (or blueprint names, as ``"name."``) that serve pages, not the JSON API.
+        #: Endpoint -> what it needs, for every declared route (operations and pages).
+        self._access: dict[str, Access] = {}
+        #: Endpoints of the dashboard's pages (declared, not documented).
         self._pages: set[str] = set()
+        self._validators: dict[str, Callable[[Any], None]] = {}
         app.extensions["route_table"] = self
 
-    def pages(self, *endpoints: str) -> None:
-        """Mark endpoints as pages outside the JSON API (the dashboard): they are neither
-        declared nor documented. ``"ui."`` covers every endpoint of the ``ui`` blueprint."""
-        self._pages.update(endpoints)
+    # ---------------------------------------------------------------- registering
 
-    def api_rules(self) -> list[Rule]:
-        """The app's URL rules that belong to the JSON API (every rule but the pages)."""
-        return [rule for rule in self.app.url_map.iter_rules() if not self._is_page(rule.endpoint)]
-
-    def _is_page(self, endpoint: str) -> bool:
-        return endpoint in self._pages or any(
-            endpoint.startswith(p) for p in self._pages if p.endswith(".")
-        )
-
-    def route(self, op: Operation) -> Callable[[View], View]:
-        """Register ``view`` for ``op``; a body operation's view receives ``body=``."""
-        validate = compile_body_validator(op.body) if op.body is not None else None
-        if validate is not None:
+    def route(self, op: Operation, *, blueprint: Blueprint | None = None) -> Callable[[View], View]:
+        """Register the decorated view for ``op`` (on ``blueprint`` when given: ``op.rule``
+        is then the full path, under the blueprint's prefix). A view of an operation with a
+        body the table reads receives it as ``body=``."""
+        key = (op.method, op.rule)
+        if key in self.operations:
+            raise ValueError(f"operation {op.method} {op.rule} declared twice")
+        validate = None
+        if op.body is not None and not op.view_reads_body:
+            validate = compile_body_validator(op.body)
             self._validators[op.id] = validate
+        accepted = op.query_names if op.unknown_params == "refuse" else None
+        role = op.role if isinstance(op.role, Role) else None
 
         def decorate(view: View) -> View:
             handler = view
-            if validate is not None:
+            if validate is not None or accepted is not None or role is not None:
 
                 @functools.wraps(view)
-                async def with_body(**kwargs: Any) -> Response:
-                    body = await read_json_body(validate, required=op.body_required)
-                    return await view(body=body, **kwargs)
+                async def checked(**kwargs: Any) -> Response:
+                    if role is not None:
+                        current_principal().require(role)
+                    if accepted is not None and request.args:
+                        check_parameters(request.args, accepted)
+                    if validate is not None:
+                        kwargs["body"] = await read_json_body(validate, required=op.body_required)
+                    return await view(**kwargs)
 
-                handler = with_body
-            self.app.add_url_rule(op.rule, op.id, handler, methods=[op.method])
-            self._remember(op)
+                handler = checked
+            rule = (
+                op.rule if blueprint is None else op.rule.removeprefix(blueprint.url_prefix or "")
+            )
+            self._register(rule, op.id, handler, (op.method,), op.role, blueprint)
+            self.operations[key] = op
             return view
 
         return decorate
+
+    def page(
+        self,
+        rule: str,
+        *,
+        role: Access,
+        methods: Sequence[str] = ("GET",),
+        blueprint: Blueprint | None = None,
+    ) -> Callable[[View], View]:
+        """Register the decorated view as a dashboard page at ``rule`` (on ``blueprint``:
+        relative to its prefix), declared with the role it needs, left out of the document."""
+
+        def decorate(view: View) -> View:
+            endpoint = self._register(rule, view.__name__, view, methods, role, blueprint)
+            self._pages.add(endpoint)
+            return view
+
+        return decorate
+
+    def _register(
+        self,
+        rule: str,
+        name: str,
+        view: View,
+        methods: Sequence[str],
+        role: Access,
+        blueprint: Blueprint | None,
+    ) -> str:
+        if blueprint is None:
+            self.app.add_url_rule(rule, name, view, methods=list(methods))
+            endpoint = name
+        else:
+            blueprint.add_url_rule(rule, name, view, methods=list(methods))
+            endpoint = f"{blueprint.name}.{name}"
+        if self._access.setdefault(endpoint, role) != role:
+            raise ValueError(f"endpoint {endpoint} declared with two roles")
+        return endpoint
+
+    # ---------------------------------------------------------------- reading
+
+    def access(self, endpoint: str) -> Access | None:
+        """What the route of ``endpoint`` needs (None: it was not declared)."""
+        return self._access.get(endpoint)
 
     def validator(self, op: Operation) -> Callable[[Any], None]:
         """The compiled body validator of a routed operation (KeyError for one without)."""
         return self._validators[op.id]
 
-    def describe(self, *ops: Operation) -> None:
-        """Declare routes another module registered itself (documentation only: prefer
-        :meth:`route`, which also validates the body with the published schema)."""
-        for op in ops:
-            self._remember(op)
-
-    def _remember(self, op: Operation) -> None:
-        key = (op.method, op.rule)
-        if key in self.operations:
-            raise ValueError(f"operation {op.method} {op.rule} declared twice")
-        self.operations[key] = op
+    def api_rules(self) -> list[Rule]:
+        """The app's URL rules that belong to the JSON API (every rule but the pages)."""
+        return [r for r in self.app.url_map.iter_rules() if r.endpoint not in self._pages]
 
     def undeclared(self) -> list[str]:
-        """``METHOD rule`` of every route on the app that has no declaration."""
+        """``METHOD rule`` of every route on the app that was not declared here."""
         missing = []
         for rule in self.api_rules():
             for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
@@ -210,77 +245,12 @@ class RouteTable:
                     missing.append(f"{method} {rule.rule}")
         return missing
 
-    def registered(self) -> Iterable[Operation]:
-        """The declared operations whose route exists on the app, in path order."""
-        present = {
-            (method, rule.rule)
-            for rule in self.app.url_map.iter_rules()
-            for method in rule.methods or ()
-        }
-        ops = [op for key, op in self.operations.items() if key in present]
-        return sorted(ops, key=lambda op: (op.path, op.method))
+    def registered(self) -> list[Operation]:
+        """The declared operations, in path order."""
+        return sorted(self.operations.values(), key=lambda op: (op.path, op.method))
 
 
 def table_of(app: QuartTrio) -> RouteTable:
+    """The route table of an app built by :func:`jobscheduler.api.create_app`."""
     table: RouteTable = app.extensions["route_table"]
     return table
-
-
-# ------------------------------------------------------------------ the document
-
-
-def _reply_json(reply: Reply) -> dict[str, Any]:
-    out: dict[str, Any] = {"description": reply.description}
-    if reply.schema is not None:
-        out["content"] = {reply.content_type: {"schema": reply.schema}}
-    if reply.headers:
-        out["headers"] = {
-            name: {"description": text, "schema": {"type": "string"}}
-            for name, text in reply.headers.items()
-        }
-    return out
-
-
-def _operation_json(op: Operation) -> dict[str, Any]:
-    out: dict[str, Any] = {"operationId": op.id, "summary": op.summary, "tags": [op.tag]}
-    if op.params:
-        out["parameters"] = [
-            {
-                "name": p.name,
-                "in": p.where,
-                "required": p.required or p.where == "path",
-                "description": p.description,
-                "schema": p.schema,
-            }
-            for p in op.params
-        ]
-    if op.body is not None:
-        out["requestBody"] = {
-            "required": op.body_required,
-            "content": {"application/json": {"schema": op.body}},
-        }
-    out["responses"] = {str(status): _reply_json(r) for status, r in responses_of(op).items()}
-    # Keys are optional while authentication is off; with keys, a Bearer key is needed.
-    out["security"] = [] if op.public else [{"bearerAuth": []}, {}]
-    return out
-
-
-def openapi_document(table: RouteTable, *, title: str, version: str) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of every declared operation registered on the app."""
-    paths: dict[str, dict[str, Any]] = {}
-    for op in table.registered():
-        paths.setdefault(op.path, {})[op.method.lower()] = _operation_json(op)
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": title,
-            "version": version,
-            "description": 'Every error is {"error": "..."} with the status listed.',
-        },
-        "paths": paths,
-        "components": {
-            "securitySchemes": {
-                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "an API key"}
-            }
-        },
-    }

@@ -58,6 +58,12 @@ def session_authorization(
     key = cookies.get(SESSION_COOKIE)
     if not key:
         return []
+    return session_credentials(key, headers.get(CSRF_HEADER), method)
+
+
+def session_credentials(key: str, csrf: str | None, method: str) -> list[str]:
+    """The ``Authorization`` values of a session holding ``key``; Forbidden for a write
+    without the session's CSRF token ``csrf``."""
     if method.upper() not in SAFE_METHODS:
-        check_csrf(key, headers.get(CSRF_HEADER))
+        check_csrf(key, csrf)
     return [f"Bearer {key}"]

@@ -18,8 +18,8 @@ from typing import Any, cast
 import attrs
 
 from jobscheduler.api import create_app
+from jobscheduler.api.app import tenancy_of
 from jobscheduler.api.routes.create import FastCreate
-from jobscheduler.api.tenancy import EXTENSION
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.roles.deps import Deps
@@ -103,12 +103,12 @@ async def serve(deps: Deps, way: str = "fast") -> AsyncIterator[Api]:
     deps = attrs.evolve(deps, settings=attrs.evolve(deps.settings, auth="required"))
     app = create_app(deps)
     if way == "quart":
-        app.asgi_app = cast(FastCreate, app.asgi_app).app  # type: ignore[method-assign]
+        app.asgi_app = cast(FastCreate, app.asgi_app).app  # type: ignore[method-assign,assignment]
     async with app.test_app() as test_app:
         key, token = new_key(tenant=None, role=Role.ADMIN, name="test", now=BASE)
         await deps.store.insert_key(key)
         if way == "fast":
-            await app.extensions[EXTENSION].authenticator.authenticate([f"Bearer {token}"])
+            await tenancy_of(app).authenticator.authenticate([f"Bearer {token}"])
         yield Api(deps=deps, client=test_app.test_client(), token=token)
 
 

@@ -13,13 +13,13 @@ import pytest
 import trio
 from trio.testing import MockClock
 
+from jobscheduler.api.app import tenancy_of
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.routes.create import FAILED, FastCreate
-from jobscheduler.api.tenancy import EXTENSION
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, new_job_id
 from jobscheduler.errors import StoreError
-from jobscheduler.store.base import AuditRecord
+from jobscheduler.domain.audit import AuditRecord
 
 from .conftest import DepsFactory, ProxyStore
 from .tenancy_support import AuthApi, auth_deps, serve_auth
@@ -67,7 +67,7 @@ class Served:
 
     async def warm(self, *names: str) -> None:
         """Put these keys in the key cache, as an earlier request of theirs would."""
-        authenticator = self.api.app.extensions[EXTENSION].authenticator
+        authenticator = tenancy_of(self.api.app).authenticator
         for name in names:
             await authenticator.authenticate([f"Bearer {self.api.tokens[name]}"])
 
@@ -173,7 +173,7 @@ async def test_a_handed_over_create_is_not_authenticated_a_second_time(
     """The key's cache entry expires while the store hangs: Quart answers the 503 as the
     caller the fast path authenticated, without a second key lookup (and its wait)."""
     await served.warm("a-writer")
-    authenticator = served.api.app.extensions[EXTENSION].authenticator
+    authenticator = tenancy_of(served.api.app).authenticator
     served.store.during_insert = lambda: authenticator.forget(served.api.key_ids["a-writer"])
     served.store.fail = StoreError("no answer")
     reads = served.store.key_reads

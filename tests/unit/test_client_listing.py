@@ -13,7 +13,7 @@ import httpx
 import pytest
 import trio
 
-from jobscheduler.api.job_filters import SORTS as API_SORTS
+from jobscheduler.api.schemas.manage import SORTS as API_SORTS
 from jobscheduler.client import MAX_BULK_IDS, SORTS, AsyncClient, Client
 from jobscheduler.domain.model import Status
 from jobscheduler.errors import ValidationError

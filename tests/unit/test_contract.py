@@ -15,6 +15,7 @@ from jobscheduler.api.bodies import compile_body_validator
 from jobscheduler.api.route_table import Operation, Reply, table_of
 from jobscheduler.api.schemas import jobs as api_schemas
 from jobscheduler.clock import ManualClock
+from jobscheduler.domain.keys import Role
 from jobscheduler.errors import ValidationError
 
 from .api_support import Api, create_body, serve
@@ -141,6 +142,7 @@ async def test_a_declared_body_route_gets_the_validated_body(make_deps: DepsFact
         rule="/echo",
         summary="echo",
         tag="test",
+        role=Role.READER,
         body={"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}},
         responses={200: Reply(description="ok")},
     )
@@ -163,8 +165,12 @@ async def test_a_declared_body_route_gets_the_validated_body(make_deps: DepsFact
 
 async def test_an_operation_declared_twice_is_refused(make_deps: DepsFactory) -> None:
     app = create_app(make_deps(clock=ManualClock(BASE)))
+
+    async def again(job_id: str) -> Response:
+        return Response("", 200)
+
     with pytest.raises(ValueError, match="declared twice"):
-        table_of(app).describe(api_schemas.CREATE)
+        table_of(app).route(api_schemas.GET)(again)
 
 
 async def test_declarations_of_routes_absent_from_the_app_stay_out_of_the_document(

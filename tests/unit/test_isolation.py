@@ -5,7 +5,8 @@ objects, with no key, with a revoked key, and with a reader key on writes.
 For every (route, method, case) it proves: no read (nothing of B's in the reply), no change
 (B's jobs, keys and audit records are exactly as before), no existence leak (the reply is
 a refusal, or a 2xx that names nothing of B's). Every route must also declare the role it
-needs (``@requires``/``@public``): an undeclared route fails here.
+needs in the route table (an operation's ``role``, a page's): an undeclared route fails
+here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import attrs
 import pytest
 
-from jobscheduler.api.auth import PUBLIC, declared_role
+from jobscheduler.api.route_table import PUBLIC, table_of
 from jobscheduler.api.session import csrf_token
 from jobscheduler.domain.audit import AuditQuery
 from jobscheduler.domain.keys import Role
@@ -209,7 +210,7 @@ async def test_every_route_declares_the_role_it_needs(world: World) -> None:
     undeclared = [
         str(route)
         for route in enumerate_routes(app)
-        if declared_role(app.view_functions[route.endpoint]) is None
+        if table_of(app).access(route.endpoint) is None
     ]
     assert undeclared == []
 
@@ -224,7 +225,7 @@ async def test_no_route_lets_tenant_a_read_change_or_detect_tenant_bs_objects(
     table: list[tuple[str, str, int]] = []
     failures: list[str] = []
     for route in routes:
-        role = declared_role(api.app.view_functions[route.endpoint])
+        role = table_of(api.app).access(route.endpoint)
         for case, caller in CASES.items():
             kwargs: dict[str, Any] = {}
             if route.writes:
@@ -261,7 +262,7 @@ async def test_no_route_lets_tenant_a_read_change_or_detect_tenant_bs_objects(
 async def test_a_reader_key_is_refused_on_every_write_route(world: World) -> None:
     api = world.api
     for route in enumerate_routes(api.app):
-        role = declared_role(api.app.view_functions[route.endpoint])
+        role = table_of(api.app).access(route.endpoint)
         if not route.writes or role == PUBLIC:
             continue
         # On its own tenant: the role, not the tenant, is what refuses it.

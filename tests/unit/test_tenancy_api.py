@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from trio.testing import MockClock
 
-from jobscheduler.api.auth import UNAUTHORIZED_MESSAGE
+from jobscheduler.api.errors import UNAUTHORIZED_MESSAGE
 from jobscheduler.config import Settings
 from jobscheduler.domain.keys import MAX_TOKEN_LENGTH, Role
 from jobscheduler.domain.model import new_job_id

@@ -16,6 +16,7 @@ from quart_trio import QuartTrio
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.session import (
     CSRF_HEADER,
     SESSION_COOKIE,
@@ -76,7 +77,7 @@ async def client(make_deps: DepsFactory) -> AsyncIterator[Any]:
     async def unauthorized(exc: Unauthorized) -> Response:
         return Response(str(exc), status=401)
 
-    register_ui_routes(app, make_deps(), store_calls, verify_key=verify)
+    register_ui_routes(RouteTable(app), make_deps(), store_calls, verify_key=verify)
     async with app.test_app() as test_app:
         yield test_app.test_client()
 

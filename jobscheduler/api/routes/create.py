@@ -1,4 +1,5 @@
-"""``POST /jobs``: the create of one job, and the fast path that serves it without Quart.
+"""``POST /jobs``: the create of one job, its route, and the fast path that serves it
+without Quart.
 
 :class:`Creator` is the create itself, shared by both ways in: :meth:`~Creator.prepare` (the
 tenant claim and validation.py's checks: 403, 400; no I/O) and :meth:`~Creator.store` (the quota,
@@ -8,9 +9,10 @@ then the insert with its audit record in one store call: 429, 409, 503).
 ``asgi_app``, so the test client goes through it too). The create is the API's hottest
 route, and Quart's per-request machinery — request and app contexts, the hook chains, the
 response object — cost more than the create's own work (see the README's Performance
-section). The fast path serves a create that succeeds: it reads the body, authenticates from
-the key cache, validates with the route's own compiled schema, runs the :class:`Creator`,
-counts the request in the same metrics and answers 201.
+section). The fast path serves a create that succeeds: it reads the body, authenticates with
+the API's own gate (:meth:`jobscheduler.api.auth.Gate.caller`, from the key cache only),
+checks the role the route declares, validates with the route's own compiled schema, runs the
+:class:`Creator`, counts the request in the same metrics and answers 201.
 
 Everything else goes to the Quart app, which answers as it always has — one implementation
 of every error, its audit record, its log line and its metrics:
@@ -30,19 +32,23 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
+from quart import Response, request
 
-from jobscheduler.api.auth import Authenticator
+from jobscheduler.api.audit import create_record, mark_audited
+from jobscheduler.api.auth import Credentials, Gate, current_principal
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.metrics import RequestMetrics
+from jobscheduler.api.replies import json_response
+from jobscheduler.api.route_table import Operation, RouteTable
 from jobscheduler.api.serving.unread_body import ASGIApp, Message, Receive, Scope, Send
-from jobscheduler.api.tenancy import AUTHENTICATED, Tenancy, claim_tenant, create_record
-from jobscheduler.domain.keys import OPERATOR, Principal, Role
+from jobscheduler.api.tenancy import AUTHENTICATED, Tenancy, claim_tenant
+from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job, job_to_json
 from jobscheduler.domain.validation import PayloadValidator, loads_json_body, parse_create_request
-from jobscheduler.errors import DuplicateJob
+from jobscheduler.errors import DuplicateJob, JobSchedulerError
 from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
@@ -84,7 +90,7 @@ class Creator:
         try:
             stored = await self.calls.call(self.deps.store.insert, job, audit=record)
         except DuplicateJob:
-            self.tenancy.quotas.forget_creates(tenant=job.tenant_id, count=1)
+            self.tenancy.forget_creates(job.tenant_id, 1)
             raise
         if self.deps.waker is not None:
             self.deps.waker.notify(stored.scheduled_at)
@@ -107,6 +113,26 @@ def duplicate_message(job: Job) -> str:
     return f"idempotencyKey {job.idempotency_key!r} is already used by another job"
 
 
+def register_create_route(routes: RouteTable, op: Operation, creator: Creator) -> None:
+    """Add ``POST /jobs`` (declared by ``op``) to ``routes``: the way in for every create
+    the fast path hands over."""
+
+    @routes.route(op)
+    async def create(body: Any) -> Response:
+        principal = current_principal()
+        job = creator.prepare(principal, body)
+        try:
+            failed = cast("Exception | None", request.scope.get(FAILED))
+            if failed is not None:
+                raise failed  # the fast path met it in the quota or the store
+            stored = await creator.store(principal, job)
+        except DuplicateJob as exc:
+            # 409 names the job holding the key, so a retrying client can follow it.
+            raise DuplicateJob(duplicate_message(job), existing_id=exc.existing_id) from None
+        mark_audited()
+        return json_response(job_to_json(stored), 201)
+
+
 class FastCreate:
     """ASGI middleware serving ``POST /jobs`` creates that succeed (see the module doc)."""
 
@@ -116,15 +142,17 @@ class FastCreate:
         *,
         creator: Creator,
         validate: Callable[[Any], None],
-        authenticator: Authenticator | None,
+        gate: Gate,
+        needs: Role,
         metrics: RequestMetrics,
         max_body: int,
     ) -> None:
         self.app = app
         self.creator = creator
         self.validate = validate
-        #: None: authentication is off (every caller is the operator).
-        self.authenticator = authenticator
+        self.gate = gate
+        #: The role the create's declaration asks for.
+        self.needs = needs
         self.metrics = metrics
         self.max_body = max_body
 
@@ -133,7 +161,7 @@ class FastCreate:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        principal = self._caller(scope)
+        principal = await self._caller(scope)
         if principal is None:
             await self.app(scope, receive, send)
             return
@@ -172,23 +200,21 @@ class FastCreate:
         await send({"type": "http.response.start", "status": 201, "headers": headers})
         await send({"type": "http.response.body", "body": content, "more_body": False})
 
-    def _caller(self, scope: Scope) -> Principal | None:
+    async def _caller(self, scope: Scope) -> Principal | None:
         """The caller, if the fast path may serve this request: a JSON body (by its content
-        type), from a cached key (or any caller with authentication off) that may create
-        jobs. None hands the request to Quart."""
-        mimetype = ""
-        authorization: list[str] = []
+        type), from a caller the gate knows without a store read (a cached key, or anyone
+        with authentication off) whose role the route allows. None hands the request to
+        Quart, which gives the refusal, if any."""
         for name, value in scope["headers"]:
             if name == b"content-type":
                 mimetype = value.partition(b";")[0].strip().lower().decode("latin-1")
-            elif name == b"authorization":
-                authorization.append(value.decode("latin-1"))
-        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+                if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+                    return None
+        try:
+            principal = await self.gate.caller(Credentials.of_scope(scope), read_store=False)
+        except JobSchedulerError:
             return None
-        if self.authenticator is None:
-            return OPERATOR
-        principal = self.authenticator.cached(authorization) if authorization else None
-        if principal is None or principal.role.rank < Role.WRITER.rank:
+        if principal is None or principal.role.rank < self.needs.rank:
             return None
         return principal
 

@@ -13,29 +13,22 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from quart import Response, request
-from quart_trio import QuartTrio
 
-from jobscheduler.api.auth import current_principal, requires
 from jobscheduler.api.bounded import BoundedCalls
-from jobscheduler.api.route_table import table_of
+from jobscheduler.api.replies import json_response
+from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import jobs as ops
 from jobscheduler.domain import cron
-from jobscheduler.domain.keys import Role
-from jobscheduler.domain.model import (
-    Job,
-    Status,
-    cron_policy_of,
-    format_time,
-    is_job_id,
-    parse_time,
-)
+from jobscheduler.domain.model import Status, cron_policy_of, format_time, parse_time
 from jobscheduler.errors import ValidationError
 from jobscheduler.roles.deps import Deps
+
+from .jobs import parse_job_id, visible_job
 
 log = logging.getLogger(__name__)
 
@@ -115,31 +108,15 @@ def parse_preview_request(
     return expression, policy, count, start
 
 
-def register_cron_routes(
-    app: QuartTrio,
-    deps: Deps,
-    json_response: Callable[..., Response],
-    store_calls: BoundedCalls | None = None,
-) -> None:
-    """Add the preview routes to ``app`` (``json_response(body, status)`` renders replies).
-
-    ``store_calls`` bounds their store reads by API_STORE_TIMEOUT (see bounded.py).
-    """
-    routes = table_of(app)
-
-    async def get_job(job_id: str) -> Job:
-        if store_calls is None:
-            return await deps.store.get(job_id)
-        return await store_calls.call(deps.store.get, job_id)
+def register_cron_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) -> None:
+    """Add the preview routes to ``routes``; ``calls`` bounds their store reads by
+    API_STORE_TIMEOUT (see bounded.py)."""
 
     @routes.route(ops.NEXT)
-    @requires(Role.READER)
     async def next_fire_times(job_id: str) -> Response:
-        if not is_job_id(job_id.lower()):
-            raise ValidationError("id: must be a 24-character hex ObjectId")
+        parse_job_id(job_id)
         count = parse_count(request.args.get("count"), query=True)
-        template = await get_job(job_id.lower())
-        current_principal().check_visible(template.tenant_id, template.id)
+        template = await visible_job(deps, calls, job_id)
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")
         if template.status is not Status.PENDING:
@@ -160,7 +137,6 @@ def register_cron_routes(
         )
 
     @routes.route(ops.PREVIEW_OP)
-    @requires(Role.READER)
     async def preview(body: Any) -> Response:
         expression, policy, count, start = parse_preview_request(body, now=deps.clock.now())
         fires = itertools.islice(policy.fires(expression, start), count)

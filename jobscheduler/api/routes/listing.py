@@ -9,24 +9,22 @@ last 1, 5 and 15 minutes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 from quart import Response, request
-from quart_trio import QuartTrio
 
-from jobscheduler.api.actions import Caller, direct
-from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.job_filters import encode_cursor, parse_list_request, parse_tenant_query
+from jobscheduler.api.replies import json_response
+from jobscheduler.api.route_table import RouteTable
+from jobscheduler.api.schemas import manage as manage_ops
+from jobscheduler.api.schemas import stats as stats_ops
 from jobscheduler.api.tenancy import tenant_args
-from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import format_time, job_to_json
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Cursor, JobStats
-
-STATS_PARAMETERS = ("tenantId",)
 
 
 def stats_to_json(stats: JobStats, *, tenant: str | None, now: Any) -> dict[str, Any]:
@@ -54,18 +52,12 @@ def stats_to_json(stats: JobStats, *, tenant: str | None, now: Any) -> dict[str,
     return out
 
 
-def register_listing_routes(
-    app: QuartTrio,
-    deps: Deps,
-    json_response: Callable[..., Response],
-    store_calls: BoundedCalls | None = None,
-) -> None:
-    """Add ``GET /jobs`` and ``GET /stats`` to ``app`` (``store_calls`` bounds their store
+def register_listing_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) -> None:
+    """Add ``GET /jobs`` and ``GET /stats`` to ``routes`` (``calls`` bounds their store
     reads by API_STORE_TIMEOUT, see bounded.py)."""
-    bounded: Caller = direct if store_calls is None else store_calls.call
+    bounded = calls.call
 
-    @app.get("/jobs")
-    @requires(Role.READER)
+    @routes.route(manage_ops.LIST_FILTERED)
     async def list_jobs() -> Response:
         args = request.args
         # tenantId defaults to a tenant-bound key's tenant (another one is a 403).
@@ -87,10 +79,9 @@ def register_listing_routes(
             response.headers["Link"] = f'<{request.path}?{urlencode(pairs)}>; rel="next"'
         return response
 
-    @app.get("/stats")
-    @requires(Role.READER)
+    @routes.route(stats_ops.STATS_OP)
     async def stats() -> Response:
-        requested = parse_tenant_query(request.args, STATS_PARAMETERS)
+        requested = parse_tenant_query(request.args)
         tenant = current_principal().scope(requested)
         now = deps.clock.now()
         result = await bounded(deps.store.stats, tenant, now)

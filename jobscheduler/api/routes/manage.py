@@ -11,8 +11,9 @@
 - templates: ``POST /jobs/{id}/pause`` | ``/resume`` | ``/trigger`` (201, the new run),
   ``PATCH /jobs/{id}``, ``DELETE /jobs/{id}`` (retires it; its runs stay).
 
-Every action needs a writer (``@requires(Role.WRITER)``) and a job the caller sees (another
-tenant's job is a 404); it answers with the job after the action, is a no-op where the job
+Every action needs a writer (the role their declarations in
+:mod:`jobscheduler.api.schemas.manage` name) and a job the caller sees (another tenant's job
+is a 404); it answers with the job after the action, is a no-op where the job
 already is where the action leads, or is a 409 ``{"error", "jobId", "status"}``. A bulk
 filter's tenant comes from the key (``Principal.scope``): a tenant-bound key acts on its own
 tenant only (naming another is a 403); an all-tenant admin names one or, naming none, acts
@@ -21,44 +22,50 @@ on every tenant. Actions are audited by the generic after_request hook (tenancy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 from quart import Response, g, request
-from quart_trio import QuartTrio
 
 from jobscheduler.api import actions
-from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.job_filters import parse_filter
+from jobscheduler.api.replies import json_response
+from jobscheduler.api.route_table import Operation, RouteTable
+from jobscheduler.api.schemas import manage as ops
 from jobscheduler.domain import cron
-from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import (
     MAX_ATTEMPTS_LIMIT,
     MAX_PRIORITY,
     Job,
     Status,
     cron_policy_of,
-    is_job_id,
     job_to_json,
     parse_time,
 )
 from jobscheduler.domain.validation import check_payload_strings as check_payload
 from jobscheduler.domain.validation import loads_json_body
-from jobscheduler.errors import DuplicateJob, InvalidTransition, ValidationError
+from jobscheduler.errors import InvalidTransition, ValidationError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import JobQuery
 
-JsonResponse = Callable[..., Response]
+from .jobs import visible_job
 
-RETRY_FIELDS = frozenset({"scheduledAt", "payload"})
-BULK_FIELDS = frozenset({"filter", "dryRun"})
-BULK_RETRY_FIELDS = frozenset({"filter", "scheduledAt", "dryRun"})
+
+def _fields(op: Operation) -> frozenset[str]:
+    """The body fields ``op`` declares (the ones its view accepts)."""
+    return frozenset((op.body or {}).get("properties", ()))
+
+
+RETRY_FIELDS = _fields(ops.RETRY)
+BULK_FIELDS = _fields(ops.BULK_CANCEL)
+BULK_RETRY_FIELDS = _fields(ops.BULK_RETRY)
+PATCH_FIELDS = _fields(ops.UPDATE)
 #: Bound of one bulk page (a read and a write of up to BULK_BATCH jobs): far above a healthy
 #: store's time for it (about 1.5 s on the test stack's FerretDB), far below a hang.
 BULK_PAGE_TIMEOUT = 30.0
-PATCH_FIELDS = frozenset({"cron", "payload", "priority", "maxAttempts", *cron.POLICY_FIELDS})
 
 
 async def _body(*, required: bool = False) -> dict[str, Any]:
@@ -131,23 +138,19 @@ def parse_patch(body: Mapping[str, Any], template: Job, validate_payload: Any) -
     return fields
 
 
-def register_manage_routes(
-    app: QuartTrio,
-    deps: Deps,
-    json_response: JsonResponse,
-    store_calls: BoundedCalls | None = None,
-) -> None:
-    """Add the management routes to ``app`` (``json_response(body, status)`` renders).
+def register_manage_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) -> None:
+    """Add the management routes to ``routes``.
 
-    ``store_calls`` bounds each action's store work by API_STORE_TIMEOUT (see bounded.py);
-    a bulk action's pages are bounded one by one, by BULK_PAGE_TIMEOUT.
+    ``calls`` bounds each action's store work by API_STORE_TIMEOUT (see bounded.py); a bulk
+    action's pages are bounded one by one, by BULK_PAGE_TIMEOUT.
     """
+    app = routes.app
     validators = deps.registry.validators()
-    bounded: actions.Caller = actions.direct if store_calls is None else store_calls.call
+    bounded: actions.Caller = calls.call
     page_calls = BoundedCalls(
         max(BULK_PAGE_TIMEOUT, deps.settings.api_store_timeout), per_request=False
     )
-    paged: actions.Caller = actions.direct if store_calls is None else page_calls.call
+    paged: actions.Caller = page_calls.call
 
     @app.before_serving
     async def _attach_page_calls() -> None:
@@ -155,30 +158,18 @@ def register_manage_routes(
 
     async def load(job_id: str) -> Job:
         """The job a writer acts on: 404 for an unknown id or another tenant's job."""
-        principal = current_principal()
-        principal.require(Role.WRITER)
-        if not is_job_id(job_id.lower()):
-            raise ValidationError("id: must be a 24-character hex ObjectId")
-        job = await bounded(deps.store.get, job_id.lower())
-        principal.check_visible(job.tenant_id, job.id)
-        return job
+        return await visible_job(deps, calls, job_id)
 
     def reply(outcome: actions.Outcome, status: int = 200) -> Response:
         return json_response(job_to_json(outcome.job), status)
 
-    @app.errorhandler(InvalidTransition)
-    async def _conflict(exc: InvalidTransition) -> Response:
-        return json_response({"error": str(exc), "jobId": exc.job_id, "status": exc.status}, 409)
-
-    @app.post("/jobs/<job_id>/cancel")
-    @requires(Role.WRITER)
+    @routes.route(ops.CANCEL)
     async def cancel_job(job_id: str) -> Response:
         _only(await _body(), frozenset())
         outcome = await bounded(actions.cancel, deps, await load(job_id))
         return reply(outcome, 202 if outcome.job.status is Status.RUNNING else 200)
 
-    @app.post("/jobs/<job_id>/retry")
-    @requires(Role.WRITER)
+    @routes.route(ops.RETRY)
     async def retry_job(job_id: str) -> Response:
         body = await _body()
         _only(body, RETRY_FIELDS)
@@ -205,7 +196,6 @@ def register_manage_routes(
 
     async def bulk_query(body: Mapping[str, Any]) -> JobQuery:
         principal = current_principal()
-        principal.require(Role.WRITER)
         if "filter" not in body:
             raise ValidationError('filter is required (e.g. {"filter": {"status": "dlq"}})')
         query, tenant = parse_filter(body["filter"])
@@ -231,8 +221,7 @@ def register_manage_routes(
             reply["dryRun"] = True
         return json_response(reply, 200)
 
-    @app.post("/jobs/cancel")
-    @requires(Role.WRITER)
+    @routes.route(ops.BULK_CANCEL)
     async def bulk_cancel() -> Response:
         body = await _body(required=True)
         _only(body, BULK_FIELDS)
@@ -241,8 +230,7 @@ def register_manage_routes(
         result = await actions.bulk_cancel(deps, query, call=paged, dry_run=dry)
         return bulk_reply(result, query, dry)
 
-    @app.post("/jobs/retry")
-    @requires(Role.WRITER)
+    @routes.route(ops.BULK_RETRY)
     async def bulk_retry() -> Response:
         body = await _body(required=True)
         _only(body, BULK_RETRY_FIELDS)
@@ -258,30 +246,23 @@ def register_manage_routes(
         )
         return bulk_reply(result, query, dry)
 
-    @app.post("/jobs/<job_id>/pause")
-    @requires(Role.WRITER)
+    @routes.route(ops.PAUSE)
     async def pause_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
         return reply(await bounded(actions.pause, deps, await load(job_id)))
 
-    @app.post("/jobs/<job_id>/resume")
-    @requires(Role.WRITER)
+    @routes.route(ops.RESUME)
     async def resume_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
         return reply(await bounded(actions.resume, deps, await load(job_id)))
 
-    @app.post("/jobs/<job_id>/trigger")
-    @requires(Role.WRITER)
+    @routes.route(ops.TRIGGER)
     async def trigger_template(job_id: str) -> Response:
         _only(await _body(), frozenset())
-        try:
-            run = await bounded(actions.trigger, deps, await load(job_id))
-        except DuplicateJob as exc:
-            return json_response({"error": str(exc), "jobId": exc.existing_id}, 409)
+        run = await bounded(actions.trigger, deps, await load(job_id))
         return json_response(job_to_json(run), 201)
 
-    @app.patch("/jobs/<job_id>")
-    @requires(Role.WRITER)
+    @routes.route(ops.UPDATE)
     async def update_template(job_id: str) -> Response:
         body = await _body(required=True)
         template = await load(job_id)
@@ -294,7 +275,6 @@ def register_manage_routes(
         fields = parse_patch(body, template, validators.get(template.job_type))
         return reply(await bounded(actions.update_template, deps, template, fields))
 
-    @app.delete("/jobs/<job_id>")
-    @requires(Role.WRITER)
+    @routes.route(ops.DELETE)
     async def retire_template(job_id: str) -> Response:
         return reply(await bounded(actions.retire, deps, await load(job_id)))

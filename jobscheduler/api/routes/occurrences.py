@@ -13,30 +13,30 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 from urllib.parse import urlencode
 
 import trio
 from quart import Response, request
-from quart_trio import QuartTrio
 
-from jobscheduler.api.auth import current_principal, requires
 from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.replies import json_response
+from jobscheduler.api.route_table import RouteTable
+from jobscheduler.api.schemas.admin import (
+    DEFAULT_OCCURRENCE_LIMIT,
+    MAX_OCCURRENCE_LIMIT,
+    OCCURRENCES,
+)
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
-from jobscheduler.domain.keys import Role
-from jobscheduler.domain.model import Job, cron_policy_of, format_time, is_job_id
+from jobscheduler.domain.model import Job, cron_policy_of, format_time
 from jobscheduler.errors import JobNotFound, ValidationError
 from jobscheduler.roles.deps import Deps
 
+from .jobs import parse_job_id, visible_job
+
 log = logging.getLogger(__name__)
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-DEFAULT_OCCURRENCE_LIMIT = 50
-MAX_OCCURRENCE_LIMIT = 500
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CURSOR_PREFIX = "f:"
 #: Runs of one page read from the store at once.
@@ -111,7 +111,7 @@ def occurrence_to_json(
 
 
 async def _runs(
-    deps: Deps, records: list[Occurrence], store_calls: BoundedCalls | None
+    deps: Deps, records: list[Occurrence], calls: BoundedCalls
 ) -> dict[str, Job | None]:
     """The runs the records name (None for one that does not exist)."""
     ids = sorted({r.run_id for r in records if r.run_id is not None})
@@ -121,10 +121,7 @@ async def _runs(
     async def read(run_id: str) -> None:
         async with limiter:
             try:
-                if store_calls is None:
-                    found[run_id] = await deps.store.get(run_id)
-                else:
-                    found[run_id] = await store_calls.call(deps.store.get, run_id)
+                found[run_id] = await calls.call(deps.store.get, run_id)
             except JobNotFound:
                 found[run_id] = None
 
@@ -134,34 +131,23 @@ async def _runs(
     return found
 
 
-def register_occurrence_routes(
-    app: QuartTrio,
-    deps: Deps,
-    json_response: Callable[..., Response],
-    store_calls: BoundedCalls | None = None,
-) -> None:
-    """Add ``GET /jobs/{id}/occurrences`` to ``app``; ``store_calls`` bounds its store
-    reads by API_STORE_TIMEOUT (see bounded.py)."""
+def register_occurrence_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) -> None:
+    """Add ``GET /jobs/{id}/occurrences`` to ``routes``; ``calls`` bounds its store reads
+    by API_STORE_TIMEOUT (see bounded.py)."""
 
-    async def bounded(fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
-        if store_calls is None:
-            return await fn(*args, **kwargs)
-        return await store_calls.call(fn, *args, **kwargs)
-
-    @app.get("/jobs/<job_id>/occurrences")
-    @requires(Role.READER)
+    @routes.route(OCCURRENCES)
     async def occurrences(job_id: str) -> Response:
-        if not is_job_id(job_id.lower()):
-            raise ValidationError("id: must be a 24-character hex ObjectId")
+        parse_job_id(job_id)
         limit, before = parse_occurrence_query(request.args)
-        template = await bounded(deps.store.get, job_id.lower())
-        current_principal().check_visible(template.tenant_id, template.id)
+        template = await visible_job(deps, calls, job_id)
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")
-        records = await bounded(deps.store.occurrences, template.id, limit=limit + 1, before=before)
+        records = await calls.call(
+            deps.store.occurrences, template.id, limit=limit + 1, before=before
+        )
         more = len(records) > limit
         records = records[:limit]
-        runs = await _runs(deps, records, store_calls)
+        runs = await _runs(deps, records, calls)
         items = [
             occurrence_to_json(
                 r,

@@ -13,16 +13,17 @@ only an all-tenant admin creates all-tenant keys.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import attrs
 from quart import Response, g, request
-from quart_trio import QuartTrio
 
-from jobscheduler.api.auth import current_principal, requires
+from jobscheduler.api.auth import current_principal
+from jobscheduler.api.replies import json_response
+from jobscheduler.api.route_table import RouteTable
+from jobscheduler.api.schemas import admin as ops
+from jobscheduler.api.tenancy import Tenancy
 from jobscheduler.domain.audit import audit_to_json, parse_audit_query
 from jobscheduler.domain.keys import (
-    Role,
     check_name,
     check_tenant,
     is_key_id,
@@ -31,24 +32,19 @@ from jobscheduler.domain.keys import (
     parse_role,
 )
 from jobscheduler.domain.validation import loads_json_body
-from jobscheduler.errors import Forbidden, ValidationError
-from jobscheduler.roles.deps import Deps
+from jobscheduler.errors import Forbidden, KeyNotFound, ValidationError
 
 log = logging.getLogger(__name__)
 
-KEY_FIELDS = frozenset({"tenantId", "allTenants", "role", "name"})
+#: The fields of ``POST /keys``, as its declaration's schema names them.
+KEY_FIELDS = frozenset((ops.CREATE_KEY.body or {})["properties"])
 
 
-def register_tenancy_routes(
-    app: QuartTrio, deps: Deps, json_response: Callable[..., Response]
-) -> None:
-    from jobscheduler.api.tenancy import current_tenancy
+def register_tenancy_routes(routes: RouteTable, tenancy: Tenancy) -> None:
+    """Add the key and audit routes to ``routes``."""
+    deps = tenancy.deps
 
-    def not_found(key_id: str) -> Response:
-        return json_response({"error": f"key {key_id} not found"}, 404)
-
-    @app.post("/keys")
-    @requires(Role.ADMIN)
+    @routes.route(ops.CREATE_KEY)
     async def create_key() -> Response:
         principal = current_principal()
         raw = await request.get_data(cache=False)
@@ -77,8 +73,8 @@ def register_tenancy_routes(
         role = parse_role(body.get("role"))
         name = check_name(body.get("name"))
         record, token = new_key(tenant=tenant, role=role, name=name, now=deps.clock.now())
-        await current_tenancy().call(deps.store.insert_key, record)
-        current_tenancy().authenticator.forget(record.id)
+        await tenancy.call(deps.store.insert_key, record)
+        tenancy.authenticator.forget(record.id)
         g.audit_detail = f"key {record.id} created ({role.value})"
         log.info(
             "api key created",
@@ -86,28 +82,26 @@ def register_tenancy_routes(
         )
         return json_response({**key_to_json(record), "key": token}, 201)
 
-    @app.get("/keys")
-    @requires(Role.ADMIN)
+    @routes.route(ops.LIST_KEYS)
     async def list_keys() -> Response:
         principal = current_principal()
         requested = request.args.get("tenantId") or None
         tenant = principal.scope(requested)
-        keys = await current_tenancy().call(deps.store.list_keys, tenant)
+        keys = await tenancy.call(deps.store.list_keys, tenant)
         return json_response([key_to_json(k) for k in keys], 200)
 
-    @app.delete("/keys/<key_id>")
-    @requires(Role.ADMIN)
+    @routes.route(ops.REVOKE_KEY)
     async def revoke_key(key_id: str) -> Response:
         principal = current_principal()
         if not is_key_id(key_id):
-            return not_found(key_id[:64])
-        key = await current_tenancy().call(deps.store.get_key, key_id)
+            raise KeyNotFound(f"key {key_id[:64]} not found")
+        key = await tenancy.call(deps.store.get_key, key_id)
         if key is None or not (principal.tenant is None or key.tenant == principal.tenant):
-            return not_found(key_id)
-        revoked = await current_tenancy().call(deps.store.revoke_key, key_id, deps.clock.now())
-        current_tenancy().authenticator.forget(key_id)
+            raise KeyNotFound(f"key {key_id} not found")
+        revoked = await tenancy.call(deps.store.revoke_key, key_id, deps.clock.now())
+        tenancy.authenticator.forget(key_id)
         if revoked is None:
-            return not_found(key_id)
+            raise KeyNotFound(f"key {key_id} not found")
         g.audit_detail = f"key {key_id} revoked"
         log.info(
             "api key revoked",
@@ -115,15 +109,14 @@ def register_tenancy_routes(
         )
         return json_response(key_to_json(revoked), 200)
 
-    @app.get("/audit")
-    @requires(Role.ADMIN)
+    @routes.route(ops.AUDIT)
     async def read_audit() -> Response:
         principal = current_principal()
         query = parse_audit_query(request.args)
         scoped = principal.scope(query.tenant)
         if scoped != query.tenant:
             query = attrs.evolve(query, tenant=scoped)
-        records = await current_tenancy().call(deps.store.list_audit, query)
+        records = await tenancy.call(deps.store.list_audit, query)
         next_before = records[-1].id if len(records) == query.limit else None
         return json_response(
             {"records": [audit_to_json(r) for r in records], "nextBefore": next_before}, 200

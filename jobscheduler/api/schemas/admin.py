@@ -1,15 +1,19 @@
 """Declarations of the tenancy routes (API keys, audit trail) and of a template's ledger
-(``GET /jobs/{id}/occurrences``), in the same terms as :mod:`.jobs`. Like
-:mod:`.manage`, they document routes that validate their input in their own
-modules; :func:`jobscheduler.api.schemas.manage.describe_registered` declares the ones on the
-app."""
+(``GET /jobs/{id}/occurrences``), in the same terms as :mod:`.jobs`. Like the management
+routes, ``POST /keys`` reads and checks its body itself (``view_reads_body``)."""
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Param, Reply, Schema
-from jobscheduler.api.routes.occurrences import DEFAULT_OCCURRENCE_LIMIT, MAX_OCCURRENCE_LIMIT
+from jobscheduler.api.route_table import Operation, Param, Reply
+from jobscheduler.api.shapes import JOB_ID, TEXT, TIME, Schema
+from jobscheduler.domain.keys import Role
+from jobscheduler.errors import KeyNotFound
 
-from .jobs import JOB_ID, TENANT_PARAM, TEXT, TIME, job_operation, page_params
+from .jobs import TENANT_PARAM, job_operation, page_params
+
+#: Items of one page of a template's ledger: by default, and at most.
+DEFAULT_OCCURRENCE_LIMIT = 50
+MAX_OCCURRENCE_LIMIT = 500
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 
@@ -35,6 +39,9 @@ CREATE_KEY = Operation(
     rule="/keys",
     summary="Create an API key (admin); the secret is in the answer only",
     tag="keys",
+    role=Role.ADMIN,
+    unknown_params="ignore",
+    view_reads_body=True,
     body={
         "type": "object",
         "additionalProperties": False,
@@ -54,7 +61,9 @@ LIST_KEYS = Operation(
     rule="/keys",
     summary="The keys (never their secrets)",
     tag="keys",
+    role=Role.ADMIN,
     params=(TENANT_PARAM,),
+    unknown_params="ignore",
     responses={200: Reply(description="the keys", schema={"type": "array", "items": KEY})},
 )
 
@@ -64,8 +73,11 @@ REVOKE_KEY = Operation(
     rule="/keys/<key_id>",
     summary="Revoke a key",
     tag="keys",
+    role=Role.ADMIN,
     params=(Param(name="key_id", where="path", schema={"type": "string"}, description="the key"),),
+    unknown_params="ignore",
     responses={200: Reply(description="the key, revoked", schema=KEY)},
+    errors={KeyNotFound: ""},
 )
 
 AUDIT_RECORD: Schema = {
@@ -89,6 +101,7 @@ AUDIT = Operation(
     rule="/audit",
     summary="The audit trail, newest first (admin)",
     tag="keys",
+    role=Role.ADMIN,
     params=(
         TENANT_PARAM,
         Param(name="keyId", where="query", schema=TEXT, description="one key"),
@@ -139,6 +152,7 @@ OCCURRENCES = job_operation(
     "GET",
     "A cron template's ledger of fire times, newest first",
     tag="cron",
+    role=Role.READER,
     path="/occurrences",
     params=page_params(
         MAX_OCCURRENCE_LIMIT,
@@ -161,5 +175,3 @@ OCCURRENCES = job_operation(
         )
     },
 )
-
-OPERATIONS = (CREATE_KEY, LIST_KEYS, REVOKE_KEY, AUDIT, OCCURRENCES)

@@ -1,4 +1,5 @@
-"""The JSON Schemas of the HTTP contract and the declaration of every operation.
+"""The JSON Schemas of jobs and the declarations of the job routes (create, read, health and
+the document itself), with the helpers the other declarations share.
 
 Request-body schemas here are the ones the routes validate with (see
 :mod:`jobscheduler.api.route_table`);
@@ -15,26 +16,13 @@ from typing import Literal
 
 import attrs
 
-from jobscheduler.api.route_table import Operation, Param, Reply, Schema
+from jobscheduler.api.route_table import PUBLIC, Access, Operation, Param, Reply
+from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema, nullable
 from jobscheduler.domain import cron
-from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MAX_STRING_LENGTH, Status
+from jobscheduler.domain.keys import Role
+from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY
+from jobscheduler.errors import DuplicateJob, JobNotFound, JobSchedulerError, QuotaExceeded
 
-TIME: Schema = {"type": "string", "format": "date-time"}
-JOB_ID: Schema = {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}
-STATUS: Schema = {"type": "string", "enum": [s.value for s in Status]}
-
-
-def _nullable(schema: Schema) -> Schema:
-    """Optional request fields may be given as null, meaning "not given"."""
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return {**schema, "type": [kind, "null"]}
-    if "enum" in schema:
-        return {**schema, "enum": [*schema["enum"], None]}
-    return schema
-
-
-TEXT: Schema = {"type": "string", "minLength": 1, "maxLength": MAX_STRING_LENGTH}
 DURATION: Schema = {
     "type": ["string", "number", "null"],
     "description": "a duration such as 500ms, 30s, 5m, 1h, or a number of seconds",
@@ -42,13 +30,13 @@ DURATION: Schema = {
 
 #: The schedule settings of a cron template (also in a preview request).
 SCHEDULE_FIELDS: dict[str, Schema] = {
-    "timezone": _nullable({"type": "string", "description": "an IANA zone, default UTC"}),
-    "dstGap": _nullable({"type": "string", "enum": [v.value for v in cron.DstGap]}),
-    "dstFold": _nullable({"type": "string", "enum": [v.value for v in cron.DstFold]}),
-    "catchUp": _nullable({"type": "string", "enum": [v.value for v in cron.CatchUp]}),
+    "timezone": nullable({"type": "string", "description": "an IANA zone, default UTC"}),
+    "dstGap": nullable({"type": "string", "enum": [v.value for v in cron.DstGap]}),
+    "dstFold": nullable({"type": "string", "enum": [v.value for v in cron.DstFold]}),
+    "catchUp": nullable({"type": "string", "enum": [v.value for v in cron.CatchUp]}),
     "catchUpWindow": DURATION,
     "jitter": DURATION,
-    "overlap": _nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
+    "overlap": nullable({"type": "string", "enum": [v.value for v in cron.Overlap]}),
 }
 
 #: A job's priority, in the create and the update body.
@@ -64,15 +52,15 @@ CREATE_JOB: Schema = {
     "additionalProperties": False,
     "properties": {
         "idempotencyKey": TEXT,
-        "tenantId": _nullable(TEXT),
+        "tenantId": nullable(TEXT),
         "jobType": TEXT,
-        "payload": _nullable({"type": "object"}),
-        "priority": _nullable(PRIORITY),
-        "scheduledAt": _nullable(
+        "payload": nullable({"type": "object"}),
+        "priority": nullable(PRIORITY),
+        "scheduledAt": nullable(
             {**TIME, "description": "when a one-off job is due (required unless cron)"}
         ),
-        "cron": _nullable({**TEXT, "description": "a 5-field expression: a template"}),
-        "maxAttempts": _nullable(
+        "cron": nullable({**TEXT, "description": "a 5-field expression: a template"}),
+        "maxAttempts": nullable(
             {
                 "type": "integer",
                 "maximum": MAX_ATTEMPTS_LIMIT,
@@ -125,15 +113,6 @@ JOB: Schema = {
     },
 }
 
-DUPLICATE: Schema = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {"type": "string"},
-        "jobId": {**JOB_ID, "description": "the job that holds the idempotencyKey"},
-    },
-}
-
 FIRE_TIME: Schema = {
     "type": "object",
     "required": ["at", "local", "shifted", "repeated"],
@@ -165,8 +144,8 @@ PREVIEW_REQUEST: Schema = {
         "timezone": SCHEDULE_FIELDS["timezone"],
         "dstGap": SCHEDULE_FIELDS["dstGap"],
         "dstFold": SCHEDULE_FIELDS["dstFold"],
-        "count": _nullable(FIRE_COUNT),
-        "from": _nullable(TIME),
+        "count": nullable(FIRE_COUNT),
+        "from": nullable(TIME),
     },
 }
 
@@ -212,24 +191,33 @@ def job_operation(
     summary: str,
     *,
     tag: str,
+    role: Access,
     path: str = "",
     params: tuple[Param, ...] = (),
+    unknown_params: Literal["refuse", "ignore"] = "ignore",
     body: Schema | None = None,
     body_required: bool = True,
+    view_reads_body: bool = False,
     responses: Mapping[int, Reply],
+    errors: Mapping[type[JobSchedulerError], str] | None = None,
 ) -> Operation:
     """An operation on one job: rule ``/jobs/<job_id>`` + ``path``, the job id its first
-    parameter, then ``params``."""
+    parameter, then ``params``; an unknown or another tenant's job is a 404. Unknown query
+    parameters are ignored unless ``unknown_params`` says otherwise."""
     return Operation(
         id=id,
         method=method,
         rule=f"/jobs/<job_id>{path}",
         summary=summary,
         tag=tag,
+        role=role,
         params=(JOB_ID_PARAM, *params),
+        unknown_params=unknown_params,
         body=body,
         body_required=body_required,
+        view_reads_body=view_reads_body,
         responses=responses,
+        errors={JobNotFound: "", **(errors or {})},
     )
 
 
@@ -241,7 +229,8 @@ HEALTHZ = Operation(
     rule="/healthz",
     summary="Liveness: the API process answers",
     tag="health",
-    public=True,
+    role=PUBLIC,
+    unknown_params="ignore",
     responses={
         200: Reply(
             description="ok",
@@ -257,7 +246,8 @@ OPENAPI = Operation(
     rule="/openapi.json",
     summary="This document",
     tag="health",
-    public=True,
+    role=PUBLIC,
+    unknown_params="ignore",
     responses={200: Reply(description="the OpenAPI 3.1 document", schema={"type": "object"})},
 )
 
@@ -279,15 +269,20 @@ CREATE = Operation(
     rule="/jobs",
     summary="Create a one-off job (scheduledAt) or a cron template (cron)",
     tag="jobs",
+    role=Role.WRITER,
+    unknown_params="ignore",
     body=CREATE_JOB,
-    responses={
-        201: job_reply("the stored job"),
-        409: Reply(description="the idempotencyKey is taken (jobId names it)", schema=DUPLICATE),
-    },
+    responses={201: job_reply("the stored job")},
+    errors={DuplicateJob: "", QuotaExceeded: ""},
 )
 
 GET = job_operation(
-    "get", "GET", "A job as it is now", tag="jobs", responses={200: job_reply("the job")}
+    "get",
+    "GET",
+    "A job as it is now",
+    tag="jobs",
+    role=Role.READER,
+    responses={200: job_reply("the job")},
 )
 
 NEXT = job_operation(
@@ -295,6 +290,7 @@ NEXT = job_operation(
     "GET",
     "A cron template's next fire times",
     tag="cron",
+    role=Role.READER,
     path="/next",
     params=(
         Param(name="count", where="query", schema=FIRE_COUNT, description="how many (default 10)"),
@@ -308,6 +304,38 @@ PREVIEW_OP = Operation(
     rule="/cron/preview",
     summary="The fire times of any expression (stateless)",
     tag="cron",
+    role=Role.READER,
+    unknown_params="ignore",
     body=PREVIEW_REQUEST,
     responses={200: Reply(description="the fire times", schema=PREVIEW)},
+)
+
+DESCRIBE_CRON = Operation(
+    id="describe_cron",
+    method="GET",
+    rule="/ui/describe",
+    summary="A cron expression in words (the dashboard's helper)",
+    tag="cron",
+    role=Role.READER,
+    params=(
+        Param(name="cron", where="query", schema=TEXT, description="the expression", required=True),
+        Param(
+            name="timezone",
+            where="query",
+            schema={"type": "string"},
+            description="the zone its wall times are read in (default UTC)",
+        ),
+    ),
+    unknown_params="ignore",
+    responses={
+        200: Reply(
+            description="the expression in English",
+            schema={
+                "type": "object",
+                "required": ["text"],
+                "properties": {"text": {"type": "string"}},
+            },
+        ),
+        303: Reply(description="no valid key: to the dashboard's sign-in page"),
+    },
 )

@@ -1,11 +1,11 @@
-"""Declarations of the job-management, listing, stats, batch and attempt routes (issue 11
-§1-2 and the batch/attempt routes), in the same terms as :mod:`.jobs`.
+"""Declarations of the job-management, listing, batch and attempt routes, in the same
+terms as :mod:`.jobs`.
 
-These routes validate their input in their own modules (``api.manage``, ``api.listing``,
-``bulk``) with messages that list the accepted fields; the declarations here document that
-input and every answer, and the schemathesis fuzz test holds the two together (no 5xx, every
-answer as declared). :func:`describe_registered` declares the ones whose route exists on the
-app and has no declaration of its own yet.
+The management and batch routes read and check their bodies themselves
+(``view_reads_body``: :mod:`jobscheduler.api.routes.manage`, :mod:`..routes.batch`), with
+messages that list the accepted fields; the schemas here document those bodies, the field
+lists those routes accept are read from them, and the schemathesis fuzz test holds the two
+together (no 5xx, every answer as declared).
 """
 
 from __future__ import annotations
@@ -14,40 +14,36 @@ from collections.abc import Mapping
 
 import attrs
 
-from jobscheduler.api.job_filters import SORTS
-from jobscheduler.api.route_table import Operation, Param, Reply, RouteTable, Schema
+from jobscheduler.api.route_table import Operation, Param, Reply
+from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
-from jobscheduler.store.query import MAX_QUERY_IDS
+from jobscheduler.errors import (
+    DuplicateJob,
+    InvalidTransition,
+    JobSchedulerError,
+    QuotaExceeded,
+    UnsupportedMediaType,
+)
+from jobscheduler.store.query import MAX_QUERY_IDS, Sort
 
-from .admin import OPERATIONS as ADMIN_OPERATIONS
 from .jobs import (
     JOB,
-    JOB_ID,
     PRIORITY,
     SCHEDULE_FIELDS,
-    STATUS,
     TENANT_PARAM,
-    TEXT,
-    TIME,
     job_operation,
     job_reply,
     page_params,
 )
 
-CONFLICT: Schema = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {"type": "string"},
-        "jobId": JOB_ID,
-        "status": {**STATUS, "description": "the job's status, which forbids the action"},
-    },
-}
-
 NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
 
 #: The conditions ``GET /jobs`` takes in its query and a bulk action in its ``filter``
 #: (both read by ``listing._filter``); tenantId and status are spelled apart.
+#: Accepted ``sort`` values of ``GET /jobs``.
+SORTS = tuple(s.value for s in Sort)
+
 CONDITIONS = (
     Param(name="jobType", where="query", schema=TEXT, description="only this type"),
     Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
@@ -94,21 +90,6 @@ BULK_RESULT: Schema = {
     },
 }
 
-STATS: Schema = {
-    "type": "object",
-    "required": ["byStatus", "byJobType", "queueLagSeconds", "finished"],
-    "properties": {
-        "tenantId": {"type": ["string", "null"]},
-        "at": TIME,
-        "byStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "byJobType": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "counts": {"type": "object"},
-        "queueLagSeconds": {"type": "number", "minimum": 0},
-        "oldestDueAt": TIME,
-        "finished": {"type": "object"},
-    },
-}
-
 ATTEMPT: Schema = {
     "type": "object",
     "required": ["run", "number", "outcome"],
@@ -141,11 +122,6 @@ BATCH_ANSWER: Schema = {
 }
 
 
-def _refused(description: str) -> Reply:
-    """The 409 of an operation the job's status forbids (:data:`CONFLICT` names it)."""
-    return Reply(description=description, schema=CONFLICT)
-
-
 def _action(
     name: str,
     summary: str,
@@ -154,23 +130,23 @@ def _action(
     body: Schema = NO_BODY,
     status: int = 200,
     responses: Mapping[int, Reply] | None = None,
+    errors: Mapping[type[JobSchedulerError], str] | None = None,
 ) -> Operation:
-    """``POST /jobs/<job_id>/<name>`` with an optional body; unless ``responses`` says
-    otherwise it answers the job after the action (``status``), or 409 when the job's
-    status forbids it."""
+    """``POST /jobs/<job_id>/<name>`` for a writer, with an optional body; unless
+    ``responses`` says otherwise it answers the job after the action (``status``), and a 409
+    when the job's status forbids it (``errors`` may say why)."""
     return job_operation(
         name,
         "POST",
         summary,
         tag=tag,
+        role=Role.WRITER,
         path=f"/{name}",
         body=body,
         body_required=False,
-        responses=responses
-        or {
-            status: job_reply("the job after the action"),
-            409: _refused("the job's status forbids the action"),
-        },
+        view_reads_body=True,
+        responses=responses or {status: job_reply("the job after the action")},
+        errors=errors or {InvalidTransition: ""},
     )
 
 
@@ -180,8 +156,8 @@ CANCEL = _action(
     responses={
         200: job_reply("the cancelled job"),
         202: job_reply("running: the executor stops it within a heartbeat"),
-        409: _refused("the job is already final"),
     },
+    errors={InvalidTransition: "the job is already final"},
 )
 
 RETRY = _action(
@@ -192,15 +168,22 @@ RETRY = _action(
         "additionalProperties": False,
         "properties": {"scheduledAt": RETRY_AT, "payload": {"type": ["object", "null"]}},
     },
-    responses={
-        200: job_reply("the job, pending again"),
-        409: _refused("the job is not dlq or cancelled"),
-    },
+    responses={200: job_reply("the job, pending again")},
+    errors={InvalidTransition: "the job is not dlq or cancelled"},
 )
 
 PAUSE = _action("pause", "Pause a cron template", tag="cron")
 RESUME = _action("resume", "Resume a template; it fires next from now (no burst)", tag="cron")
-TRIGGER = _action("trigger", "Run a template once now (the new run)", status=201, tag="cron")
+TRIGGER = _action(
+    "trigger",
+    "Run a template once now (the new run)",
+    status=201,
+    tag="cron",
+    errors={
+        InvalidTransition: "",
+        DuplicateJob: "the template already has a run for this very moment (jobId names it)",
+    },
+)
 
 
 def _bulk(name: str, summary: str, **fields: Schema) -> Operation:
@@ -212,6 +195,9 @@ def _bulk(name: str, summary: str, **fields: Schema) -> Operation:
         rule=f"/jobs/{name}",
         summary=summary,
         tag="actions",
+        role=Role.WRITER,
+        unknown_params="ignore",
+        view_reads_body=True,
         body={
             "type": "object",
             "required": ["filter"],
@@ -232,6 +218,8 @@ UPDATE = job_operation(
     "PATCH",
     "Change a cron template (cron, payload, priority, maxAttempts, schedule)",
     tag="cron",
+    role=Role.WRITER,
+    view_reads_body=True,
     body={
         "type": "object",
         "minProperties": 1,
@@ -244,10 +232,8 @@ UPDATE = job_operation(
             **SCHEDULE_FIELDS,
         },
     },
-    responses={
-        200: job_reply("the template, next fire recomputed"),
-        409: _refused("not a template, or retired"),
-    },
+    responses={200: job_reply("the template, next fire recomputed")},
+    errors={InvalidTransition: "not a template, or retired"},
 )
 
 DELETE = job_operation(
@@ -255,7 +241,9 @@ DELETE = job_operation(
     "DELETE",
     "Retire a cron template (its past runs stay)",
     tag="cron",
-    responses={200: job_reply("the retired template"), 409: _refused("not a template")},
+    role=Role.WRITER,
+    responses={200: job_reply("the retired template")},
+    errors={InvalidTransition: "not a template"},
 )
 
 STATUS_LIST: Schema = {"type": "array", "items": STATUS}
@@ -266,6 +254,7 @@ LIST_FILTERED = Operation(
     rule="/jobs",
     summary="Jobs matching the filters, in the sort's order (a bare array; Link to the next page)",
     tag="jobs",
+    role=Role.READER,
     params=(
         attrs.evolve(TENANT_PARAM, description="the tenant", required=True),
         Param(name="status", where="query", schema=STATUS_LIST, description="any of these"),
@@ -291,22 +280,15 @@ LIST_FILTERED = Operation(
     },
 )
 
-STATS_OP = Operation(
-    id="stats",
-    method="GET",
-    rule="/stats",
-    summary="Counts by status and job type, queue lag, recent completions and failures",
-    tag="jobs",
-    params=(TENANT_PARAM,),
-    responses={200: Reply(description="the figures", schema=STATS)},
-)
-
 BATCH = Operation(
     id="create_many",
     method="POST",
     rule="/jobs/batch",
     summary="Create up to 1,000 jobs; one answer per job, in order",
     tag="jobs",
+    role=Role.WRITER,
+    unknown_params="ignore",
+    view_reads_body=True,
     body={
         "type": "object",
         "required": ["jobs"],
@@ -329,6 +311,7 @@ BATCH = Operation(
             },
         )
     },
+    errors={UnsupportedMediaType: "", QuotaExceeded: ""},
 )
 
 ATTEMPTS = job_operation(
@@ -336,6 +319,7 @@ ATTEMPTS = job_operation(
     "GET",
     "A job's attempt history, oldest first (by run, then attempt number)",
     tag="jobs",
+    role=Role.READER,
     path="/attempts",
     responses={
         200: Reply(
@@ -348,28 +332,3 @@ ATTEMPTS = job_operation(
         )
     },
 )
-
-#: Routes registered by their own modules with their own validation.
-OPERATIONS = (
-    CANCEL,
-    RETRY,
-    PAUSE,
-    RESUME,
-    TRIGGER,
-    BULK_CANCEL,
-    BULK_RETRY,
-    UPDATE,
-    DELETE,
-    LIST_FILTERED,
-    STATS_OP,
-    BATCH,
-    ATTEMPTS,
-)
-
-
-def describe_registered(table: RouteTable) -> None:
-    """Declare each operation of this module and of :mod:`.admin` whose route
-    is on the app and has no declaration yet."""
-    missing = set(table.undeclared())
-    known = (*OPERATIONS, *ADMIN_OPERATIONS)
-    table.describe(*(op for op in known if f"{op.method} {op.rule}" in missing))

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from werkzeug.datastructures import MultiDict
 
-from jobscheduler.api.job_filters import SORTS
+from jobscheduler.api.schemas.manage import SORTS
 
 #: Rows per page of the Jobs table, and the choices offered.
 DEFAULT_PAGE_SIZE = 50

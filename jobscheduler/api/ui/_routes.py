@@ -10,10 +10,13 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
-from quart_trio import QuartTrio
 
-from jobscheduler.api.auth import current_principal, public, requires
+from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.errors import status_of
+from jobscheduler.api.replies import json_response
+from jobscheduler.api.route_table import PUBLIC, RouteTable
+from jobscheduler.api.schemas.jobs import DESCRIBE_CRON
 from jobscheduler.api.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -25,7 +28,7 @@ from jobscheduler.api.session import (
 )
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import LISTABLE_STATUSES, MAX_STRING_LENGTH, is_job_id
-from jobscheduler.errors import Unauthorized
+from jobscheduler.errors import Forbidden, Unauthorized, ValidationError
 from jobscheduler.roles.deps import Deps
 
 from ._chart import statuses_of
@@ -96,7 +99,7 @@ def _see_other(location: str) -> Response:
 
 
 def register_ui_routes(
-    app: QuartTrio,
+    routes: RouteTable,
     deps: Deps,
     store_calls: BoundedCalls,
     verify_key: KeyVerifier | None = None,
@@ -105,8 +108,10 @@ def register_ui_routes(
 
     ``verify_key`` checks a key typed into the sign-in form (the principal, or Unauthorized);
     None while authentication is off: then there is nothing to sign in to and the pages
-    open directly.
+    open directly. Every page is declared in ``routes`` with the role it needs; the page
+    helper ``/ui/describe`` answers JSON and is an operation of the API's document.
     """
+    app = routes.app
     refresh = deps.settings.ui_refresh
     ui = Blueprint(
         "ui",
@@ -116,18 +121,16 @@ def register_ui_routes(
     )
 
     # Our own route rather than the blueprint's static folder: a plain view function that
-    # the API's auth step can declare public (the sign-in page needs its stylesheet).
-    @ui.get("/static/<path:filename>")
-    @public
+    # the route table can declare public (the sign-in page needs its stylesheet).
+    @routes.page("/static/<path:filename>", role=PUBLIC, blueprint=ui)
     async def static(filename: str) -> Response:
         response = await send_from_directory(STATIC_DIR, filename)
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Content-Type-Options"] = "nosniff"
         return response
 
-    @ui.get("")
-    @ui.get("/")
-    @requires(Role.READER)
+    @routes.page("", role=Role.READER, blueprint=ui)
+    @routes.page("/", role=Role.READER, blueprint=ui)
     async def overview() -> Response:
         # A shell: static/overview.js fills it from GET /stats/overview (the API's own scope
         # rules apply). A principal that sees every tenant may pick one with the switcher.
@@ -153,8 +156,7 @@ def register_ui_routes(
         )
         return _html(body)
 
-    @ui.get("/jobs")
-    @requires(Role.READER)
+    @routes.page("/jobs", role=Role.READER, blueprint=ui)
     async def jobs() -> Response:
         principal = current_principal()
         args = request.args
@@ -186,21 +188,18 @@ def register_ui_routes(
         )
         return _html(body)
 
-    @ui.get("/dead-letters")
-    @requires(Role.READER)
+    @routes.page("/dead-letters", role=Role.READER, blueprint=ui)
     async def dead_letters() -> Response:
         # ``?limit=`` picks the page size (1-1000); anything else is the default.
         raw = request.args.get("limit", "")
         size = int(raw) if raw.isdigit() and 1 <= int(raw) <= SCAN_LIMIT else DEAD_LETTER_PAGE
         return await tenant_page("dead_letters.html", "dead-letters", size)
 
-    @ui.get("/cron")
-    @requires(Role.READER)
+    @routes.page("/cron", role=Role.READER, blueprint=ui)
     async def cron_templates() -> Response:
         return await tenant_page("cron.html", "cron")
 
-    @ui.get("/jobs/<job_id>")
-    @requires(Role.READER)
+    @routes.page("/jobs/<job_id>", role=Role.READER, blueprint=ui)
     async def job_detail(job_id: str) -> Response:
         job_id = job_id.lower()
         if not is_job_id(job_id):
@@ -209,49 +208,43 @@ def register_ui_routes(
                 **_page_context("jobs", refresh),
                 message="A job id is 24 hexadecimal characters.",
             )
-            return _html(body, 400)
+            return _html(body, status_of(ValidationError))
         body = await render_template("job.html", **_page_context("jobs", refresh), job_id=job_id)
         return _html(body)
 
-    @ui.get("/describe")
-    @requires(Role.READER)
+    @routes.route(DESCRIBE_CRON, blueprint=ui)
     async def describe() -> Response:
         # A page helper: a cron expression in words (the script shows it beside the template).
         words = describe_cron(request.args.get("cron", ""), request.args.get("timezone"))
-        response = Response(
-            json.dumps({"text": words}), status=200, content_type="application/json"
-        )
-        return response
+        return json_response({"text": words}, 200)
 
-    @ui.get("/signin")
-    @public
+    @routes.page("/signin", role=PUBLIC, blueprint=ui)
     async def signin_form() -> Response:
         if verify_key is None:
             return _see_other("/ui")
         body = await render_template("signin.html", **_page_context("signin", refresh), error="")
         return _html(body)
 
-    @ui.post("/signin")
-    @public
+    @routes.page("/signin", role=PUBLIC, methods=("POST",), blueprint=ui)
     async def signin() -> Response:
         if verify_key is None:
             return _see_other("/ui")
         context = _page_context("signin", refresh)
         if not _same_origin():
             body = await render_template("signin.html", **context, error="Sign in from this site.")
-            return _html(body, 403)
+            return _html(body, status_of(Forbidden))
         form = await request.form
         key = (form.get("key") or "").strip()
         if not key or len(key) > MAX_KEY_LENGTH:
             body = await render_template("signin.html", **context, error="Paste an API key.")
-            return _html(body, 400)
+            return _html(body, status_of(ValidationError))
         try:
             principal = await verify_key(key)
         except Unauthorized:
             log.info("dashboard sign-in refused")
             error = "That key is not valid (unknown, revoked or mistyped)."
             body = await render_template("signin.html", **context, error=error)
-            return _html(body, 401)
+            return _html(body, status_of(Unauthorized))
         log.info(
             "dashboard sign-in",
             extra={
@@ -271,8 +264,7 @@ def register_ui_routes(
         )
         return response
 
-    @ui.post("/signout")
-    @public
+    @routes.page("/signout", role=PUBLIC, methods=("POST",), blueprint=ui)
     async def signout() -> Response:
         key = request.cookies.get(SESSION_COOKIE)
         if key:
@@ -288,8 +280,7 @@ def register_ui_routes(
 
     app.register_blueprint(ui)
 
-    @app.get("/")
-    @public
+    @routes.page("/", role=PUBLIC)
     async def root() -> Response:
         response: Response = redirect("/ui", 302)  # type: ignore[assignment]
         return response

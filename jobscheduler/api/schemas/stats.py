@@ -1,0 +1,102 @@
+"""Declarations of the figures: ``GET /stats`` (counts, queue lag, recent outcomes) and
+``GET /stats/overview`` (what the dashboard's Overview shows), in the same terms as
+:mod:`.jobs`."""
+
+from __future__ import annotations
+
+from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.shapes import TIME, Schema
+from jobscheduler.domain.keys import Role
+
+from .jobs import TENANT_PARAM
+
+STATS: Schema = {
+    "type": "object",
+    "required": ["byStatus", "byJobType", "queueLagSeconds", "finished"],
+    "properties": {
+        "tenantId": {"type": ["string", "null"]},
+        "at": TIME,
+        "byStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "byJobType": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "counts": {"type": "object"},
+        "queueLagSeconds": {"type": "number", "minimum": 0},
+        "oldestDueAt": TIME,
+        "finished": {"type": "object"},
+    },
+}
+
+STATS_OP = Operation(
+    id="stats",
+    method="GET",
+    rule="/stats",
+    summary="Counts by status and job type, queue lag, recent completions and failures",
+    tag="jobs",
+    role=Role.READER,
+    params=(TENANT_PARAM,),
+    responses={200: Reply(description="the figures", schema=STATS)},
+)
+
+_COUNT: Schema = {"type": "integer", "minimum": 0}
+_WORKER: Schema = {
+    "type": "object",
+    "required": ["id", "role", "host", "pid", "jobTypes", "inFlight", "leader", "seenAt"],
+    "properties": {
+        "id": {"type": "string"},
+        "role": {"enum": ["scheduler", "executor"]},
+        "host": {"type": "string"},
+        "pid": {"type": "integer"},
+        "jobTypes": {"type": "array", "items": {"type": "string"}},
+        "inFlight": _COUNT,
+        "leader": {"type": "boolean"},
+        "startedAt": TIME,
+        "seenAt": TIME,
+        "secondsSinceSeen": {"type": "number", "minimum": 0},
+    },
+}
+_SERIES: Schema = {"type": "array", "items": _COUNT}
+
+OVERVIEW: Schema = {
+    "type": "object",
+    "required": ["byStatus", "total", "dlq", "queueLagSeconds", "throughput", "cluster"],
+    "properties": {
+        "tenantId": {"type": ["string", "null"]},
+        "at": TIME,
+        "byStatus": {"type": "object", "additionalProperties": _COUNT},
+        "total": _COUNT,
+        "dlq": _COUNT,
+        "queueLagSeconds": {"type": "number", "minimum": 0},
+        "oldestDueAt": {"type": ["string", "null"], "format": "date-time"},
+        "throughput": {
+            "type": "object",
+            "required": ["start", "minutes", "completed", "failed"],
+            "properties": {
+                "start": TIME,
+                "minutes": _COUNT,
+                "completed": _SERIES,
+                "failed": _SERIES,
+            },
+        },
+        "cluster": {
+            "type": ["object", "null"],
+            "description": "null for a tenant-bound key",
+            "properties": {
+                "leader": {"oneOf": [_WORKER, {"type": "null"}]},
+                "leaders": _COUNT,
+                "schedulers": {"type": "array", "items": _WORKER},
+                "executors": {"type": "array", "items": _WORKER},
+            },
+        },
+    },
+}
+
+OVERVIEW_OP = Operation(
+    id="overview",
+    method="GET",
+    rule="/stats/overview",
+    summary="The dashboard's Overview: counts by status, queue lag, jobs finished per minute "
+    "over the last hour, the leader and the live executors",
+    tag="jobs",
+    role=Role.READER,
+    params=(TENANT_PARAM,),
+    responses={200: Reply(description="the figures", schema=OVERVIEW)},
+)
