@@ -16,10 +16,11 @@ from trio.testing import MockClock
 from jobscheduler.api.app import tenancy_of
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.routes.create import FAILED, FastCreate
+from jobscheduler.api.session import CSRF_HEADER, SESSION_COOKIE, csrf_token
+from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, new_job_id
 from jobscheduler.errors import StoreError
-from jobscheduler.domain.audit import AuditRecord
 
 from .conftest import DepsFactory, ProxyStore
 from .tenancy_support import AuthApi, auth_deps, serve_auth
@@ -246,5 +247,34 @@ async def test_an_unexpected_error_before_the_store_is_quarts_json_500(
     reply = await served.api.call("POST", "/jobs", as_="a-writer", json=body())
     assert reply.status == 500
     assert reply.json == {"error": "internal error"}
+    assert served.handed == [None]
+    assert served.store.inserts == 0
+
+
+def session(token: str, csrf: str | None = None) -> dict[str, str]:
+    """The headers of a dashboard session holding ``token`` (with a CSRF header if given)."""
+    headers = {"Cookie": f"{SESSION_COOKIE}={token}"}
+    if csrf is not None:
+        headers[CSRF_HEADER] = csrf
+    return headers
+
+
+async def test_a_dashboard_session_with_its_csrf_token_is_served_without_quart(
+    served: Served,
+) -> None:
+    await served.warm("a-writer")
+    token = served.api.tokens["a-writer"]
+    headers = session(token, csrf_token(token))
+    reply = await served.api.call("POST", "/jobs", headers=headers, json=body())
+    assert reply.status == 201, reply.text
+    assert served.handed == []
+
+
+async def test_a_dashboard_session_without_its_csrf_token_is_quarts_403(served: Served) -> None:
+    await served.warm("a-writer")
+    token = served.api.tokens["a-writer"]
+    reply = await served.api.call("POST", "/jobs", headers=session(token), json=body())
+    assert reply.status == 403
+    assert "CSRF" in reply.json["error"]
     assert served.handed == [None]
     assert served.store.inserts == 0
