@@ -7,6 +7,9 @@
 #             with scripts/ferretdb/*.patch (atomic conditional writes, filters,
 #             sorts and limits in SQLite, WAL checkpoints off the write path)
 #
+# Also built (not started): toxiproxy, a TCP proxy the fault suite puts between the roles
+# and these servers to inject network faults (bin/toxiproxy).
+#
 # Usage: scripts/deps.sh up|down|status
 #   up      install what is missing, start what is not running, wait until
 #           each service accepts connections (idempotent)
@@ -40,6 +43,7 @@ KAFKA_VERSION=4.1.1
 # generate one; the cluster only ever lives in this DEPS_DIR.
 KAFKA_CLUSTER_ID=Z3LWfMzTQx6jPbnxKQ5Zdw
 FERRETDB_VERSION=v1.24.2
+TOXIPROXY_VERSION=v2.5.0
 FERRETDB_PATCH=$ROOT/scripts/ferretdb/ferretdb-$FERRETDB_VERSION.patch
 
 SERVICES=(etcd kafka ferretdb)
@@ -416,6 +420,31 @@ install_ferretdb() {
   say "ferretdb: built $FERRETDB_BIN ($(since "$t0"))"
 }
 
+# ---------------------------------------------------------------- toxiproxy
+
+# Not a service of the stack: the fault suite starts its own servers of it, to put a bad
+# network between the roles and etcd, Kafka and FerretDB. `go install` builds it as a
+# binary named `server`; it is kept as bin/toxiproxy with its version beside it.
+install_toxiproxy() {
+  if [[ -x $TOXIPROXY_BIN && $(cat "$TOXIPROXY_BIN.version" 2>/dev/null) == "$TOXIPROXY_VERSION" ]]; then
+    return 0
+  fi
+  command -v go >/dev/null || die "toxiproxy: go is needed to build Toxiproxy"
+  local t0 log tmp
+  t0=$(now_ms)
+  log=$DEPS_CACHE_DIR/toxiproxy.log
+  : >"$log"
+  say "toxiproxy: building Toxiproxy $TOXIPROXY_VERSION (go install)"
+  tmp=$(mktemp -d)
+  run_logged "$log" env GOTOOLCHAIN=local GOBIN="$tmp" \
+    go install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION"
+  mkdir -p "$(dirname "$TOXIPROXY_BIN")"
+  mv -f "$tmp/server" "$TOXIPROXY_BIN"
+  rm -rf "$tmp"
+  echo "$TOXIPROXY_VERSION" >"$TOXIPROXY_BIN.version"
+  say "toxiproxy: built $TOXIPROXY_BIN ($(since "$t0"))"
+}
+
 ferretdb_ready() {
   if py_has pymongo; then
     "$PYTHON" - "mongodb://127.0.0.1:$MONGO_PORT" >/dev/null 2>&1 <<'EOF'
@@ -482,6 +511,7 @@ cmd_up() {
   install_etcd
   install_kafka
   install_ferretdb
+  install_toxiproxy
   if [[ $DEPS_CACHE_DIR != "$DEPS_DIR" ]]; then exec 8>&-; fi
 
   for svc in "${SERVICES[@]}"; do
@@ -540,6 +570,7 @@ main() {
   mkdir -p "$DEPS_CACHE_DIR"/{kafka,ferretdb}
   DEPS_CACHE_DIR=$(cd "$DEPS_CACHE_DIR" && pwd -P)
   FERRETDB_BIN=$DEPS_CACHE_DIR/bin/ferretdb
+  TOXIPROXY_BIN=$DEPS_CACHE_DIR/bin/toxiproxy
   KAFKA_LIBS=$DEPS_CACHE_DIR/kafka/libs
   KAFKA_JAVA=()
   mkdir -p "$DEPS_DIR"/{etcd,kafka,ferretdb}
