@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from jobscheduler.client._core import MAX_BULK_IDS, SORTS
+from jobscheduler.client import MAX_BULK_IDS, SORTS
 
 from . import common as common
 

@@ -11,10 +11,10 @@
 """
 
 from ._async import AsyncClient as AsyncClient
-from ._core import FINAL_STATUSES as FINAL_STATUSES
-from ._core import MAX_BULK_IDS as MAX_BULK_IDS
-from ._core import SORTS as SORTS
-from ._core import BatchAnswer as BatchAnswer
-from ._core import Job as Job
-from ._core import job_body as job_body
+from ._requests import job_body as job_body
 from ._sync import Client as Client
+from ._types import FINAL_STATUSES as FINAL_STATUSES
+from ._types import MAX_BULK_IDS as MAX_BULK_IDS
+from ._types import SORTS as SORTS
+from ._types import BatchAnswer as BatchAnswer
+from ._types import Job as Job

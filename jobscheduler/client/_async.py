@@ -10,10 +10,12 @@ from typing import Any, TypeVar, Unpack
 import anyio
 import httpx
 
-from . import _core as core
-from ._core import Answers, Call, Job, ListOptions, Page, Records, Selection
+from . import _operations as core
+from ._call import Call, Paged, connection
 from ._errors import unreachable
+from ._requests import job_body
 from ._sync import Client
+from ._types import Answers, Job, ListOptions, Page, Records, Selection
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
@@ -48,7 +50,7 @@ class AsyncClient:
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        url, headers = core.connection(base_url, api_key)
+        url, headers = connection(base_url, api_key)
         self.base_url = url
         self._http = httpx.AsyncClient(
             base_url=url, headers=headers, timeout=timeout, transport=transport
@@ -90,7 +92,7 @@ class AsyncClient:
         max_attempts: int | None = None,
         **schedule: Any,
     ) -> Job:
-        body = core.job_body(
+        body = job_body(
             job_type,
             tenant_id=tenant_id,
             payload=payload,
@@ -117,7 +119,7 @@ class AsyncClient:
     async def pages(
         self, tenant_id: str | None = None, **options: Unpack[ListOptions]
     ) -> AsyncIterator[Page]:
-        call: Call[core.Paged[Job]] | None = core.listing(tenant_id, **options)
+        call: Call[Paged[Job]] | None = core.listing(tenant_id, **options)
         while call is not None:
             page = await self._send(call)
             yield page.items
@@ -136,7 +138,7 @@ class AsyncClient:
     async def occurrences(
         self, job_id: str, *, page_size: int | None = None
     ) -> AsyncIterator[dict[str, Any]]:
-        call: Call[core.Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
+        call: Call[Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
         while call is not None:
             page = await self._send(call)
             for occurrence in page.items:

@@ -10,9 +10,11 @@ from typing import Any, TypeVar, Unpack
 
 import httpx
 
-from . import _core as core
-from ._core import Answers, Call, Job, ListOptions, Page, Records, Selection
+from . import _operations as core
+from ._call import Call, Paged, connection
 from ._errors import unreachable
+from ._requests import job_body
+from ._types import Answers, Job, ListOptions, Page, Records, Selection
 
 T = TypeVar("T")
 
@@ -37,7 +39,7 @@ class Client:
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        url, headers = core.connection(base_url, api_key)
+        url, headers = connection(base_url, api_key)
         self.base_url = url
         self._http = httpx.Client(
             base_url=url, headers=headers, timeout=timeout, transport=transport
@@ -80,7 +82,7 @@ class Client:
         **schedule: Any,
     ) -> Job:
         """Create a job (due now unless ``scheduled_at``) or a cron template (``cron``)."""
-        body = core.job_body(
+        body = job_body(
             job_type,
             tenant_id=tenant_id,
             payload=payload,
@@ -113,7 +115,7 @@ class Client:
         unless ``sort`` (one of :data:`SORTS`). Filters: ``status``, ``job_type``,
         ``template_id``, ``cron``, ``created_after``/``created_before``, ``idempotency_key``
         (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``."""
-        call: Call[core.Paged[Job]] | None = core.listing(tenant_id, **options)
+        call: Call[Paged[Job]] | None = core.listing(tenant_id, **options)
         while call is not None:
             page = self._send(call)
             yield page.items
@@ -132,7 +134,7 @@ class Client:
         """A cron template's ledger, newest fire time first, fetched a page at a time: each
         fire time and what became of it (``spawned``/``buffered`` with its run, or
         ``skipped`` with a reason). ``page_size`` is the API's ``limit`` (50; at most 500)."""
-        call: Call[core.Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
+        call: Call[Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
         while call is not None:
             page = self._send(call)
             yield from page.items
