@@ -1,45 +1,88 @@
-"""The async client (httpx.AsyncClient): runs under trio and asyncio alike (anyio)."""
+"""The async client (httpx.AsyncClient): runs under trio and asyncio alike (anyio). How it
+sends a call, follows pages and sleeps between polls; its methods are the operations of
+:mod:`._operations`, bound to it as coroutines (async iterators for the listings)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable, Coroutine
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import httpx
 
-from . import _operations as core
+from . import _operations as operations
 from ._call import Call, Paged, connection
 from ._errors import unreachable
-from ._requests import job_body
-from ._sync import Client
-from ._types import Answers, Job, ListOptions, Page, Records, Selection
+from ._operations import Poll, as_method
+from ._types import Job
 
+P = ParamSpec("P")
 T = TypeVar("T")
-C = TypeVar("C", bound=type)
 
 
-def _docs_from(model: type) -> Callable[[C], C]:
-    """Each method of the decorated class without a docstring takes the one of ``model``'s
-    method of the same name, so that the two clients' methods are described once."""
+def _awaiting(
+    operation: Callable[P, Call[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """The coroutine method that sends the operation's call and returns its answer."""
 
-    def decorate(cls: C) -> C:
-        for name, member in vars(cls).items():
-            source = getattr(model, name, None)
-            if callable(member) and member.__doc__ is None and source is not None:
-                member.__doc__ = source.__doc__
-        return cls
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._send(operation(*args, **kwargs))
 
-    return decorate
+    return as_method(method, operation)
 
 
-@_docs_from(Client)
+def _paging(
+    operation: Callable[P, Call[Paged[T]]],
+) -> Callable[Concatenate[AsyncClient, P], AsyncIterator[list[T]]]:
+    """The method that yields the pages of the operation's listing."""
+
+    async def method(
+        self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs
+    ) -> AsyncIterator[list[T]]:
+        async for items in self._pages(operation(*args, **kwargs)):
+            yield items
+
+    return as_method(method, operation)
+
+
+def _itemising(
+    operation: Callable[P, Call[Paged[T]]],
+) -> Callable[Concatenate[AsyncClient, P], AsyncIterator[T]]:
+    """The method that yields the items of the operation's listing, a page at a time."""
+
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+        async for items in self._pages(operation(*args, **kwargs)):
+            for item in items:
+                yield item
+
+    return as_method(method, operation)
+
+
+def _polling(
+    operation: Callable[P, Poll],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, Job]]:
+    """The coroutine method that polls the job until it is final (the operation's
+    :class:`Poll`), sleeping on the running event loop's clock (virtual under trio's
+    MockClock)."""
+
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> Job:
+        poll = operation(*args, **kwargs)
+        deadline = anyio.current_time() + poll.timeout
+        while True:
+            job = await self._send(poll.call)
+            pause = poll.pause(job, left=deadline - anyio.current_time())  # WaitTimeout past it
+            if pause is None:
+                return job
+            await anyio.sleep(pause)
+
+    return as_method(method, operation)
+
+
 class AsyncClient:
     """The async twin of :class:`Client`: the same methods with the same arguments and
     errors, as coroutines (``pages``/``list`` are async iterators). Use it as an async
-    context manager or call :meth:`aclose`. Each method's docstring is the blocking one's.
+    context manager or call :meth:`aclose`.
     """
 
     def __init__(
@@ -77,177 +120,30 @@ class AsyncClient:
             raise unreachable(self.base_url, exc) from exc
         return call.answer(response)
 
-    # ------------------------------------------------------------ creating
-
-    async def create(
-        self,
-        job_type: str,
-        *,
-        tenant_id: str,
-        payload: Mapping[str, Any] | None = None,
-        scheduled_at: datetime | str | None = None,
-        cron: str | None = None,
-        idempotency_key: str | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        **schedule: Any,
-    ) -> Job:
-        body = job_body(
-            job_type,
-            tenant_id=tenant_id,
-            payload=payload,
-            scheduled_at=scheduled_at,
-            cron=cron,
-            idempotency_key=idempotency_key,
-            priority=priority,
-            max_attempts=max_attempts,
-            **schedule,
-        )
-        return await self._send(core.create(body))
-
-    async def create_many(self, bodies: Iterable[Mapping[str, Any]]) -> Answers:
-        return await self._send(core.create_many(bodies))
-
-    # ------------------------------------------------------------ reading
-
-    async def get(self, job_id: str) -> Job:
-        return await self._send(core.get(job_id))
-
-    async def attempts(self, job_id: str) -> Records:
-        return await self._send(core.attempts(job_id))
-
-    async def pages(
-        self, tenant_id: str | None = None, **options: Unpack[ListOptions]
-    ) -> AsyncIterator[Page]:
-        call: Call[Paged[Job]] | None = core.listing(tenant_id, **options)
+    async def _pages(self, call: Call[Paged[T]] | None) -> AsyncIterator[list[T]]:
         while call is not None:
             page = await self._send(call)
             yield page.items
             call = page.next
 
-    async def list(
-        self, tenant_id: str | None = None, **options: Unpack[ListOptions]
-    ) -> AsyncIterator[Job]:
-        async for page in self.pages(tenant_id, **options):
-            for job in page:
-                yield job
-
-    async def stats(self, tenant_id: str | None = None) -> dict[str, Any]:
-        return await self._send(core.stats(tenant_id))
-
-    async def occurrences(
-        self, job_id: str, *, page_size: int | None = None
-    ) -> AsyncIterator[dict[str, Any]]:
-        call: Call[Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
-        while call is not None:
-            page = await self._send(call)
-            for occurrence in page.items:
-                yield occurrence
-            call = page.next
-
-    async def next(self, job_id: str, count: int | None = None) -> dict[str, Any]:
-        return await self._send(core.next_fires(job_id, count))
-
-    async def preview(
-        self,
-        cron: str,
-        *,
-        timezone: str | None = None,
-        count: int | None = None,
-        start: datetime | str | None = None,
-        dst_gap: str | None = None,
-        dst_fold: str | None = None,
-    ) -> dict[str, Any]:
-        call = core.preview(
-            cron, timezone=timezone, count=count, start=start, dst_gap=dst_gap, dst_fold=dst_fold
-        )
-        return await self._send(call)
-
-    # The issue names ``wait(job_id, timeout)`` for both clients; a caller's scope works too.
-    async def wait(
-        self,
-        job_id: str,
-        timeout: float = 60.0,  # noqa: ASYNC109
-        *,
-        interval: float = 0.2,
-    ) -> Job:
-        clock = anyio.current_time
-        poll = core.Poll(job_id=job_id, timeout=timeout, interval=interval, clock=clock)
-        while True:
-            job = await self.get(job_id)
-            pause = poll.pause(job)  # WaitTimeout past the deadline
-            if pause is None:
-                return job
-            await anyio.sleep(pause)
-
-    # ------------------------------------------------------------ acting
-
-    async def cancel(self, job_id: str) -> Job:
-        return await self._send(core.action(job_id, "cancel"))
-
-    async def retry(
-        self,
-        job_id: str,
-        *,
-        payload: Mapping[str, Any] | None = None,
-        scheduled_at: datetime | str | None = None,
-    ) -> Job:
-        return await self._send(core.retry(job_id, payload=payload, scheduled_at=scheduled_at))
-
-    async def bulk_cancel(
-        self,
-        tenant_id: str | None = None,
-        *,
-        ids: Iterable[str] | None = None,
-        dry_run: bool = False,
-        **selection: Unpack[Selection],
-    ) -> dict[str, Any]:
-        return await self._send(
-            core.bulk("cancel", tenant_id, ids=ids, dry_run=dry_run, **selection)
-        )
-
-    async def bulk_retry(
-        self,
-        tenant_id: str | None = None,
-        *,
-        ids: Iterable[str] | None = None,
-        dry_run: bool = False,
-        scheduled_at: datetime | str | None = None,
-        **selection: Unpack[Selection],
-    ) -> dict[str, Any]:
-        call = core.bulk(
-            "retry", tenant_id, ids=ids, dry_run=dry_run, scheduled_at=scheduled_at, **selection
-        )
-        return await self._send(call)
-
-    async def pause(self, job_id: str) -> Job:
-        return await self._send(core.action(job_id, "pause"))
-
-    async def resume(self, job_id: str) -> Job:
-        return await self._send(core.action(job_id, "resume"))
-
-    async def trigger(self, job_id: str) -> Job:
-        return await self._send(core.action(job_id, "trigger"))
-
-    async def update(
-        self,
-        job_id: str,
-        *,
-        cron: str | None = None,
-        payload: Mapping[str, Any] | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        **schedule: Any,
-    ) -> Job:
-        call = core.update(
-            job_id,
-            cron=cron,
-            payload=payload,
-            priority=priority,
-            max_attempts=max_attempts,
-            schedule=schedule,
-        )
-        return await self._send(call)
-
-    async def delete(self, job_id: str) -> Job:
-        return await self._send(core.delete(job_id))
+    # The operations (:mod:`._operations` has their parameters and docstrings).
+    create = _awaiting(operations.create)
+    create_many = _awaiting(operations.create_many)
+    get = _awaiting(operations.get)
+    attempts = _awaiting(operations.attempts)
+    pages = _paging(operations.pages)
+    list = _itemising(operations.list_)
+    stats = _awaiting(operations.stats)
+    occurrences = _itemising(operations.occurrences)
+    next = _awaiting(operations.next_)
+    preview = _awaiting(operations.preview)
+    wait = _polling(operations.wait)
+    cancel = _awaiting(operations.cancel)
+    retry = _awaiting(operations.retry)
+    bulk_cancel = _awaiting(operations.bulk_cancel)
+    bulk_retry = _awaiting(operations.bulk_retry)
+    pause = _awaiting(operations.pause)
+    resume = _awaiting(operations.resume)
+    trigger = _awaiting(operations.trigger)
+    update = _awaiting(operations.update)
+    delete = _awaiting(operations.delete)

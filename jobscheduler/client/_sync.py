@@ -1,22 +1,71 @@
-"""The blocking client (httpx.Client)."""
+"""The blocking client (httpx.Client): how it sends a call, follows pages and sleeps between
+polls. Its methods are the operations of :mod:`._operations`, bound to it."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from . import _operations as core
+from . import _operations as operations
 from ._call import Call, Paged, connection
 from ._errors import unreachable
-from ._requests import job_body
-from ._types import Answers, Job, ListOptions, Page, Records, Selection
+from ._operations import Poll, as_method
+from ._types import Job
 
+P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def _returning(operation: Callable[P, Call[T]]) -> Callable[Concatenate[Client, P], T]:
+    """The method that sends the operation's call and returns its answer."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._send(operation(*args, **kwargs))
+
+    return as_method(method, operation)
+
+
+def _paging(
+    operation: Callable[P, Call[Paged[T]]],
+) -> Callable[Concatenate[Client, P], Iterator[list[T]]]:
+    """The method that yields the pages of the operation's listing."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[list[T]]:
+        yield from self._pages(operation(*args, **kwargs))
+
+    return as_method(method, operation)
+
+
+def _itemising(
+    operation: Callable[P, Call[Paged[T]]],
+) -> Callable[Concatenate[Client, P], Iterator[T]]:
+    """The method that yields the items of the operation's listing, a page at a time."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        for items in self._pages(operation(*args, **kwargs)):
+            yield from items
+
+    return as_method(method, operation)
+
+
+def _polling(operation: Callable[P, Poll]) -> Callable[Concatenate[Client, P], Job]:
+    """The method that polls the job until it is final (the operation's :class:`Poll`)."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Job:
+        poll = operation(*args, **kwargs)
+        deadline = time.monotonic() + poll.timeout
+        while True:
+            job = self._send(poll.call)
+            pause = poll.pause(job, left=deadline - time.monotonic())  # WaitTimeout past it
+            if pause is None:
+                return job
+            time.sleep(pause)
+
+    return as_method(method, operation)
 
 
 class Client:
@@ -66,190 +115,30 @@ class Client:
             raise unreachable(self.base_url, exc) from exc
         return call.answer(response)
 
-    # ------------------------------------------------------------ creating
-
-    def create(
-        self,
-        job_type: str,
-        *,
-        tenant_id: str,
-        payload: Mapping[str, Any] | None = None,
-        scheduled_at: datetime | str | None = None,
-        cron: str | None = None,
-        idempotency_key: str | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        **schedule: Any,
-    ) -> Job:
-        """Create a job (due now unless ``scheduled_at``) or a cron template (``cron``)."""
-        body = job_body(
-            job_type,
-            tenant_id=tenant_id,
-            payload=payload,
-            scheduled_at=scheduled_at,
-            cron=cron,
-            idempotency_key=idempotency_key,
-            priority=priority,
-            max_attempts=max_attempts,
-            **schedule,
-        )
-        return self._send(core.create(body))
-
-    def create_many(self, bodies: Iterable[Mapping[str, Any]]) -> Answers:
-        """Create up to 1,000 jobs in one request (bodies from :func:`job_body`); one answer
-        per body, in order."""
-        return self._send(core.create_many(bodies))
-
-    # ------------------------------------------------------------ reading
-
-    def get(self, job_id: str) -> Job:
-        """The job by its id; JobNotFound when there is none."""
-        return self._send(core.get(job_id))
-
-    def attempts(self, job_id: str) -> Records:
-        """The job's attempt history, oldest first."""
-        return self._send(core.attempts(job_id))
-
-    def pages(self, tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Iterator[Page]:
-        """Pages of matching jobs following the ``Link: rel="next"`` cursor: newest first
-        unless ``sort`` (one of :data:`SORTS`). Filters: ``status``, ``job_type``,
-        ``template_id``, ``cron``, ``created_after``/``created_before``, ``idempotency_key``
-        (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``."""
-        call: Call[Paged[Job]] | None = core.listing(tenant_id, **options)
+    def _pages(self, call: Call[Paged[T]] | None) -> Iterator[list[T]]:
         while call is not None:
             page = self._send(call)
             yield page.items
             call = page.next
 
-    def list(self, tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Iterator[Job]:
-        """Every matching job (the keywords of :meth:`pages`), fetched a page at a time."""
-        for page in self.pages(tenant_id, **options):
-            yield from page
-
-    def stats(self, tenant_id: str | None = None) -> dict[str, Any]:
-        """Counts by status and job type, queue lag, recent completions and failures."""
-        return self._send(core.stats(tenant_id))
-
-    def occurrences(self, job_id: str, *, page_size: int | None = None) -> Iterator[dict[str, Any]]:
-        """A cron template's ledger, newest fire time first, fetched a page at a time: each
-        fire time and what became of it (``spawned``/``buffered`` with its run, or
-        ``skipped`` with a reason). ``page_size`` is the API's ``limit`` (50; at most 500)."""
-        call: Call[Paged[dict[str, Any]]] | None = core.occurrences(job_id, page_size)
-        while call is not None:
-            page = self._send(call)
-            yield from page.items
-            call = page.next
-
-    def next(self, job_id: str, count: int | None = None) -> dict[str, Any]:
-        """A cron template's next fire times."""
-        return self._send(core.next_fires(job_id, count))
-
-    def preview(
-        self,
-        cron: str,
-        *,
-        timezone: str | None = None,
-        count: int | None = None,
-        start: datetime | str | None = None,
-        dst_gap: str | None = None,
-        dst_fold: str | None = None,
-    ) -> dict[str, Any]:
-        """The fire times of any expression (nothing is stored)."""
-        call = core.preview(
-            cron, timezone=timezone, count=count, start=start, dst_gap=dst_gap, dst_fold=dst_fold
-        )
-        return self._send(call)
-
-    def wait(self, job_id: str, timeout: float = 60.0, *, interval: float = 0.2) -> Job:
-        """Poll until the job is final (completed, dlq, cancelled); WaitTimeout otherwise."""
-        poll = core.Poll(job_id=job_id, timeout=timeout, interval=interval, clock=time.monotonic)
-        while True:
-            job = self.get(job_id)
-            pause = poll.pause(job)  # WaitTimeout past the deadline
-            if pause is None:
-                return job
-            time.sleep(pause)
-
-    # ------------------------------------------------------------ acting
-
-    def cancel(self, job_id: str) -> Job:
-        """Cancel a job (a running one gets a cancel request); InvalidTransition if it is final."""
-        return self._send(core.action(job_id, "cancel"))
-
-    def retry(
-        self,
-        job_id: str,
-        *,
-        payload: Mapping[str, Any] | None = None,
-        scheduled_at: datetime | str | None = None,
-    ) -> Job:
-        """Run a dlq or cancelled job again (now, or at ``scheduled_at``), optionally with a
-        new payload."""
-        return self._send(core.retry(job_id, payload=payload, scheduled_at=scheduled_at))
-
-    def bulk_cancel(
-        self,
-        tenant_id: str | None = None,
-        *,
-        ids: Iterable[str] | None = None,
-        dry_run: bool = False,
-        **selection: Unpack[Selection],
-    ) -> dict[str, Any]:
-        """Cancel every job matching the filter (the filter keywords of :meth:`pages`) and,
-        with ``ids`` (at most 1,000), among those jobs; ``dry_run`` only counts the matches."""
-        return self._send(core.bulk("cancel", tenant_id, ids=ids, dry_run=dry_run, **selection))
-
-    def bulk_retry(
-        self,
-        tenant_id: str | None = None,
-        *,
-        ids: Iterable[str] | None = None,
-        dry_run: bool = False,
-        scheduled_at: datetime | str | None = None,
-        **selection: Unpack[Selection],
-    ) -> dict[str, Any]:
-        """Retry every dlq/cancelled job matching the filter (as :meth:`bulk_cancel`), due
-        now or at ``scheduled_at``; ``dry_run`` only counts the matches."""
-        call = core.bulk(
-            "retry", tenant_id, ids=ids, dry_run=dry_run, scheduled_at=scheduled_at, **selection
-        )
-        return self._send(call)
-
-    def pause(self, job_id: str) -> Job:
-        """Pause a cron template: it fires no more until resumed."""
-        return self._send(core.action(job_id, "pause"))
-
-    def resume(self, job_id: str) -> Job:
-        """Resume a paused template; it fires next from now (no burst of missed runs)."""
-        return self._send(core.action(job_id, "resume"))
-
-    def trigger(self, job_id: str) -> Job:
-        """Run a template once now (its own instance key)."""
-        return self._send(core.action(job_id, "trigger"))
-
-    def update(
-        self,
-        job_id: str,
-        *,
-        cron: str | None = None,
-        payload: Mapping[str, Any] | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        **schedule: Any,
-    ) -> Job:
-        """Change a template's expression, payload, priority, maxAttempts or schedule
-        settings (``timezone``, ``catchUp``, ``jitter``, ... by their API names); its next
-        fire time is recomputed."""
-        call = core.update(
-            job_id,
-            cron=cron,
-            payload=payload,
-            priority=priority,
-            max_attempts=max_attempts,
-            schedule=schedule,
-        )
-        return self._send(call)
-
-    def delete(self, job_id: str) -> Job:
-        """Retire a template (its past runs stay)."""
-        return self._send(core.delete(job_id))
+    # The operations (:mod:`._operations` has their parameters and docstrings).
+    create = _returning(operations.create)
+    create_many = _returning(operations.create_many)
+    get = _returning(operations.get)
+    attempts = _returning(operations.attempts)
+    pages = _paging(operations.pages)
+    list = _itemising(operations.list_)
+    stats = _returning(operations.stats)
+    occurrences = _itemising(operations.occurrences)
+    next = _returning(operations.next_)
+    preview = _returning(operations.preview)
+    wait = _polling(operations.wait)
+    cancel = _returning(operations.cancel)
+    retry = _returning(operations.retry)
+    bulk_cancel = _returning(operations.bulk_cancel)
+    bulk_retry = _returning(operations.bulk_retry)
+    pause = _returning(operations.pause)
+    resume = _returning(operations.resume)
+    trigger = _returning(operations.trigger)
+    update = _returning(operations.update)
+    delete = _returning(operations.delete)
