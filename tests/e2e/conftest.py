@@ -20,7 +20,7 @@ import trio
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.store.sqlite import SQLiteJobStore
-from tests.support.ports import free_port
+from jobscheduler.testing import free_port
 
 STARTUP_TIMEOUT = 30.0
 

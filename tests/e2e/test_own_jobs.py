@@ -26,7 +26,7 @@ import pytest
 import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
-from tests.support.ports import free_port
+from jobscheduler.testing import free_port
 from tests.support.processes import ends_within, pid_from
 
 from .conftest import DevServer, wait_for_job

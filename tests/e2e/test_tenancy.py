@@ -14,7 +14,7 @@ import httpx
 import pytest
 import trio
 
-from tests.support.ports import free_port
+from jobscheduler.testing import free_port
 
 from .conftest import DevServer
 

@@ -16,8 +16,8 @@ import trio
 from jobscheduler.cli.seed import TENANTS, kind_counts
 from jobscheduler.domain.model import Job
 from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.testing import free_port
 from jobscheduler.tools.stats import percentile, percentiles
-from tests.support.ports import free_port
 
 from .conftest import DevServer
 

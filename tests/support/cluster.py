@@ -43,6 +43,7 @@ from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.store.mongo.tenancy import KEYS_COLLECTION, key_to_document
+from jobscheduler.testing import free_port
 from tests.support.endpoints import DEFAULT_ETCD_ENDPOINTS as DEFAULT_ETCD_ENDPOINTS
 from tests.support.endpoints import DEFAULT_KAFKA_BROKERS as DEFAULT_KAFKA_BROKERS
 from tests.support.endpoints import DEFAULT_MONGO_URI as DEFAULT_MONGO_URI
@@ -51,7 +52,6 @@ from tests.support.endpoints import etcd_endpoint as etcd_endpoint
 from tests.support.endpoints import kafka_brokers as kafka_brokers
 from tests.support.endpoints import mongo_uri as mongo_uri
 from tests.support.etcd_admin import EtcdAdmin as EtcdAdmin
-from tests.support.ports import free_port
 from tests.support.role_process import ROLES as ROLES
 from tests.support.role_process import STARTUP_TIMEOUT as STARTUP_TIMEOUT
 from tests.support.role_process import STOP_TIMEOUT as STOP_TIMEOUT

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import trio
 
+from jobscheduler.testing import free_port
+
 from .endpoints import Servers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,9 +48,7 @@ def free_port_pair(taken: set[int]) -> int:
     """A port ``p`` such that ``p`` and ``p + 1`` are free (deps.sh uses ``p + 1`` for etcd's
     peer and Kafka's controller listener), clear of ``taken`` and of the default ports."""
     for _ in range(200):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
+        port = free_port()
         pair = {port, port + 1}
         if port + 1 < 65536 and not pair & taken and all(_free(p) for p in pair):
             taken |= pair

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -26,18 +25,12 @@ import trio
 
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import Settings
+from jobscheduler.testing import free_port
 
 from . import create as bench_create
 from .http import Connection, Pool
 
 STARTUP_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def rss_mb(pid: int) -> float:
