@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import signal
 import sqlite3
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 import trio
 
 from jobscheduler.domain.model import format_time, parse_time
+from jobscheduler.testing import metric_value
 
 from .conftest import DevServer, wait_for_job
 
@@ -43,16 +43,7 @@ async def create(
 
 async def metric(http: httpx.AsyncClient, server: DevServer, name: str, **labels: str) -> float:
     """Sum of the samples of ``name`` whose labels include ``labels``."""
-    text = (await http.get(f"{server.metrics_url}/metrics")).text
-    total = 0.0
-    for line in text.splitlines():
-        match = re.match(r"^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$", line)
-        if not match or match.group(1) != name:
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2) or ""))
-        if all(found.get(k) == v for k, v in labels.items()):
-            total += float(match.group(3))
-    return total
+    return metric_value((await http.get(f"{server.metrics_url}/metrics")).text, name, **labels)
 
 
 async def test_a_due_job_completes_with_claim_fields(

@@ -44,6 +44,7 @@ from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.store.mongo.tenancy import KEYS_COLLECTION, key_to_document
 from jobscheduler.testing import free_port
+from jobscheduler.testing import metric_value as metric_value
 from tests.support.endpoints import DEFAULT_ETCD_ENDPOINTS as DEFAULT_ETCD_ENDPOINTS
 from tests.support.endpoints import DEFAULT_KAFKA_BROKERS as DEFAULT_KAFKA_BROKERS
 from tests.support.endpoints import DEFAULT_MONGO_URI as DEFAULT_MONGO_URI
@@ -57,7 +58,6 @@ from tests.support.role_process import STARTUP_TIMEOUT as STARTUP_TIMEOUT
 from tests.support.role_process import STOP_TIMEOUT as STOP_TIMEOUT
 from tests.support.role_process import TAIL_LINES as TAIL_LINES
 from tests.support.role_process import RoleProcess as RoleProcess
-from tests.support.role_process import metric_value as metric_value
 
 
 def parse_time(text: str) -> datetime:

@@ -2,8 +2,8 @@
 
 A :class:`RoleProcess` spawns the role with its environment, logging to a file; waits until
 it is ready (``/healthz`` answers 200 and the role logged ``ready``); reads its ``/metrics``
-(:func:`metric_value` parses the text); and signals, stops or kills it, remembering whether
-the test did so, so that teardown can tell an expected exit from a crash.
+(through :func:`jobscheduler.testing.metric_value`); and signals, stops or kills it,
+remembering whether the test did so, so that teardown can tell an expected exit from a crash.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import trio
 
+from jobscheduler.testing import metric_value
+
 #: Bound on a role process becoming ready (interpreter start, imports, connections).
 STARTUP_TIMEOUT = 45.0
 #: Bound on a role process exiting after SIGTERM (executors get SHUTDOWN_GRACE first).
@@ -29,24 +31,6 @@ TAIL_LINES = 60
 ROLES = ("api", "scheduler", "executor", "reaper")
 #: Log lines left out of a tail: pymongo's DEBUG chatter and one-per-job routine events.
 _ROUTINE = re.compile(r"logger=pymongo\.|^\S+ (?:info|debug)\s+job (?:created|completed) ")
-
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def metric_value(text: str, name: str, **labels: str) -> float | None:
-    """The first sample of ``name`` whose labels include ``labels``, or None."""
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None or match.group(1) != name:
-            continue
-        got = dict(_LABEL.findall(match.group(2) or ""))
-        if all(got.get(key) == value for key, value in labels.items()):
-            return float(match.group(3))
-    return None
 
 
 class RoleProcess:
@@ -137,7 +121,8 @@ class RoleProcess:
         assert response.status_code == 200, response.text
         return response.text
 
-    async def metric(self, http: httpx.AsyncClient, name: str, **labels: str) -> float | None:
+    async def metric(self, http: httpx.AsyncClient, name: str, **labels: str) -> float:
+        """The sum of the samples of ``name`` with ``labels`` (see :func:`metric_value`)."""
         return metric_value(await self.metrics(http), name, **labels)
 
     async def is_leader(self, http: httpx.AsyncClient) -> bool:

@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import attrs
 import psutil
-from prometheus_client.parser import text_string_to_metric_families
 
-#: The command counter's metric family (the ``_total`` sample name without its suffix).
-COMMANDS_FAMILY = "store_commands"
+from jobscheduler.testing import metric_samples
+
+#: The command counter's samples.
+COMMANDS = "store_commands_total"
 #: The issue's target for the drain roles (scheduler, executor, reaper) together.
 COMMANDS_PER_JOB_TARGET = 1.5
 
@@ -34,15 +35,16 @@ class RoleSample:
 
 
 def parse_commands(metrics_text: str) -> dict[str, float]:
-    """``store_commands_total`` by command name, from a Prometheus text exposition."""
+    """``store_commands_total`` by command name, from a Prometheus text exposition (none
+    from a process that does not count them)."""
+    try:
+        samples = metric_samples(metrics_text, COMMANDS)
+    except LookupError:
+        return {}
     counts: dict[str, float] = {}
-    for family in text_string_to_metric_families(metrics_text):
-        if family.name != COMMANDS_FAMILY:
-            continue
-        for sample in family.samples:
-            if sample.name.endswith("_total"):
-                command = sample.labels["command"]
-                counts[command] = counts.get(command, 0.0) + sample.value
+    for sample in samples:
+        command = sample.labels["command"]
+        counts[command] = counts.get(command, 0.0) + sample.value
     return counts
 
 

@@ -25,7 +25,7 @@ import trio
 
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import Settings
-from jobscheduler.testing import free_port
+from jobscheduler.testing import free_port, metric_value
 
 from . import create as bench_create
 from .http import Connection, Pool
@@ -92,14 +92,9 @@ class Process:
         return text.decode()
 
     async def metric(self, name: str, **labels: str) -> float:
-        """The sum of the samples of ``name`` that carry ``labels`` (0 if none)."""
-        wanted = [f'{key}="{value}"' for key, value in labels.items()]
-        total = 0.0
-        for line in (await self.metrics()).splitlines():
-            sample = line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " ")
-            if sample and all(label in line for label in wanted):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+        """The sum of the samples of ``name`` that carry ``labels`` (0 if none; see
+        :func:`~jobscheduler.testing.metric_value`)."""
+        return metric_value(await self.metrics(), name, **labels)
 
     @property
     def running(self) -> bool:
