@@ -18,8 +18,9 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.expected_conditions import alert_is_present
 
 from tests.support.browser import wait_until
+from tests.support.dev_server import DevServer
 
-from .conftest import DevServer, wait_for_job
+from .conftest import wait_for_job
 
 TENANT = "tenant-e2e"
 FUTURE = "2099-01-01T00:00:00Z"

@@ -18,8 +18,9 @@ import trio
 
 from jobscheduler.client import AsyncClient, Client, job_body
 from jobscheduler.errors import DuplicateJob, InvalidTransition, JobNotFound, ValidationError
+from tests.support.dev_server import DevServer
 
-from .conftest import DevServer, readme_env
+from .conftest import readme_env
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from .conftest import DevServer
+from tests.support.dev_server import DevServer
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.support.browser import chromium, wait_until
+from tests.support.dev_server import DevServer
 
-from .conftest import DevServer, wait_for_job
+from .conftest import wait_for_job
 from .dashboard_steps import FUTURE, LAYOUT_SHIFT_OBSERVER, create, refreshes, sign_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]

@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.dev_server import DevServer
 from tests.support.http_echo import EchoServer, echo_server
 
-from .conftest import DevServer, wait_for_job
+from .conftest import wait_for_job
 
 pytestmark = pytest.mark.e2e
 

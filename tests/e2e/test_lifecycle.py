@@ -18,8 +18,9 @@ import trio
 
 from jobscheduler.domain.model import format_time, parse_time
 from jobscheduler.testing import metric_value
+from tests.support.dev_server import DevServer
 
-from .conftest import DevServer, wait_for_job
+from .conftest import wait_for_job
 
 pytestmark = pytest.mark.e2e
 

@@ -19,9 +19,10 @@ import httpx
 import pytest
 import trio
 
+from tests.support.dev_server import DevServer
 from tests.support.processes import ends_within
 
-from .conftest import DevServer, wait_for_job
+from .conftest import wait_for_job
 from .test_own_jobs import sleepy_app, start_nap
 
 pytestmark = pytest.mark.e2e

@@ -27,9 +27,10 @@ import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
+from tests.support.dev_server import DevServer
 from tests.support.processes import ends_within, pid_from
 
-from .conftest import DevServer, wait_for_job
+from .conftest import wait_for_job
 
 pytestmark = pytest.mark.e2e
 

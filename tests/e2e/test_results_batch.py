@@ -9,7 +9,9 @@ import httpx
 import pytest
 import trio
 
-from .conftest import DevServer, wait_for_job
+from tests.support.dev_server import DevServer
+
+from .conftest import wait_for_job
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,7 @@ import pytest
 import trio
 
 from jobscheduler.testing import free_port
-
-from .conftest import DevServer
+from tests.support.dev_server import DevServer
 
 pytestmark = pytest.mark.e2e
 

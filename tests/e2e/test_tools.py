@@ -18,8 +18,7 @@ from jobscheduler.domain.model import Job
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.testing import free_port
 from jobscheduler.tools.stats import percentile, percentiles
-
-from .conftest import DevServer
+from tests.support.dev_server import DevServer
 
 Factory = Callable[..., Awaitable[DevServer]]
 TOOL_TIMEOUT = 90.0

@@ -13,8 +13,9 @@ from pathlib import Path
 import httpx
 import trio
 
-from tests.e2e.conftest import DevServer, wait_for_job
+from tests.e2e.conftest import wait_for_job
 from tests.support.browser import DESKTOP, PHONE, chromium, wait_until
+from tests.support.dev_server import DevServer
 
 TENANT = "default"
 
