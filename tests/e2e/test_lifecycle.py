@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -164,7 +163,7 @@ async def test_restarted_dev_reruns_the_running_job_of_a_killed_dev_within_secon
     server = await dev_factory()
     job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 3000}))
     running = await wait_for_job(client, server, job["id"], is_status("running"))
-    server.kill9()  # the executor dies mid-handler
+    server.kill()  # the executor dies mid-handler
     restarted = await dev_factory(SQLITE_PATH=str(server.db_path))
     done = await wait_for_job(client, restarted, job["id"], is_status("completed"), timeout=20)
     assert done["attempts"] == 2  # the lost run counted, then the one that completed
@@ -223,8 +222,7 @@ async def test_zombie_executor_with_stale_claim_token_cannot_overwrite_the_newer
     zombie = await dev_factory(WORKER_ID="worker-a", **env)
     job = await create(client, zombie, job_body(jobType="slow", payload={"sleepMs": 2000}))
     await wait_for_job(client, zombie, job["id"], is_status("running"))
-    assert zombie.proc is not None
-    zombie.proc.send_signal(signal.SIGSTOP)
+    zombie.freeze()
     try:
         rescuer = await dev_factory(
             argv=[sys.executable, "-c", LOCKLESS_DEV],
@@ -240,7 +238,7 @@ async def test_zombie_executor_with_stale_claim_token_cannot_overwrite_the_newer
             timeout=15,
         )
     finally:
-        zombie.proc.send_signal(signal.SIGCONT)
+        zombie.thaw()
     done = await wait_for_job(client, rescuer, job["id"], is_status("completed"), timeout=15)
     assert done["claimedBy"] == "worker-b"
     assert done["attempts"] == 2  # worker-a's lost attempt, then worker-b's
@@ -339,7 +337,7 @@ async def test_kill9_and_restart_completes_every_accepted_job(
             else job_body(scheduledAt=soon)
         )
         accepted.append((await create(client, server, body))["id"])
-    server.kill9()
+    server.kill()
     restarted = await dev_factory(SQLITE_PATH=str(server.db_path), **env)
     with trio.fail_after(60):
         while True:

@@ -90,17 +90,10 @@ def sleepy_app(tmp_path: Path) -> dict[str, str]:
 
 async def stop_timed(server: DevServer, sig: int, timeout: float) -> tuple[int, float]:
     """Send ``sig`` and wait up to ``timeout`` s for the exit; (exit code, seconds taken)."""
-    assert server.proc is not None
     started = time.monotonic()
-    server.proc.send_signal(sig)
-    while server.proc.poll() is None and time.monotonic() - started < timeout:
-        await trio.sleep(0.02)
-    elapsed = time.monotonic() - started
-    if server.proc.poll() is None:
-        server.proc.kill()
-        server.proc.wait(10)
-        raise AssertionError(f"dev still running {timeout}s after {sig}:\n{server.log()[-4000:]}")
-    return server.proc.returncode, elapsed
+    server.send(sig)
+    code = await server.wait_exit(timeout, f" of {signal.Signals(sig).name}")
+    return code, time.monotonic() - started
 
 
 def stored(server: DevServer, job_id: str) -> dict[str, Any]:
@@ -269,12 +262,11 @@ async def test_second_sigterm_exits_within_two_seconds_and_still_hands_the_job_b
 ) -> None:
     server = await dev_factory(SHUTDOWN_GRACE="60s", **sleepy_app)
     job_id, pid = await start_nap(client, server, job_body, tmp_path / "pid")
-    assert server.proc is not None
-    server.proc.send_signal(signal.SIGTERM)
+    server.send(signal.SIGTERM)
     with trio.fail_after(10):  # the first signal is being handled: the executor drains
         while "executor draining" not in server.log():
             await trio.sleep(0.02)
-    assert server.proc.poll() is None  # still inside its 60 s grace
+    assert server.running()  # still inside its 60 s grace
 
     code, elapsed = await stop_timed(server, signal.SIGTERM, timeout=2.0)
     print(f"second SIGTERM with a running def handler: exit in {elapsed:.2f}s")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -170,12 +169,12 @@ class Harness:
 
     def freeze(self, *processes: RoleProcess) -> None:
         for process in processes:
-            process.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+            process.freeze()
             self.frozen.add(process)
 
     def thaw(self, *processes: RoleProcess) -> None:
         for process in processes:
-            process.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+            process.thaw()
             self.frozen.discard(process)
 
     def thaw_all(self) -> None:

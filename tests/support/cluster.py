@@ -1,13 +1,14 @@
 """Role processes on the real servers: ``jobscheduler run-<role>`` subprocesses per test.
 
-The one process supervisor of the integration and fault-injection suites. Each test gets a
-:class:`Cluster`: its own MongoDB database and Kafka topic prefix (both
-dropped afterwards), its own etcd election name, and one subprocess per started role, each
-with unique ``WORKER_ID`` and free ``API_PORT``/``METRICS_PORT``, logging at DEBUG to a file
-under ``tmp_path``. At teardown every process gets SIGTERM (unless the test already
-signalled it) and must exit 0; a process the test SIGKILLed is exempt, and one that exited
-without being signalled is a failure. When a test fails, the tail of every process's log is
-attached to its report.
+The integration and fault-injection suites' cluster, on the process supervisor that every
+suite and the bench share (:class:`jobscheduler.testing.ServerProcess`). Each test gets a
+:class:`Cluster`: its own MongoDB database and Kafka topic prefix (both dropped afterwards),
+its own etcd election name, and one subprocess per started role, each with unique
+``WORKER_ID`` and free ``API_PORT``/``METRICS_PORT``, logging at DEBUG to a file under
+``tmp_path``. At teardown every process gets SIGTERM (unless the test already signalled it)
+and must exit 0; a process the test SIGKILLed is exempt, and one that exited without being
+signalled is a failure. When a test fails, the tail of every process's log is attached to
+its report.
 
 With its own ``KAFKA_TOPIC_PREFIX``, a test's executors never see an earlier test's
 wake-ups. (They would be harmless -- unknown to this database, so the pick loses -- but an
@@ -18,7 +19,7 @@ The servers are a :class:`Servers` (tests/support/endpoints.py): by default the 
 ``scripts/deps.sh up`` ones, the fault suite passes its private instances. Nothing here
 skips: an unreachable server fails.
 
-This module is the supervisor's import point: it re-exports the public names of the parts
+This module is the cluster's import point: it re-exports the public names of the parts
 it is built from, ``role_process.py`` (one role subprocess), ``endpoints.py`` (where the
 servers are) and ``etcd_admin.py`` (an out-of-band etcd client), all in tests/support.
 """
@@ -43,7 +44,7 @@ from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.store.mongo.tenancy import KEYS_COLLECTION, key_to_document
-from jobscheduler.testing import free_port
+from jobscheduler.testing import free_port, stop_all
 from jobscheduler.testing import metric_value as metric_value
 from tests.support.endpoints import DEFAULT_ETCD_ENDPOINTS as DEFAULT_ETCD_ENDPOINTS
 from tests.support.endpoints import DEFAULT_KAFKA_BROKERS as DEFAULT_KAFKA_BROKERS
@@ -54,9 +55,6 @@ from tests.support.endpoints import kafka_brokers as kafka_brokers
 from tests.support.endpoints import mongo_uri as mongo_uri
 from tests.support.etcd_admin import EtcdAdmin as EtcdAdmin
 from tests.support.role_process import ROLES as ROLES
-from tests.support.role_process import STARTUP_TIMEOUT as STARTUP_TIMEOUT
-from tests.support.role_process import STOP_TIMEOUT as STOP_TIMEOUT
-from tests.support.role_process import TAIL_LINES as TAIL_LINES
 from tests.support.role_process import RoleProcess as RoleProcess
 
 
@@ -250,30 +248,8 @@ class Cluster:
 
     async def shutdown(self) -> list[str]:
         """SIGTERM every process still running (all at once) and wait for them; returns a
-        problem line per process that did not exit 0."""
-        problems: list[str] = []
-
-        async def stop(process: RoleProcess) -> None:
-            if process.exited_on_its_own():
-                assert process.proc is not None
-                problems.append(
-                    f"{process.name} had exited on its own with code {process.proc.returncode}"
-                )
-                return
-            if process.proc is None or process.killed:
-                return
-            try:
-                code = await process.stop()
-            except AssertionError as exc:
-                problems.append(str(exc).splitlines()[0])
-                return
-            if code != 0:
-                problems.append(f"{process.name} exited {code} on SIGTERM")
-
-        async with trio.open_nursery() as nursery:
-            for process in self.processes:
-                nursery.start_soon(stop, process)
-        return problems
+        problem line per process that did not exit 0 (see :func:`stop_all`)."""
+        return await stop_all(self.processes)
 
     def close(self) -> None:
         try:

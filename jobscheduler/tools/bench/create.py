@@ -53,7 +53,7 @@ class Server:
     url: str
     pid: int
     key: str | None = None
-    stop: Callable[[], Awaitable[None]]
+    stop: Callable[[], Awaitable[object]]
 
 
 class Host(Protocol):

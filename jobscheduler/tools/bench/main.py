@@ -104,7 +104,7 @@ async def _run(stack: Stack, args: argparse.Namespace) -> None:
         finally:
             await client.aclose()
         for process in stack.processes:
-            if process.running:  # the create phase's servers are stopped by then
+            if process.running():  # the create phase's servers are stopped by then
                 print(f"RSS of {process.name} after load: {process.rss_mb():.1f} MB")
         if stack.distributed:
             await bench_phases.failover(stack)

@@ -111,8 +111,8 @@ async def burst(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
         f"{args.concurrency} connections); all due at {format_time(due)}"
     )
     # The stack's processes (a phase's own servers, e.g. the create phase's, are gone).
-    live = [p for p in stack.processes if p.running]
-    roles = [(p.name, p.proc.pid, p.metrics) for p in live if p.proc]
+    live = [p for p in stack.processes if p.running()]
+    roles = [(p.name, p.pid, p.metrics) for p in live]
     if stack.distributed:  # psutil comes with the dev extras: imported only here
         from . import distributed as bench_distributed
     # CPU of the stack from just before the due instant to the last completion.
@@ -214,12 +214,14 @@ async def failover(stack: Stack) -> None:
     for sig, target in ((signal.SIGKILL, f"TTL {ttl}s + 2s"), (signal.SIGTERM, "1s")):
         with trio.fail_after(STARTUP_TIMEOUT):
             leader = await stack.leader()
-        standbys = [p for p in stack.schedulers if p is not leader and p.running]
+        standbys = [p for p in stack.schedulers if p is not leader and p.running()]
         if not standbys:
             standbys = [await stack.add_scheduler()]
-        assert leader.proc is not None
         signalled = time.perf_counter()
-        leader.proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            leader.kill()  # and reaped at once: the stop at the end expects no exit code
+        else:
+            leader.send(sig)
         with trio.fail_after(ttl + STARTUP_TIMEOUT):
             successor = await stack.leader(standbys)
         took = time.perf_counter() - signalled

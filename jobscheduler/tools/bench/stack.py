@@ -11,11 +11,8 @@ create phase's servers (:mod:`jobscheduler.tools.bench.create`) are started here
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,13 @@ import trio
 
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import Settings
-from jobscheduler.testing import free_port, metric_value
+from jobscheduler.testing import (
+    ServerProcess,
+    free_port,
+    insert_admin_key,
+    metric_value,
+    stop_all,
+)
 
 from . import create as bench_create
 from .http import Connection, Pool
@@ -40,8 +43,10 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-class Process:
-    """One ``jobscheduler`` subprocess of the stack under test, with its metrics port."""
+class Process(ServerProcess):
+    """One ``jobscheduler`` subprocess of the stack under test (or the create phase's echo
+    app: ``module``), ready once its metrics listener's ``/healthz`` answers 200; read
+    through that listener."""
 
     def __init__(
         self,
@@ -53,35 +58,14 @@ class Process:
         module: str = "jobscheduler",
         metrics_port: int | None = None,
     ) -> None:
-        self.name = name
         self.metrics_port = metrics_port or free_port()
-        self._module = module
-        self._argv = argv
-        self._env = {**env, "METRICS_PORT": str(self.metrics_port)}
-        self._log = log
-        self.proc: trio.Process | None = None
-
-    async def spawn(self) -> None:
-        with self._log.open("wb") as log:
-            self.proc = await trio.lowlevel.open_process(
-                [sys.executable, "-m", self._module, *self._argv],
-                env=self._env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    async def wait_healthy(self, client: httpx.AsyncClient) -> None:
-        url = f"http://127.0.0.1:{self.metrics_port}/healthz"
-        with trio.fail_after(STARTUP_TIMEOUT):
-            while True:
-                if self.proc is not None and self.proc.returncode is not None:
-                    raise RuntimeError(f"{self.name} exited; see {self._log}")
-                try:
-                    if (await client.get(url)).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await trio.sleep(0.05)
+        super().__init__(
+            name,
+            [sys.executable, "-m", module, *argv],
+            {**env, "METRICS_PORT": str(self.metrics_port)},
+            log,
+            health_urls=[f"http://127.0.0.1:{self.metrics_port}/healthz"],
+        )
 
     async def metrics(self) -> str:
         conn = Connection("127.0.0.1", self.metrics_port)
@@ -96,25 +80,11 @@ class Process:
         :func:`~jobscheduler.testing.metric_value`)."""
         return metric_value(await self.metrics(), name, **labels)
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None
-
     def cpu_seconds(self) -> float:
-        return bench_create.cpu_seconds(self.proc.pid) if self.proc is not None else float("nan")
+        return bench_create.cpu_seconds(self.pid) if self.proc is not None else float("nan")
 
     def rss_mb(self) -> float:
-        return rss_mb(self.proc.pid) if self.proc is not None else float("nan")
-
-    async def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is None or self.proc.returncode is not None:
-            return
-        self.proc.send_signal(sig)
-        with trio.move_on_after(20):
-            await self.proc.wait()
-        if self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
+        return rss_mb(self.pid) if self.proc is not None else float("nan")
 
 
 class Stack:
@@ -175,9 +145,9 @@ class Stack:
 
     @staticmethod
     async def _spawn_healthy(process: Process) -> None:
-        await process.spawn()
-        async with httpx.AsyncClient() as client:
-            await process.wait_healthy(client)
+        process.spawn()
+        async with httpx.AsyncClient() as http:
+            await process.wait_ready(http, STARTUP_TIMEOUT)
 
     @property
     def _executor(self) -> Process:
@@ -192,10 +162,8 @@ class Stack:
     async def _create_key(self, sqlite_path: Path | None = None) -> str:
         """An all-tenant admin key in the stack's (fresh) store, made before it starts
         (``sqlite_path``: in that SQLite file instead)."""
-        from jobscheduler.domain.keys import Role, new_key
         from jobscheduler.store import JobStore
 
-        record, token = new_key(tenant=None, role=Role.ADMIN, name="bench", now=datetime.now(UTC))
         store: JobStore
         if self.distributed and sqlite_path is None:
             from jobscheduler.store.mongo import MongoJobStore
@@ -205,12 +173,7 @@ class Stack:
             from jobscheduler.store.sqlite import SQLiteJobStore
 
             store = SQLiteJobStore(sqlite_path or self.workdir / "bench.db")
-        await store.start()
-        try:
-            await store.insert_key(record)
-        finally:
-            await store.close()
-        return token
+        return await insert_admin_key(store, "bench")
 
     async def start(self) -> None:
         """Start the stack's processes and wait until each is healthy (and, distributed,
@@ -227,10 +190,10 @@ class Stack:
         else:
             self._process("dev", ["dev"], API_PORT=api_port)
         for process in self.processes:
-            await process.spawn()
-        async with httpx.AsyncClient() as client:
+            process.spawn()
+        async with httpx.AsyncClient() as http:
             for process in self.processes:
-                await process.wait_healthy(client)
+                await process.wait_ready(http, STARTUP_TIMEOUT)
         if self.distributed:
             with trio.fail_after(STARTUP_TIMEOUT):
                 await self.leader()
@@ -260,18 +223,18 @@ class Stack:
                 name, ["dev"], SQLITE_PATH=str(db), API_PORT=str(port), AUTH=auth, LOG_LEVEL="INFO"
             )
         await self._spawn_healthy(process)
-        assert process.proc is not None
         return bench_create.Server(
-            url=f"http://127.0.0.1:{port}", pid=process.proc.pid, key=key, stop=process.stop
+            url=f"http://127.0.0.1:{port}", pid=process.pid, key=key, stop=process.stop
         )
 
     def pool(self, url: str, size: int, key: str | None) -> Pool:
         return Pool(url, size, key)
 
     async def stop(self) -> None:
-        """Stop every process; distributed, drop the run's database and topics."""
-        for process in self.processes:
-            await process.stop()
+        """Stop every process (saying which did not stop cleanly); distributed, drop the
+        run's database and topics."""
+        for problem in await stop_all(self.processes):
+            print(f"jobscheduler bench: {problem} (logs in {self.workdir})", file=sys.stderr)
         if self.distributed:
             await trio.to_thread.run_sync(self._drop_run_data)
 
@@ -292,7 +255,7 @@ class Stack:
         candidates = among if among is not None else self.schedulers
         while True:
             for scheduler in candidates:
-                if scheduler.running and await scheduler.metric("scheduler_is_leader") == 1:
+                if scheduler.running() and await scheduler.metric("scheduler_is_leader") == 1:
                     return scheduler
             await trio.sleep(0.01)
 
@@ -303,4 +266,4 @@ class Stack:
 
     def cpu_seconds(self) -> float:
         """CPU time so far of the stack's running processes, together."""
-        return sum(p.cpu_seconds() for p in self.processes if p.running)
+        return sum(p.cpu_seconds() for p in self.processes if p.running())
