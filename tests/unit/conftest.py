@@ -36,7 +36,7 @@ from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.keys import ApiKey
-from jobscheduler.domain.model import Job, Status, new_job_id, utc
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
 from jobscheduler.domain.states import Change
 from jobscheduler.domain.workers import WorkerBeat
@@ -49,6 +49,7 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.testing import JobFactory
 
 if TYPE_CHECKING:
     from .api_support import Api
@@ -78,39 +79,8 @@ def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     return Settings(**values)
 
 
-def make_job(
-    *,
-    key: str | None = None,
-    tenant: str = "tenant-a",
-    job_type: str = "noop",
-    priority: int = 0,
-    status: Status = Status.PENDING,
-    scheduled_at: datetime = BASE,
-    created_at: datetime = BASE,
-    cron: str | None = None,
-    attempts: int = 0,
-    max_attempts: int = 3,
-    payload: dict[str, Any] | None = None,
-    template_id: str | None = None,
-) -> Job:
-    """A job as the store would hold it (defaults: a pending noop due at BASE)."""
-    job_id = new_job_id()
-    return Job(
-        id=job_id,
-        idempotency_key=key or f"key-{job_id}",
-        tenant_id=tenant,
-        job_type=job_type,
-        payload=payload if payload is not None else {},
-        priority=priority,
-        status=status,
-        scheduled_at=utc(scheduled_at),
-        cron=cron,
-        attempts=attempts,
-        max_attempts=max_attempts,
-        created_at=utc(created_at),
-        updated_at=utc(created_at),
-        template_id=template_id,
-    )
+#: Jobs as the store would hold them (defaults: a pending noop due at BASE).
+make_job = JobFactory(at=BASE)
 
 
 def sample(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> float:
