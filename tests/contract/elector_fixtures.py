@@ -14,91 +14,20 @@ and FAILS when it is unreachable. Every factory uses its own election name (a uu
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
-import grpc
 import pytest
 import trio
 
-from jobscheduler._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
 from jobscheduler.election import Elector, Term
 from jobscheduler.election.etcd import EtcdElector
-from jobscheduler.election.etcd_grpc import channel_target
 from jobscheduler.election.local import LocalElector
-
-ADMIN_TIMEOUT = 3.0
-
-
-def etcd_endpoints() -> list[str]:
-    return [e for e in os.environ.get("ETCD_ENDPOINTS", "127.0.0.1:2379").split(",") if e]
-
-
-class EtcdAdmin:
-    """A second etcd client, independent of the electors: sees and ends terms out of band."""
-
-    def __init__(self, endpoints: list[str]) -> None:
-        self._endpoints = endpoints
-        self._channel: Any = None
-
-    async def start(self) -> None:
-        self._channel = grpc.insecure_channel(channel_target(self._endpoints))
-        self._lease = rpc_pb2_grpc.LeaseStub(self._channel)
-        self._election = v3election_pb2_grpc.ElectionStub(self._channel)
-        try:
-            await self._call(
-                lambda: self._lease.LeaseTimeToLive(
-                    rpc_pb2.LeaseTimeToLiveRequest(ID=1), timeout=ADMIN_TIMEOUT
-                )
-            )
-        except grpc.RpcError as exc:
-            await self.close()
-            pytest.fail(
-                f"etcd is not reachable at {self._endpoints} (ETCD_ENDPOINTS); "
-                f"start it with scripts/deps.sh up: {exc}"
-            )
-
-    async def close(self) -> None:
-        if self._channel is not None:
-            channel, self._channel = self._channel, None
-            await trio.to_thread.run_sync(channel.close)
-
-    async def _call(self, fn: Callable[[], Any]) -> Any:
-        return await trio.to_thread.run_sync(fn)
-
-    async def leader(self, election: str) -> tuple[bytes, int, bytes] | None:
-        """(key, creation revision, value) of the current leader, or None."""
-        try:
-            response = await self._call(
-                lambda: self._election.Leader(
-                    v3election_pb2.LeaderRequest(name=election.encode()), timeout=ADMIN_TIMEOUT
-                )
-            )
-        except grpc.RpcError as exc:
-            if exc.code() is grpc.StatusCode.UNKNOWN and "no leader" in (exc.details() or ""):
-                return None
-            raise
-        return bytes(response.kv.key), int(response.kv.create_revision), bytes(response.kv.value)
-
-    async def lease_ttl(self, lease_id: int) -> int:
-        """Remaining TTL in seconds; -1 once the lease is gone."""
-        response = await self._call(
-            lambda: self._lease.LeaseTimeToLive(
-                rpc_pb2.LeaseTimeToLiveRequest(ID=lease_id), timeout=ADMIN_TIMEOUT
-            )
-        )
-        return int(response.TTL)
-
-    async def revoke(self, lease_id: int) -> None:
-        await self._call(
-            lambda: self._lease.LeaseRevoke(
-                rpc_pb2.LeaseRevokeRequest(ID=lease_id), timeout=ADMIN_TIMEOUT
-            )
-        )
+from tests.support.endpoints import etcd_endpoints as etcd_endpoints
+from tests.support.etcd_admin import EtcdAdmin
 
 
 @attrs.define
@@ -127,7 +56,9 @@ class ElectorFactory:
         await self.require_admin().revoke(term.lease)
 
     async def leader(self) -> tuple[bytes, int, bytes] | None:
-        return await self.require_admin().leader(self.election)
+        """(key, creation revision, value) of the current leader, or None."""
+        leader = await self.require_admin().leader(self.election)
+        return None if leader is None else (leader.key, leader.revision, leader.value)
 
 
 @attrs.frozen

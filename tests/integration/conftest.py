@@ -46,10 +46,11 @@ async def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterat
 @pytest.fixture
 async def etcd_admin() -> AsyncIterator[EtcdAdmin]:
     admin = EtcdAdmin(etcd_endpoint())
+    await admin.start()
     try:
         yield admin
     finally:
-        admin.close()
+        await admin.close()
 
 
 # -- MongoJobStore tests (test_mongo_store*.py) --------------------------------------------

@@ -174,9 +174,9 @@ async def test_leader_stops_dispatching_when_its_lease_is_revoked(
     leader, (standby,) = await cluster.leader([first, second])
     found = await etcd_admin.leader(cluster.election_name)
     assert found is not None
-    key, lease, value = found
-    assert value.decode() == leader.worker_id
-    assert key.decode() == f"{cluster.election_name}/{lease:x}"
+    lease = found.lease
+    assert found.value.decode() == leader.worker_id
+    assert found.key.decode() == f"{cluster.election_name}/{lease:x}"
 
     await etcd_admin.revoke(lease)
     revoked_at = time.monotonic()
@@ -191,8 +191,8 @@ async def test_leader_stops_dispatching_when_its_lease_is_revoked(
     assert new_leader is standby
     found = await etcd_admin.leader(cluster.election_name)
     assert found is not None
-    assert found[2].decode() == standby.worker_id
-    assert found[1] != lease
+    assert found.value.decode() == standby.worker_id
+    assert found.lease != lease
 
 
 # --------------------------------------------------------------------------- cron

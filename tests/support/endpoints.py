@@ -24,9 +24,13 @@ def kafka_brokers() -> str:
     return os.environ.get("KAFKA_BROKERS") or DEFAULT_KAFKA_BROKERS
 
 
-def etcd_endpoint() -> str:
+def etcd_endpoints() -> list[str]:
     endpoints = os.environ.get("ETCD_ENDPOINTS") or DEFAULT_ETCD_ENDPOINTS
-    return endpoints.split(",")[0].strip().removeprefix("http://")
+    return [e.strip() for e in endpoints.split(",") if e.strip()]
+
+
+def etcd_endpoint() -> str:
+    return etcd_endpoints()[0].removeprefix("http://")
 
 
 @attrs.frozen(kw_only=True)
