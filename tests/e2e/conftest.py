@@ -15,6 +15,7 @@ import trio
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import stop_all
 from tests.support.dev_server import DevServer
+from tests.support.jobs_api import wait_for_job as wait_for_job
 
 
 @pytest.fixture
@@ -73,28 +74,6 @@ def job_body() -> Callable[..., dict[str, Any]]:
         return body
 
     return make
-
-
-async def wait_for_job(
-    http: httpx.AsyncClient,
-    server: DevServer,
-    job_id: str,
-    predicate: Callable[[dict[str, Any]], bool],
-    timeout: float = 20.0,
-) -> dict[str, Any]:
-    """Poll GET /jobs/{id} until ``predicate(job)``; fail with the last state seen."""
-    last: dict[str, Any] = {}
-    try:
-        with trio.fail_after(timeout):
-            while True:
-                response = await http.get(f"{server.url}/jobs/{job_id}")
-                assert response.status_code == 200, response.text
-                last = response.json()
-                if predicate(last):
-                    return last
-                await trio.sleep(0.05)
-    except trio.TooSlowError:
-        raise AssertionError(f"job never satisfied the condition; last state: {last}") from None
 
 
 def readme_env(server: DevServer) -> dict[str, str]:

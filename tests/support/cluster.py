@@ -26,7 +26,6 @@ servers are) and ``etcd_admin.py`` (an out-of-band etcd client), all in tests/su
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -54,6 +53,7 @@ from tests.support.endpoints import etcd_endpoint as etcd_endpoint
 from tests.support.endpoints import kafka_brokers as kafka_brokers
 from tests.support.endpoints import mongo_uri as mongo_uri
 from tests.support.etcd_admin import EtcdAdmin as EtcdAdmin
+from tests.support.jobs_api import wait_for_job
 from tests.support.role_process import ROLES as ROLES
 from tests.support.role_process import RoleProcess as RoleProcess
 
@@ -219,20 +219,11 @@ class Cluster:
         timeout: float = 30.0,
         interval: float = 0.05,
     ) -> dict[str, Any]:
-        """Poll GET /jobs/{id} until ``predicate(job)``; fail with the last state seen."""
-        last: dict[str, Any] = {}
-        try:
-            with trio.fail_after(timeout):
-                while True:
-                    last = await self.get_job(api, job_id)
-                    if predicate(last):
-                        return last
-                    await trio.sleep(interval)
-        except trio.TooSlowError:
-            raise AssertionError(
-                f"job {job_id} never satisfied the condition within {timeout}s; "
-                f"last state: {json.dumps(last)}"
-            ) from None
+        """Poll GET /jobs/{id} until ``predicate(job)`` (checking before each poll that no
+        role process died unasked); fail with the last state seen."""
+        return await wait_for_job(
+            self.http, api, job_id, predicate, timeout, interval, check=self.assert_alive
+        )
 
     # -- the database directly ----------------------------------------------------------
 

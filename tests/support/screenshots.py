@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import trio
 
-from tests.e2e.conftest import wait_for_job
 from tests.support.browser import DESKTOP, PHONE, chromium, wait_until
 from tests.support.dev_server import DevServer
+from tests.support.jobs_api import wait_for_job
 
 TENANT = "default"
 
