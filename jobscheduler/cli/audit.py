@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import trio
 
 from jobscheduler.domain.audit import MAX_AUDIT_LIMIT, AuditRecord, audit_to_json, parse_audit_query
 from jobscheduler.domain.model import format_time
-from jobscheduler.errors import JobSchedulerError, ValidationError
+from jobscheduler.errors import JobSchedulerError
 
-from .keys import add_store_option, open_store, with_store
+from .keys import add_store_option, failed, open_store, with_store
 
 EPILOG = """\
 Examples:
@@ -74,12 +73,8 @@ def run(args: argparse.Namespace) -> int:
         )
         store, _ = open_store(args)
         records = trio.run(with_store, store, lambda s: s.list_audit(query))
-    except ValidationError as exc:
-        print(f"jobscheduler: {exc}", file=sys.stderr)
-        return 2
     except JobSchedulerError as exc:
-        print(f"jobscheduler: {exc}", file=sys.stderr)
-        return 1
+        return failed(exc)
     if args.json:
         print(json.dumps([audit_to_json(r) for r in records], indent=2))
     else:

@@ -76,6 +76,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_store_option(revoke)
 
 
+def failed(exc: JobSchedulerError) -> int:
+    """Say why on one line (stderr); the exit code: 2 for a bad argument (ValidationError),
+    else 1."""
+    print(f"jobscheduler: {exc}", file=sys.stderr)
+    return 2 if isinstance(exc, ValidationError) else 1
+
+
 async def with_store(store: JobStore, fn: Callable[[JobStore], Awaitable[T]]) -> T:
     """Start ``store``, run ``fn`` on it, and close it however that ends."""
     await store.start()
@@ -167,10 +174,6 @@ def run(args: argparse.Namespace) -> int:
                 f"revoked key {revoked.id} (API processes stop accepting it within KEY_CACHE_TTL)"
             )
             return 0
-    except ValidationError as exc:
-        print(f"jobscheduler: {exc}", file=sys.stderr)
-        return 2
     except JobSchedulerError as exc:
-        print(f"jobscheduler: {exc}", file=sys.stderr)
-        return 1
+        return failed(exc)
     raise AssertionError(args.keys_command)
