@@ -14,8 +14,10 @@ import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import stop_all
+from tests.support.apps import SLEEPY_APP, write_app
 from tests.support.dev_server import DevServer
 from tests.support.jobs_api import wait_for_job as wait_for_job
+from tests.support.processes import pid_from
 
 
 @pytest.fixture
@@ -74,6 +76,42 @@ def job_body() -> Callable[..., dict[str, Any]]:
         return body
 
     return make
+
+
+@pytest.fixture
+def sleepy_app(tmp_path: Path) -> dict[str, str]:
+    """Environment for a dev server that loads SLEEPY_APP (tests/support/apps.py) through
+    JOBSCHEDULER_APP."""
+    return {"JOBSCHEDULER_APP": "sleepy", **write_app(tmp_path / "app", "sleepy", SLEEPY_APP)}
+
+
+#: ``await nap_running(ENV=...)`` (the fixture below).
+NapRunning = Callable[..., Awaitable[tuple[DevServer, str, int]]]
+
+
+@pytest.fixture
+def nap_running(
+    dev_factory: Callable[..., Awaitable[DevServer]],
+    client: httpx.AsyncClient,
+    job_body: Callable[..., dict[str, Any]],
+    sleepy_app: dict[str, str],
+    tmp_path: Path,
+) -> NapRunning:
+    """``await nap_running(ENV=...)``: a dev server of the sleepy app with ``ENV`` and a
+    ``nap`` job running in a worker process: (the server, the job's id, the worker's pid)."""
+
+    async def start(**env: str) -> tuple[DevServer, str, int]:
+        server = await dev_factory(**env, **sleepy_app)
+        pid_file = tmp_path / "nap.pid"
+        body = job_body(jobType="nap", payload={"pidFile": str(pid_file)})
+        response = await client.post(f"{server.url}/jobs", json=body)
+        assert response.status_code == 201, response.text
+        job_id: str = response.json()["id"]
+        pid = await pid_from(pid_file)
+        await wait_for_job(client, server, job_id, lambda j: j["status"] == "running")
+        return server, job_id, pid
+
+    return start
 
 
 def readme_env(server: DevServer) -> dict[str, str]:

@@ -7,7 +7,6 @@ import ast
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import trio
 from jobscheduler.client import AsyncClient, Client, job_body
 from jobscheduler.errors import DuplicateJob, InvalidTransition, JobNotFound, ValidationError
 from tests.support.dev_server import DevServer
+from tests.support.processes import CompletedCli, run_cli, run_command
 
 from .conftest import readme_env
 
@@ -155,16 +155,9 @@ async def live_dev_async(dev_factory: Any) -> DevServer:
     return server
 
 
-def cli(server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(server: DevServer, *args: str) -> CompletedCli:
     env = {**os.environ, "JOBSCHEDULER_URL": server.url, "JOBSCHEDULER_API_KEY": server.key or ""}
-    return subprocess.run(
-        [sys.executable, "-m", "jobscheduler", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(*args, env=env)
 
 
 def test_cli_creates_waits_and_prints_json_for_scripts(live_dev: DevServer) -> None:
@@ -200,13 +193,12 @@ def test_cli_errors_are_one_line_and_a_non_zero_exit(live_dev: DevServer) -> Non
     assert bad.returncode == 1
     assert "unknown job type 'nope'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
-    down = subprocess.run(
-        [sys.executable, "-m", "jobscheduler", "jobs", "list", "--tenant", "t"],
+    down = run_cli(
+        "jobs",
+        "list",
+        "--tenant",
+        "t",
         env={**os.environ, "JOBSCHEDULER_URL": "http://127.0.0.1:9"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
     assert down.returncode == 1
     assert "127.0.0.1:9" in down.stderr
@@ -232,14 +224,7 @@ def test_python_client_readme_blocks_run_as_pasted(live_dev: DevServer) -> None:
     assert len(blocks) == 3, "the sync walk-through, the listing options, the async client"
     outputs = []
     for block in blocks:
-        done = subprocess.run(
-            [sys.executable, "-c", block],
-            env=readme_env(live_dev),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = run_command([sys.executable, "-c", block], env=readme_env(live_dev), timeout=120)
         assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
         outputs.append(done.stdout.splitlines())
     listing = outputs[1]
@@ -258,15 +243,8 @@ def test_cli_readme_commands_run_as_pasted(live_dev: DevServer, tmp_path: Path) 
     assert "--sort scheduledAt" in commands
     assert "--dry-run" in commands
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # what `. .venv/bin/activate` finds
-    done = subprocess.run(
-        ["bash", "-c", "set -euo pipefail\n" + commands],
-        cwd=tmp_path,
-        env=readme_env(live_dev),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    script = ["bash", "-c", "set -euo pipefail\n" + commands]
+    done = run_command(script, env=readme_env(live_dev), timeout=240, cwd=tmp_path)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     lines = [line.split() for line in done.stdout.splitlines()]
     assert ["dryRun", "True"] in lines  # the --dry-run commands printed counts

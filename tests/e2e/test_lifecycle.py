@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -18,6 +17,7 @@ import trio
 from jobscheduler.domain.model import format_time, parse_time
 from jobscheduler.testing import metric_value
 from tests.support.dev_server import DevServer
+from tests.support.processes import run_cli
 
 from .conftest import wait_for_job
 
@@ -182,13 +182,7 @@ async def test_second_dev_on_the_same_file_is_refused_with_one_line_and_exit_2(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
     server = await dev_factory()
-    second = subprocess.run(
-        [sys.executable, "-m", "jobscheduler", "dev"],
-        env={**server.env, "API_PORT": "0", "METRICS_PORT": "0"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    second = run_cli("dev", env={**server.env, "API_PORT": "0", "METRICS_PORT": "0"})
     assert second.returncode == 2
     lines = second.stderr.strip().splitlines()
     assert len(lines) == 1, second.stderr
@@ -359,24 +353,32 @@ async def job_row(server: DevServer, job_id: str) -> tuple[str, int]:
     return status, attempts
 
 
+async def sigterm_while_slow_job_runs(
+    dev_factory: Factory, client: httpx.AsyncClient, job: dict[str, Any], grace: str
+) -> tuple[DevServer, tuple[str, int]]:
+    """A dev server with SHUTDOWN_GRACE=``grace`` runs ``job`` (a ``slow`` one), gets SIGTERM
+    while it runs and exits 0: (the server, the job's status and attempts as stored)."""
+    server = await dev_factory(SHUTDOWN_GRACE=grace)
+    created = await create(client, server, job)
+    await wait_for_job(client, server, created["id"], is_status("running"))
+    assert await server.stop() == 0
+    return server, await job_row(server, created["id"])
+
+
 async def test_sigterm_lets_a_running_job_finish_within_the_grace(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
-    server = await dev_factory(SHUTDOWN_GRACE="10s")
-    job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 1500}))
-    await wait_for_job(client, server, job["id"], is_status("running"))
-    assert await server.stop() == 0
-    assert await job_row(server, job["id"]) == ("completed", 1)
+    job = job_body(jobType="slow", payload={"sleepMs": 1500})
+    _, row = await sigterm_while_slow_job_runs(dev_factory, client, job, grace="10s")
+    assert row == ("completed", 1)
 
 
 async def test_sigterm_hands_back_a_job_still_running_at_the_grace_deadline(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
-    server = await dev_factory(SHUTDOWN_GRACE="500ms")
-    job = await create(client, server, job_body(jobType="slow", payload={"sleepMs": 60000}))
-    await wait_for_job(client, server, job["id"], is_status("running"))
-    assert await server.stop() == 0
-    assert await job_row(server, job["id"]) == ("pending", 0)  # the attempt is taken back
+    job = job_body(jobType="slow", payload={"sleepMs": 60000})
+    server, row = await sigterm_while_slow_job_runs(dev_factory, client, job, grace="500ms")
+    assert row == ("pending", 0)  # the attempt is taken back
     assert "job handed back on shutdown" in server.log()
 
 

@@ -8,7 +8,6 @@ Wall-clock bounds are generous upper limits; nothing asserts that something is f
 
 from __future__ import annotations
 
-import textwrap
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -19,42 +18,22 @@ import httpx
 import pytest
 import trio
 
+from tests.support.apps import GATE_APP, write_app
 from tests.support.dev_server import DevServer
 from tests.support.processes import ends_within
 
-from .conftest import wait_for_job
-from .test_own_jobs import sleepy_app, start_nap
+from .conftest import NapRunning, wait_for_job
 
 pytestmark = pytest.mark.e2e
 
 Factory = Callable[..., Awaitable[DevServer]]
 Body = Callable[..., dict[str, Any]]
 
-__all__ = ["sleepy_app"]  # a fixture this module uses
-
-GATE_APP = """
-    from pathlib import Path
-
-    from jobscheduler import PermanentError
-    from jobscheduler.handlers import HandlerRegistry
-
-    registry = HandlerRegistry()
-
-
-    @registry.handler("gate")
-    async def gate(ctx):
-        if Path(ctx.payload["closed"]).exists():
-            raise PermanentError("the gate is closed")
-        return None
-"""
-
 
 @pytest.fixture
 def gate_app(tmp_path: Path) -> dict[str, str]:
-    app_dir = tmp_path / "gate-app"
-    app_dir.mkdir()
-    (app_dir / "gate.py").write_text(textwrap.dedent(GATE_APP))
-    return {"JOBSCHEDULER_APP": "gate", "PYTHONPATH": str(app_dir), "LOG_LEVEL": "INFO"}
+    env = write_app(tmp_path / "gate-app", "gate", GATE_APP)
+    return {"JOBSCHEDULER_APP": "gate", **env, "LOG_LEVEL": "INFO"}
 
 
 async def create(client: httpx.AsyncClient, server: DevServer, body: dict[str, Any]) -> Any:
@@ -69,6 +48,17 @@ async def act(
     response = await client.post(f"{server.url}{path}", json=body)
     assert response.status_code == status, response.text
     return response.json()
+
+
+async def dead_job(
+    dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
+) -> tuple[DevServer, dict[str, Any]]:
+    """A dev server and a ``flaky`` job that failed its one attempt: (server, the dead job)."""
+    server = await dev_factory()
+    job = await create(
+        client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
+    )
+    return server, await wait_for_job(client, server, job["id"], lambda j: j["status"] == "dlq")
 
 
 # ----------------------------------------------------------------------------- cancel
@@ -105,14 +95,9 @@ async def test_cancel_of_a_running_async_handler_stops_it_within_a_heartbeat(
 
 
 async def test_cancel_of_a_running_def_handler_kills_its_worker_process(
-    dev_factory: Factory,
-    client: httpx.AsyncClient,
-    job_body: Body,
-    sleepy_app: dict[str, str],
-    tmp_path: Path,
+    nap_running: NapRunning, client: httpx.AsyncClient
 ) -> None:
-    server = await dev_factory(HEARTBEAT_INTERVAL="200ms", **sleepy_app)
-    job_id, pid = await start_nap(client, server, job_body, tmp_path / "nap.pid")
+    server, job_id, pid = await nap_running(HEARTBEAT_INTERVAL="200ms")
     await act(client, server, f"/jobs/{job_id}/cancel", status=202)
     done = await wait_for_job(client, server, job_id, lambda j: j["status"] != "running")
     assert done["status"] == "cancelled"
@@ -125,14 +110,10 @@ async def test_cancel_of_a_running_def_handler_kills_its_worker_process(
 async def test_retry_of_a_dead_job_with_a_new_payload_completes_it(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
-    server = await dev_factory()
-    job = await create(
-        client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
-    )
-    dead = await wait_for_job(client, server, job["id"], lambda j: j["status"] == "dlq")
+    server, job = await dead_job(dev_factory, client, job_body)
     retried = await act(client, server, f"/jobs/{job['id']}/retry", {"payload": {"failRate": 0}})
     assert (retried["status"], retried["attempts"]) == ("pending", 0)
-    assert retried["replays"][0]["previousError"] == dead["lastError"]
+    assert retried["replays"][0]["previousError"] == job["lastError"]
     done = await wait_for_job(client, server, job["id"], lambda j: j["status"] == "completed")
     assert done["payload"] == {"failRate": 0}
     assert len(done["replays"]) == 1
@@ -141,11 +122,7 @@ async def test_retry_of_a_dead_job_with_a_new_payload_completes_it(
 async def test_a_retried_job_that_fails_again_keeps_the_attempts_of_both_runs(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
-    server = await dev_factory()
-    job = await create(
-        client, server, job_body(jobType="flaky", payload={"failRate": 1}, maxAttempts=1)
-    )
-    await wait_for_job(client, server, job["id"], lambda j: j["status"] == "dlq")
+    server, job = await dead_job(dev_factory, client, job_body)
     retried = await act(client, server, f"/jobs/{job['id']}/retry", {})
     assert retried["replays"][0]["run"] == 1
     await wait_for_job(

@@ -15,8 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,9 +26,9 @@ import trio
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
 from tests.support.dev_server import DevServer
-from tests.support.processes import ends_within, pid_from
+from tests.support.processes import ends_within, pid_from, sigterm_within, until_logged
 
-from .conftest import wait_for_job
+from .conftest import NapRunning, wait_for_job
 
 pytestmark = pytest.mark.e2e
 
@@ -40,61 +38,6 @@ REPO = Path(__file__).resolve().parents[2]
 #: Bound on the README walk-through (it starts dev, a worker process, and waits for jobs).
 README_TIMEOUT = 120.0
 
-SLEEPY_APP = """
-    import os
-    import time
-    from pathlib import Path
-
-    import trio
-
-    from jobscheduler.handlers import HandlerRegistry
-
-    registry = HandlerRegistry()
-
-
-    def _started(ctx):
-        Path(ctx.payload["pidFile"]).write_text(str(os.getpid()))
-
-
-    @registry.handler("nap")
-    def nap(ctx):
-        _started(ctx)
-        time.sleep(600)
-
-
-    @registry.handler("nap-timeout", timeout="1s")
-    def nap_timeout(ctx):
-        _started(ctx)
-        time.sleep(600)
-
-
-    @registry.handler("nap-thread-timeout", timeout="1s", run_in="thread")
-    def nap_thread_timeout(ctx):
-        time.sleep(600)
-
-
-    @registry.handler("nap-async-timeout", timeout="1s")
-    async def nap_async_timeout(ctx):
-        await trio.sleep(600)
-"""
-
-
-@pytest.fixture
-def sleepy_app(tmp_path: Path) -> dict[str, str]:
-    """Environment for a dev server that loads SLEEPY_APP through JOBSCHEDULER_APP."""
-    app_dir = tmp_path / "app"
-    app_dir.mkdir()
-    (app_dir / "sleepy.py").write_text(textwrap.dedent(SLEEPY_APP))
-    return {"JOBSCHEDULER_APP": "sleepy", "PYTHONPATH": str(app_dir)}
-
-
-async def stop_timed(server: DevServer, sig: int, timeout: float) -> tuple[int, float]:
-    """Send ``sig`` and wait up to ``timeout`` s for the exit; (exit code, seconds taken)."""
-    started = time.monotonic()
-    server.send(sig)
-    code = await server.wait_exit(timeout, f" of {signal.Signals(sig).name}")
-    return code, time.monotonic() - started
-
 
 def stored(server: DevServer, job_id: str) -> dict[str, Any]:
     with server.db() as db:
@@ -103,22 +46,6 @@ def stored(server: DevServer, job_id: str) -> dict[str, Any]:
         ).fetchone()
     assert row is not None
     return dict(zip(("status", "attempts", "claim_token", "last_error"), row, strict=True))
-
-
-async def start_nap(
-    client: httpx.AsyncClient,
-    server: DevServer,
-    job_body: Callable[..., dict[str, Any]],
-    pid_file: Path,
-) -> tuple[str, int]:
-    response = await client.post(
-        f"{server.url}/jobs", json=job_body(jobType="nap", payload={"pidFile": str(pid_file)})
-    )
-    assert response.status_code == 201, response.text
-    job_id = response.json()["id"]
-    pid = await pid_from(pid_file)
-    await wait_for_job(client, server, job_id, lambda j: j["status"] == "running")
-    return job_id, pid
 
 
 # ----------------------------------------------------------------- README walk-through
@@ -228,21 +155,13 @@ async def test_handler_past_its_timeout_fails_the_attempt_in_every_runner(
 
 
 async def test_sigterm_stops_a_sleeping_def_handler_within_the_grace_and_hands_its_job_back(
-    dev_factory: Factory,
-    client: httpx.AsyncClient,
-    job_body: Callable[..., dict[str, Any]],
-    sleepy_app: dict[str, str],
-    tmp_path: Path,
+    nap_running: NapRunning,
 ) -> None:
     grace = 1.0
-    server = await dev_factory(SHUTDOWN_GRACE=f"{grace}s", **sleepy_app)
-    job_id, pid = await start_nap(client, server, job_body, tmp_path / "pid")
+    server, job_id, pid = await nap_running(SHUTDOWN_GRACE=f"{grace}s")
 
-    code, elapsed = await stop_timed(server, signal.SIGTERM, timeout=grace + 2.0)
+    elapsed = await sigterm_within(server, grace + 2.0)
     print(f"SIGTERM with a running def handler, SHUTDOWN_GRACE={grace}s: exit in {elapsed:.2f}s")
-
-    assert code == 0, server.log()[-4000:]
-    assert elapsed < grace + 2.0
     assert stored(server, job_id) == {
         "status": "pending",
         "attempts": 0,
@@ -254,25 +173,15 @@ async def test_sigterm_stops_a_sleeping_def_handler_within_the_grace_and_hands_i
 
 
 async def test_second_sigterm_exits_within_two_seconds_and_still_hands_the_job_back(
-    dev_factory: Factory,
-    client: httpx.AsyncClient,
-    job_body: Callable[..., dict[str, Any]],
-    sleepy_app: dict[str, str],
-    tmp_path: Path,
+    nap_running: NapRunning,
 ) -> None:
-    server = await dev_factory(SHUTDOWN_GRACE="60s", **sleepy_app)
-    job_id, pid = await start_nap(client, server, job_body, tmp_path / "pid")
+    server, job_id, pid = await nap_running(SHUTDOWN_GRACE="60s")
     server.send(signal.SIGTERM)
-    with trio.fail_after(10):  # the first signal is being handled: the executor drains
-        while "executor draining" not in server.log():
-            await trio.sleep(0.02)
+    await until_logged(server, "executor draining")  # the first signal is being handled
     assert server.running()  # still inside its 60 s grace
 
-    code, elapsed = await stop_timed(server, signal.SIGTERM, timeout=2.0)
+    elapsed = await sigterm_within(server, 2.0)
     print(f"second SIGTERM with a running def handler: exit in {elapsed:.2f}s")
-
-    assert code == 0, server.log()[-4000:]
-    assert elapsed < 2.0
     assert stored(server, job_id)["status"] == "pending"
     assert stored(server, job_id)["attempts"] == 0
     assert await ends_within(pid, 10.0)

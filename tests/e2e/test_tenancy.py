@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -16,6 +14,7 @@ import trio
 
 from jobscheduler.testing import free_port
 from tests.support.dev_server import DevServer
+from tests.support.processes import CompletedCli, run_cli_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -23,18 +22,8 @@ Factory = Callable[..., Awaitable[DevServer]]
 Body = Callable[..., dict[str, Any]]
 
 
-async def cli(server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "jobscheduler", *args],
-            env={**server.env, "SQLITE_PATH": str(server.db_path)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    return await trio.to_thread.run_sync(run)
+async def cli(server: DevServer, *args: str) -> CompletedCli:
+    return await run_cli_in_thread(*args, env={**server.env, "SQLITE_PATH": str(server.db_path)})
 
 
 async def test_dev_defaults_to_auth_off_and_says_so(dev_factory: Factory, job_body: Body) -> None:
@@ -51,17 +40,7 @@ async def test_dev_refuses_auth_off_on_a_non_loopback_host() -> None:
     env = {k: v for k, v in os.environ.items() if k != "AUTH"}
     env.update(API_HOST="0.0.0.0", API_PORT=str(free_port()))
 
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "jobscheduler", "dev"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    result = await trio.to_thread.run_sync(run)
+    result = await run_cli_in_thread("dev", env=env)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "AUTH=off" in result.stderr

@@ -5,7 +5,6 @@ triggered, re-scheduled and retired; and a bulk retry of 1,000 dead jobs."""
 
 from __future__ import annotations
 
-import textwrap
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,48 +15,16 @@ import trio
 from bson import ObjectId
 
 from tests.integration.conftest import Cluster, RoleProcess
-from tests.support.processes import ends_within
+from tests.support.apps import SLEEPY_AND_GATE_APP, write_app
+from tests.support.processes import ends_within, pid_from
 
 pytestmark = pytest.mark.integration
 
-APP = """
-    import os
-    import time
-    from pathlib import Path
-
-    from jobscheduler import PermanentError
-    from jobscheduler.handlers import HandlerRegistry
-
-    registry = HandlerRegistry()
-
-
-    @registry.handler("nap")
-    def nap(ctx):
-        Path(ctx.payload["pidFile"]).write_text(str(os.getpid()))
-        time.sleep(600)
-
-
-    @registry.handler("gate")
-    async def gate(ctx):
-        if Path(ctx.payload["closed"]).exists():
-            raise PermanentError("the gate is closed")
-"""
-
-
-async def start_with_app(cluster: Cluster, role: str, app_dir: Path, **env: str) -> RoleProcess:
-    process = cluster.prepare(role, PYTHONPATH=str(app_dir), **env)
-    process.args = ["--app", "manageapp"]
-    process.spawn()
-    await process.wait_ready(cluster.http)
-    return process
-
 
 async def start_cluster(cluster: Cluster, tmp_path: Path, **executor_env: str) -> RoleProcess:
-    app_dir = tmp_path / "app"
-    app_dir.mkdir()
-    (app_dir / "manageapp.py").write_text(textwrap.dedent(APP))
-    api = await start_with_app(cluster, "api", app_dir)
-    await start_with_app(cluster, "executor", app_dir, JOB_TYPE="*", **executor_env)
+    env = write_app(tmp_path / "app", "manageapp", SLEEPY_AND_GATE_APP)
+    api = await cluster.start("api", app="manageapp", **env)
+    await cluster.start("executor", app="manageapp", JOB_TYPE="*", **executor_env, **env)
     scheduler, _reaper = await cluster.start_all(("scheduler", {}), ("reaper", {}))
     await cluster.leader([scheduler])
     return api
@@ -87,10 +54,7 @@ async def test_cancel_retry_and_template_control_on_the_distributed_roles(
     nap = await cluster.create_job(api, jobType="nap", payload={"pidFile": str(pid_file)})
     for job in (slow, nap):
         await cluster.wait_job(api, job["id"], lambda j: j["status"] == "running", 90.0)
-    with trio.fail_after(60):
-        while not pid_file.exists() or not pid_file.read_text():  # another process: poll
-            await trio.sleep(0.05)
-    pid = int(pid_file.read_text())
+    pid = await pid_from(pid_file, 60)
     for job in (slow, nap):
         response = await cluster.http.post(f"{api.url}/jobs/{job['id']}/cancel")
         assert response.status_code == 202, response.text

@@ -10,43 +10,45 @@ import json
 import os
 import shutil
 import signal
-import textwrap
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-import trio
 
 from tests.integration.conftest import Cluster, RoleProcess
+from tests.support.apps import SLEEPY_APP, write_app
+from tests.support.processes import pid_from, sigterm_within, until_logged
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 
-SLEEPY_APP = """
-    import os
-    import time
-    from pathlib import Path
 
-    from jobscheduler.handlers import HandlerRegistry
+async def running_nap(
+    cluster: Cluster, tmp_path: Path, **executor_env: str
+) -> tuple[RoleProcess, RoleProcess, dict[str, Any], int]:
+    """The sleepy app's API and executor (``executor_env``) and a scheduler, with a ``nap``
+    job running: (api, executor, the job, the pid of the worker process sleeping in it)."""
+    env = write_app(tmp_path / "app", "sleepy", SLEEPY_APP)
+    api = await cluster.start("api", app="sleepy", **env)
+    executor = await cluster.start("executor", app="sleepy", **executor_env, **env)
+    await cluster.start("scheduler")
+    pid_file = tmp_path / "pid"
+    job = await cluster.create_job(api, jobType="nap", payload={"pidFile": str(pid_file)})
+    await cluster.wait_job(api, job["id"], lambda j: j["status"] == "running", 90.0)
+    return api, executor, job, await pid_from(pid_file)
 
-    registry = HandlerRegistry()
 
-
-    @registry.handler("nap")
-    def nap(ctx):
-        Path(ctx.payload["pidFile"]).write_text(str(os.getpid()))
-        time.sleep(600)
-"""
-
-
-async def start_with_app(cluster: Cluster, role: str, app: str, **env: str) -> RoleProcess:
-    """Start ``run-<role> --app <app>`` and wait until it is ready."""
-    process = cluster.prepare(role, **env)
-    process.args = ["--app", app]
-    process.spawn()
-    await process.wait_ready(cluster.http)
-    return process
+async def assert_handed_back(
+    cluster: Cluster, api: RoleProcess, job: dict[str, Any], pid: int
+) -> None:
+    """The job is back to be run again (pending, and at once queued again by the running
+    scheduler) with no attempt counted, and its worker process is gone."""
+    handed_back = await cluster.get_job(api, job["id"])
+    assert handed_back["status"] in ("pending", "queued")
+    assert handed_back["attempts"] == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 async def test_example_app_runs_under_the_distributed_roles(
@@ -56,9 +58,9 @@ async def test_example_app_runs_under_the_distributed_roles(
     shutil.copytree(REPO / "examples", app_dir, ignore=shutil.ignore_patterns("__pycache__"))
     outbox = tmp_path / "outbox.jsonl"
     env = {"PYTHONPATH": str(app_dir), "OUTBOX": str(outbox)}
-    api = await start_with_app(cluster, "api", "myjobs", **env)
-    await start_with_app(
-        cluster, "executor", "myjobs:registry", JOB_TYPE="send-email,count-primes", **env
+    api = await cluster.start("api", app="myjobs", **env)
+    await cluster.start(
+        "executor", app="myjobs:registry", JOB_TYPE="send-email,count-primes", **env
     )
     await cluster.start_all(("scheduler", {}), ("reaper", {}))
 
@@ -90,73 +92,25 @@ async def test_example_app_runs_under_the_distributed_roles(
 async def test_sigterm_hands_a_sleeping_def_handlers_job_back_within_the_grace(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    app_dir = tmp_path / "app"
-    app_dir.mkdir()
-    (app_dir / "sleepy.py").write_text(textwrap.dedent(SLEEPY_APP))
-    env = {"PYTHONPATH": str(app_dir)}
     grace = 1.0
-    api = await start_with_app(cluster, "api", "sleepy", **env)
-    executor = await start_with_app(
-        cluster, "executor", "sleepy", JOB_TYPE="*", SHUTDOWN_GRACE=f"{grace}s", **env
+    api, executor, job, pid = await running_nap(
+        cluster, tmp_path, JOB_TYPE="*", SHUTDOWN_GRACE=f"{grace}s"
     )
-    await cluster.start("scheduler")
-    pid_file = tmp_path / "pid"
-    job = await cluster.create_job(api, jobType="nap", payload={"pidFile": str(pid_file)})
-    await cluster.wait_job(api, job["id"], lambda j: j["status"] == "running", 90.0)
-    with trio.fail_after(30):
-        while not pid_file.exists() or not pid_file.read_text():
-            await trio.sleep(0.05)
-    pid = int(pid_file.read_text())
-
-    started = time.monotonic()
-    code = await executor.stop(signal.SIGTERM, timeout=grace + 2.0)
-    elapsed = time.monotonic() - started
+    elapsed = await sigterm_within(executor, grace + 2.0)
     print(f"distributed executor SIGTERM, SHUTDOWN_GRACE={grace}s: exit in {elapsed:.2f}s")
-
-    assert code == 0, executor.tail()
-    handed_back = await cluster.get_job(api, job["id"])
-    # Handed back: pending, and at once queued again by the running scheduler.
-    assert handed_back["status"] in ("pending", "queued")
-    assert handed_back["attempts"] == 0
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    await assert_handed_back(cluster, api, job, pid)
 
 
 async def test_second_sigterm_stops_the_executor_within_two_seconds_handing_the_job_back(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    app_dir = tmp_path / "app"
-    app_dir.mkdir()
-    (app_dir / "sleepy.py").write_text(textwrap.dedent(SLEEPY_APP))
-    env = {"PYTHONPATH": str(app_dir)}
-    api = await start_with_app(cluster, "api", "sleepy", **env)
-    executor = await start_with_app(
-        cluster, "executor", "sleepy", JOB_TYPE="nap", SHUTDOWN_GRACE="60s", **env
+    api, executor, job, pid = await running_nap(
+        cluster, tmp_path, JOB_TYPE="nap", SHUTDOWN_GRACE="60s"
     )
-    await cluster.start("scheduler")
-    pid_file = tmp_path / "pid"
-    job = await cluster.create_job(api, jobType="nap", payload={"pidFile": str(pid_file)})
-    await cluster.wait_job(api, job["id"], lambda j: j["status"] == "running", 90.0)
-    with trio.fail_after(30):
-        while not pid_file.exists() or not pid_file.read_text():
-            await trio.sleep(0.05)
-    pid = int(pid_file.read_text())
     executor.send(signal.SIGTERM)
-    with trio.fail_after(10):  # the first signal is being handled: the executor drains
-        while "executor draining" not in executor.log():
-            await trio.sleep(0.02)
+    await until_logged(executor, "executor draining")  # the first signal is being handled
     assert executor.running()  # inside its 60 s grace
 
-    started = time.monotonic()
-    assert executor.proc is not None
-    executor.proc.send_signal(signal.SIGTERM)
-    code = await executor.stop(signal.SIGTERM, timeout=2.0)
-    elapsed = time.monotonic() - started
+    elapsed = await sigterm_within(executor, 2.0)
     print(f"distributed executor second SIGTERM: exit in {elapsed:.2f}s")
-
-    assert code == 0, executor.tail()
-    handed_back = await cluster.get_job(api, job["id"])
-    assert handed_back["status"] in ("pending", "queued")
-    assert handed_back["attempts"] == 0
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    await assert_handed_back(cluster, api, job, pid)

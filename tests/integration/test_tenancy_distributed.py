@@ -3,12 +3,10 @@ works on MongoDB, and two tenants' keys see only their own jobs."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import httpx
 import pytest
-import trio
+
+from tests.support.processes import run_cli_in_thread
 
 from .conftest import Cluster
 
@@ -16,19 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 async def keys_cli(cluster: Cluster, *args: str) -> str:
-    env = cluster.base_env()
-
-    def run() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "jobscheduler", "keys", *args, "--store", "mongo"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    result = await trio.to_thread.run_sync(run)
+    result = await run_cli_in_thread("keys", *args, "--store", "mongo", env=cluster.base_env())
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 

@@ -122,8 +122,9 @@ class Cluster:
         env.update(self.role_env)
         return env
 
-    def prepare(self, role: str, **env: str) -> RoleProcess:
-        """A not-yet-started process of ``role`` (``env`` overrides the defaults)."""
+    def prepare(self, role: str, *, app: str | None = None, **env: str) -> RoleProcess:
+        """A not-yet-started process of ``role`` (``run-<role> --app <app>`` with ``app``;
+        ``env`` overrides the defaults)."""
         assert role in ROLES, role
         self._counter += 1
         label = env.get("JOB_TYPE", "")
@@ -136,12 +137,16 @@ class Cluster:
         )
         full_env.update(env)
         process = RoleProcess(role, name, full_env, self.tmp_path / f"{name}.log")
+        if app is not None:
+            process.args = ["--app", app]
         self.processes.append(process)
         return process
 
-    async def start(self, role: str, **env: str) -> RoleProcess:
-        """Start one role process and wait until it is ready."""
-        (process,) = await self.start_all((role, env))
+    async def start(self, role: str, *, app: str | None = None, **env: str) -> RoleProcess:
+        """Start one role process (of ``app``, if given) and wait until it is ready."""
+        process = self.prepare(role, app=app, **env)
+        process.spawn()
+        await process.wait_ready(self.http)
         return process
 
     async def start_all(self, *specs: tuple[str, Mapping[str, str]]) -> list[RoleProcess]:
