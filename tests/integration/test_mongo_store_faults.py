@@ -9,12 +9,13 @@ then cuts the connection.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import pytest
 import trio
 
 from jobscheduler.domain import states
-from jobscheduler.domain.model import Status
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
 from jobscheduler.store.mongo import MongoJobStore
 from tests.contract.store_fixtures import mongo_uri
@@ -87,16 +88,26 @@ async def test_server_going_away_gives_store_error_within_the_timeout(
 # ---------------------------------------------------------------------------- lost replies
 
 
-async def test_apply_whose_reply_was_lost_returns_the_job_it_updated(
-    proxied_store: tuple[MongoJobStore, FaultProxy],
-) -> None:
+async def pick_losing_its(
+    proxied_store: tuple[MongoJobStore, FaultProxy], lost: Literal["request", "reply"]
+) -> tuple[Job, Job]:
+    """A queued job picked by ``w1`` (token ``t1``) while the proxy loses the pick's request
+    or reply once: (the job as inserted, what the pick returned)."""
     store, fault_proxy = proxied_store
     job = await store.insert(make_job())
     await store.claim_due(NOW, 1)
-    fault_proxy.lose_next(FIND_AND_MODIFY, "reply")
+    fault_proxy.lose_next(FIND_AND_MODIFY, lost)
     picked = await store.apply(states.pick(job.id, worker="w1", token="t1", now=NOW))
     assert fault_proxy.fired.is_set()
     assert picked is not None
+    return job, picked
+
+
+async def test_apply_whose_reply_was_lost_returns_the_job_it_updated(
+    proxied_store: tuple[MongoJobStore, FaultProxy],
+) -> None:
+    store, _ = proxied_store
+    job, picked = await pick_losing_its(proxied_store, "reply")
     assert picked.status is Status.CLAIMED
     assert picked.claim_token == "t1"
     # The write is not applied twice and a second picker still loses.
@@ -106,13 +117,8 @@ async def test_apply_whose_reply_was_lost_returns_the_job_it_updated(
 async def test_apply_whose_request_was_lost_is_sent_again(
     proxied_store: tuple[MongoJobStore, FaultProxy],
 ) -> None:
-    store, fault_proxy = proxied_store
-    job = await store.insert(make_job())
-    await store.claim_due(NOW, 1)
-    fault_proxy.lose_next(FIND_AND_MODIFY, "request")
-    picked = await store.apply(states.pick(job.id, worker="w1", token="t1", now=NOW))
-    assert fault_proxy.fired.is_set()
-    assert picked is not None
+    store, _ = proxied_store
+    job, picked = await pick_losing_its(proxied_store, "request")
     assert picked.claim_token == "t1"
     assert (await store.get(job.id)).claim_token == "t1"
 
