@@ -219,7 +219,7 @@ async def test_bench_steady_timer_and_enqueue_phases_print_their_figures_with_au
         r"steady: 20 jobs at 20/s for 1s, each due 1s after creation \(\d+ sends >50ms behind",
         rf"  start delay \(claimedAt - scheduledAt\), target p99 <= 50ms: {pcts} \(n=20\)",
         rf"  POST /jobs latency at 20 req/s, target p99 <= 20ms: {pcts} \(n=20\)",
-        r"timer \(W3\): 200 jobs at 20/s, each due 1s after creation",
+        r"timer: 200 jobs at 20/s, each due 1s after creation",
         rf"  start delay \(claimedAt - scheduledAt\), target p99 <= 10ms: {pcts} \(n=200\)",
         r"enqueue\+drain batch: 100 noop jobs via 2 x POST /jobs/batch \(50 each, 4 at once\)"
         r": sent in [\d.]+s .* = \d+ jobs/s \(target >= 2500\) \(load average [\d.]+, CPU of "
