@@ -43,6 +43,16 @@ async def test_duplicate_insert_names_the_job_holding_the_key(store: JobStore) -
     assert caught.value.existing_id == holder.id
 
 
+async def test_the_same_job_inserted_twice_is_a_duplicate_naming_itself(store: JobStore) -> None:
+    # Two schedulers spawning one fire time insert the run under the id the ledger holds:
+    # the second insert repeats the first job exactly, id included.
+    job = await store.insert(make_job())
+    with pytest.raises(DuplicateJob) as caught:
+        await store.insert(job)
+    assert caught.value.existing_id == job.id
+    assert await store.get(job.id) == job
+
+
 async def test_get_unknown_id_raises_job_not_found(store: JobStore) -> None:
     with pytest.raises(JobNotFound):
         await store.get(new_job_id())

@@ -109,11 +109,10 @@ class JobTable:
         return None if job_id is None else self._jobs[job_id]
 
     def conflict(self, job: Job, *, replacing: str | None = None) -> str | None:
-        """Which unique constraint storing ``job`` would break (``id``, ``key`` or ``run``),
-        or None. ``replacing``: the id of the job it would replace (its own entries are no
+        """Which unique constraint storing ``job`` would break (``key``, ``run`` or ``id``,
+        in that order: a job whose key or run is held is a duplicate, whatever its id), or
+        None. ``replacing``: the id of the job it would replace (its own entries are no
         conflict)."""
-        if replacing is None and job.id in self._jobs:
-            return "id"
         held = self._keys.get((job.tenant_id, job.idempotency_key))
         if held is not None and held != replacing:
             return "key"
@@ -122,6 +121,8 @@ class JobTable:
             held = self._runs.get(run)
             if held is not None and held != replacing:
                 return "run"
+        if replacing is None and job.id in self._jobs:
+            return "id"
         return None
 
     def add(self, job: Job) -> None:
