@@ -1,19 +1,15 @@
 """Shared fixtures and helpers of the unit tests.
 
-Roles are built on the embedded adapters (a real SQLite file under ``tmp_path``, the
-in-process bus, the always-leader elector) with a clock that follows trio's clock, so a test
-that asks for a ``MockClock`` fixture runs in virtual time.
+Roles and the API are built on the in-memory store (``store``: it passes the same contract
+suite as SQLite and MongoDB), the in-process bus and the always-leader elector, with a clock
+that follows trio's clock, so a test that asks for a ``MockClock`` fixture runs in virtual
+time. The tests of SQLite itself take ``sqlite_store``.
 
-SQLite calls run in real threads. While a thread works every task may be blocked, and
-``autojump_clock`` (pytest-trio's ``MockClock(autojump_threshold=0)``) then jumps at once to
-the next deadline, whatever it is: a ``fail_after``, or the executor's 10 s outcome shield,
-which then expires around a write that took microseconds. So:
-
-- ``autojump_clock`` is used where a single role step runs with no deadline of its own
-  (one tick, one sweep, the waker): time then moves only when the test sleeps, exactly.
+- ``autojump_clock`` (pytest-trio's ``MockClock(autojump_threshold=0)``) is used where a
+  single role step runs with no deadline of its own (one tick, one sweep, the waker): time
+  then moves only when the test sleeps, exactly.
 - ``patient_clock`` (autojump after 20 ms of real idleness) is used where role loops or the
-  executor run: a worker-thread SQLite call (well under a millisecond) never makes virtual
-  time leap, while idle waits still take a few real milliseconds each.
+  executor run.
 
 Assertions are about outcomes and ordering; exact times only where nothing else runs.
 """
@@ -47,6 +43,7 @@ from jobscheduler.observability.metrics import Metrics
 from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
+from jobscheduler.store.memory import MemoryJobStore
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 
@@ -302,18 +299,31 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
-    """A started SQLite store on a fresh file, closed after the test."""
-    sqlite_store = SQLiteJobStore(tmp_path / "jobs.db")
-    await sqlite_store.start()
+async def store() -> AsyncIterator[MemoryJobStore]:
+    """A started in-memory store, closed after the test: the store of the unit tests (it
+    passes the same contract suite as SQLite and MongoDB, and needs no thread)."""
+    memory_store = MemoryJobStore()
+    await memory_store.start()
     try:
-        yield sqlite_store
+        yield memory_store
     finally:
-        await sqlite_store.close()
+        await memory_store.close()
 
 
 @pytest.fixture
-def make_deps(settings: Settings, store: SQLiteJobStore) -> DepsFactory:
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
+    """A started SQLite store on a fresh file, closed after the test: for the tests of what
+    SQLite itself does."""
+    sqlite = SQLiteJobStore(tmp_path / "jobs.db")
+    await sqlite.start()
+    try:
+        yield sqlite
+    finally:
+        await sqlite.close()
+
+
+@pytest.fixture
+def make_deps(settings: Settings, store: JobStore) -> DepsFactory:
     return DepsFactory(settings=settings, store=store)
 
 

@@ -21,7 +21,7 @@ from jobscheduler.domain.model import Status
 from jobscheduler.errors import ResultError
 from jobscheduler.handlers import JobContext
 from jobscheduler.roles.executor.consume import Executor
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job
 from .roles_support import queue, registry_with, wake_up
@@ -85,7 +85,7 @@ def test_failure_keeps_the_tail_of_a_long_traceback() -> None:
 async def test_an_unstorable_result_fails_the_attempt_with_a_clear_error(
     patient_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     returned: Any,
     fragment: str,
 ) -> None:
@@ -115,7 +115,7 @@ def compute(ctx: JobContext) -> dict[str, int]:
 
 
 async def test_a_plain_def_handler_result_is_stored_too(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps(registry=registry_with(compute=compute))
     job = make_job(job_type="compute", payload={"numbers": [1, 2, 3]})

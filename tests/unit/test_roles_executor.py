@@ -22,7 +22,6 @@ from jobscheduler.handlers import JobContext, default_registry
 from jobscheduler.roles.executor.consume import Executor, run_executor
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.base import JobStore
-from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, ProxyStore, make_job, make_settings, sample
 from .roles_support import (
@@ -38,7 +37,7 @@ from .roles_support import (
 
 
 async def test_failing_handler_retries_with_backoff_then_dead_letters(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     calls: list[tuple[int, int]] = []
 
@@ -88,7 +87,7 @@ async def test_failing_handler_retries_with_backoff_then_dead_letters(
 
 
 async def test_successful_handler_completes_the_job_and_drops_the_token(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     contexts: list[JobContext] = []
 
@@ -128,7 +127,7 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
 
 
 async def test_sync_handlers_with_run_in_thread_run_in_a_worker_thread(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     threads: list[int] = []
 
@@ -156,7 +155,7 @@ async def test_sync_handlers_with_run_in_thread_run_in_a_worker_thread(
 
 
 async def test_unknown_and_duplicate_wake_ups_are_acked_and_counted_stale(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     deps = make_deps(bus=bus)
@@ -201,7 +200,7 @@ class RecordingStore(ProxyStore):
 
 
 async def test_waiting_wake_ups_are_picked_and_settled_in_shared_round_trips(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     recording = RecordingStore(store)
@@ -230,7 +229,7 @@ async def test_waiting_wake_ups_are_picked_and_settled_in_shared_round_trips(
 
 
 async def test_an_outcome_write_that_fails_once_is_retried_then_written_and_acked(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     recording = RecordingStore(store)
@@ -258,7 +257,7 @@ async def test_an_outcome_write_that_fails_once_is_retried_then_written_and_acke
 async def test_running_handler_heartbeats_so_its_job_is_not_stale(
     patient_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     deps = make_deps(settings=make_settings(tmp_path, heartbeat_interval=10.0))
@@ -290,7 +289,7 @@ async def test_running_handler_heartbeats_so_its_job_is_not_stale(
 async def test_heartbeat_that_finds_the_token_gone_cancels_the_handler(
     patient_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     hang, started, ended = hanging_handler()
@@ -333,7 +332,7 @@ async def test_heartbeat_that_finds_the_token_gone_cancels_the_handler(
 
 
 async def test_cancelled_executor_releases_its_running_job_without_counting_an_attempt(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     hang, started, ended = hanging_handler()
     deps = make_deps(registry=registry_with(hang=hang))
@@ -359,7 +358,7 @@ async def test_cancelled_executor_releases_its_running_job_without_counting_an_a
 
 
 async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     async def always_fails(ctx: JobContext) -> None:
         await trio.lowlevel.checkpoint()
