@@ -2,14 +2,19 @@
 
 Roles and the API are built on the in-memory store (``store``: it passes the same contract
 suite as SQLite and MongoDB), the in-process bus and the always-leader elector, with a clock
-that follows trio's clock, so a test that asks for a ``MockClock`` fixture runs in virtual
-time. The tests of SQLite itself take ``sqlite_store``.
+that follows trio's clock, so a test that asks for ``autojump_clock`` (pytest-trio's
+``MockClock(autojump_threshold=0)``) runs in virtual time.
 
-- ``autojump_clock`` (pytest-trio's ``MockClock(autojump_threshold=0)``) is used where a
-  single role step runs with no deadline of its own (one tick, one sweep, the waker): time
-  then moves only when the test sleeps, exactly.
-- ``patient_clock`` (autojump after 20 ms of real idleness) is used where role loops or the
-  executor run.
+Nothing of that does real I/O: every store call is a trio checkpoint, so virtual time moves
+only when every task waits for a deadline -- a sleep, a heartbeat, a timeout -- and then
+straight to the next one. A role loop, the executor with its shielded outcome writes, or a
+timeout under test all run in virtual time, exactly, however loaded the machine is.
+
+Real time is for what does run outside trio: worker processes and thread handlers that
+finish on their own (bounded by ``trio.fail_after``), and the tests of SQLite itself, which
+take ``sqlite_store`` (its calls run in threads, and virtual time would leap while they
+work). One thread is left in a role: ``run_executor`` shuts its worker-process pool down in
+a thread as it exits, so a test bounds its wait for the role, not the role's exit.
 
 Assertions are about outcomes and ordering; exact times only where nothing else runs.
 """
@@ -23,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
-from trio.testing import MockClock
 
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
@@ -52,9 +56,6 @@ if TYPE_CHECKING:
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
-
-#: Real idle time after which ``patient_clock`` jumps to the next deadline.
-PATIENT_AUTOJUMP = 0.02
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -285,12 +286,6 @@ class DepsFactory:
 def make_clock() -> TrioClock:
     """Wall time = BASE + trio time elapsed since now (call inside trio)."""
     return TrioClock(base=BASE)
-
-
-@pytest.fixture
-def patient_clock() -> MockClock:
-    """Virtual time that autojumps only after PATIENT_AUTOJUMP real seconds of idleness."""
-    return MockClock(autojump_threshold=PATIENT_AUTOJUMP)
 
 
 @pytest.fixture

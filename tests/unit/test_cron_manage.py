@@ -129,7 +129,7 @@ async def test_a_previous_run_no_executor_runs_yet_is_cancelled_when_the_next_fi
 
 
 async def test_a_running_previous_run_is_asked_to_stop_and_its_executor_cancels_it(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     async def hang(ctx: JobContext) -> None:
         await trio.sleep_forever()

@@ -21,8 +21,8 @@ from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
 from .conftest import DepsFactory, make_job, make_settings, sample
-from .roles_support import queue, wake_up
-from .test_runners import REAL_BOUND, registry_of, sleep_in_process
+from .roles_support import REAL_BOUND, queue, wake_up
+from .test_runners import registry_of, sleep_in_process
 
 
 async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> Job:
@@ -52,7 +52,7 @@ async def run_until_settled(deps: Deps, store: JobStore, job: Job) -> list[str]:
 
 
 async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_cancelled(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     stopped_at: list[float] = []
 
@@ -82,7 +82,7 @@ async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_
 
 
 async def test_thread_handler_is_abandoned_and_the_job_ends_cancelled(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     release = threading.Event()
 
@@ -100,7 +100,7 @@ async def test_thread_handler_is_abandoned_and_the_job_ends_cancelled(
 
 
 async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     async def fails_after_cancel(ctx: JobContext) -> None:
         current = await store.get(ctx.job_id)

@@ -21,7 +21,7 @@ from .roles_support import LOOP_BOUND, ControlledElector, ObservedBus, status_of
 
 
 async def test_scheduler_is_leader_gauge_is_one_while_leading_and_zero_after(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory
 ) -> None:
     deps = make_deps()
     async with trio.open_nursery() as nursery:
@@ -33,7 +33,7 @@ async def test_scheduler_is_leader_gauge_is_one_while_leading_and_zero_after(
 
 
 async def test_losing_leadership_stops_dispatch_until_leadership_returns(
-    patient_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
     store: JobStore,
     tmp_path: Path,

@@ -2,10 +2,12 @@
 worker process (the default), a ``def`` in a thread (opt-in). Timeouts, a lost claim and a
 drain each stop the handler; PermanentError dead-letters at once.
 
-Timing on trio and in threads runs in virtual time (``patient_clock``). Worker processes
-take real time to start, and virtual time would leap over a handler's timeout while one
-starts, so the process tests run on the real clock, bounded by ``fail_after``, and assert
-outcomes (the job's state, the worker process gone), never durations.
+Timing on trio runs in virtual time (``autojump_clock``), and so does a thread handler
+held past its timeout: it cannot finish before the time it is waiting for has passed.
+Worker processes take real time to start, and virtual time would leap over a handler's
+timeout while one starts, so the process tests run on the real clock, bounded by
+``fail_after``, and assert outcomes (the job's state, the worker process gone), never
+durations.
 """
 
 from __future__ import annotations
@@ -36,12 +38,7 @@ from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
 from .conftest import DepsFactory, make_clock, make_job, make_settings, sample
-from .roles_support import queue, wake_up
-
-#: Bound on anything a test waits for in real time (worker processes start slowly on a
-#: busy machine); never an assertion about speed.
-REAL_BOUND = 60.0
-
+from .roles_support import REAL_BOUND, queue, wake_up
 
 # ------------------------------------------------------------- process handlers
 # Module level: a worker process imports them by name.
@@ -113,7 +110,7 @@ def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
 
 
 async def test_async_handler_past_its_timeout_is_cancelled_and_the_attempt_fails_and_retries(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     seen: list[tuple[Any, Any]] = []
     cancelled_after: list[float] = []
@@ -146,7 +143,7 @@ async def test_async_handler_past_its_timeout_is_cancelled_and_the_attempt_fails
 
 
 async def test_async_handler_within_its_timeout_completes(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     async def quick(ctx: JobContext) -> str:
         await trio.sleep(29)
@@ -159,7 +156,7 @@ async def test_async_handler_within_its_timeout_completes(
 
 
 async def test_thread_handler_past_its_timeout_is_abandoned_and_its_job_fails(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     release = threading.Event()
     finished = threading.Event()
@@ -186,7 +183,7 @@ async def test_thread_handler_past_its_timeout_is_abandoned_and_its_job_fails(
 
 
 async def test_permanent_error_dead_letters_after_one_attempt(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     async def gone(ctx: JobContext) -> None:
         await trio.lowlevel.checkpoint()
