@@ -1,9 +1,8 @@
 """The in-memory JobStore: every table a Python dict, every call atomic between checkpoints.
 
-For tests (the roles' unit tests run on it under trio's ``MockClock``) and for trying the
-package without a file; nothing survives the process. It keeps the promises of the port
-exactly as the SQLite and MongoDB adapters do, and runs their contract suite
-(``tests/contract``):
+For tests: the roles' and the API's unit tests run on it under trio's ``MockClock``, with
+no thread and no file (nothing survives the process). It keeps the promises of the port
+as the SQLite and MongoDB adapters do, and runs their contract suite (``tests/contract``):
 
 - the unique indexes: (tenant, idempotency key) -- a second insert raises DuplicateJob
   naming the holder --, a cron run's (template id, fire time), the ledger's (template,
