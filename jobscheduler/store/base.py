@@ -1,8 +1,9 @@
 """The JobStore port: the single source of truth for every job.
 
-Every adapter (SQLite embedded, MongoDB production) passes the one contract suite in
-``tests/contract/test_store_*.py``. Methods raise only this package's errors
-(:class:`~jobscheduler.errors.StoreError` for driver failures, whose outcome may be unknown).
+Every adapter (SQLite embedded, MongoDB production, memory for tests) passes the one
+contract suite in ``tests/contract/test_store_*.py``. Methods raise only this package's
+errors (:class:`~jobscheduler.errors.StoreError` for driver failures, whose outcome may be
+unknown).
 """
 
 from __future__ import annotations

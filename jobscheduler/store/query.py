@@ -48,6 +48,10 @@ class Sort(enum.Enum):
 #: Most ids one query may name (a page's selection, a dead-letter group).
 MAX_QUERY_IDS = 1000
 
+#: The statuses of a job still to run or running: what a tenant's quota of unfinished jobs
+#: counts (a pending cron template included; a paused one not).
+UNFINISHED: tuple[Status, ...] = (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RUNNING)
+
 
 @attrs.frozen(kw_only=True)
 class JobQuery:
@@ -128,4 +132,13 @@ class JobStats:
         return max((now - self.oldest_due_at) / timedelta(seconds=1), 0.0)
 
 
-__all__ = ["MAX_QUERY_IDS", "STATS_WINDOWS", "Cursor", "JobQuery", "JobStats", "Sort", "Window"]
+__all__ = [
+    "MAX_QUERY_IDS",
+    "STATS_WINDOWS",
+    "UNFINISHED",
+    "Cursor",
+    "JobQuery",
+    "JobStats",
+    "Sort",
+    "Window",
+]

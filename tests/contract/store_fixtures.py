@@ -1,9 +1,10 @@
 """Store adapters under contract test: every adapter runs the same test bodies.
 
-The ``mongo`` adapter needs a MongoDB-protocol server at ``MONGO_URI`` (default
-``mongodb://127.0.0.1:27017``; ``scripts/deps.sh up`` starts FerretDB there). It is marked
-``integration``; when the server is unreachable its tests fail (StoreError), never skip.
-Each test gets its own database, dropped afterwards.
+The ``memory`` adapter (:class:`~jobscheduler.store.memory.MemoryJobStore`) and the
+``sqlite`` one run everywhere. The ``mongo`` adapter needs a MongoDB-protocol server at
+``MONGO_URI`` (default ``mongodb://127.0.0.1:27017``; ``scripts/deps.sh up`` starts
+FerretDB there). It is marked ``integration``; when the server is unreachable its tests
+fail (StoreError), never skip. Each test gets its own database, dropped afterwards.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 import trio
 
 from jobscheduler.store import JobStore
+from jobscheduler.store.memory import MemoryJobStore
 from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
@@ -48,6 +50,15 @@ async def drop_database(uri: str, name: str) -> None:
     await trio.to_thread.run_sync(drop)
 
 
+async def _memory(tmp_path: Path) -> AsyncIterator[JobStore]:
+    store = MemoryJobStore()
+    await store.start()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 async def _sqlite(tmp_path: Path) -> AsyncIterator[JobStore]:
     store = SQLiteJobStore(tmp_path / "jobs.db")
     await store.start()
@@ -69,10 +80,12 @@ async def _mongo(tmp_path: Path) -> AsyncIterator[JobStore]:
 
 
 ADAPTERS: dict[str, Callable[[Path], AsyncIterator[JobStore]]] = {
+    "memory": _memory,
     "sqlite": _sqlite,
     "mongo": _mongo,
 }
 ADAPTER_PARAMS = [
+    pytest.param("memory", id="memory"),
     pytest.param("sqlite", id="sqlite"),
     pytest.param("mongo", id="mongo", marks=pytest.mark.integration),
 ]

@@ -43,6 +43,16 @@ async def test_duplicate_insert_names_the_job_holding_the_key(store: JobStore) -
     assert caught.value.existing_id == holder.id
 
 
+async def test_the_same_job_inserted_twice_is_a_duplicate_naming_itself(store: JobStore) -> None:
+    # Two schedulers spawning one fire time insert the run under the id the ledger holds:
+    # the second insert repeats the first job exactly, id included.
+    job = await store.insert(make_job())
+    with pytest.raises(DuplicateJob) as caught:
+        await store.insert(job)
+    assert caught.value.existing_id == job.id
+    assert await store.get(job.id) == job
+
+
 async def test_get_unknown_id_raises_job_not_found(store: JobStore) -> None:
     with pytest.raises(JobNotFound):
         await store.get(new_job_id())
@@ -145,6 +155,36 @@ async def test_ping_answers_while_the_store_is_up_and_fails_as_store_error_once_
     await store.close()
     with pytest.raises(StoreError):
         await store.ping()
+
+
+async def test_a_closed_store_refuses_reads_and_writes_with_store_error(store: JobStore) -> None:
+    job = await store.insert(make_job())
+    await store.close()
+    with pytest.raises(StoreError):
+        await store.get(job.id)
+    with pytest.raises(StoreError):
+        await store.insert(make_job())
+    with pytest.raises(StoreError):
+        await store.claim_due(NOW, 10)
+    with pytest.raises(StoreError):
+        await store.list_jobs("tenant-a", None, 10)
+
+
+async def test_values_given_to_or_read_from_the_store_share_nothing_with_it(
+    store: JobStore,
+) -> None:
+    payload: dict[str, object] = {"items": [1, 2], "nested": {"a": "b"}}
+    job = make_job(payload=payload)
+    stored = await store.insert(job)
+    payload["items"].append(3)  # type: ignore[attr-defined]
+    payload["nested"]["a"] = "changed"  # type: ignore[index]
+    read = await store.get(job.id)
+    assert read.payload == {"items": [1, 2], "nested": {"a": "b"}}
+    stored.payload["items"].append(4)
+    read.payload["nested"]["a"] = "changed too"
+    [listed] = await store.list_jobs("tenant-a", None, 10)
+    listed.payload.clear()
+    assert (await store.get(job.id)).payload == {"items": [1, 2], "nested": {"a": "b"}}
 
 
 # ------------------------------------------------------------------------ bulk insert

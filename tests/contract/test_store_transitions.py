@@ -160,6 +160,20 @@ async def test_find_stale_and_requeue_queued(store: JobStore) -> None:
     assert await store.apply(states.requeue(stale, now=NOW + timedelta(seconds=31))) is None
 
 
+async def test_find_stale_lists_the_oldest_first_up_to_the_limit(store: JobStore) -> None:
+    for seconds in (20, 0, 10):
+        await store.insert(make_job(scheduled_at=NOW - timedelta(hours=1)))
+        await store.claim_due(NOW + timedelta(seconds=seconds), 1)
+    later = NOW + timedelta(minutes=5)
+    oldest = await store.find_stale([Status.QUEUED], "queued_at", later, 2)
+    assert [job.queued_at for job in oldest] == [NOW, NOW + timedelta(seconds=10)]
+    everything = await store.find_stale([Status.QUEUED], "queued_at", later, 10)
+    assert [job.queued_at for job in everything] == [
+        NOW + timedelta(seconds=s) for s in (0, 10, 20)
+    ]
+    assert await store.find_stale([Status.CLAIMED], "queued_at", later, 10) == []
+
+
 async def test_heartbeat_keeps_a_running_job_out_of_the_stale_set(store: JobStore) -> None:
     running = await running_job(store)
     later = NOW + timedelta(minutes=4)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 
 from jobscheduler.domain import states
 from jobscheduler.domain.audit import AuditQuery, new_record
 from jobscheduler.domain.keys import Role, new_key
-from jobscheduler.errors import DuplicateJob
+from jobscheduler.errors import DuplicateJob, StoreError
 from jobscheduler.store import JobStore
 
 from .store_support import make_job
@@ -38,6 +39,15 @@ async def test_list_keys_filters_by_tenant_and_keeps_all_tenant_keys_apart(
         await store.insert_key(key)
     assert [k.id for k in await store.list_keys(None)] == [a.id, b.id, ops.id]
     assert [k.id for k in await store.list_keys("acme")] == [a.id]
+
+
+async def test_a_second_key_with_a_taken_id_is_refused_as_a_store_error(store: JobStore) -> None:
+    record, _ = new_key(tenant="acme", role=Role.WRITER, now=NOW)
+    await store.insert_key(record)
+    clash, _ = new_key(tenant="other", role=Role.ADMIN, now=NOW + timedelta(seconds=1))
+    with pytest.raises(StoreError):
+        await store.insert_key(attrs.evolve(clash, id=record.id))
+    assert await store.get_key(record.id) == record
 
 
 async def test_revoke_marks_the_key_once_and_unknown_ids_are_none(store: JobStore) -> None:

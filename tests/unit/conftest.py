@@ -1,19 +1,20 @@
 """Shared fixtures and helpers of the unit tests.
 
-Roles are built on the embedded adapters (a real SQLite file under ``tmp_path``, the
-in-process bus, the always-leader elector) with a clock that follows trio's clock, so a test
-that asks for a ``MockClock`` fixture runs in virtual time.
+Roles and the API are built on the in-memory store (``store``: it passes the same contract
+suite as SQLite and MongoDB), the in-process bus and the always-leader elector, with a clock
+that follows trio's clock, so a test that asks for ``autojump_clock`` (pytest-trio's
+``MockClock(autojump_threshold=0)``) runs in virtual time.
 
-SQLite calls run in real threads. While a thread works every task may be blocked, and
-``autojump_clock`` (pytest-trio's ``MockClock(autojump_threshold=0)``) then jumps at once to
-the next deadline, whatever it is: a ``fail_after``, or the executor's 10 s outcome shield,
-which then expires around a write that took microseconds. So:
+Nothing of that does real I/O: every store call is a trio checkpoint, so virtual time moves
+only when every task waits for a deadline -- a sleep, a heartbeat, a timeout -- and then
+straight to the next one. A role loop, the executor with its shielded outcome writes, or a
+timeout under test all run in virtual time, exactly, however loaded the machine is.
 
-- ``autojump_clock`` is used where a single role step runs with no deadline of its own
-  (one tick, one sweep, the waker): time then moves only when the test sleeps, exactly.
-- ``patient_clock`` (autojump after 20 ms of real idleness) is used where role loops or the
-  executor run: a worker-thread SQLite call (well under a millisecond) never makes virtual
-  time leap, while idle waits still take a few real milliseconds each.
+Real time is for what does run outside trio: worker processes and thread handlers that
+finish on their own (bounded by ``trio.fail_after``), and the tests of SQLite itself, which
+take ``sqlite_store`` (its calls run in threads, and virtual time would leap while they
+work). One thread is left in a role: ``run_executor`` shuts its worker-process pool down in
+a thread as it exits, so a test bounds its wait for the role, not the role's exit.
 
 Assertions are about outcomes and ordering; exact times only where nothing else runs.
 """
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
-from trio.testing import MockClock
 
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import Clock, TrioClock
@@ -47,6 +47,7 @@ from jobscheduler.observability.metrics import Metrics
 from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
+from jobscheduler.store.memory import MemoryJobStore
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.testing import JobFactory
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
-
-#: Real idle time after which ``patient_clock`` jumps to the next deadline.
-PATIENT_AUTOJUMP = 0.02
 
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -261,29 +259,36 @@ def make_clock() -> TrioClock:
 
 
 @pytest.fixture
-def patient_clock() -> MockClock:
-    """Virtual time that autojumps only after PATIENT_AUTOJUMP real seconds of idleness."""
-    return MockClock(autojump_threshold=PATIENT_AUTOJUMP)
-
-
-@pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return make_settings(tmp_path)
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
-    """A started SQLite store on a fresh file, closed after the test."""
-    sqlite_store = SQLiteJobStore(tmp_path / "jobs.db")
-    await sqlite_store.start()
+async def store() -> AsyncIterator[MemoryJobStore]:
+    """A started in-memory store, closed after the test: the store of the unit tests (it
+    passes the same contract suite as SQLite and MongoDB, and needs no thread)."""
+    memory_store = MemoryJobStore()
+    await memory_store.start()
     try:
-        yield sqlite_store
+        yield memory_store
     finally:
-        await sqlite_store.close()
+        await memory_store.close()
 
 
 @pytest.fixture
-def make_deps(settings: Settings, store: SQLiteJobStore) -> DepsFactory:
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
+    """A started SQLite store on a fresh file, closed after the test: for the tests of what
+    SQLite itself does."""
+    sqlite = SQLiteJobStore(tmp_path / "jobs.db")
+    await sqlite.start()
+    try:
+        yield sqlite
+    finally:
+        await sqlite.close()
+
+
+@pytest.fixture
+def make_deps(settings: Settings, store: JobStore) -> DepsFactory:
     return DepsFactory(settings=settings, store=store)
 
 

@@ -17,8 +17,8 @@ from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Failure
 from jobscheduler.domain.model import Job, new_job_id
 from jobscheduler.errors import StoreError
+from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
-from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import JSON, Api, api_deps, create_body, serve
 from .conftest import BASE, DepsFactory, ProxyStore, make_job
@@ -35,7 +35,7 @@ async def batch(api: Api, jobs: Any) -> Any:
 
 
 async def test_batch_answers_each_job_in_order_with_its_own_status(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     holder = await api.create(create_body(idempotencyKey="taken"))
     reply = await batch(
@@ -66,7 +66,7 @@ async def test_batch_answers_each_job_in_order_with_its_own_status(
     assert (await store.get(first["id"])).priority == 5
 
 
-async def test_batch_of_the_maximum_size_stores_every_job(api: Api, store: SQLiteJobStore) -> None:
+async def test_batch_of_the_maximum_size_stores_every_job(api: Api, store: JobStore) -> None:
     jobs = [
         {
             "idempotencyKey": f"k-{i}",
@@ -101,7 +101,7 @@ async def test_empty_batch_is_an_empty_answer(api: Api) -> None:
     ids=["array", "no-jobs", "jobs-object", "extra-field", "too-many"],
 )
 async def test_batch_body_of_the_wrong_shape_is_400_and_stores_nothing(
-    api: Api, store: SQLiteJobStore, body: Any, fragment: str
+    api: Api, store: JobStore, body: Any, fragment: str
 ) -> None:
     reply = await api.request("POST", "/jobs/batch", json=body)
     reply.assert_error(400, fragment)
@@ -125,7 +125,7 @@ class BatchUnavailable(ProxyStore):
 
 
 async def test_batch_store_failure_is_503_without_internals(
-    make_deps: DepsFactory, store: SQLiteJobStore
+    make_deps: DepsFactory, store: JobStore
 ) -> None:
     async with serve(api_deps(make_deps, BatchUnavailable(store))) as api:
         reply = await batch(api, [create_body()])
@@ -134,7 +134,7 @@ async def test_batch_store_failure_is_503_without_internals(
 
 
 async def test_batch_that_is_all_invalid_never_calls_the_store(
-    make_deps: DepsFactory, store: SQLiteJobStore
+    make_deps: DepsFactory, store: JobStore
 ) -> None:
     async with serve(api_deps(make_deps, BatchUnavailable(store))) as api:
         reply = await batch(api, [create_body(jobType="nope")])
@@ -145,7 +145,7 @@ async def test_batch_that_is_all_invalid_never_calls_the_store(
 # ---------------------------------------------------------------- result and attempts
 
 
-async def run_to_completion(store: SQLiteJobStore, job: Job, result: Any) -> Job:
+async def run_to_completion(store: JobStore, job: Job, result: Any) -> Job:
     await store.insert(job)
     await store.claim_due(job.scheduled_at, 1)
     now = job.scheduled_at + timedelta(seconds=1)
@@ -159,7 +159,7 @@ async def run_to_completion(store: SQLiteJobStore, job: Job, result: Any) -> Job
     return done
 
 
-async def test_get_job_shows_its_result_and_template_id(api: Api, store: SQLiteJobStore) -> None:
+async def test_get_job_shows_its_result_and_template_id(api: Api, store: JobStore) -> None:
     template_id = new_job_id()
     job = make_job(scheduled_at=BASE, template_id=template_id)
     await run_to_completion(store, job, {"sent": 3, "to": ["a@example.com"]})
@@ -171,7 +171,7 @@ async def test_get_job_shows_its_result_and_template_id(api: Api, store: SQLiteJ
     assert (body["status"], body["attempts"]) == ("completed", 1)
 
 
-async def test_job_without_result_or_template_omits_them(api: Api, store: SQLiteJobStore) -> None:
+async def test_job_without_result_or_template_omits_them(api: Api, store: JobStore) -> None:
     job = make_job(scheduled_at=BASE)
     await run_to_completion(store, job, None)
     body = (await api.get(f"/jobs/{job.id}")).json
@@ -179,7 +179,7 @@ async def test_job_without_result_or_template_omits_them(api: Api, store: SQLite
     assert "templateId" not in body
 
 
-async def test_attempts_sub_resource_lists_every_attempt(api: Api, store: SQLiteJobStore) -> None:
+async def test_attempts_sub_resource_lists_every_attempt(api: Api, store: JobStore) -> None:
     job = make_job(scheduled_at=BASE)
     await store.insert(job)
     await store.claim_due(BASE, 1)
@@ -214,7 +214,7 @@ async def test_attempts_sub_resource_lists_every_attempt(api: Api, store: SQLite
     assert (await api.get(f"/jobs/{job.id}")).json["attempts"] == 1
 
 
-async def test_attempts_of_a_job_never_run_are_empty(api: Api, store: SQLiteJobStore) -> None:
+async def test_attempts_of_a_job_never_run_are_empty(api: Api, store: JobStore) -> None:
     job = make_job()
     await store.insert(job)
     reply = await api.get(f"/jobs/{job.id.upper()}/attempts")

@@ -15,15 +15,13 @@ import trio
 
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.model import Status
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .api_support import JSON, Api, Reply, create_body, serve
 from .conftest import BASE, DepsFactory
 
 
-async def test_create_one_off_returns_201_with_the_full_raw_job(
-    api: Api, store: SQLiteJobStore
-) -> None:
+async def test_create_one_off_returns_201_with_the_full_raw_job(api: Api, store: JobStore) -> None:
     reply = await api.create(create_body())
     assert reply.status == 201
     assert reply.content_type == JSON
@@ -122,7 +120,7 @@ async def test_create_cron_returns_201_template_with_computed_first_fire_time(
 
 
 async def test_reused_idempotency_key_is_409_and_stores_nothing_new(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     # Keys are unique per tenant (tenancy): the same tenant reusing one is the conflict.
     first = await api.create(create_body())
@@ -138,7 +136,7 @@ async def test_reused_idempotency_key_is_409_and_stores_nothing_new(
 
 
 async def test_fifty_concurrent_creates_of_one_key_yield_exactly_one_201(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     replies: list[Reply] = []
 

@@ -15,7 +15,7 @@ import pytest
 
 from jobscheduler.api import MAX_BODY_BYTES
 from jobscheduler.domain.model import Status
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .api_support import JSON, Api, create_body
 
@@ -54,7 +54,7 @@ VALIDATION_FAILURES: list[tuple[str, dict[str, Any], str]] = [
     [pytest.param(body, fragment, id=name) for name, body, fragment in VALIDATION_FAILURES],
 )
 async def test_invalid_create_request_is_400_with_a_json_error(
-    api: Api, store: SQLiteJobStore, body: dict[str, Any], fragment: str
+    api: Api, store: JobStore, body: dict[str, Any], fragment: str
 ) -> None:
     (await api.create(body)).assert_error(400, fragment)
     assert await store.count_by_status() == dict.fromkeys(Status, 0)
@@ -91,7 +91,7 @@ async def test_nan_in_json_is_400(api: Api) -> None:
     reply.assert_error(400, "NaN is not allowed")
 
 
-async def test_body_over_one_mebibyte_is_413(api: Api, store: SQLiteJobStore) -> None:
+async def test_body_over_one_mebibyte_is_413(api: Api, store: JobStore) -> None:
     body = create_body(payload={"message": "x", "filler": "y" * MAX_BODY_BYTES})
     data = json.dumps(body).encode()
     assert len(data) > MAX_BODY_BYTES

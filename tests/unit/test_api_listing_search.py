@@ -17,6 +17,7 @@ import attrs
 import pytest
 
 from jobscheduler.domain.model import Status
+from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery, Sort
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.codec import _SELECT, _millis
@@ -51,9 +52,7 @@ async def walk(api: Api, **query: str) -> list[str]:
         params = {k: v[0] for k, v in parse_qs(urlsplit(match.group(1)).query).items()}
 
 
-async def test_each_sort_order_pages_through_every_job_once(
-    api: Api, store: SQLiteJobStore
-) -> None:
+async def test_each_sort_order_pages_through_every_job_once(api: Api, store: JobStore) -> None:
     jobs = [
         await store.insert(
             make_job(
@@ -72,7 +71,7 @@ async def test_each_sort_order_pages_through_every_job_once(
     assert await walk(api, sort="-scheduledAt") == due[::-1]
 
 
-async def test_a_cursor_is_refused_under_another_sort(api: Api, store: SQLiteJobStore) -> None:
+async def test_a_cursor_is_refused_under_another_sort(api: Api, store: JobStore) -> None:
     for _ in range(3):
         await store.insert(make_job())
     response = await api.client.get(
@@ -87,7 +86,7 @@ async def test_a_cursor_is_refused_under_another_sort(api: Api, store: SQLiteJob
     assert reply.status == 200, reply.text
 
 
-async def test_search_by_exact_key_or_key_prefix(api: Api, store: SQLiteJobStore) -> None:
+async def test_search_by_exact_key_or_key_prefix(api: Api, store: JobStore) -> None:
     runs = [await store.insert(make_job(key=f"nightly-run-{i}")) for i in range(3)]
     await store.insert(make_job(key="weekly"))
     ids = lambda reply: {j["id"] for j in reply.json}  # noqa: E731
@@ -117,7 +116,7 @@ async def test_bad_sorts_and_searches_are_400s(
 
 
 async def test_bulk_retry_of_a_selection_touches_only_the_named_ids(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     failed = [await dead(store) for _ in range(3)]
     chosen = [failed[0].id, failed[2].id]
@@ -132,7 +131,7 @@ async def test_bulk_retry_of_a_selection_touches_only_the_named_ids(
 
 
 async def test_bulk_cancel_dry_run_counts_what_it_would_touch_and_changes_nothing(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     waiting = [await store.insert(make_job(key=f"batch-{i}")) for i in range(4)]
     await store.insert(make_job(key="other"))

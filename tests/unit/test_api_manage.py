@@ -21,7 +21,7 @@ from jobscheduler.clock import ManualClock
 from jobscheduler.domain import states
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job, Status, new_job_id
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .api_support import Api, api_deps, create_body, serve
 from .conftest import BASE, DepsFactory, make_job
@@ -38,7 +38,7 @@ async def post(api: Api, path: str, body: Any = None) -> Any:
     return await api.request("POST", path, **({} if body is None else {"json": body}))
 
 
-async def running(store: SQLiteJobStore, **kwargs: Any) -> Job:
+async def running(store: JobStore, **kwargs: Any) -> Job:
     job = await store.insert(make_job(**kwargs))
     await store.claim_due(BASE, 100)
     await store.apply(states.pick(job.id, worker="w", token="tok", now=BASE))
@@ -47,7 +47,7 @@ async def running(store: SQLiteJobStore, **kwargs: Any) -> Job:
     return started
 
 
-async def dead(store: SQLiteJobStore, **kwargs: Any) -> Job:
+async def dead(store: JobStore, **kwargs: Any) -> Job:
     job = await running(store, max_attempts=1, **kwargs)
     failed = await store.apply(states.fail(job, token="tok", now=BASE, error="boom"))
     assert failed is not None
@@ -76,9 +76,7 @@ async def test_cancel_of_a_pending_job_answers_the_cancelled_job_and_is_idempote
     assert (again.status, again.json) == (200, first.json)
 
 
-async def test_cancel_of_a_running_job_is_a_202_cancel_request(
-    api: Api, store: SQLiteJobStore
-) -> None:
+async def test_cancel_of_a_running_job_is_a_202_cancel_request(api: Api, store: JobStore) -> None:
     job = await running(store)
     reply = await post(api, f"/jobs/{job.id}/cancel")
     assert reply.status == 202, reply.text
@@ -88,7 +86,7 @@ async def test_cancel_of_a_running_job_is_a_202_cancel_request(
 
 
 async def test_cancel_of_a_finished_job_is_a_409_naming_its_status(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     job = await dead(store)
     reply = await post(api, f"/jobs/{job.id}/cancel")
@@ -107,7 +105,7 @@ async def test_actions_on_unknown_or_malformed_ids_are_404_and_400(api: Api, act
 
 
 async def test_actions_need_a_writer_and_hide_other_tenants_jobs(
-    make_deps: DepsFactory, store: SQLiteJobStore
+    make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = api_deps(make_deps)
     mine = await store.insert(make_job(tenant="tenant-a"))
@@ -127,7 +125,7 @@ async def test_actions_need_a_writer_and_hide_other_tenants_jobs(
 
 
 async def test_retry_of_a_dead_job_with_a_new_payload_records_the_replay(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     job = await dead(store, job_type="log-message", payload={"message": "old"})
     reply = await post(
@@ -158,7 +156,7 @@ async def test_retry_of_a_dead_job_with_a_new_payload_records_the_replay(
     assert (again.status, again.json["status"]) == (409, "pending")
 
 
-async def test_retry_validates_its_body_like_a_create(api: Api, store: SQLiteJobStore) -> None:
+async def test_retry_validates_its_body_like_a_create(api: Api, store: JobStore) -> None:
     job = await dead(store, job_type="log-message")
     (await post(api, f"/jobs/{job.id}/retry", {"payload": {"nope": 1}})).assert_error(400)
     (await post(api, f"/jobs/{job.id}/retry", {"payload": []})).assert_error(400, "payload")
@@ -171,7 +169,7 @@ async def test_retry_validates_its_body_like_a_create(api: Api, store: SQLiteJob
 
 
 async def test_bulk_retry_changes_every_match_and_is_safe_to_repeat(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     for i in range(7):
         await dead(store, job_type="email" if i % 2 else "noop")
@@ -186,7 +184,7 @@ async def test_bulk_retry_changes_every_match_and_is_safe_to_repeat(
 
 
 async def test_bulk_cancel_requests_running_jobs_and_leaves_templates_alone(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     busy = await running(store)
     await store.insert(make_job())
@@ -320,7 +318,7 @@ async def test_template_actions_on_a_one_off_job_are_409(api: Api) -> None:
 
 
 async def test_list_filters_and_rejects_unknown_parameters_and_statuses(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     failed = await dead(store)
     email = await store.insert(make_job(job_type="email"))
@@ -348,9 +346,7 @@ async def test_list_filters_and_rejects_unknown_parameters_and_statuses(
     (await api.get("/jobs", tenantId="tenant-a", templateId="x")).assert_error(400, "templateId")
 
 
-async def test_list_pages_with_a_link_header_until_the_last_page(
-    api: Api, store: SQLiteJobStore
-) -> None:
+async def test_list_pages_with_a_link_header_until_the_last_page(api: Api, store: JobStore) -> None:
     for _ in range(5):
         await store.insert(make_job())
     seen: list[str] = []
@@ -373,7 +369,7 @@ async def test_list_pages_with_a_link_header_until_the_last_page(
     assert len(seen) == len(set(seen)) == 5
 
 
-async def test_stats_reports_counts_lag_and_windows(api: Api, store: SQLiteJobStore) -> None:
+async def test_stats_reports_counts_lag_and_windows(api: Api, store: JobStore) -> None:
     await dead(store)
     await store.insert(make_job(scheduled_at=BASE - timedelta(seconds=90)))
     reply = await api.get("/stats", tenantId="tenant-a")
@@ -389,7 +385,7 @@ async def test_stats_reports_counts_lag_and_windows(api: Api, store: SQLiteJobSt
 async def test_a_bulk_action_on_a_hung_store_answers_503_once_a_page_times_out(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     deps = hung_deps(make_deps, store, tmp_path)

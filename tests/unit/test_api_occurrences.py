@@ -19,7 +19,7 @@ from jobscheduler.domain.cron import CronPolicy, Occurrence, OccurrenceStatus, S
 from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.roles.scheduler.loop import Scheduler
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .api_support import Api, api_deps, create_body, serve
 from .conftest import DepsFactory, after, make_job
@@ -31,7 +31,7 @@ async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
         yield served
 
 
-async def paris_template(store: SQLiteJobStore, tenant: str = "tenant-a") -> Job:
+async def paris_template(store: JobStore, tenant: str = "tenant-a") -> Job:
     tmpl = attrs.evolve(
         make_job(key=f"tmpl-{tenant}", tenant=tenant, cron="*/5 * * * *"),
         cron_policy=CronPolicy(timezone="Europe/Paris"),
@@ -51,7 +51,7 @@ def record(tmpl: Job, seconds: int, status: OccurrenceStatus, **kw: Any) -> Occu
 
 
 async def test_items_are_newest_first_with_reasons_lateness_and_the_runs_outcome(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     tmpl = await paris_template(store)
     done = await store.insert(
@@ -95,7 +95,7 @@ async def test_items_are_newest_first_with_reasons_lateness_and_the_runs_outcome
     assert set(not_yet) == {"fireAt", "fireAtLocal", "status", "runId"}
 
 
-async def test_pages_follow_the_cursor_and_the_link_header(api: Api, store: SQLiteJobStore) -> None:
+async def test_pages_follow_the_cursor_and_the_link_header(api: Api, store: JobStore) -> None:
     tmpl = await paris_template(store)
     await store.record_occurrences(
         [
@@ -132,15 +132,13 @@ async def test_pages_follow_the_cursor_and_the_link_header(api: Api, store: SQLi
     ],
 )
 async def test_bad_query_arguments_are_400(
-    api: Api, store: SQLiteJobStore, query: dict[str, str], fragment: str
+    api: Api, store: JobStore, query: dict[str, str], fragment: str
 ) -> None:
     tmpl = await paris_template(store)
     (await api.get(f"/jobs/{tmpl.id}/occurrences", **query)).assert_error(400, fragment)
 
 
-async def test_unknown_ids_one_offs_and_bad_ids_are_404_400_400(
-    api: Api, store: SQLiteJobStore
-) -> None:
+async def test_unknown_ids_one_offs_and_bad_ids_are_404_400_400(api: Api, store: JobStore) -> None:
     one_off = await store.insert(make_job(key="one-off"))
     (await api.get(f"/jobs/{new_job_id()}/occurrences")).assert_error(404)
     (await api.get(f"/jobs/{one_off.id}/occurrences")).assert_error(400, "not a cron template")
@@ -148,7 +146,7 @@ async def test_unknown_ids_one_offs_and_bad_ids_are_404_400_400(
 
 
 async def test_another_tenants_template_is_a_404_like_a_missing_one(
-    make_deps: DepsFactory, store: SQLiteJobStore
+    make_deps: DepsFactory, store: JobStore
 ) -> None:
     theirs = await paris_template(store, tenant="tenant-b")
     app = create_app(api_deps(make_deps))
@@ -172,7 +170,7 @@ def test_lateness_is_never_negative() -> None:
 @pytest.mark.parametrize(
     "raw", ["%ED%A0%80x", "f%3A%00", "%C3%A9", "%FF"], ids=["surrogate", "nul", "latin", "not-utf8"]
 )
-async def test_odd_bytes_in_the_cursor_are_400(api: Api, store: SQLiteJobStore, raw: str) -> None:
+async def test_odd_bytes_in_the_cursor_are_400(api: Api, store: JobStore, raw: str) -> None:
     tmpl = await paris_template(store)
     reply = await api.request("GET", f"/jobs/{tmpl.id}/occurrences?cursor={raw}")
     reply.assert_error(400, "cursor")

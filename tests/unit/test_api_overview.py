@@ -119,8 +119,8 @@ async def test_bad_query_is_a_400_that_says_why(api: AuthApi, query: str, messag
 
 
 async def live_when(deps: Deps, condition: Callable[[list[WorkerBeat]], bool]) -> list[WorkerBeat]:
-    """The live records once ``condition`` holds (polled; a store write takes real time
-    while virtual time may move on), failing after a few beats."""
+    """The live records once ``condition`` holds (polled: nothing signals a beat), failing
+    after a few beats."""
     with trio.fail_after(4 * BEAT_INTERVAL):
         while True:
             records = await deps.store.live_workers(deps.clock.now())
@@ -130,7 +130,7 @@ async def live_when(deps: Deps, condition: Callable[[list[WorkerBeat]], bool]) -
 
 
 async def test_presence_beats_keep_the_record_fresh_and_exit_forgets_it(
-    make_deps: DepsFactory, patient_clock: trio.testing.MockClock
+    make_deps: DepsFactory, autojump_clock: trio.testing.MockClock
 ) -> None:
     deps = make_deps()
     in_flight = [0]
@@ -146,7 +146,7 @@ async def test_presence_beats_keep_the_record_fresh_and_exit_forgets_it(
 
 
 async def test_the_scheduler_records_itself_as_leader(
-    make_deps: DepsFactory, patient_clock: trio.testing.MockClock
+    make_deps: DepsFactory, autojump_clock: trio.testing.MockClock
 ) -> None:
     deps = make_deps()
     async with trio.open_nursery() as nursery:

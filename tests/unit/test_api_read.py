@@ -15,7 +15,6 @@ import trio
 from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
-from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import JSON, Api, api_deps, serve
 from .conftest import BASE, DepsFactory, ProxyStore, make_job
@@ -29,7 +28,7 @@ async def insert(store: JobStore, *jobs: Job) -> None:
 # ----------------------------------------------------------------------- GET /jobs/{id}
 
 
-async def test_get_job_is_200_with_its_current_state(api: Api, store: SQLiteJobStore) -> None:
+async def test_get_job_is_200_with_its_current_state(api: Api, store: JobStore) -> None:
     job = make_job(priority=2, payload={"a": 1})
     await store.insert(job)
     reply = await api.get(f"/jobs/{job.id}")
@@ -55,7 +54,7 @@ async def test_get_unknown_job_id_is_404(api: Api) -> None:
 
 
 async def test_bug_job_id_with_a_trailing_newline_is_404_instead_of_400(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     # Bug: model.is_job_id matches r"^[0-9a-f]{24}$", and `$` also matches before a trailing
     # newline, so "<24 hex>\n" passes as well-formed and the API answers 404 (after a store
@@ -70,7 +69,7 @@ async def test_bug_job_id_with_a_trailing_newline_is_404_instead_of_400(
 
 
 async def test_list_returns_the_tenants_jobs_newest_first_as_a_bare_array(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     jobs = [make_job(created_at=BASE + timedelta(seconds=s)) for s in (5, 1, 30, 10)]
     await insert(store, *jobs, make_job(tenant="tenant-b"))
@@ -93,7 +92,7 @@ async def test_list_without_tenant_id_is_400(api: Api) -> None:
     (await api.get("/jobs", status="pending")).assert_error(400, "tenantId is required")
 
 
-async def test_list_filters_by_status(api: Api, store: SQLiteJobStore) -> None:
+async def test_list_filters_by_status(api: Api, store: JobStore) -> None:
     pending, dead = make_job(), make_job(status=Status.DLQ)
     await insert(store, pending, dead)
     reply = await api.get("/jobs", tenantId="tenant-a", status="dlq")
@@ -111,7 +110,7 @@ async def test_list_with_unknown_status_is_400(api: Api) -> None:
     [(None, 100), ("5", 5), ("101", 101), ("abc", 100), ("0", 100), ("-3", 100), ("1.5", 100)],
 )
 async def test_list_limit_defaults_to_100_and_invalid_limits_fall_back(
-    api: Api, store: SQLiteJobStore, limit: str | None, count: int
+    api: Api, store: JobStore, limit: str | None, count: int
 ) -> None:
     jobs = [make_job(created_at=BASE + timedelta(milliseconds=n)) for n in range(110)]
     async with trio.open_nursery() as nursery:
@@ -126,7 +125,7 @@ async def test_list_limit_defaults_to_100_and_invalid_limits_fall_back(
 
 @pytest.mark.parametrize(("limit", "passed"), [("5000", 5000), ("5001", 5000), ("1e9", 100)])
 async def test_list_limit_is_capped_at_5000(
-    make_deps: DepsFactory, store: SQLiteJobStore, limit: str, passed: int
+    make_deps: DepsFactory, store: JobStore, limit: str, passed: int
 ) -> None:
     limits: list[int] = []
 
@@ -144,7 +143,7 @@ async def test_list_limit_is_capped_at_5000(
 
 
 async def test_operator_object_in_tenant_query_is_a_literal_tenant_that_matches_nothing(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     await insert(store, make_job(), make_job(tenant="tenant-b"))
     reply = await api.get("/jobs", tenantId='{"$ne": null}')

@@ -18,11 +18,10 @@ from jobscheduler.api import RETRY_AFTER_SECONDS
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.audit import AuditRecord
-from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
+from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery, JobStats
-from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import Api, Reply, api_deps, create_body, serve
 from .conftest import BASE, DepsFactory, ProxyStore, make_settings
@@ -37,26 +36,13 @@ async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
 
 
 class HungStore(ProxyStore):
-    """Every API call waits for ``release`` (a frozen server), then goes through.
+    """The reads and writes of the requests under test (insert, get, list, find, stats)
+    wait for ``release`` (a frozen server), then go through; key lookups answer at once."""
 
-    API keys are answered from memory: a key lookup in a real SQLite thread under the
-    autojump clock could see the clock leap to the 2 s bound while the thread works, and
-    a timed-out lookup would look like the hung call under test.
-    """
-
-    def __init__(self, inner: SQLiteJobStore) -> None:
+    def __init__(self, inner: JobStore) -> None:
         super().__init__(inner)
         self.release = trio.Event()
         self.inserted = trio.Event()
-        self.keys: dict[str, ApiKey] = {}
-
-    async def insert_key(self, key: ApiKey) -> ApiKey:
-        self.keys[key.id] = key
-        return await self.inner.insert_key(key)
-
-    async def get_key(self, key_id: str) -> ApiKey | None:
-        await trio.lowlevel.checkpoint()
-        return self.keys.get(key_id)
 
     async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         await self.release.wait()
@@ -83,7 +69,7 @@ class HungStore(ProxyStore):
         return await self.inner.stats(tenant_id, now)
 
 
-def hung_deps(make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Any) -> Any:
+def hung_deps(make_deps: DepsFactory, store: JobStore, tmp_path: Any) -> Any:
     settings = make_settings(tmp_path, api_store_timeout=TIMEOUT)
     return make_deps(store=HungStore(store), clock=ManualClock(BASE), settings=settings)
 
@@ -120,7 +106,7 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
 async def test_hung_store_answers_503_with_retry_after_once_api_store_timeout_passes(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Any,
     method: str,
     path: str,
@@ -138,10 +124,8 @@ async def test_hung_store_answers_503_with_retry_after_once_api_store_timeout_pa
 
 
 async def test_create_whose_insert_lands_after_the_503_is_stored_and_its_retry_gets_409(
-    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Any
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Any
 ) -> None:
-    # Real time with a short bound: the retry's insert runs in a real SQLite thread, and a
-    # mock clock could leap to the bound's deadline while that thread works.
     settings = make_settings(tmp_path, api_store_timeout=1.0)
     hung = HungStore(store)
     deps = make_deps(store=hung, clock=ManualClock(BASE), settings=settings)
@@ -265,7 +249,7 @@ SURROGATE_PLACES = [
 
 @pytest.mark.parametrize("place", SURROGATE_PLACES)
 async def test_lone_surrogate_in_any_string_of_a_create_is_400_and_stores_nothing(
-    api: Api, store: SQLiteJobStore, place: str
+    api: Api, store: JobStore, place: str
 ) -> None:
     # Bug (issue 8): "\ud800" in tenantId, a key or the payload answered 500 (a
     # UnicodeEncodeError in the SQLite insert). JSON's \u escapes let any client send it.

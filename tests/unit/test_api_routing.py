@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from jobscheduler.domain.model import new_job_id
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .api_support import Api, create_body
 from .conftest import make_job, sample
@@ -50,7 +50,7 @@ async def test_wrong_method_is_405_json(api: Api, method: str, path: str) -> Non
 
 
 async def test_request_metrics_are_labelled_with_the_route_template_not_the_raw_path(
-    api: Api, store: SQLiteJobStore
+    api: Api, store: JobStore
 ) -> None:
     job = make_job()
     await store.insert(job)

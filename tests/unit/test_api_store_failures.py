@@ -13,8 +13,8 @@ import trio
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job
 from jobscheduler.errors import StoreError
+from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
-from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .api_support import JSON, api_deps, create_body, serve
 from .conftest import DepsFactory, ProxyStore
@@ -69,7 +69,7 @@ REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("method", "path", "kwargs"), REQUESTS, ids=["create", "get", "list"])
 async def test_store_error_is_503_json_without_internals(
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     method: str,
     path: str,
     kwargs: dict[str, Any],
@@ -84,7 +84,7 @@ async def test_store_error_is_503_json_without_internals(
 @pytest.mark.parametrize(("method", "path", "kwargs"), REQUESTS, ids=["create", "get", "list"])
 async def test_unexpected_exception_is_500_internal_error(
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     method: str,
     path: str,
     kwargs: dict[str, Any],

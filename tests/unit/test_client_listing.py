@@ -17,7 +17,7 @@ from jobscheduler.api.schemas.manage import SORTS as API_SORTS
 from jobscheduler.client import MAX_BULK_IDS, SORTS, AsyncClient, Client
 from jobscheduler.domain.model import Status
 from jobscheduler.errors import ValidationError
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .api_support import Api, api_deps, serve
 from .conftest import BASE, DepsFactory, make_job
@@ -79,7 +79,7 @@ def test_the_clients_sort_names_are_the_apis() -> None:
     assert set(SORTS) == set(API_SORTS)
 
 
-async def test_list_follows_each_sort_order_across_pages(call: Call, store: SQLiteJobStore) -> None:
+async def test_list_follows_each_sort_order_across_pages(call: Call, store: JobStore) -> None:
     jobs = [
         await store.insert(
             make_job(
@@ -99,9 +99,7 @@ async def test_list_follows_each_sort_order_across_pages(call: Call, store: SQLi
     assert [j["id"] for j in await call("list", "tenant-a", page_size=2)] == newest
 
 
-async def test_list_finds_jobs_by_exact_key_or_key_prefix(
-    call: Call, store: SQLiteJobStore
-) -> None:
+async def test_list_finds_jobs_by_exact_key_or_key_prefix(call: Call, store: JobStore) -> None:
     for key in ("order-1", "order-2", "orders", "refund-1"):
         await store.insert(make_job(key=key))
     exact = await call("list", "tenant-a", idempotency_key="order-1")
@@ -112,7 +110,7 @@ async def test_list_finds_jobs_by_exact_key_or_key_prefix(
 
 
 async def test_bulk_dry_run_counts_the_chosen_ids_and_changes_nothing(
-    call: Call, store: SQLiteJobStore
+    call: Call, store: JobStore
 ) -> None:
     first, second, other = [await dead(store) for _ in range(3)]
     chosen = [first.id, second.id]
@@ -127,7 +125,7 @@ async def test_bulk_dry_run_counts_the_chosen_ids_and_changes_nothing(
 
 
 async def test_bulk_cancel_takes_ids_with_the_other_filters_applied(
-    call: Call, store: SQLiteJobStore
+    call: Call, store: JobStore
 ) -> None:
     noop = await store.insert(make_job(key="order-1"))
     echo = await store.insert(make_job(key="order-2", job_type="echo"))

@@ -1,5 +1,5 @@
 """The ledger of every fire time and the overlap policies, driven by the scheduler on the
-SQLite store in virtual time (``autojump_clock``: time moves only when a test sleeps)."""
+memory store in virtual time (``autojump_clock``: time moves only when a test sleeps)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from jobscheduler.errors import ValidationError
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.roles.scheduler.cron_firing import TemplateFiring, record_paused
 from jobscheduler.roles.scheduler.loop import Scheduler
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, make_settings, sample
 from .roles_support import Barrier, SplitBrainStore
@@ -30,7 +30,7 @@ from .test_cron_scheduler import EVERY_5, keys, runs_of, template
 SPAWNED = OccurrenceStatus.SPAWNED
 
 
-async def ledger(store: SQLiteJobStore, tmpl: Job) -> list[Occurrence]:
+async def ledger(store: JobStore, tmpl: Job) -> list[Occurrence]:
     """The template's ledger, oldest fire time first."""
     return (await store.occurrences(tmpl.id, limit=1000))[::-1]
 
@@ -39,7 +39,7 @@ def summary(records: list[Occurrence]) -> list[tuple[datetime, str, str | None]]
     return [(r.fire_at, r.status.value, r.reason.value if r.reason else None) for r in records]
 
 
-async def finish(store: SQLiteJobStore, run: Job) -> None:
+async def finish(store: JobStore, run: Job) -> None:
     """The run completes (as an executor would leave it)."""
     change = Change(
         transition="test_finish", job_id=run.id, expect={}, set={"status": Status.COMPLETED}
@@ -56,7 +56,7 @@ async def tick_at(scheduler: Scheduler, seconds: float) -> None:
 
 
 async def test_on_time_fire_times_are_spawned_with_their_run_id_and_lateness(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     scheduler = Scheduler(deps)
@@ -88,7 +88,7 @@ async def test_on_time_fire_times_are_spawned_with_their_run_id_and_lateness(
 async def test_each_catch_up_policy_records_why_a_missed_fire_time_got_no_run(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     catch_up: CatchUp,
     reason: Why,
     spawned: list[int],
@@ -116,7 +116,7 @@ async def test_each_catch_up_policy_records_why_a_missed_fire_time_got_no_run(
 
 
 async def test_a_wall_time_in_a_dst_gap_under_skip_is_recorded_at_the_end_of_the_gap(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     start = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
     policy = cron.parse_policy({"timezone": "Europe/Paris", "dstGap": "skip"}, "30 2 * * *")
@@ -144,7 +144,7 @@ async def test_a_wall_time_in_a_dst_gap_under_skip_is_recorded_at_the_end_of_the
 
 
 async def test_overlap_allow_spawns_while_the_previous_run_is_unfinished(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     scheduler = Scheduler(make_deps())
     tmpl = template("allow", EVERY_5, BASE, overlap=Overlap.ALLOW)
@@ -157,7 +157,7 @@ async def test_overlap_allow_spawns_while_the_previous_run_is_unfinished(
 
 
 async def test_overlap_skip_skips_fire_times_until_the_previous_run_finishes(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     scheduler = Scheduler(deps)
@@ -181,7 +181,7 @@ async def test_overlap_skip_skips_fire_times_until_the_previous_run_finishes(
 
 
 async def test_overlap_buffer_one_holds_one_fire_time_and_runs_it_when_the_previous_ends(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     scheduler = Scheduler(deps)
@@ -225,7 +225,7 @@ async def test_overlap_buffer_one_holds_one_fire_time_and_runs_it_when_the_previ
 async def test_catch_up_all_under_an_overlap_policy_spawns_one_run_per_pass(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     overlap: Overlap,
 ) -> None:
     deps = make_deps()
@@ -248,12 +248,10 @@ async def test_catch_up_all_under_an_overlap_policy_spawns_one_run_per_pass(
 async def test_two_schedulers_at_once_record_each_fire_time_once_and_act_on_that_record(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
-    tmp_path: Path,
+    store: JobStore,
     overlap: Overlap,
 ) -> None:
-    second_store = SQLiteJobStore(tmp_path / "jobs.db")
-    await second_store.start()
+    # Two leaders for a moment: two schedulers, each with its own deps, on one store.
     tmpl = template(
         "split",
         EVERY_5,
@@ -263,23 +261,18 @@ async def test_two_schedulers_at_once_record_each_fire_time_once_and_act_on_that
         catch_up_window=timedelta(minutes=30),
     )
     await store.insert(tmpl)
-    try:
-        for fire in (1830, 2130):  # a backlog (00:05 .. 00:30), then one on-time fire time
-            await trio.sleep_until(fire)
-            barrier = Barrier(2)
-            first, second = (
-                Scheduler(
-                    make_deps(
-                        store=SplitBrainStore(each, barrier), clock=TrioClock(base=after(fire))
-                    )
-                )
-                for each in (store, second_store)
+    for fire in (1830, 2130):  # a backlog (00:05 .. 00:30), then one on-time fire time
+        await trio.sleep_until(fire)
+        barrier = Barrier(2)
+        first, second = (
+            Scheduler(
+                make_deps(store=SplitBrainStore(store, barrier), clock=TrioClock(base=after(fire)))
             )
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(first.tick)
-                nursery.start_soon(second.tick)
-    finally:
-        await second_store.close()
+            for _ in range(2)
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first.tick)
+            nursery.start_soon(second.tick)
 
     records = await ledger(store, tmpl)
     assert [r.fire_at for r in records] == [after(s) for s in range(0, 2101, 300)]
@@ -301,7 +294,7 @@ def test_every_overlap_policy_is_accepted_at_create_and_an_unknown_one_is_400() 
 async def test_the_reaper_prunes_ledger_records_past_the_retention(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     deps = make_deps(settings=make_settings(tmp_path, cron_ledger_retention=3600.0))
@@ -320,7 +313,7 @@ async def test_the_reaper_prunes_ledger_records_past_the_retention(
 
 
 async def test_a_stale_snapshot_never_overwrites_a_held_fire_time_another_scheduler_chose(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     firing = TemplateFiring(deps)
@@ -403,7 +396,7 @@ def test_gap_skips_only_add_skipped_fires_to_the_walk(
 
 
 async def test_fire_times_passed_over_while_paused_are_recorded_once_as_paused(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     tmpl = template("paused", EVERY_5, BASE)

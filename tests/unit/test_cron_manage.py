@@ -1,4 +1,4 @@
-"""Cron templates meeting the manage actions, on the SQLite store in virtual time:
+"""Cron templates meeting the manage actions, on the memory store in virtual time:
 fire times passed over while a template was paused are recorded in its ledger when it is
 resumed (reason ``paused``), and ``overlap="cancel_previous"`` cancels the previous unfinished
 run through the cancel transitions (at once, or by a cancel request its executor honours
@@ -23,6 +23,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import JobContext
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.scheduler.loop import Scheduler
+from jobscheduler.store import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, sample
@@ -34,7 +35,7 @@ from .test_runners import registry_of
 CANCEL = Overlap.CANCEL_PREVIOUS
 
 
-async def until_running(store: SQLiteJobStore, job: Job) -> None:
+async def until_running(store: JobStore, job: Job) -> None:
     """Wait (polling the store: nothing else wakes the test) until the executor starts it."""
     while True:
         if (await store.get(job.id)).status is Status.RUNNING:
@@ -46,7 +47,7 @@ async def until_running(store: SQLiteJobStore, job: Job) -> None:
 
 
 async def test_resume_records_the_fire_times_passed_while_paused_as_skipped_paused(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     scheduler = Scheduler(deps)
@@ -72,7 +73,7 @@ async def test_resume_records_the_fire_times_passed_while_paused_as_skipped_paus
 
 
 async def test_a_resume_before_the_next_fire_time_records_nothing(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     tmpl = await store.insert(template("short-pause", EVERY_5, after(300)))
@@ -90,7 +91,7 @@ async def test_a_resume_before_the_next_fire_time_records_nothing(
 async def test_a_previous_run_no_executor_runs_yet_is_cancelled_when_the_next_fire_time_comes(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     previous: Status,
 ) -> None:
     deps = make_deps()
@@ -128,7 +129,7 @@ async def test_a_previous_run_no_executor_runs_yet_is_cancelled_when_the_next_fi
 
 
 async def test_a_running_previous_run_is_asked_to_stop_and_its_executor_cancels_it(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     async def hang(ctx: JobContext) -> None:
         await trio.sleep_forever()
@@ -168,7 +169,7 @@ async def test_a_running_previous_run_is_asked_to_stop_and_its_executor_cancels_
 
 
 async def test_fire_times_due_together_spawn_only_the_newest_and_record_the_others_skipped(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     tmpl = await store.insert(
@@ -189,26 +190,21 @@ async def test_fire_times_due_together_spawn_only_the_newest_and_record_the_othe
 async def test_two_schedulers_at_once_cancel_the_previous_run_once_and_spawn_one_run(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
-    tmp_path: Path,
+    store: JobStore,
 ) -> None:
     tmpl = await store.insert(template("split", EVERY_5, BASE, overlap=CANCEL))
     await tick_at(Scheduler(make_deps()), 1)
     [first] = await runs_of(store, tmpl)
-    second_store = SQLiteJobStore(tmp_path / "jobs.db")
-    await second_store.start()
     await trio.sleep_until(301)
+    # Two leaders for a moment: two schedulers, each with its own deps, on one store.
     barrier = Barrier(2)
     both = [
-        make_deps(store=SplitBrainStore(each, barrier), clock=TrioClock(base=after(301)))
-        for each in (store, second_store)
+        make_deps(store=SplitBrainStore(store, barrier), clock=TrioClock(base=after(301)))
+        for _ in range(2)
     ]
-    try:
-        async with trio.open_nursery() as nursery:
-            for deps in both:
-                nursery.start_soon(Scheduler(deps).tick)
-    finally:
-        await second_store.close()
+    async with trio.open_nursery() as nursery:
+        for deps in both:
+            nursery.start_soon(Scheduler(deps).tick)
 
     records = await ledger(store, tmpl)
     assert [(r.fire_at, r.cancelled_run_id) for r in records] == [

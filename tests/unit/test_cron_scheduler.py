@@ -1,11 +1,10 @@
 """The scheduler firing cron templates under their zone, DST, catch-up and jitter settings,
-on the SQLite store, in virtual time (``autojump_clock``: time moves only when a test
+on the memory store, in virtual time (``autojump_clock``: time moves only when a test
 sleeps). Every spawned run is keyed on its fire time; these tests read the keys back."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import attrs
 import pytest
@@ -17,7 +16,7 @@ from jobscheduler.domain import cron, states
 from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold
 from jobscheduler.domain.model import Job
 from jobscheduler.roles.scheduler.loop import Scheduler
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, sample
 from .roles_support import Barrier, SplitBrainStore
@@ -32,7 +31,7 @@ def template(key: str, expression: str, at: datetime, **policy: object) -> Job:
     )
 
 
-async def runs_of(store: SQLiteJobStore, tmpl: Job) -> list[Job]:
+async def runs_of(store: JobStore, tmpl: Job) -> list[Job]:
     """The template's spawned runs, oldest fire time first."""
     jobs = await store.list_jobs(tmpl.tenant_id, None, 1000)
     runs = [j for j in jobs if j.idempotency_key.startswith(f"{tmpl.idempotency_key}-run-")]
@@ -44,7 +43,7 @@ def keys(tmpl: Job, *fire_times: datetime) -> list[str]:
 
 
 async def test_catch_up_none_skips_the_fire_times_missed_during_downtime(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()  # its clock reads BASE now
     tmpl = template("none", EVERY_5, BASE, catch_up=CatchUp.NONE)
@@ -58,7 +57,7 @@ async def test_catch_up_none_skips_the_fire_times_missed_during_downtime(
 
 
 async def test_catch_up_none_runs_fire_times_reached_on_time(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     scheduler = Scheduler(make_deps())
     tmpl = template("none-on-time", EVERY_5, BASE, catch_up=CatchUp.NONE)
@@ -72,7 +71,7 @@ async def test_catch_up_none_runs_fire_times_reached_on_time(
 
 
 async def test_catch_up_one_spawns_one_run_for_all_missed_fire_times(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     tmpl = template("one", EVERY_5, BASE, catch_up=CatchUp.ONE)
@@ -86,7 +85,7 @@ async def test_catch_up_one_spawns_one_run_for_all_missed_fire_times(
 
 
 async def test_catch_up_all_spawns_one_run_per_fire_time_in_the_window_oldest_first(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     tmpl = template(
@@ -105,7 +104,7 @@ async def test_catch_up_all_spawns_one_run_per_fire_time_in_the_window_oldest_fi
 
 
 async def test_catch_up_all_is_capped_per_pass_and_finishes_on_later_passes(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     tmpl = template(
@@ -126,7 +125,7 @@ async def test_catch_up_all_is_capped_per_pass_and_finishes_on_later_passes(
 
 
 async def test_jitter_delays_the_run_but_keys_it_on_the_fire_time(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     jitter = timedelta(minutes=4)
@@ -152,26 +151,21 @@ async def test_jitter_delays_the_run_but_keys_it_on_the_fire_time(
 async def test_two_schedulers_at_once_spawn_each_fire_time_once_under_every_policy(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
-    tmp_path: Path,
+    store: JobStore,
     catch_up: CatchUp,
 ) -> None:
-    second_store = SQLiteJobStore(tmp_path / "jobs.db")
-    await second_store.start()
+    # Two leaders for a moment: two schedulers, each with its own deps, on one store.
     barrier = Barrier(2)
     first = make_deps(store=SplitBrainStore(store, barrier))
-    second = make_deps(store=SplitBrainStore(second_store, barrier))
+    second = make_deps(store=SplitBrainStore(store, barrier))
     tmpl = template(
         "split", EVERY_5, BASE, catch_up=catch_up, catch_up_window=timedelta(minutes=30)
     )
     await store.insert(tmpl)
     await trio.sleep(1800 + 30)  # 00:00 .. 00:30 due; 00:30 is on time
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(first).tick)
-            nursery.start_soon(Scheduler(second).tick)
-    finally:
-        await second_store.close()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(Scheduler(first).tick)
+        nursery.start_soon(Scheduler(second).tick)
 
     expected = {
         CatchUp.NONE: [after(1800)],
@@ -190,7 +184,7 @@ async def test_two_schedulers_at_once_spawn_each_fire_time_once_under_every_poli
 
 
 async def fire_on_time(
-    make_deps: DepsFactory, store: SQLiteJobStore, start: datetime, until: datetime, *t: Job
+    make_deps: DepsFactory, store: JobStore, start: datetime, until: datetime, *t: Job
 ) -> None:
     """Run the scheduler at each fire time of the templates ``t`` from ``start`` (the wall
     time at this moment) until ``until``."""
@@ -220,7 +214,7 @@ def utc_times(*texts: str) -> list[datetime]:
 async def test_paris_template_crosses_spring_forward_under_its_gap_policy(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     gap: str,
     expected: list[str],
 ) -> None:
@@ -240,7 +234,7 @@ async def test_paris_template_crosses_spring_forward_under_its_gap_policy(
 
 
 async def test_paris_template_crosses_fall_back_once_or_twice_by_its_fold_policy(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     start = datetime(2026, 10, 24, 12, 0, tzinfo=UTC)
     made = []

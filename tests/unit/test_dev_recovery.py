@@ -17,7 +17,7 @@ from jobscheduler.domain.model import Status
 from jobscheduler.errors import StoreLocked
 from jobscheduler.process.devlock import DevLock
 from jobscheduler.roles.reaper.recovery import recover_in_flight
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import BASE, DepsFactory, make_job, sample
 
@@ -74,7 +74,7 @@ def test_cli_dev_refuses_a_store_file_another_dev_holds_with_exit_2(
 
 
 async def test_start_up_recovery_fails_running_attempts_and_repends_claimed_jobs_uncounted(
-    make_deps: DepsFactory, store: SQLiteJobStore
+    make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = LocalBus()
     deps = make_deps(bus=bus)

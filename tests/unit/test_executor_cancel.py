@@ -17,15 +17,15 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import JobContext
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
 from .conftest import DepsFactory, make_job, make_settings, sample
-from .roles_support import queue, wake_up
-from .test_runners import REAL_BOUND, registry_of, sleep_in_process
+from .roles_support import REAL_BOUND, queue, wake_up
+from .test_runners import registry_of, sleep_in_process
 
 
-async def request_cancel_when_running(deps: Deps, store: SQLiteJobStore, job: Job) -> Job:
+async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> Job:
     """Wait (polling the store) until the job runs, then ask to cancel it."""
     while True:
         current = await store.get(job.id)
@@ -36,7 +36,7 @@ async def request_cancel_when_running(deps: Deps, store: SQLiteJobStore, job: Jo
         await trio.sleep(0.01)
 
 
-async def run_until_settled(deps: Deps, store: SQLiteJobStore, job: Job) -> list[str]:
+async def run_until_settled(deps: Deps, store: JobStore, job: Job) -> list[str]:
     executor = Executor(deps)
     results: list[str] = []
     async with trio.open_nursery() as nursery:
@@ -52,7 +52,7 @@ async def run_until_settled(deps: Deps, store: SQLiteJobStore, job: Job) -> list
 
 
 async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_cancelled(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     stopped_at: list[float] = []
 
@@ -82,7 +82,7 @@ async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_
 
 
 async def test_thread_handler_is_abandoned_and_the_job_ends_cancelled(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     release = threading.Event()
 
@@ -100,7 +100,7 @@ async def test_thread_handler_is_abandoned_and_the_job_ends_cancelled(
 
 
 async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     async def fails_after_cancel(ctx: JobContext) -> None:
         current = await store.get(ctx.job_id)
@@ -117,7 +117,7 @@ async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
 
 
 async def test_process_handler_is_killed_and_the_job_ends_cancelled(
-    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Path
+    make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
     deps = make_deps(
         registry=registry_of("sleepy", sleep_in_process),

@@ -12,15 +12,15 @@ from jobscheduler.domain.model import Status
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.reaper.sweeps import sample_gauges
 from jobscheduler.roles.scheduler.loop import Scheduler
+from jobscheduler.store import JobStore
 from jobscheduler.store.query import JobQuery
-from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, make_job, sample
 from .roles_support import wake_up
 
 
 async def test_a_stale_wake_up_for_a_cancelled_job_is_dropped(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     job = await store.insert(make_job())
@@ -32,7 +32,7 @@ async def test_a_stale_wake_up_for_a_cancelled_job_is_dropped(
 
 
 async def test_a_paused_template_does_not_fire_and_resumes_at_its_next_fire_without_a_burst(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     template = await store.insert(make_job(key="hourly", cron="0 * * * *", scheduled_at=BASE))
@@ -51,7 +51,7 @@ async def test_a_paused_template_does_not_fire_and_resumes_at_its_next_fire_with
 
 
 async def test_reaper_samples_job_gauges_and_zeroes_vanished_label_pairs(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     await store.insert(make_job(job_type="email"))

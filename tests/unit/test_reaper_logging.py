@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from jobscheduler.roles.reaper.sweeps import Reaper
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job
 from .roles_support import pick_and_start, queue
@@ -23,7 +23,7 @@ REAPER = "jobscheduler.roles.reaper"
 async def test_a_sweep_logs_one_summary_line_and_each_job_at_debug(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     deps = make_deps()

@@ -21,10 +21,10 @@ from jobscheduler.domain.model import Status
 from jobscheduler.errors import ResultError
 from jobscheduler.handlers import JobContext
 from jobscheduler.roles.executor.consume import Executor
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job
-from .roles_support import queue, registry_with, wake_up
+from .roles_support import REAL_BOUND, queue, registry_with, wake_up
 
 
 @pytest.mark.parametrize("value", [{"a": [1, 2.5, None, True]}, "text", 0, [], {"é": "ü"}, 2**70])
@@ -83,9 +83,9 @@ def test_failure_keeps_the_tail_of_a_long_traceback() -> None:
     ids=["not-json", "too-big"],
 )
 async def test_an_unstorable_result_fails_the_attempt_with_a_clear_error(
-    patient_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     returned: Any,
     fragment: str,
 ) -> None:
@@ -115,11 +115,13 @@ def compute(ctx: JobContext) -> dict[str, int]:
 
 
 async def test_a_plain_def_handler_result_is_stored_too(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    make_deps: DepsFactory, store: JobStore
 ) -> None:
+    # Real time: a worker process starts and runs the handler outside trio.
     deps = make_deps(registry=registry_with(compute=compute))
     job = make_job(job_type="compute", payload={"numbers": [1, 2, 3]})
     await queue(deps, store, job)
 
-    assert await Executor(deps).run(wake_up(job)) == "completed"
+    with trio.fail_after(REAL_BOUND):
+        assert await Executor(deps).run(wake_up(job)) == "completed"
     assert (await store.get(job.id)).result == {"sum": 6, "attempt": 1}

@@ -14,14 +14,14 @@ from jobscheduler.domain.model import Status
 from jobscheduler.election import Term, lead
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.scheduler.loop import run_scheduler
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job, make_settings, sample
 from .roles_support import LOOP_BOUND, ControlledElector, ObservedBus, status_of
 
 
 async def test_scheduler_is_leader_gauge_is_one_while_leading_and_zero_after(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory
 ) -> None:
     deps = make_deps()
     async with trio.open_nursery() as nursery:
@@ -33,9 +33,9 @@ async def test_scheduler_is_leader_gauge_is_one_while_leading_and_zero_after(
 
 
 async def test_losing_leadership_stops_dispatch_until_leadership_returns(
-    patient_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     elector = ControlledElector()

@@ -15,14 +15,14 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Status
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.reaper.sweeps import Reaper
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings, sample
 from .roles_support import ObservedBus, pick_and_start, queue, status_of, wake_up
 
 
 async def test_reaper_recovers_stale_claimed_and_running_jobs_and_leaves_live_ones(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     deps = make_deps(bus=bus)
@@ -73,7 +73,7 @@ async def test_reaper_recovers_stale_claimed_and_running_jobs_and_leaves_live_on
 
 
 async def test_reaper_leaves_jobs_alone_until_their_timeouts_pass(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     queued_job, running_job = make_job(), make_job()
@@ -93,7 +93,7 @@ async def test_reaper_leaves_jobs_alone_until_their_timeouts_pass(
 
 
 async def test_reaper_recovery_wakes_the_scheduler(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     assert deps.waker is not None
@@ -120,7 +120,7 @@ async def test_reaper_with_nothing_to_recover_does_not_wake_the_scheduler(
 async def test_reaper_prunes_attempt_records_older_than_the_retention(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     deps = make_deps(settings=make_settings(tmp_path, attempt_retention=3600.0))

@@ -1,5 +1,5 @@
 """The scheduler's dispatch loop: sleeping until the next due time, waking on new jobs,
-surviving store errors; under ``patient_clock`` (see ``roles_support``).
+surviving store errors; under ``autojump_clock`` (see ``roles_support``).
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from jobscheduler.api import create_app
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.scheduler.loop import Scheduler
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, ProxyStore, after, make_job, make_settings
 from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
 
 
 async def test_job_due_in_the_future_is_dispatched_when_due_and_not_before(
-    patient_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     # A tick far longer than the wait: the scheduler must plan its wake-up for the due time.
@@ -50,9 +50,9 @@ async def test_job_due_in_the_future_is_dispatched_when_due_and_not_before(
 
 
 async def test_job_created_through_the_api_wakes_a_sleeping_scheduler(
-    patient_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     # With nothing stored the scheduler plans to sleep through a whole hour-long tick.
@@ -86,7 +86,7 @@ async def test_job_created_through_the_api_wakes_a_sleeping_scheduler(
 
 
 async def test_dispatch_loop_backs_off_and_continues_after_a_store_error_in_a_tick(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     failures = [StoreError("database is locked")]
 
@@ -112,7 +112,7 @@ async def test_dispatch_loop_backs_off_and_continues_after_a_store_error_in_a_ti
 
 
 async def test_bug_store_error_from_next_due_at_crashes_the_dispatch_loop(
-    patient_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     # Bug: Scheduler.dispatch_loop catches StoreError only around tick(); the store read in
     # _sleep() (next_due_at) is outside that try, so one transient store error ends the

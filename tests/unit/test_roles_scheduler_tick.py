@@ -12,10 +12,12 @@ import pytest
 import trio
 import trio.testing
 
+from jobscheduler.clock import ManualClock
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.roles.scheduler.loop import Scheduler
+from jobscheduler.store import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, ProxyStore, after, make_job, make_settings, sample
@@ -25,7 +27,7 @@ from .roles_support import Barrier, ObservedBus, SplitBrainStore, status_of, wak
 async def test_tick_claims_due_jobs_by_priority_then_age_and_publishes_a_wake_up_each(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     bus = ObservedBus()
@@ -54,7 +56,7 @@ async def test_tick_claims_due_jobs_by_priority_then_age_and_publishes_a_wake_up
 
 
 async def test_tick_with_nothing_due_claims_and_publishes_nothing(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     deps = make_deps(bus=bus)
@@ -66,7 +68,7 @@ async def test_tick_with_nothing_due_claims_and_publishes_nothing(
 
 
 async def test_cron_template_spawns_an_instance_and_moves_to_its_next_fire_time(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     deps = make_deps(bus=bus)
@@ -101,7 +103,7 @@ async def test_cron_template_spawns_an_instance_and_moves_to_its_next_fire_time(
 
 
 async def test_cron_template_is_not_fired_before_its_time(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     template = make_job(key="later", cron="*/5 * * * *", scheduled_at=after(300))
@@ -113,7 +115,7 @@ async def test_cron_template_is_not_fired_before_its_time(
 
 
 async def test_cron_template_missed_fire_times_coalesce_into_one_run(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     template = make_job(key="every-5", cron="*/5 * * * *", scheduled_at=BASE)
@@ -128,44 +130,50 @@ async def test_cron_template_missed_fire_times_coalesce_into_one_run(
 
 @pytest.mark.parametrize("topology", ["one-scheduler-two-ticks", "two-schedulers-two-stores"])
 async def test_overlapping_ticks_spawn_one_instance_per_fire_time_and_move_template_once(
-    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
     topology: str,
 ) -> None:
+    # Two ticks of one scheduler run on the memory store. Two schedulers with two stores are
+    # two processes, each with its own connection to one SQLite file, which the memory store
+    # cannot be: that topology runs on SQLite, with a wall clock set by hand, so no virtual
+    # time races its threads.
+    clock = ManualClock(after(1))
     template = make_job(key="split", cron="*/5 * * * *", scheduled_at=BASE)
     one_off = make_job(scheduled_at=BASE)
-    await store.insert(template)
-    await store.insert(one_off)
-    await trio.sleep(1)
     barrier = Barrier(2)
     bus = ObservedBus()  # the one broker both leaders publish to
-    second_store: SQLiteJobStore | None = None
-    if topology == "one-scheduler-two-ticks":
-        deps = make_deps(store=SplitBrainStore(store, barrier), bus=bus)
-        schedulers = [Scheduler(deps), Scheduler(deps)]
-        all_deps = [deps]
-    else:
-        # Simulated split brain: a second process with its own connection to the database.
-        second_store = SQLiteJobStore(store_path(tmp_path))
-        await second_store.start()
-        first = make_deps(store=SplitBrainStore(store, barrier), bus=bus)
-        second = make_deps(store=SplitBrainStore(second_store, barrier), bus=bus)
-        schedulers = [Scheduler(first), Scheduler(second)]
-        all_deps = [first, second]
+    opened: list[SQLiteJobStore] = []
     try:
+        if topology == "one-scheduler-two-ticks":
+            deps = make_deps(store=SplitBrainStore(store, barrier), bus=bus, clock=clock)
+            schedulers = [Scheduler(deps), Scheduler(deps)]
+            all_deps = [deps]
+        else:
+            # Simulated split brain: a second process with its own connection to the database.
+            for _ in range(2):
+                opened.append(SQLiteJobStore(tmp_path / "split.db"))
+                await opened[-1].start()
+            store = opened[0]
+            all_deps = [
+                make_deps(store=SplitBrainStore(each, barrier), bus=bus, clock=clock)
+                for each in opened
+            ]
+            schedulers = [Scheduler(deps) for deps in all_deps]
+        await store.insert(template)
+        await store.insert(one_off)
         async with trio.open_nursery() as nursery:
             for scheduler in schedulers:
                 nursery.start_soon(scheduler.tick)
-    finally:
-        if second_store is not None:
-            await second_store.close()
 
-    jobs = await store.list_jobs("tenant-a", None, 100)
-    instances = [j for j in jobs if j.idempotency_key.startswith("split-run-")]
-    assert [j.idempotency_key for j in instances] == [states.instance_key(template, BASE)]
-    assert (await store.get(template.id)).scheduled_at == after(300)
+        jobs = await store.list_jobs("tenant-a", None, 100)
+        instances = [j for j in jobs if j.idempotency_key.startswith("split-run-")]
+        assert [j.idempotency_key for j in instances] == [states.instance_key(template, BASE)]
+        assert (await store.get(template.id)).scheduled_at == after(300)
+    finally:
+        for each in opened:
+            await each.close()
 
     def total(name: str, labels: dict[str, str] | None = None) -> float:
         return sum(sample(d.metrics, name, labels) for d in all_deps)
@@ -178,12 +186,12 @@ async def test_overlapping_ticks_spawn_one_instance_per_fire_time_and_move_templ
 
 
 def store_path(tmp_path: Path) -> Path:
-    """The database file the ``store`` fixture opened."""
+    """The database file the ``sqlite_store`` fixture opened."""
     return tmp_path / "jobs.db"
 
 
 async def test_hand_edited_invalid_cron_template_is_dead_lettered_and_counted(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
     broken = make_job(key="broken", cron="61 * * * *", scheduled_at=BASE)
@@ -210,7 +218,7 @@ async def test_hand_edited_invalid_cron_template_is_dead_lettered_and_counted(
 
 
 async def test_publish_failure_counts_dispatch_errors_and_reaper_re_pends_after_queued_timeout(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     bus.fail_publish = True
@@ -246,13 +254,15 @@ async def test_publish_failure_counts_dispatch_errors_and_reaper_re_pends_after_
 
 
 async def test_claim_cancelled_while_waiting_for_the_store_still_publishes_its_wake_ups(
-    make_deps: DepsFactory, store: SQLiteJobStore, tmp_path: Path
+    make_deps: DepsFactory, sqlite_store: SQLiteJobStore, tmp_path: Path
 ) -> None:
     # A claim and the publish of its wake-ups are one shielded unit (issue 8): leadership
     # lost (or SIGTERM) once the claim has begun must not leave the claimed jobs queued with
     # no wake-up until QUEUED_TIMEOUT. Here the term ends while the claim waits for SQLite's
     # write lock: the claim completes, and its job is announced. (Before, the claim was
     # withdrawn or, with the Mongo store's unabandonable write, applied unannounced.)
+    # On SQLite (its write lock is what keeps the claim waiting), on the real clock.
+    store = sqlite_store
     claiming = trio.Event()
 
     class SignalClaims(ProxyStore):

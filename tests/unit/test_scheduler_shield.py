@@ -14,14 +14,14 @@ import trio.testing
 from jobscheduler.bus import WakeUp
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.roles.scheduler.loop import PUBLISH_TIMEOUT, Scheduler
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
 from .roles_support import ObservedBus, status_of
 
 
 async def test_leadership_lost_between_claim_and_publish_still_publishes_every_wake_up(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     term = trio.CancelScope()
 
@@ -46,7 +46,7 @@ async def test_leadership_lost_between_claim_and_publish_still_publishes_every_w
 
 
 async def test_scheduler_that_lost_leadership_before_a_claim_claims_nothing(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     bus = ObservedBus()
     deps = make_deps(bus=bus)
@@ -62,7 +62,7 @@ async def test_scheduler_that_lost_leadership_before_a_claim_claims_nothing(
 
 
 async def test_publish_that_hangs_is_bounded_and_leaves_the_jobs_queued_for_the_reaper(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: SQLiteJobStore
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     publishing = trio.Event()
 

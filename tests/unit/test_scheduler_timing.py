@@ -14,16 +14,16 @@ import trio.testing
 
 from jobscheduler.domain.model import Status
 from jobscheduler.roles.scheduler.loop import CLAIM_LEAD, Scheduler
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings
 from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
 
 
 async def test_a_future_job_is_claimed_ahead_and_published_at_its_due_time(
-    patient_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     bus = ObservedBus()
@@ -48,9 +48,9 @@ async def test_a_future_job_is_claimed_ahead_and_published_at_its_due_time(
 
 
 async def test_jobs_due_now_and_within_the_lead_go_out_in_due_order_each_on_time(
-    patient_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,
-    store: SQLiteJobStore,
+    store: JobStore,
     tmp_path: Path,
 ) -> None:
     bus = ObservedBus()

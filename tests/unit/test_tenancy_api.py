@@ -263,23 +263,24 @@ async def test_every_state_changing_request_is_audited(api: AuthApi) -> None:
 
 
 async def test_a_create_and_its_audit_record_are_one_store_write(
-    api: AuthApi, monkeypatch: pytest.MonkeyPatch
+    make_deps: DepsFactory, sqlite_store: SQLiteJobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = api.deps.store
-    assert isinstance(store, SQLiteJobStore)
+    # On SQLite: what is counted is its writer's transactions.
     writes: list[int] = []
-    write = store._write
+    write = sqlite_store._write
 
     async def counted(op: Any) -> Any:
         writes.append(1)
         return await write(op)
 
-    monkeypatch.setattr(store, "_write", counted)
-    created = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="once"))
-    assert (created.status, len(writes)) == (201, 1)  # the job and its record, one transaction
-    again = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="once"))
-    assert again.status == 409  # the refused insert wrote no record; the hook writes the 409's
-    trail = await api.call("GET", "/audit?tenantId=tenant-a", as_="admin")
+    on_sqlite = DepsFactory(settings=make_deps.settings, store=sqlite_store)
+    async with serve_auth(auth_deps(on_sqlite)) as api:
+        monkeypatch.setattr(sqlite_store, "_write", counted)
+        created = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="once"))
+        assert (created.status, len(writes)) == (201, 1)  # the job and its record: one transaction
+        again = await api.call("POST", "/jobs", as_="a-writer", json=body(idempotencyKey="once"))
+        assert again.status == 409  # the refused insert wrote no record; the hook writes the 409's
+        trail = await api.call("GET", "/audit?tenantId=tenant-a", as_="admin")
     rows = [(r["action"], r["status"], r["jobId"]) for r in reversed(trail.json["records"])]
     assert rows == [("POST /jobs", 201, created.json["id"]), ("POST /jobs", 409, None)]
 

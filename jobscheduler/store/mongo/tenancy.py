@@ -22,8 +22,9 @@ from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
-from jobscheduler.domain.model import Status, utc
+from jobscheduler.domain.model import utc
 from jobscheduler.errors import StoreError
+from jobscheduler.store.query import UNFINISHED
 
 T = TypeVar("T")
 Document = dict[str, Any]
@@ -36,9 +37,7 @@ AUDIT_INDEXES: Final = [
     IndexModel([("tenantId", ASCENDING), ("_id", DESCENDING)], name="tenant_id"),
 ]
 
-_UNFINISHED: Final = [
-    s.value for s in (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RUNNING)
-]
+_UNFINISHED: Final = [status.value for status in UNFINISHED]
 
 
 def _aware(value: datetime | None) -> datetime | None:

@@ -16,6 +16,7 @@ from typing import Any
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.errors import StoreError
+from jobscheduler.store.query import UNFINISHED
 
 from .conn import SQLiteConnection
 
@@ -47,7 +48,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_run ON jobs (template_id, fire_at)
 CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant_id, id);
 """
 
-_UNFINISHED = ("pending", "queued", "claimed", "running")
+_UNFINISHED = tuple(status.value for status in UNFINISHED)
 
 _GLOBAL_KEY = re.compile(r"(idempotency_key\s+TEXT\s+NOT\s+NULL)\s+UNIQUE", re.IGNORECASE)
 

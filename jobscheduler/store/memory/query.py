@@ -1,0 +1,78 @@
+"""The memory store's management reads: job filters with keyset pages, and stats.
+
+Filters are :meth:`JobQuery.matches <jobscheduler.store.query.JobQuery.matches>`, the
+conditions the other adapters compile to their query languages, evaluated as they are.
+Pages follow the query's :class:`~jobscheduler.store.query.Sort` (the time field, then the
+id, both in its direction) and continue strictly after a :class:`Cursor`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
+
+from .codec import job_out
+from .conn import MemoryConnection
+
+
+def is_due(job: Job, now: datetime) -> bool:
+    """A one-off job the scheduler may claim at ``now``: pending, not a cron template,
+    ``scheduled_at <= now``."""
+    return job.status is Status.PENDING and job.cron is None and job.scheduled_at <= now
+
+
+def oldest_due(jobs: Iterable[Job], now: datetime) -> datetime | None:
+    """The ``scheduled_at`` of the oldest of ``jobs`` due at ``now`` (None: none is)."""
+    return min((job.scheduled_at for job in jobs if is_due(job, now)), default=None)
+
+
+def page(jobs: Iterable[Job], query: JobQuery, limit: int, after: Cursor | None) -> list[Job]:
+    """The first ``limit`` of ``jobs`` matching ``query``, in its order, after ``after``."""
+    sort = query.sort
+    found = [job for job in jobs if query.matches(job)]
+    if after is not None:
+        mark = (utc(after.at), after.id)
+        if sort.descending:
+            found = [job for job in found if (sort.key(job), job.id) < mark]
+        else:
+            found = [job for job in found if (sort.key(job), job.id) > mark]
+    found.sort(key=lambda job: (sort.key(job), job.id), reverse=sort.descending)
+    return found[:limit]
+
+
+def job_stats(jobs: Iterable[Job], now: datetime) -> JobStats:
+    """Counts by (status, job type), the oldest due job, and the jobs completed and
+    dead-lettered (by ``updated_at``) in each window of :data:`STATS_WINDOWS` up to ``now``."""
+    jobs = list(jobs)
+    now = utc(now)
+    finished = [job for job in jobs if job.status in (Status.COMPLETED, Status.DLQ)]
+
+    def window(minutes: int) -> Window:
+        start = now - timedelta(minutes=minutes)
+        ended = Counter(job.status for job in finished if job.updated_at >= start)
+        return Window(minutes=minutes, completed=ended[Status.COMPLETED], failed=ended[Status.DLQ])
+
+    return JobStats(
+        counts=dict(Counter((job.status, job.job_type) for job in jobs)),
+        oldest_due_at=oldest_due(jobs, now),
+        windows=tuple(window(minutes) for minutes in STATS_WINDOWS),
+    )
+
+
+class MemoryQueryMixin(MemoryConnection):
+    """Filtered listing and statistics over the jobs table."""
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        await self._enter()
+        return [job_out(job) for job in page(self._jobs, query, limit, after)]
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        await self._enter()
+        mine = JobQuery(tenant_id=tenant_id)
+        return job_stats((job for job in self._jobs if mine.matches(job)), now)
