@@ -37,6 +37,12 @@ class Change:
     inc: Mapping[str, int] = attrs.field(factory=dict)
     record: Attempt | None = None
 
+    def landed_on(self, job: Job) -> bool:
+        """``job`` holds every value this change writes: a retried write whose first try
+        timed out but landed finds its own write here (its ``updated_at`` is the instant
+        the change was made, so another write does not pass for it)."""
+        return all(getattr(job, field) == value for field, value in self.set.items())
+
 
 def claim_fields(now: datetime) -> dict[str, Any]:
     """pending -> queued: what the scheduler's claim writes on each due one-off job.

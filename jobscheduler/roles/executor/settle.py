@@ -21,7 +21,7 @@ from jobscheduler.bus.dead_letters import publish_dead_letter
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Failure, Outcome
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.errors import StoreError
+from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.observability.logthrottle import LogThrottle
 from jobscheduler.roles.deps import Deps
 
@@ -233,16 +233,21 @@ class Settlement:
         False if they could not be written. Each attempt is shielded and bounded; a
         cancellation (shutdown) between attempts ends the retries.
 
-        A retry is safe: every outcome is conditional on the job's claim token, so one that
-        landed although its attempt failed is found already applied and counted stale.
+        A retry is safe: every outcome is conditional on the job's claim token. Every try
+        writes the same changes, so an outcome that landed although its try failed (a
+        timeout, a lost reply) is recognised on the next by reading the job back
+        (:meth:`~jobscheduler.domain.states.Change.landed_on`), and ends as written: its
+        dead letter is announced, its retry time given to the waker.
         """
+        changes = self._outcome_changes(outcomes)
         give_up_at = trio.current_time() + OUTCOME_RETRY_FOR
         delay = RETRY_DELAY_FIRST
+        retry = False
         while True:
             error = f"timed out after {OUTCOME_TIMEOUT:.0f}s"
             with shielded(OUTCOME_TIMEOUT):
                 try:
-                    await self._write_outcomes(outcomes, dead)
+                    await self._write_outcomes(outcomes, dead, changes, retry=retry)
                 except StoreError as exc:
                     error = str(exc)
                 else:
@@ -258,6 +263,7 @@ class Settlement:
                 break
             await trio.sleep(delay)
             delay = min(delay * 2, RETRY_DELAY_MAX)
+            retry = True
         for outcome in outcomes:
             outcome.logger.error(
                 "outcome not written; message released, the reaper will recover the job",
@@ -271,12 +277,10 @@ class Settlement:
             async for job in dead_letters:
                 await publish_dead_letter(self._deps.bus, job)
 
-    async def _write_outcomes(self, outcomes: Sequence[Done], dead: list[Job]) -> list[str]:
-        """Write each handler's outcome (one round trip); returns the result labels and
-        appends the dead-lettered jobs to ``dead`` (their dead letters are the caller's)."""
-        deps = self._deps
-        now = utc(deps.clock.now())  # once per batch, not in every transition
-        changes = [
+    def _outcome_changes(self, outcomes: Sequence[Done]) -> list[states.Change]:
+        """The transition that writes each outcome (one instant for the whole batch)."""
+        now = utc(self._deps.clock.now())
+        return [
             states.complete(o.job, token=o.token, now=now, result=o.result)
             if o.failure is None
             else states.fail(
@@ -289,9 +293,30 @@ class Settlement:
             )
             for o in outcomes
         ]
+
+    async def _write_outcomes(
+        self,
+        outcomes: Sequence[Done],
+        dead: list[Job],
+        changes: Sequence[states.Change] | None = None,
+        *,
+        retry: bool = False,
+    ) -> list[str]:
+        """Write each handler's outcome (one round trip; ``changes`` made by
+        :meth:`_outcome_changes`, which this makes when not given); returns the result
+        labels and appends the dead-lettered jobs to ``dead`` (their dead letters are the
+        caller's). A ``retry`` reads back each job whose change did not apply, in case an
+        earlier try of the same change landed."""
+        deps = self._deps
+        if changes is None:
+            changes = self._outcome_changes(outcomes)
         # A completion's row is not read back (only whether it applied); a failure's is.
         read_back = [o.failure is not None for o in outcomes]
         written = await deps.store.apply_many_lean(changes, read_back)
+        if retry:
+            for i, after in enumerate(written):
+                if after is False:
+                    written[i] = await self._landed(changes[i], read_back[i])
         results: list[str] = []
         for outcome, after in zip(outcomes, written, strict=True):
             job, error, logger = outcome.job, outcome.error, outcome.logger
@@ -336,6 +361,21 @@ class Settlement:
             self._count(job.job_type, result)
             results.append(result)
         return results
+
+    async def _landed(self, change: states.Change, want: bool) -> Job | bool:
+        """What an earlier try of ``change`` wrote, if it landed (the job when ``want``,
+        else True); False when the job holds something else."""
+        try:
+            job = await self._deps.store.get(change.job_id)
+        except JobNotFound:
+            return False
+        if not change.landed_on(job):
+            return False
+        log.info(
+            "outcome found written by an earlier try",
+            extra={"job_id": job.id, "tenant": job.tenant_id, "transition": change.transition},
+        )
+        return job if want else True
 
     def _count_lost(self, job_type: str, transition: str, job_id: str) -> str:
         self._deps.metrics.transitions_lost.labels(transition=transition).inc()

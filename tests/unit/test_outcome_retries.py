@@ -1,0 +1,131 @@
+"""An outcome write that timed out but landed, then retried: the retry finds the earlier
+try's write and ends the job as written - its dead letter announced, its retry time told to
+the waker - instead of losing to its own fence and counting the job stale."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import attrs
+import trio
+import trio.testing
+
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.handlers import HandlerRegistry, JobContext
+from jobscheduler.roles.deps import Deps, Waker
+from jobscheduler.roles.executor.consume import OUTCOME_TIMEOUT, Executor
+from jobscheduler.store import JobStore
+
+from .conftest import DepsFactory, ProxyStore, make_job, sample
+from .roles_support import LOOP_BOUND, ObservedBus, queue, registry_with, status_of, wake_up
+
+
+class LandsButTimesOut(ProxyStore):
+    """The first outcome write of ``transition`` lands, but its reply never comes (the
+    executor's try times out); later writes go through."""
+
+    def __init__(self, inner: JobStore, transition: str) -> None:
+        super().__init__(inner)
+        self.transition = transition
+        self.lost_replies = 0
+
+    async def apply_many_lean(
+        self, changes: Sequence[states.Change], read_back: Sequence[bool]
+    ) -> list[Job | bool]:
+        written = await self.inner.apply_many_lean(changes, read_back)
+        if not self.lost_replies and any(c.transition == self.transition for c in changes):
+            self.lost_replies += 1
+            await trio.sleep(OUTCOME_TIMEOUT + 1)  # the reply is lost
+        return written
+
+
+def failing() -> HandlerRegistry:
+    async def fail(ctx: JobContext) -> None:
+        raise RuntimeError("boom")
+
+    return registry_with(fails=fail)
+
+
+async def run_one(
+    deps: Deps, store: JobStore, job: Job, bus: ObservedBus, done: Callable[[], bool]
+) -> None:
+    """Queue ``job``, let an executor run it, and stop once ``done()``."""
+    await queue(deps, store, job)
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, job.job_type)
+            await bus.publish([wake_up(job)])
+            await bus.wait_for(done)
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_dead_letter_whose_write_landed_before_its_retry_is_still_announced(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    flaky = LandsButTimesOut(store, "fail")
+    bus = ObservedBus()
+    deps = make_deps(store=flaky, bus=bus, registry=failing())
+    job = make_job(job_type="fails", max_attempts=1)
+
+    await run_one(deps, store, job, bus, lambda: bool(bus.dead_letters))
+
+    assert flaky.lost_replies == 1
+    assert bus.acked == [wake_up(job)]
+    assert await status_of(store, job) is Status.DLQ
+    assert [letter.job_id for letter in bus.dead_letters] == [job.id]
+    assert (
+        sample(
+            deps.metrics, "executor_jobs_processed_total", {"job_type": "fails", "result": "dlq"}
+        )
+        == 1
+    )
+
+
+async def test_a_failed_attempt_whose_write_landed_before_its_retry_still_wakes_the_scheduler(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    flaky = LandsButTimesOut(store, "fail")
+    bus = ObservedBus()
+    deps = make_deps(store=flaky, bus=bus, registry=failing())
+    woken: list[datetime] = []
+
+    class RecordingWaker(Waker):
+        def notify(self, due_at: datetime) -> None:
+            woken.append(due_at)
+            super().notify(due_at)
+
+    deps = attrs.evolve(deps, waker=RecordingWaker(deps.clock))
+    job = make_job(job_type="fails", max_attempts=3)
+
+    await run_one(deps, store, job, bus, lambda: bool(bus.acked))
+
+    retried = await store.get(job.id)
+    assert retried.status is Status.PENDING
+    assert woken == [retried.scheduled_at]
+    assert (
+        sample(
+            deps.metrics,
+            "executor_jobs_processed_total",
+            {"job_type": "fails", "result": "retried"},
+        )
+        == 1
+    )
+
+
+async def test_a_completion_whose_write_landed_before_its_retry_counts_as_completed(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    flaky = LandsButTimesOut(store, "complete")
+    bus = ObservedBus()
+    deps = make_deps(store=flaky, bus=bus)
+    job = make_job()
+
+    await run_one(deps, store, job, bus, lambda: bool(bus.acked))
+
+    assert await status_of(store, job) is Status.COMPLETED
+    labels = {"job_type": "noop", "result": "completed"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    labels = {"job_type": "noop", "result": "stale"}
+    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 0
