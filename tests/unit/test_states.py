@@ -243,22 +243,34 @@ def test_recover_of_a_job_that_never_heartbeat_expects_a_null_heartbeat() -> Non
     assert "executor ? stopped heartbeating (last heartbeat never)" in change.set["last_error"]
 
 
-def test_advance_template_is_conditioned_on_the_old_fire_time() -> None:
+def test_advance_template_is_conditioned_on_the_version_read_fire_time_expression_and_edit() -> (
+    None
+):
     old = datetime(2026, 9, 29, 2, 0, tzinfo=UTC)
     template = make_job(cron="0 2 * * *", scheduled_at=old)
     next_at = datetime(2026, 9, 30, 2, 0, tzinfo=UTC)
     change = states.advance_template(template, next_at=next_at, now=NOW)
     assert change.transition == "advance_template"
     assert change.job_id == template.id
-    assert change.expect == {"status": Status.PENDING, "scheduled_at": old}
+    assert change.expect == {
+        "status": Status.PENDING,
+        "scheduled_at": old,
+        "cron": "0 2 * * *",
+        "updated_at": template.updated_at,
+    }
     assert change.set == {"scheduled_at": next_at, "updated_at": NOW_MS}
 
 
-def test_dead_letter_template_is_conditioned_on_the_old_fire_time_and_records_why() -> None:
+def test_dead_letter_template_is_conditioned_on_the_version_read_and_records_why() -> None:
     template = make_job(cron="not a cron", scheduled_at=NOW_MS)
     change = states.dead_letter_template(template, error="cron: invalid", now=NOW)
     assert change.transition == "dead_letter_template"
-    assert change.expect == {"status": Status.PENDING, "scheduled_at": NOW_MS}
+    assert change.expect == {
+        "status": Status.PENDING,
+        "scheduled_at": NOW_MS,
+        "cron": "not a cron",
+        "updated_at": template.updated_at,
+    }
     assert change.set == {
         "status": Status.DLQ,
         "last_error": "cron: invalid",

@@ -283,25 +283,41 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
     )
 
 
+def _template_version(template: Job) -> dict[str, Any]:
+    """What the scheduler's moves of a template are conditioned on: the version it read.
+
+    Its fire time, so two schedulers overlapping during a leader change move it once; its
+    expression and ``updated_at``, so a user's edit made after the read (which may keep
+    the fire time) is never overwritten with a fire time computed from the old expression.
+    """
+    return {
+        "status": Status.PENDING,
+        "scheduled_at": template.scheduled_at,
+        "cron": template.cron,
+        "updated_at": template.updated_at,
+    }
+
+
 def advance_template(template: Job, *, next_at: datetime, now: datetime) -> Change:
     """A cron template stays pending and moves to its next fire time. Conditioned on the
-    fire time it had, so two schedulers overlapping during a leader change move it once."""
+    version the scheduler read (:func:`_template_version`)."""
     now = utc(now)
     return Change(
         transition="advance_template",
         job_id=template.id,
-        expect={"status": Status.PENDING, "scheduled_at": template.scheduled_at},
+        expect=_template_version(template),
         set={"scheduled_at": utc(next_at), "updated_at": now},
     )
 
 
 def dead_letter_template(template: Job, *, error: str, now: datetime) -> Change:
-    """pending -> dlq for a template whose expression no longer parses."""
+    """pending -> dlq for a template the scheduler cannot fire (an expression that no
+    longer parses, a template it fails on), with the reason in ``lastError``."""
     now = utc(now)
     return Change(
         transition="dead_letter_template",
         job_id=template.id,
-        expect={"status": Status.PENDING, "scheduled_at": template.scheduled_at},
+        expect=_template_version(template),
         set={"status": Status.DLQ, "last_error": truncate_error(error), "updated_at": now},
     )
 
@@ -346,11 +362,7 @@ def advance_template_holding(
     return Change(
         transition="advance_template",
         job_id=template.id,
-        expect={
-            "status": Status.PENDING,
-            "scheduled_at": template.scheduled_at,
-            "cron_buffered": None,
-        },
+        expect={**_template_version(template), "cron_buffered": None},
         set={"scheduled_at": utc(next_at), "cron_buffered": utc(buffered), "updated_at": now},
     )
 
