@@ -56,6 +56,20 @@ class Metrics:
             "Cron templates dead-lettered because their expression no longer parses.",
             registry=r,
         )
+        self.scheduler_pass_errors = Counter(
+            "scheduler_pass_errors_total",
+            "Dispatch passes that failed (kind: store, or unexpected); the loop backs off and "
+            "goes on.",
+            ["kind"],
+            registry=r,
+        )
+        self.scheduler_templates_dead_lettered = Counter(
+            "scheduler_templates_dead_lettered_total",
+            "Cron templates the scheduler dead-lettered because it could not fire them "
+            "(reason: error, or stuck: still due after many passes).",
+            ["reason"],
+            registry=r,
+        )
         self.scheduler_is_leader = Gauge(
             "scheduler_is_leader", "1 while this scheduler instance holds leadership.", registry=r
         )

@@ -138,6 +138,8 @@ class JobStore(abc.ABC):
         Due means status pending, no cron, ``scheduled_at <= now``. Highest priority first,
         then oldest ``scheduled_at``; the returned list is in that order. A job is returned by
         at most one of any number of concurrent callers. Writes ``states.claim_fields(now)``.
+        A cancelled call may stop waiting for a claim already under way: its jobs may then be
+        queued with nobody told, which the reaper's queued sweep repairs.
         """
 
     @abc.abstractmethod

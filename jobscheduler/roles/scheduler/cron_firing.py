@@ -50,9 +50,12 @@ class TemplateFiring:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    async def fire(self, template: Job) -> None:
+    async def fire(self, template: Job) -> bool:
         """Spawn what the template's due fire times call for, record each fire time in the
-        ledger, then move the template (conditional on its current fire time)."""
+        ledger, then move the template (conditional on the version read). True when the
+        template is no longer due (moved, or dead-lettered for an invalid expression);
+        False when it did not move (a lost race or a stale snapshot: a fresh read redoes
+        it)."""
         deps = self._deps
         now = deps.clock.now()
         fields = {"job_id": template.id, "tenant": template.tenant_id}
@@ -67,7 +70,7 @@ class TemplateFiring:
             if dead is not None:
                 deps.metrics.scheduler_invalid_cron.inc()
                 log.error("cron template dead-lettered", extra={**fields, "error": str(exc)})
-            return
+            return dead is not None
         if plan.skipped:
             log.info(
                 "cron fire times skipped",
@@ -102,7 +105,7 @@ class TemplateFiring:
                 # Another scheduler held this fire time after releasing the one this
                 # snapshot shows: the snapshot is stale; the next pass redoes it.
                 log.debug("template snapshot is stale; not advanced", extra=fields)
-                return
+                return False
             change = states.advance_template_holding(
                 template, next_at=plan.next_at, buffered=buffered, now=now
             )
@@ -110,7 +113,9 @@ class TemplateFiring:
             change = states.advance_template(template, next_at=plan.next_at, now=now)
         if await deps.store.apply(change) is None:
             deps.metrics.transitions_lost.labels(transition="advance_template").inc()
-            log.debug("template already advanced", extra=fields)
+            log.debug("template already advanced or changed", extra=fields)
+            return False
+        return True
 
     async def release_buffers(self) -> int:
         """Spawn the buffered fire time of every template whose previous run has finished;

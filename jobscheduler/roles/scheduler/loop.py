@@ -15,6 +15,7 @@ from datetime import timedelta
 import trio
 
 from jobscheduler.bus import WakeUp
+from jobscheduler.domain import states
 from jobscheduler.domain.model import Job
 from jobscheduler.election import Term, lead
 from jobscheduler.errors import BusError, StoreError
@@ -26,17 +27,25 @@ from .cron_firing import TemplateFiring
 log = logging.getLogger(__name__)
 
 TEMPLATE_BATCH = 100
-#: Pause before ticking again when something is due but the last tick took nothing.
+#: Pause before ticking again when something is due but the last tick took nothing; it
+#: doubles while passes keep taking nothing, up to the tick.
 STALL_PAUSE = 0.005
 #: Upper bound of the claim batch while a tick works through a backlog.
 MAX_CLAIM_BATCH = 500
+#: Pause after a failed pass; it doubles while passes keep failing, up to MAX_ERROR_BACKOFF.
 ERROR_BACKOFF = 1.0
+MAX_ERROR_BACKOFF = 30.0
+#: Passes in a row a due template may fail to move before it is dead-lettered as stuck.
+STUCK_LIMIT = 20
 #: Bound of the publish inside a claim + publish unit, which leadership loss and shutdown
 #: cannot interrupt (past it the claimed jobs are left queued for the reaper). The claim in
 #: that unit is bounded by the store's own timeouts (SQLite's busy timeout, pymongo's
 #: server-selection and socket timeouts), not by a trio deadline: under a mock clock a
 #: deadline could expire around a worker thread and drop a claim's result.
 PUBLISH_TIMEOUT = 15.0
+#: Upper bound of one claim's store call, shielded or not: a store that hangs (a stalled disk
+#: under SQLite) must not hold a deposed leader or a shutdown for ever.
+CLAIM_CALL_TIMEOUT = 10.0
 #: How far ahead of its due time the dispatch loop claims a job. The claim's store round
 #: trip (and any WAL checkpoint or lock wait it meets) then happens before the due instant,
 #: and the wake-up goes out AT the due instant (:meth:`Scheduler._publish_on_time`), so a
@@ -52,6 +61,10 @@ class Scheduler:
         self._firing = TemplateFiring(deps)
         #: Claim lead of the dispatch loop (``tick`` claims only what is due).
         self._lead = timedelta(0)
+        self._stall = STALL_PAUSE
+        self._error_backoff = ERROR_BACKOFF
+        #: Due templates that did not move, and in how many passes in a row.
+        self._stuck: dict[str, int] = {}
 
     async def dispatch_loop(self, term: Term) -> None:
         """Tick until cancelled: spawn due cron instances, claim and publish every due job,
@@ -67,17 +80,25 @@ class Scheduler:
                 # (``_sleep`` returns right away while something is due and progress is made).
                 progress = await self._claim_all()
                 progress += await self._fire_templates()
-            except StoreError as exc:
-                log.error("scheduler tick failed", extra={"error": str(exc)})
-                await trio.sleep(ERROR_BACKOFF)
-                continue
-            finally:
-                metrics.scheduler_tick_duration.observe(time.perf_counter() - started)
-            try:
                 await self._sleep(progress)
             except StoreError as exc:
-                log.error("scheduler could not read the next due time", extra={"error": str(exc)})
-                await trio.sleep(ERROR_BACKOFF)
+                metrics.scheduler_pass_errors.labels(kind="store").inc()
+                log.error("scheduler pass failed", extra={"error": str(exc)})
+                await self._back_off()
+            except Exception as exc:
+                # A bug or unexpected data must not end dispatching (nor, leader after
+                # leader, every scheduler): report it, back off, go on.
+                metrics.scheduler_pass_errors.labels(kind="unexpected").inc()
+                log.exception("scheduler pass failed unexpectedly", extra={"error": repr(exc)})
+                await self._back_off()
+            else:
+                self._error_backoff = ERROR_BACKOFF
+            finally:
+                metrics.scheduler_tick_duration.observe(time.perf_counter() - started)
+
+    async def _back_off(self) -> None:
+        await trio.sleep(self._error_backoff)
+        self._error_backoff = min(self._error_backoff * 2, MAX_ERROR_BACKOFF)
 
     async def tick(self) -> int:
         """One pass: fire due templates, then claim and publish until no due job is left.
@@ -108,10 +129,11 @@ class Scheduler:
         """Claim up to ``batch`` due jobs and publish their wake-ups as ONE unit.
 
         Leadership loss or shutdown that arrives once the claim has begun waits for the
-        publish (shielded; the publish bounded by PUBLISH_TIMEOUT, the claim by the store's
-        own timeouts): cancelling in between would leave the claimed jobs queued with no
+        publish (shielded; the claim bounded by CLAIM_CALL_TIMEOUT, the publish by
+        PUBLISH_TIMEOUT): cancelling in between would leave the claimed jobs queued with no
         wake-up until QUEUED_TIMEOUT. A deposed leader finishing its last claim is safe:
-        claims are conditional and wake-ups idempotent.
+        claims are conditional and wake-ups idempotent. A claim that outlives its bound
+        raises StoreError; whatever it claimed stays queued for the reaper.
 
         If the publish fails or times out, the jobs are deliberately LEFT queued for the
         reaper, which re-pends them after QUEUED_TIMEOUT: re-pending them at once would spin
@@ -123,7 +145,10 @@ class Scheduler:
         with trio.CancelScope(shield=True):
             # Due within the lead counts as due: queued_at is then the instant the job's
             # wake-up goes out (its due time), at most CLAIM_LEAD ahead of the claim.
-            jobs = await deps.store.claim_due(deps.clock.now() + self._lead, batch)
+            with trio.move_on_after(CLAIM_CALL_TIMEOUT) as claiming:
+                jobs = await deps.store.claim_due(deps.clock.now() + self._lead, batch)
+            if claiming.cancelled_caught:
+                raise StoreError(f"the claim did not answer within {CLAIM_CALL_TIMEOUT:g}s")
             if jobs:
                 deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
                 with trio.move_on_after(PUBLISH_TIMEOUT) as publishing:
@@ -169,18 +194,24 @@ class Scheduler:
             )
 
     async def _fire_templates(self) -> int:
+        """Fire every due template once; returns how many moved (spawned buffered runs
+        count too). A template that did not move is not fired again in this pass."""
         deps = self._deps
         fired = await self._firing.release_buffers()
+        tried: set[str] = set()
         while True:
             now = deps.clock.now()
-            templates = await deps.store.due_templates(now, TEMPLATE_BATCH)
-            for template in templates:
-                await self._fire(template)
-            fired += len(templates)
-            if len(templates) < TEMPLATE_BATCH:
+            due = await deps.store.due_templates(now, TEMPLATE_BATCH)
+            moved = 0
+            for template in due:
+                if template.id not in tried:
+                    tried.add(template.id)
+                    moved += await self._fire(template)
+            fired += moved
+            if len(due) < TEMPLATE_BATCH or not moved:
                 return fired
 
-    async def _fire(self, template: Job) -> None:
+    async def _fire(self, template: Job) -> bool:
         """Spawn the instances of the template's due fire times, then move the template.
 
         Which fire times run is the template's catch-up policy (:func:`cron.plan_pass`) and
@@ -188,9 +219,52 @@ class Scheduler:
         the scheduler acts on the recorded decision
         (:mod:`jobscheduler.roles.scheduler.cron_firing`). Each
         instance is keyed on its fire time and due at the fire time plus the template's
-        jitter; the move is conditional on the template's current fire time.
+        jitter; the move is conditional on the version read. Returns whether it moved.
+
+        A template the scheduler fails on (an unexpected error: a bug, unexpected data) or
+        that is still due after STUCK_LIMIT passes in a row is dead-lettered with the
+        reason, so that one template cannot stop or spin the dispatch loop.
         """
-        await self._firing.fire(template)
+        try:
+            moved = await self._firing.fire(template)
+        except StoreError:
+            raise
+        except Exception as exc:
+            log.exception(
+                "cron template failed",
+                extra={"job_id": template.id, "tenant": template.tenant_id, "error": repr(exc)},
+            )
+            return await self._dead_letter(
+                template, "error", f"the scheduler failed on this template: {exc!r}"
+            )
+        if moved:
+            self._stuck.pop(template.id, None)
+            return True
+        passes = self._stuck[template.id] = self._stuck.get(template.id, 0) + 1
+        if passes < STUCK_LIMIT:
+            return False
+        return await self._dead_letter(
+            template,
+            "stuck",
+            f"the scheduler could not move this template past its fire time "
+            f"{template.scheduled_at.isoformat()} in {passes} passes",
+        )
+
+    async def _dead_letter(self, template: Job, reason: str, error: str) -> bool:
+        """Dead-letter ``template`` (fenced on the version read); True if it was."""
+        self._stuck.pop(template.id, None)
+        deps = self._deps
+        dead = await deps.store.apply(
+            states.dead_letter_template(template, error=error, now=deps.clock.now())
+        )
+        if dead is None:
+            return False
+        deps.metrics.scheduler_templates_dead_lettered.labels(reason=reason).inc()
+        log.error(
+            "cron template dead-lettered",
+            extra={"job_id": template.id, "tenant": template.tenant_id, "error": error},
+        )
+        return True
 
     async def _sleep(self, progress: int) -> None:
         """Sleep until the next job is due less the claim lead (at most one tick), or the
@@ -201,6 +275,8 @@ class Scheduler:
         pause, so that something due that cannot be taken right now is no busy loop.
         """
         deps = self._deps
+        if progress:
+            self._stall = STALL_PAUSE
         now = deps.clock.now()
         deadline = now + self._tick
         next_due = await deps.store.next_due_at()
@@ -212,7 +288,8 @@ class Scheduler:
             elif progress:
                 return
             else:
-                deadline = now + timedelta(seconds=STALL_PAUSE)
+                deadline = min(deadline, now + timedelta(seconds=self._stall))
+                self._stall = min(self._stall * 2, self._tick.total_seconds())
         if deps.waker is not None:
             await deps.waker.sleep_until(deadline)
         else:

@@ -237,7 +237,9 @@ class SQLiteJobStore(
                 level = conn.execute(next_level, (level,)).fetchone()[0]
             return jobs
 
-        return await self._write(op)
+        # A claim cancelled by its deadline stops waiting (the port allows it: its jobs stay
+        # queued for the reaper) rather than hold the scheduler on a stalled disk.
+        return await self._write(op, abandon_on_cancel=True)
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         sql = (
