@@ -3,8 +3,12 @@ within the server's limits, and counts of what a batch changed (see test_mongo_s
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 import trio
+from pymongo import UpdateOne
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
@@ -148,3 +152,75 @@ async def test_bulk_retry_counts_every_job_even_when_the_scheduler_claims_them_a
         done.set()
     claimed.extend(await store.claim_due(NOW, 200))
     assert sorted(j.id for j in claimed) == sorted(j.id for j in jobs)
+
+
+async def running_jobs(store: MongoJobStore, count: int) -> list[Job]:
+    jobs = [await store.insert(make_job()) for _ in range(count)]
+    await store.claim_due(NOW, count)
+    running = await store.apply_many(
+        [
+            change
+            for i, job in enumerate(jobs)
+            for change in (
+                states.pick(job.id, worker="w", token=f"t{i}", now=NOW),
+                states.start(job.id, token=f"t{i}", now=NOW),
+            )
+        ]
+    )
+    return [job for job in running[1::2] if job is not None]
+
+
+def rewrite_before_read_back(store: MongoJobStore, later: list[states.Change]) -> None:
+    """Let another writer's batch land on this store's documents between a batch's writes
+    and its read-back by mark (the window the judge by values exists for)."""
+    read_marked = store._read_marked
+    fired = False
+
+    def interleaved(*args: Any, **kwargs: Any) -> Any:
+        nonlocal fired
+        if not fired:
+            fired = True
+            other = MongoJobStore(mongo_uri(), store._database)
+            other_jobs = other._new_client(retry_writes=False)
+            try:
+                statements = [
+                    UpdateOne(change_filter(c), marked(update_document(c), new_mark()))
+                    for c in later
+                ]
+                other_jobs.get_database(store._database)["jobs"].bulk_write(statements)
+            finally:
+                other_jobs.close()
+        return read_marked(*args, **kwargs)
+
+    store._read_marked = interleaved  # type: ignore[method-assign]
+
+
+async def test_a_change_re_marked_by_a_later_batch_but_holding_its_values_counts_as_applied(
+    store: MongoJobStore,
+) -> None:
+    # The judge of a batch: what carries its mark applied; a document that matched but was
+    # re-marked by another batch before the read-back is judged by whether it still holds
+    # what this batch's change wrote.
+    running = await running_jobs(store, 3)
+    beat_at = NOW + timedelta(seconds=5)
+    beats = [states.heartbeat(j.id, token=j.claim_token or "", now=beat_at) for j in running]
+    rewrite_before_read_back(store, [beats[0]])  # the same values, another mark
+    results = await store.apply_many(beats)
+    assert [r.heartbeat_at if r else None for r in results] == [beat_at] * 3
+
+
+async def test_a_change_overwritten_before_its_read_back_is_reported_as_not_applied(
+    store: MongoJobStore,
+) -> None:
+    # The other side of the judge: a document that another batch changed to other values
+    # before the read-back is reported as not applied (the caller treats it as a lost race;
+    # every transition after it is conditional, so nothing acts on a stale belief).
+    running = await running_jobs(store, 3)
+    beat_at = NOW + timedelta(seconds=5)
+    beats = [states.heartbeat(j.id, token=j.claim_token or "", now=beat_at) for j in running]
+    later = beat_at + timedelta(seconds=1)
+    done = states.complete(running[0], token=running[0].claim_token or "", now=later)
+    rewrite_before_read_back(store, [done])
+    results = await store.apply_many(beats)
+    assert [r is not None for r in results] == [False, True, True]
+    assert (await store.get(running[0].id)).status is Status.COMPLETED
