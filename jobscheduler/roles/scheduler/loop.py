@@ -38,10 +38,7 @@ MAX_ERROR_BACKOFF = 30.0
 #: Passes in a row a due template may fail to move before it is dead-lettered as stuck.
 STUCK_LIMIT = 20
 #: Bound of the publish inside a claim + publish unit, which leadership loss and shutdown
-#: cannot interrupt (past it the claimed jobs are left queued for the reaper). The claim in
-#: that unit is bounded by the store's own timeouts (SQLite's busy timeout, pymongo's
-#: server-selection and socket timeouts), not by a trio deadline: under a mock clock a
-#: deadline could expire around a worker thread and drop a claim's result.
+#: cannot interrupt (past it the claimed jobs are left queued for the reaper).
 PUBLISH_TIMEOUT = 15.0
 #: Upper bound of one claim's store call, shielded or not: a store that hangs (a stalled disk
 #: under SQLite) must not hold a deposed leader or a shutdown for ever.

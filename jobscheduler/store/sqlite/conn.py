@@ -99,10 +99,12 @@ class SQLiteConnection:
             conn.close()
         await trio.lowlevel.checkpoint()
 
-    async def _write(self, op: Callable[[sqlite3.Connection], T]) -> T:
+    async def _write(
+        self, op: Callable[[sqlite3.Connection], T], *, abandon_on_cancel: bool = False
+    ) -> T:
         if self._batches is None:
             raise StoreError("store is closed")
-        return await self._batches.write(op)
+        return await self._batches.write(op, abandon_on_cancel=abandon_on_cancel)
 
     def _read_sync(self, op: Callable[[sqlite3.Connection], T]) -> T:
         with self._pool_lock:
