@@ -285,10 +285,12 @@ DEFAULT_CLIENT_URL = "http://127.0.0.1:8080"
 
 @attrs.frozen(kw_only=True)
 class ClientSettings:
-    """The client's connection: ``JOBSCHEDULER_URL`` and ``JOBSCHEDULER_API_KEY``."""
+    """The client's connection: ``JOBSCHEDULER_URL`` and ``JOBSCHEDULER_API_KEY``; and
+    ``JOBSCHEDULER_TENANT``, the tenant of jobs that task handles enqueue without one."""
 
     url: str = DEFAULT_CLIENT_URL
     api_key: str | None = None
+    tenant_id: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
@@ -297,4 +299,5 @@ class ClientSettings:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"JOBSCHEDULER_URL: must start with http:// or https://: {url!r}")
         key = env.get("JOBSCHEDULER_API_KEY", "").strip() or None
-        return cls(url=url.rstrip("/"), api_key=key)
+        tenant = env.get("JOBSCHEDULER_TENANT", "").strip() or None
+        return cls(url=url.rstrip("/"), api_key=key, tenant_id=tenant)

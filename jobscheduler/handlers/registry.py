@@ -23,17 +23,24 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import attrs
 import trio
 
 from jobscheduler.domain.durations import parse_duration
-from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
+from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, format_time
 from jobscheduler.domain.validation import PayloadValidator
-from jobscheduler.errors import UnknownHandler
+from jobscheduler.errors import UnknownHandler, ValidationError
 
+from .children import MAX_NAME_LENGTH, ChildRequest, Enqueuer, NoEnqueuer
+from .connection import Connection, shared
+from .schedules import Schedule, make_schedule
 from .schema import schema_validator
+from .tasks import TaskHandle
+
+if TYPE_CHECKING:
+    from jobscheduler.client import Job
 
 RunIn = Literal["trio", "process", "thread"]
 RUN_IN: tuple[RunIn, ...] = ("trio", "process", "thread")
@@ -72,6 +79,46 @@ class JobContext:
     template_id: str | None = None
     #: When this attempt's ``timeout`` runs out (UTC), or None without a timeout.
     deadline: datetime | None = None
+    #: How ``enqueue``/``enqueue_async`` reach the executor (see :mod:`.children`).
+    enqueuer: Enqueuer = attrs.field(factory=NoEnqueuer, repr=False)
+
+    def enqueue(
+        self,
+        job_type: str | TaskHandle,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> Job:
+        """Store a job in this job's tenant, through the executor (no HTTP, no API key),
+        from a ``def`` handler; returns it as the API shows it.
+
+        Validated as ``POST /jobs`` would (ValidationError with its message). Its
+        idempotency key derives from this job and ``name`` (default: the call's order in
+        this attempt), so an attempt that runs again enqueues nothing twice: the repeated
+        call returns the job stored the first time. ``at`` or ``delay`` (seconds) sets when
+        it is due, else now.
+        """
+        request = _child_request(job_type, payload, name, at, delay, priority, max_attempts)
+        return cast("Job", self.enqueuer.enqueue(request))
+
+    async def enqueue_async(
+        self,
+        job_type: str | TaskHandle,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> Job:
+        """:meth:`enqueue` from an ``async def`` handler."""
+        request = _child_request(job_type, payload, name, at, delay, priority, max_attempts)
+        return cast("Job", await self.enqueuer.enqueue_async(request))
 
     def __reduce__(self) -> tuple[Any, ...]:
         fields = {
@@ -83,6 +130,46 @@ class JobContext:
 
 
 HandlerFunc = Callable[[JobContext], Awaitable[Any] | Any]
+
+
+def _child_request(
+    job_type: str | TaskHandle,
+    payload: Mapping[str, Any] | None,
+    name: str | None,
+    at: datetime | str | None,
+    delay: float | None,
+    priority: int | None,
+    max_attempts: int | None,
+) -> ChildRequest:
+    """The request of a ``ctx.enqueue`` call, its arguments checked."""
+    if name is not None and (
+        not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH
+    ):
+        raise ValidationError(f"name: a non-empty string of at most {MAX_NAME_LENGTH} characters")
+    if at is not None and delay is not None:
+        raise ValidationError("give at or delay, not both")
+    if delay is not None and (
+        isinstance(delay, bool) or not isinstance(delay, int | float) or not delay >= 0
+    ):
+        raise ValidationError(f"delay: a number of seconds, 0 or more, got {delay!r}")
+    scheduled_at: str | None = None
+    if isinstance(at, datetime):
+        if at.tzinfo is None:
+            raise ValidationError("at: a timezone-aware datetime is needed")
+        scheduled_at = format_time(at)
+    elif at is not None:
+        scheduled_at = at
+    if payload is not None and not isinstance(payload, Mapping):
+        raise ValidationError("payload: must be a JSON object (a dict)")
+    return ChildRequest(
+        job_type=job_type.name if isinstance(job_type, TaskHandle) else job_type,
+        payload=dict(payload or {}),
+        scheduled_at=scheduled_at,
+        delay=None if delay is None else float(delay),
+        name=name,
+        priority=priority,
+        max_attempts=max_attempts,
+    )
 
 
 def _timeout(value: float | str | None) -> float | None:
@@ -154,7 +241,10 @@ def make_handler(
         raise ValueError(f"invalid job type name {name!r}: use letters, digits, '-', '_' and '.'")
     if not callable(func):
         raise ValueError(f"{name}: handler must be a function, got {type(func).__name__}")
-    is_async = inspect.iscoroutinefunction(func)
+    # A task handle calls the function it wraps: where it runs is the function's business.
+    is_async = inspect.iscoroutinefunction(
+        func.__wrapped__ if isinstance(func, TaskHandle) else func
+    )
     if run_in is None:
         run_in = "trio" if is_async else "process"
     if run_in not in RUN_IN:
@@ -201,10 +291,17 @@ def make_handler(
 
 
 class HandlerRegistry:
-    """Job type name -> handler. The set of names is the set of valid ``jobType`` values."""
+    """Job type name -> handler. The set of names is the set of valid ``jobType`` values.
+
+    Also the app's schedules (:meth:`schedule`) and the connection its task handles enqueue
+    through (:meth:`connect`; by default the process's shared one, configured from the
+    environment).
+    """
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._schedules: dict[tuple[str | None, str], Schedule] = {}
+        self._connection: Connection | None = None
 
     def register(
         self,
@@ -215,14 +312,16 @@ class HandlerRegistry:
         timeout: float | str | None = None,
         max_attempts: int | None = None,
         run_in: RunIn | None = None,
-    ) -> None:
+    ) -> TaskHandle:
         """Register ``func`` for job type ``name``; ValueError on a duplicate name or a bad
-        option (see the module docstring for the options)."""
+        option (see the module docstring for the options). Returns a
+        :class:`~jobscheduler.handlers.tasks.TaskHandle` to enqueue jobs of the type."""
         if name in self._handlers:
             raise ValueError(f"job type {name!r} is already registered")
         self._handlers[name] = make_handler(
             name, func, validate=validate, timeout=timeout, max_attempts=max_attempts, run_in=run_in
         )
+        return func if isinstance(func, TaskHandle) else TaskHandle(self, name, func)
 
     def handler(
         self,
@@ -232,22 +331,97 @@ class HandlerRegistry:
         timeout: float | str | None = None,
         max_attempts: int | None = None,
         run_in: RunIn | None = None,
-    ) -> Callable[[HandlerFunc], HandlerFunc]:
-        """Decorator form of :meth:`register`; returns the function unchanged (so a worker
-        process finds it under its own name)."""
+    ) -> Callable[[HandlerFunc], TaskHandle]:
+        """Decorator form of :meth:`register`. It returns a
+        :class:`~jobscheduler.handlers.tasks.TaskHandle`: the function, still callable (and
+        found by a worker process under its own name), that can also ``enqueue`` jobs."""
 
-        def decorate(func: HandlerFunc) -> HandlerFunc:
-            self.register(
+        def decorate(func: HandlerFunc) -> TaskHandle:
+            # The handle is what the module holds under the function's name, so it is what
+            # the registry runs: a worker process unpickles it by that name.
+            handle = TaskHandle(self, name, func)
+            return self.register(
                 name,
-                func,
+                handle,
                 validate=validate,
                 timeout=timeout,
                 max_attempts=max_attempts,
                 run_in=run_in,
             )
-            return func
 
         return decorate
+
+    # -- where handles send -----------------------------------------------------------------
+
+    @property
+    def connection(self) -> Connection:
+        """Where this registry's task handles send jobs (see :meth:`connect`)."""
+        return self._connection if self._connection is not None else shared
+
+    def connect(self, url: str | None = None, **options: Any) -> Connection:
+        """Give this registry's handles a connection of their own (the arguments of
+        :class:`~jobscheduler.handlers.connection.Connection`: ``url``, ``api_key``,
+        ``tenant_id``, ``retry_for``, ...) instead of the process's shared one."""
+        self._connection = Connection(url, **options)
+        return self._connection
+
+    # -- schedules ----------------------------------------------------------------------------
+
+    @overload
+    def schedule(
+        self, name: str, *, cron: str, job_type: str | TaskHandle, **options: Any
+    ) -> Schedule: ...
+
+    @overload
+    def schedule(
+        self, name: str, *, cron: str, job_type: None = None, **options: Any
+    ) -> Callable[[TaskHandle], TaskHandle]: ...
+
+    def schedule(
+        self, name: str, *, cron: str, job_type: str | TaskHandle | None = None, **options: Any
+    ) -> Schedule | Callable[[TaskHandle], TaskHandle]:
+        """Declare a cron template in code: ``name`` is its idempotency key, its identity
+        within ``tenant_id``; ``jobscheduler schedules sync`` makes the store match.
+
+        Options: ``tenant_id``, ``payload``, ``priority``, ``max_attempts`` and the schedule
+        settings ``timezone``, ``dst_gap``, ``dst_fold``, ``catch_up``,
+        ``catch_up_window``, ``jitter``, ``overlap`` (as in ``POST /jobs``). Without
+        ``job_type`` it is a decorator of a handle (``@registry.schedule(...)`` above
+        ``@registry.handler(...)``). ValidationError (naming the schedule and the field)
+        for what the API would refuse; ValueError for a name declared twice in a tenant.
+        """
+        if job_type is None:
+
+            def decorate(handle: TaskHandle) -> TaskHandle:
+                if not isinstance(handle, TaskHandle):
+                    raise TypeError(
+                        f"schedule {name!r}: decorate a handler, i.e. put @registry.schedule "
+                        "above @registry.handler(...), or pass job_type="
+                    )
+                self.schedule(name, cron=cron, job_type=handle.name, **options)
+                return handle
+
+            return decorate
+        job_type_name = job_type.name if isinstance(job_type, TaskHandle) else job_type
+        handler = self._handlers.get(job_type_name)
+        schedule = make_schedule(
+            name,
+            cron=cron,
+            job_type=job_type_name,
+            validator=handler.validate if handler is not None else None,
+            **options,
+        )
+        key = (schedule.tenant_id, schedule.name)
+        if key in self._schedules:
+            raise ValueError(
+                f"schedule {name!r} is already declared for tenant {schedule.tenant_id!r}"
+            )
+        self._schedules[key] = schedule
+        return schedule
+
+    def schedules(self) -> list[Schedule]:
+        """The declared schedules, in declaration order."""
+        return list(self._schedules.values())
 
     def include(self, other: HandlerRegistry, *, origin: str) -> None:
         """Add every handler of ``other``; a name already here is a ValueError naming
@@ -266,6 +440,8 @@ class HandlerRegistry:
                     f"job type {name!r} of {origin} clashes with a built-in handler: rename it"
                 )
             self._handlers[name] = handler
+        for key, schedule in other._schedules.items():
+            self._schedules.setdefault(key, schedule)
 
     def get(self, name: str) -> Handler:
         try:

@@ -36,6 +36,18 @@ def sync_handler(ctx: JobContext) -> int:
     return 1
 
 
+def make_ctx() -> JobContext:
+    return JobContext(
+        job_id="j1",
+        tenant_id="t",
+        job_type="x",
+        payload={},
+        attempt=1,
+        max_attempts=3,
+        logger=logging.LoggerAdapter(logging.getLogger("jobscheduler.handler"), {}),
+    )
+
+
 EMAIL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"to": {"type": "string"}, "cc": {"type": "array", "items": {"type": "string"}}},
@@ -97,10 +109,13 @@ def test_bad_handler_options_are_refused_at_registration_naming_the_job_type(
     assert "send-email" in str(caught.value) or "JSON Schema" in str(caught.value)
 
 
-def test_decorator_returns_the_function_itself_so_a_worker_finds_it_by_name() -> None:
+def test_decorator_returns_a_handle_that_calls_the_function_and_a_worker_finds_by_name() -> None:
     registry = HandlerRegistry()
     decorated = registry.handler("x", timeout="1s")(sync_handler)
-    assert decorated is sync_handler
+    assert decorated.__wrapped__ is sync_handler
+    assert decorated.__name__ == sync_handler.__name__
+    assert decorated(make_ctx()) == 1  # still the function when called
+    assert registry.get("x").func is decorated
     assert process_problem(registry.get("x")) is None
 
 

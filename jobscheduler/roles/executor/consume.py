@@ -45,6 +45,7 @@ from jobscheduler.handlers.runners import HandlerRunner, open_runner
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
 
+from .children import Children
 from .run import InFlight, run_handler
 from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
 from .settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
@@ -72,6 +73,8 @@ class Executor(Settlement):
         self._token_prefix = secrets.token_hex(8)
         self._token_seq = itertools.count()
         self._subscriptions: dict[str, Subscription] = {}
+        #: Stores the jobs handlers enqueue (``ctx.enqueue``).
+        self.children = Children(deps)
 
     def in_flight(self) -> int:
         """How many jobs this executor is running right now."""
@@ -322,7 +325,7 @@ class Executor(Settlement):
         started = time.perf_counter()
         try:
             failure, result = await run_handler(
-                self._deps.registry, self._runner, job, entry, logger
+                self._deps.registry, self._runner, job, entry, logger, self.children
             )
             ok = True
         finally:
@@ -377,6 +380,9 @@ async def run_executor(
     ):
         executor = Executor(deps, runner)
         await nursery.start(executor.heartbeat_loop)
+        if any(deps.registry.get(name).run_in == "process" for name in job_types):
+            # Handlers in worker processes reach ctx.enqueue through this socket.
+            await nursery.start(executor.children.serve)
         # The Overview's record of this executor (jobscheduler.roles.presence).
         presence = Presence(deps, "executor", job_types=job_types, in_flight=executor.in_flight)
         await nursery.start(presence.run)

@@ -20,6 +20,8 @@ from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner
 
+from .children import Children
+
 
 def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
     """``ctx.logger``: the handler logger with the job's structured fields (names only, so
@@ -54,13 +56,31 @@ async def run_handler(
     job: Job,
     entry: InFlight,
     logger: logging.LoggerAdapter[logging.Logger],
+    children: Children | None = None,
 ) -> tuple[Failure | None, Any]:
     """Run the handler inside the entry's cancel scope; returns (failure, result) and
     marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
     handler at its timeout, and when the scope is cancelled (shutdown, lost claim): an
     async handler is cancelled, a worker process killed, a thread abandoned. The result
     is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
-    that is not makes the attempt a failure."""
+    that is not makes the attempt a failure. With ``children``, the handler's context can
+    enqueue jobs (``ctx.enqueue``) while it runs."""
+    enqueuer = children.open(job) if children is not None else None
+    try:
+        return await _run(registry, runner, job, entry, logger, enqueuer)
+    finally:
+        if children is not None and enqueuer is not None:
+            children.close(enqueuer)
+
+
+async def _run(
+    registry: HandlerRegistry,
+    runner: HandlerRunner,
+    job: Job,
+    entry: InFlight,
+    logger: logging.LoggerAdapter[logging.Logger],
+    enqueuer: Any,
+) -> tuple[Failure | None, Any]:
     ctx = JobContext(
         job_id=job.id,
         tenant_id=job.tenant_id,
@@ -72,6 +92,7 @@ async def run_handler(
         idempotency_key=job.idempotency_key,
         scheduled_at=job.scheduled_at,
         template_id=job.template_id,
+        **({"enqueuer": enqueuer} if enqueuer is not None else {}),
     )
     value: Any = None
     with entry.scope:

@@ -1,0 +1,434 @@
+"""Task handles: what ``@registry.handler(...)`` returns, to enqueue jobs of its type from code.
+
+    @registry.handler("send-email", validate=EMAIL_SCHEMA)
+    async def send_email(ctx: JobContext) -> None: ...
+
+    job = send_email.enqueue({"to": "ada@example.com", "subject": "Hi"}, tenant_id="acme")
+
+The handle is still the function for everything else: calling it calls the function, and a
+worker process finds it under the function's name (it pickles by reference, as the
+function did). Its enqueue methods send ``POST /jobs`` (``enqueue_many``: ``POST
+/jobs/batch``) through the registry's :class:`~jobscheduler.handlers.connection.Connection`
+-- one client per process, reused -- after validating the request locally with the API's own
+rules (:func:`jobscheduler.domain.validation.parse_create_request` with this handler's
+validator), so a bad payload raises the API's :class:`~jobscheduler.errors.ValidationError`
+without a round trip.
+
+A create that meets a 503 (the store did not answer in time; the job may be stored or not)
+or no answer at all is sent again with the same idempotency key until the connection's
+``retry_for`` runs out; a handle that was given no key makes one first, so a retry can never
+store the job twice. A retry answered 409 means the first try was stored: the stored job is
+read and returned. ``enqueue`` returns only once its job is stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from jobscheduler.domain.durations import parse_duration
+from jobscheduler.domain.validation import parse_create_request
+from jobscheduler.errors import ApiUnreachable, DuplicateJob, ServiceUnavailable, ValidationError
+
+if TYPE_CHECKING:
+    from jobscheduler.client import AsyncClient, BatchAnswer, Client, Job
+
+    from .connection import Connection
+    from .schedules import Schedule
+
+
+class _Registry(Protocol):
+    """What a handle needs of its :class:`~jobscheduler.handlers.HandlerRegistry` (typed
+    structurally: the registry module imports this one)."""
+
+    @property
+    def connection(self) -> Connection: ...
+
+    def get(self, name: str) -> Any: ...
+
+    def max_attempts_defaults(self) -> dict[str, int]: ...
+
+    def schedule(self, name: str, *, cron: str, job_type: str, **options: Any) -> Schedule: ...
+
+
+#: Most jobs one ``POST /jobs/batch`` takes (the API's MAX_BATCH).
+MAX_BATCH = 1000
+#: A batch request's body stays under the API's 1 MiB limit with this much to spare.
+MAX_BATCH_BYTES = 900 * 1024
+#: First and longest pause between retries of a create that met a 503 or no answer.
+RETRY_DELAY_FIRST = 0.1
+RETRY_DELAY_MAX = 2.0
+#: Used for local validation when the tenant is left to the API key.
+_ANY_TENANT = "tenant"
+
+When = datetime | str
+Delay = float | int | timedelta | str
+
+
+def _seconds(delay: Delay) -> float:
+    if isinstance(delay, timedelta):
+        return delay.total_seconds()
+    if isinstance(delay, str):
+        return parse_duration(delay)
+    if isinstance(delay, bool) or not isinstance(delay, int | float):
+        raise ValidationError(
+            f"delay: must be seconds, a timedelta or a duration like '30s', got {delay!r}"
+        )
+    return float(delay)
+
+
+def _due(at: When | None, delay: Delay | None) -> str:
+    """``scheduledAt`` for ``at`` or ``delay`` (due now without either)."""
+    from jobscheduler.client._requests import format_time
+
+    if at is not None and delay is not None:
+        raise ValidationError("give at or delay, not both")
+    if at is not None:
+        return format_time(at)
+    seconds = 0.0 if delay is None else _seconds(delay)
+    if seconds < 0:
+        raise ValidationError(f"delay: must not be negative, got {delay!r}")
+    return format_time(datetime.now(UTC) + timedelta(seconds=seconds))
+
+
+@attrs.frozen(kw_only=True)
+class JobSpec:
+    """One job to enqueue, its options fixed: the same request on every retry (its key and
+    due time included). Made by :meth:`TaskHandle.spec`, sent by ``enqueue_many``."""
+
+    job_type: str
+    payload: dict[str, Any]
+    scheduled_at: str
+    idempotency_key: str
+    tenant_id: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        """The keywords of the client's ``create``/``job_body``."""
+        return {
+            "tenant_id": self.tenant_id,
+            "payload": self.payload,
+            "scheduled_at": self.scheduled_at,
+            "idempotency_key": self.idempotency_key,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+        }
+
+    def body(self) -> dict[str, Any]:
+        """The ``POST /jobs`` body."""
+        from jobscheduler.client import job_body
+
+        return job_body(self.job_type, **self.arguments())
+
+
+class _Retry:
+    """When to send a create again after a 503 or no answer (see the module doc)."""
+
+    def __init__(self, retry_for: float, now: float) -> None:
+        self._deadline = now + retry_for
+        self._delay = RETRY_DELAY_FIRST
+        #: The request was sent more than once: a 409 may be its own first try.
+        self.retried = False
+
+    def pause(self, error: ServiceUnavailable | ApiUnreachable, now: float) -> float:
+        """Seconds to wait before the next try; re-raises ``error`` when out of time."""
+        delay = self._delay
+        hint = getattr(error, "retry_after", None)
+        if hint is not None:
+            delay = max(delay, min(float(hint), RETRY_DELAY_MAX))
+        if now + delay > self._deadline:
+            raise error
+        self._delay = min(self._delay * 2, RETRY_DELAY_MAX)
+        self.retried = True
+        return delay
+
+
+def _chunks(specs: list[JobSpec]) -> list[list[dict[str, Any]]]:
+    """Batch bodies of at most MAX_BATCH jobs and about MAX_BATCH_BYTES each."""
+    import json
+
+    chunks: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for spec in specs:
+        body = spec.body()
+        length = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()) + 1
+        if current and (len(current) == MAX_BATCH or size + length > MAX_BATCH_BYTES):
+            chunks.append(current)
+            current, size = [], 0
+        current.append(body)
+        size += length
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class TaskHandle:
+    """A registered handler function that can also enqueue jobs of its type.
+
+    Calling the handle calls the function. ``name`` is the job type; ``registry`` the
+    :class:`~jobscheduler.handlers.HandlerRegistry` it belongs to (whose connection it sends
+    through).
+    """
+
+    __wrapped__: Any
+    __qualname__: str
+
+    def __init__(self, registry: _Registry, name: str, func: Any) -> None:
+        functools.update_wrapper(self, func)
+        self.name = name
+        self.registry = registry
+
+    def __call__(self, ctx: Any) -> Any:
+        return self.__wrapped__(ctx)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By reference, as the function was: a worker process imports the module and takes
+        # what it holds under the function's name (this handle, or the function itself when
+        # the decorator's result was not bound to that name; both call the function).
+        return (_by_name, (self.__module__, self.__qualname__))
+
+    def __repr__(self) -> str:
+        return f"<task handle {self.name!r} of {self.__module__}.{self.__qualname__}>"
+
+    @property
+    def connection(self) -> Connection:
+        return self.registry.connection
+
+    # -- one job -------------------------------------------------------------------------
+
+    def spec(
+        self,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        at: When | None = None,
+        delay: Delay | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        tenant_id: str | None = None,
+    ) -> JobSpec:
+        """The job :meth:`enqueue` would send, validated (ValidationError naming the field,
+        with the API's own message). ``at`` (an aware datetime or RFC3339) or ``delay``
+        (seconds, a timedelta or ``"30s"``) sets when it is due, else now; ``key`` is its
+        idempotency key (default: a fresh one); ``tenant_id`` defaults to the connection's
+        (``JOBSCHEDULER_TENANT``), else the API key's tenant."""
+        spec = JobSpec(
+            job_type=self.name,
+            payload=dict(payload or {}),
+            scheduled_at=_due(at, delay),
+            idempotency_key=key if key is not None else f"client-{uuid.uuid4().hex}",
+            tenant_id=tenant_id if tenant_id is not None else self.connection.tenant_id,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+        self.validate(spec)
+        return spec
+
+    def validate(self, spec: JobSpec) -> None:
+        """Check ``spec`` as ``POST /jobs`` would (this job type's payload validator
+        included); ValidationError with the API's message."""
+        handler = self.registry.get(self.name)
+        body = spec.body()
+        if body.get("tenantId") is None:
+            body["tenantId"] = _ANY_TENANT  # the API fills it from the key
+        parse_create_request(
+            body,
+            now=datetime.now(UTC),
+            job_types={self.name: handler.validate},
+            max_attempts_defaults=self.registry.max_attempts_defaults(),
+        )
+
+    def enqueue(
+        self,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        at: When | None = None,
+        delay: Delay | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        tenant_id: str | None = None,
+    ) -> Job:
+        """Store a job of this type and return it as the API shows it (``GET /jobs/{id}``).
+
+        Options as :meth:`spec`. Raises ValidationError before sending anything if the
+        request is invalid; DuplicateJob if ``key`` is already used (on the first try);
+        ServiceUnavailable or ApiUnreachable once retries ran out (``retry_for``).
+        """
+        spec = self.spec(
+            payload,
+            at=at,
+            delay=delay,
+            key=key,
+            priority=priority,
+            max_attempts=max_attempts,
+            tenant_id=tenant_id,
+        )
+        return create_retrying(self.connection.client(), spec, self.connection.retry_for)
+
+    async def enqueue_async(
+        self,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        at: When | None = None,
+        delay: Delay | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        tenant_id: str | None = None,
+    ) -> Job:
+        """:meth:`enqueue` as a coroutine (trio or asyncio)."""
+        spec = self.spec(
+            payload,
+            at=at,
+            delay=delay,
+            key=key,
+            priority=priority,
+            max_attempts=max_attempts,
+            tenant_id=tenant_id,
+        )
+        return await create_retrying_async(
+            self.connection.async_client(), spec, self.connection.retry_for
+        )
+
+    # -- many jobs -----------------------------------------------------------------------
+
+    def _specs(self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Any) -> list[JobSpec]:
+        specs: list[JobSpec] = []
+        for i, item in enumerate(items):
+            if isinstance(item, JobSpec):
+                if item.job_type != self.name:
+                    raise ValidationError(
+                        f"jobs[{i}]: a {item.job_type!r} job given to the {self.name!r} handle"
+                    )
+                specs.append(item)
+                continue
+            try:
+                specs.append(self.spec(item, **options))
+            except ValidationError as exc:
+                raise ValidationError(f"jobs[{i}]: {exc}") from None
+        return specs
+
+    def enqueue_many(
+        self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Any
+    ) -> list[BatchAnswer]:
+        """Store many jobs of this type through ``POST /jobs/batch`` (1,000 per request);
+        one answer per item, in order: ``{"status": 201, "job": ...}``, ``{"status": 409,
+        "jobId": ...}`` or ``{"status": 400, "error": ...}``.
+
+        An item is a payload (``options``, the keywords of :meth:`spec`, apply to each) or a
+        :class:`JobSpec` from :meth:`spec`. Every item is validated before anything is sent
+        (ValidationError naming ``jobs[i]``). A request answered 503 is sent again with the
+        same keys; an entry its first try stored then answers 409 with its ``jobId``.
+        """
+        answers: list[BatchAnswer] = []
+        client = self.connection.client()
+        for chunk in _chunks(self._specs(items, **options)):
+            answers.extend(batch_retrying(client, chunk, self.connection.retry_for))
+        return answers
+
+    async def enqueue_many_async(
+        self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Any
+    ) -> list[BatchAnswer]:
+        """:meth:`enqueue_many` as a coroutine."""
+        answers: list[BatchAnswer] = []
+        client = self.connection.async_client()
+        for chunk in _chunks(self._specs(items, **options)):
+            answers.extend(await batch_retrying_async(client, chunk, self.connection.retry_for))
+        return answers
+
+    # -- after -----------------------------------------------------------------------------
+
+    def wait(self, job: Job | str, timeout: float = 60.0) -> Job:
+        """Poll the job (or job id) until it is final; WaitTimeout after ``timeout`` s."""
+        job_id = job if isinstance(job, str) else job["id"]
+        return self.connection.client().wait(job_id, timeout=timeout)
+
+    async def wait_async(self, job: Job | str, timeout: float = 60.0) -> Job:  # noqa: ASYNC109
+        """:meth:`wait` as a coroutine (``timeout`` as the clients' ``wait`` takes it)."""
+        job_id = job if isinstance(job, str) else job["id"]
+        return await self.connection.async_client().wait(job_id, timeout=timeout)
+
+    def schedule(self, name: str, *, cron: str, **options: Any) -> Schedule:
+        """Declare a cron schedule of this job type (:meth:`HandlerRegistry.schedule`)."""
+        return self.registry.schedule(name, cron=cron, job_type=self.name, **options)
+
+
+def _by_name(module: str, qualname: str) -> Any:
+    """The object ``module`` holds under ``qualname`` (how a handle unpickles)."""
+    import importlib
+
+    target: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+# -- sending, with retries (shared by the handles and ctx-free callers) --------------------
+
+
+def create_retrying(client: Client, spec: JobSpec, retry_for: float) -> Job:
+    """``POST /jobs`` for ``spec``, retried after a 503 or no answer (see the module doc)."""
+    retry = _Retry(retry_for, time.monotonic())
+    while True:
+        try:
+            return client.create(spec.job_type, **spec.arguments())
+        except DuplicateJob as exc:
+            if retry.retried and exc.existing_id:
+                return client.get(exc.existing_id)  # our own first try was stored
+            raise
+        except (ServiceUnavailable, ApiUnreachable) as exc:
+            time.sleep(retry.pause(exc, time.monotonic()))
+
+
+async def create_retrying_async(client: AsyncClient, spec: JobSpec, retry_for: float) -> Job:
+    """:func:`create_retrying` as a coroutine."""
+    import anyio
+
+    retry = _Retry(retry_for, anyio.current_time())
+    while True:
+        try:
+            return await client.create(spec.job_type, **spec.arguments())
+        except DuplicateJob as exc:
+            if retry.retried and exc.existing_id:
+                return await client.get(exc.existing_id)
+            raise
+        except (ServiceUnavailable, ApiUnreachable) as exc:
+            await anyio.sleep(retry.pause(exc, anyio.current_time()))
+
+
+def batch_retrying(
+    client: Client, bodies: list[dict[str, Any]], retry_for: float
+) -> list[BatchAnswer]:
+    """``POST /jobs/batch`` of ``bodies``, retried after a 503 or no answer."""
+    retry = _Retry(retry_for, time.monotonic())
+    while True:
+        try:
+            return client.create_many(bodies)
+        except (ServiceUnavailable, ApiUnreachable) as exc:
+            time.sleep(retry.pause(exc, time.monotonic()))
+
+
+async def batch_retrying_async(
+    client: AsyncClient, bodies: list[dict[str, Any]], retry_for: float
+) -> list[BatchAnswer]:
+    """:func:`batch_retrying` as a coroutine."""
+    import anyio
+
+    retry = _Retry(retry_for, anyio.current_time())
+    while True:
+        try:
+            return await client.create_many(bodies)
+        except (ServiceUnavailable, ApiUnreachable) as exc:
+            await anyio.sleep(retry.pause(exc, anyio.current_time()))
+
+
+__all__ = ["MAX_BATCH", "JobSpec", "TaskHandle"]

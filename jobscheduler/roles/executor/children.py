@@ -1,0 +1,255 @@
+"""The executor's side of ``ctx.enqueue``: jobs a running handler asks to store.
+
+Each attempt gets an :class:`AttemptEnqueuer` on its context while its handler runs (see
+:mod:`jobscheduler.handlers.children` for how each runner reaches it). A request becomes a
+``POST /jobs`` body and goes through the API's own validation
+(:func:`~jobscheduler.domain.validation.parse_create_request`, with every handler's payload
+validator) and the store's ``insert`` with an audit record, as a create does; the scheduler
+is woken when the job is due before its plan, as after a create.
+
+The new job's tenant is the parent's. Its idempotency key derives from the parent job (and
+its run, once a user retried it) and the caller's ``name`` -- by default the call's order in
+the attempt (``1``, ``2``, ...) -- never from the attempt number: an attempt that runs again
+makes the same calls with the same keys, finds them taken, and gets back the jobs the first
+attempt stored.
+
+:class:`Children` also serves the Unix socket that handlers in worker processes send their
+requests to, started by the executor when one of its job types runs in a process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import secrets
+import tempfile
+from datetime import timedelta
+from typing import Any
+
+import trio
+
+from jobscheduler.domain.audit import AuditRecord
+from jobscheduler.domain.model import Job, format_time, job_to_json, utc
+from jobscheduler.domain.validation import parse_create_request
+from jobscheduler.errors import DuplicateJob, JobSchedulerError, StoreError, ValidationError
+from jobscheduler.handlers.children import (
+    ChildRequest,
+    NoEnqueuer,
+    RemoteEnqueuer,
+    answer_of,
+    error_reply,
+    frame,
+    frame_length,
+)
+from jobscheduler.roles.deps import Deps
+
+log = logging.getLogger(__name__)
+
+#: The audit action of a job stored by ``ctx.enqueue``.
+AUDIT_ACTION = "ctx.enqueue"
+#: Bound of the store work of one ``ctx.enqueue`` (insert, and the read of a taken key).
+ENQUEUE_TIMEOUT = 10.0
+#: Bound of reading one request from a worker process.
+READ_TIMEOUT = 10.0
+
+
+def child_key(parent: Job, name: str) -> str:
+    """The idempotency key of the job ``parent`` enqueues under ``name``."""
+    run = f".run{parent.run}" if parent.run else ""
+    return f"{parent.id}{run}.{name}"
+
+
+class AttemptEnqueuer:
+    """The enqueuer on one attempt's context (a :class:`~jobscheduler.handlers.children.
+    Enqueuer`). Pickled into a worker process it becomes the socket's address and this
+    attempt's token."""
+
+    def __init__(self, children: Children, parent: Job, token: str) -> None:
+        self._children = children
+        self.parent = parent
+        self.token = token
+        self._order = itertools.count(1)
+        self.active = True
+
+    def next_name(self) -> str:
+        return str(next(self._order))
+
+    async def enqueue_async(self, request: ChildRequest) -> dict[str, Any]:
+        if trio.lowlevel.current_trio_token() is not self._children.trio_token:
+            raise RuntimeError("ctx.enqueue_async runs on its executor's trio loop only")
+        return await self._children.enqueue(self, request)
+
+    def enqueue(self, request: ChildRequest) -> dict[str, Any]:
+        if trio.lowlevel.in_trio_run():
+            raise RuntimeError(
+                "ctx.enqueue blocks until the job is stored: in an async def handler, "
+                "use await ctx.enqueue_async(...)"
+            )
+        reply = trio.from_thread.run(
+            self._children.answer, self, request, trio_token=self._children.trio_token
+        )
+        return answer_of(reply)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        path = self._children.path
+        if path is None:
+            return (NoEnqueuer, ("the executor serves no socket for worker processes",))
+        return (RemoteEnqueuer, (path, self.token))
+
+
+class Children:
+    """Stores the jobs handlers enqueue (see the module doc); one per executor."""
+
+    def __init__(self, deps: Deps) -> None:
+        self._deps = deps
+        self._attempts: dict[str, AttemptEnqueuer] = {}
+        self.trio_token: trio.lowlevel.TrioToken | None = None
+        #: The Unix socket worker processes send to, while :meth:`serve` runs.
+        self.path: str | None = None
+
+    def open(self, parent: Job) -> AttemptEnqueuer:
+        """The enqueuer of an attempt of ``parent`` starting now (close it when it ends)."""
+        if self.trio_token is None:
+            self.trio_token = trio.lowlevel.current_trio_token()
+        token = secrets.token_hex(16)
+        enqueuer = AttemptEnqueuer(self, parent, token)
+        self._attempts[token] = enqueuer
+        return enqueuer
+
+    def close(self, enqueuer: AttemptEnqueuer) -> None:
+        enqueuer.active = False
+        self._attempts.pop(enqueuer.token, None)
+
+    async def answer(self, attempt: AttemptEnqueuer, request: ChildRequest) -> dict[str, Any]:
+        """:meth:`enqueue` as a reply: ``{"job": ...}`` or ``{"error": ..., "type": ...}``."""
+        try:
+            return {"job": await self.enqueue(attempt, request)}
+        except JobSchedulerError as exc:
+            return error_reply(exc)
+
+    async def enqueue(self, attempt: AttemptEnqueuer, request: ChildRequest) -> dict[str, Any]:
+        """Store the job ``request`` asks for, in the parent's tenant; the job as the API
+        shows it (the one already stored under its key, when a previous attempt made it).
+        Raises ValidationError (the API's message) or StoreError."""
+        if not attempt.active:
+            raise ValidationError("ctx.enqueue: the attempt that made this context has ended")
+        deps = self._deps
+        parent = attempt.parent
+        name = request.name if request.name is not None else attempt.next_name()
+        now = deps.clock.now()
+        body: dict[str, Any] = {
+            "idempotencyKey": child_key(parent, name),
+            "tenantId": parent.tenant_id,
+            "jobType": request.job_type,
+            "payload": request.payload,
+            "scheduledAt": request.scheduled_at
+            or format_time(now + timedelta(seconds=request.delay or 0.0)),
+            "priority": request.priority,
+            "maxAttempts": request.max_attempts,
+        }
+        job = parse_create_request(
+            {k: v for k, v in body.items() if v is not None},
+            now=now,
+            job_types=deps.registry.validators(),
+            max_attempts_defaults=deps.registry.max_attempts_defaults(),
+        )
+        record = AuditRecord(
+            at=utc(now),
+            key_id=None,
+            tenant=job.tenant_id,
+            action=AUDIT_ACTION,
+            job_id=job.id,
+            status=201,
+            detail=f"from job {parent.id}",
+        )
+        try:
+            with trio.fail_after(ENQUEUE_TIMEOUT):
+                try:
+                    stored = await deps.store.insert(job, audit=record)
+                except DuplicateJob as exc:
+                    if exc.existing_id is None:
+                        raise
+                    # Taken by an earlier attempt of this job: the job it stored.
+                    stored = await deps.store.get(exc.existing_id)
+                    log.debug(
+                        "ctx.enqueue: the key was taken; the job holding it returned",
+                        extra={
+                            "job_id": stored.id,
+                            "parent_id": parent.id,
+                            "tenant": job.tenant_id,
+                        },
+                    )
+                    return job_to_json(stored)
+        except trio.TooSlowError:
+            raise StoreError(
+                f"ctx.enqueue: the store did not answer within {ENQUEUE_TIMEOUT:.0f}s"
+            ) from None
+        if deps.waker is not None:
+            deps.waker.notify(stored.scheduled_at)
+        log.debug(
+            "job enqueued by a handler",
+            extra={"job_id": stored.id, "parent_id": parent.id, "tenant": stored.tenant_id},
+        )
+        return job_to_json(stored)
+
+    # -- worker processes ------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve worker processes' requests on a Unix socket in a temporary directory
+        only this user can enter (mkdtemp's mode 0700), removed at the end; reports its
+        path when it listens."""
+        if self.trio_token is None:
+            self.trio_token = trio.lowlevel.current_trio_token()
+        with tempfile.TemporaryDirectory(prefix="jobscheduler-enqueue-") as directory:
+            path = os.path.join(directory, "enqueue.sock")
+            sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+            try:
+                await sock.bind(path)
+                sock.listen(64)
+            except BaseException:
+                sock.close()
+                raise
+            self.path = path
+            try:
+                task_status.started(path)
+                await trio.serve_listeners(self._serve_one, [trio.SocketListener(sock)])
+            finally:
+                self.path = None
+
+    async def _serve_one(self, stream: trio.SocketStream) -> None:
+        async with stream:
+            try:
+                with trio.fail_after(READ_TIMEOUT):
+                    message = json.loads(await _receive_frame(stream))
+                attempt = self._attempts.get(str(message.get("token")))
+                if attempt is None:
+                    reply: dict[str, Any] = error_reply(
+                        ValidationError("ctx.enqueue: the attempt that made this context has ended")
+                    )
+                else:
+                    reply = await self.answer(attempt, ChildRequest.from_json(message["request"]))
+            except (ValueError, KeyError, TypeError, trio.TooSlowError) as exc:
+                reply = error_reply(ValidationError(f"ctx.enqueue: bad request: {exc}"))
+            try:
+                await stream.send_all(frame(reply))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                log.debug("ctx.enqueue: the worker process went away before its answer")
+
+
+async def _receive_exactly(stream: trio.SocketStream, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = await stream.receive_some(n - len(data))
+        if not chunk:
+            raise ValueError("connection closed mid-request")
+        data += chunk
+    return bytes(data)
+
+
+async def _receive_frame(stream: trio.SocketStream) -> bytes:
+    return await _receive_exactly(stream, frame_length(await _receive_exactly(stream, 4)))
+
+
+__all__ = ["AttemptEnqueuer", "Children", "child_key"]
