@@ -31,6 +31,7 @@ class Job(TypedDict, total=False):
     lastError: str
     result: Any
     templateId: str
+    managedBy: str
     createdAt: str
     updatedAt: str
 

@@ -107,6 +107,9 @@ class Job:
     cancel_requested_at: datetime | None = attrs.field(default=None, validator=_aware)
     #: The job's retries by a user, oldest first (at most MAX_REPLAYS kept).
     replays: tuple[Replay, ...] = ()
+    #: For a template declared in code: the app whose ``schedules sync`` made it (and may
+    #: change or retire it). None: made by hand.
+    managed_by: str | None = None
 
     @property
     def run(self) -> int:
@@ -243,6 +246,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
         out.update(cron_template_json(job))
         if job.cron_buffered is not None:
             out["bufferedFireAt"] = format_time(job.cron_buffered)
+        if job.managed_by is not None:
+            out["managedBy"] = job.managed_by
     if job.template_id is not None:
         out["templateId"] = job.template_id
     if job.claimed_by is not None:

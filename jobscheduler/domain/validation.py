@@ -39,6 +39,7 @@ _CREATE_FIELDS = frozenset(
         "scheduledAt",
         "cron",
         "maxAttempts",
+        "managedBy",
         *cron.POLICY_FIELDS,
     }
 )
@@ -165,6 +166,7 @@ def parse_create_request(
     if max_attempts > MAX_ATTEMPTS_LIMIT:
         raise ValidationError(f"maxAttempts: must be at most {MAX_ATTEMPTS_LIMIT}")
 
+    managed_by = _string(body, "managedBy", required=False)
     cron_expr = _string(body, "cron", required=False)
     scheduled_raw = body.get("scheduledAt")
     if cron_expr is not None:
@@ -178,6 +180,8 @@ def parse_create_request(
         if given:
             raise ValidationError(f"{', '.join(given)}: only apply to cron templates")
         cron_policy = None
+        if managed_by is not None:
+            raise ValidationError("managedBy: only applies to cron templates")
         if scheduled_raw is None:
             raise ValidationError("scheduledAt is required unless cron is set")
         if not isinstance(scheduled_raw, str):
@@ -199,6 +203,7 @@ def parse_create_request(
         max_attempts=max_attempts,
         created_at=now,
         updated_at=now,
+        managed_by=managed_by,
     )
 
 

@@ -67,6 +67,13 @@ CREATE_JOB: Schema = {
                 "description": "attempts before dlq; 0 or less means the job type's default",
             }
         ),
+        "managedBy": nullable(
+            {
+                **TEXT,
+                "description": "a template declared in code: the app that manages it "
+                "(set by `jobscheduler schedules sync`)",
+            }
+        ),
         **SCHEDULE_FIELDS,
     },
 }
@@ -101,6 +108,7 @@ JOB: Schema = {
         **{field: {"type": "string"} for field in SCHEDULE_FIELDS},
         "bufferedFireAt": TIME,
         "nextFireLocal": {"type": "string"},
+        "managedBy": {"type": "string", "description": "the app managing this template"},
         "claimedBy": {"type": "string"},
         "claimedAt": TIME,
         "attempts": {"type": "integer", "minimum": 0},

@@ -55,6 +55,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "fire_at": "fireAt",
     "cancel_requested_at": "cancelRequestedAt",
     "replays": "replays",
+    "managed_by": "managedBy",
 }
 TIME_FIELDS: Final = frozenset(
     {

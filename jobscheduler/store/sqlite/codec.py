@@ -47,6 +47,7 @@ _COLUMNS: dict[str, str] = {
     "fire_at": "fire_at",
     "cancel_requested_at": "cancel_requested_at",
     "replays": "replays",
+    "managed_by": "managed_by",
 }
 _TIME_FIELDS = frozenset(
     {
@@ -136,8 +137,8 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 #: Columns added after the first release: (column, definition), added to older files at start
-#: (and to new ones: ``cron_buffered``, ``cancel_requested_at`` and ``replays`` exist only
-#: through this list).
+#: (and to new ones: ``cron_buffered``, ``cancel_requested_at``, ``replays`` and
+#: ``managed_by`` exist only through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
@@ -146,6 +147,7 @@ _ADDED_COLUMNS = (
     ("cron_buffered", "INTEGER"),
     ("cancel_requested_at", "INTEGER"),
     ("replays", "TEXT"),
+    ("managed_by", "TEXT"),
 )
 
 
