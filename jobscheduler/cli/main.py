@@ -41,6 +41,7 @@ API_COMMANDS = {
     "jobs": "list, show, create, cancel and retry jobs over the HTTP API",
     "cron": "list, pause, resume, trigger, update, delete and preview cron templates",
     "stats": "counts by status and job type, queue lag and recent outcomes",
+    "schedules": "make the store's cron templates match the schedules an app declares",
 }
 
 log = logging.getLogger("jobscheduler")
@@ -55,6 +56,7 @@ COMMAND_MODULES = {
     "jobs": "jobscheduler.cli.jobs",
     "cron": "jobscheduler.cli.cron",
     "stats": "jobscheduler.cli.stats",
+    "schedules": "jobscheduler.cli.schedules",
 }
 
 

@@ -11,10 +11,12 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import anyio
 import httpx
 
+from jobscheduler.errors import DuplicateJob
+
 from . import _operations as operations
 from ._call import Call, Paged, connection
 from ._errors import unreachable
-from ._operations import Poll, as_method
+from ._operations import CreateOrGet, Poll, as_method
 from ._types import Job
 
 P = ParamSpec("P")
@@ -79,6 +81,23 @@ def _polling(
     return as_method(method, operation)
 
 
+def _creating_or_getting(
+    operation: Callable[P, CreateOrGet],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, tuple[Job, bool]]]:
+    """The coroutine method that creates, or gets the job holding the key."""
+
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> tuple[Job, bool]:
+        plan = operation(*args, **kwargs)
+        try:
+            return await self._send(plan.create), True
+        except DuplicateJob as exc:
+            if exc.existing_id is None:
+                raise
+            return await self._send(plan.get(exc.existing_id)), False
+
+    return as_method(method, operation)
+
+
 class AsyncClient:
     """The async twin of :class:`Client`: the same methods with the same arguments and
     errors, as coroutines (``pages``/``list`` are async iterators). Use it as an async
@@ -128,6 +147,7 @@ class AsyncClient:
 
     # The operations (:mod:`._operations` has their parameters and docstrings).
     create = _awaiting(operations.create)
+    create_or_get = _creating_or_getting(operations.create_or_get)
     create_many = _awaiting(operations.create_many)
     get = _awaiting(operations.get)
     attempts = _awaiting(operations.attempts)

@@ -79,6 +79,48 @@ def create(
     return Call("POST", "/jobs", job_of, body=body, creates=True)
 
 
+@attrs.frozen(kw_only=True)
+class CreateOrGet:
+    """What ``create_or_get`` does: send :attr:`create`; if the key is taken (a 409 naming
+    the job holding it), read that job (:meth:`get`) instead."""
+
+    create: Call[Job]
+
+    def get(self, existing_id: str) -> Call[Job]:
+        return get(existing_id)
+
+
+def create_or_get(
+    job_type: str,
+    *,
+    tenant_id: str,
+    idempotency_key: str,
+    payload: Mapping[str, Any] | None = None,
+    scheduled_at: datetime | str | None = None,
+    cron: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    **schedule: Any,
+) -> CreateOrGet:
+    """Create a job or a template under ``idempotency_key``, or get the job already holding
+    that key (as it is, whatever this call asked for): ``(job, created)``."""
+    if not isinstance(idempotency_key, str) or not idempotency_key:
+        raise ValueError("idempotency_key: create_or_get needs the key to look for")
+    return CreateOrGet(
+        create=create(
+            job_type,
+            tenant_id=tenant_id,
+            payload=payload,
+            scheduled_at=scheduled_at,
+            cron=cron,
+            idempotency_key=idempotency_key,
+            priority=priority,
+            max_attempts=max_attempts,
+            **schedule,
+        )
+    )
+
+
 def create_many(bodies: Iterable[Mapping[str, Any]]) -> Call[list[BatchAnswer]]:
     """Create up to 1,000 jobs in one request (bodies from :func:`job_body`); one answer
     per body, in order."""

@@ -10,10 +10,12 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import httpx
 
+from jobscheduler.errors import DuplicateJob
+
 from . import _operations as operations
 from ._call import Call, Paged, connection
 from ._errors import unreachable
-from ._operations import Poll, as_method
+from ._operations import CreateOrGet, Poll, as_method
 from ._types import Job
 
 P = ParamSpec("P")
@@ -64,6 +66,23 @@ def _polling(operation: Callable[P, Poll]) -> Callable[Concatenate[Client, P], J
             if pause is None:
                 return job
             time.sleep(pause)
+
+    return as_method(method, operation)
+
+
+def _creating_or_getting(
+    operation: Callable[P, CreateOrGet],
+) -> Callable[Concatenate[Client, P], tuple[Job, bool]]:
+    """The method that creates, or gets the job holding the key (the operation's plan)."""
+
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> tuple[Job, bool]:
+        plan = operation(*args, **kwargs)
+        try:
+            return self._send(plan.create), True
+        except DuplicateJob as exc:
+            if exc.existing_id is None:
+                raise
+            return self._send(plan.get(exc.existing_id)), False
 
     return as_method(method, operation)
 
@@ -123,6 +142,7 @@ class Client:
 
     # The operations (:mod:`._operations` has their parameters and docstrings).
     create = _returning(operations.create)
+    create_or_get = _creating_or_getting(operations.create_or_get)
     create_many = _returning(operations.create_many)
     get = _returning(operations.get)
     attempts = _returning(operations.attempts)
