@@ -53,7 +53,9 @@ _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 def _rebuild_context(fields: dict[str, Any], logger_name: str, extra: dict[str, Any]) -> Any:
     """Unpickle a JobContext in a worker process, with a logger rebuilt from its names."""
-    return JobContext(**fields, logger=logging.LoggerAdapter(logging.getLogger(logger_name), extra))
+    from jobscheduler.observability.logs import FieldsAdapter
+
+    return JobContext(**fields, logger=FieldsAdapter(logging.getLogger(logger_name), extra))
 
 
 @attrs.frozen(kw_only=True)

@@ -40,6 +40,16 @@ class _Formatter(logging.Formatter):
         return f"{head} {rest}"
 
 
+class FieldsAdapter(logging.LoggerAdapter[logging.Logger]):
+    """A logger with structured fields (``job_id``, ``tenant``, ...) added to every line,
+    next to the ``extra={...}`` of each call -- the standard adapter replaces a call's
+    ``extra`` with its own, so a line's own fields (an error, a retry time) were lost."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
 def _logfmt(value: Any) -> str:
     text = str(value)
     if not text or any(c in text for c in ' "=\n'):

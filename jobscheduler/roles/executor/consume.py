@@ -42,6 +42,7 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.errors import StoreError
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
+from jobscheduler.observability.logs import FieldsAdapter
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
 
@@ -316,7 +317,7 @@ class Executor(Settlement):
         the reaper took the job back meanwhile, "cancelled" when a user's cancel request
         stopped the handler and the job was cancelled. Cancelled (shutdown) or failing
         unexpectedly, it hands the job back before re-raising."""
-        logger = logging.LoggerAdapter(
+        logger = FieldsAdapter(
             log, {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type}
         )
         entry = InFlight(job.id, token)

@@ -19,6 +19,7 @@ from jobscheduler.errors import HandlerTimeout, PermanentError, ResultError, Unk
 from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner
+from jobscheduler.observability.logs import FieldsAdapter
 
 from .children import Children
 
@@ -26,7 +27,7 @@ from .children import Children
 def handler_logger(job: Job) -> logging.LoggerAdapter[logging.Logger]:
     """``ctx.logger``: the handler logger with the job's structured fields (names only, so
     it can be rebuilt in a worker process)."""
-    return logging.LoggerAdapter(
+    return FieldsAdapter(
         logging.getLogger(HANDLER_LOGGER),
         {"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
     )

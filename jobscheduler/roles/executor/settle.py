@@ -20,7 +20,7 @@ from jobscheduler.bus import Delivery
 from jobscheduler.bus.dead_letters import publish_dead_letter
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Failure, Outcome
-from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.model import Job, Status, format_time, utc
 from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.observability.logthrottle import LogThrottle
 from jobscheduler.roles.deps import Deps
@@ -28,6 +28,8 @@ from jobscheduler.roles.deps import Deps
 log = logging.getLogger("jobscheduler.roles.executor.consume")
 
 OUTCOME_TIMEOUT = 10.0
+#: The ``retry_at`` of a dead-letter line: the job does not run again by itself.
+NO_RETRY = "never"
 #: How long a failing outcome write is retried before its messages are released.
 OUTCOME_RETRY_FOR = 30.0
 #: Waits between outcome-write retries, and after a failed pick before receiving more.
@@ -335,26 +337,26 @@ class Settlement:
                 results.append(result)
                 continue
             assert isinstance(after, Job)  # a failure's row is read back
+            assert outcome.failure is not None
+            # Each line says what failed and when (or whether) the job runs again.
+            explained = {
+                "attempts": after.attempts,
+                "max_attempts": after.max_attempts,
+                "error_type": outcome.failure.type,
+                "error_message": outcome.failure.message,
+            }
             if after.status is Status.DLQ:
                 result = "dlq"
                 logger.warning(
                     "job dead-lettered",
-                    extra={
-                        "attempts": after.attempts,
-                        "error": error,
-                        "permanent": outcome.permanent,
-                    },
+                    extra={**explained, "retry_at": NO_RETRY, "permanent": outcome.permanent},
                 )
                 dead.append(after)
             else:
                 result = "retried"
                 logger.info(
                     "job failed; will retry",
-                    extra={
-                        "attempts": after.attempts,
-                        "error": error,
-                        "retry_at": after.scheduled_at.isoformat(),
-                    },
+                    extra={**explained, "retry_at": format_time(after.scheduled_at)},
                 )
                 if deps.waker is not None:
                     deps.waker.notify(after.scheduled_at)

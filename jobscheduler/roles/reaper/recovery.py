@@ -24,12 +24,16 @@ import attrs
 
 from jobscheduler.bus.dead_letters import publish_dead_letter
 from jobscheduler.domain import states
-from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.model import Job, Status, format_time
 from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
 
 BATCH = 500
+#: The error type of a recovered attempt (its attempt record's, too).
+LOST_ERROR_TYPE = "Lost"
+#: The ``retry_at`` of a job that will not run again by itself (dead-lettered, cancelled).
+NO_RETRY = "never"
 IN_FLIGHT = [Status.CLAIMED, Status.RUNNING]
 
 
@@ -81,6 +85,8 @@ async def recover_lost(
             if job is None:
                 continue
             done.jobs += 1
+            # What was lost and when (or whether) the job runs again, as the executor's
+            # retry and dead-letter lines say it.
             log.log(
                 level,
                 message,
@@ -90,6 +96,12 @@ async def recover_lost(
                     "sweep": "claimed",
                     "status": job.status.value,
                     "attempts": job.attempts,
+                    "max_attempts": job.max_attempts,
+                    "error_type": LOST_ERROR_TYPE,
+                    "error_message": job.last_error,
+                    "retry_at": format_time(job.scheduled_at)
+                    if job.status is Status.PENDING
+                    else NO_RETRY,
                 },
             )
             if job.status is Status.DLQ:
