@@ -200,6 +200,8 @@ class Settings:
     audit_retention: float = 90 * 86400.0
     #: How long cron ledger records are kept (the reaper prunes older ones); 30 days.
     cron_ledger_retention: float = 30 * 24 * 3600.0
+    #: A scheduler (or ``dev``) started with an app syncs its schedules at start.
+    sync_schedules: bool = False
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -274,6 +276,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "QUOTA_CREATE_BURST": ("quota_create_burst", _positive_int),
     "AUDIT_RETENTION": ("audit_retention", _positive_duration),
     "CRON_LEDGER_RETENTION": ("cron_ledger_retention", _positive_duration),
+    "SYNC_SCHEDULES": ("sync_schedules", _bool),
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)

@@ -149,8 +149,9 @@ def _dev(args: argparse.Namespace) -> int:
             extra={"api_host": settings.api_host},
         )
     try:
+        sync_app = app if settings.sync_schedules and app else None
         trio.run(
-            partial(run_roles, recover_at_start=lock is not None),
+            partial(run_roles, recover_at_start=lock is not None, sync_app=sync_app),
             embedded_deps(settings, registry),
             list(ROLES),
         )
@@ -169,8 +170,10 @@ def _role(role: str, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    # The scheduler and the reaper never call handlers: they need no app.
-    app = _app(args, settings) if role in ("api", "executor") else ""
+    # The scheduler and the reaper never call handlers: they need no app (the scheduler
+    # loads it only to sync its schedules, with SYNC_SCHEDULES=1).
+    needs_app = role in ("api", "executor") or (role == "scheduler" and settings.sync_schedules)
+    app = _app(args, settings) if needs_app else ""
     registry = _registry(app, settings)
     if role == "executor":
         try:
@@ -181,7 +184,12 @@ def _role(role: str, args: argparse.Namespace) -> int:
     configure_logging(settings.log_level, settings.log_format, role)
     if app:
         log.info("app loaded", extra={"app": app, "job_types": ",".join(registry.names())})
-    trio.run(run_roles, production_deps(settings, registry, role=role), [role])
+    sync_app = app if role == "scheduler" and settings.sync_schedules and app else None
+    trio.run(
+        partial(run_roles, sync_app=sync_app),
+        production_deps(settings, registry, role=role),
+        [role],
+    )
     return 0
 
 

@@ -178,7 +178,12 @@ def settle_heap() -> None:
 
 
 async def run_roles(
-    deps: Deps, roles: list[str], *, with_signals: bool = True, recover_at_start: bool = False
+    deps: Deps,
+    roles: list[str],
+    *,
+    with_signals: bool = True,
+    recover_at_start: bool = False,
+    sync_app: str | None = None,
 ) -> None:
     """Start the adapters, the metrics listener and ``roles``; run until a signal or
     cancellation, then close the adapters.
@@ -186,6 +191,10 @@ async def run_roles(
     ``recover_at_start`` (``dev``, which holds the lock on its store file and so is its only
     executor): before any role starts, recover every claimed/running job of the previous
     process at once (:func:`recovery.recover_in_flight`) instead of after CLAIM_TIMEOUT.
+
+    ``sync_app`` (the scheduler with SYNC_SCHEDULES=1 and ``--app``): once the roles are
+    up, sync that app's schedules (:mod:`jobscheduler.process.schedules`); a failure is
+    logged, not fatal.
 
     Shutdown order on a signal: the API, scheduler and reaper stop at once; executors stop
     receiving and get SHUTDOWN_GRACE to finish running handlers (then hand the jobs back);
@@ -238,9 +247,21 @@ async def run_roles(
                                 await front_nursery.start(run_reaper, deps)
                             if "scheduler" in roles:
                                 await front_nursery.start(run_scheduler, deps)
+                            api_url = None
                             if "api" in roles:
                                 addresses = await front_nursery.start(run_api, deps)
                                 log.info("api listening", extra={"addresses": addresses})
+                                if addresses:  # hypercorn's binds: http://host:port
+                                    api_url = addresses[0]
+                                    if "://" not in api_url:
+                                        api_url = f"http://{api_url}"
+                            if sync_app and "scheduler" in roles:
+                                # Imported here: other roles never load the HTTP client.
+                                from .schedules import sync_at_start
+
+                                front_nursery.start_soon(
+                                    sync_at_start, deps.registry, sync_app, api_url
+                                )
                             settle_heap()
                             log.info("ready", extra={"roles": ",".join(roles)})
                             # An executor-only process has nothing in this nursery: hold it

@@ -136,6 +136,7 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "QUOTA_CREATE_BURST": ("10", "quota_create_burst", 10),
     "AUDIT_RETENTION": ("30h", "audit_retention", 30 * 3600.0),
     "CRON_LEDGER_RETENTION": ("168h", "cron_ledger_retention", 7 * 24 * 3600.0),
+    "SYNC_SCHEDULES": ("1", "sync_schedules", True),
 }
 
 
@@ -209,6 +210,7 @@ BAD: list[tuple[str, str]] = [
     ("QUOTA_CREATE_BURST", "0"),
     ("AUDIT_RETENTION", "0"),
     ("CRON_LEDGER_RETENTION", "0s"),
+    ("SYNC_SCHEDULES", "sometimes"),
 ]
 
 
