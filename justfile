@@ -21,7 +21,7 @@ install:
     want=$(sha256sum pyproject.toml | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         {{bin}}/python -m pip install --quiet --upgrade pip
-        {{bin}}/python -m pip install --quiet -e '.[dev]'
+        {{bin}}/python -m pip install --quiet -e '.[dev,examples]'
         echo "$want" > "$stamp"
     fi
 

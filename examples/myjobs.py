@@ -79,8 +79,13 @@ def validate_primes(payload: Mapping[str, Any]) -> None:
     below = payload.get("below")
     if isinstance(below, bool) or not isinstance(below, int) or not 2 <= below <= 50_000_000:
         raise ValidationError("payload.below: an integer between 2 and 50000000")
+    report = payload.get("report")
+    if report is not None and not isinstance(report, str):
+        raise ValidationError("payload.report: an e-mail address to send the count to")
 
 
+@registry.schedule("nightly-primes", cron="0 2 * * *", timezone="Europe/Paris",
+                   payload={"below": 100000}, tenant_id="tenant-a")
 @registry.handler("count-primes", validate=validate_primes, timeout="20s")
 def count_primes(ctx: JobContext) -> dict[str, int]:
     """A CPU-bound handler: plain ``def`` runs in a worker process, which is killed if it
@@ -91,4 +96,13 @@ def count_primes(ctx: JobContext) -> dict[str, int]:
     for n in range(2, math.isqrt(below - 1) + 1):
         if sieve[n]:
             sieve[n * n :: n] = bytes(len(range(n * n, below, n)))
-    return {"below": below, "primes": sum(sieve)}
+    primes = sum(sieve)
+    if ctx.payload.get("report"):
+        # A handler can enqueue jobs too: through its executor, in this job's tenant, with a
+        # key derived from this job, so a retried attempt does not send the report twice.
+        ctx.enqueue(
+            "send-email",
+            {"to": ctx.payload["report"], "subject": f"{primes} primes below {below}"},
+            name="report",
+        )
+    return {"below": below, "primes": primes}

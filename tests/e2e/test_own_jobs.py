@@ -51,13 +51,19 @@ def stored(server: DevServer, job_id: str) -> dict[str, Any]:
 # ----------------------------------------------------------------- README walk-through
 
 
-def readme_commands() -> str:
-    """The one ``sh`` block of the README section "Run your own jobs"."""
+def readme_blocks(language: str) -> list[str]:
+    """The ``language`` blocks of the README section "Run your own jobs", in order."""
     text = (REPO / "README.md").read_text()
     section = text.split("\n## Run your own jobs\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
-    assert len(blocks) == 1, "the section should show one block of commands"
-    return str(blocks[0])
+    return [str(block) for block in re.findall(rf"```{language}\n(.*?)```", section, re.DOTALL)]
+
+
+def readme_commands() -> str:
+    """The walk-through: the first of the section's two ``sh`` blocks (the second, enqueue
+    from code and schedules in code, is run by ``test_enqueue_from_code``)."""
+    blocks = readme_blocks("sh")
+    assert len(blocks) == 2, "the section should show two blocks of commands"
+    return blocks[0]
 
 
 async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(

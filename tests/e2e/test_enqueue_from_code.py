@@ -1,0 +1,110 @@
+"""Enqueue from code and schedules in code, as the README's "Run your own jobs" shows them:
+its second block of commands and its Python snippet, run as pasted against a real ``dev``
+(schedules sync twice, the management-command script, the FastAPI app), then the store
+checked: the template is managed by code, the jobs enqueued from code completed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from jobscheduler.config import ENVIRONMENT_VARIABLES
+from jobscheduler.testing import free_port
+
+from .test_own_jobs import REPO, readme_blocks
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 120.0
+
+
+async def test_enqueue_from_code_readme_commands_and_snippet_work_from_a_copy_of_the_repo(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copytree(
+        REPO / "examples",
+        root / "examples",
+        ignore=shutil.ignore_patterns("__pycache__", "data", "outbox.jsonl"),
+    )
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    commands = readme_blocks("sh")[1]
+    [snippet] = [b for b in readme_blocks("python") if "send_email.enqueue(" in b]
+    # The snippet runs as pasted once dev is up (right after the health wait).
+    ready = "until curl -sf localhost:8080/healthz >/dev/null; do sleep 0.2; done\n"
+    assert ready in commands
+    commands = commands.replace(ready, ready + f"python3 - <<'PY'\n{snippet}PY\n", 1)
+    api, web = free_port(), free_port()
+    commands = commands.replace("localhost:8080", f"127.0.0.1:{api}").replace("8000", str(web))
+    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
+    env.pop("JOBSCHEDULER_TENANT", None)
+    env.update(
+        API_PORT=str(api),
+        METRICS_PORT=str(free_port()),
+        LOG_LEVEL="WARNING",
+        JOBSCHEDULER_URL=f"http://127.0.0.1:{api}",
+    )
+    log_path = tmp_path / "readme.out"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        with trio.move_on_after(TIMEOUT):
+            while proc.poll() is None:
+                await trio.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    output = log_path.read_text()
+    assert proc.returncode == 0, f"README commands failed ({proc.returncode}):\n{output}"
+    # The commands' own output (dev's warnings on the shared terminal left out).
+    lines = [line for line in output.splitlines() if not re.match(r"\d{4}-\d\d-\d\dT", line)]
+
+    assert lines[0] == "completed"  # the Python snippet
+    assert (
+        "+ create    tenant-a/nightly-primes  count-primes '0 2 * * *' Europe/Paris  (dry run)"
+        in lines
+    )
+    assert "+ create    tenant-a/nightly-primes  count-primes '0 2 * * *' Europe/Paris" in lines
+    assert lines.count("no change: 1 schedule(s) of myjobs up to date") == 1
+    assert any(line.endswith(": completed") for line in lines)  # send_welcome.py waited
+    signup = json.loads(lines[-1])
+    assert signup["status"] == "pending"
+    outbox = [
+        json.loads(line) for line in (root / "examples" / "outbox.jsonl").read_text().splitlines()
+    ]
+    assert {m["to"] for m in outbox} >= {"ada@example.com", "grace@example.com"}
+
+    # The store: the template marked as managed by code.
+    import sqlite3
+
+    db = sqlite3.connect(root / "examples" / "data" / "jobscheduler.db")
+    try:
+        row = db.execute(
+            "SELECT cron, managed_by, status FROM jobs WHERE idempotency_key = 'nightly-primes'"
+        ).fetchone()
+        signed_up = db.execute(
+            "SELECT job_type FROM jobs WHERE idempotency_key = 'welcome-linus@example.com'"
+        ).fetchone()
+    finally:
+        db.close()
+    assert row == ("0 2 * * *", "myjobs", "pending")
+    assert signed_up == ("send-email",)
