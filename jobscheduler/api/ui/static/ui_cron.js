@@ -72,7 +72,15 @@
           el(
             "tr",
             { "data-job-id": job.id, "data-status": job.status },
-            el("td", {}, el("a", { href: `/ui/jobs/${job.id}` }, job.idempotencyKey)),
+            el(
+              "td",
+              {},
+              el("a", { href: `/ui/jobs/${job.id}` }, job.idempotencyKey),
+              // A template declared in code: `schedules sync` changes it, not this page.
+              ...(job.managedBy
+                ? [" ", el("span", { class: "managed", title: `managed by app ${job.managedBy}` }, "managed by code")]
+                : []),
+            ),
             el("td", { class: "mono" }, job.cron),
             el("td", { class: "wide" }, await describe(job)),
             el("td", {}, badge(job.status)),
