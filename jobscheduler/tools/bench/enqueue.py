@@ -43,7 +43,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--phases",
         default="create,burst,steady,timer,enqueue",
-        help="comma list of phases to run: create, burst, steady, timer, enqueue (all)",
+        help="comma list of phases to run: create, burst, steady, timer, enqueue (these by "
+        "default), and enqueue-code",
+    )
+    parser.add_argument(
+        "--enqueue-code",
+        type=int,
+        default=5000,
+        help="jobs the enqueue-code phase sends by a task handle's .enqueue() (5000)",
     )
 
 

@@ -46,6 +46,7 @@ from jobscheduler.errors import ConfigError
 
 from . import create as bench_create
 from . import enqueue as bench_enqueue
+from . import enqueue_code as bench_enqueue_code
 from . import phases as bench_phases
 from .http import Pool
 from .stack import Stack
@@ -97,6 +98,10 @@ async def _run(stack: Stack, args: argparse.Namespace) -> None:
                 await bench_phases.steady(stack, client, args)
             if "timer" in phases:
                 await bench_phases.timer(stack, client)
+            if "enqueue-code" in phases:
+                await bench_enqueue_code.enqueue_code(
+                    stack.api, stack.key, stack.completed_total, args.enqueue_code, stack.run_id
+                )
             if "enqueue" in phases:
                 await bench_enqueue.enqueue_drain(
                     client, stack.completed_total, args, stack.run_id, stack.cpu_seconds

@@ -1,0 +1,64 @@
+"""The bench's ``enqueue-code`` phase: N ``noop`` jobs enqueued one at a time by a task
+handle's ``.enqueue()`` from one separate Python process (as an app would: one client,
+kept alive), against the stack under test; the rate from the first enqueue to the last
+completion. Each ``.enqueue()`` returns only once its job is stored, so the loop is one
+round trip per job.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+import trio
+
+#: The enqueuing process: a registry with ``noop``, its handle, a loop of ``.enqueue()``.
+SCRIPT = """
+import sys, time
+from jobscheduler.handlers import HandlerRegistry
+
+async def noop(ctx):
+    pass
+
+registry = HandlerRegistry()
+handle = registry.register("noop", noop)
+registry.connect(sys.argv[1], api_key=sys.argv[2] or None)
+n, tenant = int(sys.argv[3]), sys.argv[4]
+handle.enqueue(tenant_id=tenant)  # the connection opened before the clock starts
+started = time.time()
+for _ in range(n):
+    handle.enqueue(tenant_id=tenant)
+print(started, time.time(), flush=True)
+"""
+
+
+async def enqueue_code(
+    api: str,
+    key: str | None,
+    completed_total: Callable[[], Awaitable[float]],
+    n: int,
+    run_id: str,
+) -> float:
+    """Run the phase, print its figure, return the rate (jobs/s)."""
+    baseline = await completed_total()
+    tenant = f"bench-enqueue-code-{run_id}"
+    argv = [sys.executable, "-c", SCRIPT, api, key or "", str(n), tenant]
+    result = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"the enqueuing process failed:\\n{result.stderr.decode()[-2000:]}")
+    started, sent = (float(x) for x in result.stdout.split())
+    with trio.fail_after(600):
+        # Polling another process's metrics: there is no event to wait on.
+        while await completed_total() < baseline + n + 1:  # noqa: ASYNC110
+            await trio.sleep(0.02)
+    done = time.time()
+    rate = n / (done - started)
+    print(
+        f"enqueue-code: {n} noop jobs by .enqueue() one at a time from one process: sent in "
+        f"{sent - started:.2f}s ({n / (sent - started):.0f} jobs/s stored), last completed "
+        f"{done - started:.2f}s after the first = {rate:.0f} jobs/s "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
+    return rate
