@@ -1,4 +1,8 @@
-"""The SQLite store's attempt records: their table (beside ``jobs``) and row codec."""
+"""The SQLite store's attempt records: their table (beside ``jobs``), row codec and reads.
+
+The records are written by the store's transitions (:mod:`~jobscheduler.store.sqlite.store`),
+in the transition's transaction; :class:`SQLiteAttemptsMixin` reads and prunes them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobscheduler.domain.attempts import Attempt, Outcome
+
+from .conn import SQLiteConnection
 
 #: One row per (job, run, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
 ATTEMPTS_SCHEMA = """
@@ -101,3 +107,24 @@ def migrate_attempt_runs(conn: sqlite3.Connection) -> None:
         "DROP TABLE attempts_before_runs;"
         "COMMIT;"
     )
+
+
+class SQLiteAttemptsMixin(SQLiteConnection):
+    """The attempt records' reads and their retention."""
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        sql = (
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
+            "ORDER BY run ASC, number ASC, finished_at ASC"
+        )
+        return await self._read(
+            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
+        )
+
+    async def prune_attempts(self, before: datetime) -> int:
+        cutoff = millis(before)
+        return await self._write(
+            lambda conn: (
+                conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount
+            )
+        )

@@ -2,7 +2,7 @@
 
 Pure functions and constants (no connection is opened here), shared by the store's
 modules: :mod:`~jobscheduler.store.sqlite.store` (jobs, claims, transitions) and
-:mod:`~jobscheduler.store.sqlite.manage` (histories, listing, management).
+:mod:`~jobscheduler.store.sqlite.query` (listing, stats) and the other seams.
 """
 
 from __future__ import annotations

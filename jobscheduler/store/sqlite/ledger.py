@@ -1,6 +1,10 @@
 """The SQLite store's cron ledger: its table (beside ``jobs``), row codec and queries; and
-the index of templates holding a buffered fire time (run after the jobs table's migration,
-which adds that column to older files)."""
+the templates holding a buffered fire time, with their index (run after the jobs table's
+migration, which adds that column to older files).
+
+:class:`SQLiteLedgerMixin` is a mixin of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`,
+on the ``_read``/``_write`` of :class:`~jobscheduler.store.sqlite.conn.SQLiteConnection`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
+from jobscheduler.domain.model import Job
+
+from .codec import _SELECT as _JOB_SELECT
+from .codec import _from_row as _job_from_row
+from .conn import SQLiteConnection
 
 #: One row per (template, fire time); ``INSERT OR IGNORE`` keeps the first writer's row.
 LEDGER_SCHEMA = """
@@ -132,3 +141,37 @@ def prune(conn: sqlite3.Connection, before: datetime) -> int:
     return conn.execute(
         "DELETE FROM occurrences WHERE recorded_at < ?", (_millis(before),)
     ).rowcount
+
+
+class SQLiteLedgerMixin(SQLiteConnection):
+    """The cron ledger beside the jobs, and the templates that hold a buffered fire time."""
+
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
+        if not records:
+            return []
+        return await self._write(lambda conn: record(conn, records))
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        return await self._read(lambda conn: select(conn, template_id, before, limit, statuses))
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        return await self._write(lambda conn: prune(conn, before))
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        sql = (
+            f"SELECT {_JOB_SELECT} FROM jobs INDEXED BY jobs_cron_buffered "
+            "WHERE cron_buffered IS NOT NULL AND status = 'pending' "
+            "ORDER BY cron_buffered ASC LIMIT ?"
+        )
+        return await self._read(
+            lambda conn: [_job_from_row(r) for r in conn.execute(sql, (limit,))]
+        )

@@ -1,18 +1,27 @@
-"""SQL of the SQLite store's management queries: job filters with keyset pages, and stats.
+"""The SQLite store's management reads: job filters with keyset pages, bulk changes, stats.
 
-Pure functions building (sql, params), so the shape of each query is testable without a
-database. Status values are inlined (enum values, never user input) so that conditions read
-as the literal text of a partial index's WHERE, which SQLite needs to use that index.
+The SQL is built by pure functions returning (sql, params), so the shape of each query is
+testable without a database. Status values are inlined (enum values, never user input) so
+that conditions read as the literal text of a partial index's WHERE, which SQLite needs to
+use that index. :class:`SQLiteQueryMixin` (a mixin of
+:class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`, on the ``_read``/``_write`` of
+:class:`~jobscheduler.store.sqlite.conn.SQLiteConnection` and the store's
+``apply_many_lean``) runs them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobscheduler.domain.model import Status
-from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, Sort
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.states import Change
+from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Sort, Window
+
+from .codec import _EPOCH, _SELECT, _from_row, _millis
+from .conn import SQLiteConnection
 
 #: Indexes of the management queries. Created after the column migration, since they name
 #: columns an older file gains there.
@@ -152,3 +161,61 @@ def stats_sql(
         [*starts, min(starts), *tenant_params],
     )
     return [counts, oldest, windows]
+
+
+class SQLiteQueryMixin(SQLiteConnection):
+    """Counts, filtered listing, bulk changes and statistics on the store's SQLite file."""
+
+    if TYPE_CHECKING:  # provided by SQLiteJobStore
+
+        async def apply_many_lean(
+            self, changes: Sequence[Change], read_back: Sequence[bool]
+        ) -> list[Job | bool]: ...
+
+    async def count_by_status(self) -> dict[Status, int]:
+        rows = await self._read(
+            lambda conn: conn.execute(
+                "SELECT status, COUNT(*) FROM jobs GROUP BY status"
+            ).fetchall()
+        )
+        counts = dict.fromkeys(Status, 0)
+        for status, count in rows:
+            counts[Status(status)] = count
+        return counts
+
+    # ------------------------------------------------------------------ management
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        sql, params = find_sql(query, limit, after, select=_SELECT, millis=_millis)
+        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
+
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """All in one write transaction (one batch of the writer), no row read back."""
+        results = await self.apply_many_lean(changes, [False] * len(changes))
+        return sum(result is True for result in results)
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        queries = stats_sql(tenant_id, now, millis=_millis)
+
+        def op(conn: sqlite3.Connection) -> list[list[Any]]:
+            return [conn.execute(sql, params).fetchall() for sql, params in queries]
+
+        counts_rows, oldest_rows, window_rows = await self._read(op)
+        finished = {status: sums for status, *sums in window_rows}
+        windows = tuple(
+            Window(
+                minutes=minutes,
+                completed=int((finished.get("completed") or [0] * 3)[i] or 0),
+                failed=int((finished.get("dlq") or [0] * 3)[i] or 0),
+            )
+            for i, minutes in enumerate(STATS_WINDOWS)
+        )
+        return JobStats(
+            counts={(Status(st), jt): n for st, jt, n in counts_rows},
+            oldest_due_at=(
+                _EPOCH + timedelta(milliseconds=oldest_rows[0][0]) if oldest_rows else None
+            ),
+            windows=windows,
+        )

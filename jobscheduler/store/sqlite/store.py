@@ -2,9 +2,12 @@
 
 This module holds the schema's set-up and the jobs' lifecycle (insert, claim, transitions).
 The connections and the group commit are :mod:`~jobscheduler.store.sqlite.conn`; the row
-codec is :mod:`~jobscheduler.store.sqlite.codec`, histories and management are
-:mod:`~jobscheduler.store.sqlite.manage`, keys and audit :mod:`~jobscheduler.store.sqlite.tenancy`,
-presence and the Overview :mod:`~jobscheduler.store.sqlite.workers`.
+codec is :mod:`~jobscheduler.store.sqlite.codec`; the attempt records
+:mod:`~jobscheduler.store.sqlite.attempts`, the cron ledger
+:mod:`~jobscheduler.store.sqlite.ledger`, listing and stats
+:mod:`~jobscheduler.store.sqlite.query`, keys and audit
+:mod:`~jobscheduler.store.sqlite.tenancy`, presence and the Overview
+:mod:`~jobscheduler.store.sqlite.workers`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from jobscheduler.store.base import (
 )
 
 from . import ledger as sqlite_ledger
-from .attempts import ATTEMPTS_SCHEMA, INSERT_ATTEMPT, attempt_params, migrate_attempt_runs
+from .attempts import (
+    ATTEMPTS_SCHEMA,
+    INSERT_ATTEMPT,
+    SQLiteAttemptsMixin,
+    attempt_params,
+    migrate_attempt_runs,
+)
 from .codec import (
     _COLUMNS,
     _EPOCH,
@@ -40,8 +49,8 @@ from .codec import (
     _update_sql,
 )
 from .conn import SQLiteConnection
-from .manage import SQLiteManageMixin
-from .query import MANAGE_INDEXES
+from .ledger import SQLiteLedgerMixin
+from .query import MANAGE_INDEXES, SQLiteQueryMixin
 from .tenancy import (
     INSERT_AUDIT,
     TENANCY_SCHEMA,
@@ -62,7 +71,13 @@ _STALE_INDEXES = {
 
 
 class SQLiteJobStore(
-    SQLiteWorkersMixin, SQLiteManageMixin, SQLiteTenancyMixin, SQLiteConnection, JobStore
+    SQLiteWorkersMixin,
+    SQLiteQueryMixin,
+    SQLiteTenancyMixin,
+    SQLiteLedgerMixin,
+    SQLiteAttemptsMixin,
+    SQLiteConnection,
+    JobStore,
 ):
     """JobStore on one SQLite file (created with its directory if missing)."""
 
