@@ -9,9 +9,9 @@ default ``_id`` index orders them by creation.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
@@ -26,8 +26,8 @@ from jobscheduler.domain.model import utc
 from jobscheduler.errors import StoreError
 from jobscheduler.store.query import UNFINISHED
 
-T = TypeVar("T")
-Document = dict[str, Any]
+from .codec import Document
+from .seam import MongoSeam
 
 KEYS_COLLECTION: Final = "api_keys"
 AUDIT_COLLECTION: Final = "audit"
@@ -140,16 +140,8 @@ def create_tenancy_indexes(client: MongoClient[Document], database: str) -> None
         audit.create_indexes([index])
 
 
-class MongoTenancyMixin:
+class MongoTenancyMixin(MongoSeam):
     """Keys, audit records and the unfinished count in the store's database."""
-
-    if TYPE_CHECKING:  # provided by MongoJobStore
-        _client: MongoClient[Document] | None
-        _database: str
-
-        def _collection(self) -> Collection[Document]: ...
-
-        async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T: ...
 
     def _tenancy(self, name: str) -> Collection[Document]:
         if self._client is None:

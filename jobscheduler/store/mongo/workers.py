@@ -18,9 +18,8 @@ on top-level fields):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Final
 
 from pymongo import ASCENDING, IndexModel, MongoClient
 from pymongo.collection import Collection
@@ -31,8 +30,8 @@ from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, all_stat
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import StoreError
 
-T = TypeVar("T")
-Document = dict[str, Any]
+from .codec import Document
+from .seam import MongoSeam
 
 WORKERS_COLLECTION: Final = "workers"
 WORKERS_INDEXES: Final = [IndexModel([("expiresAt", ASCENDING)], name="expiresAt")]
@@ -79,16 +78,8 @@ def document_to_beat(doc: Document) -> WorkerBeat:
     )
 
 
-class MongoWorkersMixin:
+class MongoWorkersMixin(MongoSeam):
     """Presence records and the Overview's figures in the store's database."""
-
-    if TYPE_CHECKING:  # provided by MongoJobStore
-        _client: MongoClient[Document] | None
-        _database: str
-
-        def _collection(self) -> Collection[Document]: ...
-
-        async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T: ...
 
     def _workers(self) -> Collection[Document]:
         if self._client is None:

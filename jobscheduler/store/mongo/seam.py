@@ -1,0 +1,38 @@
+"""What the seam mixins of :class:`~jobscheduler.store.mongo.store.MongoJobStore` use of its
+connection (:class:`~jobscheduler.store.mongo.conn.MongoConnection` provides all of it).
+
+The seam modules (:mod:`.attempts`, :mod:`.ledger`, :mod:`.query`, :mod:`.tenancy`,
+:mod:`.workers`) cannot import the connection module, which imports them for their indexes;
+their mixins subclass :class:`MongoSeam` instead, which names, for the type checker only, the
+client, the collections and the thread plumbing every call goes through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from .codec import Document
+
+if TYPE_CHECKING:
+    from pymongo import MongoClient
+    from pymongo.collection import Collection
+
+    from .query import ManageQueries
+
+T = TypeVar("T")
+
+
+class MongoSeam:
+    """The connection's attributes a seam mixin uses (see the module docstring)."""
+
+    if TYPE_CHECKING:  # provided by MongoConnection
+        _client: MongoClient[Document] | None
+        _database: str
+        _attempts: Collection[Document] | None
+
+        def _collection(self) -> Collection[Document]: ...
+
+        def _manage(self) -> ManageQueries: ...
+
+        async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T: ...
