@@ -1,7 +1,11 @@
-"""The MongoDB store's attempt records: their collection (beside ``jobs``), indexes and codec.
+"""The MongoDB store's attempt records: their collection (beside ``jobs``), indexes, codec
+and reads.
 
 One document per (job, run, attempt number, outcome), whose ``_id`` is that key, so a
-repeated write is a duplicate-key error the store ignores (the first record wins).
+repeated write is a duplicate-key error the store ignores (the first record wins). The
+transitions write them (:func:`write_records`, called by :mod:`.writes`);
+:class:`MongoAttemptsMixin`, a mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`,
+reads and prunes them.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from jobscheduler.domain.attempts import Attempt, Outcome
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.domain.states import Change
+from jobscheduler.errors import StoreError
+
+from .codec import Document
+from .seam import MongoSeam
 
 log = logging.getLogger(__name__)
-
-Document = dict[str, Any]
 
 #: Attempt records, beside the jobs: ``_id`` is ``<job id>:<number>:<outcome>`` in a job's
 #: first run, ``<job id>:<run>:<number>:<outcome>`` in the runs its retries start.
@@ -99,3 +105,29 @@ def write_records(
             )
     except PyMongoError as exc:
         log.warning("attempt records not written", extra={"records": len(docs), "error": str(exc)})
+
+
+class MongoAttemptsMixin(MongoSeam):
+    """The attempt records' reads and their retention."""
+
+    def _attempts_collection(self) -> Collection[Document]:
+        if self._attempts is None:
+            raise StoreError("MongoDB store is not started")
+        return self._attempts
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        records = self._attempts_collection()
+
+        def op() -> list[Attempt]:
+            found = [document_to_attempt(d) for d in records.find({"jobId": job_id})]
+            # Sorted here, not by the server: a record from before runs were numbered has
+            # no "run" field (it reads as run 0).
+            return sorted(found, key=lambda r: (r.run, r.number, r.finished_at))
+
+        return await self._call(op, "attempts", read=True)
+
+    async def prune_attempts(self, before: datetime) -> int:
+        records = self._attempts_collection()
+        query = {"finishedAt": {"$lt": utc(before)}}
+        result = await self._call(lambda: records.delete_many(query), "prune_attempts")
+        return int(result.deleted_count)

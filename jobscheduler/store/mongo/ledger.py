@@ -1,7 +1,9 @@
-"""The MongoDB store's cron ledger: its collection (beside ``jobs``), indexes and codec.
+"""The MongoDB store's cron ledger: its collection (beside ``jobs``), indexes, codec and
+queries; and the templates holding a buffered fire time.
 
 One document per (template, fire time), whose ``_id`` is that key, so a second writer's
-insert is a duplicate-key error and the first record stays.
+insert is a duplicate-key error and the first record stays. :class:`MongoLedgerMixin` is a
+mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
-from jobscheduler.domain.model import utc
+from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.errors import StoreError
 
-Document = dict[str, Any]
+from .codec import FIELDS, Document, document_to_job
+from .seam import MongoSeam
 
 LEDGER_COLLECTION: Final = "occurrences"
 
@@ -126,3 +130,53 @@ def select(
 
 def prune(collection: Collection[Document], before: datetime) -> int:
     return collection.delete_many({"recordedAt": {"$lt": utc(before)}}).deleted_count
+
+
+class MongoLedgerMixin(MongoSeam):
+    """The cron ledger beside the jobs, and the templates that hold a buffered fire time."""
+
+    def _ledger(self) -> Collection[Document]:
+        if self._client is None:
+            raise StoreError("MongoDB store is not started")
+        return ledger_collection(self._client.get_database(self._database))
+
+    async def record_occurrences(
+        self, records: Sequence[Occurrence]
+    ) -> list[tuple[Occurrence, bool]]:
+        if not records:
+            return []
+        ledger = self._ledger()
+        return await self._call(lambda: record(ledger, records), "record_occurrences")
+
+    async def occurrences(
+        self,
+        template_id: str,
+        *,
+        limit: int,
+        before: datetime | None = None,
+        statuses: Sequence[OccurrenceStatus] | None = None,
+    ) -> list[Occurrence]:
+        ledger = self._ledger()
+        return await self._call(
+            lambda: select(ledger, template_id, before, limit, statuses),
+            "occurrences",
+            read=True,
+        )
+
+    async def prune_occurrences(self, before: datetime) -> int:
+        ledger = self._ledger()
+        return await self._call(lambda: prune(ledger, before), "prune_occurrences")
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        jobs = self._collection()
+        query: Document = {
+            FIELDS["status"]: Status.PENDING.value,
+            # A range, not ``$ne: null``: FerretDB (patched) pushes ranges down to SQLite.
+            FIELDS["cron_buffered"]: {"$gte": datetime(1970, 1, 1, tzinfo=UTC)},
+        }
+        sort = [(FIELDS["cron_buffered"], ASCENDING)]
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "buffered_templates", read=True)

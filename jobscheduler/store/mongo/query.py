@@ -1,4 +1,6 @@
-"""The Mongo store's management queries: job filters with keyset pages, bulk updates, stats.
+"""The Mongo store's management queries: job filters with keyset pages, bulk updates, stats,
+and :class:`MongoQueryMixin`, the mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`
+that runs them.
 
 Every filter is equalities and ranges on top-level fields (no ``$or``), the form that servers
 pushing filters down to their indexes (the test stack's patched FerretDB) serve best. A page
@@ -21,7 +23,15 @@ from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import Change
 from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Sort, Window
 
-Document = dict[str, Any]
+from .codec import (
+    FIELDS,
+    Document,
+    change_filter,
+    document_to_job,
+    to_doc,
+    update_document,
+)
+from .seam import MongoSeam
 
 #: Indexes of the management queries (document field names; see ``mongo.FIELDS``).
 MANAGE_INDEXES: Final = [
@@ -236,3 +246,35 @@ class ManageQueries:
                 )
             )
         return JobStats(counts=counts, oldest_due_at=oldest, windows=tuple(windows))
+
+
+def manage_queries(jobs: Collection[Document]) -> ManageQueries:
+    """The management queries on ``jobs`` with this store's document codec."""
+    return ManageQueries(jobs, FIELDS, document_to_job, change_filter, to_doc, update_document)
+
+
+class MongoQueryMixin(MongoSeam):
+    """Counts, filtered listing and statistics of the jobs collection."""
+
+    async def count_by_status(self) -> dict[Status, int]:
+        jobs = self._collection()
+        pipeline = [{"$group": {"_id": f"${FIELDS['status']}", "n": {"$sum": 1}}}]
+
+        def op() -> list[Document]:
+            return list(jobs.aggregate(pipeline))
+
+        rows = await self._call(op, "count_by_status", read=True)
+        counts = dict.fromkeys(Status, 0)
+        for row in rows:
+            counts[Status(row["_id"])] = int(row["n"])
+        return counts
+
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        manage = manage_queries(self._collection())
+        return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
+
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        manage = manage_queries(self._collection())
+        return await self._call(lambda: manage.stats(tenant_id, now), "stats", read=True)

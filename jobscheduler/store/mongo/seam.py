@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from pymongo import MongoClient
     from pymongo.collection import Collection
 
-    from .query import ManageQueries
-
 T = TypeVar("T")
 
 
@@ -32,7 +30,5 @@ class MongoSeam:
         _attempts: Collection[Document] | None
 
         def _collection(self) -> Collection[Document]: ...
-
-        def _manage(self) -> ManageQueries: ...
 
         async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T: ...

@@ -12,7 +12,8 @@ each job is handed out atomically without a multi-document transaction
 
 The store is split along its seams: :mod:`.conn` (client, indexes, thread plumbing),
 :mod:`.writes` (claims and transitions), this module (inserts and reads), beside
-:mod:`.attempts`, :mod:`.ledger`, :mod:`.query` and :mod:`.tenancy`.
+:mod:`.attempts`, :mod:`.ledger`, :mod:`.query` (listing and stats), :mod:`.tenancy` and
+:mod:`.workers`.
 
 Durability: writes use write concern ``{w: "majority", j: true}``, reads use read concern
 ``majority`` (the claim, reaper and API reads all go through the same collection handle),
@@ -62,19 +63,19 @@ from datetime import UTC, datetime
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING
-from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, WriteError
 
-from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditRecord
-from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import JobNotFound, StoreError, ValidationError
 from jobscheduler.store.base import InsertOutcome, duplicate_of, first_of_each_key, spread_outcomes
-from jobscheduler.store.query import Cursor, JobQuery, JobStats
 
-from . import ledger as mongo_ledger
-from .attempts import ATTEMPT_INDEXES, attempt_to_document, document_to_attempt
+from .attempts import (
+    ATTEMPT_INDEXES,
+    MongoAttemptsMixin,
+    attempt_to_document,
+    document_to_attempt,
+)
 from .batch import BATCH_FIELD, CLAIM_FIELD
 from .codec import (
     CLAIM_SORT,
@@ -88,6 +89,8 @@ from .codec import (
     job_to_document,
 )
 from .conn import ATOMIC_FERRETDB_MARK, INDEXES, INVALID_DOCUMENT_CODES, outcome_unknown
+from .ledger import MongoLedgerMixin
+from .query import MongoQueryMixin
 from .tenancy import MongoTenancyMixin
 from .workers import MongoWorkersMixin
 from .writes import MongoWrites
@@ -95,7 +98,14 @@ from .writes import MongoWrites
 log = logging.getLogger(__name__)
 
 
-class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
+class MongoJobStore(
+    MongoWorkersMixin,
+    MongoQueryMixin,
+    MongoTenancyMixin,
+    MongoLedgerMixin,
+    MongoAttemptsMixin,
+    MongoWrites,
+):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server (settings: see
     :class:`~jobscheduler.store.mongo.conn.MongoConnection`)."""
 
@@ -309,101 +319,6 @@ class MongoJobStore(MongoWorkersMixin, MongoTenancyMixin, MongoWrites):
             return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
 
         return await self._call(op, "find_stale", read=True)
-
-    async def count_by_status(self) -> dict[Status, int]:
-        jobs = self._collection()
-        pipeline = [{"$group": {"_id": f"${FIELDS['status']}", "n": {"$sum": 1}}}]
-
-        def op() -> list[Document]:
-            return list(jobs.aggregate(pipeline))
-
-        rows = await self._call(op, "count_by_status", read=True)
-        counts = dict.fromkeys(Status, 0)
-        for row in rows:
-            counts[Status(row["_id"])] = int(row["n"])
-        return counts
-
-    # ------------------------------------------------------------------ cron ledger
-
-    def _ledger(self) -> Collection[Document]:
-        if self._client is None:
-            raise StoreError("MongoDB store is not started")
-        return self._ledger_of(self._client)
-
-    async def record_occurrences(
-        self, records: Sequence[Occurrence]
-    ) -> list[tuple[Occurrence, bool]]:
-        if not records:
-            return []
-        ledger = self._ledger()
-        return await self._call(lambda: mongo_ledger.record(ledger, records), "record_occurrences")
-
-    async def occurrences(
-        self,
-        template_id: str,
-        *,
-        limit: int,
-        before: datetime | None = None,
-        statuses: Sequence[OccurrenceStatus] | None = None,
-    ) -> list[Occurrence]:
-        ledger = self._ledger()
-        return await self._call(
-            lambda: mongo_ledger.select(ledger, template_id, before, limit, statuses),
-            "occurrences",
-            read=True,
-        )
-
-    async def prune_occurrences(self, before: datetime) -> int:
-        ledger = self._ledger()
-        return await self._call(lambda: mongo_ledger.prune(ledger, before), "prune_occurrences")
-
-    async def buffered_templates(self, limit: int) -> list[Job]:
-        jobs = self._collection()
-        query: Document = {
-            FIELDS["status"]: Status.PENDING.value,
-            # A range, not ``$ne: null``: FerretDB (patched) pushes ranges down to SQLite.
-            FIELDS["cron_buffered"]: {"$gte": datetime(1970, 1, 1, tzinfo=UTC)},
-        }
-        sort = [(FIELDS["cron_buffered"], ASCENDING)]
-
-        def op() -> list[Job]:
-            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
-
-        return await self._call(op, "buffered_templates", read=True)
-
-    # ------------------------------------------------------------------ management
-
-    async def find_jobs(
-        self, query: JobQuery, limit: int, after: Cursor | None = None
-    ) -> list[Job]:
-        manage = self._manage()
-        return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
-
-    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
-        manage = self._manage()
-        return await self._call(lambda: manage.stats(tenant_id, now), "stats", read=True)
-
-    def _attempts_collection(self) -> Collection[Document]:
-        if self._attempts is None:
-            raise StoreError("MongoDB store is not started")
-        return self._attempts
-
-    async def attempts(self, job_id: str) -> list[Attempt]:
-        records = self._attempts_collection()
-
-        def op() -> list[Attempt]:
-            found = [document_to_attempt(d) for d in records.find({"jobId": job_id})]
-            # Sorted here, not by the server: a record from before runs were numbered has
-            # no "run" field (it reads as run 0).
-            return sorted(found, key=lambda r: (r.run, r.number, r.finished_at))
-
-        return await self._call(op, "attempts", read=True)
-
-    async def prune_attempts(self, before: datetime) -> int:
-        records = self._attempts_collection()
-        query = {"finishedAt": {"$lt": utc(before)}}
-        result = await self._call(lambda: records.delete_many(query), "prune_attempts")
-        return int(result.deleted_count)
 
 
 __all__ = [

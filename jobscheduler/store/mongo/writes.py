@@ -51,18 +51,16 @@ from .batch import (
 )
 from .codec import (
     CLAIM_SORT,
-    FIELDS,
     Document,
     change_filter,
     document_to_job,
     due_filter,
     holds,
     set_document,
-    to_doc,
     update_document,
 )
 from .conn import MongoConnection, outcome_unknown
-from .query import ManageQueries
+from .query import ManageQueries, manage_queries
 
 log = logging.getLogger(__name__)
 
@@ -276,14 +274,7 @@ class MongoWrites(MongoConnection):
     # ------------------------------------------------------------------ management
 
     def _manage(self) -> ManageQueries:
-        return ManageQueries(
-            self._collection(),
-            FIELDS,
-            document_to_job,
-            change_filter,
-            to_doc,
-            update_document,
-        )
+        return manage_queries(self._collection())
 
     async def apply_bulk(self, changes: Sequence[Change]) -> int:
         """Independent conditional updates in one thread hop, nothing read back: as chunked
