@@ -48,10 +48,6 @@ class Sort(enum.Enum):
 #: Most ids one query may name (a page's selection, a dead-letter group).
 MAX_QUERY_IDS = 1000
 
-#: The statuses of a job still to run or running: what a tenant's quota of unfinished jobs
-#: counts (a pending cron template included; a paused one not).
-UNFINISHED: tuple[Status, ...] = (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RUNNING)
-
 
 @attrs.frozen(kw_only=True)
 class JobQuery:
@@ -135,7 +131,6 @@ class JobStats:
 __all__ = [
     "MAX_QUERY_IDS",
     "STATS_WINDOWS",
-    "UNFINISHED",
     "Cursor",
     "JobQuery",
     "JobStats",

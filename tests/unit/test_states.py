@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import attrs
 import pytest
 
+from jobscheduler.client import FINAL_STATUSES
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Attempt, Failure, Outcome
 from jobscheduler.domain.model import MAX_ERROR_LENGTH, Job, Status
@@ -328,3 +329,22 @@ def test_spawn_instance_copies_the_template_as_a_one_off_at_the_fire_time() -> N
     assert instance.attempts == 0
     assert instance.template_id == template.id  # cron runs name their template
     assert instance.created_at == instance.updated_at == NOW_MS
+
+
+def test_every_status_is_unfinished_final_or_paused_and_in_one_set_only() -> None:
+    unfinished, final = set(states.UNFINISHED), set(states.FINAL)
+    assert not unfinished & final
+    assert unfinished | final | {Status.PAUSED} == set(Status)
+    assert Status.PAUSED not in unfinished | final
+
+
+def test_in_flight_cancellable_and_retryable_sit_where_their_transitions_need_them() -> None:
+    assert set(states.IN_FLIGHT) <= set(states.UNFINISHED)
+    assert set(states.RETRYABLE) <= set(states.FINAL)
+    assert Status.RUNNING not in states.CANCELLABLE  # a running job is asked to stop instead
+    assert set(states.CANCELLABLE) <= set(states.UNFINISHED) | {Status.PAUSED}
+
+
+def test_the_clients_final_statuses_are_the_state_machines() -> None:
+    # The client is HTTP-only and keeps its own copy as strings; it must not drift.
+    assert {status.value for status in states.FINAL} == FINAL_STATUSES

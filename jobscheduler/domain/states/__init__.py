@@ -31,7 +31,9 @@ User actions, each one conditional update too::
               pending/paused/dlq -retire-> cancelled;  update_template edits it in place
 
 The transitions live in two private modules, re-exported here: ``_lifecycle`` (the
-:class:`Change` and what the roles write) and ``_user_actions`` (what a user asks for).
+:class:`Change` and what the roles write) and ``_user_actions`` (what a user asks for); the
+status sets (:data:`UNFINISHED`, :data:`IN_FLIGHT`, :data:`FINAL`, :data:`CANCELLABLE`,
+:data:`RETRYABLE`) in ``_statuses``.
 """
 
 from __future__ import annotations
@@ -53,9 +55,11 @@ from ._lifecycle import release_buffered as release_buffered
 from ._lifecycle import requeue as requeue
 from ._lifecycle import spawn_instance as spawn_instance
 from ._lifecycle import start as start
-from ._user_actions import CANCELLABLE as CANCELLABLE
-from ._user_actions import FINISHED as FINISHED
-from ._user_actions import RETRYABLE as RETRYABLE
+from ._statuses import CANCELLABLE as CANCELLABLE
+from ._statuses import FINAL as FINAL
+from ._statuses import IN_FLIGHT as IN_FLIGHT
+from ._statuses import RETRYABLE as RETRYABLE
+from ._statuses import UNFINISHED as UNFINISHED
 from ._user_actions import cancel as cancel
 from ._user_actions import finish_cancel as finish_cancel
 from ._user_actions import pause as pause

@@ -17,6 +17,8 @@ from jobscheduler.domain.attempts import Attempt, Failure, Outcome
 from jobscheduler.domain.backoff import backoff_seconds
 from jobscheduler.domain.model import Job, Status, new_job_id, truncate_error, utc
 
+from ._statuses import IN_FLIGHT
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -203,7 +205,7 @@ def release(job: Job, *, token: str, now: datetime) -> Change:
     }
     # A job asked to stop is cancelled (finish_cancel), not handed back.
     expect: dict[str, Any] = {
-        "status": (Status.CLAIMED, Status.RUNNING),
+        "status": IN_FLIGHT,
         "claim_token": token,
         "cancel_requested_at": None,
     }

@@ -14,13 +14,7 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import MAX_REPLAYS, Job, Replay, Status, utc
 
 from ._lifecycle import Change, attempt_record
-
-#: Statuses a job can be cancelled from at once (no executor runs it yet, or a template).
-CANCELLABLE = (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
-#: Statuses a job can be retried (replayed) from.
-RETRYABLE = (Status.DLQ, Status.CANCELLED)
-#: Statuses that are final unless a user retries the job.
-FINISHED = (Status.COMPLETED, Status.FAILED, Status.DLQ, Status.CANCELLED)
+from ._statuses import CANCELLABLE
 
 
 def cancel(job: Job, *, now: datetime) -> Change:

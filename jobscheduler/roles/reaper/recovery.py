@@ -34,7 +34,6 @@ BATCH = 500
 LOST_ERROR_TYPE = "Lost"
 #: The ``retry_at`` of a job that will not run again by itself (dead-lettered, cancelled).
 NO_RETRY = "never"
-IN_FLIGHT = [Status.CLAIMED, Status.RUNNING]
 
 
 @attrs.define
@@ -79,7 +78,7 @@ async def recover_lost(
     done = Recovered()
     while True:
         now = deps.clock.now()
-        lost = await deps.store.find_stale(IN_FLIGHT, "heartbeat_at", cutoff(now), BATCH)
+        lost = await deps.store.find_stale(states.IN_FLIGHT, "heartbeat_at", cutoff(now), BATCH)
         changes = [states.recover(job, now=now, error=error(job)) for job in lost]
         for job in await deps.store.apply_many(changes):
             if job is None:

@@ -34,8 +34,6 @@ from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
 
-#: Statuses of a run that has not finished (a failed attempt waiting for its retry included).
-UNFINISHED = frozenset({Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RUNNING})
 #: Ledger statuses that name a run.
 RUN_STATUSES = (OccurrenceStatus.SPAWNED, OccurrenceStatus.BUFFERED)
 #: Templates holding a buffered fire time looked at per pass.
@@ -237,7 +235,7 @@ class TemplateFiring:
             # A buffered record's run not spawned yet is still to come; a spawned record's
             # run that is gone (deleted) is finished.
             return record.status is OccurrenceStatus.BUFFERED
-        return run.status in UNFINISHED
+        return run.status in states.UNFINISHED
 
     async def _spawn(self, template: Job, record: Occurrence, now: datetime) -> None:
         """Insert the run of one fire time with the ledger's run id (a no-op if it was

@@ -9,8 +9,9 @@ import attrs
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import utc
+from jobscheduler.domain.states import UNFINISHED
 from jobscheduler.errors import StoreError
-from jobscheduler.store.query import UNFINISHED, JobQuery
+from jobscheduler.store.query import JobQuery
 
 from .codec import keep
 from .conn import MemoryConnection

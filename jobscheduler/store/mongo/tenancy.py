@@ -23,8 +23,8 @@ from pymongo.write_concern import WriteConcern
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.domain.model import utc
+from jobscheduler.domain.states import UNFINISHED
 from jobscheduler.errors import StoreError
-from jobscheduler.store.query import UNFINISHED
 
 from .codec import Document
 from .seam import MongoSeam

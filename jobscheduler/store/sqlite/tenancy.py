@@ -15,8 +15,8 @@ from typing import Any
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
+from jobscheduler.domain.states import UNFINISHED
 from jobscheduler.errors import StoreError
-from jobscheduler.store.query import UNFINISHED
 
 from .conn import SQLiteConnection
 

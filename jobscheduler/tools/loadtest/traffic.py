@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import trio
 
+from jobscheduler.domain import states
 from jobscheduler.domain.model import MAX_LIST_LIMIT, format_time
 from jobscheduler.errors import LoadTestError
 
@@ -24,7 +25,9 @@ from .state import Accepted, LoadState
 REQUEST_TIMEOUT = 10.0
 POLL_INTERVAL = 1.0  # results use server timestamps, so polling faster only adds load
 PROGRESS_INTERVAL = 1.0
-FINAL_STATUSES = ("completed", "dlq")
+#: Listed in each poll round: a job the run sent is finished once in one of them (a job
+#: cancelled meanwhile included, or the run would wait for it until its deadline).
+FINAL_STATUSES = tuple(status.value for status in states.FINAL)
 
 
 async def send_one(
