@@ -1,11 +1,19 @@
-"""What the management routes ask the store: job filters, keyset cursors and stats.
+"""What the store is asked about jobs: the predicates every adapter compiles, job filters,
+keyset cursors and stats.
 
-A :class:`JobQuery` is a conjunction of optional conditions; every adapter turns it into
-one indexed query. Pages are in the query's :class:`Sort` order (by default newest first:
-``created_at`` desc, then ``id`` desc) and a :class:`Cursor` is the position of the last job
-of a page, so the next page starts strictly after it: pages stay stable while jobs change
-status (``created_at`` never does; ``scheduled_at`` does when a job is retried or
-rescheduled, so a page walk by due time may miss or repeat such a job).
+A :class:`JobQuery` is a conjunction of optional conditions. It is the one definition of
+each predicate the store evaluates: the management routes' filters, and the named ones
+below (:data:`DUE_ONE_OFF`, :data:`DUE_TEMPLATE`, :data:`PENDING`, :data:`BUFFERED`). Each
+adapter compiles it one way -- SQLite to the WHERE text its partial indexes are built from
+(``store/sqlite/where.py``), MongoDB to a filter document (``store/mongo/codec.py``), the
+memory store to :meth:`JobQuery.matches` -- so no adapter spells a predicate out again. The
+status sets come from :mod:`jobscheduler.domain.states`.
+
+Pages are in the query's :class:`Sort` order (by default newest first: ``created_at`` desc,
+then ``id`` desc) and a :class:`Cursor` is the position of the last job of a page, so the
+next page starts strictly after it: pages stay stable while jobs change status
+(``created_at`` never does; ``scheduled_at`` does when a job is retried or rescheduled, so a
+page walk by due time may miss or repeat such a job).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.model import Job, Status, utc
 
 #: The windows of ``GET /stats`` completions and failures, in minutes.
 STATS_WINDOWS: tuple[int, ...] = (1, 5, 15)
@@ -68,10 +76,14 @@ class JobQuery:
     key_prefix: str | None = None
     #: Only these job ids (empty: no condition).
     ids: tuple[str, ...] = ()
+    #: ``scheduled_at <= due_by``: due by then (None: no condition).
+    due_by: datetime | None = None
+    #: True: holding a buffered fire time (``cron_buffered`` set); False: holding none.
+    buffered: bool | None = None
     sort: Sort = Sort.CREATED_DESC
 
     def matches(self, job: Job) -> bool:
-        """The same conditions in Python (tests, and a store without a query language)."""
+        """The same conditions in Python (the memory store, and tests)."""
         return (
             (self.tenant_id is None or job.tenant_id == self.tenant_id)
             and (not self.statuses or job.status in self.statuses)
@@ -83,7 +95,33 @@ class JobQuery:
             and (self.idempotency_key is None or job.idempotency_key == self.idempotency_key)
             and (self.key_prefix is None or job.idempotency_key.startswith(self.key_prefix))
             and (not self.ids or job.id in self.ids)
+            and (self.due_by is None or job.scheduled_at <= self.due_by)
+            and (self.buffered is None or (job.cron_buffered is not None) == self.buffered)
         )
+
+    def due(self, now: datetime) -> JobQuery:
+        """This query, of the jobs due by ``now`` (``scheduled_at <= now``)."""
+        return attrs.evolve(self, due_by=utc(now))
+
+    def of_tenant(self, tenant_id: str | None) -> JobQuery:
+        """This query, of ``tenant_id``'s jobs (None: every tenant's)."""
+        return attrs.evolve(self, tenant_id=tenant_id)
+
+
+#: Every pending job, one-off or cron template: what the scheduler's next wake-up is
+#: computed from (:meth:`~jobscheduler.store.base.Transitions.next_due_at`).
+PENDING = JobQuery(tenant_id=None, statuses=(Status.PENDING,))
+#: A one-off job the scheduler claims once due (``DUE_ONE_OFF.due(now)``): pending, no cron.
+#: The queue lag of ``GET /stats`` and the Overview is the oldest of them.
+DUE_ONE_OFF = JobQuery(tenant_id=None, statuses=(Status.PENDING,), cron=False)
+#: A cron template the scheduler fires once due (``DUE_TEMPLATE.due(now)``): pending, with
+#: a cron expression (a paused template is not pending).
+DUE_TEMPLATE = JobQuery(tenant_id=None, statuses=(Status.PENDING,), cron=True)
+#: A pending template holding a buffered fire time (``overlap="buffer_one"``).
+BUFFERED = JobQuery(tenant_id=None, statuses=(Status.PENDING,), buffered=True)
+#: The ends the throughput figures count (``GET /stats``'s windows, the Overview's series):
+#: completed (succeeded) and dlq (failed for good). A cancelled job is neither.
+THROUGHPUT: tuple[Status, ...] = (Status.COMPLETED, Status.DLQ)
 
 
 @attrs.frozen(kw_only=True)
@@ -129,8 +167,13 @@ class JobStats:
 
 
 __all__ = [
+    "BUFFERED",
+    "DUE_ONE_OFF",
+    "DUE_TEMPLATE",
     "MAX_QUERY_IDS",
+    "PENDING",
     "STATS_WINDOWS",
+    "THROUGHPUT",
     "Cursor",
     "JobQuery",
     "JobStats",

@@ -26,7 +26,9 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Replay, Status
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.mongo.attempts import ATTEMPTS_COLLECTION, attempt_to_document
+from jobscheduler.store.mongo.codec import job_filter
 from jobscheduler.store.mongo.store import CLAIM_FIELD, FIELDS, INDEXES, Document, MongoJobStore
+from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE
 from tests.contract.store_fixtures import mongo_uri, unique_database_name
 from tests.contract.store_support import NOW, make_job
 from tests.support.mongo import raw
@@ -278,7 +280,7 @@ async def test_filtered_sorted_and_limited_finds_follow_mongodb_semantics(databa
     due = base
     cases: list[tuple[Document, Callable[[Document], bool], list[tuple[str, int]], int]] = [
         (
-            {"status": "pending", "cron": None, "scheduledAt": {"$lte": due}},
+            job_filter(DUE_ONE_OFF.due(due)),
             lambda d: (
                 d["status"] == "pending" and d.get("cron") is None and d["scheduledAt"] <= due
             ),
@@ -286,7 +288,7 @@ async def test_filtered_sorted_and_limited_finds_follow_mongodb_semantics(databa
             20,
         ),
         (
-            {"status": "pending", "cron": {"$ne": None}, "scheduledAt": {"$lte": due}},
+            job_filter(DUE_TEMPLATE.due(due)),
             lambda d: (
                 d["status"] == "pending" and d.get("cron") is not None and d["scheduledAt"] <= due
             ),

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
-from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.model import Job, utc
+from jobscheduler.store.query import BUFFERED
 
 from .codec import job_out, keep
 from .conn import MemoryConnection
@@ -90,10 +91,6 @@ class MemoryLedgerMixin(MemoryConnection):
 
     async def buffered_templates(self, limit: int) -> list[Job]:
         await self._enter()
-        held = [
-            job
-            for job in self._jobs
-            if job.cron_buffered is not None and job.status is Status.PENDING
-        ]
+        held = [job for job in self._jobs if BUFFERED.matches(job)]
         held.sort(key=lambda job: (job.cron_buffered, job.id))
         return [job_out(job) for job in held[:limit]]

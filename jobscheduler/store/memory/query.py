@@ -13,21 +13,25 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Window
+from jobscheduler.store.query import (
+    DUE_ONE_OFF,
+    STATS_WINDOWS,
+    THROUGHPUT,
+    Cursor,
+    JobQuery,
+    JobStats,
+    Window,
+)
 
 from .codec import job_out
 from .conn import MemoryConnection
 
 
-def is_due(job: Job, now: datetime) -> bool:
-    """A one-off job the scheduler may claim at ``now``: pending, not a cron template,
-    ``scheduled_at <= now``."""
-    return job.status is Status.PENDING and job.cron is None and job.scheduled_at <= now
-
-
 def oldest_due(jobs: Iterable[Job], now: datetime) -> datetime | None:
-    """The ``scheduled_at`` of the oldest of ``jobs`` due at ``now`` (None: none is)."""
-    return min((job.scheduled_at for job in jobs if is_due(job, now)), default=None)
+    """The ``scheduled_at`` of the oldest due one-off job of ``jobs`` at ``now`` (None:
+    none is)."""
+    due = DUE_ONE_OFF.due(now)
+    return min((job.scheduled_at for job in jobs if due.matches(job)), default=None)
 
 
 def page(jobs: Iterable[Job], query: JobQuery, limit: int, after: Cursor | None) -> list[Job]:
@@ -49,7 +53,7 @@ def job_stats(jobs: Iterable[Job], now: datetime) -> JobStats:
     dead-lettered (by ``updated_at``) in each window of :data:`STATS_WINDOWS` up to ``now``."""
     jobs = list(jobs)
     now = utc(now)
-    finished = [job for job in jobs if job.status in (Status.COMPLETED, Status.DLQ)]
+    finished = [job for job in jobs if job.status in THROUGHPUT]
 
     def window(minutes: int) -> Window:
         start = now - timedelta(minutes=minutes)

@@ -46,11 +46,12 @@ from jobscheduler.store.base import (
     first_of_each_key,
     spread_outcomes,
 )
+from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 
 from .attempts import MemoryAttemptsMixin
 from .codec import holds, job_in, job_out, value_in
 from .ledger import MemoryLedgerMixin
-from .query import MemoryQueryMixin, is_due
+from .query import MemoryQueryMixin
 from .tenancy import MemoryTenancyMixin
 from .workers import MemoryWorkersMixin
 
@@ -126,18 +127,14 @@ class MemoryJobStore(
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         await self._enter()
-        at = utc(now)
-        due = [
-            job
-            for job in self._jobs
-            if job.status is Status.PENDING and job.cron is not None and job.scheduled_at <= at
-        ]
+        templates = DUE_TEMPLATE.due(now)
+        due = [job for job in self._jobs if templates.matches(job)]
         due.sort(key=lambda job: (job.scheduled_at, job.id))
         return [job_out(job) for job in due[:limit]]
 
     async def next_due_at(self) -> datetime | None:
         await self._enter()
-        pending = (job.scheduled_at for job in self._jobs if job.status is Status.PENDING)
+        pending = (job.scheduled_at for job in self._jobs if PENDING.matches(job))
         return min(pending, default=None)
 
     async def find_stale(
@@ -167,8 +164,8 @@ class MemoryJobStore(
 
     async def claim_due(self, now: datetime, limit: int) -> list[Job]:
         await self._enter()
-        at = utc(now)
-        due = [job for job in self._jobs if is_due(job, at)]
+        one_offs = DUE_ONE_OFF.due(now)
+        due = [job for job in self._jobs if one_offs.matches(job)]
         due.sort(key=lambda job: (-job.priority, job.scheduled_at, job.id))
         fields = claim_fields(now)
         claimed = []

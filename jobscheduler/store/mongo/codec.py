@@ -20,6 +20,7 @@ from jobscheduler.domain.attempts import decode_result, encode_result
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import Job, Replay, Status, utc
 from jobscheduler.domain.states import Change
+from jobscheduler.store.query import JobQuery
 
 Document = dict[str, Any]
 
@@ -157,13 +158,51 @@ def change_filter(change: Change) -> Document:
     return query
 
 
-def due_filter(now: datetime) -> Document:
-    """Due one-off jobs: pending, no cron (null or missing), ``scheduledAt <= now``."""
-    return {
-        FIELDS["status"]: Status.PENDING.value,
-        FIELDS["cron"]: None,
-        FIELDS["scheduled_at"]: {"$lte": utc(now)},
-    }
+#: Upper bound of the keys that start with a prefix (the highest code point).
+_PREFIX_END: Final = "\U0010ffff"
+#: Below every date: ``{"$gte": _EPOCH}`` says "a date is set" as a range.
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def job_filter(query: JobQuery) -> Document:
+    """The filter document selecting ``query``'s jobs: equalities and ranges on top-level
+    fields (no ``$or``), the form that servers pushing filters down to their indexes (the
+    test stack's patched FerretDB) serve best."""
+    f = FIELDS
+    out: Document = {}
+    for field in ("tenant_id", "template_id", "job_type"):
+        if (value := getattr(query, field)) is not None:
+            out[f[field]] = value
+    if query.statuses:
+        values = sorted({Status(s).value for s in query.statuses})
+        out[f["status"]] = values[0] if len(values) == 1 else {"$in": values}
+    if query.cron is not None:
+        # A template's ``cron`` is a non-empty string, anything else's is null or missing.
+        # ``$gt: ""`` says "a string" as an index range, on MongoDB and on the test stack's
+        # FerretDB alike; ``$ne: null`` is no range, and FerretDB walked every job of the
+        # tenant for it (1.0 s at 100,000 jobs, against milliseconds).
+        out[f["cron"]] = {"$gt": ""} if query.cron else None
+    if query.buffered is not None:
+        # The same for a date: a range, which FerretDB (patched) pushes down to SQLite.
+        out[f["cron_buffered"]] = {"$gte": _EPOCH} if query.buffered else None
+    times: dict[str, Document] = {}
+    if query.created_after is not None:
+        times.setdefault(f["created_at"], {})["$gte"] = utc(query.created_after)
+    if query.created_before is not None:
+        times.setdefault(f["created_at"], {})["$lt"] = utc(query.created_before)
+    if query.due_by is not None:
+        times.setdefault(f["scheduled_at"], {})["$lte"] = utc(query.due_by)
+    out.update(times)
+    if query.idempotency_key is not None:
+        out[f["idempotency_key"]] = query.idempotency_key
+    elif query.key_prefix is not None:
+        out[f["idempotency_key"]] = {
+            "$gte": query.key_prefix,
+            "$lt": query.key_prefix + _PREFIX_END,
+        }
+    if query.ids:
+        out["_id"] = {"$in": [to_doc("id", job_id) for job_id in query.ids]}
+    return out
 
 
 def chain(first: Change, second: Change) -> Change | None:

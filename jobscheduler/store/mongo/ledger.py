@@ -20,10 +20,11 @@ from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
-from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.model import Job, utc
 from jobscheduler.errors import StoreError
+from jobscheduler.store.query import BUFFERED
 
-from .codec import FIELDS, Document, document_to_job
+from .codec import FIELDS, Document, document_to_job, job_filter
 from .seam import MongoSeam
 
 LEDGER_COLLECTION: Final = "occurrences"
@@ -169,11 +170,7 @@ class MongoLedgerMixin(MongoSeam):
 
     async def buffered_templates(self, limit: int) -> list[Job]:
         jobs = self._collection()
-        query: Document = {
-            FIELDS["status"]: Status.PENDING.value,
-            # A range, not ``$ne: null``: FerretDB (patched) pushes ranges down to SQLite.
-            FIELDS["cron_buffered"]: {"$gte": datetime(1970, 1, 1, tzinfo=UTC)},
-        }
+        query = job_filter(BUFFERED)
         sort = [(FIELDS["cron_buffered"], ASCENDING)]
 
         def op() -> list[Job]:

@@ -21,13 +21,22 @@ from pymongo.collection import Collection
 
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import Change
-from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Sort, Window
+from jobscheduler.store.query import (
+    DUE_ONE_OFF,
+    STATS_WINDOWS,
+    Cursor,
+    JobQuery,
+    JobStats,
+    Sort,
+    Window,
+)
 
 from .codec import (
     FIELDS,
     Document,
     change_filter,
     document_to_job,
+    job_filter,
     to_doc,
     update_document,
 )
@@ -63,9 +72,6 @@ MANAGE_INDEXES: Final = [
     ),
 ]
 
-#: Upper bound of the keys that start with a prefix (the highest code point).
-_PREFIX_END: Final = "\U0010ffff"
-
 
 class ManageQueries:
     """Blocking queries on the ``jobs`` collection (run in the store's worker threads)."""
@@ -85,42 +91,6 @@ class ManageQueries:
         self._change_filter = change_filter
         self._to_doc = to_doc
         self._update_document = update_document
-
-    def filter(self, query: JobQuery) -> Document:
-        f = self._fields
-        out: Document = {}
-        if query.tenant_id is not None:
-            out[f["tenant_id"]] = query.tenant_id
-        if query.template_id is not None:
-            out[f["template_id"]] = query.template_id
-        if query.job_type is not None:
-            out[f["job_type"]] = query.job_type
-        if query.statuses:
-            values = sorted({Status(s).value for s in query.statuses})
-            out[f["status"]] = values[0] if len(values) == 1 else {"$in": values}
-        if query.cron is not None:
-            # A template's ``cron`` is a non-empty string, anything else's is null or missing.
-            # ``$gt: ""`` says "a string" as an index range, on MongoDB and on the test
-            # stack's FerretDB alike; ``$ne: null`` is no range, and FerretDB walked every
-            # job of the tenant for it (1.0 s at 100,000 jobs, against milliseconds).
-            out[f["cron"]] = {"$gt": ""} if query.cron else None
-        created: Document = {}
-        if query.created_after is not None:
-            created["$gte"] = utc(query.created_after)
-        if query.created_before is not None:
-            created["$lt"] = utc(query.created_before)
-        if created:
-            out[f["created_at"]] = created
-        if query.idempotency_key is not None:
-            out[f["idempotency_key"]] = query.idempotency_key
-        elif query.key_prefix is not None:
-            out[f["idempotency_key"]] = {
-                "$gte": query.key_prefix,
-                "$lt": query.key_prefix + _PREFIX_END,
-            }
-        if query.ids:
-            out["_id"] = {"$in": [self._to_doc("id", job_id) for job_id in query.ids]}
-        return out
 
     def _order(self, sort: Sort) -> list[tuple[str, int]]:
         direction = DESCENDING if sort.descending else ASCENDING
@@ -147,7 +117,7 @@ class ManageQueries:
         return self._find(query, limit, after)
 
     def _find(self, query: JobQuery, limit: int, after: Cursor | None) -> list[Job]:
-        base = self.filter(query)
+        base = job_filter(query)
         sort = query.sort
         order = self._order(sort)
         if after is None:
@@ -217,20 +187,7 @@ class ManageQueries:
             for row in self._jobs.aggregate(pipeline)
         }
         now = utc(now)
-        due = {
-            **scope,
-            f["status"]: Status.PENDING.value,
-            f["cron"]: None,
-            f["scheduled_at"]: {"$lte": now},
-        }
-        oldest: datetime | None = None
-        for doc in self._jobs.find(
-            due,
-            projection={f["scheduled_at"]: True},
-            sort=[(f["scheduled_at"], ASCENDING)],
-            limit=1,
-        ):
-            oldest = doc[f["scheduled_at"]].astimezone(UTC)
+        oldest = oldest_due(self._jobs, tenant_id, now)
         windows = []
         for minutes in STATS_WINDOWS:
             since = {f["updated_at"]: {"$gte": now - timedelta(minutes=minutes)}}
@@ -246,6 +203,17 @@ class ManageQueries:
                 )
             )
         return JobStats(counts=counts, oldest_due_at=oldest, windows=tuple(windows))
+
+
+def oldest_due(jobs: Collection[Document], tenant_id: str | None, now: datetime) -> datetime | None:
+    """The ``scheduledAt`` of the oldest due one-off job of ``tenant_id`` (None: of every
+    tenant) at ``now``, or None (blocking; the ``claim`` index)."""
+    field = FIELDS["scheduled_at"]
+    due = job_filter(DUE_ONE_OFF.of_tenant(tenant_id).due(now))
+    for doc in jobs.find(due, projection={field: True}, sort=[(field, ASCENDING)], limit=1):
+        found: datetime = doc[field]
+        return found.astimezone(UTC)
+    return None
 
 
 def manage_queries(jobs: Collection[Document]) -> ManageQueries:

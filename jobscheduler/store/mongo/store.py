@@ -69,6 +69,7 @@ from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import JobNotFound, StoreError, ValidationError
 from jobscheduler.store.base import InsertOutcome, duplicate_of, first_of_each_key, spread_outcomes
+from jobscheduler.store.query import DUE_TEMPLATE, PENDING
 
 from .attempts import (
     ATTEMPT_INDEXES,
@@ -86,6 +87,7 @@ from .codec import (
     TIME_FIELDS,
     Document,
     document_to_job,
+    job_filter,
     job_to_document,
 )
 from .conn import ATOMIC_FERRETDB_MARK, INDEXES, INVALID_DOCUMENT_CODES, outcome_unknown
@@ -268,11 +270,7 @@ class MongoJobStore(
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         jobs = self._collection()
-        query: Document = {
-            FIELDS["status"]: Status.PENDING.value,
-            FIELDS["cron"]: {"$ne": None},
-            FIELDS["scheduled_at"]: {"$lte": utc(now)},
-        }
+        query = job_filter(DUE_TEMPLATE.due(now))
         sort = [(FIELDS["scheduled_at"], ASCENDING), ("_id", ASCENDING)]
 
         def op() -> list[Job]:
@@ -286,7 +284,7 @@ class MongoJobStore(
 
         def op() -> datetime | None:
             cursor = jobs.find(
-                {FIELDS["status"]: Status.PENDING.value},
+                job_filter(PENDING),
                 projection={field: True},
                 sort=[(field, ASCENDING)],
                 limit=1,

@@ -31,6 +31,7 @@ from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import StoreError
 
 from .codec import Document
+from .query import oldest_due
 from .seam import MongoSeam
 
 WORKERS_COLLECTION: Final = "workers"
@@ -144,18 +145,9 @@ class MongoWorkersMixin(MongoSeam):
 
         def op() -> OverviewStats:
             counts = {status: count(q) for status, q in zip(Status, status_queries, strict=True)}
-            oldest: datetime | None = None
-            due = {**scope, "status": Status.PENDING.value, "cron": None}
-            for doc in jobs.find(
-                {**due, "scheduledAt": {"$lte": now}},
-                projection={"scheduledAt": True},
-                sort=[("scheduledAt", ASCENDING)],
-                limit=1,
-            ):
-                oldest = _time(doc["scheduledAt"])
             return OverviewStats(
                 counts=all_statuses(counts),
-                oldest_due_at=oldest,
+                oldest_due_at=oldest_due(jobs, tenant_id, now),
                 start=start,
                 completed=per_minute(Status.COMPLETED, counts[Status.COMPLETED]),
                 failed=per_minute(Status.DLQ, counts[Status.DLQ]),

@@ -35,6 +35,7 @@ from pymongo.errors import PyMongoError
 
 from jobscheduler.domain.model import Job
 from jobscheduler.domain.states import Change, claim_fields
+from jobscheduler.store.query import DUE_ONE_OFF
 
 from .attempts import write_records
 from .batch import (
@@ -54,8 +55,8 @@ from .codec import (
     Document,
     change_filter,
     document_to_job,
-    due_filter,
     holds,
+    job_filter,
     set_document,
     update_document,
 )
@@ -80,7 +81,7 @@ class MongoWrites(MongoConnection):
         if limit <= 0:
             return []
         jobs = self._collection()
-        query = due_filter(now)
+        query = job_filter(DUE_ONE_OFF.due(now))
         claim_set = set_document(claim_fields(now))
 
         def claim() -> list[Job]:

@@ -91,14 +91,6 @@ CREATE TABLE IF NOT EXISTS jobs (
     fire_at         INTEGER
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_tenant_key ON jobs (tenant_id, idempotency_key);
-CREATE INDEX IF NOT EXISTS jobs_due ON jobs (scheduled_at) WHERE status = 'pending';
-CREATE INDEX IF NOT EXISTS jobs_claim ON jobs (priority, scheduled_at, id)
-    WHERE status = 'pending' AND cron IS NULL;
-CREATE INDEX IF NOT EXISTS jobs_templates_due ON jobs (scheduled_at, id)
-    WHERE status = 'pending' AND cron IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (queued_at) WHERE status IN ('queued');
-CREATE INDEX IF NOT EXISTS jobs_in_flight ON jobs (heartbeat_at)
-    WHERE status IN ('claimed', 'running');
 CREATE INDEX IF NOT EXISTS jobs_tenant ON jobs (tenant_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_tenant_status ON jobs (tenant_id, status, created_at DESC, id DESC);
 """

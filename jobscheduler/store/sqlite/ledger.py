@@ -1,6 +1,6 @@
 """The SQLite store's cron ledger: its table (beside ``jobs``), row codec and queries; and
-the templates holding a buffered fire time, with their index (run after the jobs table's
-migration, which adds that column to older files).
+the templates holding a buffered fire time (their partial index is one of
+:mod:`~jobscheduler.store.sqlite.where`'s).
 
 :class:`SQLiteLedgerMixin` is a mixin of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`,
 on the ``_read``/``_write`` of :class:`~jobscheduler.store.sqlite.conn.SQLiteConnection`.
@@ -15,10 +15,13 @@ from typing import Any
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
 from jobscheduler.domain.model import Job
+from jobscheduler.store.query import BUFFERED
 
 from .codec import _SELECT as _JOB_SELECT
 from .codec import _from_row as _job_from_row
+from .codec import _millis as _job_millis
 from .conn import SQLiteConnection
+from .where import where_clause
 
 #: One row per (template, fire time); ``INSERT OR IGNORE`` keeps the first writer's row.
 LEDGER_SCHEMA = """
@@ -35,8 +38,6 @@ CREATE TABLE IF NOT EXISTS occurrences (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS occurrences_status ON occurrences (template_id, status, fire_at);
 CREATE INDEX IF NOT EXISTS occurrences_recorded ON occurrences (recorded_at);
-CREATE INDEX IF NOT EXISTS jobs_cron_buffered ON jobs (cron_buffered)
-    WHERE cron_buffered IS NOT NULL;
 """
 
 _COLUMNS = (
@@ -167,11 +168,10 @@ class SQLiteLedgerMixin(SQLiteConnection):
         return await self._write(lambda conn: prune(conn, before))
 
     async def buffered_templates(self, limit: int) -> list[Job]:
+        where, params = where_clause(BUFFERED, _job_millis)
         sql = (
-            f"SELECT {_JOB_SELECT} FROM jobs INDEXED BY jobs_cron_buffered "
-            "WHERE cron_buffered IS NOT NULL AND status = 'pending' "
+            f"SELECT {_JOB_SELECT} FROM jobs INDEXED BY jobs_cron_buffered {where} "
             "ORDER BY cron_buffered ASC LIMIT ?"
         )
-        return await self._read(
-            lambda conn: [_job_from_row(r) for r in conn.execute(sql, (limit,))]
-        )
+        params.append(limit)
+        return await self._read(lambda conn: [_job_from_row(r) for r in conn.execute(sql, params)])

@@ -18,10 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change
-from jobscheduler.store.query import STATS_WINDOWS, Cursor, JobQuery, JobStats, Sort, Window
+from jobscheduler.store.query import (
+    DUE_ONE_OFF,
+    STATS_WINDOWS,
+    THROUGHPUT,
+    Cursor,
+    JobQuery,
+    JobStats,
+    Sort,
+    Window,
+)
 
 from .codec import _EPOCH, _SELECT, _from_row, _millis
 from .conn import SQLiteConnection
+from .where import conditions, index_where, where_clause
 
 #: Indexes of the management queries. Created after the column migration, since they name
 #: columns an older file gains there.
@@ -30,23 +40,15 @@ CREATE INDEX IF NOT EXISTS jobs_tenant_type ON jobs (tenant_id, job_type, create
 CREATE INDEX IF NOT EXISTS jobs_template ON jobs (template_id, created_at DESC, id DESC)
     WHERE template_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_status_created ON jobs (status, created_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (updated_at)
-    WHERE status IN ('completed', 'dlq');
-CREATE INDEX IF NOT EXISTS jobs_tenant_templates ON jobs (tenant_id, created_at DESC, id DESC)
-    WHERE cron IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_tenant_scheduled ON jobs (tenant_id, scheduled_at, id);
 CREATE INDEX IF NOT EXISTS jobs_tenant_status_scheduled
     ON jobs (tenant_id, status, scheduled_at, id);
 """
 
-#: Upper bound of the keys that start with a prefix (the highest code point).
-_PREFIX_END = "\U0010ffff"
-
 Millis = Callable[[datetime], int]
 
-
-def _status_list(statuses: tuple[Status, ...]) -> str:
-    return ", ".join(f"'{Status(s).value}'" for s in sorted(set(statuses)))
+#: The finished-jobs query of the throughput figures (``jobs_finished``'s jobs).
+_THROUGHPUT = JobQuery(tenant_id=None, statuses=THROUGHPUT)
 
 
 def find_sql(
@@ -54,39 +56,14 @@ def find_sql(
 ) -> tuple[str, list[Any]]:
     """``SELECT select FROM jobs WHERE ... ORDER BY <sort field> <dir>, id <dir> LIMIT ?``
     (the query's :class:`Sort`; by default ``created_at DESC, id DESC``)."""
-    conditions: list[str] = []
-    params: list[Any] = []
-    if query.tenant_id is not None:
-        conditions.append("tenant_id = ?")
-        params.append(query.tenant_id)
-    if query.template_id is not None:
-        conditions.append("template_id = ?")
-        params.append(query.template_id)
-    if query.job_type is not None:
-        conditions.append("job_type = ?")
-        params.append(query.job_type)
-    if query.statuses:
-        statuses = sorted(set(query.statuses))
-        if len(statuses) == 1:
-            conditions.append(f"status = '{statuses[0].value}'")
-        else:
-            conditions.append(f"status IN ({_status_list(query.statuses)})")
-    if query.cron is not None:
-        conditions.append("cron IS NOT NULL" if query.cron else "cron IS NULL")
-    if query.created_after is not None:
-        conditions.append("created_at >= ?")
-        params.append(millis(query.created_after))
-    if query.created_before is not None:
-        conditions.append("created_at < ?")
-        params.append(millis(query.created_before))
-    conditions += _key_conditions(query, params)
+    terms, params = conditions(query, millis)
     sort = query.sort
     column = _SORT_COLUMNS[sort]
     direction = "DESC" if sort.descending else "ASC"
     if after is not None:
-        conditions.append(f"({column}, id) {'<' if sort.descending else '>'} (?, ?)")
+        terms.append(f"({column}, id) {'<' if sort.descending else '>'} (?, ?)")
         params += [millis(after.at), after.id]
-    where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
+    where = f"WHERE {' AND '.join(terms)} " if terms else ""
     order = f"ORDER BY {column} {direction}, id {direction}"
     sql = f"SELECT {select} FROM jobs {where}{order} LIMIT ?"
     params.append(limit)
@@ -101,39 +78,30 @@ _SORT_COLUMNS = {
 }
 
 
-def _key_conditions(query: JobQuery, params: list[Any]) -> list[str]:
-    """The idempotency-key and id conditions (key ones served by ``jobs_tenant_key``)."""
-    conditions: list[str] = []
-    if query.idempotency_key is not None:
-        conditions.append("idempotency_key = ?")
-        params.append(query.idempotency_key)
-    if query.key_prefix is not None:
-        conditions.append("idempotency_key >= ? AND idempotency_key < ?")
-        params += [query.key_prefix, query.key_prefix + _PREFIX_END]
-    if query.ids:
-        conditions.append(f"id IN ({', '.join('?' for _ in query.ids)})")
-        params += list(query.ids)
-    return conditions
-
-
-def oldest_due_sql(tenant_id: str | None, now_ms: int) -> tuple[str, list[Any]]:
+def oldest_due_sql(tenant_id: str | None, now: datetime) -> tuple[str, list[Any]]:
     """The ``scheduled_at`` of the oldest due pending one-off job (of a tenant, or of all).
 
     Across tenants it walks ``jobs_due`` in order (SQLite, planning without statistics,
     would rather read every pending job through ``jobs_status_created``); a tenant's walks
     ``jobs_tenant_status_scheduled``.
     """
-    if tenant_id is None:
-        return (
-            "SELECT scheduled_at FROM jobs INDEXED BY jobs_due WHERE status = 'pending' "
-            "AND cron IS NULL AND scheduled_at <= ? ORDER BY scheduled_at ASC LIMIT 1",
-            [now_ms],
-        )
-    return (
-        "SELECT scheduled_at FROM jobs WHERE status = 'pending' AND cron IS NULL "
-        "AND scheduled_at <= ? AND tenant_id = ? ORDER BY scheduled_at ASC LIMIT 1",
-        [now_ms, tenant_id],
-    )
+    where, params = where_clause(DUE_ONE_OFF.of_tenant(tenant_id).due(now), _millis)
+    hint = "INDEXED BY jobs_due " if tenant_id is None else ""
+    return f"SELECT scheduled_at FROM jobs {hint}{where} ORDER BY scheduled_at ASC LIMIT 1", params
+
+
+def finished_sql(
+    tenant_id: str | None, statuses: tuple[Status, ...], select: str
+) -> tuple[str, list[Any]]:
+    """``SELECT select FROM jobs WHERE <the tenant's jobs in statuses, which are some of
+    THROUGHPUT> AND updated_at >= ?``; the caller appends the bound. Across tenants SQLite
+    would rather walk every job of the status through ``jobs_status_created``, so the query
+    names ``jobs_finished`` and holds its WHERE too."""
+    where, params = where_clause(JobQuery(tenant_id=tenant_id, statuses=statuses), _millis)
+    if tenant_id is None and set(statuses) != set(THROUGHPUT):
+        where += f" AND {index_where(_THROUGHPUT)}"
+    hint = "INDEXED BY jobs_finished " if tenant_id is None else ""
+    return f"SELECT {select} FROM jobs {hint}{where} AND updated_at >= ?", params
 
 
 def stats_sql(
@@ -141,7 +109,6 @@ def stats_sql(
 ) -> list[tuple[str, list[Any]]]:
     """The three stats queries: counts by (status, job type); the oldest due pending
     one-off job's ``scheduled_at``; per finished status, the count in each window."""
-    tenant = " AND tenant_id = ?" if tenant_id is not None else ""
     tenant_params = [tenant_id] if tenant_id is not None else []
     counts = (
         "SELECT status, job_type, COUNT(*) FROM jobs"
@@ -149,17 +116,11 @@ def stats_sql(
         + " GROUP BY status, job_type",
         list(tenant_params),
     )
-    oldest = oldest_due_sql(tenant_id, millis(now))
+    oldest = oldest_due_sql(tenant_id, now)
     starts = [millis(now - timedelta(minutes=m)) for m in STATS_WINDOWS]
     sums = ", ".join("SUM(updated_at >= ?)" for _ in STATS_WINDOWS)
-    # Across tenants, SQLite would rather walk jobs_status_created (status=?) than the
-    # window of jobs_finished; a tenant's query takes jobs_tenant_status.
-    hint = "" if tenant_id is not None else "INDEXED BY jobs_finished "
-    windows = (
-        f"SELECT status, {sums} FROM jobs {hint}WHERE status IN ('completed', 'dlq') "
-        f"AND updated_at >= ?{tenant} GROUP BY status",
-        [*starts, min(starts), *tenant_params],
-    )
+    sql, params = finished_sql(tenant_id, THROUGHPUT, f"status, {sums}")
+    windows = (f"{sql} GROUP BY status", [*starts, *params, min(starts)])
     return [counts, oldest, windows]
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.domain.states import Change, claim_fields
+from jobscheduler.domain.states import IN_FLIGHT, Change, claim_fields
 from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.store.base import (
     InsertOutcome,
@@ -28,6 +28,7 @@ from jobscheduler.store.base import (
     first_of_each_key,
     spread_outcomes,
 )
+from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 
 from . import ledger as sqlite_ledger
 from .attempts import (
@@ -45,6 +46,7 @@ from .codec import (
     _TIME_FIELDS,
     _from_row,
     _migrate,
+    _millis,
     _to_db,
     _update_sql,
 )
@@ -59,14 +61,21 @@ from .tenancy import (
     migrate_run_index,
     migrate_tenant_keys,
 )
+from .where import (
+    QUEUED,
+    index_where,
+    status_condition,
+    sync_partial_indexes,
+    where_clause,
+)
 from .workers import WORKERS_SCHEMA, SQLiteWorkersMixin
 
 #: The partial index of each reaper sweep (its statuses, its time field). SQLite plans
 #: without statistics and would rather take ``jobs_status_created`` (``status=?``), which
 #: walks every job of the status; the sweeps name their index.
 _STALE_INDEXES = {
-    (frozenset({Status.QUEUED}), "queued_at"): "jobs_queued",
-    (frozenset({Status.CLAIMED, Status.RUNNING}), "heartbeat_at"): "jobs_in_flight",
+    (frozenset(QUEUED), "queued_at"): "jobs_queued",
+    (frozenset(IN_FLIGHT), "heartbeat_at"): "jobs_in_flight",
 }
 
 
@@ -94,6 +103,7 @@ class SQLiteJobStore(
         conn.executescript(TENANCY_SCHEMA)
         sqlite_ledger.migrate(conn)
         conn.executescript(MANAGE_INDEXES)
+        sync_partial_indexes(conn)
         conn.executescript(WORKERS_SCHEMA)
 
     # ------------------------------------------------------------------ JobStore
@@ -222,22 +232,21 @@ class SQLiteJobStore(
         fields = claim_fields(now)
         assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in fields)
         values = [_to_db(f, v) for f, v in fields.items()]
-        now_ms = _to_db("scheduled_at", now)
         # Claim order is priority desc, then scheduled_at asc. Sorting every due job on each
         # claim would cost O(due) per batch (O(due^2) to drain a burst), so walk the
         # priority levels through the jobs_claim index instead (a manual skip-scan): the
         # highest level first, and within a level the due range in scheduled_at order. The
         # cost is O(log n) per level visited plus the rows claimed. Select and flip happen in
         # the writer's transaction, so no other claimer can interleave.
+        due, due_params = where_clause(DUE_ONE_OFF.due(now), _millis)
         claim_level = (
             f"UPDATE jobs SET {assignments} WHERE id IN ("
-            "  SELECT id FROM jobs INDEXED BY jobs_claim WHERE status = 'pending' AND cron IS NULL"
-            "  AND priority = ? AND scheduled_at <= ? ORDER BY scheduled_at ASC, id ASC LIMIT ?"
+            f"  SELECT id FROM jobs INDEXED BY jobs_claim {due} AND priority = ?"
+            "  ORDER BY scheduled_at ASC, id ASC LIMIT ?"
             f") RETURNING {_SELECT}"
         )
         top_level = (
-            "SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim "
-            "WHERE status = 'pending' AND cron IS NULL"
+            f"SELECT MAX(priority) FROM jobs INDEXED BY jobs_claim WHERE {index_where(DUE_ONE_OFF)}"
         )
         next_level = top_level + " AND priority < ?"
 
@@ -245,7 +254,7 @@ class SQLiteJobStore(
             jobs: list[Job] = []
             level = conn.execute(top_level).fetchone()[0]
             while level is not None and len(jobs) < limit:
-                rows = conn.execute(claim_level, (*values, level, now_ms, limit - len(jobs)))
+                rows = conn.execute(claim_level, (*values, *due_params, level, limit - len(jobs)))
                 batch = [_from_row(r) for r in rows]
                 batch.sort(key=lambda j: (j.scheduled_at, j.id))
                 jobs.extend(batch)
@@ -257,19 +266,19 @@ class SQLiteJobStore(
         return await self._write(op, abandon_on_cancel=True)
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        due, params = where_clause(DUE_TEMPLATE.due(now), _millis)
         sql = (
-            f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_templates_due "
-            "WHERE status = 'pending' AND cron IS NOT NULL AND scheduled_at <= ? "
+            f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_templates_due {due} "
             "ORDER BY scheduled_at ASC, id ASC LIMIT ?"
         )
-        params = (_to_db("scheduled_at", now), limit)
+        params.append(limit)
         return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
 
     async def next_due_at(self) -> datetime | None:
+        sql = f"SELECT MIN(scheduled_at) FROM jobs INDEXED BY jobs_due WHERE {index_where(PENDING)}"
+
         def op(conn: sqlite3.Connection) -> int | None:
-            row = conn.execute(
-                "SELECT MIN(scheduled_at) FROM jobs INDEXED BY jobs_due WHERE status = 'pending'"
-            ).fetchone()
+            row = conn.execute(sql).fetchone()
             return row[0] if row else None
 
         value = await self._read(op)
@@ -368,13 +377,11 @@ class SQLiteJobStore(
         column = _COLUMNS[field]
         if field not in _TIME_FIELDS:
             raise ValueError(f"not a time field: {field}")
-        # Statuses are inlined (enum values, never user input) so that the condition is the
-        # literal text of a partial index's WHERE, which SQLite needs to use that index.
-        status_list = ", ".join(f"'{Status(s).value}'" for s in sorted(set(statuses)))
+        # The status condition reads as the partial index's WHERE (see where.py).
         index = _STALE_INDEXES.get((frozenset(Status(s) for s in statuses), field))
         hint = f"INDEXED BY {index} " if index else ""
         sql = (
-            f"SELECT {_SELECT} FROM jobs {hint}WHERE status IN ({status_list}) "
+            f"SELECT {_SELECT} FROM jobs {hint}WHERE {status_condition(statuses)} "
             f"AND ({column} IS NULL OR {column} < ?) ORDER BY {column} ASC LIMIT ?"
         )
         params = (_to_db(field, before), limit)

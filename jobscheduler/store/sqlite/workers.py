@@ -21,7 +21,7 @@ from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, all_stat
 from jobscheduler.domain.workers import WorkerBeat
 
 from .conn import SQLiteConnection
-from .query import oldest_due_sql
+from .query import finished_sql, oldest_due_sql
 
 WORKERS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS workers (
@@ -40,15 +40,6 @@ CREATE INDEX IF NOT EXISTS workers_expires ON workers (expires_at);
 """
 
 _COLUMNS = "id, role, host, pid, job_types, in_flight, leader, started_at, seen_at, expires_at"
-
-#: Statuses are inlined so the conditions read as the partial indexes' WHERE text.
-_FINISHED_SQL = "SELECT updated_at FROM jobs WHERE status = '{status}' AND updated_at >= ?{tenant}"
-#: Across tenants: SQLite would rather walk every job of the status through
-#: jobs_status_created, so the query names jobs_finished and repeats its WHERE.
-_FINISHED_ALL_SQL = (
-    "SELECT updated_at FROM jobs INDEXED BY jobs_finished WHERE status IN ('completed', 'dlq') "
-    "AND status = '{status}' AND updated_at >= ?"
-)
 
 
 def _ms(value: datetime) -> int:
@@ -80,7 +71,6 @@ def overview_sql(
     """The Overview's queries: counts by status; the oldest due pending one-off job; the
     ``updated_at`` of the jobs that ended completed, then of those that ended in dlq, since
     ``start``."""
-    tenant = " AND tenant_id = ?" if tenant_id is not None else ""
     tenant_params: list[Any] = [tenant_id] if tenant_id is not None else []
     counts = (
         "SELECT status, COUNT(*) FROM jobs"
@@ -88,16 +78,11 @@ def overview_sql(
         + " GROUP BY status",
         list(tenant_params),
     )
-    oldest = oldest_due_sql(tenant_id, _ms(now))
-    finished = [
-        (
-            (_FINISHED_SQL if tenant_id is not None else _FINISHED_ALL_SQL).format(
-                status=status.value, tenant=tenant
-            ),
-            [_ms(start), *tenant_params],
-        )
-        for status in (Status.COMPLETED, Status.DLQ)
-    ]
+    oldest = oldest_due_sql(tenant_id, now)
+    finished = []
+    for status in (Status.COMPLETED, Status.DLQ):
+        sql, params = finished_sql(tenant_id, (status,), "updated_at")
+        finished.append((sql, [*params, _ms(start)]))
     return [counts, oldest, *finished]
 
 

@@ -1,0 +1,150 @@
+"""The store's job predicates compiled to SQL, and the partial indexes built from them.
+
+:func:`conditions` turns a :class:`~jobscheduler.store.query.JobQuery` into the terms of a
+WHERE clause and their parameters. Statuses and the cron and buffer conditions are inlined
+(enum values and fixed text, never user input): SQLite uses a partial index only when the
+query's WHERE holds every term of the index's WHERE *as written* (``status IN ('queued')``
+does not match an index on ``status = 'queued'``), so each partial index below takes its
+WHERE from the same compiler (:func:`index_where`) as the queries it serves, and
+:func:`sync_partial_indexes` rebuilds, at start, a partial index a file made by an older
+version holds under another WHERE.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from jobscheduler.domain.model import Status
+from jobscheduler.domain.states import IN_FLIGHT
+from jobscheduler.store.query import (
+    DUE_ONE_OFF,
+    DUE_TEMPLATE,
+    PENDING,
+    THROUGHPUT,
+    JobQuery,
+)
+
+Millis = Callable[[datetime], int]
+
+#: Upper bound of the keys that start with a prefix (the highest code point).
+_PREFIX_END = "\U0010ffff"
+
+
+def status_condition(statuses: Iterable[Status]) -> str:
+    """``status = 'a'`` for one status, ``status IN ('a', 'b')`` (sorted) for several."""
+    values = sorted({Status(s).value for s in statuses})
+    if len(values) == 1:
+        return f"status = '{values[0]}'"
+    return f"status IN ({', '.join(repr(v) for v in values)})"
+
+
+def _static(query: JobQuery) -> list[str]:
+    """The terms of ``query`` that take no parameter (what a partial index can hold)."""
+    terms: list[str] = []
+    if query.statuses:
+        terms.append(status_condition(query.statuses))
+    if query.cron is not None:
+        terms.append("cron IS NOT NULL" if query.cron else "cron IS NULL")
+    if query.buffered is not None:
+        terms.append("cron_buffered IS NOT NULL" if query.buffered else "cron_buffered IS NULL")
+    return terms
+
+
+def index_where(query: JobQuery) -> str:
+    """The WHERE text of the partial index of ``query``'s jobs (its parameterless terms)."""
+    return " AND ".join(_static(query))
+
+
+def conditions(query: JobQuery, millis: Millis) -> tuple[list[str], list[Any]]:
+    """The terms of a WHERE clause selecting ``query``'s jobs (joined by AND) and their
+    parameters, in order."""
+    terms: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("tenant_id", query.tenant_id),
+        ("template_id", query.template_id),
+        ("job_type", query.job_type),
+    ):
+        if value is not None:
+            terms.append(f"{column} = ?")
+            params.append(value)
+    terms += _static(query)
+    if query.created_after is not None:
+        terms.append("created_at >= ?")
+        params.append(millis(query.created_after))
+    if query.created_before is not None:
+        terms.append("created_at < ?")
+        params.append(millis(query.created_before))
+    if query.due_by is not None:
+        terms.append("scheduled_at <= ?")
+        params.append(millis(query.due_by))
+    if query.idempotency_key is not None:
+        terms.append("idempotency_key = ?")
+        params.append(query.idempotency_key)
+    if query.key_prefix is not None:
+        terms.append("idempotency_key >= ? AND idempotency_key < ?")
+        params += [query.key_prefix, query.key_prefix + _PREFIX_END]
+    if query.ids:
+        terms.append(f"id IN ({', '.join('?' for _ in query.ids)})")
+        params += list(query.ids)
+    return terms, params
+
+
+def where_clause(query: JobQuery, millis: Millis) -> tuple[str, list[Any]]:
+    """``WHERE <terms>`` (empty when ``query`` has none) and its parameters."""
+    terms, params = conditions(query, millis)
+    return (f"WHERE {' AND '.join(terms)}" if terms else ""), params
+
+
+#: The statuses of the reaper's sweep of queued jobs whose wake-up was lost.
+QUEUED: tuple[Status, ...] = (Status.QUEUED,)
+
+#: The partial indexes of the jobs table: name -> (columns, the jobs it holds).
+PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
+    # next_due_at: the earliest pending job; across tenants, the oldest due one-off job.
+    "jobs_due": ("scheduled_at", PENDING),
+    # claim_due walks it by priority level, then due time (store.py).
+    "jobs_claim": ("priority, scheduled_at, id", DUE_ONE_OFF),
+    "jobs_templates_due": ("scheduled_at, id", DUE_TEMPLATE),
+    # The reaper's sweeps (find_stale).
+    "jobs_queued": ("queued_at", JobQuery(tenant_id=None, statuses=QUEUED)),
+    "jobs_in_flight": ("heartbeat_at", JobQuery(tenant_id=None, statuses=IN_FLIGHT)),
+    # The throughput figures: jobs that ended completed or in dlq, by when.
+    "jobs_finished": ("updated_at", JobQuery(tenant_id=None, statuses=THROUGHPUT)),
+    # A tenant's cron templates (the Cron view), newest first.
+    "jobs_tenant_templates": (
+        "tenant_id, created_at DESC, id DESC",
+        JobQuery(tenant_id=None, cron=True),
+    ),
+    # Templates holding a buffered fire time, by that time.
+    "jobs_cron_buffered": ("cron_buffered", JobQuery(tenant_id=None, buffered=True)),
+}
+
+#: Creates the partial indexes (after the column migration: some name added columns).
+PARTIAL_INDEXES_SQL = "".join(
+    f"CREATE INDEX IF NOT EXISTS {name} ON jobs ({columns}) WHERE {index_where(query)};\n"
+    for name, (columns, query) in PARTIAL_INDEXES.items()
+)
+
+
+def sync_partial_indexes(conn: sqlite3.Connection) -> None:
+    """Create the partial indexes, first dropping any whose stored WHERE differs from its
+    predicate's (a file made by an older version, or before a predicate changed).
+    Idempotent."""
+    for name, (_columns, query) in PARTIAL_INDEXES.items():
+        row = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
+        ).fetchone()
+        if row is not None and _stored_where(row[0]) != index_where(query):
+            conn.execute(f"DROP INDEX {name}")
+    conn.executescript(PARTIAL_INDEXES_SQL)
+
+
+def _stored_where(sql: str) -> str:
+    """The WHERE text of a stored ``CREATE INDEX`` statement, whitespace collapsed."""
+    parts = re.split(r"\sWHERE\s", sql, maxsplit=1)
+    return " ".join(parts[1].split()) if len(parts) == 2 else ""

@@ -1,0 +1,86 @@
+"""The JobStore contract for the named predicates: every adapter's reads select exactly the
+jobs the one definition matches (``store/query.py``'s :data:`DUE_ONE_OFF`,
+:data:`DUE_TEMPLATE`, :data:`PENDING`, :data:`BUFFERED`; ``domain/states``'
+:data:`UNFINISHED`), over a mix of jobs in every status, templates among them. Run against
+every adapter."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import attrs
+
+from jobscheduler.domain import states
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.store import JobStore
+from jobscheduler.store.query import BUFFERED, DUE_ONE_OFF, DUE_TEMPLATE, PENDING
+
+from .store_support import NOW, make_job
+
+EVERY = "* * * * *"
+
+
+def mix() -> list[Job]:
+    """Jobs of two tenants: one-offs and templates, due, early and late, in every status."""
+    earlier, later = NOW - timedelta(minutes=5), NOW + timedelta(minutes=5)
+    jobs = []
+    for tenant in ("tenant-a", "tenant-b"):
+        for status in Status:
+            for at in (earlier, NOW, later):
+                jobs.append(make_job(tenant=tenant, status=status, scheduled_at=at))
+                template = make_job(tenant=tenant, status=status, scheduled_at=at, cron=EVERY)
+                jobs.append(template)
+                jobs.append(attrs.evolve(template, id=make_job().id, cron_buffered=at))
+    # Unique keys: the buffered copies share their template's key otherwise.
+    return [attrs.evolve(job, idempotency_key=f"key-{job.id}") for job in jobs]
+
+
+async def stored_mix(store: JobStore) -> list[Job]:
+    jobs = mix()
+    outcomes = await store.insert_many(jobs)
+    assert all(isinstance(outcome, Job) for outcome in outcomes), outcomes
+    return jobs
+
+
+async def test_due_templates_next_due_and_buffered_templates_select_what_their_predicates_match(
+    store: JobStore,
+) -> None:
+    jobs = await stored_mix(store)
+    due = {j.id for j in jobs if DUE_TEMPLATE.due(NOW).matches(j)}
+    assert {j.id for j in await store.due_templates(NOW, 1000)} == due
+    assert await store.next_due_at() == min(j.scheduled_at for j in jobs if PENDING.matches(j))
+    buffered = {j.id for j in jobs if BUFFERED.matches(j)}
+    assert {j.id for j in await store.buffered_templates(1000)} == buffered
+
+
+async def test_the_oldest_due_job_of_stats_and_overview_is_the_oldest_due_one_off(
+    store: JobStore,
+) -> None:
+    jobs = await stored_mix(store)
+    later = NOW + timedelta(minutes=10)
+    jobs.append(await store.insert(make_job(tenant="tenant-c", scheduled_at=later)))
+    for tenant in ("tenant-a", "tenant-c", None):
+        due = DUE_ONE_OFF.of_tenant(tenant).due(NOW)
+        oldest = min((j.scheduled_at for j in jobs if due.matches(j)), default=None)
+        assert (await store.stats(tenant, NOW)).oldest_due_at == oldest, tenant
+        assert (await store.overview_stats(tenant, NOW)).oldest_due_at == oldest, tenant
+    assert oldest is not None
+    assert (await store.stats("tenant-c", later)).oldest_due_at == later
+
+
+async def test_a_tenants_unfinished_count_is_its_jobs_in_the_unfinished_statuses(
+    store: JobStore,
+) -> None:
+    jobs = await stored_mix(store)
+    expected = sum(j.tenant_id == "tenant-b" and j.status in states.UNFINISHED for j in jobs)
+    assert await store.count_unfinished("tenant-b") == expected
+
+
+async def test_a_claim_takes_exactly_the_due_one_off_jobs(store: JobStore) -> None:
+    jobs = await stored_mix(store)
+    due = {j.id for j in jobs if DUE_ONE_OFF.due(NOW).matches(j)}
+    assert due
+    claimed = await store.claim_due(NOW, 1000)
+    assert {j.id for j in claimed} == due
+    assert all(j.status is Status.QUEUED for j in claimed)
+    assert await store.claim_due(NOW, 1000) == []
