@@ -18,11 +18,11 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
-from jobscheduler.domain.states import Change
+from jobscheduler.domain.states import UNFINISHED, Change
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
 
-from .query import Cursor, JobQuery, JobStats
+from .query import Cursor, JobCounts, JobQuery, JobStats
 
 #: What :meth:`JobStore.insert_many` answers for each job, in order: the job as stored, or
 #: the reason it was not stored (DuplicateJob with ``existing_id``, or ValidationError).
@@ -187,8 +187,22 @@ class JobStore(abc.ABC):
         ``heartbeat_at``) is older than ``before`` (read only; the reaper's query)."""
 
     @abc.abstractmethod
+    async def count_jobs(
+        self,
+        tenant_id: str | None,
+        statuses: Sequence[Status] | None = None,
+        *,
+        by_type: bool = False,
+    ) -> JobCounts:
+        """How many of ``tenant_id``'s jobs (None: every tenant's) are in each of
+        ``statuses`` (None: every status; zero included) and, with ``by_type``, in each
+        (status, job type). The one count of each adapter: the stats, the Overview and the
+        counts below are answered from it (a store keeping counters would answer it from
+        them). Read only."""
+
     async def count_by_status(self) -> dict[Status, int]:
-        """How many jobs are in each status (for operators and benchmarks)."""
+        """How many jobs are in each status, every tenant's (for operators and benchmarks)."""
+        return dict((await self.count_jobs(None)).by_status)
 
     # ------------------------------------------------------------------ cron ledger
 
@@ -242,10 +256,10 @@ class JobStore(abc.ABC):
         inserting a second job with the same pair raises DuplicateJob, whatever its key.
         """
 
-    @abc.abstractmethod
     async def count_unfinished(self, tenant_id: str) -> int:
-        """How many of the tenant's jobs are pending, queued, claimed or running (cron
-        templates included: they are pending until removed)."""
+        """How many of the tenant's jobs are unfinished (:data:`states.UNFINISHED
+        <jobscheduler.domain.states.UNFINISHED>`: a pending cron template included)."""
+        return (await self.count_jobs(tenant_id, UNFINISHED)).total
 
     @abc.abstractmethod
     async def insert_key(self, key: ApiKey) -> ApiKey:

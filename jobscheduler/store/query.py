@@ -19,7 +19,8 @@ page walk by due time may miss or repeat such a job).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import attrs
@@ -150,6 +151,40 @@ class Window:
 
 
 @attrs.frozen(kw_only=True)
+class JobCounts:
+    """How many jobs one count found: in each status it counted (zero included), and, when
+    it counted by type, in each (status, job type) it found."""
+
+    by_status: Mapping[Status, int]
+    #: (status, job type) -> how many jobs; None when not counted by type.
+    by_type: Mapping[tuple[Status, str], int] | None = None
+
+    @classmethod
+    def of_statuses(
+        cls, statuses: Sequence[Status] | None, found: Mapping[Status, int]
+    ) -> JobCounts:
+        """Counts by status: ``found``, with zero for each status counted but not found
+        (``statuses`` None: every status)."""
+        counted = Status if statuses is None else statuses
+        return cls(by_status={Status(s): int(found.get(Status(s), 0)) for s in counted})
+
+    @classmethod
+    def of_types(
+        cls, statuses: Sequence[Status] | None, found: Mapping[tuple[Status, str], int]
+    ) -> JobCounts:
+        """Counts by (status, job type) as ``found``, and by status their sums."""
+        totals: Counter[Status] = Counter()
+        for (status, _), n in found.items():
+            totals[status] += n
+        return attrs.evolve(cls.of_statuses(statuses, totals), by_type=dict(found))
+
+    @property
+    def total(self) -> int:
+        """How many jobs were counted, in every status counted."""
+        return sum(self.by_status.values())
+
+
+@attrs.frozen(kw_only=True)
 class JobStats:
     """What ``GET /stats`` reports (and the reaper exports as gauges)."""
 
@@ -175,6 +210,7 @@ __all__ = [
     "STATS_WINDOWS",
     "THROUGHPUT",
     "Cursor",
+    "JobCounts",
     "JobQuery",
     "JobStats",
     "Sort",

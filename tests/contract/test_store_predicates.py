@@ -6,6 +6,7 @@ every adapter."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 import attrs
@@ -74,6 +75,27 @@ async def test_a_tenants_unfinished_count_is_its_jobs_in_the_unfinished_statuses
     jobs = await stored_mix(store)
     expected = sum(j.tenant_id == "tenant-b" and j.status in states.UNFINISHED for j in jobs)
     assert await store.count_unfinished("tenant-b") == expected
+
+
+async def test_the_one_count_counts_by_status_and_by_type_of_a_tenant_or_of_all(
+    store: JobStore,
+) -> None:
+    jobs = await stored_mix(store)
+    jobs.append(await store.insert(make_job(tenant="tenant-b", job_type="email")))
+    for tenant in ("tenant-b", None, "nobody"):
+        mine = [j for j in jobs if tenant is None or j.tenant_id == tenant]
+        by_status = {s: sum(j.status is s for j in mine) for s in Status}
+        by_type = Counter((j.status, j.job_type) for j in mine)
+        counts = await store.count_jobs(tenant)
+        assert (counts.by_status, counts.by_type) == (by_status, None), tenant
+        typed = await store.count_jobs(tenant, by_type=True)
+        assert (typed.by_status, typed.by_type) == (by_status, dict(by_type)), tenant
+        some = await store.count_jobs(tenant, states.IN_FLIGHT, by_type=True)
+        assert some.by_status == {s: by_status[s] for s in states.IN_FLIGHT}, tenant
+        assert some.by_type == {k: n for k, n in by_type.items() if k[0] in states.IN_FLIGHT}
+        assert (await store.stats(tenant, NOW)).counts == dict(by_type), tenant
+        assert (await store.overview_stats(tenant, NOW)).counts == by_status, tenant
+    assert await store.count_by_status() == {s: sum(j.status is s for j in jobs) for s in Status}
 
 
 async def test_a_claim_takes_exactly_the_due_one_off_jobs(store: JobStore) -> None:

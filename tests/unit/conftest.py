@@ -48,7 +48,7 @@ from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.memory import MemoryJobStore
-from jobscheduler.store.query import Cursor, JobQuery, JobStats
+from jobscheduler.store.query import Cursor, JobCounts, JobQuery, JobStats
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.testing import JobFactory
 
@@ -135,8 +135,14 @@ class ProxyStore(JobStore):
     ) -> list[Job]:
         return await self.inner.find_stale(statuses, field, before, limit)
 
-    async def count_by_status(self) -> dict[Status, int]:
-        return await self.inner.count_by_status()
+    async def count_jobs(
+        self,
+        tenant_id: str | None,
+        statuses: Sequence[Status] | None = None,
+        *,
+        by_type: bool = False,
+    ) -> JobCounts:
+        return await self.inner.count_jobs(tenant_id, statuses, by_type=by_type)
 
     async def record_occurrences(
         self, records: Sequence[Occurrence]
@@ -180,9 +186,6 @@ class ProxyStore(JobStore):
 
     async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
         return await self.inner.find_run(template_id, fire_at)
-
-    async def count_unfinished(self, tenant_id: str) -> int:
-        return await self.inner.count_unfinished(tenant_id)
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         return await self.inner.insert_key(key)

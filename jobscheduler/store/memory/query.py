@@ -9,7 +9,7 @@ id, both in its direction) and continue strictly after a :class:`Cursor`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from jobscheduler.domain.model import Job, Status, utc
@@ -18,6 +18,7 @@ from jobscheduler.store.query import (
     STATS_WINDOWS,
     THROUGHPUT,
     Cursor,
+    JobCounts,
     JobQuery,
     JobStats,
     Window,
@@ -48,6 +49,18 @@ def page(jobs: Iterable[Job], query: JobQuery, limit: int, after: Cursor | None)
     return found[:limit]
 
 
+def count(
+    jobs: Iterable[Job], tenant_id: str | None, statuses: Sequence[Status] | None, by_type: bool
+) -> JobCounts:
+    """The memory store's one count (see :meth:`JobStore.count_jobs
+    <jobscheduler.store.base.JobStore.count_jobs>`)."""
+    counted = JobQuery(tenant_id=tenant_id, statuses=tuple(statuses or ()))
+    mine = [job for job in jobs if counted.matches(job)]
+    if by_type:
+        return JobCounts.of_types(statuses, Counter((job.status, job.job_type) for job in mine))
+    return JobCounts.of_statuses(statuses, Counter(job.status for job in mine))
+
+
 def job_stats(jobs: Iterable[Job], now: datetime) -> JobStats:
     """Counts by (status, job type), the oldest due job, and the jobs completed and
     dead-lettered (by ``updated_at``) in each window of :data:`STATS_WINDOWS` up to ``now``."""
@@ -61,7 +74,7 @@ def job_stats(jobs: Iterable[Job], now: datetime) -> JobStats:
         return Window(minutes=minutes, completed=ended[Status.COMPLETED], failed=ended[Status.DLQ])
 
     return JobStats(
-        counts=dict(Counter((job.status, job.job_type) for job in jobs)),
+        counts=count(jobs, None, None, by_type=True).by_type or {},
         oldest_due_at=oldest_due(jobs, now),
         windows=tuple(window(minutes) for minutes in STATS_WINDOWS),
     )
@@ -75,6 +88,16 @@ class MemoryQueryMixin(MemoryConnection):
     ) -> list[Job]:
         await self._enter()
         return [job_out(job) for job in page(self._jobs, query, limit, after)]
+
+    async def count_jobs(
+        self,
+        tenant_id: str | None,
+        statuses: Sequence[Status] | None = None,
+        *,
+        by_type: bool = False,
+    ) -> JobCounts:
+        await self._enter()
+        return count(self._jobs, tenant_id, statuses, by_type)
 
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         await self._enter()

@@ -29,7 +29,6 @@ module (inserts, reads, claims, transitions), :mod:`.attempts`, :mod:`.ledger`,
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -154,11 +153,6 @@ class MemoryJobStore(
         stale = [job for job in self._jobs if job.status in wanted and age(job) < cutoff]
         stale.sort(key=lambda job: (age(job), job.id))
         return [job_out(job) for job in stale[:limit]]
-
-    async def count_by_status(self) -> dict[Status, int]:
-        await self._enter()
-        found = Counter(job.status for job in self._jobs)
-        return {status: found[status] for status in Status}
 
     # ------------------------------------------------------------------ claims, transitions
 

@@ -1,4 +1,4 @@
-"""The memory store's tenancy: API keys, the audit trail, and a tenant's unfinished count."""
+"""The memory store's tenancy: API keys and the audit trail."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import attrs
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import utc
-from jobscheduler.domain.states import UNFINISHED
 from jobscheduler.errors import StoreError
-from jobscheduler.store.query import JobQuery
 
 from .codec import keep
 from .conn import MemoryConnection
@@ -46,17 +44,12 @@ class AuditTrail:
 
 
 class MemoryTenancyMixin(MemoryConnection):
-    """API keys and the audit trail beside the jobs, and the per-tenant unfinished count."""
+    """API keys and the audit trail beside the jobs."""
 
     def __init__(self) -> None:
         super().__init__()
         self._keys: dict[str, ApiKey] = {}
         self._audit = AuditTrail()
-
-    async def count_unfinished(self, tenant_id: str) -> int:
-        await self._enter()
-        unfinished = JobQuery(tenant_id=tenant_id, statuses=UNFINISHED)
-        return sum(1 for job in self._jobs if unfinished.matches(job))
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         await self._enter()

@@ -1,4 +1,4 @@
-"""The MongoDB collections of tenancy: ``api_keys`` and ``audit``, plus the per-tenant count.
+"""The MongoDB collections of tenancy: ``api_keys`` and ``audit``.
 
 A mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore` (it uses that store's ``_call``
 plumbing and client); the indexes are created at ``start`` with the jobs' indexes. Key
@@ -23,7 +23,6 @@ from pymongo.write_concern import WriteConcern
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.domain.model import utc
-from jobscheduler.domain.states import UNFINISHED
 from jobscheduler.errors import StoreError
 
 from .codec import Document
@@ -36,8 +35,6 @@ AUDIT_INDEXES: Final = [
     IndexModel([("at", ASCENDING)], name="at"),
     IndexModel([("tenantId", ASCENDING), ("_id", DESCENDING)], name="tenant_id"),
 ]
-
-_UNFINISHED: Final = [status.value for status in UNFINISHED]
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -141,7 +138,7 @@ def create_tenancy_indexes(client: MongoClient[Document], database: str) -> None
 
 
 class MongoTenancyMixin(MongoSeam):
-    """Keys, audit records and the unfinished count in the store's database."""
+    """Keys and audit records in the store's database."""
 
     def _tenancy(self, name: str) -> Collection[Document]:
         if self._client is None:
@@ -151,11 +148,6 @@ class MongoTenancyMixin(MongoSeam):
             write_concern=WriteConcern(w="majority", j=True),
             read_concern=ReadConcern("majority"),
         )
-
-    async def count_unfinished(self, tenant_id: str) -> int:
-        jobs = self._collection()
-        query = {"tenantId": tenant_id, "status": {"$in": _UNFINISHED}}
-        return await self._call(lambda: jobs.count_documents(query), "count", read=True)
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         keys = self._tenancy(KEYS_COLLECTION)

@@ -4,10 +4,10 @@ A mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`. Every Overvie
 indexed query per status, in the form index-using servers serve best (equalities and a range
 on top-level fields):
 
-- counts by status: one ``count`` command per status on ``{tenantId, status}`` (the
-  ``tenant_status_createdAt`` / ``status_createdAt`` indexes; MongoDB answers it with a
-  COUNT_SCAN, the test stack's patched FerretDB with one SQL ``COUNT(*)``), never a
-  ``$group`` over every job;
+- counts by status: the store's one count (:func:`.query.count`), one ``count`` command
+  per status on ``{tenantId, status}`` (the ``tenant_status_createdAt`` /
+  ``status_createdAt`` indexes; MongoDB answers it with a COUNT_SCAN, the test stack's
+  patched FerretDB with one SQL ``COUNT(*)``), never a ``$group`` over every job;
 - the oldest due job: ``status_scheduledAt``;
 - the jobs finished in each minute of the last hour: one ``count`` per status and minute on
   ``status_updatedAt``. Reading the finished jobs' ``updatedAt`` instead is one query, but
@@ -26,12 +26,13 @@ from pymongo.collection import Collection
 from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.model import Status, utc
-from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
+from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import StoreError
 
 from .codec import Document
-from .query import oldest_due
+from .query import count as count_jobs
+from .query import count_command, oldest_due
 from .seam import MongoSeam
 
 WORKERS_COLLECTION: Final = "workers"
@@ -121,14 +122,12 @@ class MongoWorkersMixin(MongoSeam):
 
     async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
         jobs = self._collection()
-        database = jobs.database
         scope: Document = {} if tenant_id is None else {"tenantId": tenant_id}
         now = utc(now)
         start = series_start(now)
-        status_queries = [{**scope, "status": status.value} for status in Status]
 
         def count(query: Document) -> int:
-            return int(database.command("count", jobs.name, query=query)["n"])
+            return count_command(jobs, query)
 
         def per_minute(status: Status, total: int) -> tuple[int, ...]:
             # No job in the status, or none that ended in it within the hour (often dlq, or
@@ -144,9 +143,9 @@ class MongoWorkersMixin(MongoSeam):
             return tuple(minutes)
 
         def op() -> OverviewStats:
-            counts = {status: count(q) for status, q in zip(Status, status_queries, strict=True)}
+            counts = count_jobs(jobs, tenant_id, None, by_type=False).by_status
             return OverviewStats(
-                counts=all_statuses(counts),
+                counts=counts,
                 oldest_due_at=oldest_due(jobs, tenant_id, now),
                 start=start,
                 completed=per_minute(Status.COMPLETED, counts[Status.COMPLETED]),

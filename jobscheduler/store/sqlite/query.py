@@ -23,6 +23,7 @@ from jobscheduler.store.query import (
     STATS_WINDOWS,
     THROUGHPUT,
     Cursor,
+    JobCounts,
     JobQuery,
     JobStats,
     Sort,
@@ -104,18 +105,37 @@ def finished_sql(
     return f"SELECT {select} FROM jobs {hint}{where} AND updated_at >= ?", params
 
 
+def count_sql(
+    tenant_id: str | None, statuses: Sequence[Status] | None, by_type: bool
+) -> tuple[str, list[Any]]:
+    """The store's one count (:meth:`~jobscheduler.store.base.JobStore.count_jobs`): jobs by
+    status (and job type) of a tenant, or of all, in some statuses or all. By status alone it
+    is answered from an index (``jobs_tenant_status``, ``jobs_status_created``: SQLite counts
+    their entries and reads no row); by type it reads the rows."""
+    columns = "status, job_type" if by_type else "status"
+    counted = JobQuery(tenant_id=tenant_id, statuses=tuple(statuses or ()))
+    where, params = where_clause(counted, _millis)
+    return (
+        f"SELECT {columns}, COUNT(*) FROM jobs {where}{' ' if where else ''}GROUP BY {columns}",
+        params,
+    )
+
+
+def counts_of(
+    rows: Sequence[Sequence[Any]], statuses: Sequence[Status] | None, by_type: bool
+) -> JobCounts:
+    """The :class:`JobCounts` of :func:`count_sql`'s rows."""
+    if by_type:
+        return JobCounts.of_types(statuses, {(Status(s), t): n for s, t, n in rows})
+    return JobCounts.of_statuses(statuses, {Status(s): n for s, n in rows})
+
+
 def stats_sql(
     tenant_id: str | None, now: datetime, *, millis: Millis
 ) -> list[tuple[str, list[Any]]]:
     """The three stats queries: counts by (status, job type); the oldest due pending
     one-off job's ``scheduled_at``; per finished status, the count in each window."""
-    tenant_params = [tenant_id] if tenant_id is not None else []
-    counts = (
-        "SELECT status, job_type, COUNT(*) FROM jobs"
-        + (" WHERE tenant_id = ?" if tenant_id is not None else "")
-        + " GROUP BY status, job_type",
-        list(tenant_params),
-    )
+    counts = count_sql(tenant_id, None, by_type=True)
     oldest = oldest_due_sql(tenant_id, now)
     starts = [millis(now - timedelta(minutes=m)) for m in STATS_WINDOWS]
     sums = ", ".join("SUM(updated_at >= ?)" for _ in STATS_WINDOWS)
@@ -133,16 +153,16 @@ class SQLiteQueryMixin(SQLiteConnection):
             self, changes: Sequence[Change], read_back: Sequence[bool]
         ) -> list[Job | bool]: ...
 
-    async def count_by_status(self) -> dict[Status, int]:
-        rows = await self._read(
-            lambda conn: conn.execute(
-                "SELECT status, COUNT(*) FROM jobs GROUP BY status"
-            ).fetchall()
-        )
-        counts = dict.fromkeys(Status, 0)
-        for status, count in rows:
-            counts[Status(status)] = count
-        return counts
+    async def count_jobs(
+        self,
+        tenant_id: str | None,
+        statuses: Sequence[Status] | None = None,
+        *,
+        by_type: bool = False,
+    ) -> JobCounts:
+        sql, params = count_sql(tenant_id, statuses, by_type)
+        rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return counts_of(rows, statuses, by_type)
 
     # ------------------------------------------------------------------ management
 
@@ -174,7 +194,7 @@ class SQLiteQueryMixin(SQLiteConnection):
             for i, minutes in enumerate(STATS_WINDOWS)
         )
         return JobStats(
-            counts={(Status(st), jt): n for st, jt, n in counts_rows},
+            counts=counts_of(counts_rows, None, by_type=True).by_type or {},
             oldest_due_at=(
                 _EPOCH + timedelta(milliseconds=oldest_rows[0][0]) if oldest_rows else None
             ),

@@ -1,4 +1,4 @@
-"""The SQLite tables of tenancy: API keys and the audit trail, plus the per-tenant count.
+"""The SQLite tables of tenancy: API keys and the audit trail.
 
 A mixin of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`, on the ``_read``/``_write``
 of :class:`~jobscheduler.store.sqlite.conn.SQLiteConnection`; the tables are created with
@@ -15,7 +15,6 @@ from typing import Any
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
-from jobscheduler.domain.states import UNFINISHED
 from jobscheduler.errors import StoreError
 
 from .conn import SQLiteConnection
@@ -47,8 +46,6 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_run ON jobs (template_id, fire_at)
     WHERE template_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS audit_tenant ON audit (tenant_id, id);
 """
-
-_UNFINISHED = tuple(status.value for status in UNFINISHED)
 
 _GLOBAL_KEY = re.compile(r"(idempotency_key\s+TEXT\s+NOT\s+NULL)\s+UNIQUE", re.IGNORECASE)
 
@@ -144,16 +141,7 @@ def audit_params(record: AuditRecord) -> tuple[Any, ...]:
 
 
 class SQLiteTenancyMixin(SQLiteConnection):
-    """Keys, audit records and the unfinished count on the store's SQLite file."""
-
-    async def count_unfinished(self, tenant_id: str) -> int:
-        marks = ", ".join("?" * len(_UNFINISHED))
-        sql = f"SELECT COUNT(*) FROM jobs WHERE tenant_id = ? AND status IN ({marks})"
-
-        def op(conn: sqlite3.Connection) -> int:
-            return int(conn.execute(sql, (tenant_id, *_UNFINISHED)).fetchone()[0])
-
-        return await self._read(op)
+    """Keys and audit records on the store's SQLite file."""
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         params = (

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobscheduler.domain.model import Status
-from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, all_statuses, series_start
+from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
 
 from .conn import SQLiteConnection
-from .query import finished_sql, oldest_due_sql
+from .query import count_sql, counts_of, finished_sql, oldest_due_sql
 
 WORKERS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS workers (
@@ -71,13 +71,7 @@ def overview_sql(
     """The Overview's queries: counts by status; the oldest due pending one-off job; the
     ``updated_at`` of the jobs that ended completed, then of those that ended in dlq, since
     ``start``."""
-    tenant_params: list[Any] = [tenant_id] if tenant_id is not None else []
-    counts = (
-        "SELECT status, COUNT(*) FROM jobs"
-        + (" WHERE tenant_id = ?" if tenant_id is not None else "")
-        + " GROUP BY status",
-        list(tenant_params),
-    )
+    counts = count_sql(tenant_id, None, by_type=False)
     oldest = oldest_due_sql(tenant_id, now)
     finished = []
     for status in (Status.COMPLETED, Status.DLQ):
@@ -153,7 +147,7 @@ class SQLiteWorkersMixin(SQLiteConnection):
             return tuple(buckets)
 
         return OverviewStats(
-            counts=all_statuses({Status(status): n for status, n in counts_rows}),
+            counts=counts_of(counts_rows, None, by_type=False).by_status,
             oldest_due_at=_time(oldest_rows[0][0]) if oldest_rows else None,
             start=start,
             completed=series(completed_rows),
