@@ -38,13 +38,8 @@ from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import Change, claim_fields
 from jobscheduler.errors import JobNotFound, StoreError
-from jobscheduler.store.base import (
-    InsertOutcome,
-    JobStore,
-    duplicate_of,
-    first_of_each_key,
-    spread_outcomes,
-)
+from jobscheduler.store.base import InsertOutcome, JobStore
+from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
 from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 
 from .attempts import MemoryAttemptsMixin

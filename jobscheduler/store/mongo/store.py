@@ -68,7 +68,8 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, Writ
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import JobNotFound, StoreError, ValidationError
-from jobscheduler.store.base import InsertOutcome, duplicate_of, first_of_each_key, spread_outcomes
+from jobscheduler.store.base import InsertOutcome
+from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
 from jobscheduler.store.query import DUE_TEMPLATE, PENDING
 
 from .attempts import (
