@@ -31,7 +31,7 @@ from jobscheduler.domain.model import Job, format_time
 from jobscheduler.domain.validation import parse_create_request
 from jobscheduler.errors import DuplicateJob, JobSchedulerError
 from jobscheduler.handlers import default_registry
-from jobscheduler.store import JobStore
+from jobscheduler.store import JobRecords, JobStore
 
 EPILOG = """\
 The mix (of --count one-off jobs):
@@ -220,7 +220,7 @@ class Outcome:
     duplicates: int = 0
 
 
-async def insert_all(store: JobStore, jobs: list[tuple[str, Job]]) -> Outcome:
+async def insert_all(store: JobRecords, jobs: list[tuple[str, Job]]) -> Outcome:
     """Insert ``jobs`` with a few concurrent writers; the first store error stops the run."""
     outcome = Outcome()
     errors: list[JobSchedulerError] = []

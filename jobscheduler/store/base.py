@@ -1,8 +1,26 @@
-"""The JobStore port: the single source of truth for every job.
+"""The job store's ports, one per role, and :class:`JobStore`, their union.
 
-Every adapter (SQLite embedded, MongoDB production, memory for tests) passes the one
-contract suite in ``tests/contract/test_store_*.py``. Methods raise only this package's
-errors (:class:`~jobscheduler.errors.StoreError` for driver failures, whose outcome may be
+The store is the single source of truth for every job. Each role asks it for one part of
+that truth, so the port is split by role, each part a protocol whose docstrings state its
+contract:
+
+========================  ==============================================================
+:class:`StoreLifecycle`    open, close, ping (the process assembly, the CLI)
+:class:`JobRecords`        store new jobs and read one by id (the API, cron firing)
+:class:`Transitions`       claims and conditional updates (scheduler, executor, reaper)
+:class:`CronLedger`        the per-fire-time ledger of cron templates (cron firing)
+:class:`AttemptLog`        the attempt records beside the jobs (the API; the reaper prunes)
+:class:`Tenancy`           API keys and the audit trail (the API's auth and key routes)
+:class:`WorkerPresence`    the processes' presence records (schedulers, executors, Overview)
+:class:`Reporting`         listing, counts and figures (the API, the reaper's gauges)
+========================  ==============================================================
+
+Every adapter (SQLite embedded, MongoDB production, memory for tests) implements them all
+in one class, subclassing :class:`JobStore` (which makes a missing method an error), and
+passes the one contract suite in ``tests/contract/test_store_*.py``. ``Deps`` holds a
+:class:`JobStore`; code that needs one part only takes that protocol, so a test double
+implements that part alone. Methods raise only this package's errors
+(:class:`~jobscheduler.errors.StoreError` for driver failures, whose outcome may be
 unknown).
 """
 
@@ -11,6 +29,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Protocol
 
 from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
@@ -24,33 +43,37 @@ from jobscheduler.errors import DuplicateJob, ValidationError
 
 from .query import Cursor, JobCounts, JobQuery, JobStats
 
-#: What :meth:`JobStore.insert_many` answers for each job, in order: the job as stored, or
+#: What :meth:`JobRecords.insert_many` answers for each job, in order: the job as stored, or
 #: the reason it was not stored (DuplicateJob with ``existing_id``, or ValidationError).
 InsertOutcome = Job | DuplicateJob | ValidationError
 
-#: Most jobs one :meth:`JobStore.insert_many` call accepts.
+#: Most jobs one :meth:`JobRecords.insert_many` call accepts.
 MAX_INSERT_MANY = 1000
 
 
-class JobStore(abc.ABC):
-    """Persistence of jobs; every state change is one atomic conditional update."""
+class StoreLifecycle(Protocol):
+    """Opening and closing a store. No I/O happens before :meth:`start`."""
 
     @abc.abstractmethod
     async def start(self) -> None:
-        """Connect and create the schema / indexes. Idempotent. No I/O happens before this."""
+        """Connect and create the schema / indexes. Idempotent."""
 
     @abc.abstractmethod
     async def close(self) -> None:
         """Release connections. Safe to call twice."""
 
+    @abc.abstractmethod
     async def ping(self) -> None:
         """Return once the store answers a trivial request; raise StoreError if it cannot.
 
         Cheap (no scan) and cancellable: a blocking driver call runs in a thread that is
         abandoned on cancellation, so a readiness probe with a deadline always returns in
-        time. Adapters override this default, which reads the next due time.
+        time.
         """
-        await self.next_due_at()
+
+
+class JobRecords(Protocol):
+    """New jobs, and one job read by its id or by its cron run's identity."""
 
     @abc.abstractmethod
     async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
@@ -83,28 +106,39 @@ class JobStore(abc.ABC):
         """Return the job; raise JobNotFound if no job has this id."""
 
     @abc.abstractmethod
-    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        """A tenant's jobs, newest ``created_at`` first (ties: newest id first), at most
-        ``limit`` of them."""
+    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+        """The run the template spawned for this fire time, or None.
+
+        A run is identified by (``template_id``, ``fire_at``) with a unique index of its own:
+        inserting a second job with the same pair raises DuplicateJob, whatever its key.
+        """
+
+
+class Transitions(Protocol):
+    """The scheduler's claims and every role's conditional updates (the state machine's
+    transitions), and the reads that find the jobs to move."""
 
     @abc.abstractmethod
     async def claim_due(self, now: datetime, limit: int) -> list[Job]:
         """Atomically move up to ``limit`` due one-off jobs from pending to queued.
 
-        Due means status pending, no cron, ``scheduled_at <= now``. Highest priority first,
-        then oldest ``scheduled_at``; the returned list is in that order. A job is returned by
-        at most one of any number of concurrent callers. Writes ``states.claim_fields(now)``.
-        A cancelled call may stop waiting for a claim already under way: its jobs may then be
-        queued with nobody told, which the reaper's queued sweep repairs.
+        Due is :data:`~jobscheduler.store.query.DUE_ONE_OFF` at ``now``. Highest priority
+        first, then oldest ``scheduled_at``; the returned list is in that order. A job is
+        returned by at most one of any number of concurrent callers. Writes
+        ``states.claim_fields(now)``. A cancelled call may stop waiting for a claim already
+        under way: its jobs may then be queued with nobody told, which the reaper's queued
+        sweep repairs.
         """
 
     @abc.abstractmethod
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
-        """Pending cron templates whose ``scheduled_at <= now`` (read only), oldest first."""
+        """Cron templates due at ``now`` (:data:`~jobscheduler.store.query.DUE_TEMPLATE`),
+        oldest ``scheduled_at`` first, at most ``limit`` (read only)."""
 
     @abc.abstractmethod
     async def next_due_at(self) -> datetime | None:
-        """The earliest ``scheduled_at`` among pending jobs (one-offs and templates), or None."""
+        """The earliest ``scheduled_at`` among pending jobs, one-offs and templates
+        (:data:`~jobscheduler.store.query.PENDING`), or None."""
 
     @abc.abstractmethod
     async def apply(self, change: Change) -> Job | None:
@@ -113,8 +147,8 @@ class JobStore(abc.ABC):
         Returns the job as updated, or None when the job does not exist or any expectation
         does not hold (the caller lost a race). Never partially applies. When the change
         applies and carries a ``record``, the attempt record is appended beside the job
-        (see :meth:`attempts`): in the same transaction where the store has them, else right
-        after, in the same call; a second record with the same key is ignored.
+        (see :class:`AttemptLog`): in the same transaction where the store has them, else
+        right after, in the same call; a second record with the same key is ignored.
         """
 
     async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
@@ -135,6 +169,11 @@ class JobStore(abc.ABC):
             for job, want in zip(results, read_back, strict=True)
         ]
 
+    async def apply_bulk(self, changes: Sequence[Change]) -> int:
+        """Apply independent changes (as :meth:`apply_many`); returns how many applied.
+        Adapters may send them in one round trip without reading the jobs back."""
+        return sum(job is not None for job in await self.apply_many(changes))
+
     @abc.abstractmethod
     async def find_stale(
         self, statuses: Sequence[Status], field: str, before: datetime, limit: int
@@ -142,25 +181,10 @@ class JobStore(abc.ABC):
         """Jobs in one of ``statuses`` whose time ``field`` (``queued_at`` or
         ``heartbeat_at``) is older than ``before`` (read only; the reaper's query)."""
 
-    @abc.abstractmethod
-    async def count_jobs(
-        self,
-        tenant_id: str | None,
-        statuses: Sequence[Status] | None = None,
-        *,
-        by_type: bool = False,
-    ) -> JobCounts:
-        """How many of ``tenant_id``'s jobs (None: every tenant's) are in each of
-        ``statuses`` (None: every status; zero included) and, with ``by_type``, in each
-        (status, job type). The one count of each adapter: the stats, the Overview and the
-        counts below are answered from it (a store keeping counters would answer it from
-        them). Read only."""
 
-    async def count_by_status(self) -> dict[Status, int]:
-        """How many jobs are in each status, every tenant's (for operators and benchmarks)."""
-        return dict((await self.count_jobs(None)).by_status)
-
-    # ------------------------------------------------------------------ cron ledger
+class CronLedger(Protocol):
+    """The per-fire-time ledger of cron templates, beside the jobs, and the templates that
+    hold a buffered fire time."""
 
     @abc.abstractmethod
     async def record_occurrences(
@@ -190,32 +214,25 @@ class JobStore(abc.ABC):
 
     @abc.abstractmethod
     async def buffered_templates(self, limit: int) -> list[Job]:
-        """Pending cron templates holding a buffered fire time (``cron_buffered`` set),
+        """Templates holding a buffered fire time (:data:`~jobscheduler.store.query.BUFFERED`),
         oldest buffer first, at most ``limit`` (read only)."""
+
+
+class AttemptLog(Protocol):
+    """The attempt records of the jobs, beside them (written by :meth:`Transitions.apply`)."""
 
     @abc.abstractmethod
     async def attempts(self, job_id: str) -> list[Attempt]:
-        """The attempt records of a job, oldest first (by number, then finish time); empty
-        for an unknown job."""
+        """The attempt records of a job, oldest first (by run, number, then finish time);
+        empty for an unknown job."""
 
     @abc.abstractmethod
     async def prune_attempts(self, before: datetime) -> int:
         """Delete attempt records that finished before ``before``; returns how many."""
 
-    # ------------------------------------------------------------------ tenancy
 
-    @abc.abstractmethod
-    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
-        """The run the template spawned for this fire time, or None.
-
-        A run is identified by (``template_id``, ``fire_at``) with a unique index of its own:
-        inserting a second job with the same pair raises DuplicateJob, whatever its key.
-        """
-
-    async def count_unfinished(self, tenant_id: str) -> int:
-        """How many of the tenant's jobs are unfinished (:data:`states.UNFINISHED
-        <jobscheduler.domain.states.UNFINISHED>`: a pending cron template included)."""
-        return (await self.count_jobs(tenant_id, UNFINISHED)).total
+class Tenancy(Protocol):
+    """API keys (their hashes and roles) and the audit trail, beside the jobs."""
 
     @abc.abstractmethod
     async def insert_key(self, key: ApiKey) -> ApiKey:
@@ -248,28 +265,9 @@ class JobStore(abc.ABC):
     async def prune_audit(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` records older than ``before``; returns how many."""
 
-    # ------------------------------------------------------------------ management (issue 11)
 
-    @abc.abstractmethod
-    async def find_jobs(
-        self, query: JobQuery, limit: int, after: Cursor | None = None
-    ) -> list[Job]:
-        """Up to ``limit`` jobs matching ``query``, newest ``created_at`` first (ties: newest
-        id first), strictly after ``after``. One indexed query (read only)."""
-
-    async def apply_bulk(self, changes: Sequence[Change]) -> int:
-        """Apply independent changes (as :meth:`apply_many`); returns how many applied.
-        Adapters may send them in one round trip without reading the jobs back."""
-        return sum(job is not None for job in await self.apply_many(changes))
-
-    @abc.abstractmethod
-    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
-        """Counts by (status, job type), the oldest due pending one-off job, and the jobs
-        completed / dead-lettered (by ``updated_at``) in each of the last
-        :data:`~jobscheduler.store.query.STATS_WINDOWS` minutes. ``tenant_id`` None: every
-        tenant."""
-
-    # ------------------------------------------------------------ presence, Overview (issue 14)
+class WorkerPresence(Protocol):
+    """One presence record per scheduler or executor process, for the Overview."""
 
     @abc.abstractmethod
     async def beat_worker(self, beat: WorkerBeat) -> None:
@@ -287,9 +285,72 @@ class JobStore(abc.ABC):
     async def prune_workers(self, now: datetime) -> int:
         """Delete the records expired at ``now``; returns how many."""
 
+
+class Reporting(Protocol):
+    """Filtered listing, counts and figures of the jobs (read only)."""
+
+    @abc.abstractmethod
+    async def find_jobs(
+        self, query: JobQuery, limit: int, after: Cursor | None = None
+    ) -> list[Job]:
+        """Up to ``limit`` jobs matching ``query``, in its sort order (by default newest
+        ``created_at`` first, ties: newest id first), strictly after ``after``. One
+        indexed query."""
+
+    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
+        """A tenant's jobs (in ``status``, when given), newest first, at most ``limit``:
+        :meth:`find_jobs` with only these conditions."""
+        statuses = () if status is None else (status,)
+        return await self.find_jobs(JobQuery(tenant_id=tenant_id, statuses=statuses), limit)
+
+    @abc.abstractmethod
+    async def count_jobs(
+        self,
+        tenant_id: str | None,
+        statuses: Sequence[Status] | None = None,
+        *,
+        by_type: bool = False,
+    ) -> JobCounts:
+        """How many of ``tenant_id``'s jobs (None: every tenant's) are in each of
+        ``statuses`` (None: every status; zero included) and, with ``by_type``, in each
+        (status, job type). The one count of each adapter: the stats, the Overview and the
+        counts below are answered from it (a store keeping counters would answer it from
+        them)."""
+
+    async def count_by_status(self) -> dict[Status, int]:
+        """How many jobs are in each status, every tenant's (for operators and benchmarks)."""
+        return dict((await self.count_jobs(None)).by_status)
+
+    async def count_unfinished(self, tenant_id: str) -> int:
+        """How many of the tenant's jobs are unfinished (:data:`states.UNFINISHED
+        <jobscheduler.domain.states.UNFINISHED>`: a pending cron template included)."""
+        return (await self.count_jobs(tenant_id, UNFINISHED)).total
+
+    @abc.abstractmethod
+    async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+        """Counts by (status, job type), the oldest due one-off job, and the jobs completed /
+        dead-lettered (by ``updated_at``) in each of the last
+        :data:`~jobscheduler.store.query.STATS_WINDOWS` minutes. ``tenant_id`` None: every
+        tenant."""
+
     @abc.abstractmethod
     async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
-        """Counts by status (every status, zero included), the oldest due pending one-off
-        job, and per minute of the last :data:`~jobscheduler.domain.overview.SERIES_MINUTES` (the
+        """Counts by status (every status, zero included), the oldest due one-off job, and
+        per minute of the last :data:`~jobscheduler.domain.overview.SERIES_MINUTES` (the
         last one is ``now``'s) the jobs that ended completed / in dlq (by ``updated_at``).
         ``tenant_id`` None: every tenant. Indexed reads only: no scan of the jobs."""
+
+
+class JobStore(
+    StoreLifecycle,
+    JobRecords,
+    Transitions,
+    CronLedger,
+    AttemptLog,
+    Tenancy,
+    WorkerPresence,
+    Reporting,
+    Protocol,
+):
+    """Every part of the store: what ``Deps`` holds and every adapter implements. Every
+    state change is one atomic conditional update."""

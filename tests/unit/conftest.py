@@ -112,9 +112,6 @@ class ProxyStore(JobStore):
     async def get(self, job_id: str) -> Job:
         return await self.inner.get(job_id)
 
-    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        return await self.inner.list_jobs(tenant_id, status, limit)
-
     async def claim_due(self, now: datetime, limit: int) -> list[Job]:
         return await self.inner.claim_due(now, limit)
 

@@ -109,16 +109,6 @@ class MemoryJobStore(
         run = self._jobs.run(template_id, fire_at)
         return None if run is None else job_out(run)
 
-    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        await self._enter()
-        found = [
-            job
-            for job in self._jobs
-            if job.tenant_id == tenant_id and (status is None or job.status == status)
-        ]
-        found.sort(key=lambda job: (job.created_at, job.id), reverse=True)
-        return [job_out(job) for job in found[:limit]]
-
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         await self._enter()
         templates = DUE_TEMPLATE.due(now)

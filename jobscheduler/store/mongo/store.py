@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from bson import ObjectId
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, WriteError
 
 from jobscheduler.domain.audit import AuditRecord
@@ -256,18 +256,6 @@ class MongoJobStore(
         query = {FIELDS["template_id"]: template_id, FIELDS["fire_at"]: utc(fire_at)}
         doc = await self._call(lambda: jobs.find_one(query), "find_run", read=True)
         return None if doc is None else document_to_job(doc)
-
-    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        jobs = self._collection()
-        query: Document = {FIELDS["tenant_id"]: tenant_id}
-        if status is not None:
-            query[FIELDS["status"]] = Status(status).value
-        sort = [(FIELDS["created_at"], DESCENDING), ("_id", DESCENDING)]
-
-        def op() -> list[Job]:
-            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
-
-        return await self._call(op, "list", read=True)
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         jobs = self._collection()

@@ -208,21 +208,6 @@ class SQLiteJobStore(
 
         return await self._read(op)
 
-    async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
-        if status is None:
-            sql = (
-                f"SELECT {_SELECT} FROM jobs WHERE tenant_id = ? "
-                "ORDER BY created_at DESC, id DESC LIMIT ?"
-            )
-            params: tuple[Any, ...] = (tenant_id, limit)
-        else:
-            sql = (
-                f"SELECT {_SELECT} FROM jobs WHERE tenant_id = ? AND status = ? "
-                "ORDER BY created_at DESC, id DESC LIMIT ?"
-            )
-            params = (tenant_id, status.value, limit)
-        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
-
     async def claim_due(self, now: datetime, limit: int) -> list[Job]:
         fields = claim_fields(now)
         assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in fields)
