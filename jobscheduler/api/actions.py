@@ -93,7 +93,7 @@ async def _decide(deps: Deps, job: Job, plan: Plan, action: str) -> Outcome:
             )
             return Outcome(job=after, changed=True)
         deps.metrics.transitions_lost.labels(transition=decision.transition).inc()
-        job = await deps.store.get(job.id)
+        job = await deps.store.get(job.id, tenant=job.tenant_id)
     raise StoreError(f"job {job.id} kept changing; {action} not applied, retry")
 
 
@@ -232,7 +232,7 @@ async def trigger(deps: Deps, job: Job) -> Job:
         # template's run of this fire time makes the trigger a duplicate (a 409 naming it).
         # Another job of the tenant holding the key gets the run a key of its own, as the
         # scheduler does.
-        existing = await deps.store.find_run(job.id, now)
+        existing = await deps.store.find_run(job.id, now, tenant=job.tenant_id)
         if existing is not None:
             raise DuplicateJob(
                 f"template {job.id} already has a run for {now.isoformat()}",
@@ -262,7 +262,7 @@ async def update_template(deps: Deps, job: Job, changes: Mapping[str, Any]) -> O
         fields["scheduled_at"] = utc(policy.next_fire(expression, now))
     after = await deps.store.apply(states.update_template(job, fields=fields, now=now))
     if after is None:
-        current = await deps.store.get(job.id)
+        current = await deps.store.get(job.id, tenant=job.tenant_id)
         raise InvalidTransition(
             f"template {job.id} changed while this update was applied; read it and retry",
             job_id=job.id,

@@ -12,9 +12,10 @@ API's ``before_request`` (:mod:`.hooks`) reads its :class:`Credentials` from Qua
 the create's fast path (:mod:`.routes.create`) from the raw ASGI scope, and asks the key
 cache only (``read_store=False``), handing the request to Quart when that is not enough.
 
-Object-level isolation lives here too: a job of another tenant is reported exactly as a job
-that does not exist (:meth:`~jobscheduler.domain.keys.Principal.check_visible` raises JobNotFound),
-so no response tells a caller whether another tenant's id or key exists.
+Object-level isolation is in the store's reads: a route reads a job, a key or what hangs
+from them with the principal's tenant (``tenant=principal.tenant``), and the store answers
+another tenant's exactly as a missing id, so no response tells a caller whether another
+tenant's id or key exists.
 """
 
 from __future__ import annotations

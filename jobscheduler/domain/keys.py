@@ -19,7 +19,7 @@ from datetime import datetime
 
 import attrs
 
-from jobscheduler.errors import Forbidden, JobNotFound, ValidationError
+from jobscheduler.errors import Forbidden, ValidationError
 
 from .model import MAX_STRING_LENGTH, format_time, utc
 
@@ -69,14 +69,6 @@ class Principal:
         if self.tenant is not None and requested != self.tenant:
             raise Forbidden(f"this key is bound to another tenant than {requested!r}")
         return requested
-
-    def sees(self, tenant_id: str) -> bool:
-        return self.tenant is None or self.tenant == tenant_id
-
-    def check_visible(self, tenant_id: str, job_id: str) -> None:
-        """Raise JobNotFound (the very error of a missing id) for another tenant's job."""
-        if not self.sees(tenant_id):
-            raise JobNotFound(f"job {job_id} not found")
 
 
 #: The caller when authentication is off: an admin of every tenant.

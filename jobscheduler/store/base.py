@@ -22,6 +22,14 @@ passes the one contract suite in ``tests/contract/test_store_*.py``. ``Deps`` ho
 implements that part alone. Methods raise only this package's errors
 (:class:`~jobscheduler.errors.StoreError` for driver failures, whose outcome may be
 unknown).
+
+**Tenants in the reads by id.** The reads of one job, or of what hangs from it or its
+template (:meth:`JobRecords.get`, :meth:`JobRecords.find_run`, :meth:`AttemptLog.attempts`,
+:meth:`CronLedger.occurrences`), and of one API key (:meth:`Tenancy.get_key`) take a keyword
+``tenant``. None reads whatever has the id (the roles). A tenant puts the tenant in the
+query: another tenant's job or key is answered exactly as a missing id is (``get`` raises
+JobNotFound, the others answer None or nothing), so no answer tells the caller whether it
+exists, and no caller has to remember to check.
 """
 
 from __future__ import annotations
@@ -102,12 +110,16 @@ class JobRecords(Protocol):
         """
 
     @abc.abstractmethod
-    async def get(self, job_id: str) -> Job:
-        """Return the job; raise JobNotFound if no job has this id."""
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
+        """Return the job; raise JobNotFound if no job has this id, or if ``tenant`` is
+        given and the job is another tenant's."""
 
     @abc.abstractmethod
-    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
-        """The run the template spawned for this fire time, or None.
+    async def find_run(
+        self, template_id: str, fire_at: datetime, *, tenant: str | None = None
+    ) -> Job | None:
+        """The run the template spawned for this fire time, or None (also when ``tenant``
+        is given and the run is another tenant's).
 
         A run is identified by (``template_id``, ``fire_at``) with a unique index of its own:
         inserting a second job with the same pair raises DuplicateJob, whatever its key.
@@ -203,10 +215,12 @@ class CronLedger(Protocol):
         limit: int,
         before: datetime | None = None,
         statuses: Sequence[OccurrenceStatus] | None = None,
+        tenant: str | None = None,
     ) -> list[Occurrence]:
         """A template's ledger records, newest fire time first, at most ``limit``; only
-        those whose fire time is older than ``before`` and whose status is one of
-        ``statuses``, when given."""
+        those whose fire time is older than ``before``, whose status is one of
+        ``statuses`` and whose template is ``tenant``'s, when given (another tenant's
+        template has none, as an unknown one)."""
 
     @abc.abstractmethod
     async def prune_occurrences(self, before: datetime) -> int:
@@ -222,9 +236,9 @@ class AttemptLog(Protocol):
     """The attempt records of the jobs, beside them (written by :meth:`Transitions.apply`)."""
 
     @abc.abstractmethod
-    async def attempts(self, job_id: str) -> list[Attempt]:
+    async def attempts(self, job_id: str, *, tenant: str | None = None) -> list[Attempt]:
         """The attempt records of a job, oldest first (by run, number, then finish time);
-        empty for an unknown job."""
+        empty for an unknown job, and, when ``tenant`` is given, for another tenant's."""
 
     @abc.abstractmethod
     async def prune_attempts(self, before: datetime) -> int:
@@ -239,8 +253,9 @@ class Tenancy(Protocol):
         """Store a new API key (its id is random and fresh; a clash is a StoreError)."""
 
     @abc.abstractmethod
-    async def get_key(self, key_id: str) -> ApiKey | None:
-        """The key with this id (revoked ones included), or None."""
+    async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
+        """The key with this id (revoked ones included), or None; with ``tenant``, None
+        unless the key is bound to that tenant (an all-tenant key is bound to none)."""
 
     @abc.abstractmethod
     async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:

@@ -109,8 +109,8 @@ class ProxyStore(JobStore):
     async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
         return await self.inner.insert_many(jobs)
 
-    async def get(self, job_id: str) -> Job:
-        return await self.inner.get(job_id)
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
+        return await self.inner.get(job_id, tenant=tenant)
 
     async def claim_due(self, now: datetime, limit: int) -> list[Job]:
         return await self.inner.claim_due(now, limit)
@@ -153,9 +153,10 @@ class ProxyStore(JobStore):
         limit: int,
         before: datetime | None = None,
         statuses: Sequence[OccurrenceStatus] | None = None,
+        tenant: str | None = None,
     ) -> list[Occurrence]:
         return await self.inner.occurrences(
-            template_id, limit=limit, before=before, statuses=statuses
+            template_id, limit=limit, before=before, statuses=statuses, tenant=tenant
         )
 
     async def prune_occurrences(self, before: datetime) -> int:
@@ -175,20 +176,22 @@ class ProxyStore(JobStore):
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         return await self.inner.stats(tenant_id, now)
 
-    async def attempts(self, job_id: str) -> list[Attempt]:
-        return await self.inner.attempts(job_id)
+    async def attempts(self, job_id: str, *, tenant: str | None = None) -> list[Attempt]:
+        return await self.inner.attempts(job_id, tenant=tenant)
 
     async def prune_attempts(self, before: datetime) -> int:
         return await self.inner.prune_attempts(before)
 
-    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
-        return await self.inner.find_run(template_id, fire_at)
+    async def find_run(
+        self, template_id: str, fire_at: datetime, *, tenant: str | None = None
+    ) -> Job | None:
+        return await self.inner.find_run(template_id, fire_at, tenant=tenant)
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         return await self.inner.insert_key(key)
 
-    async def get_key(self, key_id: str) -> ApiKey | None:
-        return await self.inner.get_key(key_id)
+    async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
+        return await self.inner.get_key(key_id, tenant=tenant)
 
     async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
         return await self.inner.list_keys(tenant_id)

@@ -54,9 +54,9 @@ class CountingStore(ProxyStore):
             raise self.fail
         return await self.inner.insert(job, audit=audit)
 
-    async def get_key(self, key_id: str) -> ApiKey | None:
+    async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
         self.key_reads += 1
-        return await self.inner.get_key(key_id)
+        return await self.inner.get_key(key_id, tenant=tenant)
 
 
 @attrs.define

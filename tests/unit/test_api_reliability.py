@@ -50,9 +50,9 @@ class HungStore(ProxyStore):
         self.inserted.set()
         return stored
 
-    async def get(self, job_id: str) -> Job:
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
         await self.release.wait()
-        return await self.inner.get(job_id)
+        return await self.inner.get(job_id, tenant=tenant)
 
     async def list_jobs(self, tenant_id: str, status: Status | None, limit: int) -> list[Job]:
         await self.release.wait()

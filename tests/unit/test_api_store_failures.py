@@ -30,7 +30,7 @@ class UnavailableStore(ProxyStore):
         await trio.lowlevel.checkpoint()
         raise StoreError(UNREACHABLE)
 
-    async def get(self, job_id: str) -> Job:
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
         await trio.lowlevel.checkpoint()
         raise StoreError(UNREACHABLE)
 
@@ -48,7 +48,7 @@ class BrokenStore(ProxyStore):
         await trio.lowlevel.checkpoint()
         raise KeyError("secret_column")
 
-    async def get(self, job_id: str) -> Job:
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
         await trio.lowlevel.checkpoint()
         raise ZeroDivisionError("secret detail")
 

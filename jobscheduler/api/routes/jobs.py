@@ -2,8 +2,9 @@
 a batch, and the public ones (health, the OpenAPI document).
 
 :func:`visible_job` is how every route that names a job reads it: 400 for a malformed id,
-404 for an unknown one and for another tenant's (the same answer, so no reply tells whether
-another tenant's id exists).
+404 for an unknown one and for another tenant's (the store's read carries the caller's
+tenant, and answers another tenant's job exactly as a missing one, so no reply tells
+whether another tenant's id exists).
 """
 
 from __future__ import annotations
@@ -45,9 +46,7 @@ def parse_job_id(raw: str) -> str:
 
 async def visible_job(deps: Deps, calls: BoundedCalls, raw_id: str) -> Job:
     """The job ``raw_id`` names, if the caller may see it (see the module doc)."""
-    job = await calls.call(deps.store.get, parse_job_id(raw_id))
-    current_principal().check_visible(job.tenant_id, job.id)
-    return job
+    return await calls.call(deps.store.get, parse_job_id(raw_id), tenant=current_principal().tenant)
 
 
 def register_job_routes(
@@ -76,7 +75,8 @@ def register_job_routes(
     @routes.route(manage_ops.ATTEMPTS)
     async def get_job_attempts(job_id: str) -> Response:
         job = await visible_job(deps, calls, job_id)  # 404, not an empty history
-        records = await calls.call(deps.store.attempts, job.id)
+        tenant = current_principal().tenant
+        records = await calls.call(deps.store.attempts, job.id, tenant=tenant)
         return json_response(
             {"jobId": job.id, "attempts": [attempt_to_json(a) for a in records]}, 200
         )

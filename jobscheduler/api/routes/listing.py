@@ -69,8 +69,7 @@ def register_listing_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls)
         if query.template_id is not None:
             # An unknown template and another tenant's are the same 404, as when reading
             # the template by id (so a listing cannot tell whether B's template exists).
-            template = await bounded(deps.store.get, query.template_id)
-            principal.check_visible(template.tenant_id, template.id)
+            await bounded(deps.store.get, query.template_id, tenant=principal.tenant)
         jobs = await bounded(deps.store.find_jobs, query, limit, cursor)
         response = json_response([job_to_json(job) for job in jobs], 200)
         if len(jobs) == limit:

@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 import trio
 from quart import Response, request
 
+from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
@@ -111,9 +112,9 @@ def occurrence_to_json(
 
 
 async def _runs(
-    deps: Deps, records: list[Occurrence], calls: BoundedCalls
+    deps: Deps, records: list[Occurrence], calls: BoundedCalls, tenant: str | None
 ) -> dict[str, Job | None]:
-    """The runs the records name (None for one that does not exist)."""
+    """The runs the records name, read as ``tenant`` (None for one that does not exist)."""
     ids = sorted({r.run_id for r in records if r.run_id is not None})
     found: dict[str, Job | None] = {}
     limiter = trio.CapacityLimiter(_RUN_READS)
@@ -121,7 +122,7 @@ async def _runs(
     async def read(run_id: str) -> None:
         async with limiter:
             try:
-                found[run_id] = await calls.call(deps.store.get, run_id)
+                found[run_id] = await calls.call(deps.store.get, run_id, tenant=tenant)
             except JobNotFound:
                 found[run_id] = None
 
@@ -140,14 +141,19 @@ def register_occurrence_routes(routes: RouteTable, deps: Deps, calls: BoundedCal
         parse_job_id(job_id)
         limit, before = parse_occurrence_query(request.args)
         template = await visible_job(deps, calls, job_id)
+        tenant = current_principal().tenant
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")
         records = await calls.call(
-            deps.store.occurrences, template.id, limit=limit + 1, before=before
+            deps.store.occurrences,
+            template.id,
+            limit=limit + 1,
+            before=before,
+            tenant=tenant,
         )
         more = len(records) > limit
         records = records[:limit]
-        runs = await _runs(deps, records, calls)
+        runs = await _runs(deps, records, calls, tenant)
         items = [
             occurrence_to_json(
                 r,

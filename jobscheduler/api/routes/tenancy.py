@@ -95,8 +95,8 @@ def register_tenancy_routes(routes: RouteTable, tenancy: Tenancy) -> None:
         principal = current_principal()
         if not is_key_id(key_id):
             raise KeyNotFound(f"key {key_id[:64]} not found")
-        key = await tenancy.call(deps.store.get_key, key_id)
-        if key is None or not (principal.tenant is None or key.tenant == principal.tenant):
+        key = await tenancy.call(deps.store.get_key, key_id, tenant=principal.tenant)
+        if key is None:  # another tenant's key is None too, as a missing one
             raise KeyNotFound(f"key {key_id} not found")
         revoked = await tenancy.call(deps.store.revoke_key, key_id, deps.clock.now())
         tenancy.authenticator.forget(key_id)

@@ -55,8 +55,10 @@ class MemoryAttemptsMixin(MemoryConnection):
         super().__init__()
         self._attempts = AttemptLog()
 
-    async def attempts(self, job_id: str) -> list[Attempt]:
+    async def attempts(self, job_id: str, *, tenant: str | None = None) -> list[Attempt]:
         await self._enter()
+        if tenant is not None and self._jobs.get(job_id, tenant) is None:
+            return []
         return self._attempts.of(job_id)
 
     async def prune_attempts(self, before: datetime) -> int:

@@ -96,8 +96,10 @@ class JobTable:
         """The stored jobs (not copies: callers copy what they hand out)."""
         return iter(list(self._jobs.values()))
 
-    def get(self, job_id: str) -> Job | None:
-        return self._jobs.get(job_id)
+    def get(self, job_id: str, tenant: str | None = None) -> Job | None:
+        """The job with this id (when ``tenant`` is given: if it is that tenant's)."""
+        job = self._jobs.get(job_id)
+        return job if job is not None and of_tenant(job, tenant) else None
 
     def holder(self, tenant_id: str, key: str) -> str | None:
         """The id of the job of ``tenant_id`` holding idempotency key ``key``."""
@@ -146,6 +148,11 @@ class JobTable:
         self._keys[(job.tenant_id, job.idempotency_key)] = job.id
         if (run := _run_key(job)) is not None:
             self._runs[run] = job.id
+
+
+def of_tenant(job: Job, tenant: str | None) -> bool:
+    """Whether ``job`` is ``tenant``'s (None: any tenant's)."""
+    return tenant is None or job.tenant_id == tenant
 
 
 def _run_key(job: Job) -> RunKey | None:

@@ -39,8 +39,10 @@ class Ledger:
         before: datetime | None,
         limit: int,
         statuses: Sequence[OccurrenceStatus] | None,
+        tenant: str | None = None,
     ) -> list[Occurrence]:
-        """A template's records, newest fire time first, older than ``before`` if given."""
+        """A template's records, newest fire time first, older than ``before``, in
+        ``statuses`` and of ``tenant``, when given."""
         cutoff = None if before is None else utc(before)
         found = [
             record
@@ -48,6 +50,7 @@ class Ledger:
             if template == template_id
             and (cutoff is None or fire_at < cutoff)
             and (statuses is None or record.status in statuses)
+            and (tenant is None or record.tenant_id == tenant)
         ]
         found.sort(key=lambda r: r.fire_at, reverse=True)
         return found[:limit]
@@ -81,9 +84,10 @@ class MemoryLedgerMixin(MemoryConnection):
         limit: int,
         before: datetime | None = None,
         statuses: Sequence[OccurrenceStatus] | None = None,
+        tenant: str | None = None,
     ) -> list[Occurrence]:
         await self._enter()
-        return self._ledger.select(template_id, before, limit, statuses)
+        return self._ledger.select(template_id, before, limit, statuses, tenant)
 
     async def prune_occurrences(self, before: datetime) -> int:
         await self._enter()

@@ -43,7 +43,7 @@ from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_o
 from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 
 from .attempts import MemoryAttemptsMixin
-from .codec import holds, job_in, job_out, value_in
+from .codec import holds, job_in, job_out, of_tenant, value_in
 from .ledger import MemoryLedgerMixin
 from .query import MemoryQueryMixin
 from .tenancy import MemoryTenancyMixin
@@ -97,17 +97,19 @@ class MemoryJobStore(
 
     # ------------------------------------------------------------------ reads
 
-    async def get(self, job_id: str) -> Job:
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
         await self._enter()
-        job = self._jobs.get(job_id)
+        job = self._jobs.get(job_id, tenant)
         if job is None:
             raise JobNotFound(f"job {job_id} not found")
         return job_out(job)
 
-    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
+    async def find_run(
+        self, template_id: str, fire_at: datetime, *, tenant: str | None = None
+    ) -> Job | None:
         await self._enter()
         run = self._jobs.run(template_id, fire_at)
-        return None if run is None else job_out(run)
+        return None if run is None or not of_tenant(run, tenant) else job_out(run)
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         await self._enter()

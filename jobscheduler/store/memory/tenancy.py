@@ -58,9 +58,10 @@ class MemoryTenancyMixin(MemoryConnection):
         self._keys[key.id] = keep(key)
         return self._keys[key.id]
 
-    async def get_key(self, key_id: str) -> ApiKey | None:
+    async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
         await self._enter()
-        return self._keys.get(key_id)
+        key = self._keys.get(key_id)
+        return key if key is not None and (tenant is None or key.tenant == tenant) else None
 
     async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
         await self._enter()

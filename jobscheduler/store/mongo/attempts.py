@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from bson import ObjectId
 from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, PyMongoError
@@ -107,6 +108,14 @@ def write_records(
         log.warning("attempt records not written", extra={"records": len(docs), "error": str(exc)})
 
 
+def _of_tenant(jobs: Collection[Document], job_id: str, tenant: str) -> bool:
+    """Whether a job of ``tenant`` has this id (blocking)."""
+    if not ObjectId.is_valid(job_id):
+        return False
+    found = jobs.find_one({"_id": ObjectId(job_id), "tenantId": tenant}, projection={"_id": 1})
+    return found is not None
+
+
 class MongoAttemptsMixin(MongoSeam):
     """The attempt records' reads and their retention."""
 
@@ -115,10 +124,13 @@ class MongoAttemptsMixin(MongoSeam):
             raise StoreError("MongoDB store is not started")
         return self._attempts
 
-    async def attempts(self, job_id: str) -> list[Attempt]:
+    async def attempts(self, job_id: str, *, tenant: str | None = None) -> list[Attempt]:
         records = self._attempts_collection()
+        jobs = self._collection()
 
         def op() -> list[Attempt]:
+            if tenant is not None and not _of_tenant(jobs, job_id, tenant):
+                return []  # the records hold no tenant: the job's says whose they are
             found = [document_to_attempt(d) for d in records.find({"jobId": job_id})]
             # Sorted here, not by the server: a record from before runs were numbered has
             # no "run" field (it reads as run 0).

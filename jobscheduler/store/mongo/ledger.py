@@ -119,8 +119,11 @@ def select(
     before: datetime | None,
     limit: int,
     statuses: Sequence[OccurrenceStatus] | None,
+    tenant: str | None = None,
 ) -> list[Occurrence]:
     query: Document = {"templateId": template_id}
+    if tenant is not None:
+        query["tenantId"] = tenant
     if before is not None:
         query["fireAt"] = {"$lt": utc(before)}
     if statuses is not None:
@@ -156,10 +159,11 @@ class MongoLedgerMixin(MongoSeam):
         limit: int,
         before: datetime | None = None,
         statuses: Sequence[OccurrenceStatus] | None = None,
+        tenant: str | None = None,
     ) -> list[Occurrence]:
         ledger = self._ledger()
         return await self._call(
-            lambda: select(ledger, template_id, before, limit, statuses),
+            lambda: select(ledger, template_id, before, limit, statuses, tenant),
             "occurrences",
             read=True,
         )

@@ -242,19 +242,26 @@ class MongoJobStore(
 
         return spread_outcomes(jobs, await self._call(op, "insert_many"), later)
 
-    async def get(self, job_id: str) -> Job:
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
         if not ObjectId.is_valid(job_id):
             raise JobNotFound(f"job {job_id} not found")
-        jobs = self._collection()
-        doc = await self._call(lambda: jobs.find_one({"_id": ObjectId(job_id)}), "get", read=True)
-        if doc is None:
+        job = await self._one({"_id": ObjectId(job_id)}, tenant, "get")
+        if job is None:
             raise JobNotFound(f"job {job_id} not found")
-        return document_to_job(doc)
+        return job
 
-    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
-        jobs = self._collection()
+    async def find_run(
+        self, template_id: str, fire_at: datetime, *, tenant: str | None = None
+    ) -> Job | None:
         query = {FIELDS["template_id"]: template_id, FIELDS["fire_at"]: utc(fire_at)}
-        doc = await self._call(lambda: jobs.find_one(query), "find_run", read=True)
+        return await self._one(query, tenant, "find_run")
+
+    async def _one(self, query: Document, tenant: str | None, what: str) -> Job | None:
+        """The job matching ``query`` (and of ``tenant``, when given), or None."""
+        jobs = self._collection()
+        if tenant is not None:
+            query = {**query, FIELDS["tenant_id"]: tenant}
+        doc = await self._call(lambda: jobs.find_one(query), what, read=True)
         return None if doc is None else document_to_job(doc)
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:

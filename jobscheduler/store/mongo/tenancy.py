@@ -161,9 +161,10 @@ class MongoTenancyMixin(MongoSeam):
 
         return await self._call(op, "insert_key")
 
-    async def get_key(self, key_id: str) -> ApiKey | None:
+    async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
         keys = self._tenancy(KEYS_COLLECTION)
-        doc = await self._call(lambda: keys.find_one({"_id": key_id}), "get_key", read=True)
+        query = {"_id": key_id} if tenant is None else {"_id": key_id, "tenantId": tenant}
+        doc = await self._call(lambda: keys.find_one(query), "get_key", read=True)
         return None if doc is None else document_to_key(doc)
 
     async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:

@@ -112,13 +112,18 @@ def migrate_attempt_runs(conn: sqlite3.Connection) -> None:
 class SQLiteAttemptsMixin(SQLiteConnection):
     """The attempt records' reads and their retention."""
 
-    async def attempts(self, job_id: str) -> list[Attempt]:
+    async def attempts(self, job_id: str, *, tenant: str | None = None) -> list[Attempt]:
+        params: list[Any] = [job_id]
+        mine = ""
+        if tenant is not None:  # the records of a job of this tenant only
+            mine = "AND job_id IN (SELECT id FROM jobs WHERE id = ? AND tenant_id = ?) "
+            params += [job_id, tenant]
         sql = (
-            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? "
+            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? {mine}"
             "ORDER BY run ASC, number ASC, finished_at ASC"
         )
         return await self._read(
-            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, (job_id,))]
+            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, params)]
         )
 
     async def prune_attempts(self, before: datetime) -> int:

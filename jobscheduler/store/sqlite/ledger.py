@@ -119,10 +119,15 @@ def select(
     before: datetime | None,
     limit: int,
     statuses: Sequence[OccurrenceStatus] | None,
+    tenant: str | None = None,
 ) -> list[Occurrence]:
-    """A template's records, newest fire time first, older than ``before`` if given."""
+    """A template's records, newest fire time first, older than ``before``, in
+    ``statuses`` and of ``tenant``, when given."""
     conditions = ["template_id = ?"]
     params: list[Any] = [template_id]
+    if tenant is not None:
+        conditions.append("tenant_id = ?")
+        params.append(tenant)
     if before is not None:
         conditions.append("fire_at < ?")
         params.append(_millis(before))
@@ -161,8 +166,11 @@ class SQLiteLedgerMixin(SQLiteConnection):
         limit: int,
         before: datetime | None = None,
         statuses: Sequence[OccurrenceStatus] | None = None,
+        tenant: str | None = None,
     ) -> list[Occurrence]:
-        return await self._read(lambda conn: select(conn, template_id, before, limit, statuses))
+        return await self._read(
+            lambda conn: select(conn, template_id, before, limit, statuses, tenant)
+        )
 
     async def prune_occurrences(self, before: datetime) -> int:
         return await self._write(lambda conn: prune(conn, before))

@@ -188,19 +188,23 @@ class SQLiteJobStore(
             if stored.get(job.id) != (job.tenant_id, job.idempotency_key)
         ]
 
-    async def get(self, job_id: str) -> Job:
-        def op(conn: sqlite3.Connection) -> Job | None:
-            row = conn.execute(f"SELECT {_SELECT} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-            return _from_row(row) if row else None
-
-        job = await self._read(op)
+    async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
+        job = await self._one(["id = ?"], [job_id], tenant)
         if job is None:
             raise JobNotFound(f"job {job_id} not found")
         return job
 
-    async def find_run(self, template_id: str, fire_at: datetime) -> Job | None:
-        sql = f"SELECT {_SELECT} FROM jobs WHERE template_id = ? AND fire_at = ?"
-        params = (template_id, _to_db("fire_at", fire_at))
+    async def find_run(
+        self, template_id: str, fire_at: datetime, *, tenant: str | None = None
+    ) -> Job | None:
+        terms, params = ["template_id = ?", "fire_at = ?"], [template_id, _millis(fire_at)]
+        return await self._one(terms, params, tenant)
+
+    async def _one(self, terms: list[str], params: list[Any], tenant: str | None) -> Job | None:
+        """The job matching every term (and of ``tenant``, when given), or None."""
+        if tenant is not None:
+            terms, params = [*terms, "tenant_id = ?"], [*params, tenant]
+        sql = f"SELECT {_SELECT} FROM jobs WHERE {' AND '.join(terms)}"
 
         def op(conn: sqlite3.Connection) -> Job | None:
             row = conn.execute(sql, params).fetchone()

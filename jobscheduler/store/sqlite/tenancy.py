@@ -165,11 +165,13 @@ class SQLiteTenancyMixin(SQLiteConnection):
 
         return await self._write(op)
 
-    async def get_key(self, key_id: str) -> ApiKey | None:
+    async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
+        mine = "" if tenant is None else " AND tenant_id = ?"
+        sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?{mine}"
+        params = (key_id,) if tenant is None else (key_id, tenant)
+
         def op(conn: sqlite3.Connection) -> ApiKey | None:
-            row = conn.execute(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)
-            ).fetchone()
+            row = conn.execute(sql, params).fetchone()
             return None if row is None else _key_from_row(row)
 
         return await self._read(op)
