@@ -49,7 +49,7 @@ from jobscheduler.domain.states import UNFINISHED, Change
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
 
-from .query import Cursor, JobCounts, JobQuery, JobStats
+from .query import Cursor, JobCounts, JobQuery, JobStats, Statuses
 
 #: What :meth:`JobRecords.insert_many` answers for each job, in order: the job as stored, or
 #: the reason it was not stored (DuplicateJob with ``existing_id``, or ValidationError).
@@ -320,11 +320,7 @@ class Reporting(Protocol):
 
     @abc.abstractmethod
     async def count_jobs(
-        self,
-        tenant_id: str | None,
-        statuses: Sequence[Status] | None = None,
-        *,
-        by_type: bool = False,
+        self, tenant_id: str | None, statuses: Statuses = None, *, by_type: bool = False
     ) -> JobCounts:
         """How many of ``tenant_id``'s jobs (None: every tenant's) are in each of
         ``statuses`` (None: every status; zero included) and, with ``by_type``, in each

@@ -150,6 +150,10 @@ class Window:
     failed: int
 
 
+#: The statuses a count is of (None: every status).
+Statuses = Sequence[Status] | None
+
+
 @attrs.frozen(kw_only=True)
 class JobCounts:
     """How many jobs one count found: in each status it counted (zero included), and, when
@@ -160,18 +164,14 @@ class JobCounts:
     by_type: Mapping[tuple[Status, str], int] | None = None
 
     @classmethod
-    def of_statuses(
-        cls, statuses: Sequence[Status] | None, found: Mapping[Status, int]
-    ) -> JobCounts:
+    def of_statuses(cls, statuses: Statuses, found: Mapping[Status, int]) -> JobCounts:
         """Counts by status: ``found``, with zero for each status counted but not found
         (``statuses`` None: every status)."""
         counted = Status if statuses is None else statuses
         return cls(by_status={Status(s): int(found.get(Status(s), 0)) for s in counted})
 
     @classmethod
-    def of_types(
-        cls, statuses: Sequence[Status] | None, found: Mapping[tuple[Status, str], int]
-    ) -> JobCounts:
+    def of_types(cls, statuses: Statuses, found: Mapping[tuple[Status, str], int]) -> JobCounts:
         """Counts by (status, job type) as ``found``, and by status their sums."""
         totals: Counter[Status] = Counter()
         for (status, _), n in found.items():
@@ -214,5 +214,6 @@ __all__ = [
     "JobQuery",
     "JobStats",
     "Sort",
+    "Statuses",
     "Window",
 ]

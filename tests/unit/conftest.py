@@ -48,7 +48,7 @@ from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.memory import MemoryJobStore
-from jobscheduler.store.query import Cursor, JobCounts, JobQuery, JobStats
+from jobscheduler.store.query import Cursor, JobCounts, JobQuery, JobStats, Statuses
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.testing import JobFactory
 
@@ -133,11 +133,7 @@ class ProxyStore(JobStore):
         return await self.inner.find_stale(statuses, field, before, limit)
 
     async def count_jobs(
-        self,
-        tenant_id: str | None,
-        statuses: Sequence[Status] | None = None,
-        *,
-        by_type: bool = False,
+        self, tenant_id: str | None, statuses: Statuses = None, *, by_type: bool = False
     ) -> JobCounts:
         return await self.inner.count_jobs(tenant_id, statuses, by_type=by_type)
 

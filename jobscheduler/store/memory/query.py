@@ -9,7 +9,7 @@ id, both in its direction) and continue strictly after a :class:`Cursor`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from jobscheduler.domain.model import Job, Status, utc
@@ -21,6 +21,7 @@ from jobscheduler.store.query import (
     JobCounts,
     JobQuery,
     JobStats,
+    Statuses,
     Window,
 )
 
@@ -50,7 +51,7 @@ def page(jobs: Iterable[Job], query: JobQuery, limit: int, after: Cursor | None)
 
 
 def count(
-    jobs: Iterable[Job], tenant_id: str | None, statuses: Sequence[Status] | None, by_type: bool
+    jobs: Iterable[Job], tenant_id: str | None, statuses: Statuses, by_type: bool
 ) -> JobCounts:
     """The memory store's one count (see :meth:`JobStore.count_jobs
     <jobscheduler.store.base.JobStore.count_jobs>`)."""
@@ -90,11 +91,7 @@ class MemoryQueryMixin(MemoryConnection):
         return [job_out(job) for job in page(self._jobs, query, limit, after)]
 
     async def count_jobs(
-        self,
-        tenant_id: str | None,
-        statuses: Sequence[Status] | None = None,
-        *,
-        by_type: bool = False,
+        self, tenant_id: str | None, statuses: Statuses = None, *, by_type: bool = False
     ) -> JobCounts:
         await self._enter()
         return count(self._jobs, tenant_id, statuses, by_type)

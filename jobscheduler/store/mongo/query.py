@@ -29,6 +29,7 @@ from jobscheduler.store.query import (
     JobQuery,
     JobStats,
     Sort,
+    Statuses,
     Window,
 )
 
@@ -205,7 +206,7 @@ def count_command(jobs: Collection[Document], query: Document) -> int:
 def count(
     jobs: Collection[Document],
     tenant_id: str | None,
-    statuses: Sequence[Status] | None,
+    statuses: Statuses,
     by_type: bool,
 ) -> JobCounts:
     """The store's one count (:meth:`~jobscheduler.store.base.JobStore.count_jobs`, blocking).
@@ -254,11 +255,7 @@ class MongoQueryMixin(MongoSeam):
     """Counts, filtered listing and statistics of the jobs collection."""
 
     async def count_jobs(
-        self,
-        tenant_id: str | None,
-        statuses: Sequence[Status] | None = None,
-        *,
-        by_type: bool = False,
+        self, tenant_id: str | None, statuses: Statuses = None, *, by_type: bool = False
     ) -> JobCounts:
         jobs = self._collection()
         return await self._call(

@@ -27,6 +27,7 @@ from jobscheduler.store.query import (
     JobQuery,
     JobStats,
     Sort,
+    Statuses,
     Window,
 )
 
@@ -105,9 +106,7 @@ def finished_sql(
     return f"SELECT {select} FROM jobs {hint}{where} AND updated_at >= ?", params
 
 
-def count_sql(
-    tenant_id: str | None, statuses: Sequence[Status] | None, by_type: bool
-) -> tuple[str, list[Any]]:
+def count_sql(tenant_id: str | None, statuses: Statuses, by_type: bool) -> tuple[str, list[Any]]:
     """The store's one count (:meth:`~jobscheduler.store.base.JobStore.count_jobs`): jobs by
     status (and job type) of a tenant, or of all, in some statuses or all. By status alone it
     is answered from an index (``jobs_tenant_status``, ``jobs_status_created``: SQLite counts
@@ -121,9 +120,7 @@ def count_sql(
     )
 
 
-def counts_of(
-    rows: Sequence[Sequence[Any]], statuses: Sequence[Status] | None, by_type: bool
-) -> JobCounts:
+def counts_of(rows: Sequence[Sequence[Any]], statuses: Statuses, by_type: bool) -> JobCounts:
     """The :class:`JobCounts` of :func:`count_sql`'s rows."""
     if by_type:
         return JobCounts.of_types(statuses, {(Status(s), t): n for s, t, n in rows})
@@ -154,11 +151,7 @@ class SQLiteQueryMixin(SQLiteConnection):
         ) -> list[Job | bool]: ...
 
     async def count_jobs(
-        self,
-        tenant_id: str | None,
-        statuses: Sequence[Status] | None = None,
-        *,
-        by_type: bool = False,
+        self, tenant_id: str | None, statuses: Statuses = None, *, by_type: bool = False
     ) -> JobCounts:
         sql, params = count_sql(tenant_id, statuses, by_type)
         rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())

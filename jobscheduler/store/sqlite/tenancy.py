@@ -18,6 +18,7 @@ from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.errors import StoreError
 
 from .conn import SQLiteConnection
+from .where import given
 
 TENANCY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -206,26 +207,17 @@ class SQLiteTenancyMixin(SQLiteConnection):
         await self._write(op)
 
     async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        conditions: list[str] = []
-        params: list[Any] = []
-        for column, value in (
-            ("tenant_id", query.tenant),
-            ("key_id", query.key_id),
-            ("action", query.action),
-            ("job_id", query.job_id),
-        ):
-            if value is not None:
-                conditions.append(f"{column} = ?")
-                params.append(value)
-        if query.since is not None:
-            conditions.append("at >= ?")
-            params.append(_ms(query.since))
-        if query.until is not None:
-            conditions.append("at < ?")
-            params.append(_ms(query.until))
-        if query.before is not None:
-            conditions.append("id < ?")
-            params.append(query.before)
+        conditions, params = given(
+            [
+                ("tenant_id = ?", query.tenant),
+                ("key_id = ?", query.key_id),
+                ("action = ?", query.action),
+                ("job_id = ?", query.job_id),
+                ("at >= ?", None if query.since is None else _ms(query.since)),
+                ("at < ?", None if query.until is None else _ms(query.until)),
+                ("id < ?", query.before),
+            ]
+        )
         where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         sql = f"SELECT {_AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?"
         params.append(query.limit)

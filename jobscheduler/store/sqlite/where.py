@@ -59,32 +59,36 @@ def index_where(query: JobQuery) -> str:
     return " AND ".join(_static(query))
 
 
+def given(pairs: Iterable[tuple[str, Any]]) -> tuple[list[str], list[Any]]:
+    """The terms (each with one ``?``) whose value is not None, and those values, in order."""
+    kept = [(term, value) for term, value in pairs if value is not None]
+    return [term for term, _ in kept], [value for _, value in kept]
+
+
 def conditions(query: JobQuery, millis: Millis) -> tuple[list[str], list[Any]]:
     """The terms of a WHERE clause selecting ``query``'s jobs (joined by AND) and their
     parameters, in order."""
-    terms: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("tenant_id", query.tenant_id),
-        ("template_id", query.template_id),
-        ("job_type", query.job_type),
-    ):
-        if value is not None:
-            terms.append(f"{column} = ?")
-            params.append(value)
+
+    def ms(value: datetime | None) -> int | None:
+        return None if value is None else millis(value)
+
+    terms, params = given(
+        [
+            ("tenant_id = ?", query.tenant_id),
+            ("template_id = ?", query.template_id),
+            ("job_type = ?", query.job_type),
+        ]
+    )
     terms += _static(query)
-    if query.created_after is not None:
-        terms.append("created_at >= ?")
-        params.append(millis(query.created_after))
-    if query.created_before is not None:
-        terms.append("created_at < ?")
-        params.append(millis(query.created_before))
-    if query.due_by is not None:
-        terms.append("scheduled_at <= ?")
-        params.append(millis(query.due_by))
-    if query.idempotency_key is not None:
-        terms.append("idempotency_key = ?")
-        params.append(query.idempotency_key)
+    more, values = given(
+        [
+            ("created_at >= ?", ms(query.created_after)),
+            ("created_at < ?", ms(query.created_before)),
+            ("scheduled_at <= ?", ms(query.due_by)),
+            ("idempotency_key = ?", query.idempotency_key),
+        ]
+    )
+    terms, params = terms + more, params + values
     if query.key_prefix is not None:
         terms.append("idempotency_key >= ? AND idempotency_key < ?")
         params += [query.key_prefix, query.key_prefix + _PREFIX_END]
