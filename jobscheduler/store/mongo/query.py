@@ -174,7 +174,6 @@ class ManageQueries:
 
     def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         f = self._fields
-        scope: Document = {} if tenant_id is None else {f["tenant_id"]: tenant_id}
         counts = count(self._jobs, tenant_id, None, by_type=True).by_type or {}
         now = utc(now)
         oldest = oldest_due(self._jobs, tenant_id, now)
@@ -182,7 +181,7 @@ class ManageQueries:
         for minutes in STATS_WINDOWS:
             since = {f["updated_at"]: {"$gte": now - timedelta(minutes=minutes)}}
             finished = {
-                status: self._jobs.count_documents({**scope, f["status"]: status.value, **since})
+                status: self._jobs.count_documents({**ended_in(tenant_id, status), **since})
                 for status in (Status.COMPLETED, Status.DLQ)
             }
             windows.append(
@@ -233,6 +232,12 @@ def count(
         for row in jobs.aggregate(pipeline)
     }
     return JobCounts.of_types(statuses, found_types)
+
+
+def ended_in(tenant_id: str | None, status: Status) -> Document:
+    """The filter of ``tenant_id``'s jobs (None: every tenant's) in ``status``, one of the
+    throughput's ends; the caller adds its ``updatedAt`` range."""
+    return job_filter(JobQuery(tenant_id=tenant_id, statuses=(status,)))
 
 
 def oldest_due(jobs: Collection[Document], tenant_id: str | None, now: datetime) -> datetime | None:

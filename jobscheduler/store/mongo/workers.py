@@ -32,7 +32,7 @@ from jobscheduler.errors import StoreError
 
 from .codec import Document
 from .query import count as count_jobs
-from .query import count_command, oldest_due
+from .query import count_command, ended_in, oldest_due
 from .seam import MongoSeam
 
 WORKERS_COLLECTION: Final = "workers"
@@ -122,7 +122,6 @@ class MongoWorkersMixin(MongoSeam):
 
     async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
         jobs = self._collection()
-        scope: Document = {} if tenant_id is None else {"tenantId": tenant_id}
         now = utc(now)
         start = series_start(now)
 
@@ -133,13 +132,14 @@ class MongoWorkersMixin(MongoSeam):
             # No job in the status, or none that ended in it within the hour (often dlq, or
             # a quiet tenant): zero or one count instead of sixty.
             hour = {"$gte": start, "$lt": start + timedelta(minutes=SERIES_MINUTES)}
-            if total == 0 or count({**scope, "status": status.value, "updatedAt": hour}) == 0:
+            ended = ended_in(tenant_id, status)
+            if total == 0 or count({**ended, "updatedAt": hour}) == 0:
                 return (0,) * SERIES_MINUTES
             minutes = []
             for minute in range(SERIES_MINUTES):
                 since = start + timedelta(minutes=minute)
                 within = {"$gte": since, "$lt": since + timedelta(minutes=1)}
-                minutes.append(count({**scope, "status": status.value, "updatedAt": within}))
+                minutes.append(count({**ended, "updatedAt": within}))
             return tuple(minutes)
 
         def op() -> OverviewStats:
