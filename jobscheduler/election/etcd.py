@@ -47,6 +47,7 @@ from .etcd_grpc import (
     deadline_exceeded,
     grpc_code,
     keep_alive,
+    server_busy,
     start_call,
     unary,
 )
@@ -63,6 +64,8 @@ REVOKE_TIMEOUT = 2.0
 CAMPAIGN_DEADLINE = 300.0
 #: Upper bound of the leader-key poll period, so an out-of-band revocation is seen in ~1 s.
 MAX_POLL_INTERVAL = 0.5
+#: Pause before a campaign is re-issued after etcd answered that it was too busy.
+BUSY_PAUSE = 0.5
 
 
 class EtcdElector(Elector):
@@ -312,6 +315,16 @@ class EtcdElector(Elector):
                         # etcd dropped the waiting key; the same lease re-joins (and finds
                         # its key if the win raced the deadline).
                         log.debug("campaign re-issued", extra=self._log_fields)
+                        continue
+                    if server_busy(exc):
+                        # etcd could not answer in time (a slow disk, a loaded machine):
+                        # the same lease campaigns again after a pause, while its
+                        # keep-alive, not this call, decides whether etcd is gone.
+                        log.info(
+                            "campaign re-issued after a transient etcd error",
+                            extra={**self._log_fields, "error": str(exc)},
+                        )
+                        await trio.sleep(BUSY_PAUSE)
                         continue
                     failure = exc
                 else:

@@ -132,6 +132,22 @@ def deadline_exceeded(exc: BaseException) -> bool:
     )
 
 
+#: What etcd answers when it could not serve a request in time; the request may be sent
+#: again (the Campaign of one lease is idempotent).
+_BUSY = ("etcdserver: request timed out", "etcdserver: leader changed", "etcdserver: too many")
+
+
+def server_busy(exc: BaseException) -> bool:
+    """etcd answered but could not serve the call in time (its raft proposal timed out, its
+    leader changed, it is overloaded): a transient condition, unlike a dead server."""
+    cause = exc.__cause__
+    return (
+        grpc_code(exc) is grpc.StatusCode.UNKNOWN
+        and isinstance(cause, grpc.Call)
+        and any(text in (cause.details() or "") for text in _BUSY)
+    )
+
+
 def _ip_family(host_port: str) -> int | None:
     host = host_port.rsplit(":", 1)[0].strip("[]")
     try:

@@ -29,6 +29,9 @@ from jobscheduler.election.local import LocalElector
 from tests.support.endpoints import etcd_endpoints as etcd_endpoints
 from tests.support.etcd_admin import EtcdAdmin
 
+#: Upper bound of one elector test.
+TEST_BOUND = 30.0
+
 
 @attrs.define
 class ElectorFactory:
@@ -153,3 +156,18 @@ class RecordingElector(Elector):
     async def resign(self, term: Term) -> None:
         self.calls.append(("resign", term))
         await self.inner.resign(term)
+
+
+async def campaign_in_background(
+    nursery: trio.Nursery, elector: Elector
+) -> tuple[trio.Event, list[Term]]:
+    """Start ``elector.campaign()``; the event fires (and the list holds the term) once won."""
+    won = trio.Event()
+    terms: list[Term] = []
+
+    async def run() -> None:
+        terms.append(await elector.campaign())
+        won.set()
+
+    nursery.start_soon(run)
+    return won, terms

@@ -15,25 +15,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
 import trio
 
-from jobscheduler.election import Elector, Term, lead
-from jobscheduler.election.etcd import EtcdElector
-from jobscheduler.election.etcd_grpc import channel_target, deadline_exceeded
-from jobscheduler.errors import ConfigError, ElectionError
+from jobscheduler.election import Term, lead
 
 from .elector_fixtures import (
     ADAPTER_PARAMS,
+    TEST_BOUND,
     ElectorFactory,
     RecordingElector,
-    etcd_endpoints,
+    campaign_in_background,
     open_factory,
     params_with,
 )
 
-TEST_BOUND = 30.0
 #: Generous bound for a hand-over on a noisy machine (expected: tens of milliseconds
 #: after a resign, under a second after an out-of-band revoke).
 TAKEOVER_BOUND = 3.0
@@ -59,21 +55,6 @@ def adapters_with(*capabilities: str) -> pytest.MarkDecorator:
 
 multi_candidate = adapters_with("multi_candidate")
 out_of_band = adapters_with("out_of_band_revoke")
-
-
-async def campaign_in_background(
-    nursery: trio.Nursery, elector: Elector
-) -> tuple[trio.Event, list[Term]]:
-    """Start ``elector.campaign()``; the event fires (and the list holds the term) once won."""
-    won = trio.Event()
-    terms: list[Term] = []
-
-    async def run() -> None:
-        terms.append(await elector.campaign())
-        won.set()
-
-    nursery.start_soon(run)
-    return won, terms
 
 
 # -- every adapter ---------------------------------------------------------------------------
@@ -379,91 +360,3 @@ async def test_standby_takes_over_after_leader_lease_revoked(
 
 
 # -- EtcdElector specifics (no server needed) ------------------------------------------------
-
-
-async def test_etcd_campaign_against_unreachable_endpoint_raises_election_error() -> None:
-    elector = EtcdElector(["127.0.0.1:1"], name="nobody-home", candidate_id="a", ttl=2)
-    await elector.start()
-    try:
-        with trio.fail_after(TEST_BOUND), pytest.raises(ElectionError):
-            await elector.campaign()
-    finally:
-        await elector.close()
-        await elector.close()
-
-
-async def test_etcd_elector_must_be_started() -> None:
-    elector = EtcdElector(["127.0.0.1:1"], name="x", candidate_id="a")
-    with pytest.raises(ElectionError):
-        await elector.campaign()
-
-
-@pytest.mark.parametrize(
-    ("endpoints", "target"),
-    [
-        (["127.0.0.1:2379"], "127.0.0.1:2379"),
-        (["http://127.0.0.1:2379/"], "127.0.0.1:2379"),
-        ("http://10.0.0.1:2379,10.0.0.2:2379", "ipv4:10.0.0.1:2379,10.0.0.2:2379"),
-        (["etcd-0:2379", "etcd-1:2379"], "etcd-0:2379"),
-    ],
-)
-def test_etcd_endpoints_become_one_grpc_target(endpoints: list[str] | str, target: str) -> None:
-    assert channel_target(endpoints) == target
-
-
-class _FailedCall(grpc.RpcError, grpc.Call):
-    """A finished gRPC call as the stubs raise it (only what the elector reads)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-@pytest.mark.parametrize(
-    ("code", "details", "expired"),
-    [
-        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True),
-        # etcd's server context carries the client's deadline and can expire first.
-        (grpc.StatusCode.UNKNOWN, "context deadline exceeded", True),
-        (grpc.StatusCode.UNKNOWN, "etcdserver: request timed out", False),
-        (grpc.StatusCode.UNAVAILABLE, "connection refused", False),
-    ],
-)
-def test_etcd_campaign_knows_a_call_that_ran_out_of_time(
-    code: grpc.StatusCode, details: str, expired: bool
-) -> None:
-    call = _FailedCall(code, details)
-    error = ElectionError(f"etcd Campaign failed: {code.name}: {details}")
-    error.__cause__ = call
-    assert deadline_exceeded(error) is expired
-
-
-@pytest.mark.parametrize("endpoints", [[], [""], ["https://127.0.0.1:2379"]])
-def test_etcd_rejects_unusable_endpoints(endpoints: list[str]) -> None:
-    with pytest.raises(ConfigError):
-        channel_target(endpoints)
-
-
-@pytest.mark.integration
-async def test_etcd_campaign_outliving_its_deadline_is_reissued_and_still_wins() -> None:
-    async with open_factory("etcd") as factory:
-        factory.make = lambda election, candidate_id, ttl: EtcdElector(
-            etcd_endpoints(), name=election, candidate_id=candidate_id, campaign_deadline=0.5
-        )
-        with trio.fail_after(TEST_BOUND):
-            a = await factory("a")
-            b = await factory("b")
-            term_a = await a.campaign()
-            async with trio.open_nursery() as nursery:
-                b_won, b_terms = await campaign_in_background(nursery, b)
-                await trio.sleep(2.0)  # several deadlines pass while b waits
-                assert not b_won.is_set()
-                await a.resign(term_a)
-                await b_won.wait()
-            assert await factory.leader() == (b_terms[0].key, b_terms[0].token, b"b")
-            await b.resign(b_terms[0])
