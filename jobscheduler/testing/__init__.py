@@ -19,4 +19,5 @@ from .process import STOP_TIMEOUT as STOP_TIMEOUT
 from .process import TAIL_LINES as TAIL_LINES
 from .process import ProcessFailed as ProcessFailed
 from .process import ServerProcess as ServerProcess
+from .process import at_normal_priority as at_normal_priority
 from .process import stop_all as stop_all

@@ -15,6 +15,7 @@ polled: nothing in another process can wake us.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -37,6 +38,16 @@ READY_LINE = r"^\S+ info\s+ready\b"
 class ProcessFailed(AssertionError):
     """A supervised process did not become ready, had exited unasked, or did not stop in
     time. An AssertionError: in a test, the system under test misbehaved."""
+
+
+def at_normal_priority(argv: Sequence[str]) -> list[str]:
+    """``argv`` run at niceness 0 even when the caller runs at a higher priority (a test
+    process that raised its own, to measure a stack loaded by other work, must not hand that
+    priority to the stack it starts: children inherit it)."""
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    if niceness >= 0:
+        return list(argv)
+    return ["nice", "-n", str(-niceness), *argv]
 
 
 class ServerProcess:
@@ -75,10 +86,10 @@ class ServerProcess:
     # -- starting ----------------------------------------------------------------------------
 
     def spawn(self) -> None:
-        """Start the process (see :meth:`wait_ready`)."""
+        """Start the process (see :meth:`wait_ready`), at normal priority."""
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [*self.argv, *self.args],
+                at_normal_priority([*self.argv, *self.args]),
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import trio
 
-from jobscheduler.testing import free_port
+from jobscheduler.testing import at_normal_priority, free_port
 
 from .endpoints import Servers
 
@@ -89,7 +89,7 @@ class PrivateServers:
 
     def _deps(self, command: str, timeout: float) -> str:
         result = subprocess.run(
-            [str(DEPS_SH), command],
+            at_normal_priority([str(DEPS_SH), command]),
             env=self._env(),
             capture_output=True,
             text=True,

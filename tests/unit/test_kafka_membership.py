@@ -152,6 +152,26 @@ def test_a_consumer_out_of_its_group_is_replaced_after_rejoin_timeout_and_again_
     assert watch.replace_due(70.9) is None
 
 
+def test_replacements_that_bring_no_membership_wait_longer_each_time_until_one_does() -> None:
+    # After a broker freeze, a new member needs longer to join a group that is slow to
+    # answer; replacing it every rejoin_timeout was a rebalance each time, which held the
+    # other members' partitions up too (executors that completed nothing after a thaw).
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    assert watch.replace_due(20.0) is not None
+    watch.replaced(20.0)
+    assert watch.rejoin_wait() == 40.0
+    assert watch.replace_due(59.9) is None
+    assert watch.replace_due(60.0) is not None
+    watch.replaced(60.0)
+    assert watch.rejoin_wait() == 80.0
+    watch.replaced(140.0)
+    assert watch.rejoin_wait() == 80.0  # capped at MAX_REJOIN_BACKOFF x rejoin_timeout
+    watch.saw_member(141.0)
+    assert watch.rejoin_wait() == 20.0
+    watch.replaced(200.0)  # its predecessor had been a member: no backoff
+    assert watch.rejoin_wait() == 20.0
+
+
 def test_a_failed_consumer_is_replaced_at_once_but_not_in_a_tight_loop() -> None:
     watch = MembershipWatch(OPTIONS, now=0.0)
     watch.failed("poll failed: Consumer closed")
