@@ -6,8 +6,9 @@ EMPTY). So the subscription keeps the time it last *knew* it was a member and th
 decides, from that and the clock (passed in, so tests need no broker and no sleeping):
 
 - when to replace the consumer: ``rejoin_timeout`` without evidence since the last
-  membership or replacement, or at once after a fatal error (never more often than
-  ``MIN_RECREATE_INTERVAL``);
+  membership or replacement (doubled for each replacement in a row that brought no
+  membership, up to ``MAX_REJOIN_BACKOFF`` times), or at once after a fatal error (never
+  more often than ``MIN_RECREATE_INTERVAL``);
 - when to call the subscription unhealthy: ``unhealthy_after`` without membership.
 
 Evidence is local, never a request to the cluster (librdkafka's admin group APIs abort the
@@ -31,6 +32,11 @@ import attrs
 
 #: Never replace a consumer more often than this (a fault that recurs at once).
 MIN_RECREATE_INTERVAL = 1.0
+#: Each replacement that brought no membership doubles the wait before the next one, up to
+#: this many times ``rejoin_timeout``: a new member needs longer to join a group that is
+#: slow to answer (a loaded or just-thawed broker), and every replacement is a rebalance
+#: that holds the others' partitions up too.
+MAX_REJOIN_BACKOFF = 4
 
 #: How often librdkafka reports statistics to a subscription (``statistics.interval.ms``).
 STATS_INTERVAL_MS = 1000
@@ -86,6 +92,8 @@ class MembershipWatch:
         self._options = options
         self._member_seen_at = now
         self._replaced_at = now
+        #: Replacements in a row since the last evidence of membership.
+        self._fruitless = 0
         self._coordinator_rx: int | None = None
         #: The last statistics report, for log lines.
         self.last_stats: GroupStats | None = None
@@ -95,6 +103,7 @@ class MembershipWatch:
     def saw_member(self, now: float) -> None:
         """Evidence of membership: an assignment, a commit, a heartbeat answered."""
         self._member_seen_at = now
+        self._fruitless = 0
 
     def saw_stats(self, stats: GroupStats, now: float) -> bool:
         """A statistics report of the current consumer: evidence if the coordinator answered
@@ -126,9 +135,15 @@ class MembershipWatch:
         if self.replace_reason is not None:
             return self.replace_reason
         absent = now - max(self._member_seen_at, self._replaced_at)
-        if absent >= self._options.rejoin_timeout:
+        if absent >= self.rejoin_wait():
             return f"no sign of group membership for {absent:.0f}s"
         return None
+
+    def rejoin_wait(self) -> float:
+        """How long the current consumer may go without evidence before it is replaced:
+        ``rejoin_timeout``, doubled for each replacement in a row that brought none."""
+        factor = min(1 << min(self._fruitless, 8), MAX_REJOIN_BACKOFF)
+        return self._options.rejoin_timeout * factor
 
     def earliest_replacement(self) -> float:
         return self._replaced_at + MIN_RECREATE_INTERVAL
@@ -136,6 +151,8 @@ class MembershipWatch:
     def replaced(self, now: float) -> None:
         """A new consumer is joining: give it a full ``rejoin_timeout`` (but the time
         without membership, for ``problem``, runs on). Its statistics start afresh."""
+        if self._member_seen_at <= self._replaced_at:
+            self._fruitless += 1  # the consumer this one replaces never became a member
         self._replaced_at = now
         self._coordinator_rx = None
         self.replace_reason = None
