@@ -16,6 +16,7 @@ from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import stop_all
 from tests.support.apps import SLEEPY_APP, write_app
 from tests.support.dev_server import DevServer
+from tests.support.jobs_api import create_job
 from tests.support.jobs_api import wait_for_job as wait_for_job
 from tests.support.processes import pid_from
 
@@ -104,9 +105,7 @@ def nap_running(
         server = await dev_factory(**env, **sleepy_app)
         pid_file = tmp_path / "nap.pid"
         body = job_body(jobType="nap", payload={"pidFile": str(pid_file)})
-        response = await client.post(f"{server.url}/jobs", json=body)
-        assert response.status_code == 201, response.text
-        job_id: str = response.json()["id"]
+        job_id: str = (await create_job(client, server, body))["id"]
         pid = await pid_from(pid_file)
         await wait_for_job(client, server, job_id, lambda j: j["status"] == "running")
         return server, job_id, pid

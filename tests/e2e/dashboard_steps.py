@@ -19,6 +19,7 @@ from selenium.webdriver.support.expected_conditions import alert_is_present
 
 from tests.support.browser import wait_until
 from tests.support.dev_server import DevServer
+from tests.support.jobs_api import create_job
 
 from .conftest import wait_for_job
 
@@ -121,10 +122,8 @@ def sign_in(driver: WebDriver, server: DevServer, key: str | None = None) -> Non
 
 
 async def create(http: httpx.AsyncClient, server: DevServer, body: dict[str, Any]) -> str:
-    """``POST /jobs``; the new job's id."""
-    response = await http.post(f"{server.url}/jobs", json=body)
-    assert response.status_code == 201, response.text
-    job_id: str = response.json()["id"]
+    """``POST /jobs`` (503s retried with the same key); the new job's id."""
+    job_id: str = (await create_job(http, server, body))["id"]
     return job_id
 
 

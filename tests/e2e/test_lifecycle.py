@@ -17,6 +17,7 @@ import trio
 from jobscheduler.domain.model import format_time, parse_time
 from jobscheduler.testing import metric_value
 from tests.support.dev_server import DevServer
+from tests.support.jobs_api import create_job
 from tests.support.processes import run_cli
 
 from .conftest import wait_for_job
@@ -34,9 +35,7 @@ def is_status(*statuses: str) -> Callable[[dict[str, Any]], bool]:
 async def create(
     http: httpx.AsyncClient, server: DevServer, body: dict[str, Any]
 ) -> dict[str, Any]:
-    response = await http.post(f"{server.url}/jobs", json=body)
-    assert response.status_code == 201, response.text
-    created: dict[str, Any] = response.json()
+    created = await create_job(http, server, body)
     assert created["status"] == "pending"
     return created
 

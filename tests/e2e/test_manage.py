@@ -20,6 +20,7 @@ import trio
 
 from tests.support.apps import GATE_APP, write_app
 from tests.support.dev_server import DevServer
+from tests.support.jobs_api import create_job
 from tests.support.processes import ends_within
 
 from .conftest import NapRunning, wait_for_job
@@ -37,9 +38,7 @@ def gate_app(tmp_path: Path) -> dict[str, str]:
 
 
 async def create(client: httpx.AsyncClient, server: DevServer, body: dict[str, Any]) -> Any:
-    response = await client.post(f"{server.url}/jobs", json=body)
-    assert response.status_code == 201, response.text
-    return response.json()
+    return await create_job(client, server, body)
 
 
 async def act(

@@ -1,4 +1,7 @@
-"""Jobs over the HTTP API in tests: waiting until a job reaches a state."""
+"""Jobs over the HTTP API in tests, done as the docs tell clients to: a 503 ("the store did
+not answer in time") is retried after its ``Retry-After`` with the same request, so a create
+keeps its idempotency key; a create whose earlier try landed then answers 409 naming the job,
+which is read back. And waiting until a job reaches a state."""
 
 from __future__ import annotations
 
@@ -8,6 +11,35 @@ from typing import Any, Protocol
 
 import httpx
 import trio
+
+#: How long a helper keeps retrying 503s before it gives up (a loaded machine's store can be
+#: slow for a while; a test that must see the 503 itself sends its own request).
+RETRY_503_FOR = 60.0
+
+
+async def send(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """One request, sent again after each 503 (waiting its ``Retry-After``, 1 s by default)
+    for up to :data:`RETRY_503_FOR` seconds; the last answer."""
+    deadline = trio.current_time() + RETRY_503_FOR
+    while True:
+        response = await http.request(method, url, **kwargs)
+        if response.status_code != 503 or trio.current_time() >= deadline:
+            return response
+        await trio.sleep(float(response.headers.get("Retry-After", "1")))
+
+
+async def create_job(http: httpx.AsyncClient, api: Api, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /jobs`` with ``body``, retried on a 503 with the same key; the stored job (read
+    back when an earlier try stored it and the retry met the 409 of its own key)."""
+    response = await send(http, "POST", f"{api.url}/jobs", json=body)
+    if response.status_code == 409 and "jobId" in response.json():
+        response = await send(http, "GET", f"{api.url}/jobs/{response.json()['jobId']}")
+        stored: dict[str, Any] = response.json()
+        assert stored.get("idempotencyKey") == body.get("idempotencyKey"), stored
+        return stored
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
 
 
 class Api(Protocol):
@@ -34,7 +66,7 @@ async def wait_for_job(
             while True:
                 if check is not None:
                     check()
-                response = await http.get(f"{api.url}/jobs/{job_id}")
+                response = await send(http, "GET", f"{api.url}/jobs/{job_id}")
                 assert response.status_code == 200, response.text
                 last = response.json()
                 if predicate(last):

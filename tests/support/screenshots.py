@@ -15,7 +15,7 @@ import trio
 
 from tests.support.browser import DESKTOP, PHONE, chromium, wait_until
 from tests.support.dev_server import DevServer
-from tests.support.jobs_api import wait_for_job
+from tests.support.jobs_api import create_job, wait_for_job
 
 TENANT = "default"
 
@@ -33,9 +33,7 @@ async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
         }
         if "cron" in fields:
             del body["scheduledAt"]
-        response = await http.post(f"{server.url}/jobs", json=body)
-        assert response.status_code == 201, response.text
-        job_id: str = response.json()["id"]
+        job_id: str = (await create_job(http, server, body))["id"]
         return job_id
 
     ids: dict[str, str] = {}
