@@ -17,7 +17,8 @@
 #   status  one line per service: running/stopped
 #
 # Environment: DEPS_DIR (default <repo>/.deps), ETCD_PORT (2379; peer port is
-# +1), KAFKA_PORT (9092; controller port is +1), MONGO_PORT (27017),
+# +1), KAFKA_PORT (9092; controller port is +1), KAFKA_ADVERTISED_PORT (the port clients
+# are told to use; default KAFKA_PORT), MONGO_PORT (27017),
 # PYTHON (default <repo>/.venv/bin/python, used for readiness checks),
 # DEPS_CACHE_DIR (default DEPS_DIR): where the built FerretDB binary
 # (bin/ferretdb) and the Kafka jars (kafka/libs) are installed. A second
@@ -30,9 +31,12 @@ ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)
 DEPS_DIR=${DEPS_DIR:-$ROOT/.deps}
 ETCD_PORT=${ETCD_PORT:-2379}
 KAFKA_PORT=${KAFKA_PORT:-9092}
+# The address clients are told to use: the broker's own port, or a proxy in front of it
+# (the fault suite's Toxiproxy).
+KAFKA_ADVERTISED_PORT=${KAFKA_ADVERTISED_PORT:-$KAFKA_PORT}
 MONGO_PORT=${MONGO_PORT:-27017}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
-for port in "$ETCD_PORT" "$KAFKA_PORT" "$MONGO_PORT"; do
+for port in "$ETCD_PORT" "$KAFKA_PORT" "$KAFKA_ADVERTISED_PORT" "$MONGO_PORT"; do
   [[ $port =~ ^[0-9]+$ ]] || { echo "deps.sh: ports must be numbers, got '$port'" >&2; exit 1; }
 done
 ETCD_PEER_PORT=$((ETCD_PORT + 1))
@@ -304,7 +308,7 @@ write_kafka_config() {
 process.roles=broker,controller
 node.id=1
 listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_ADVERTISED_PORT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT

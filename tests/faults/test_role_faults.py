@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import trio
 from bson import ObjectId
@@ -80,4 +82,54 @@ async def test_an_executor_frozen_past_its_consumer_session_rejoins(harness: Har
         waits = await harness.executors_complete_again(window.end, [victim])
         harness.figures["rejoin"] = waits[victim.name]
         await trio.sleep(3)
+    await harness.settle()
+
+
+#: Per-minute templates of the leader-handoff scenario.
+TEMPLATES = 10
+
+
+async def sleep_until_before_minute(seconds_before: float, *, at_least: float = 5.0) -> float:
+    """Sleep until ``seconds_before`` the next minute boundary at least ``at_least`` seconds
+    away; returns that boundary (epoch seconds)."""
+    now = time.time()
+    boundary = (now // 60 + 1) * 60
+    if boundary - seconds_before - now < at_least:
+        boundary += 60
+    await trio.sleep(boundary - seconds_before - time.time())
+    return boundary
+
+
+async def test_leader_killed_and_frozen_at_minute_boundaries_fires_each_template_once_a_minute(
+    harness: Harness,
+) -> None:
+    # Peers lose and double cron fires at leader handoffs (an 8 ms handoff across a minute
+    # boundary dropped jobs; a stale leader inserted every cron job twice). One run per
+    # (template, fire time) is the promise: the history checker holds every template of
+    # catchUp=all to exactly one run per minute, from its creation to the end.
+    await harness.start(schedulers=2)
+    async with harness.loaded():
+        await harness.warm_up()
+        for n in range(TEMPLATES):
+            await harness.cluster.create_job(
+                harness.api, cron="* * * * *", catchUp="all", scheduledAt=None,
+                idempotencyKey=f"minutely-{harness.cluster.suffix}-{n}",
+            )  # fmt: skip
+        leader, _ = await harness.cluster.leader(harness.schedulers)
+        await sleep_until_before_minute(0.3)
+        async with harness.fault("leader SIGKILL 0.3 s before a minute boundary"):
+            leader.kill()
+            replacement = await harness.add_scheduler()
+            leader, _ = await harness.cluster.leader(
+                [s for s in harness.schedulers if not s.killed], timeout=ELECTION_TTL + 20
+            )
+        boundary = await sleep_until_before_minute(1.0)
+        async with harness.fault("leader SIGSTOP across a minute boundary"):
+            harness.freeze(leader)
+            await trio.sleep(boundary + ELECTION_TTL + 2 - time.time())
+            harness.thaw(leader)
+        await harness.cluster.leader([s for s in harness.schedulers if not s.killed])
+        # One more minute boundary on the surviving pair, then the history is read.
+        await sleep_until_before_minute(-5.0)
+        assert replacement.running()
     await harness.settle()

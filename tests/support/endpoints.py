@@ -40,6 +40,9 @@ class Servers:
     mongo_uri: str
     kafka_brokers: str
     etcd_endpoint: str
+    #: Where the tests' own checks read the store, when not where the roles do (the fault
+    #: suite's roles go through a proxy a scenario may break).
+    check_mongo_uri: str | None = None
 
     @classmethod
     def from_env(cls) -> Servers:

@@ -9,6 +9,10 @@ which ``scripts/deps.sh up`` fills; the environment variable of that name overri
 Every signal goes to a pid read from this instance's pid file, and only after checking
 that the process's command line names this instance's ``DEPS_DIR``: a signal can never
 reach the shared servers.
+
+The roles reach each server through a Toxiproxy link (:mod:`.toxiproxy`; Kafka advertises
+the link's port), so a scenario can put a bad network between them; the tests' own checks
+read the store directly (:attr:`Servers.check_mongo_uri`).
 """
 
 from __future__ import annotations
@@ -20,15 +24,19 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import trio
 
 from jobscheduler.testing import at_normal_priority, free_port
 
 from .endpoints import Servers
+from .toxiproxy import Link, Toxiproxy
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPS_SH = ROOT / "scripts" / "deps.sh"
 SERVICES = ("etcd", "kafka", "ferretdb")
+#: Bound on Toxiproxy's start.
+PROXY_TIMEOUT = 10.0
 #: Bound on ``deps.sh up`` (Kafka's JVM start dominates: ~10-15 s on a busy 2-core box).
 UP_TIMEOUT = 180.0
 #: Bound on ``deps.sh down``.
@@ -68,13 +76,28 @@ class PrivateServers:
         self.kafka_port = free_port_pair(taken)
         self.mongo_port = free_port_pair(taken)
         self.frozen: set[str] = set()
+        self.proxy = Toxiproxy(f"http://127.0.0.1:{free_port_pair(taken)}")
+        #: The link in front of each server (what the roles connect to).
+        self.links = {
+            svc: Link(
+                name=svc, listen=f"127.0.0.1:{free_port_pair(taken)}", upstream=f"127.0.0.1:{port}"
+            )
+            for svc, port in (
+                ("etcd", self.etcd_port),
+                ("kafka", self.kafka_port),
+                ("ferretdb", self.mongo_port),
+            )
+        }
+        self._proxy_process: subprocess.Popen[bytes] | None = None
 
     @property
     def servers(self) -> Servers:
+        """Where the roles find the servers: through the links."""
         return Servers(
-            mongo_uri=f"mongodb://127.0.0.1:{self.mongo_port}",
-            kafka_brokers=f"127.0.0.1:{self.kafka_port}",
-            etcd_endpoint=f"127.0.0.1:{self.etcd_port}",
+            mongo_uri=f"mongodb://{self.links['ferretdb'].listen}",
+            kafka_brokers=self.links["kafka"].listen,
+            etcd_endpoint=self.links["etcd"].listen,
+            check_mongo_uri=f"mongodb://127.0.0.1:{self.mongo_port}",
         )
 
     def _env(self) -> dict[str, str]:
@@ -84,6 +107,7 @@ class PrivateServers:
             "DEPS_CACHE_DIR": str(self.cache_dir),
             "ETCD_PORT": str(self.etcd_port),
             "KAFKA_PORT": str(self.kafka_port),
+            "KAFKA_ADVERTISED_PORT": str(self.links["kafka"].port),
             "MONGO_PORT": str(self.mongo_port),
         }
 
@@ -105,14 +129,49 @@ class PrivateServers:
     # -- lifecycle (blocking: session set-up and teardown) ---------------------------------
 
     def up(self) -> str:
-        """Start whatever is not running and wait until every server answers."""
+        """Start the proxy and its links (once), then whatever server is not running, and
+        wait until every server answers through its link."""
+        if self._proxy_process is None:
+            self._start_proxy()
         return self._deps("up", UP_TIMEOUT)
 
     def down(self) -> str:
-        """Stop all three (a frozen one is thawed first so that it can stop)."""
+        """Stop all three (a frozen one is thawed first so that it can stop), and the proxy."""
         for svc in list(self.frozen):
             self.thaw(svc)
-        return self._deps("down", DOWN_TIMEOUT)
+        try:
+            return self._deps("down", DOWN_TIMEOUT)
+        finally:
+            if self._proxy_process is not None:
+                self._proxy_process.terminate()
+                self._proxy_process.wait(10)
+                self._proxy_process = None
+
+    def _start_proxy(self) -> None:
+        host, port = self.proxy.api.removeprefix("http://").rsplit(":", 1)
+        log = (self.deps_dir / "toxiproxy.log").open("ab")
+        self._proxy_process = subprocess.Popen(
+            at_normal_priority(
+                [str(self.cache_dir / "bin" / "toxiproxy"), "-host", host, "-port", port]
+            ),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+        async def links() -> None:
+            with trio.fail_after(PROXY_TIMEOUT):
+                while True:
+                    try:
+                        await self.proxy.version()
+                        break
+                    except httpx.TransportError:
+                        await trio.sleep(0.05)
+                for link in self.links.values():
+                    await self.proxy.link(link.name, link.listen, link.upstream)
+
+        trio.run(links)
 
     # -- faults ----------------------------------------------------------------------------
 
