@@ -241,6 +241,13 @@ class AttemptLog(Protocol):
         empty for an unknown job, and, when ``tenant`` is given, for another tenant's."""
 
     @abc.abstractmethod
+    async def record_attempts(self, records: Sequence[Attempt]) -> None:
+        """Append these records unless their key (job, run, number, outcome) is recorded
+        already (the first record is kept): for a writer that learns only afterwards that
+        its transition applied (a reply lost, a retry that finds its own write) and must not
+        leave the attempt unrecorded."""
+
+    @abc.abstractmethod
     async def prune_attempts(self, before: datetime) -> int:
         """Delete attempt records that finished before ``before``; returns how many."""
 

@@ -145,6 +145,30 @@ async def test_a_record_written_twice_is_kept_once(store: JobStore) -> None:
     assert (record.number, record.outcome, record.finished_at) == (1, Outcome.RELEASED, NOW)
 
 
+async def test_records_written_after_their_transition_are_kept_once_each(
+    store: JobStore,
+) -> None:
+    # A writer that learns only afterwards that its transition applied (its reply was lost,
+    # its retry found its own write) records the attempt then; a record already there is
+    # kept as it was.
+    running = await running_job(store, token="t")
+    change = states.complete(running, token="t", now=NOW)
+    assert await store.apply(change) is not None
+    assert change.record is not None
+    later = Attempt(
+        job_id=running.id, number=1, outcome=Outcome.COMPLETED, finished_at=NOW + timedelta(1)
+    )
+    other = Attempt(job_id=running.id, number=1, outcome=Outcome.LOST, finished_at=NOW)
+    await store.record_attempts([later, other])
+    await store.record_attempts([])
+    records = await store.attempts(running.id)
+    assert {(r.outcome, r.finished_at) for r in records} == {
+        (Outcome.COMPLETED, NOW),
+        (Outcome.LOST, NOW),
+    }
+    assert len(records) == 2
+
+
 async def test_attempts_of_an_unknown_job_are_empty(store: JobStore) -> None:
     assert await store.attempts(new_job_id()) == []
 

@@ -175,6 +175,9 @@ class ProxyStore(JobStore):
     async def attempts(self, job_id: str, *, tenant: str | None = None) -> list[Attempt]:
         return await self.inner.attempts(job_id, tenant=tenant)
 
+    async def record_attempts(self, records: Sequence[Attempt]) -> None:
+        await self.inner.record_attempts(records)
+
     async def prune_attempts(self, before: datetime) -> int:
         return await self.inner.prune_attempts(before)
 

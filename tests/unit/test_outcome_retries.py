@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.roles.deps import Deps, Waker
@@ -23,8 +24,9 @@ from .roles_support import LOOP_BOUND, ObservedBus, queue, registry_with, status
 
 
 class LandsButTimesOut(ProxyStore):
-    """The first outcome write of ``transition`` lands, but its reply never comes (the
-    executor's try times out); later writes go through."""
+    """The first outcome write of ``transition`` lands, but not its attempt record (as a
+    MongoDB write cut off between the two), and its reply never comes (the executor's try
+    times out); later writes go through."""
 
     def __init__(self, inner: JobStore, transition: str) -> None:
         super().__init__(inner)
@@ -34,10 +36,12 @@ class LandsButTimesOut(ProxyStore):
     async def apply_many_lean(
         self, changes: Sequence[states.Change], read_back: Sequence[bool]
     ) -> list[Job | bool]:
-        written = await self.inner.apply_many_lean(changes, read_back)
-        if not self.lost_replies and any(c.transition == self.transition for c in changes):
-            self.lost_replies += 1
-            await trio.sleep(OUTCOME_TIMEOUT + 1)  # the reply is lost
+        if self.lost_replies or not any(c.transition == self.transition for c in changes):
+            return await self.inner.apply_many_lean(changes, read_back)
+        self.lost_replies += 1
+        unrecorded = [attrs.evolve(change, record=None) for change in changes]
+        written = await self.inner.apply_many_lean(unrecorded, read_back)
+        await trio.sleep(OUTCOME_TIMEOUT + 1)  # the reply is lost
         return written
 
 
@@ -75,6 +79,7 @@ async def test_a_dead_letter_whose_write_landed_before_its_retry_is_still_announ
     assert bus.acked == [wake_up(job)]
     assert await status_of(store, job) is Status.DLQ
     assert [letter.job_id for letter in bus.dead_letters] == [job.id]
+    assert [a.outcome for a in await store.attempts(job.id)] == [Outcome.FAILED]
     assert (
         sample(
             deps.metrics, "executor_jobs_processed_total", {"job_type": "fails", "result": "dlq"}
@@ -125,6 +130,7 @@ async def test_a_completion_whose_write_landed_before_its_retry_counts_as_comple
     await run_one(deps, store, job, bus, lambda: bool(bus.acked))
 
     assert await status_of(store, job) is Status.COMPLETED
+    assert [a.outcome for a in await store.attempts(job.id)] == [Outcome.COMPLETED]
     labels = {"job_type": "noop", "result": "completed"}
     assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
     labels = {"job_type": "noop", "result": "stale"}

@@ -373,6 +373,10 @@ class Settlement:
             return False
         if not change.landed_on(job):
             return False
+        if change.record is not None:
+            # The earlier try's transition landed; its attempt record may not have (on
+            # MongoDB it is a second write, which the failure may have cut off).
+            await self._deps.store.record_attempts([change.record])
         log.info(
             "outcome found written by an earlier try",
             extra={"job_id": job.id, "tenant": job.tenant_id, "transition": change.transition},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from jobscheduler.domain.attempts import Attempt, Outcome
@@ -60,6 +61,11 @@ class MemoryAttemptsMixin(MemoryConnection):
         if tenant is not None and self._jobs.get(job_id, tenant) is None:
             return []
         return self._attempts.of(job_id)
+
+    async def record_attempts(self, records: Sequence[Attempt]) -> None:
+        await self._enter()
+        for record in records:
+            self._attempts.add(record)
 
     async def prune_attempts(self, before: datetime) -> int:
         await self._enter()

@@ -18,7 +18,7 @@ from typing import Any, Final
 from bson import ObjectId
 from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError
 
 from jobscheduler.domain.attempts import Attempt, Outcome
 from jobscheduler.domain.model import Job, utc
@@ -86,17 +86,25 @@ def write_records(
 ) -> None:
     """Append the attempt records of the changes that applied (``results[i]`` a Job or True):
     one unordered ``insert_many`` right after the transitions, in the same worker thread.
-    Without transactions this is not atomic with them: a failure here is logged, and the
-    transitions stand. A duplicate (the record was already written) is a no-op."""
+    Without transactions this is not atomic with them: a failure here is raised (see
+    :func:`insert_records`), and the transitions stand."""
     docs = [
         attempt_to_document(change.record)
         for change, result in zip(changes, results, strict=True)
         if change.record is not None and result is not None and result is not False
     ]
+    insert_records(collection, docs)
+
+
+def insert_records(collection: Collection[Document], docs: Sequence[Document]) -> None:
+    """Insert attempt records, a duplicate (already written) being a no-op. Any other
+    failure is raised: the transitions they belong to stand, and their writer, told the
+    write failed, tries again and finds them applied (:meth:`record_attempts` then writes
+    the records)."""
     if not docs:
         return
     try:
-        collection.insert_many(docs, ordered=False)
+        collection.insert_many(list(docs), ordered=False)
     except BulkWriteError as exc:
         errors = exc.details.get("writeErrors", [])
         if any(error.get("code") != 11000 for error in errors):
@@ -104,8 +112,7 @@ def write_records(
                 "attempt records not all written",
                 extra={"records": len(docs), "error": str(errors[:3])},
             )
-    except PyMongoError as exc:
-        log.warning("attempt records not written", extra={"records": len(docs), "error": str(exc)})
+            raise
 
 
 def _of_tenant(jobs: Collection[Document], job_id: str, tenant: str) -> bool:
@@ -137,6 +144,13 @@ class MongoAttemptsMixin(MongoSeam):
             return sorted(found, key=lambda r: (r.run, r.number, r.finished_at))
 
         return await self._call(op, "attempts", read=True)
+
+    async def record_attempts(self, records: Sequence[Attempt]) -> None:
+        if not records:
+            return
+        collection = self._attempts_collection()
+        docs = [attempt_to_document(record) for record in records]
+        await self._call(lambda: insert_records(collection, docs), "record_attempts")
 
     async def prune_attempts(self, before: datetime) -> int:
         records = self._attempts_collection()

@@ -126,6 +126,12 @@ class SQLiteAttemptsMixin(SQLiteConnection):
             lambda conn: [attempt_from_row(r) for r in conn.execute(sql, params)]
         )
 
+    async def record_attempts(self, records: Sequence[Attempt]) -> None:
+        if not records:
+            return
+        params = [attempt_params(record) for record in records]
+        await self._write(lambda conn: conn.executemany(INSERT_ATTEMPT, params))
+
     async def prune_attempts(self, before: datetime) -> int:
         cutoff = millis(before)
         return await self._write(
