@@ -96,7 +96,7 @@ async def leave_group_under(sub: Subscription) -> None:
 async def test_kafka_consumer_that_left_its_group_is_replaced_and_receives_again(
     kafka_topic_prefix: str,
 ) -> None:
-    """Issue 8: an executor's consumer dropped out of its group and never rejoined (the group
+    """Regression: an executor's consumer dropped out of its group and never rejoined (the group
     stayed EMPTY for minutes). The subscription notices it is not a member and replaces its
     consumer within ``rejoin_timeout`` plus a join; deliveries then flow again."""
     await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()

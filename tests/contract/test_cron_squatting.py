@@ -1,4 +1,4 @@
-"""Regression (issue 10): another job could occupy a cron run's slot, and the template never
+"""Regression: another job could occupy a cron run's slot, and the template never
 fired again. Instance keys were global (``<key>-run-<unixnano>``) and the scheduler took any
 duplicate key for "already spawned" without checking whose job held it. Now a run is
 identified by (template id, fire time) with its own unique index, keys are unique per tenant,

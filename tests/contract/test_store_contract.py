@@ -150,7 +150,7 @@ async def test_count_by_status(store: JobStore) -> None:
 async def test_ping_answers_while_the_store_is_up_and_fails_as_store_error_once_closed(
     store: JobStore,
 ) -> None:
-    # The readiness probe's store check (issue 8).
+    # The readiness probe's store check.
     await store.ping()
     await store.close()
     with pytest.raises(StoreError):

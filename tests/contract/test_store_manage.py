@@ -1,4 +1,4 @@
-"""The JobStore contract, management part (issue 11): user-action transitions, filters,
+"""The JobStore contract, management part: user-action transitions, filters,
 keyset cursors, bulk changes, stats, and the cancel-vs-complete race. One suite, run against
 every adapter."""
 

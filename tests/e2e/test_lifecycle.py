@@ -156,7 +156,7 @@ async def test_reaper_repends_a_job_stuck_in_queued(
 async def test_restarted_dev_reruns_the_running_job_of_a_killed_dev_within_seconds(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body
 ) -> None:
-    # Issue 8: after kill -9 the running job waited the whole CLAIM_TIMEOUT (5 min) for the
+    # Regression: after kill -9 the running job waited the whole CLAIM_TIMEOUT (5 min) for the
     # reaper. `dev` holds the lock on its file, so at start it recovers the dead process's
     # jobs at once. Default timings: CLAIM_TIMEOUT alone (45 s) would miss the bound below.
     server = await dev_factory()
@@ -270,7 +270,7 @@ async def _send_over_long_request_line(port: int) -> bytes:
 async def test_over_long_request_line_is_431_with_the_json_error_shape(
     dev_factory: Factory,
 ) -> None:
-    # Bug (issue 8): hypercorn answered 431 with an empty body. (Raw bytes: httpx refuses to
+    # Bug: hypercorn answered 431 with an empty body. (Raw bytes: httpx refuses to
     # send a URL this long.)
     server = await dev_factory()
     reply = b""

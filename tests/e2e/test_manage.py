@@ -1,4 +1,4 @@
-"""Managing jobs on a real ``jobscheduler dev`` (issue 11): cancel of a pending job and of
+"""Managing jobs on a real ``jobscheduler dev``: cancel of a pending job and of
 a running one (``async def`` and ``def`` handlers), retry of a dead job with a new payload,
 bulk retry of 1,000 dead jobs, and a cron template paused across a fire time, resumed
 without a burst, triggered, re-scheduled and retired.

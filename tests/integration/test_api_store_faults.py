@@ -1,4 +1,4 @@
-"""The API on the real MongoDB-protocol server while that server hangs (issue 8).
+"""The API on the real MongoDB-protocol server while that server hangs.
 
 A proxy between the store and the server holds every byte (as a SIGSTOPped server would),
 without touching the shared server itself. Requests must answer 503 with ``Retry-After``

@@ -1,4 +1,4 @@
-"""The executor on the real Kafka broker while its store fails (issue 8, in one process).
+"""The executor on the real Kafka broker while its store fails (in one process).
 
 Regression: with wake-ups waiting in Kafka and the store down, every failed pick left its
 message un-acked; the subscription counted them in flight forever, so commits froze and

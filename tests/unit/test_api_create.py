@@ -50,7 +50,7 @@ async def test_create_one_off_returns_201_with_the_full_raw_job(api: Api, store:
 async def test_create_logs_its_line_at_debug_only(
     api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 13: the per-create line moved from INFO to DEBUG (it cost more than the
+    """Regression: the per-create line moved from INFO to DEBUG (it cost more than the
     insert); the request log stays available with LOG_LEVEL=DEBUG."""
     caplog.set_level(logging.INFO, logger="jobscheduler")
     first = await api.create(create_body())

@@ -1,4 +1,4 @@
-"""The management routes (issue 11 §1-2) through the app's test client: actions on one job,
+"""The management routes through the app's test client: actions on one job,
 bulk actions, cron template control, filtered and paged listing, stats. The clock is a
 ManualClock at BASE (2026-01-01T00:00Z), so times in responses are exact."""
 

@@ -1,4 +1,4 @@
-"""The API under store faults and hostile input (issue 8): a hung store answers 503 with
+"""The API under store faults and hostile input: a hung store answers 503 with
 ``Retry-After`` within API_STORE_TIMEOUT, a create whose insert lands late is stored (and a
 retry gets the 409), and no string a client can send reaches a 500."""
 
@@ -251,7 +251,7 @@ SURROGATE_PLACES = [
 async def test_lone_surrogate_in_any_string_of_a_create_is_400_and_stores_nothing(
     api: Api, store: JobStore, place: str
 ) -> None:
-    # Bug (issue 8): "\ud800" in tenantId, a key or the payload answered 500 (a
+    # Bug: "\ud800" in tenantId, a key or the payload answered 500 (a
     # UnicodeEncodeError in the SQLite insert). JSON's \u escapes let any client send it.
     data = json.dumps(_with_surrogate(place)).encode()
     assert b"\\ud800" in data

@@ -1,4 +1,4 @@
-"""``dev`` is the only executor of its SQLite file (issue 8): an OS lock refuses a second
+"""``dev`` is the only executor of its SQLite file: an OS lock refuses a second
 ``dev`` on the same file, and holding it, ``dev`` recovers the previous process's
 claimed/running jobs at start instead of after CLAIM_TIMEOUT."""
 

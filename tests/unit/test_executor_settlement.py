@@ -1,4 +1,4 @@
-"""Every delivery is settled, whatever the store does (issue 8).
+"""Every delivery is settled, whatever the store does.
 
 Regression: a pick or an outcome write that raised StoreError or timed out left its
 message neither acked nor released; on Kafka that froze the partition's commits and, once

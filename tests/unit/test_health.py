@@ -1,4 +1,4 @@
-"""Liveness and readiness on every role's metrics listener (issue 8): ``/healthz`` fails when a
+"""Liveness and readiness on every role's metrics listener: ``/healthz`` fails when a
 registered liveness check reports a problem, ``/readyz`` names each dependency check and
 answers within its deadline even when a dependency hangs."""
 

@@ -1,5 +1,5 @@
 """Errors hypercorn answers before the app sees a request still use the JSON error shape
-(issue 8: an over-long request line got ``431`` with an empty body)."""
+(an over-long request line got ``431`` with an empty body)."""
 
 from __future__ import annotations
 

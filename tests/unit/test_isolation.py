@@ -52,7 +52,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         ]
     },
     ("POST", "/cron/preview"): {"cron": "*/5 * * * *"},
-    # Management (issue 11): bulk filters naming B; single-job actions with valid bodies,
+    # Management: bulk filters naming B; single-job actions with valid bodies,
     # so the refusal comes from the job's tenant, not from validation.
     ("POST", "/jobs/cancel"): {"filter": {"tenantId": B}},
     ("POST", "/jobs/retry"): {"filter": {"tenantId": B}},

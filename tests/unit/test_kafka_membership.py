@@ -1,6 +1,6 @@
 """The Kafka subscription's membership watchdog (``bus/kafka/membership.py``), on a fake
 clock: which statistics reports count as membership, when it replaces the consumer, when it
-reports a problem. Regressions (issue 8): a consumer that lost its membership polled on for
+reports a problem. Regressions: a consumer that lost its membership polled on for
 minutes in an EMPTY group, and nothing noticed; then the coordinator probe that noticed it
 (``describe_consumer_groups``) aborted the process in librdkafka when the broker was gone,
 so membership is now read from the consumer's own statistics."""

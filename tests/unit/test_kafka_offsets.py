@@ -1,7 +1,7 @@
 """The Kafka subscription's commit bookkeeping (``bus/kafka/offsets.py``), without a broker.
 
-This is where the stalls of issue 8 lived: a delivery never settled kept its offset "in
-flight" forever, so commits froze and flow control paused every partition for good. These
+This is where executors once stalled: a delivery never settled kept its offset "in flight"
+forever, so commits froze and flow control paused every partition for good. These
 tests pin the rules: only contiguous settled offsets are committed, a release settles like
 an ack, a revoke or loss leaves nothing in flight, and flow control always resumes once the
 holders settle.

@@ -1,5 +1,5 @@
 """Ensuring Kafka topics (``bus/kafka/admin.create_topics``) makes an admin request only
-when a metadata request just answered and showed a topic missing. Regression (issue 8):
+when a metadata request just answered and showed a topic missing. Regression:
 librdkafka's admin requests can abort the process when they time out while the broker is
 gone, so a broker that does not answer must fail the ensure before any admin request."""
 

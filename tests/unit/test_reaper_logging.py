@@ -1,4 +1,4 @@
-"""The reaper's logs stay readable during an incident (issue 8): a sweep that recovers many
+"""The reaper's logs stay readable during an incident: a sweep that recovers many
 jobs writes one summary line with counts, and each job only at debug -- before, one WARNING
 per job per sweep buried everything else while the scheduler re-dispatched 12,783 times."""
 

@@ -256,7 +256,7 @@ async def test_publish_failure_counts_dispatch_errors_and_reaper_re_pends_after_
 async def test_claim_cancelled_while_waiting_for_the_store_still_publishes_its_wake_ups(
     make_deps: DepsFactory, sqlite_store: SQLiteJobStore, tmp_path: Path
 ) -> None:
-    # A claim and the publish of its wake-ups are one shielded unit (issue 8): leadership
+    # A claim and the publish of its wake-ups are one shielded unit: leadership
     # lost (or SIGTERM) once the claim has begun must not leave the claimed jobs queued with
     # no wake-up until QUEUED_TIMEOUT. Here the term ends while the claim waits for SQLite's
     # write lock: the claim completes, and its job is announced. (Before, the claim was

@@ -77,7 +77,7 @@ async def test_waker_notify_while_awake_of_an_already_due_job_ends_the_next_slee
 async def test_waker_notify_while_awake_of_a_job_due_after_the_next_sleep_changes_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """Regression (issue 13): every create of a job due later woke the scheduler for a
+    """Regression: every create of a job due later woke the scheduler for a
     needless tick (four store reads) while it was busy, so under create load it never slept."""
     clock = make_clock()
     waker = Waker(clock)

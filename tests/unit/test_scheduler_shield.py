@@ -1,6 +1,6 @@
-"""The scheduler's claim and the publish of its wake-ups are one shielded, bounded unit
-(issue 8): leadership loss or shutdown between them must not leave claimed jobs queued with no
-wake-up until QUEUED_TIMEOUT."""
+"""The scheduler's claim and the publish of its wake-ups are one shielded, bounded unit:
+leadership loss or shutdown between them must not leave claimed jobs queued with no wake-up
+until QUEUED_TIMEOUT."""
 
 from __future__ import annotations
 

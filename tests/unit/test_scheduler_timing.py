@@ -1,4 +1,4 @@
-"""When the dispatch loop claims and publishes a job due in the future (issue 13, W3).
+"""When the dispatch loop claims and publishes a job due in the future.
 
 The claim runs CLAIM_LEAD ahead of the due time, so its store round trip is off the job's
 start path; the wake-up still goes out at the due instant, never before it.

@@ -1,4 +1,4 @@
-"""SQLite store faults (issue 8): every driver error leaves the adapter as StoreError (a full
+"""SQLite store faults: every driver error leaves the adapter as StoreError (a full
 disk answers 503 and the roles retry, instead of crashing ``dev``), and ``:memory:`` is one
 database shared by the writer and every reader."""
 
@@ -54,7 +54,7 @@ def cap_pages(store: SQLiteJobStore, pages: int) -> None:
 async def test_full_database_fails_inserts_and_transitions_as_store_error_then_recovers(
     store: SQLiteJobStore,
 ) -> None:
-    # Bug (issue 8): a raw sqlite3.OperationalError ("database or disk is full") escaped the
+    # Bug: a raw sqlite3.OperationalError ("database or disk is full") escaped the
     # write path and crashed the role that hit it.
     kept = await store.insert(job("before"))
     cap_pages(store, 0)
@@ -78,7 +78,7 @@ async def test_database_refusing_writes_fails_them_as_store_error(tmp_path: Path
     await writable.start()
     await writable.insert(job("kept"))
     await writable.close()
-    # Bug (issue 8): an error raised inside an operation (here "attempt to write a readonly
+    # Bug: an error raised inside an operation (here "attempt to write a readonly
     # database", as a read-only file or mount gives) escaped as a raw sqlite3 error.
     store = SQLiteJobStore(path)
     await store.start()
@@ -105,7 +105,7 @@ async def test_string_sqlite_cannot_encode_is_a_validation_error_not_a_driver_er
 
 
 async def test_memory_store_is_one_database_shared_by_the_writer_and_every_reader() -> None:
-    # Bug (issue 8): SQLiteJobStore(":memory:") opened a new, empty database for each reader
+    # Bug: SQLiteJobStore(":memory:") opened a new, empty database for each reader
     # connection, so a job just inserted could not be read back.
     store = SQLiteJobStore(":memory:")
     await store.start()
@@ -138,7 +138,7 @@ async def test_ping_of_a_started_store_answers_and_of_a_closed_one_is_store_erro
 async def test_driver_error_inside_a_transition_is_store_error_and_fails_only_that_write(
     store: SQLiteJobStore,
 ) -> None:
-    # Bug (issue 8): an error raised by an operation inside the group-commit batch (here a
+    # Bug: an error raised by an operation inside the group-commit batch (here a
     # trigger's abort, standing in for any failing statement) escaped as a raw sqlite3 error,
     # which no role catches.
     kept = await store.insert(job("kept"))

@@ -1,4 +1,4 @@
-"""The user-action transitions of jobscheduler.domain.states (issue 11): what each expects and
+"""The user-action transitions of jobscheduler.domain.states: what each expects and
 writes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The management routes (issue 11) under tenancy (``AUTH=required``): roles, the tenant a
+"""The management routes under tenancy (``AUTH=required``): roles, the tenant a
 bulk action or ``GET /stats`` acts on, 404 for another tenant's job or template, the audit
 records of actions, and a trigger's run identified by (template, fire time)."""
 

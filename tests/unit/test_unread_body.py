@@ -1,4 +1,4 @@
-"""A reply sent before its request's body arrived closes the connection (issue 10: under a
+"""A reply sent before its request's body arrived closes the connection (under a
 store freeze with keys required, requests answered 503 from authentication left their
 keep-alive connection dead, and the client's next request on it hung)."""
 
