@@ -335,6 +335,11 @@ class Reporting(Protocol):
         counts below are answered from it (a store keeping counters would answer it from
         them)."""
 
+    @abc.abstractmethod
+    async def tenants(self, limit: int) -> list[str]:
+        """The distinct tenant ids of the stored jobs, in ascending order, at most ``limit``
+        (the first ones). Served by an index on the tenant: no scan of the jobs' documents."""
+
     async def count_by_status(self) -> dict[Status, int]:
         """How many jobs are in each status, every tenant's (for operators and benchmarks)."""
         return dict((await self.count_jobs(None)).by_status)

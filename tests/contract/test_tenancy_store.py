@@ -151,3 +151,18 @@ async def test_idempotency_keys_are_unique_per_tenant_not_globally(store: JobSto
     assert (await store.get(other.id)).tenant_id == "other"
     with pytest.raises(DuplicateJob):
         await store.insert(make_job(key="shared", tenant="acme"))
+
+
+async def test_tenants_are_the_distinct_tenants_of_the_jobs_in_order_up_to_the_limit(
+    store: JobStore,
+) -> None:
+    assert await store.tenants(10) == []
+    for tenant in ("globex", "acme", "initech", "acme"):
+        await store.insert(make_job(tenant=tenant))
+    await store.insert(make_job(tenant="umbrella", cron="*/5 * * * *"))
+    # A key of a tenant without jobs does not make it a tenant of the jobs.
+    key, _ = new_key(tenant="hooli", role=Role.READER, now=NOW)
+    await store.insert_key(key)
+    assert await store.tenants(10) == ["acme", "globex", "initech", "umbrella"]
+    assert await store.tenants(2) == ["acme", "globex"]
+    assert await store.tenants(0) == []

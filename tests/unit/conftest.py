@@ -186,6 +186,9 @@ class ProxyStore(JobStore):
     ) -> Job | None:
         return await self.inner.find_run(template_id, fire_at, tenant=tenant)
 
+    async def tenants(self, limit: int) -> list[str]:
+        return await self.inner.tenants(limit)
+
     async def insert_key(self, key: ApiKey) -> ApiKey:
         return await self.inner.insert_key(key)
 

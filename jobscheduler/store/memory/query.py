@@ -96,6 +96,10 @@ class MemoryQueryMixin(MemoryConnection):
         await self._enter()
         return count(self._jobs, tenant_id, statuses, by_type)
 
+    async def tenants(self, limit: int) -> list[str]:
+        await self._enter()
+        return sorted({job.tenant_id for job in self._jobs})[: max(limit, 0)]
+
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         await self._enter()
         mine = JobQuery(tenant_id=tenant_id)

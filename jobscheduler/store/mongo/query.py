@@ -267,6 +267,15 @@ class MongoQueryMixin(MongoSeam):
             lambda: count(jobs, tenant_id, statuses, by_type), "count_jobs", read=True
         )
 
+    async def tenants(self, limit: int) -> list[str]:
+        jobs = self._collection()
+
+        def op() -> list[str]:
+            # ``distinct`` on the leading field of the tenant indexes: an index walk.
+            return sorted(str(t) for t in jobs.distinct("tenantId"))[: max(limit, 0)]
+
+        return await self._call(op, "tenants", read=True)
+
     async def find_jobs(
         self, query: JobQuery, limit: int, after: Cursor | None = None
     ) -> list[Job]:
