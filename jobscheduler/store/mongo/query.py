@@ -72,6 +72,9 @@ MANAGE_INDEXES: Final = [
         ],
         name="tenant_status_scheduledAt",
     ),
+    # Listings across tenants (an all-tenant admin's dashboard): newest jobs, templates.
+    IndexModel([("createdAt", DESCENDING), ("_id", DESCENDING)], name="createdAt"),
+    IndexModel([("cron", ASCENDING), ("createdAt", DESCENDING)], name="cron_createdAt"),
 ]
 
 

@@ -45,6 +45,10 @@ CREATE INDEX IF NOT EXISTS jobs_status_created ON jobs (status, created_at DESC,
 CREATE INDEX IF NOT EXISTS jobs_tenant_scheduled ON jobs (tenant_id, scheduled_at, id);
 CREATE INDEX IF NOT EXISTS jobs_tenant_status_scheduled
     ON jobs (tenant_id, status, scheduled_at, id);
+-- Listings across tenants (an all-tenant admin's dashboard): newest jobs, newest templates.
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS jobs_templates_created ON jobs (created_at DESC, id DESC)
+    WHERE cron IS NOT NULL;
 """
 
 Millis = Callable[[datetime], int]
