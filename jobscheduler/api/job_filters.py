@@ -24,7 +24,7 @@ import attrs
 from jobscheduler.api.route_table import check_parameters
 from jobscheduler.api.schemas.manage import FILTER, LIST_FILTERED, SORTS
 from jobscheduler.domain.model import MAX_STRING_LENGTH, Status, is_job_id, parse_time
-from jobscheduler.domain.validation import is_valid_unicode, parse_list_query
+from jobscheduler.domain.validation import is_valid_unicode, parse_list_limit, parse_list_query
 from jobscheduler.errors import ValidationError
 from jobscheduler.store.query import MAX_QUERY_IDS, Cursor, JobQuery, Sort
 
@@ -140,15 +140,31 @@ def parse_tenant_query(args: Mapping[str, str]) -> str | None:
     return requested
 
 
+def wants_all_tenants(args: Mapping[str, str]) -> bool:
+    """Whether a ``GET /jobs`` query asks for every tenant's jobs (``allTenants=true``);
+    400 for another value, or for ``allTenants=true`` beside a ``tenantId``."""
+    raw = args.get("allTenants")
+    if raw is None or not _flag(raw, "allTenants"):
+        return False
+    if args.get("tenantId") is not None:
+        raise ValidationError("give tenantId or allTenants=true, not both")
+    return True
+
+
 def parse_list_request(
     args: Mapping[str, str], statuses: Iterable[str]
 ) -> tuple[JobQuery, int, Cursor | None]:
     """Validate ``GET /jobs`` (``statuses``: every ``status`` value given) into the query,
-    the page size and the cursor to continue after."""
+    the page size and the cursor to continue after. The query's tenant is None with
+    ``allTenants=true`` (whether the caller may ask is the route's to check)."""
     check_parameters(args, LIST_PARAMETERS)
-    tenant, _, limit = parse_list_query(
-        {k: v for k, v in args.items() if k in ("tenantId", "limit")}
-    )
+    if wants_all_tenants(args):
+        tenant: str | None = None
+        limit = parse_list_limit(args.get("limit"))
+    else:
+        tenant, _, limit = parse_list_query(
+            {k: v for k, v in args.items() if k in ("tenantId", "limit")}
+        )
     query = _filter(args, tenant)
     sort = parse_sort(args.get("sort"))
     raw_cursor = args.get("cursor")

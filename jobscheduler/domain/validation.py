@@ -241,13 +241,18 @@ def parse_list_query(args: Mapping[str, str]) -> tuple[str, Status | None, int]:
             raise ValidationError(
                 f"status: must be one of {', '.join(LISTABLE_STATUSES)}"
             ) from None
+    return tenant, status, parse_list_limit(args.get("limit"))
+
+
+def parse_list_limit(raw: str | None) -> int:
+    """A listing's ``limit``: the default when absent or not a positive integer, at most
+    MAX_LIST_LIMIT."""
     limit = DEFAULT_LIST_LIMIT
-    raw_limit = args.get("limit")
-    if raw_limit:
+    if raw:
         try:
-            parsed = int(raw_limit)
+            parsed = int(raw)
         except ValueError:
             parsed = 0
         if parsed > 0:
             limit = min(parsed, MAX_LIST_LIMIT)
-    return tenant, status, limit
+    return limit

@@ -166,6 +166,64 @@ async def test_a_route_that_declares_no_role_is_admin_only(api: AuthApi) -> None
     assert (await api.call("POST", "/undeclared", as_="a-admin")).status == 200
 
 
+# ------------------------------------------------------------ every tenant at once
+
+
+async def test_an_all_tenant_admin_lists_every_tenants_jobs_only_when_it_asks_for_them(
+    api: AuthApi,
+) -> None:
+    ids = {}
+    for tenant, writer in (("tenant-a", "a-writer"), ("tenant-b", "b-writer")):
+        created = await api.call("POST", "/jobs", as_=writer, json=body(tenant=tenant))
+        ids[tenant] = created.json["id"]
+    # The seed's contract: no tenantId is a 400, for an admin of every tenant too.
+    missing = await api.call("GET", "/jobs", as_="admin")
+    assert missing.status == 400
+    assert missing.json["error"] == "tenantId is required"
+    every = await api.call("GET", "/jobs?allTenants=true", as_="admin")
+    assert every.status == 200
+    assert {(j["tenantId"], j["id"]) for j in every.json} == set(ids.items())
+    # Filters and pages work across tenants too; the next page's link keeps the form.
+    page = await api.call("GET", "/jobs?allTenants=true&limit=1&status=pending", as_="admin")
+    assert len(page.json) == 1
+    assert "allTenants=true" in page.headers["Link"]
+    no = await api.call("GET", "/jobs?allTenants=false&tenantId=tenant-b", as_="admin")
+    assert [j["id"] for j in no.json] == [ids["tenant-b"]]
+
+
+@pytest.mark.parametrize(
+    ("query", "who", "status", "fragment"),
+    [
+        ("allTenants=true", "a-admin", 403, "bound"),
+        ("allTenants=true", "a-reader", 403, "reader"),
+        ("allTenants=true&tenantId=tenant-a", "admin", 400, "not both"),
+        ("allTenants=yes", "admin", 400, "allTenants: must be true or false"),
+    ],
+)
+async def test_listing_every_tenant_is_refused_to_tenant_keys_and_when_ambiguous(
+    api: AuthApi, query: str, who: str, status: int, fragment: str
+) -> None:
+    reply = await api.call("GET", f"/jobs?{query}", as_=who)
+    assert reply.status == status, reply.text
+    assert fragment in reply.json["error"]
+
+
+async def test_tenants_lists_the_tenants_holding_jobs_to_admins_only(api: AuthApi) -> None:
+    for tenant, writer in (("tenant-b", "b-writer"), ("tenant-a", "a-writer")):
+        assert (await api.call("POST", "/jobs", as_=writer, json=body(tenant=tenant))).status == 201
+    every = await api.call("GET", "/tenants", as_="admin")
+    assert every.json == {"tenants": ["tenant-a", "tenant-b"], "truncated": False}
+    first = await api.call("GET", "/tenants?limit=1", as_="admin")
+    assert first.json == {"tenants": ["tenant-a"], "truncated": True}
+    # A tenant's admin sees its own tenant only; a writer nothing.
+    own = await api.call("GET", "/tenants", as_="b-admin")
+    assert own.json == {"tenants": ["tenant-b"], "truncated": False}
+    assert (await api.call("GET", "/tenants", as_="a-writer")).status == 403
+    bad = await api.call("GET", "/tenants?limit=0", as_="admin")
+    assert bad.status == 400
+    assert "limit" in bad.json["error"]
+
+
 # ----------------------------------------------------------------------- keys
 
 

@@ -1,10 +1,11 @@
 """The reading routes: ``GET /jobs`` with filters and cursor pages, and ``GET /stats``.
 
-``GET /jobs`` answers the seed's bare array; when a page is full, a ``Link: <...>;
-rel="next"`` header carries the URL of the next page (the same query with an opaque
-``cursor``). ``GET /stats?tenantId=`` reports counts by status and job type, the queue lag
-(age of the oldest due pending one-off job) and the jobs completed / dead-lettered in the
-last 1, 5 and 15 minutes.
+``GET /jobs`` answers the seed's bare array of one tenant's jobs (``tenantId``, required), or
+of every tenant's with ``allTenants=true`` (an all-tenant admin's explicit form); when a page
+is full, a ``Link: <...>; rel="next"`` header carries the URL of the next page (the same
+query with an opaque ``cursor``). ``GET /stats?tenantId=`` reports counts by status and job
+type, the queue lag (age of the oldest due pending one-off job) and the jobs completed /
+dead-lettered in the last 1, 5 and 15 minutes.
 """
 
 from __future__ import annotations
@@ -16,13 +17,20 @@ from quart import Response, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
-from jobscheduler.api.job_filters import encode_cursor, parse_list_request, parse_tenant_query
+from jobscheduler.api.job_filters import (
+    encode_cursor,
+    parse_list_request,
+    parse_tenant_query,
+    wants_all_tenants,
+)
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import manage as manage_ops
 from jobscheduler.api.schemas import stats as stats_ops
 from jobscheduler.api.tenancy import tenant_args
+from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import format_time, job_to_json
+from jobscheduler.errors import Forbidden
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Cursor, JobStats
 
@@ -60,12 +68,19 @@ def register_listing_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls)
     @routes.route(manage_ops.LIST_FILTERED)
     async def list_jobs() -> Response:
         args = request.args
-        # tenantId defaults to a tenant-bound key's tenant (another one is a 403).
-        query, limit, cursor = parse_list_request(
-            tenant_args(args.to_dict()), args.getlist("status")
-        )
         principal = current_principal()
-        principal.scope(query.tenant_id)
+        if wants_all_tenants(args):
+            # Every tenant's jobs: only for a principal that sees every tenant.
+            principal.require(Role.ADMIN)
+            if principal.tenant is not None:
+                raise Forbidden("allTenants=true needs a key of every tenant; this one is bound")
+            query, limit, cursor = parse_list_request(args.to_dict(), args.getlist("status"))
+        else:
+            # tenantId defaults to a tenant-bound key's tenant (another one is a 403).
+            query, limit, cursor = parse_list_request(
+                tenant_args(args.to_dict()), args.getlist("status")
+            )
+            principal.scope(query.tenant_id)
         if query.template_id is not None:
             # An unknown template and another tenant's are the same 404, as when reading
             # the template by id (so a listing cannot tell whether B's template exists).

@@ -1,8 +1,10 @@
-"""Admin routes of tenancy: API keys and the audit trail.
+"""Admin routes of tenancy: API keys, the tenants and the audit trail.
 
 - ``POST /keys`` ``{tenantId | allTenants: true, role, name}`` -> 201 with the key (shown once);
 - ``GET /keys[?tenantId=]`` -> the keys (never their secrets);
 - ``DELETE /keys/{id}`` -> the key, revoked (404 for an unknown id or another tenant's key);
+- ``GET /tenants[?limit=]`` -> ``{"tenants": [...], "truncated": bool}``, the tenants that hold
+  jobs (the dashboard's tenant picker);
 - ``GET /audit?tenantId&keyId&action&jobId&since&until&before&limit`` -> newest first,
   ``{"records": [...], "nextBefore": id | null}``.
 
@@ -35,6 +37,16 @@ from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import Forbidden, KeyNotFound, ValidationError
 
 log = logging.getLogger(__name__)
+
+
+def parse_tenants_limit(raw: str | None) -> int:
+    """``GET /tenants``'s ``limit``: 1 to MAX_TENANTS (the default); 400 otherwise."""
+    if raw is None:
+        return ops.MAX_TENANTS
+    if not raw.isdigit() or not 1 <= int(raw) <= ops.MAX_TENANTS:
+        raise ValidationError(f"limit: must be an integer from 1 to {ops.MAX_TENANTS}")
+    return int(raw)
+
 
 #: The fields of ``POST /keys``, as its declaration's schema names them.
 KEY_FIELDS = frozenset((ops.CREATE_KEY.body or {})["properties"])
@@ -108,6 +120,18 @@ def register_tenancy_routes(routes: RouteTable, tenancy: Tenancy) -> None:
             extra={"key": key_id, "tenant": revoked.tenant, "by": principal.key_id},
         )
         return json_response(key_to_json(revoked), 200)
+
+    @routes.route(ops.TENANTS)
+    async def list_tenants() -> Response:
+        principal = current_principal()
+        limit = parse_tenants_limit(request.args.get("limit"))
+        if principal.tenant is not None:
+            # A tenant's admin: its own tenant, whether or not it holds jobs yet.
+            tenants, truncated = [principal.tenant], False
+        else:
+            found = await tenancy.call(deps.store.tenants, limit + 1)
+            tenants, truncated = found[:limit], len(found) > limit
+        return json_response({"tenants": tenants, "truncated": truncated}, 200)
 
     @routes.route(ops.AUDIT)
     async def read_audit() -> Response:

@@ -80,6 +80,42 @@ REVOKE_KEY = Operation(
     errors={KeyNotFound: ""},
 )
 
+#: Most tenants ``GET /tenants`` lists (its ``limit``: by default, and at most).
+MAX_TENANTS = 1000
+
+TENANTS = Operation(
+    id="tenants",
+    method="GET",
+    rule="/tenants",
+    summary="The tenants that hold jobs, in order (admin; a key bound to a tenant sees its own)",
+    tag="keys",
+    role=Role.ADMIN,
+    params=(
+        Param(
+            name="limit",
+            where="query",
+            schema={"type": "integer", "minimum": 1, "maximum": MAX_TENANTS},
+            description=f"at most this many (default and maximum {MAX_TENANTS})",
+        ),
+    ),
+    responses={
+        200: Reply(
+            description="the tenants",
+            schema={
+                "type": "object",
+                "required": ["tenants", "truncated"],
+                "properties": {
+                    "tenants": {"type": "array", "items": {"type": "string"}},
+                    "truncated": {
+                        "type": "boolean",
+                        "description": "true: more tenants hold jobs than were listed",
+                    },
+                },
+            },
+        )
+    },
+)
+
 AUDIT_RECORD: Schema = {
     "type": "object",
     "required": ["id", "at", "action"],

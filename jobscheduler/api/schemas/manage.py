@@ -256,7 +256,18 @@ LIST_FILTERED = Operation(
     tag="jobs",
     role=Role.READER,
     params=(
-        attrs.evolve(TENANT_PARAM, description="the tenant", required=True),
+        attrs.evolve(
+            TENANT_PARAM,
+            description="the tenant: required, unless allTenants=true (a key bound to a tenant "
+            "lists its own by default)",
+        ),
+        Param(
+            name="allTenants",
+            where="query",
+            schema={"type": "boolean"},
+            description="true: every tenant's jobs, instead of tenantId (admin keys of every "
+            "tenant only; each job names its tenantId)",
+        ),
         Param(name="status", where="query", schema=STATUS_LIST, description="any of these"),
         *CONDITIONS,
         Param(
