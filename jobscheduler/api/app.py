@@ -75,7 +75,7 @@ def create_app(deps: Deps) -> QuartTrio:
     register_tenancy_routes(routes, tenancy)
     # Sign-in only means something when keys are required (AUTH=off: pages open directly).
     verify_key = tenancy.verify_key if tenancy.auth_required else None
-    register_ui_routes(routes, deps, calls, verify_key=verify_key)
+    register_ui_routes(routes, deps, verify_key=verify_key)
 
     # The create's fast path (create.py): in front of Quart, so the test client uses it too.
     fast_create = FastCreate(

@@ -8,7 +8,9 @@ refresh, so element handles go stale); every wait is bounded (tests.support.brow
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
@@ -37,6 +39,13 @@ LAYOUT_SHIFT_OBSERVER = (
     " if (!e.hadRecentInput) window.shift += e.value; })"
     ".observe({type: 'layout-shift', buffered: false});"
 )
+
+
+def shown(api_time: str, zone: str = "UTC") -> str:
+    """An API time (RFC 3339) as every view shows it: ``2026-12-02 09:00:00 UTC``, or in a
+    zone ``2026-12-02 10:00:00 Europe/Paris`` (to the second)."""
+    at = datetime.fromisoformat(api_time.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+    return f"{at:%Y-%m-%d %H:%M:%S} {zone}"
 
 
 def refreshes(driver: WebDriver) -> int:

@@ -80,8 +80,8 @@ async def test_the_views_are_reachable_with_the_keyboard_alone(
         reached = {url.split("?")[0] for url in focused}
         for view in ("/ui", "/ui/jobs", "/ui/dead-letters", "/ui/cron"):
             assert f"{server.url}{view}" in reached, focused
-        # The filters and the page's select-all box are on the way to the rows.
-        for control in ("f-tenant", "f-key", "f-sort", "select-page"):
+        # The tenant picker, the filters and the page's select-all box are on the way.
+        for control in ("switch-tenant", "f-key", "f-sort", "select-page"):
             assert control in focused, focused
         # Enter on the focused job link opens its detail.
         driver.switch_to.active_element.send_keys(Keys.ENTER)

@@ -32,6 +32,7 @@ from .dashboard_steps import (
     create_template,
     listed,
     rows,
+    shown,
     sign_in,
     stored,
     text_of,
@@ -62,8 +63,13 @@ async def test_a_template_page_shows_its_schedule_is_paused_resumed_edited_and_i
         sign_in(driver, server)
         driver.get(f"{server.url}/ui/jobs/{template}")
         wait_until(driver, lambda d: len(fires(d)) == 5, "five fire times")
-        assert [text.split(" ")[0] for text in fires(driver)] == [
-            fire["at"] for fire in nxt["fireTimes"]
+        # Each in UTC and in the template's zone, as the API computed them.
+        assert fires(driver) == [
+            f"{shown(fire['at'])} · {shown(fire['at'], 'Europe/Paris')}"
+            for fire in nxt["fireTimes"]
+        ]
+        assert [shown(f["local"], "Europe/Paris") for f in nxt["fireTimes"]] == [
+            shown(f["at"], "Europe/Paris") for f in nxt["fireTimes"]
         ]
         assert text_of(driver, "cron-words") == "At 09:00, Monday through Friday, Europe/Paris"
         assert rows(driver, "ledger")[0]["cells"] == "No fire time yet."
@@ -133,27 +139,47 @@ async def test_cron_view_lists_templates_in_words_and_acts_on_them_from_the_list
 ) -> None:
     server = await dev_factory(UI_REFRESH="1s")
     template = await create_template(client, server, job_body(cron="*/15 * * * *"))
+    paris = await create_template(
+        client,
+        server,
+        job_body(
+            idempotencyKey="a-rather-long-template-key-for-the-weekday-digest-of-operations",
+            cron="0 9 * * 1-5",
+            timezone="Europe/Paris",
+        ),
+    )
     one_off = await create(client, server, job_body(scheduledAt=FUTURE))
     job = await stored(client, server, template)
+    digest = await stored(client, server, paris)
 
-    def row(driver: WebDriver) -> dict[str, str]:
-        [found] = rows(driver, "templates", "jobId", "status")
+    def row(driver: WebDriver, job_id: str = template) -> dict[str, str]:
+        [found] = [r for r in rows(driver, "templates", "jobId", "status") if r["jobId"] == job_id]
         return found
 
     scope = f'#templates tr[data-job-id="{template}"]'
     with chromium() as driver:
         sign_in(driver, server)
         driver.get(f"{server.url}/ui/cron?tenantId={TENANT}")
-        wait_until(driver, lambda d: len(rows(d, "templates")) == 1, "the template listed")
-        listed_row = row(driver)
-        assert listed_row["jobId"] == template != one_off
-        cells = listed_row["cells"].split(" | ")
+        wait_until(driver, lambda d: len(rows(d, "templates")) == 2, "the templates listed")
+        assert {r["jobId"] for r in rows(driver, "templates", "jobId")} == {template, paris}
+        assert one_off not in {r["jobId"] for r in rows(driver, "templates", "jobId")}
+        cells = row(driver)["cells"].split(" | ")
         assert cells[1:5] == [
-            "*/15 * * * *",
-            "Every 15 minutes, UTC",
+            "Every 15 minutes, UTC */15 * * * *",
             "pending",
-            job["scheduledAt"],
+            shown(job["scheduledAt"]),
+            "none yet",
         ]
+        # The next fire in UTC and in the template's own zone, beside each other.
+        assert row(driver, paris)["cells"].split(" | ")[3] == (
+            f"{shown(digest['scheduledAt'])} {shown(digest['scheduledAt'], 'Europe/Paris')}"
+        )
+        # A 1280 px screen shows every column: nothing scrolls sideways.
+        assert driver.execute_script(
+            "const wrap = document.querySelector('.table-wrap');"
+            "return document.documentElement.scrollWidth <= innerWidth"
+            " && wrap.scrollWidth <= wrap.clientWidth"
+        )
         assert visible_actions(driver, scope) == ["pause", "trigger", "delete"]
 
         click_action(driver, "pause", scope)
@@ -168,6 +194,17 @@ async def test_cron_view_lists_templates_in_words_and_acts_on_them_from_the_list
         runs = await listed(client, server, templateId=template)
         assert len(runs) == 1
         assert text_of(driver, "cron-result") == f"Started run {runs[0]['id']}."
+        # The run's outcome is the template's last run, linked to the run's page.
+        run = await wait_for_job(
+            client, server, runs[0]["id"], lambda j: j["status"] == "completed"
+        )
+        wait_until(
+            driver,
+            lambda d: row(d)["cells"].split(" | ")[4] == f"completed {shown(run['updatedAt'])}",
+            "the last run's outcome",
+        )
+        link = driver.find_element(By.CSS_SELECTOR, f"{scope} td.last-run a")
+        assert link.get_attribute("href") == f"{server.url}/ui/jobs/{run['id']}"
 
         click_action(driver, "delete", scope)
         assert answer_confirmation(driver) == "Delete this template? Its past runs stay."

@@ -34,6 +34,7 @@ from .dashboard_steps import (
     listed,
     refreshes,
     rows,
+    shown,
     sign_in,
     stored,
     table_ids,
@@ -106,7 +107,7 @@ async def test_a_job_created_through_the_api_appears_filters_opens_and_is_cancel
         wait_until(driver, lambda d: refreshes(d) >= seen + 2, "two more refreshes")
         assert driver.execute_script("return window.shift") == 0
 
-        # A created range that holds nothing.
+        # A created range that holds nothing: nothing to act on "all matching".
         driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}&createdFrom=2098-01-01T00:00")
         wait_until(
             driver,
@@ -114,10 +115,19 @@ async def test_a_job_created_through_the_api_appears_filters_opens_and_is_cancel
             "the empty range",
         )
         assert driver.find_element(By.ID, "f-from").get_attribute("value") == "2098-01-01T00:00"
+        matching = 'button[data-bulk][data-scope="filter"]'
+        assert [b.is_enabled() for b in driver.find_elements(By.CSS_SELECTOR, matching)] == [
+            False,
+            False,
+        ]
 
         # Open the detail page from the table, then cancel the job there.
         driver.get(f"{server.url}/ui/jobs?tenantId={TENANT}&status=pending")
         wait_until(driver, lambda d: waiting in table_ids(d), "the job listed")
+        assert [b.is_enabled() for b in driver.find_elements(By.CSS_SELECTOR, matching)] == [
+            True,
+            True,
+        ]
         driver.find_element(By.LINK_TEXT, waiting).click()
         wait_until(driver, lambda d: text_of(d, "job-status") == "pending", "the detail")
         job = await stored(client, server, waiting)
@@ -127,7 +137,7 @@ async def test_a_job_created_through_the_api_appears_filters_opens_and_is_cancel
         )
         assert fields["id"] == job["id"]
         assert fields["idempotencyKey"] == job["idempotencyKey"] == "order-17"
-        assert fields["scheduledAt"] == job["scheduledAt"]
+        assert fields["scheduledAt"] == shown(job["scheduledAt"])
         payload = driver.find_element(By.ID, "payload").text
         assert '"note": "later"' in payload
         click_action(driver, "cancel")
@@ -173,6 +183,11 @@ async def test_job_detail_shows_attempts_and_retries_a_dead_letter_with_an_edite
         errors = driver.find_element(By.CSS_SELECTOR, "#attempts .error").text
         assert history[0]["errorMessage"] in errors
         assert "simulated failure" in driver.find_element(By.ID, "last-error").text
+        # The last error comes first, the attempts that led to it after.
+        assert driver.execute_script(
+            "return document.getElementById('error-box').compareDocumentPosition("
+            "document.getElementById('attempts')) & Node.DOCUMENT_POSITION_FOLLOWING"
+        )
         # A dlq job offers retry (plain and with an edited payload), not cancel.
         assert visible_actions(driver) == ["retry"]
         driver.find_element(By.CSS_SELECTOR, "#edit-retry summary").click()

@@ -13,6 +13,7 @@ from selenium.common.exceptions import NoSuchElementException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
 
 from tests.support.browser import chromium, wait_until
 from tests.support.dev_server import DevServer
@@ -33,6 +34,14 @@ def counts(driver: WebDriver) -> dict[str, str]:
         ".map(r => [r.dataset.status, r.querySelector('.num').textContent]))"
     )
     return shown
+
+
+def options(driver: WebDriver) -> list[str]:
+    """The values the tenant picker offers, in order ("" is "All tenants")."""
+    found: list[str] = driver.execute_script(
+        "return [...document.querySelectorAll('#switch-tenant option')].map(o => o.value)"
+    )
+    return found
 
 
 def as_shown(by_status: dict[str, int]) -> dict[str, str]:
@@ -117,9 +126,12 @@ async def test_an_all_tenant_key_switches_tenant_and_a_tenant_key_sees_no_switch
         wait_until(driver, lambda d: counts(d)["pending"] == "5", "every tenant's jobs")
         assert every["byStatus"]["pending"] == 5
 
-        field = driver.find_element(By.ID, "switch-tenant")
-        field.send_keys(OTHER)
-        field.send_keys(Keys.ENTER)
+        # The picker offers the tenants that hold jobs, as GET /tenants lists them.
+        tenants = (await client.get(f"{server.url}/tenants")).json()["tenants"]
+        assert tenants == [TENANT, OTHER]
+        wait_until(driver, lambda d: options(d) == ["", *tenants], "the tenants offered")
+        Select(driver.find_element(By.ID, "switch-tenant")).select_by_value(OTHER)
+        driver.find_element(By.CSS_SELECTOR, "#tenant-switcher button").send_keys(Keys.ENTER)
         wait_until(driver, lambda d: f"tenantId={OTHER}" in d.current_url, "the chosen tenant")
         other = await overview(client, server, tenantId=OTHER)
         assert other["byStatus"]["pending"] == 3
@@ -129,7 +141,10 @@ async def test_an_all_tenant_key_switches_tenant_and_a_tenant_key_sees_no_switch
         jobs_link = driver.find_element(By.CSS_SELECTOR, ".top nav a[href^='/ui/jobs']")
         assert f"tenantId={OTHER}" in (jobs_link.get_attribute("href") or "")
 
-        driver.find_element(By.ID, "all-tenants").click()
+        wait_until(driver, lambda d: options(d) == ["", *tenants], "the tenants offered")
+        Select(driver.find_element(By.ID, "switch-tenant")).select_by_value("")
+        driver.find_element(By.CSS_SELECTOR, "#tenant-switcher button").click()
+        wait_until(driver, lambda d: "tenantId" not in d.current_url, "every tenant")
         wait_until(driver, lambda d: counts(d)["pending"] == "5", "every tenant again")
 
     with chromium() as driver:

@@ -159,7 +159,10 @@ async def test_the_scheduler_records_itself_as_leader(
 async def test_the_tenant_switcher_is_for_all_tenant_keys_only(api: AuthApi) -> None:
     admin = await api.call("GET", "/ui", as_="admin")
     assert 'id="tenant-switcher"' in admin.text
-    assert '<option value="tenant-a">' in admin.text  # suggested: the tenants of keys
+    # "All tenants" chosen; the tenants holding jobs are offered by the page's script.
+    assert '<option value="" selected>All tenants</option>' in admin.text
+    chosen = await api.call("GET", "/ui?tenantId=tenant-a", as_="admin")
+    assert '<option value="tenant-a" selected>tenant-a</option>' in chosen.text
     tenant = await api.call("GET", "/ui?tenantId=tenant-b", as_="a-reader")
     assert 'id="tenant-switcher"' not in tenant.text
     assert 'data-api="/stats/overview"' in tenant.text  # its own tenant, whatever it asked

@@ -70,9 +70,34 @@ async def test_jobs_page_keeps_valid_filters_and_drops_invalid_ones(api: Api) ->
     assert _data(reply.text, "query") == "tenantId=acme&status=dlq&limit=100"
     assert re.search(r'value="dlq"\s+checked', reply.text)
     assert not re.search(r'value="pending"\s+checked', reply.text)
-    reply = await api.get("/ui/jobs", status="bogus", limit="7", sort="id", createdFrom="today")
-    assert _data(reply.text, "query") == "tenantId=default&limit=50"
-    assert json.loads(_data(reply.text, "filter")) == {"tenantId": "default"}
+    reply = await api.get(
+        "/ui/jobs", tenantId="acme", status="bogus", limit="7", sort="id", createdFrom="today"
+    )
+    assert _data(reply.text, "query") == "tenantId=acme&limit=50"
+    assert json.loads(_data(reply.text, "filter")) == {"tenantId": "acme"}
+
+
+@pytest.mark.parametrize("path", ["/ui/jobs", "/ui/dead-letters", "/ui/cron"])
+async def test_without_a_tenant_an_all_tenant_principal_sees_every_tenant_never_a_default(
+    api: Api, path: str
+) -> None:
+    reply = await api.get(path)
+    assert reply.status == 200
+    assert 'data-tenant=""' in reply.text
+    assert '<th scope="col" class="tenant">Tenant</th>' in reply.text
+    assert re.search(r'<option value="" selected>All tenants</option>', reply.text)
+    assert "default" not in reply.text
+    chosen = await api.get(path, tenantId="acme")
+    assert 'data-tenant="acme"' in chosen.text
+    assert 'class="tenant"' not in chosen.text
+    assert '<option value="acme" selected>acme</option>' in chosen.text
+
+
+async def test_the_jobs_page_of_every_tenant_asks_the_api_for_all_tenants(api: Api) -> None:
+    reply = await api.get("/ui/jobs", status="dlq")
+    assert _data(reply.text, "query") == "allTenants=true&status=dlq&limit=50"
+    # The bulk actions' filter names no tenant: every tenant's matching jobs.
+    assert json.loads(_data(reply.text, "filter")) == {"status": ["dlq"]}
 
 
 async def test_jobs_page_escapes_the_tenant_it_echoes(api: Api) -> None:

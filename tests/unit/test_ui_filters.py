@@ -57,3 +57,15 @@ def test_malformed_values_are_dropped_not_sent() -> None:
     filters = parse_jobs_filter(args, "t", LISTABLE_STATUSES)
     assert filters.api_params() == [("tenantId", "t"), ("limit", str(DEFAULT_PAGE_SIZE))]
     assert filters.bulk_filter() == {"tenantId": "t"}
+
+
+def test_without_a_tenant_the_query_is_every_tenants_and_the_bulk_filter_names_none() -> None:
+    filters = parse_jobs_filter(MultiDict([("status", "dlq")]), None, LISTABLE_STATUSES)
+    params = filters.api_params()
+    assert params == [("allTenants", "true"), ("status", "dlq"), ("limit", str(DEFAULT_PAGE_SIZE))]
+    query, _, _ = parse_list_request(
+        {k: v for k, v in params if k != "status"}, [v for k, v in params if k == "status"]
+    )
+    bulk, tenant = parse_filter(filters.bulk_filter())
+    assert query.tenant_id is None
+    assert (tenant, bulk.tenant_id, bulk.statuses) == (None, None, (Status.DLQ,))

@@ -15,7 +15,6 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from jobscheduler.api.auth import current_principal
-from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.session import (
     CSRF_HEADER,
@@ -47,11 +46,6 @@ async def verify(key: str) -> Principal:
 @pytest.fixture
 async def client(make_deps: DepsFactory) -> AsyncIterator[Any]:
     app = QuartTrio(__name__)
-    store_calls = BoundedCalls(5.0)
-
-    @app.before_serving
-    async def _attach() -> None:
-        store_calls.attach(app.nursery)
 
     @app.before_request
     async def authenticate() -> None:
@@ -77,7 +71,7 @@ async def client(make_deps: DepsFactory) -> AsyncIterator[Any]:
     async def unauthorized(exc: Unauthorized) -> Response:
         return Response(str(exc), status=401)
 
-    register_ui_routes(RouteTable(app), make_deps(), store_calls, verify_key=verify)
+    register_ui_routes(RouteTable(app), make_deps(), verify_key=verify)
     async with app.test_app() as test_app:
         yield test_app.test_client()
 

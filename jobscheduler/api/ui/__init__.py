@@ -9,9 +9,12 @@ Shape, and why:
   ``GET /jobs/{id}``, ``GET /jobs/{id}/next``, ...) and refreshes them in place. The UI thus
   depends only on the HTTP contract, not on store internals that other slices are changing,
   and every read and action goes through the API's own checks (tenant scope, role,
-  validation). The Overview is the same: ``static/overview.js`` reads ``GET /stats/overview``
-  (the tenant switcher of all-tenant principals only changes which tenant it names); the
-  page itself reads only the tenants of the keys, as the switcher's suggestions.
+  validation). The Overview is the same: ``static/overview.js`` reads ``GET /stats/overview``.
+- **Every tenant, or one.** A principal bound to a tenant sees that tenant. One that sees
+  every tenant (an all-tenant admin key, or anyone with ``AUTH=off``) opens every view on all
+  of them (``GET /jobs?allTenants=true``, a Tenant column) and narrows it with the tenant
+  picker, which offers the tenants that hold jobs (``GET /tenants``, ``static/tenant.js``).
+  There is no default tenant: a page never guesses one.
 - **No build step, no CDN**: templates and static files are package data; the CSS and the
   scripts are ours, the Overview's chart is inline SVG drawn by its script.
 - **Roles decide what is drawn**: the page knows the request's principal

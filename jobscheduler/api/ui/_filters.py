@@ -39,7 +39,8 @@ _MAX_TEXT = 200
 class JobsFilter:
     """One Jobs page's filters, as the form shows them."""
 
-    tenant: str
+    #: The tenant looked at; None: every tenant (a principal that sees them all).
+    tenant: str | None
     statuses: tuple[str, ...] = ()
     job_type: str = ""
     template_id: str = ""
@@ -50,8 +51,11 @@ class JobsFilter:
     limit: int = DEFAULT_PAGE_SIZE
 
     def api_params(self) -> list[tuple[str, str]]:
-        """The ``GET /jobs`` query of the first page (the script adds ``cursor``)."""
-        pairs: list[tuple[str, str]] = [("tenantId", self.tenant)]
+        """The ``GET /jobs`` query of the first page (the script adds ``cursor``): the tenant's
+        jobs, or every tenant's (``allTenants=true``)."""
+        pairs: list[tuple[str, str]] = [
+            ("tenantId", self.tenant) if self.tenant is not None else ("allTenants", "true")
+        ]
         pairs += [("status", status) for status in self.statuses]
         texts = (
             ("jobType", self.job_type),
@@ -69,10 +73,11 @@ class JobsFilter:
         return pairs
 
     def bulk_filter(self) -> dict[str, Any]:
-        """The ``filter`` of a bulk action on everything these filters match."""
+        """The ``filter`` of a bulk action on everything these filters match (without a
+        ``tenantId``, every tenant's)."""
         out: dict[str, Any] = {}
         for name, value in self.api_params():
-            if name in ("sort", "limit"):
+            if name in ("sort", "limit", "allTenants"):
                 continue
             if name == "status":
                 out.setdefault("status", []).append(value)
@@ -91,10 +96,10 @@ def _text(args: MultiDict[str, str], name: str) -> str:
 
 
 def parse_jobs_filter(
-    args: MultiDict[str, str], tenant: str, statuses: Sequence[str]
+    args: MultiDict[str, str], tenant: str | None, statuses: Sequence[str]
 ) -> JobsFilter:
-    """The filters of a Jobs page asked for with ``args`` (unknown values dropped);
-    ``statuses``: the ones the form offers."""
+    """The filters of a Jobs page asked for with ``args`` (unknown values dropped) on
+    ``tenant`` (None: every tenant); ``statuses``: the ones the form offers."""
     chosen: list[str] = []
     for raw in args.getlist("status"):
         for name in raw.split(","):

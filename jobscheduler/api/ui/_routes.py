@@ -12,7 +12,6 @@ from urllib.parse import urlencode, urlsplit
 from quart import Blueprint, Response, redirect, render_template, request, send_from_directory
 
 from jobscheduler.api.auth import current_principal
-from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.errors import status_of
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import PUBLIC, RouteTable
@@ -40,8 +39,6 @@ log = logging.getLogger(__name__)
 #: Stylesheet and script, served at /ui/static/ (package data).
 STATIC_DIR = Path(__file__).parent / "static"
 
-#: The tenant the Jobs view opens on when the caller is not bound to one.
-DEFAULT_TENANT = "default"
 #: How many of a tenant's templates the Cron view lists (one API page).
 SCAN_LIMIT = 1000
 #: Dead letters grouped per page: the view groups the newest page and reads one more page
@@ -54,12 +51,25 @@ def _can_act(principal: Principal) -> bool:
     return principal.role.rank >= Role.WRITER.rank
 
 
+def viewed_tenant(principal: Principal, requested: str | None) -> str | None:
+    """The tenant a page looks at: the key's own, else the one the query names (``tenantId``),
+    else None: every tenant (only a principal that sees every tenant gets there)."""
+    if principal.tenant is not None:
+        return principal.tenant
+    return (requested or "").strip()[:MAX_STRING_LENGTH] or None
+
+
 def _page_context(active: str, refresh_seconds: float) -> dict[str, Any]:
     principal = current_principal()
     key = request.cookies.get(SESSION_COOKIE)
+    tenant = viewed_tenant(principal, request.args.get("tenantId"))
     return {
         "active": active,
         "principal": principal,
+        # The tenant looked at (None: every tenant); a key bound to one cannot change it.
+        "tenant": tenant,
+        "all_tenants": tenant is None,
+        "tenant_locked": principal.tenant is not None,
         "can_act": _can_act(principal),
         "signed_in": bool(key),
         "csrf": csrf_token(key) if key else "",
@@ -101,7 +111,6 @@ def _see_other(location: str) -> Response:
 def register_ui_routes(
     routes: RouteTable,
     deps: Deps,
-    store_calls: BoundedCalls,
     verify_key: KeyVerifier | None = None,
 ) -> None:
     """Serve the dashboard at ``/ui`` (pages and ``/ui/static/...``) and redirect ``/``.
@@ -135,38 +144,26 @@ def register_ui_routes(
         # A shell: static/overview.js fills it from GET /stats/overview (the API's own scope
         # rules apply). A principal that sees every tenant may pick one with the switcher.
         principal = current_principal()
-        requested = (request.args.get("tenantId") or "").strip()
-        tenant = principal.tenant or (requested[:MAX_STRING_LENGTH] or None)
+        context = _page_context("overview", refresh)
         api_url = "/stats/overview"
-        known: list[str] = []
-        if principal.tenant is None:
-            if tenant is not None:
-                api_url += "?" + urlencode({"tenantId": tenant})
-            # The switcher's suggestions: the tenants keys are bound to (a few rows).
-            keys = await store_calls.call(deps.store.list_keys, None)
-            known = sorted({key.tenant for key in keys if key.tenant})
+        if principal.tenant is None and context["tenant"] is not None:
+            api_url += "?" + urlencode({"tenantId": context["tenant"]})
         body = await render_template(
             "overview.html",
-            **_page_context("overview", refresh),
-            tenant=tenant,
+            **context,
             api_url=api_url,
             statuses=statuses_of({}),
             cluster_visible=principal.tenant is None,
-            known_tenants=known,
         )
         return _html(body)
 
     @routes.page("/jobs", role=Role.READER, blueprint=ui)
     async def jobs() -> Response:
-        principal = current_principal()
-        args = request.args
-        tenant = principal.tenant or args.get("tenantId") or DEFAULT_TENANT
-        filters = parse_jobs_filter(args, tenant, LISTABLE_STATUSES)
+        context = _page_context("jobs", refresh)
+        filters = parse_jobs_filter(request.args, context["tenant"], LISTABLE_STATUSES)
         body = await render_template(
             "jobs.html",
-            **_page_context("jobs", refresh),
-            tenant=tenant,
-            tenant_locked=principal.tenant is not None,
+            **context,
             f=filters,
             api_query=urlencode(filters.api_params()),
             bulk_filter=json.dumps(filters.bulk_filter()),
@@ -177,14 +174,8 @@ def register_ui_routes(
         return _html(body)
 
     async def tenant_page(template: str, active: str, scan_limit: int = SCAN_LIMIT) -> Response:
-        principal = current_principal()
-        tenant = principal.tenant or request.args.get("tenantId") or DEFAULT_TENANT
         body = await render_template(
-            template,
-            **_page_context(active, refresh),
-            tenant=tenant,
-            tenant_locked=principal.tenant is not None,
-            scan_limit=scan_limit,
+            template, **_page_context(active, refresh), scan_limit=scan_limit
         )
         return _html(body)
 

@@ -148,7 +148,8 @@
         if (!response.ok) throw new Error(body && body.error ? body.error : `HTTP ${response.status}`);
         fill(body);
         line.classList.remove("bad");
-        line.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every ${refreshMs / 1000} s.`;
+        const now = window.jobscheduler.when(new Date().toISOString());
+        line.textContent = `Updated ${now}; refreshes every ${refreshMs / 1000} s.`;
       } catch (error) {
         line.classList.add("bad");
         line.textContent = `Could not refresh: ${error.message}`;

@@ -64,10 +64,45 @@ window.jobscheduler = (function () {
     return node;
   }
 
-  function when(text) {
+  // One time format everywhere: "2026-12-02 09:00:00 UTC", or in a time zone
+  // "2026-12-02 10:00:00 Europe/Paris" (to the second; the API's exact value is in `title`).
+  function when(text, zone) {
     if (!text) return "";
     const date = new Date(text);
-    return Number.isNaN(date.getTime()) ? text : date.toISOString().replace(".000Z", "Z");
+    if (Number.isNaN(date.getTime())) return text;
+    if (zone && zone !== "UTC") {
+      try {
+        const parts = {};
+        const format = new Intl.DateTimeFormat("en-GB", {
+          timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+          hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23",
+        });
+        for (const part of format.formatToParts(date)) parts[part.type] = part.value;
+        return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${zone}`;
+      } catch (_) {
+        // A zone this browser does not know: UTC below.
+      }
+    }
+    return `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+  }
+
+  // A <time> showing `text` as `when` does, its exact value in `datetime` and `title`.
+  function time(text, zone) {
+    return text ? el("time", { datetime: text, title: text }, when(text, zone)) : "";
+  }
+
+  // The API query of the page's tenant, or of every tenant (allTenants=true).
+  function tenantQuery(tenant, fields) {
+    const query = new URLSearchParams(tenant ? { tenantId: tenant } : { allTenants: "true" });
+    for (const [name, value] of Object.entries(fields || {})) query.set(name, value);
+    return query;
+  }
+
+  // The Tenant column's cell: the tenant's name, a link to this view narrowed to it.
+  function tenantCell(tenant) {
+    const url = new URL(location.href);
+    url.searchParams.set("tenantId", tenant);
+    return el("td", { class: "tenant" }, el("a", { href: url.pathname + url.search }, tenant));
   }
 
   function badge(status) {
@@ -133,7 +168,7 @@ window.jobscheduler = (function () {
       const ok = await confirmCount(result, action, target, (count) =>
         bySelection
           ? `${verb} ${count} of the ${selected.size} selected jobs?`
-          : `${verb} ${count} jobs matching these filters (tenant ${filter.tenantId})?`,
+          : `${verb} ${count} jobs matching these filters (${filter.tenantId ? `tenant ${filter.tenantId}` : "all tenants"})?`,
       );
       if (!ok) return;
       try {
@@ -172,5 +207,8 @@ window.jobscheduler = (function () {
 
   const views = [];
   document.addEventListener("DOMContentLoaded", () => views.forEach((view) => view()));
-  return { meta, refreshMs, getJson, send, el, when, badge, every, getPage, bulk, confirmCount, views };
+  return {
+    meta, refreshMs, getJson, send, el, when, time, tenantQuery, tenantCell, badge, every,
+    getPage, bulk, confirmCount, views,
+  };
 })();

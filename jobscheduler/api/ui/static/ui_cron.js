@@ -2,16 +2,21 @@
 "use strict";
 
 (function () {
-  const { meta, getJson, send, el, when, badge, every } = window.jobscheduler;
+  const { meta, getJson, send, el, time, tenantQuery, tenantCell, badge, every } = window.jobscheduler;
 
-  // ---- Cron: a tenant's templates (GET /jobs?cron=true), their schedule in words and
-  // next fire time; a writer pauses, resumes, runs now, edits or deletes them from here.
+  // ---- Cron: a tenant's templates (GET /jobs?cron=true; every tenant's for a principal
+  // that sees them all), their schedule in words, next fire time (in UTC and in the
+  // template's zone) and last run; a writer pauses, resumes, runs now, edits or deletes
+  // them from here.
   const TEMPLATE_ACTIONS = {
     pause: { label: "Pause", statuses: ["pending"], method: "POST" },
     resume: { label: "Resume", statuses: ["paused"], method: "POST" },
     trigger: { label: "Run now", statuses: ["pending", "paused"], method: "POST" },
     delete: { label: "Delete", statuses: ["pending", "paused"], method: "DELETE" },
   };
+
+  // A run is final in these statuses: its template's "Last run" need not be read again.
+  const FINAL = ["completed", "dlq", "cancelled", "failed"];
 
   function cronTemplates() {
     const table = document.getElementById("templates");
@@ -20,7 +25,8 @@
     const result = document.getElementById("cron-result");
     const canAct = meta("js-can-act") === "yes";
     const scan = Number(table.dataset.scan);
-    const query = new URLSearchParams({ tenantId: table.dataset.tenant, cron: "true", limit: scan });
+    const tenant = table.dataset.tenant;
+    const query = tenantQuery(tenant, { cron: "true", limit: scan });
     const words = new Map();
     async function describe(job) {
       const key = `${job.cron}\u0000${job.timezone || "UTC"}`;
@@ -33,6 +39,56 @@
         }
       }
       return words.get(key);
+    }
+    // Each template's newest run (GET /jobs?templateId=...&limit=1), read again only when
+    // the template fired since (its next fire time moved) or its run is not final yet.
+    const lastRuns = new Map();
+    async function lastRun(job) {
+      const known = lastRuns.get(job.id);
+      if (known && known.scheduledAt === job.scheduledAt && (!known.run || FINAL.includes(known.run.status))) {
+        return known.run;
+      }
+      const params = new URLSearchParams({ tenantId: job.tenantId, templateId: job.id, limit: 1 });
+      try {
+        const [run] = await getJson(`/jobs?${params}`);
+        lastRuns.set(job.id, { scheduledAt: job.scheduledAt, run: run || null });
+        return run || null;
+      } catch (_) {
+        return known ? known.run : null;
+      }
+    }
+    async function readLastRuns(rows) {
+      // At most four reads at a time.
+      const runs = new Array(rows.length);
+      let next = 0;
+      async function worker() {
+        while (next < rows.length) {
+          const index = next++;
+          runs[index] = await lastRun(rows[index]);
+        }
+      }
+      await Promise.all([worker(), worker(), worker(), worker()]);
+      return runs;
+    }
+    function runCell(run) {
+      if (!run) return el("td", { class: "muted last-run" }, "none yet");
+      return el(
+        "td",
+        { class: "last-run", "data-run-status": run.status },
+        el("a", { href: `/ui/jobs/${run.id}`, title: run.id }, badge(run.status)),
+        " ",
+        el("span", { class: "mono small-line" }, time(run.updatedAt)),
+      );
+    }
+    // Next fire: in UTC, and in the template's zone below it when that is another zone.
+    function nextCell(job) {
+      const cell = el("td", { class: "mono next-fire" });
+      if (job.status !== "pending") return cell;
+      cell.append(el("span", { class: "utc" }, time(job.scheduledAt)));
+      if (job.timezone && job.timezone !== "UTC") {
+        cell.append(" ", el("span", { class: "local small-line" }, time(job.scheduledAt, job.timezone)));
+      }
+      return cell;
     }
     function actionsFor(job) {
       const cell = el("td", { class: "row-actions" });
@@ -66,25 +122,33 @@
         return;
       }
       line.classList.remove("bad");
+      const runs = await readLastRuns(rows);
       const body = el("tbody");
-      for (const job of rows) {
+      for (const [index, job] of rows.entries()) {
         body.append(
           el(
             "tr",
-            { "data-job-id": job.id, "data-status": job.status },
+            { "data-job-id": job.id, "data-status": job.status, "data-tenant": job.tenantId },
+            ...(tenant ? [] : [tenantCell(job.tenantId)]),
             el(
               "td",
-              {},
+              { class: "template-key" },
               el("a", { href: `/ui/jobs/${job.id}` }, job.idempotencyKey),
               // A template declared in code: `schedules sync` changes it, not this page.
               ...(job.managedBy
                 ? [" ", el("span", { class: "managed", title: `managed by app ${job.managedBy}` }, "managed by code")]
                 : []),
             ),
-            el("td", { class: "mono" }, job.cron),
-            el("td", { class: "wide" }, await describe(job)),
+            el(
+              "td",
+              { class: "wide schedule" },
+              el("span", { class: "words" }, await describe(job)),
+              " ",
+              el("code", { class: "expression small-line" }, job.cron),
+            ),
             el("td", {}, badge(job.status)),
-            el("td", { class: "mono" }, job.status === "pending" ? when(job.scheduledAt) : ""),
+            nextCell(job),
+            runCell(runs[index]),
             ...(canAct ? [actionsFor(job)] : []),
           ),
         );
@@ -113,6 +177,7 @@
         const job = await send(spec.method, action === "delete" ? `/jobs/${id}` : `/jobs/${id}/${action}`);
         result.textContent =
           action === "trigger" ? `Started run ${job.id}.` : `Done: the template is ${job.status}.`;
+        lastRuns.delete(id);
         refreshNow();
       } catch (error) {
         result.textContent = `${action} refused: ${error.message}`;

@@ -2,9 +2,11 @@
 "use strict";
 
 (function () {
-  const { meta, send, el, when, every, getPage, confirmCount } = window.jobscheduler;
+  const { meta, send, el, time, tenantQuery, tenantCell, every, getPage, confirmCount } =
+    window.jobscheduler;
 
-  // ---- Dead letters: a tenant's dlq jobs grouped by job type and error message.
+  // ---- Dead letters: a tenant's dlq jobs grouped by job type and error message (every
+  // tenant's, grouped by tenant too, for a principal that sees them all).
   function deadLetters() {
     const table = document.getElementById("dlq");
     if (!table) return;
@@ -12,7 +14,8 @@
     // The newest `pageSize` dead letters are grouped; "Show older" adds a page each time
     // (every refresh re-reads as many pages, following the API's cursors).
     const pageSize = Number(table.dataset.scan);
-    const query = new URLSearchParams({ tenantId: table.dataset.tenant, status: "dlq", limit: pageSize });
+    const tenant = table.dataset.tenant;
+    const query = tenantQuery(tenant, { status: "dlq", limit: pageSize });
     const more = document.getElementById("dlq-more");
     let pages = 1;
     async function load() {
@@ -44,29 +47,34 @@
       const groups = new Map();
       for (const job of rows) {
         const error = (job.lastError || "(no error recorded)").split("\n")[0];
-        const key = `${job.jobType}\u0000${error}`;
-        const group = groups.get(key) || { jobType: job.jobType, error, count: 0, oldest: null, newest: null, ids: [] };
+        const key = `${job.tenantId}\u0000${job.jobType}\u0000${error}`;
+        const group = groups.get(key) || {
+          tenant: job.tenantId, jobType: job.jobType, error, count: 0, oldest: null, newest: null, ids: [],
+        };
         group.count += 1;
         group.ids.push(job.id);
         if (!group.oldest || job.updatedAt < group.oldest) group.oldest = job.updatedAt;
         if (!group.newest || job.updatedAt > group.newest) group.newest = job.updatedAt;
         groups.set(key, group);
       }
-      const sorted = [...groups.values()].sort((a, b) => b.count - a.count || a.jobType.localeCompare(b.jobType));
+      const sorted = [...groups.values()].sort(
+        (a, b) => b.count - a.count || a.tenant.localeCompare(b.tenant) || a.jobType.localeCompare(b.jobType),
+      );
       const body = el("tbody");
       members = new Map();
       sorted.forEach((group, index) => {
-        const filter = new URLSearchParams({ tenantId: table.dataset.tenant, status: "dlq", jobType: group.jobType });
+        const filter = new URLSearchParams({ tenantId: group.tenant, status: "dlq", jobType: group.jobType });
         members.set(String(index), group);
         body.append(
           el(
             "tr",
-            { "data-job-type": group.jobType, "data-count": group.count, "data-group": index },
+            { "data-tenant": group.tenant, "data-job-type": group.jobType, "data-count": group.count, "data-group": index },
+            ...(tenant ? [] : [tenantCell(group.tenant)]),
             el("td", {}, el("a", { href: `/ui/jobs?${filter}` }, group.jobType)),
             el("td", { class: "wide error-text", title: group.error }, group.error),
             el("td", { class: "num" }, group.count),
-            el("td", { class: "mono" }, when(group.oldest)),
-            el("td", { class: "mono" }, when(group.newest)),
+            el("td", { class: "mono" }, time(group.oldest)),
+            el("td", { class: "mono" }, time(group.newest)),
             ...(canAct
               ? [el("td", {}, el("button", { type: "button", "data-retry-group": index, class: "small" }, "Retry group"))]
               : []),
@@ -92,7 +100,7 @@
       if (!button) return;
       const group = members.get(button.dataset.retryGroup);
       if (!group) return;
-      const filter = { tenantId: table.dataset.tenant, status: "dlq", ids: group.ids };
+      const filter = { tenantId: group.tenant, status: "dlq", ids: group.ids };
       result.classList.remove("bad");
       const ok = await confirmCount(result, "retry", filter, (count) =>
         `Retry ${count} ${group.jobType} dead letter${count === 1 ? "" : "s"} that failed with "${group.error}"?`,

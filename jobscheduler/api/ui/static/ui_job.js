@@ -168,7 +168,7 @@
       } catch (_) {
         // An older server without attempt history: the list stays as it is.
       }
-      if (template) await ledger(id);
+      if (template) await ledger(id, job.timezone || "UTC");
       const errorBox = document.getElementById("error-box");
       errorBox.hidden = !job.lastError;
       document.getElementById("last-error").textContent = job.lastError || "";
@@ -189,8 +189,11 @@
         try {
           const next = await getJson(`/jobs/${id}/next?count=5`);
           const list = el("ol", { class: "fires", id: "fires" });
+          const zone = next.timezone || job.timezone || "UTC";
           for (const fire of next.fireTimes || []) {
-            list.append(el("li", { class: "mono" }, `${when(fire.at)} (${fire.local})`));
+            const item = el("li", { class: "mono", "data-at": fire.at }, when(fire.at));
+            if (zone !== "UTC") item.append(el("span", { class: "muted" }, ` · ${when(fire.at, zone)}`));
+            list.append(item);
           }
           document.getElementById("fires").replaceWith(list);
         } catch (_) {
@@ -281,7 +284,7 @@
   }
 
   // The template's recent fire times and what became of each (GET /jobs/{id}/occurrences).
-  async function ledger(id) {
+  async function ledger(id, zone) {
     const box = document.getElementById("ledger-box");
     let reply;
     try {
@@ -304,7 +307,7 @@
           "tr",
           { "data-fire-at": item.fireAt, "data-outcome": item.status },
           el("td", { class: "mono" }, when(item.fireAt)),
-          el("td", { class: "mono" }, item.fireAtLocal),
+          el("td", { class: "mono" }, when(item.fireAt, zone)),
           el("td", {}, outcome),
           el("td", { class: "mono" }, run),
           el("td", {}, runStatus),

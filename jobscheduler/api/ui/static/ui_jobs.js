@@ -2,15 +2,24 @@
 "use strict";
 
 (function () {
-  const { el, when, badge, every, getPage, bulk } = window.jobscheduler;
+  const { el, time, tenantCell, badge, every, getPage, bulk } = window.jobscheduler;
 
-  // ---- Jobs: the table of one tenant's jobs, filtered by the form's values, one cursor
-  // page at a time; a writer selects rows (or takes everything matching) for bulk actions.
+  // The Type cell: a template is marked as one (its expression in the title).
+  function typeCell(job) {
+    const cell = el("td", {}, job.jobType);
+    if (job.cron) cell.append(" ", el("span", { class: "tag", title: job.cron }, "template"));
+    return cell;
+  }
+
+  // ---- Jobs: the table of one tenant's jobs (or every tenant's, with a Tenant column),
+  // filtered by the form's values, one cursor page at a time; a writer selects rows (or
+  // takes everything matching) for bulk actions, offered only while something matches.
   function jobs() {
     const table = document.getElementById("jobs");
     if (!table) return;
     const line = document.getElementById("jobs-status");
     const selectable = Boolean(document.getElementById("select-page"));
+    const everyTenant = !table.dataset.tenant;
     const selected = new Set();
     // The cursors of the pages before this one (the first page has none).
     const previous = [];
@@ -72,12 +81,13 @@
             { "data-job-id": job.id, "data-status": job.status },
             ...cells,
             el("td", { class: "mono" }, link),
-            el("td", {}, job.jobType),
+            ...(everyTenant ? [tenantCell(job.tenantId)] : []),
+            typeCell(job),
             el("td", {}, badge(job.status)),
-            el("td", { class: "mono created" }, when(job.createdAt)),
-            el("td", { class: "mono" }, when(job.scheduledAt)),
+            el("td", { class: "mono created" }, time(job.createdAt)),
+            el("td", { class: "mono" }, time(job.scheduledAt)),
             el("td", { class: "num attempts" }, `${job.attempts}/${job.maxAttempts}`),
-            el("td", { class: "wide mono" }, job.idempotencyKey),
+            el("td", { class: "wide mono", title: job.idempotencyKey }, job.idempotencyKey),
           ),
         );
       }
@@ -94,6 +104,11 @@
       line.textContent = page.rows.length
         ? `${page.rows.length} job${page.rows.length === 1 ? "" : "s"} on this page${next ? "; more on the next" : ""}.`
         : "No job matches these filters.";
+      // "... all matching" acts on nothing when the first page is empty.
+      const nothing = page.rows.length === 0 && number === 1;
+      for (const button of document.querySelectorAll('#bulk button[data-scope="filter"]')) {
+        button.disabled = nothing;
+      }
       syncSelection();
     });
 
