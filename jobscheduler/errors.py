@@ -87,6 +87,10 @@ class StoreLocked(JobSchedulerError, RuntimeError):
     """Another process already holds the lock on this store file."""
 
 
+class CannotListen(JobSchedulerError, OSError):
+    """A listener could not bind its address; the message names the variable to change."""
+
+
 class InvalidTransition(JobSchedulerError, ValueError):
     """The job's current status does not allow the action (a 409 naming the status)."""
 

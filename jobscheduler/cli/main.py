@@ -14,8 +14,15 @@ from functools import partial
 import attrs
 import trio
 
+from jobscheduler.api.serving.server import check_can_listen
 from jobscheduler.config import Settings
-from jobscheduler.errors import AppLoadError, ConfigError, JobSchedulerError, StoreLocked
+from jobscheduler.errors import (
+    AppLoadError,
+    CannotListen,
+    ConfigError,
+    JobSchedulerError,
+    StoreLocked,
+)
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import describe, load_app, process_problem, resolve_job_types
 from jobscheduler.observability.logs import configure_logging
@@ -132,6 +139,13 @@ def _dev(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"jobscheduler: cannot lock {lock.path}: {exc}", file=sys.stderr)
             return 2
+    try:
+        check_listeners(settings, api=True)
+    except CannotListen as exc:
+        print(f"jobscheduler: {exc}", file=sys.stderr)
+        if lock is not None:
+            lock.release()
+        return 2
     configure_logging(settings.log_level, settings.log_format, "dev")
     log.info(
         "starting jobscheduler dev",
@@ -155,10 +169,37 @@ def _dev(args: argparse.Namespace) -> int:
             embedded_deps(settings, registry),
             list(ROLES),
         )
+    except (CannotListen, BaseExceptionGroup) as exc:
+        return _start_up_failure(exc)
     finally:
         if lock is not None:
             lock.release()
     return 0
+
+
+def check_listeners(settings: Settings, *, api: bool) -> None:
+    """CannotListen if the metrics listener's address (and the API's, with ``api``) cannot
+    be bound now: a busy port is one line before anything starts."""
+    if api:
+        check_can_listen(settings.api_host, settings.api_port, ("API_HOST", "API_PORT"))
+    check_can_listen(settings.metrics_host, settings.metrics_port, ("METRICS_HOST", "METRICS_PORT"))
+
+
+def _start_up_failure(exc: BaseException) -> int:
+    """A run that ended because a listener could not bind (the port is taken...): its one
+    line on stderr and exit 2, instead of trio's nested exception groups. Anything else is
+    raised again."""
+    error: BaseException | None = exc
+    if isinstance(exc, BaseExceptionGroup):
+        matched, rest = exc.split(CannotListen)
+        # Only when nothing else went wrong: the first of the (nested) groups' errors.
+        error = matched if rest is None else None
+        while isinstance(error, BaseExceptionGroup):
+            error = error.exceptions[0]
+    if not isinstance(error, CannotListen):
+        raise exc
+    print(f"jobscheduler: {error}", file=sys.stderr)
+    return 2
 
 
 def _role(role: str, args: argparse.Namespace) -> int:
@@ -181,15 +222,23 @@ def _role(role: str, args: argparse.Namespace) -> int:
         except AppLoadError as exc:
             print(f"jobscheduler: configuration error: {exc}", file=sys.stderr)
             return 2
+    try:
+        check_listeners(settings, api=role == "api")
+    except CannotListen as exc:
+        print(f"jobscheduler: {exc}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_format, role)
     if app:
         log.info("app loaded", extra={"app": app, "job_types": ",".join(registry.names())})
     sync_app = app if role == "scheduler" and settings.sync_schedules and app else None
-    trio.run(
-        partial(run_roles, sync_app=sync_app),
-        production_deps(settings, registry, role=role),
-        [role],
-    )
+    try:
+        trio.run(
+            partial(run_roles, sync_app=sync_app),
+            production_deps(settings, registry, role=role),
+            [role],
+        )
+    except (CannotListen, BaseExceptionGroup) as exc:
+        return _start_up_failure(exc)
     return 0
 
 

@@ -85,4 +85,10 @@ async def run_metrics_server(
     health: Health | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await serve_asgi(metrics_app(metrics, health), host, port, task_status=task_status)
+    await serve_asgi(
+        metrics_app(metrics, health),
+        host,
+        port,
+        names=("METRICS_HOST", "METRICS_PORT"),
+        task_status=task_status,
+    )

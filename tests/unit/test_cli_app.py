@@ -1,16 +1,22 @@
 """The command line with the user's app: ``check``, ``--app`` vs ``JOBSCHEDULER_APP``, and
-start-up refusals (one line on stderr, exit 2, no traceback) -- all before any role starts."""
+start-up refusals (one line on stderr, exit 2, no traceback): an app that does not load, a
+port that is taken."""
 
 from __future__ import annotations
 
+import gc
+import logging
 import re
+import socket
 import sys
 import textwrap
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from jobscheduler.cli import main as cli_main
 from jobscheduler.cli.main import main
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.handlers import default_registry
@@ -154,3 +160,62 @@ def test_run_executor_refuses_an_unknown_job_type_listing_the_known_ones(
     assert err.count("\n") == 1
     known = ", ".join(sorted([*default_registry().names(), "resize", "send-email"]))
     assert f"JOB_TYPE: unknown job type(s) 'send-fax' (known: {known})" in err
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port some other process listens on."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield busy.getsockname()[1]
+
+
+def busy_line(port: int, variable: str) -> str:
+    return (
+        f"jobscheduler: cannot listen on 127.0.0.1:{port}: the port is already in use "
+        f"(another jobscheduler?); set {variable} to change it\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "other"), [("API_PORT", "METRICS_PORT"), ("METRICS_PORT", "API_PORT")]
+)
+def test_a_busy_port_stops_dev_with_one_line_naming_it_and_its_variable_and_exit_2(
+    write_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    busy_port: int,
+    variable: str,
+    other: str,
+) -> None:
+    monkeypatch.setenv(variable, str(busy_port))
+    monkeypatch.setenv(other, "0")
+    assert main(["dev"]) == 2
+    assert capsys.readouterr().err == busy_line(busy_port, variable)
+
+
+def test_a_port_taken_after_the_start_up_check_ends_dev_with_the_same_line_and_exit_2(
+    write_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    busy_port: int,
+) -> None:
+    # dev routes the root logger to this test's stderr: give it back afterwards.
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
+    # The roles start, then the API cannot bind: not trio's nested exception groups.
+    monkeypatch.setattr(cli_main, "check_listeners", lambda settings, *, api: None)
+    monkeypatch.setenv("API_PORT", str(busy_port))
+    monkeypatch.setenv("METRICS_PORT", "0")
+    assert main(["dev"]) == 2
+    # hypercorn leaves the socket whose bind failed to the garbage collector: collect it
+    # here, where its ResourceWarning is expected.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    err = capsys.readouterr().err
+    assert err.endswith(busy_line(busy_port, "API_PORT"))
+    assert "Traceback" not in err
+    assert "ExceptionGroup" not in err
