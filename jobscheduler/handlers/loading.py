@@ -66,8 +66,10 @@ def load_user_registry(spec: str) -> HandlerRegistry:
         try:
             target = getattr(target, part)
         except AttributeError:
+            default = "" if ":" in spec else " (the default)"
             raise AppLoadError(
-                f"app {spec!r}: module {module_name!r} has no attribute {attribute!r}"
+                f"app {spec!r}: module {module_name!r} has no attribute {attribute!r}{default}"
+                + registry_hint(module, module_name)
             ) from None
     if not isinstance(target, HandlerRegistry):
         raise AppLoadError(
@@ -75,6 +77,25 @@ def load_user_registry(spec: str) -> HandlerRegistry:
             "not a jobscheduler.handlers.HandlerRegistry"
         )
     return target
+
+
+def registry_hint(module: object, module_name: str) -> str:
+    """What to write instead, as the end of an error: the module's HandlerRegistry by name
+    (``MODULE:ATTR``), or how to give one."""
+    found = sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, HandlerRegistry) and not name.startswith("_")
+    )
+    if len(found) == 1:
+        return f"; its HandlerRegistry is {found[0]!r}: use {module_name}:{found[0]}"
+    if found:
+        choices = " or ".join(f"{module_name}:{name}" for name in found)
+        return f"; it has several HandlerRegistry objects: use {choices}"
+    return (
+        f"; it has no HandlerRegistry: define registry = HandlerRegistry() in it, or name "
+        f"yours as MODULE:ATTR ({module_name}:<name>)"
+    )
 
 
 def load_app(spec: str | None, settings: Settings | None = None) -> HandlerRegistry:

@@ -142,9 +142,40 @@ def test_an_app_that_does_not_load_stops_start_up_with_one_line_and_exit_2(
         main([arg.format(module=module) for arg in argv])
     assert caught.value.code == 2
     err = capsys.readouterr().err
-    assert (
-        err
-        == f"jobscheduler: app '{module}:nothing': module '{module}' has no attribute 'nothing'\n"
+    assert err == (
+        f"jobscheduler: app '{module}:nothing': module '{module}' has no attribute 'nothing'; "
+        f"its HandlerRegistry is 'registry': use {module}:registry\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "hint"),
+    [
+        ("jobs = HandlerRegistry()", "its HandlerRegistry is 'jobs': use {module}:jobs"),
+        (
+            "emails = HandlerRegistry()\nreports = HandlerRegistry()",
+            "it has several HandlerRegistry objects: use {module}:emails or {module}:reports",
+        ),
+        (
+            "handlers = {}",
+            "it has no HandlerRegistry: define registry = HandlerRegistry() in it, or name "
+            "yours as MODULE:ATTR ({module}:<name>)",
+        ),
+    ],
+)
+def test_an_app_without_a_registry_attribute_suggests_module_colon_attr(
+    write_app: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+    hint: str,
+) -> None:
+    module = write_app("from jobscheduler.handlers import HandlerRegistry\n" + source)
+    with pytest.raises(SystemExit) as caught:
+        main(["dev", "--app", module])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err == (
+        f"jobscheduler: app '{module}': module '{module}' has no attribute 'registry' "
+        f"(the default); {hint.format(module=module)}\n"
     )
 
 
