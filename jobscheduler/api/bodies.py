@@ -11,6 +11,7 @@ from typing import Any
 import fastjsonschema
 from quart import request
 
+from jobscheduler.domain.model import parse_time
 from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import UnsupportedMediaType, ValidationError
 
@@ -75,6 +76,12 @@ def describe_violation(exc: fastjsonschema.JsonSchemaValueException) -> str:
         return f"{subject}: unknown {noun} {value!r} (known: {known})"
     if rule in ("minItems", "maxItems"):
         return f"{subject}: {rule} is {exc.rule_definition}"
+    if rule == "format" and exc.rule_definition == "date-time" and isinstance(value, str):
+        # The API's own words for a time (a missing zone says so and how to add one).
+        try:
+            parse_time(value, subject)
+        except ValidationError as error:
+            return str(error)
     message = str(exc.message)
     return f"{subject}: {message.removeprefix(exc.name or '').strip()}"
 

@@ -203,10 +203,17 @@ _RFC3339 = re.compile(
 )
 
 
+#: A date and time that would be RFC3339 if it named its zone (``2026-12-02T09:00:00``).
+_NO_ZONE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?")
+
+
 def parse_time(text: str, field: str) -> datetime:
-    """Parse an RFC3339 timestamp; a missing timezone is a ValidationError."""
+    """Parse an RFC3339 timestamp; a missing timezone is a ValidationError that says so
+    (``scheduledAt 2026-12-02T09:00:00 has no time zone; add Z or +01:00``)."""
     match = _RFC3339.fullmatch(text)
     if not match:
+        if _NO_ZONE.fullmatch(text):
+            raise ValidationError(f"{field} {text} has no time zone; add Z or +01:00")
         raise ValidationError(
             f"{field}: must be an RFC3339 timestamp with a timezone, e.g. 2026-09-29T18:00:00Z"
         )

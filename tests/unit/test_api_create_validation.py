@@ -43,7 +43,11 @@ VALIDATION_FAILURES: list[tuple[str, dict[str, Any], str]] = [
     ("cron-macro", create_body(scheduledAt=None, cron="@daily"), "cron"),
     ("cron-range", create_body(scheduledAt=None, cron="61 * * * *"), "cron"),
     ("cron-feb-31", create_body(scheduledAt=None, cron="0 0 31 2 *"), "cron"),
-    ("no-timezone", create_body(scheduledAt="2026-09-29T18:00:00"), "scheduledAt"),
+    (
+        "no-timezone",
+        create_body(scheduledAt="2026-09-29T18:00:00"),
+        "scheduledAt 2026-09-29T18:00:00 has no time zone; add Z or +01:00",
+    ),
     ("not-a-time", create_body(scheduledAt="tomorrow"), "scheduledAt"),
     ("unknown-field", create_body(status="completed"), "unknown field(s): status"),
 ]

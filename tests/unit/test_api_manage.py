@@ -203,6 +203,14 @@ async def test_bulk_cancel_requests_running_jobs_and_leaves_templates_alone(
         ({"filter": {"status": "done"}}, "accepted: pending"),
         ({"filter": {"colour": "red"}}, "unknown field"),
         ({"filter": {"createdAfter": "yesterday"}}, "createdAfter"),
+        (
+            {"filter": {"createdBefore": "2026-12-02T09:00:00"}},
+            "createdBefore 2026-12-02T09:00:00 has no time zone; add Z or +01:00",
+        ),
+        (
+            {"filter": {}, "scheduledAt": "2026-12-02 09:00:00"},
+            "scheduledAt 2026-12-02 09:00:00 has no time zone",
+        ),
         ({"filter": {"cron": "yes"}}, "cron"),
         ({"filter": [], "x": 1}, "unknown field"),
     ],

@@ -4,6 +4,7 @@ and scheduledAt as RFC3339 with a zone, normalised to UTC milliseconds."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -109,6 +110,12 @@ def test_cron_whitespace_is_normalised() -> None:
 )
 def test_scheduled_at_that_is_not_rfc3339_with_zone_is_rejected(text: str) -> None:
     rejected(body(scheduledAt=text), "scheduledAt")
+
+
+@pytest.mark.parametrize("text", ["2026-12-02T09:00:00", "2026-12-02 09:00:00.250"])
+def test_a_date_time_without_a_zone_is_refused_saying_so_and_how_to_add_one(text: str) -> None:
+    message = f"scheduledAt {text} has no time zone; add Z or +01:00"
+    rejected(body(scheduledAt=text), re.escape(message))
 
 
 @pytest.mark.parametrize("value", [1727632800, ["2026-09-29T18:00:00Z"], {"$date": 1}])
