@@ -79,9 +79,19 @@ async def test_a_template_page_shows_its_schedule_is_paused_resumed_edited_and_i
         click_action(driver, "resume")
         await wait_for_job(client, server, template, lambda job: job["status"] == "pending")
 
-        # Edit: a bad time zone is refused with the reason beside the form; then a good edit.
+        # Edit: an expression that never fires is refused saying which field and why.
         driver.find_element(By.CSS_SELECTOR, "#edit-template summary").click()
         cron = driver.find_element(By.ID, "t-cron")
+        cron.clear()
+        cron.send_keys("0 0 31 2 *")
+        driver.find_element(By.ID, "template-save").click()
+        wait_until(
+            driver,
+            lambda d: text_of(d, "template-error") == "cron: day 31 never occurs in February",
+            "the cron error",
+        )
+        assert cron.get_attribute("aria-invalid") == "true"
+        # A bad time zone is refused with the reason beside the form; then a good edit.
         cron.clear()
         cron.send_keys("30 6 * * *")
         zone = driver.find_element(By.ID, "t-timezone")

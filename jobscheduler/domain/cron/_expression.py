@@ -16,6 +16,8 @@ from croniter.croniter import CroniterError
 
 from jobscheduler.errors import ValidationError
 
+from ._diagnosis import explain
+
 MAX_EXPRESSION_LENGTH = 200
 #: How many consecutive fire times :func:`min_interval` looks at (at most)...
 INTERVAL_SAMPLE = 200
@@ -24,7 +26,8 @@ INTERVAL_HORIZON_DAYS = 5 * 366
 
 
 def validate(expression: str) -> str:
-    """Return the normalised expression, or raise ValidationError saying what is wrong.
+    """Return the normalised expression, or raise ValidationError saying what is wrong
+    (which field and why, e.g. ``cron: day 31 never occurs in February``).
 
     croniter alone also accepts 6/7-field forms and ``@daily``-style macros; the contract is
     exactly five fields. ``strict=True`` rejects expressions that can never fire (Feb 31).
@@ -39,7 +42,11 @@ def validate(expression: str) -> str:
         )
     normalised = " ".join(_single_value_ranges(field) for field in fields)
     if not croniter.is_valid(normalised, strict=True):
-        raise ValidationError(f"cron: invalid expression {expression!r}")
+        # Which field, and why ("minute 61 is out of range 0-59"), when we can tell.
+        reason = explain(" ".join(fields))
+        raise ValidationError(
+            f"cron: {reason}" if reason else f"cron: invalid expression {expression!r}"
+        )
     next(wall_times(normalised, datetime(2000, 1, 1)))
     return normalised
 
