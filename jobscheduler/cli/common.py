@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -23,6 +24,37 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print JSON (for scripts) instead of a table"
     )
+
+
+#: A request field -> the command line's name for it (``tenantId`` -> ``--tenant``).
+Flags = Mapping[str, str]
+
+#: The fields of a job filter (``GET /jobs``'s query, a bulk action's ``filter``) -> flags.
+FILTER_FLAGS: Flags = {
+    "tenantId": "--tenant",
+    "status": "--status",
+    "jobType": "--type",
+    "templateId": "--template",
+    "createdAfter": "--created-after",
+    "createdBefore": "--created-before",
+    "idempotencyKey": "--key",
+    "idempotencyKeyPrefix": "--key-prefix",
+}
+
+
+def in_flags(message: str, flags: Flags) -> str:
+    """An API error in the command line's terms: the request field it starts with becomes
+    the flag that set it (``tenantId is required`` -> ``--tenant is required``,
+    ``scheduledAt 2026-12-02T09:00:00 has no time zone`` -> ``--at ...``), and so does every
+    other field it names that is not an English word (camelCase or dotted: ``allTenants``)."""
+    leading = re.match(r"[A-Za-z_][\w.]*", message)
+    if leading and leading.group() in flags:
+        message = flags[leading.group()] + message[leading.end() :]
+    named = sorted((f for f in flags if f != f.lower() or "." in f), key=len, reverse=True)
+    if named:
+        pattern = r"(?<![\w.-])(" + "|".join(re.escape(f) for f in named) + r")(=true)?(?![\w.])"
+        message = re.sub(pattern, lambda m: flags[m.group(1)], message)
+    return message
 
 
 def client_of(args: argparse.Namespace) -> Client:

@@ -31,6 +31,26 @@ LEDGER_COLUMNS = [
     ("LATE (S)", "lateSeconds"),
 ]
 
+#: Per action, the request fields it sends -> their flags (an API error names the flag).
+FLAGS: dict[str, common.Flags] = {
+    "list": {"tenantId": "--tenant", "allTenants": "--all-tenants", "limit": "--limit"},
+    **{action: {} for action in ("pause", "resume", "trigger", "delete")},
+    "update": {
+        "cron": "--cron",
+        "payload": "--payload",
+        "priority": "--priority",
+        "maxAttempts": "--max-attempts",
+    },
+    "preview": {
+        "cron": "EXPRESSION",
+        "timezone": "--timezone",
+        "count": "--count",
+        "from": "--from",
+    },
+    "next": {"count": "--count"},
+    "ledger": {"limit": "--limit"},
+}
+
 EPILOG = """examples:
   jobscheduler cron preview '30 2 * * *' --timezone Europe/Paris --count 5
   jobscheduler cron list --tenant acme
@@ -46,7 +66,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     listing = sub.add_parser("list", help="a tenant's cron templates")
-    listing.add_argument("--tenant", help="the tenant (tenantId)")
+    tenants = listing.add_mutually_exclusive_group()
+    tenants.add_argument("--tenant", help="the tenant (tenantId)")
+    tenants.add_argument(
+        "--all-tenants",
+        action="store_true",
+        help="every tenant's templates, instead of --tenant (an admin key of every tenant)",
+    )
     listing.add_argument(
         "--limit", type=common.positive_int, default=100, help="at most this many (100)"
     )
@@ -106,7 +132,8 @@ def _ledger(items: list[dict[str, Any]]) -> None:
 def run(args: argparse.Namespace) -> int:
     with common.client_of(args) as client:
         if args.action == "list":
-            templates = list(itertools.islice(client.list(args.tenant, cron=True), args.limit))
+            every = client.list(args.tenant, cron=True, all_tenants=args.all_tenants)
+            templates = list(itertools.islice(every, args.limit))
             # A server without the cron filter lists one-off jobs too: show templates only.
             templates = [t for t in templates if t.get("cron")]
             return common.show(args, templates, lambda r: common.table(r, TEMPLATE_COLUMNS))

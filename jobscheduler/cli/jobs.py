@@ -22,9 +22,39 @@ JOB_COLUMNS = [
     ("CRON", "cron"),
 ]
 
+#: Per action, the request fields it sends -> their flags (an API error names the flag).
+_BULK_FLAGS: common.Flags = {
+    **{f"filter.{field}": flag for field, flag in common.FILTER_FLAGS.items()},
+    "filter.ids": "ID",
+    "dryRun": "--dry-run",
+}
+FLAGS: dict[str, common.Flags] = {
+    "list": {
+        **common.FILTER_FLAGS,
+        "allTenants": "--all-tenants",
+        "sort": "--sort",
+        "limit": "--limit",
+    },
+    "get": {},
+    "create": {
+        "jobType": "TYPE",
+        "tenantId": "--tenant",
+        "payload": "--payload",
+        "scheduledAt": "--at",
+        "cron": "--cron",
+        "timezone": "--timezone",
+        "idempotencyKey": "--key",
+        "priority": "--priority",
+        "maxAttempts": "--max-attempts",
+    },
+    "cancel": _BULK_FLAGS,
+    "retry": {**_BULK_FLAGS, "payload": "--payload", "scheduledAt": "--at"},
+}
+
 EPILOG = """examples:
   jobscheduler jobs create noop --tenant acme --wait 30
   jobscheduler jobs list --tenant acme --status dlq
+  jobscheduler jobs list --all-tenants --status dlq   (an admin key of every tenant)
   jobscheduler jobs list --tenant acme --status pending --sort scheduledAt
   jobscheduler jobs list --tenant acme --key-prefix order-
   jobscheduler jobs get 65f0a1b2c3d4e5f6a7b8c9d0 --json
@@ -34,8 +64,17 @@ EPILOG = """examples:
 """
 
 
-def _filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tenant", help="the tenant (tenantId)")
+def _filters(parser: argparse.ArgumentParser, *, all_tenants: bool = False) -> None:
+    """The job filter's options (``all_tenants``: ``--all-tenants`` too, instead of
+    ``--tenant``)."""
+    tenants = parser.add_mutually_exclusive_group()
+    tenants.add_argument("--tenant", help="the tenant (tenantId)")
+    if all_tenants:
+        tenants.add_argument(
+            "--all-tenants",
+            action="store_true",
+            help="every tenant's jobs, instead of --tenant (an admin key of every tenant)",
+        )
     parser.add_argument("--status", action="append", help="only this status (repeat for several)")
     parser.add_argument("--type", dest="job_type", help="only this job type")
     parser.add_argument("--template", help="only the runs of this cron template")
@@ -78,7 +117,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     listing = sub.add_parser("list", help="list jobs, newest first (follows pages)")
-    _filters(listing)
+    _filters(listing, all_tenants=True)
     listing.add_argument(
         "--sort",
         choices=SORTS,
@@ -136,7 +175,9 @@ def _dry_run(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with common.client_of(args) as client:
         if args.action == "list":
-            jobs = client.list(args.tenant, sort=args.sort, **_selection(args))
+            jobs = client.list(
+                args.tenant, sort=args.sort, all_tenants=args.all_tenants, **_selection(args)
+            )
             page = list(itertools.islice(jobs, args.limit))
             return common.show(args, page, lambda rows: common.table(rows, JOB_COLUMNS))
         if args.action == "get":

@@ -304,6 +304,21 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _api_command(args: argparse.Namespace) -> int:
+    """Run a command of the HTTP API; an error answer is one line in the command's terms
+    (the flags its module's ``FLAGS`` map the request fields to: ``--tenant is required``)."""
+    from jobscheduler.cli import common  # the HTTP client: only for these commands
+
+    module = importlib.import_module(_command_module(args.command))
+    try:
+        result: int = module.run(args)
+    except JobSchedulerError as exc:
+        flags = getattr(module, "FLAGS", {}).get(getattr(args, "action", None) or "", {})
+        print(f"jobscheduler: {common.in_flags(str(exc), flags)}", file=sys.stderr)
+        return 1
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((arg for arg in argv if not arg.startswith("-")), None)
@@ -315,7 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _role(args.command.removeprefix("run-"), args)
         if args.command == "check":
             return _check(args)
-        if args.command in TOOLS or args.command in API_COMMANDS:
+        if args.command in API_COMMANDS:
+            return _api_command(args)
+        if args.command in TOOLS:
             result: int = importlib.import_module(_command_module(args.command)).run(args)
             return result
     except KeyboardInterrupt:

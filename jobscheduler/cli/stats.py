@@ -7,6 +7,9 @@ from typing import Any
 
 from . import common as common
 
+#: The request fields it sends -> their flags (an API error names the flag).
+FLAGS: dict[str, common.Flags] = {"": {"tenantId": "--tenant"}}
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", help="one tenant (default: the key's, or every tenant)")

@@ -103,10 +103,16 @@ def list_params(
     *,
     sort: str | None = None,
     page_size: int | None = None,
+    all_tenants: bool | None = None,
     **selection: Unpack[Selection],
 ) -> list[tuple[str, str]]:
-    """The query of the first ``GET /jobs`` page: the filter, ``sort`` and ``limit``."""
+    """The query of the first ``GET /jobs`` page: the filter (of every tenant with
+    ``all_tenants``), ``sort`` and ``limit``."""
     values = job_filter(tenant_id=tenant_id, **selection)
+    if all_tenants:
+        if tenant_id is not None:
+            raise ValueError("give tenant_id or all_tenants=True, not both")
+        values = {"allTenants": True, **values}
     if sort is not None:
         if sort not in SORTS:
             raise ValueError(f"sort: unknown order {sort!r} (accepted: {', '.join(SORTS)})")

@@ -77,6 +77,10 @@ class Selection(TypedDict, total=False):
 class ListOptions(Selection, total=False):
     """The keywords of ``list``/``pages``: a :class:`Selection`, the order and page size."""
 
+    #: True: every tenant's jobs (``allTenants=true``; an admin key of every tenant), instead
+    #: of one tenant's.
+    all_tenants: bool | None
+
     #: One of :data:`SORTS`; the API's default is ``-createdAt`` (newest first).
     sort: str | None
     page_size: int | None

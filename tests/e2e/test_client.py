@@ -207,6 +207,23 @@ def test_cli_errors_are_one_line_and_a_non_zero_exit(live_dev: DevServer) -> Non
     assert "must be a JSON object" in usage.stderr
 
 
+def test_cli_errors_name_the_flags_and_say_what_to_do(live_dev: DevServer) -> None:
+    expected = {
+        ("jobs", "list"): "--tenant is required",
+        ("jobs", "create", "noop", "--tenant", "t", "--at", "2026-12-02T09:00:00"): (
+            "--at 2026-12-02T09:00:00 has no time zone; add Z or +01:00"
+        ),
+        ("jobs", "create", "noop", "--tenant", "t", "--cron", "0 0 31 2 *"): (
+            "--cron: day 31 never occurs in February"
+        ),
+        ("cron", "preview", "61 * * * *"): "EXPRESSION: minute 61 is out of range 0-59",
+    }
+    for argv, message in expected.items():
+        done = cli(live_dev, *argv)
+        assert done.returncode == 1, done.stdout
+        assert done.stderr.strip().splitlines() == [f"jobscheduler: {message}"], argv
+
+
 # ----------------------------------------------------------------- README sections
 
 REPO = Path(__file__).resolve().parents[2]
