@@ -1,5 +1,9 @@
 """Every operation of the API, once: a function with the public method's parameters and
 docstring that builds the :class:`~._call.Call` to send (or, for ``wait``, the :class:`Poll`).
+Each is named after the operation it calls (its ``operationId``; ``pages`` reads ``list``'s
+pages, ``wait`` polls ``get``); where the method returns less than the whole answer (the
+array inside an object, a listing's items), its docstring says which part, and the HTTP
+reference generated from the API's document repeats it beside the operation.
 
 :class:`~jobscheduler.client.Client` and :class:`~jobscheduler.client.AsyncClient` bind each
 of them as a method of the same name (``get = returning(operations.get)``), so the two clients
@@ -123,7 +127,7 @@ def create_or_get(
 
 def create_many(bodies: Iterable[Mapping[str, Any]]) -> Call[list[BatchAnswer]]:
     """Create up to 1,000 jobs in one request (bodies from :func:`job_body`); one answer
-    per body, in order."""
+    per body, in order: the ``results`` array of the API's answer."""
 
     def decode(response: httpx.Response) -> list[BatchAnswer]:
         return cast(list[BatchAnswer], response.json()["results"])
@@ -140,7 +144,8 @@ def get(job_id: str) -> Call[Job]:
 
 
 def attempts(job_id: str) -> Call[list[dict[str, Any]]]:
-    """The job's attempt history, oldest first."""
+    """The job's attempt history, oldest first: the ``attempts`` array of the API's answer
+    (which wraps it in an object with the ``jobId`` you asked for)."""
 
     def decode(response: httpx.Response) -> list[dict[str, Any]]:
         return cast(list[dict[str, Any]], response.json()["attempts"])
@@ -163,7 +168,8 @@ def pages(tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Call[
 
 
 def list_(tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Call[Paged[Job]]:
-    """Every matching job (the keywords of :meth:`pages`), fetched a page at a time."""
+    """Every matching job (the keywords of :meth:`pages`), fetched a page at a time: the
+    items of each page's array, following its ``Link`` header."""
     return pages(tenant_id, **options)
 
 
@@ -178,9 +184,10 @@ def _occurrences_of(body: Any) -> list[dict[str, Any]]:
 
 
 def occurrences(job_id: str, *, page_size: int | None = None) -> Call[Paged[dict[str, Any]]]:
-    """A cron template's ledger, newest fire time first, fetched a page at a time: each
-    fire time and what became of it (``spawned``/``buffered`` with its run, or
-    ``skipped`` with a reason). ``page_size`` is the API's ``limit`` (50; at most 500)."""
+    """A cron template's ledger, newest fire time first, fetched a page at a time (the
+    items of each answer's ``occurrences``): each fire time and what became of it
+    (``spawned``/``buffered`` with its run, or ``skipped`` with a reason). ``page_size`` is
+    the API's ``limit`` (50; at most 500)."""
     params = [("limit", str(page_size))] if page_size is not None else []
     return paged(f"/jobs/{job_id_of(job_id)}/occurrences", _occurrences_of, params)
 
