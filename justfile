@@ -9,28 +9,42 @@ bin := venv / "bin"
 default:
     @just --list
 
-# Create the virtualenv if needed and install the package with its dev tools (skipped when up to date).
-install:
+# Create the virtualenv if needed and install the package with every extra a contributor uses.
+install: (_install "dev")
+
+# The virtualenv with the package and the given extras of pyproject.toml (none: what running
+# needs). Each set is installed once per version of pyproject.toml (stamps in .venv/.stamps).
+_install *EXTRAS:
     #!/usr/bin/env bash
     set -euo pipefail
     if [ ! -x {{bin}}/python ]; then
         python3 -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
         python3 -m venv {{venv}}
-    fi
-    stamp={{venv}}/.installed
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         {{bin}}/python -m pip install --quiet --upgrade pip
-        {{bin}}/python -m pip install --quiet -e '.[dev,examples]'
-        echo "$want" > "$stamp"
     fi
+    stamps={{venv}}/.stamps
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    missing=()
+    for extra in run {{EXTRAS}}; do
+        [ "$(cat "$stamps/$extra" 2>/dev/null)" = "$want" ] || missing+=("$extra")
+    done
+    [ ${#missing[@]} -eq 0 ] && exit 0
+    extras=$(printf '%s\n' {{EXTRAS}} | paste -sd, -)
+    echo "install: jobscheduler${extras:+[$extras]}"
+    {{bin}}/python -m pip install --quiet -e ".${extras:+[$extras]}"
+    mkdir -p "$stamps"
+    # dev is every other extra.
+    for extra in run {{EXTRAS}} $([[ " {{EXTRAS}} " == *" dev "* ]] && echo lint test bench protos docs examples); do
+        echo "$want" > "$stamps/$extra"
+    done
 
+# Installs only what running needs.
 # Run the whole system in one process on SQLite: API :8080, metrics :9100 (`just dev --app myjobs`).
-dev *ARGS: install
+dev *ARGS: (_install)
     {{bin}}/jobscheduler dev {{ARGS}}
 
 # Install everything the tests need, start etcd/Kafka/FerretDB, run lint + every test, stop them.
-test *ARGS: install
+test *ARGS: (_install "dev")
     #!/usr/bin/env bash
     set -euo pipefail
     scripts/browser.sh
@@ -40,28 +54,28 @@ test *ARGS: install
     {{bin}}/python -m pytest {{ARGS}}
 
 # Tests that need no external server (fast inner loop).
-test-unit *ARGS: install
+test-unit *ARGS: (_install "test")
     {{bin}}/python -m pytest -m "not integration and not e2e and not faults" {{ARGS}}
 
 # ruff, mypy and the import contracts (layers, no cycles; pyproject's [tool.importlinter]).
-lint: install
+lint: (_install "lint")
     {{bin}}/ruff check jobscheduler tests
     {{bin}}/ruff format --check jobscheduler tests
     {{bin}}/mypy
     {{bin}}/lint-imports --no-cache
 
 # Format the code.
-fmt: install
+fmt: (_install "lint")
     {{bin}}/ruff format jobscheduler tests
     {{bin}}/ruff check --fix jobscheduler tests
 
 # Benchmarks against a fresh `jobscheduler dev` (prints figures; not a test).
-bench *ARGS: install
+bench *ARGS: (_install "bench")
     {{bin}}/jobscheduler bench {{ARGS}}
 
 # The same, against one process per role on etcd, Kafka and FerretDB (started if needed),
 # plus failover times.
-bench-distributed *ARGS: install deps-up
+bench-distributed *ARGS: (_install "bench") deps-up
     {{bin}}/jobscheduler bench --stack distributed {{ARGS}}
 
 # Install (if missing) and start etcd, Kafka and FerretDB on 127.0.0.1.
@@ -73,36 +87,37 @@ deps-down:
     scripts/deps.sh down
 
 # One role on MongoDB/Kafka/etcd, configured from the environment (.env is read if present).
-run-api: install
+run-api: (_install)
     set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-api
 
-run-scheduler: install
+run-scheduler: (_install)
     set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-scheduler
 
 # JOB_TYPE selects the handler, e.g. `JOB_TYPE=noop just run-executor`.
-run-executor: install
+run-executor: (_install)
     set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-executor
 
-run-reaper: install
+run-reaper: (_install)
     set -a; [ -f .env ] && . ./.env; set +a; {{bin}}/jobscheduler run-reaper
 
 # Insert a realistic mix of demo jobs into the configured store.
-seed *ARGS: install
+seed *ARGS: (_install)
     {{bin}}/jobscheduler seed {{ARGS}}
 
 # Send jobs over HTTP at a target rate and report latencies.
-loadtest *ARGS: install
+loadtest *ARGS: (_install)
     {{bin}}/jobscheduler loadtest {{ARGS}}
 
 # Regenerate the etcd gRPC stubs from protos/etcd/.
-protos: install
+protos: (_install "protos")
     scripts/gen-protos.sh
 
 # Screenshots of each dashboard view (headless Chromium against a fresh dev) into docs/.
-screenshots: install
+screenshots: (_install "test")
     scripts/browser.sh
     {{bin}}/python -m tests.support.screenshots docs
 
 # Dashboard page timings with many jobs in a fresh store (`just bench-ui --store mongo`).
-bench-ui *ARGS: install
+bench-ui *ARGS: (_install "test")
     {{bin}}/python -m tests.support.ui_bench {{ARGS}}
+
