@@ -112,10 +112,10 @@ loadtest *ARGS: (_install)
 protos: (_install "protos")
     scripts/gen-protos.sh
 
-# Screenshots of each dashboard view (headless Chromium against a fresh dev) into docs/.
+# Screenshots of each dashboard view (headless Chromium against a fresh dev) into docs/images/
 screenshots: (_install "test")
     scripts/browser.sh
-    {{bin}}/python -m tests.support.screenshots docs
+    {{bin}}/python -m tests.support.screenshots docs/images
 
 # Dashboard page timings with many jobs in a fresh store (`just bench-ui --store mongo`).
 bench-ui *ARGS: (_install "test")

@@ -1,7 +1,8 @@
 """``just screenshots``: pictures of each dashboard view, taken in headless Chromium against a
-fresh ``jobscheduler dev`` holding a small realistic mix of jobs, written to ``docs/``.
+fresh ``jobscheduler dev`` holding a small realistic mix of jobs, written to ``docs/images/``
+(the documentation site's pictures).
 
-Usage: ``python -m tests.support.screenshots [OUT_DIR]`` (default ``docs``).
+Usage: ``python -m tests.support.screenshots [OUT_DIR]`` (default ``docs/images``).
 """
 
 from __future__ import annotations
@@ -134,6 +135,6 @@ async def main(out_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs")
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/images")
     target.mkdir(parents=True, exist_ok=True)
     trio.run(main, target)
