@@ -75,6 +75,7 @@ def _choice(*choices: str) -> Callable[[str], str]:
                 return choice
         raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
 
+    parse.choices = choices  # type: ignore[attr-defined]  # the docs' "unit"
     return parse
 
 
@@ -231,52 +232,259 @@ class Settings:
         return settings
 
 
-# Environment variable -> (Settings field, parser). The README's configuration table and the
-# compose/k8s checks are built from this one mapping.
+@attrs.frozen
+class Variable:
+    """One environment variable: the setting it fills, how its text is read, what it means.
+    Its default is the Settings field's (``shown_default`` when that needs words)."""
+
+    name: str
+    field: str
+    parse: Callable[[str], Any]
+    description: str
+    shown_default: str | None = None
+
+    @property
+    def unit(self) -> str:
+        """How the value is written (from its parser)."""
+        choices = getattr(self.parse, "choices", None)
+        if choices:
+            return "one of " + ", ".join(choices)
+        return _UNITS.get(self.parse, "text")
+
+
+_UNITS: dict[Callable[[str], Any], str] = {
+    _positive_duration: "duration (500ms, 30s, 5m, 1h)",
+    _non_negative_duration: "duration, 0 or more",
+    _port: "TCP port",
+    _positive_int: "integer, 1 or more",
+    _non_negative_int: "integer, 0 or more",
+    _non_negative_float: "number, 0 or more",
+    _csv: "comma-separated list",
+    _allowlist: "comma-separated hosts, addresses, CIDR networks",
+    _bool: "true or false",
+    app_spec: "MODULE[:ATTRIBUTE]",
+    _topic_prefix: "text (A-Z a-z 0-9 . _ -)",
+}
+
+# Every environment variable, once: Settings.from_env reads these, the docs' configuration
+# reference is generated from them, and the compose/k8s checks hold those files to them.
+VARIABLES: tuple[Variable, ...] = (
+    Variable(
+        "API_HOST", "api_host", _non_empty, "HTTP API listener's host (0.0.0.0 in a container)"
+    ),
+    Variable("API_PORT", "api_port", _port, "HTTP API listener's port"),
+    Variable(
+        "METRICS_HOST", "metrics_host", _non_empty, "every role's /metrics, /healthz, /readyz host"
+    ),
+    Variable(
+        "METRICS_PORT", "metrics_port", _port, "every role's /metrics, /healthz, /readyz port"
+    ),
+    Variable(
+        "SQLITE_PATH",
+        "sqlite_path",
+        _non_empty,
+        "the embedded store's file (dev; seed without MONGO_URI)",
+    ),
+    Variable(
+        "SCHEDULER_TICK",
+        "scheduler_tick",
+        _positive_duration,
+        "longest sleep of the scheduler between claims",
+    ),
+    Variable(
+        "CLAIM_BATCH",
+        "claim_batch",
+        _positive_int,
+        "jobs claimed per round trip (a tick keeps claiming while batches are full)",
+    ),
+    Variable(
+        "QUEUED_TIMEOUT",
+        "queued_timeout",
+        _positive_duration,
+        "queued longer than this: re-pended by the reaper",
+    ),
+    Variable(
+        "CLAIM_TIMEOUT",
+        "claim_timeout",
+        _positive_duration,
+        "no heartbeat for this long: the job is recovered as a failed attempt",
+    ),
+    Variable(
+        "REAPER_INTERVAL", "reaper_interval", _positive_duration, "time between reaper sweeps"
+    ),
+    Variable(
+        "HEARTBEAT_INTERVAL",
+        "heartbeat_interval",
+        _positive_duration,
+        "executor heartbeat period (shorter than CLAIM_TIMEOUT)",
+    ),
+    Variable(
+        "EXECUTOR_CONCURRENCY",
+        "executor_concurrency",
+        _positive_int,
+        "handlers running at once per job type in one executor",
+    ),
+    Variable(
+        "SHUTDOWN_GRACE",
+        "shutdown_grace",
+        _positive_duration,
+        "on SIGTERM, how long running handlers may finish before they are handed back",
+    ),
+    Variable(
+        "API_STORE_TIMEOUT",
+        "api_store_timeout",
+        _positive_duration,
+        "bound of each store call an API request makes; past it the request answers 503",
+    ),
+    Variable(
+        "UI_REFRESH", "ui_refresh", _positive_duration, "how often the dashboard re-reads its data"
+    ),
+    Variable("LOG_LEVEL", "log_level", _choice(*LOG_LEVELS), "the least severe events logged"),
+    Variable(
+        "LOG_FORMAT",
+        "log_format",
+        _choice(*LOG_FORMATS),
+        "text (logfmt-style) or json, one line per event",
+    ),
+    Variable(
+        "WORKER_ID",
+        "worker_id",
+        _non_empty,
+        "this process's name in claimedBy and in logs",
+        shown_default="<hostname>-<pid>",
+    ),
+    Variable("MONGO_URI", "mongo_uri", _non_empty, "the production store (run-<role>)"),
+    Variable("MONGO_DB", "mongo_db", _non_empty, "the production store's database"),
+    Variable("KAFKA_BROKERS", "kafka_brokers", _non_empty, "the production bus's brokers"),
+    Variable(
+        "KAFKA_PARTITIONS",
+        "kafka_partitions",
+        _positive_int,
+        "partitions of the topics the bus creates",
+    ),
+    Variable(
+        "KAFKA_TOPIC_PREFIX",
+        "kafka_topic_prefix",
+        _topic_prefix,
+        "put before every topic and consumer group, so deployments can share a broker",
+    ),
+    Variable(
+        "KAFKA_REJOIN_TIMEOUT",
+        "kafka_rejoin_timeout",
+        _positive_duration,
+        "a consumer with no sign of group membership for this long is replaced",
+    ),
+    Variable(
+        "KAFKA_UNHEALTHY_AFTER",
+        "kafka_unhealthy_after",
+        _positive_duration,
+        "without group membership this long, the executor reports itself unhealthy",
+    ),
+    Variable("ETCD_ENDPOINTS", "etcd_endpoints", _csv, "the etcd endpoints of the election"),
+    Variable("ELECTION_NAME", "election_name", _non_empty, "the etcd election's key prefix"),
+    Variable("ELECTION_TTL", "election_ttl", _positive_int, "the election lease's TTL, in seconds"),
+    Variable(
+        "JOB_TYPE",
+        "job_type",
+        _non_empty,
+        "run-executor: the job types it runs (one, a comma list, or * for all); dev runs all",
+        shown_default="(none)",
+    ),
+    Variable(
+        "ATTEMPT_RETENTION",
+        "attempt_retention",
+        _positive_duration,
+        "attempt records older than this are deleted by the reaper",
+    ),
+    Variable(
+        "JOBSCHEDULER_APP",
+        "app",
+        app_spec,
+        "your handlers (a module's HandlerRegistry); --app wins",
+        shown_default="(built-ins only)",
+    ),
+    Variable(
+        "PROCESS_WORKERS",
+        "process_workers",
+        _positive_int,
+        "worker processes running def handlers at once per executor",
+        shown_default="one per CPU",
+    ),
+    Variable(
+        "HTTP_ALLOWLIST",
+        "http_allowlist",
+        _allowlist,
+        "internal destinations http jobs may reach; empty: public addresses only",
+        shown_default="(empty)",
+    ),
+    Variable(
+        "HTTP_FOLLOW_REDIRECTS",
+        "http_follow_redirects",
+        _bool,
+        "http jobs follow redirects, each hop checked again",
+    ),
+    Variable(
+        "HTTP_MAX_REDIRECTS",
+        "http_max_redirects",
+        _positive_int,
+        "most redirects one http job follows",
+    ),
+    Variable(
+        "AUTH",
+        "auth",
+        _choice("required", "off"),
+        "required: API keys on every request but health, the document and sign-in; off: every "
+        "caller is an admin of every tenant",
+        shown_default="required (run-<role>), off (dev)",
+    ),
+    Variable(
+        "KEY_CACHE_TTL",
+        "key_cache_ttl",
+        _non_negative_duration,
+        "how long an API process caches a key lookup (0: no cache)",
+    ),
+    Variable(
+        "QUOTA_MAX_UNFINISHED",
+        "quota_max_unfinished",
+        _non_negative_int,
+        "per tenant: jobs pending, queued, claimed or running; more creates answer 429 "
+        "(0: no limit)",
+    ),
+    Variable(
+        "QUOTA_CREATE_RATE",
+        "quota_create_rate",
+        _non_negative_float,
+        "per key (per tenant with AUTH=off): jobs created per second (0: no limit)",
+    ),
+    Variable(
+        "QUOTA_CREATE_BURST",
+        "quota_create_burst",
+        _positive_int,
+        "per key: the create rate's bucket size",
+    ),
+    Variable(
+        "AUDIT_RETENTION",
+        "audit_retention",
+        _positive_duration,
+        "audit records older than this are pruned by the reaper",
+    ),
+    Variable(
+        "CRON_LEDGER_RETENTION",
+        "cron_ledger_retention",
+        _positive_duration,
+        "cron ledger records older than this are pruned by the reaper",
+    ),
+    Variable(
+        "SYNC_SCHEDULES",
+        "sync_schedules",
+        _bool,
+        "a scheduler (or dev) started with an app makes the stored templates match its schedules",
+    ),
+)
+
+# Environment variable -> (Settings field, parser), as Settings.from_env reads them.
 _VARIABLES: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "API_HOST": ("api_host", _non_empty),
-    "API_PORT": ("api_port", _port),
-    "METRICS_HOST": ("metrics_host", _non_empty),
-    "METRICS_PORT": ("metrics_port", _port),
-    "SQLITE_PATH": ("sqlite_path", _non_empty),
-    "SCHEDULER_TICK": ("scheduler_tick", _positive_duration),
-    "CLAIM_BATCH": ("claim_batch", _positive_int),
-    "QUEUED_TIMEOUT": ("queued_timeout", _positive_duration),
-    "CLAIM_TIMEOUT": ("claim_timeout", _positive_duration),
-    "REAPER_INTERVAL": ("reaper_interval", _positive_duration),
-    "HEARTBEAT_INTERVAL": ("heartbeat_interval", _positive_duration),
-    "EXECUTOR_CONCURRENCY": ("executor_concurrency", _positive_int),
-    "SHUTDOWN_GRACE": ("shutdown_grace", _positive_duration),
-    "API_STORE_TIMEOUT": ("api_store_timeout", _positive_duration),
-    "UI_REFRESH": ("ui_refresh", _positive_duration),
-    "LOG_LEVEL": ("log_level", _choice(*LOG_LEVELS)),
-    "LOG_FORMAT": ("log_format", _choice(*LOG_FORMATS)),
-    "WORKER_ID": ("worker_id", _non_empty),
-    "MONGO_URI": ("mongo_uri", _non_empty),
-    "MONGO_DB": ("mongo_db", _non_empty),
-    "KAFKA_BROKERS": ("kafka_brokers", _non_empty),
-    "KAFKA_PARTITIONS": ("kafka_partitions", _positive_int),
-    "KAFKA_TOPIC_PREFIX": ("kafka_topic_prefix", _topic_prefix),
-    "KAFKA_REJOIN_TIMEOUT": ("kafka_rejoin_timeout", _positive_duration),
-    "KAFKA_UNHEALTHY_AFTER": ("kafka_unhealthy_after", _positive_duration),
-    "ETCD_ENDPOINTS": ("etcd_endpoints", _csv),
-    "ELECTION_NAME": ("election_name", _non_empty),
-    "ELECTION_TTL": ("election_ttl", _positive_int),
-    "JOB_TYPE": ("job_type", _non_empty),
-    "ATTEMPT_RETENTION": ("attempt_retention", _positive_duration),
-    "JOBSCHEDULER_APP": ("app", app_spec),
-    "PROCESS_WORKERS": ("process_workers", _positive_int),
-    "HTTP_ALLOWLIST": ("http_allowlist", _allowlist),
-    "HTTP_FOLLOW_REDIRECTS": ("http_follow_redirects", _bool),
-    "HTTP_MAX_REDIRECTS": ("http_max_redirects", _positive_int),
-    "AUTH": ("auth", _choice("required", "off")),
-    "KEY_CACHE_TTL": ("key_cache_ttl", _non_negative_duration),
-    "QUOTA_MAX_UNFINISHED": ("quota_max_unfinished", _non_negative_int),
-    "QUOTA_CREATE_RATE": ("quota_create_rate", _non_negative_float),
-    "QUOTA_CREATE_BURST": ("quota_create_burst", _positive_int),
-    "AUDIT_RETENTION": ("audit_retention", _positive_duration),
-    "CRON_LEDGER_RETENTION": ("cron_ledger_retention", _positive_duration),
-    "SYNC_SCHEDULES": ("sync_schedules", _bool),
+    v.name: (v.field, v.parse) for v in VARIABLES
 }
 
 ENVIRONMENT_VARIABLES: tuple[str, ...] = tuple(_VARIABLES)
