@@ -79,7 +79,13 @@ def _reply_json(reply: Reply) -> dict[str, Any]:
 
 
 def _operation_json(op: Operation) -> dict[str, Any]:
-    out: dict[str, Any] = {"operationId": op.id, "summary": op.summary, "tags": [op.tag]}
+    out: dict[str, Any] = {
+        "operationId": op.id,
+        "summary": op.summary,
+        "tags": [op.tag],
+        # The role a key needs (reader < writer < admin), or "public".
+        "x-role": str(op.role),
+    }
     if op.params:
         out["parameters"] = [
             {

@@ -18,6 +18,7 @@ MAX_OCCURRENCE_LIMIT = 500
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 
 KEY: Schema = {
+    "title": "Key",
     "type": "object",
     "required": ["id", "role", "createdAt", "revoked"],
     "properties": {
@@ -117,6 +118,7 @@ TENANTS = Operation(
 )
 
 AUDIT_RECORD: Schema = {
+    "title": "Audit record",
     "type": "object",
     "required": ["id", "at", "action"],
     "properties": {
@@ -169,6 +171,7 @@ AUDIT = Operation(
 )
 
 OCCURRENCE: Schema = {
+    "title": "Occurrence",
     "type": "object",
     "required": ["fireAt", "status"],
     "properties": {

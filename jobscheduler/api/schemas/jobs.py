@@ -79,6 +79,7 @@ CREATE_JOB: Schema = {
 }
 
 JOB: Schema = {
+    "title": "Job",
     "type": "object",
     "required": [
         "id",

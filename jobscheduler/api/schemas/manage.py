@@ -80,6 +80,7 @@ DRY_RUN: Schema = {"type": "boolean", "description": "true: only count the match
 RETRY_AT: Schema = {"type": ["string", "null"], "format": "date-time"}
 
 BULK_RESULT: Schema = {
+    "title": "Bulk result",
     "type": "object",
     "required": ["matched", "changed"],
     "properties": {
@@ -91,6 +92,7 @@ BULK_RESULT: Schema = {
 }
 
 ATTEMPT: Schema = {
+    "title": "Attempt",
     "type": "object",
     "required": ["run", "number", "outcome"],
     "properties": {
@@ -111,6 +113,7 @@ ATTEMPT: Schema = {
 }
 
 BATCH_ANSWER: Schema = {
+    "title": "Batch answer",
     "type": "object",
     "required": ["status"],
     "properties": {
