@@ -43,7 +43,8 @@ _install *EXTRAS:
 dev *ARGS: (_install)
     {{bin}}/jobscheduler dev {{ARGS}}
 
-# Install everything the tests need, start etcd/Kafka/FerretDB, run lint + every test, stop them.
+# (The docs site is built after lint, in a few seconds: a stale reference page fails it.)
+# Install everything the tests need, start etcd/Kafka/FerretDB, run lint + docs + every test, stop them.
 test *ARGS: (_install "dev")
     #!/usr/bin/env bash
     set -euo pipefail
@@ -51,6 +52,7 @@ test *ARGS: (_install "dev")
     scripts/deps.sh up
     trap 'scripts/deps.sh down' EXIT
     just lint
+    just docs
     {{bin}}/python -m pytest {{ARGS}}
 
 # Tests that need no external server (fast inner loop).
@@ -121,3 +123,15 @@ screenshots: (_install "test")
 bench-ui *ARGS: (_install "test")
     {{bin}}/python -m tests.support.ui_bench {{ARGS}}
 
+# Regenerate the docs' reference pages from the code (HTTP API, configuration, CLI, Python).
+docs-gen: (_install)
+    {{bin}}/python -m jobscheduler.reference docs
+
+# Build the documentation site into site/ (strict: a broken link or a stale page fails it).
+docs: (_install "docs")
+    {{bin}}/python -m jobscheduler.reference docs --check
+    NO_MKDOCS_2_WARNING=1 {{bin}}/mkdocs build --strict --quiet --site-dir site
+
+# Serve the documentation site with live reload on 127.0.0.1:8000.
+docs-serve: (_install "docs")
+    NO_MKDOCS_2_WARNING=1 {{bin}}/mkdocs serve --dev-addr 127.0.0.1:8000
