@@ -91,7 +91,7 @@
       return cell;
     }
     function actionsFor(job) {
-      const cell = el("td", { class: "row-actions" });
+      const cell = el("div", { class: "row-actions" });
       for (const [action, spec] of Object.entries(TEMPLATE_ACTIONS)) {
         if (!spec.statuses.includes(job.status)) continue;
         cell.append(
@@ -110,7 +110,7 @@
       if (["pending", "paused"].includes(job.status)) {
         cell.append(el("a", { href: `/ui/jobs/${job.id}#edit-template`, class: "small" }, "Edit"));
       }
-      return cell;
+      return el("td", { class: "actions-cell" }, cell);
     }
     const refreshNow = every(async () => {
       let rows;
