@@ -18,16 +18,18 @@ from tests.support.browser import DESKTOP, PHONE, chromium, wait_until
 from tests.support.dev_server import DevServer
 from tests.support.jobs_api import create_job, wait_for_job
 
-TENANT = "default"
+#: The tenants of the demo store; the views are shown for all of them, one is filtered on.
+TENANTS = ("acme", "globex", "initech")
+TENANT = TENANTS[0]
 
 
 async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
-    """A mix of jobs in every common state; returns a few ids worth a picture."""
+    """A mix of jobs of three tenants in every common state; a few ids worth a picture."""
 
-    async def create(key: str, **fields: object) -> str:
+    async def create(key: str, tenant: str = TENANT, **fields: object) -> str:
         body = {
             "idempotencyKey": key,
-            "tenantId": TENANT,
+            "tenantId": tenant,
             "jobType": "noop",
             "scheduledAt": "2020-01-01T00:00:00Z",
             **fields,
@@ -39,7 +41,7 @@ async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
 
     ids: dict[str, str] = {}
     for n in range(12):
-        await create(f"welcome-email-{n}", payload={"user": n})
+        await create(f"welcome-email-{n}", TENANTS[n % 3], payload={"user": n})
     for n in range(5):
         await create(
             f"report-{n}",
@@ -50,19 +52,22 @@ async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
     ids["dlq"] = await create(
         "charge-card-1042", jobType="flaky", payload={"failRate": 1, "order": 1042}, maxAttempts=2
     )
-    ids["result"] = await create("thumbnail-77", jobType="slow", payload={"sleepMs": 5})
+    ids["result"] = await create("thumbnail-77", "globex", jobType="slow", payload={"sleepMs": 5})
     for n in range(3):
         await create(
-            f"webhook-{n}", jobType="http", payload={"url": "http://169.254.169.254/"},
-            maxAttempts=1,
+            f"webhook-{n}", TENANTS[n], jobType="http",
+            payload={"url": "http://169.254.169.254/"}, maxAttempts=1,
         )  # fmt: skip
     await create(
-        "weekday-digest", payload={"list": "ops"}, cron="0 9 * * 1-5", timezone="Europe/Paris"
-    )
+        "weekday-digest", "globex", payload={"list": "ops"}, cron="0 9 * * 1-5",
+        timezone="Europe/Paris",
+    )  # fmt: skip
     ids["cron"] = await create(
         "nightly-cleanup", payload={"older_than_days": 30}, cron="0 3 * * *",
         timezone="Europe/Paris",
     )  # fmt: skip
+    await create("hourly-sync", "initech", cron="15 * * * *")
+    await http.post(f"{server.url}/jobs/{ids['cron']}/trigger")
     await wait_for_job(http, server, ids["dlq"], lambda job: job["status"] == "dlq", 60)
     await wait_for_job(http, server, ids["result"], lambda job: job["status"] == "completed")
     return ids
@@ -75,23 +80,15 @@ async def main(out_dir: Path) -> None:
         try:
             async with httpx.AsyncClient(timeout=10) as http:
                 ids = await seed(http, server)
+            # The views as an operator opens them (AUTH=off): every tenant at once; the
+            # filtered Jobs view narrowed to one.
             shots = [
                 ("dashboard-overview.png", "/ui", DESKTOP, "#ov-executors tbody tr[data-worker]"),
-                ("dashboard-jobs.png", f"/ui/jobs?tenantId={TENANT}", DESKTOP, "#jobs tbody tr"),
+                ("dashboard-jobs.png", "/ui/jobs", DESKTOP, "#jobs tbody tr"),
                 ("dashboard-job-dlq.png", f"/ui/jobs/{ids['dlq']}", DESKTOP, "#attempts li"),
                 ("dashboard-job-cron.png", f"/ui/jobs/{ids['cron']}", DESKTOP, "#fires li"),
-                (
-                    "dashboard-dead-letters.png",
-                    f"/ui/dead-letters?tenantId={TENANT}",
-                    DESKTOP,
-                    "#dlq tbody tr",
-                ),
-                (
-                    "dashboard-cron.png",
-                    f"/ui/cron?tenantId={TENANT}",
-                    DESKTOP,
-                    "#templates tbody tr",
-                ),
+                ("dashboard-dead-letters.png", "/ui/dead-letters", DESKTOP, "#dlq tbody tr"),
+                ("dashboard-cron.png", "/ui/cron", DESKTOP, "#templates td.last-run a"),
                 (
                     "dashboard-jobs-filtered.png",
                     f"/ui/jobs?tenantId={TENANT}&status=pending&status=completed&key=report-"
@@ -105,12 +102,7 @@ async def main(out_dir: Path) -> None:
                     DESKTOP,
                     "#ledger tbody tr",
                 ),
-                (
-                    "dashboard-jobs-phone.png",
-                    f"/ui/jobs?tenantId={TENANT}",
-                    PHONE,
-                    "#jobs tbody tr",
-                ),
+                ("dashboard-jobs-phone.png", "/ui/jobs", PHONE, "#jobs tbody tr"),
             ]
             for name, path, size, ready in shots:
                 with chromium(size) as driver:
