@@ -274,8 +274,17 @@ class MongoQueryMixin(MongoSeam):
         jobs = self._collection()
 
         def op() -> list[str]:
-            # ``distinct`` on the leading field of the tenant indexes: an index walk.
-            return sorted(str(t) for t in jobs.distinct("tenantId"))[: max(limit, 0)]
+            # A skip scan of an index leading with tenantId: one sorted find_one per tenant.
+            # (``distinct`` reads every document on FerretDB: 600 ms at 20,000 jobs, against
+            # 7 ms for five tenants this way.)
+            found: list[str] = []
+            while len(found) < limit:
+                after = {"tenantId": {"$gt": found[-1]}} if found else {}
+                doc = jobs.find_one(after, sort=[("tenantId", 1)], projection={"tenantId": 1})
+                if doc is None:
+                    break
+                found.append(str(doc["tenantId"]))
+            return found
 
         return await self._call(op, "tenants", read=True)
 
