@@ -112,6 +112,12 @@ async def measure(store: JobStore, settings: Settings, rounds: int) -> None:
             f"/jobs?tenantId={TENANT}&status=dlq&limit=250",  # a Dead letters page
             f"/ui/cron?tenantId={TENANT}",
             f"/jobs?tenantId={TENANT}&cron=true&limit=1000",  # the Cron page
+            # The views of every tenant (an all-tenant admin, AUTH=off) and their reads.
+            "/ui/jobs",
+            "/jobs?allTenants=true&limit=50",
+            "/jobs?allTenants=true&status=dlq&limit=250",
+            "/jobs?allTenants=true&cron=true&limit=1000",
+            "/tenants",
         ]
         for path in paths:
             times = []
