@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ import trio
 from jobscheduler.client import AsyncClient, Client, job_body
 from jobscheduler.errors import DuplicateJob, InvalidTransition, JobNotFound, ValidationError
 from tests.support.dev_server import DevServer
+from tests.support.docblocks import doc_blocks
 from tests.support.processes import CompletedCli, run_cli, run_command
 
 from .conftest import readme_env
@@ -226,18 +226,9 @@ def test_cli_errors_name_the_flags_and_say_what_to_do(live_dev: DevServer) -> No
 
 # ----------------------------------------------------------------- README sections
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def readme_blocks(section: str, language: str) -> list[str]:
-    """The ``language`` code blocks of the README section ``## <section>``, in order."""
-    text = (REPO / "README.md").read_text()
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return [str(block) for block in re.findall(rf"```{language}\n(.*?)```", body, re.DOTALL)]
-
 
 def test_python_client_readme_blocks_run_as_pasted(live_dev: DevServer) -> None:
-    blocks = readme_blocks("Python client", "python")
+    blocks = doc_blocks("README.md", "python", "Python client")
     assert len(blocks) == 3, "the sync walk-through, the listing options, the async client"
     outputs = []
     for block in blocks:
@@ -256,7 +247,7 @@ def test_python_client_readme_blocks_run_as_pasted(live_dev: DevServer) -> None:
 
 
 def test_cli_readme_commands_run_as_pasted(live_dev: DevServer, tmp_path: Path) -> None:
-    (commands,) = readme_blocks("CLI", "sh")
+    (commands,) = doc_blocks("README.md", "sh", "CLI")
     assert "--sort scheduledAt" in commands
     assert "--dry-run" in commands
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # what `. .venv/bin/activate` finds

@@ -19,8 +19,7 @@ import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
-
-from .test_own_jobs import REPO, readme_blocks
+from tests.support.docblocks import REPO, doc_blocks
 
 pytestmark = pytest.mark.e2e
 
@@ -38,8 +37,9 @@ async def test_enqueue_from_code_readme_commands_and_snippet_work_from_a_copy_of
         ignore=shutil.ignore_patterns("__pycache__", "data", "outbox.jsonl"),
     )
     (root / ".venv").symlink_to(Path(sys.prefix))
-    commands = readme_blocks("sh")[1]
-    [snippet] = [b for b in readme_blocks("python") if "send_email.enqueue(" in b]
+    commands = doc_blocks("README.md", "sh", "Run your own jobs")[1]
+    python_blocks = doc_blocks("README.md", "python", "Run your own jobs")
+    [snippet] = [block for block in python_blocks if "send_email.enqueue(" in block]
     # The snippet runs as pasted once dev is up (right after the health wait).
     ready = "until curl -sf localhost:8080/healthz >/dev/null; do sleep 0.2; done\n"
     assert ready in commands

@@ -26,6 +26,7 @@ import trio
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
 from tests.support.dev_server import DevServer
+from tests.support.docblocks import REPO, doc_blocks
 from tests.support.processes import ends_within, pid_from, sigterm_within, until_logged
 
 from .conftest import NapRunning, wait_for_job
@@ -34,7 +35,6 @@ pytestmark = pytest.mark.e2e
 
 Factory = Callable[..., Awaitable[DevServer]]
 
-REPO = Path(__file__).resolve().parents[2]
 #: Bound on the README walk-through (it starts dev, a worker process, and waits for jobs).
 README_TIMEOUT = 120.0
 
@@ -51,17 +51,10 @@ def stored(server: DevServer, job_id: str) -> dict[str, Any]:
 # ----------------------------------------------------------------- README walk-through
 
 
-def readme_blocks(language: str) -> list[str]:
-    """The ``language`` blocks of the README section "Run your own jobs", in order."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("\n## Run your own jobs\n", 1)[1].split("\n## ", 1)[0]
-    return [str(block) for block in re.findall(rf"```{language}\n(.*?)```", section, re.DOTALL)]
-
-
 def readme_commands() -> str:
     """The walk-through: the first of the section's two ``sh`` blocks (the second, enqueue
     from code and schedules in code, is run by ``test_enqueue_from_code``)."""
-    blocks = readme_blocks("sh")
+    blocks = doc_blocks("README.md", "sh", "Run your own jobs")
     assert len(blocks) == 2, "the section should show two blocks of commands"
     return blocks[0]
 
