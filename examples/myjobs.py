@@ -1,6 +1,6 @@
 """An example jobscheduler app: your own job types, loaded with ``--app myjobs``.
 
-Run it from this directory (see the README section "Run your own jobs")::
+Run it from this directory (see the tutorial, "Run your own jobs")::
 
     jobscheduler check --app myjobs
     jobscheduler dev --app myjobs

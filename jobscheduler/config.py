@@ -189,7 +189,7 @@ class Settings:
     http_allowlist: tuple[str, ...] = ()
     http_follow_redirects: bool = False
     http_max_redirects: int = 5
-    # Tenancy (README "Security"): AUTH is "required" or "off"; the CLI defaults it to
+    # Tenancy (docs: "Keys and tenants"): AUTH is "required" or "off"; the CLI defaults it to
     # "required" for run-api and to "off" for dev (this default is the library's).
     auth: str = "off"
     key_cache_ttl: float = 5.0

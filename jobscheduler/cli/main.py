@@ -276,7 +276,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jobscheduler",
         description="Distributed one-off and cron job scheduler. Configuration comes from "
-        "the environment (see README).",
+        "the environment (see docs/reference/configuration.md).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     app_help = (

@@ -224,11 +224,11 @@ def test_cli_errors_name_the_flags_and_say_what_to_do(live_dev: DevServer) -> No
         assert done.stderr.strip().splitlines() == [f"jobscheduler: {message}"], argv
 
 
-# ----------------------------------------------------------------- README sections
+# ----------------------------------------------------------------- the client and CLI guide
 
 
 def test_python_client_readme_blocks_run_as_pasted(live_dev: DevServer) -> None:
-    blocks = doc_blocks("README.md", "python", "Python client")
+    blocks = doc_blocks("docs/how-to/client-and-cli.md", "python")
     assert len(blocks) == 3, "the sync walk-through, the listing options, the async client"
     outputs = []
     for block in blocks:
@@ -247,7 +247,7 @@ def test_python_client_readme_blocks_run_as_pasted(live_dev: DevServer) -> None:
 
 
 def test_cli_readme_commands_run_as_pasted(live_dev: DevServer, tmp_path: Path) -> None:
-    (commands,) = doc_blocks("README.md", "sh", "CLI")
+    (commands,) = doc_blocks("docs/how-to/client-and-cli.md", "sh", "CLI")
     assert "--sort scheduledAt" in commands
     assert "--dry-run" in commands
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # what `. .venv/bin/activate` finds

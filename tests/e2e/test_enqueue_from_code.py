@@ -37,7 +37,7 @@ async def test_enqueue_from_code_readme_commands_and_snippet_work_from_a_copy_of
         ignore=shutil.ignore_patterns("__pycache__", "data", "outbox.jsonl"),
     )
     (root / ".venv").symlink_to(Path(sys.prefix))
-    commands = doc_blocks("README.md", "sh", "Run your own jobs")[1]
+    commands = doc_blocks("README.md", "sh", "Run your own jobs")[0]
     python_blocks = doc_blocks("README.md", "python", "Run your own jobs")
     [snippet] = [block for block in python_blocks if "send_email.enqueue(" in block]
     # The snippet runs as pasted once dev is up (right after the health wait).

@@ -1,4 +1,4 @@
-"""The user's own jobs in a real ``jobscheduler dev``: the README's "Run your own jobs"
+"""The user's own jobs in a real ``jobscheduler dev``: the tutorial's "Run your own jobs"
 commands, time limits of every runner, and SIGTERM / double SIGTERM with a sleeping ``def``
 handler (the job is handed back, never left ``running``).
 
@@ -35,8 +35,8 @@ pytestmark = pytest.mark.e2e
 
 Factory = Callable[..., Awaitable[DevServer]]
 
-#: Bound on the README walk-through (it starts dev, a worker process, and waits for jobs).
-README_TIMEOUT = 120.0
+#: Bound on the tutorial walk-through (it starts dev, a worker process, and waits for jobs).
+WALKTHROUGH_TIMEOUT = 120.0
 
 
 def stored(server: DevServer, job_id: str) -> dict[str, Any]:
@@ -48,13 +48,13 @@ def stored(server: DevServer, job_id: str) -> dict[str, Any]:
     return dict(zip(("status", "attempts", "claim_token", "last_error"), row, strict=True))
 
 
-# ----------------------------------------------------------------- README walk-through
+# ----------------------------------------------------------------- the tutorial walk-through
 
 
 def readme_commands() -> str:
     """The walk-through: the first of the section's two ``sh`` blocks (the second, enqueue
     from code and schedules in code, is run by ``test_enqueue_from_code``)."""
-    blocks = doc_blocks("README.md", "sh", "Run your own jobs")
+    blocks = doc_blocks("docs/tutorial/index.md", "sh", "Run your own jobs")
     assert len(blocks) == 2, "the section should show two blocks of commands"
     return blocks[0]
 
@@ -62,7 +62,7 @@ def readme_commands() -> str:
 async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
     tmp_path: Path,
 ) -> None:
-    # A copy of the repository's layout: examples/ and the virtualenv the README activates.
+    # A copy of the repository's layout: examples/ and the virtualenv the tutorial activates.
     root = tmp_path / "repo"
     root.mkdir()
     shutil.copytree(
@@ -93,7 +93,7 @@ async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
             start_new_session=True,
         )
     try:
-        with trio.move_on_after(README_TIMEOUT):
+        with trio.move_on_after(WALKTHROUGH_TIMEOUT):
             while proc.poll() is None:
                 await trio.sleep(0.1)
     finally:
@@ -101,7 +101,7 @@ async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     output = log_path.read_text()
-    assert proc.returncode == 0, f"README commands failed ({proc.returncode}):\n{output}"
+    assert proc.returncode == 0, f"tutorial commands failed ({proc.returncode}):\n{output}"
 
     assert re.search(
         r"^  send-email +run_in=trio timeout=30s max_attempts=5 validate=json-schema", output, re.M

@@ -8,7 +8,7 @@ then the insert with its audit record in one store call: 429, 409, 503).
 :class:`FastCreate` is ASGI middleware in front of the Quart app (installed as its
 ``asgi_app``, so the test client goes through it too). The create is the API's hottest
 route, and Quart's per-request machinery — request and app contexts, the hook chains, the
-response object — cost more than the create's own work (see the README's Performance
+response object — cost more than the create's own work (see the docs' Benchmarks
 section). The fast path serves a create that succeeds: it reads the body, authenticates with
 the API's own gate (:meth:`jobscheduler.api.auth.Gate.caller`, from the key cache only),
 checks the role the route declares, validates with the route's own compiled schema, runs the

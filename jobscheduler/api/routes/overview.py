@@ -4,7 +4,8 @@ Tenant scope follows the tenancy rules (``GET /stats``'s): the figures of the ke
 or of the one named by ``tenantId``, or of every tenant for a key that sees every tenant and
 names none. The cluster (the leader, schedulers and executors with their hosts, pids, job
 types and jobs in flight) is a fact about every tenant's work, so only a principal that sees
-every tenant gets it; a tenant-bound key gets ``"cluster": null`` (see README "Security").
+every tenant gets it; a tenant-bound key gets ``"cluster": null``
+(see the docs, "Keys and tenants").
 """
 
 from __future__ import annotations
