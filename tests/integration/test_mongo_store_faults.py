@@ -8,11 +8,15 @@ then cuts the connection.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Literal
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any, Literal
 
+import pymongo
+import pymongo.errors
 import pytest
 import trio
+from bson import ObjectId
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
@@ -207,3 +211,54 @@ async def test_a_batch_whose_request_was_lost_is_sent_again_once(
     assert [r.status if r else None for r in results[0::2]] == [Status.CLAIMED] * 3
     # Started once each, not twice.
     assert [(await store.get(j.id)).attempts for j in jobs] == [1, 1, 1]
+
+
+class _LandsThenMoves:
+    """A jobs collection whose next ``find_one_and_update`` lands, then sees the job moved on
+    by others (``move``), then loses its reply: what a pick meets when its reply is late
+    enough for the reaper to re-pend the job and the scheduler to queue it again."""
+
+    def __init__(self, collection: Any, move: Callable[[], None]) -> None:
+        self._collection = collection
+        self._move = move
+        self.fired = False
+
+    def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+        if self.fired:
+            return self._collection.find_one_and_update(*args, **kwargs)
+        self.fired = True
+        self._collection.find_one_and_update(*args, **kwargs)
+        self._move()
+        raise pymongo.errors.AutoReconnect("reply lost")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._collection, name)
+
+
+async def test_a_pick_whose_reply_was_lost_is_not_sent_again_to_a_later_state_of_its_job(
+    store: MongoJobStore, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = await store.insert(make_job())
+    await store.claim_due(NOW, 1)
+    later = NOW + timedelta(seconds=8)
+
+    def requeued_by_others() -> None:  # the reaper's recovery, then the scheduler's claim
+        client: pymongo.MongoClient[dict[str, Any]]
+        with pymongo.MongoClient(mongo_uri()) as client:
+            client[database]["jobs"].update_one(
+                {"_id": ObjectId(job.id)},
+                {"$set": {"status": "queued", "claimToken": None, "updatedAt": later}},
+            )
+
+    moving = _LandsThenMoves(store._collection(), requeued_by_others)
+    monkeypatch.setattr(store, "_collection", lambda: moving)
+    pick = states.pick(job.id, worker="w1", token="t1", now=NOW)
+    assert await store.apply(pick) is None  # not applied again to the re-queued job
+    assert moving.fired
+    current = await store.get(job.id)
+    assert (current.status, current.claim_token) == (Status.QUEUED, None)
+    # A pick made after the job moved still takes it.
+    fresh = states.pick(job.id, worker="w2", token="t2", now=later + timedelta(seconds=1))
+    picked = await store.apply(fresh)
+    assert picked is not None
+    assert picked.claim_token == "t2"

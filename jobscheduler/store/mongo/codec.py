@@ -158,6 +158,20 @@ def change_filter(change: Change) -> Document:
     return query
 
 
+def resend_filter(change: Change) -> Document:
+    """The filter of a write sent again after an unknown outcome. A change fenced by a claim
+    token keeps its own filter (only its own run can match it). Any other (a pick) also needs
+    the job unwritten since the change was made: its ``updatedAt`` no later than the
+    change's. Without that, a pick whose first try landed and whose job the reaper then
+    re-pended and the scheduler re-queued would start the job again, with the first try's
+    clock."""
+    query = change_filter(change)
+    made_at = change.set.get("updated_at")
+    if "claim_token" not in change.expect and made_at is not None:
+        query[FIELDS["updated_at"]] = {"$lte": to_doc("updated_at", made_at)}
+    return query
+
+
 #: Upper bound of the keys that start with a prefix (the highest code point).
 _PREFIX_END: Final = "\U0010ffff"
 #: Below every date: ``{"$gte": _EPOCH}`` says "a date is set" as a range.

@@ -57,6 +57,7 @@ from .codec import (
     document_to_job,
     holds,
     job_filter,
+    resend_filter,
     set_document,
     update_document,
 )
@@ -149,12 +150,12 @@ class MongoWrites(MongoConnection):
         values = set_document(change.set)
         update = update_document(change)
 
-        def attempt() -> Job | None:
+        def attempt(query: Document) -> Job | None:
             doc = jobs.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
             return None if doc is None else document_to_job(doc)
 
         try:
-            return attempt()
+            return attempt(query)
         except PyMongoError as exc:
             if not outcome_unknown(exc):
                 raise
@@ -167,7 +168,7 @@ class MongoWrites(MongoConnection):
         current = jobs.find_one({"_id": query["_id"]})
         if current is not None and holds(current, values):
             return document_to_job(current)
-        return attempt()
+        return attempt(resend_filter(change))
 
     def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
         if self._attempts is not None:
@@ -254,8 +255,9 @@ class MongoWrites(MongoConnection):
             # Those that did not land are sent once more: still conditional and marked, so
             # one that did land after all cannot apply twice.
             resend = [i for i in uncertain if ids[i] not in found]
-            for chunk in chunks([statement_size(*statements[i]) for i in resend]):
-                jobs.bulk_write([UpdateOne(*statements[resend[i]]) for i in chunk], ordered=False)
+            again = [(resend_filter(changes[i]), statements[i][1]) for i in resend]
+            for chunk in chunks([statement_size(*statement) for statement in again]):
+                jobs.bulk_write([UpdateOne(*again[i]) for i in chunk], ordered=False)
             if resend:
                 found = self._read_marked(jobs, ids, mark)
             matched = None
