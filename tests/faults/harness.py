@@ -111,7 +111,7 @@ class Summary:
     reruns: int
     recovery: list[float | None]
     drain: float
-    #: The history checker's violations (tests/faults/history.py).
+    #: The history checker's violations (tests/faults/history/).
     violations: int
     figures: dict[str, float]
 

@@ -1,52 +1,18 @@
-"""A history checker for the job state machine, in the spirit of Jepsen's Elle: after a run,
-read every job's record, its attempt records, every template's cron ledger and what the
-executors reported, and name every way the whole history breaks a promise.
-
-The rules (each a :class:`Rule`):
-
-- ``lost-outcome``: an executor saw an outcome applied (its ``job completed``,
-  ``job failed; will retry`` or ``job dead-lettered`` line) that the store does not hold:
-  no attempt record of that outcome, or the job no longer in the status it wrote while no
-  user action started a new run.
-- ``double-completion``: two ``completed`` attempts in one run of a job, or more
-  completion lines for a job than it has completed runs.
-- ``left-final-status``: an attempt of a run after that run completed or was dead-lettered
-  (only a user's retry, which starts a new run, may move a job out of a final status).
-- ``early-start``: an attempt started before the job was due.
-- ``double-run``: two runs of one template for one fire time.
-- ``missing-run``: a fire time the template's catch-up policy gives a run, without one; or
-  a spawned ledger record whose run does not exist.
-- ``phantom-attempt``: an attempt record of an attempt that never started (no start time,
-  or a number the job never reached).
-
-Run it on any store after any run::
-
-    python -m tests.faults.history --mongo-uri mongodb://127.0.0.1:27017 --database js \\
-        --log executor-1.log --log executor-2.log
-    python -m tests.faults.history --sqlite data/jobscheduler.db --log dev.log
-
-It prints each violation with the job's whole history and exits 1 if there is any.
-"""
+"""The checker's model of a run (reports, violations, the history) and its rules; see the
+package's docstring."""
 
 from __future__ import annotations
 
-import argparse
 import enum
-import json
-import re
-import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import attrs
-import trio
 
-from jobscheduler.domain.attempts import Attempt, Outcome, attempt_to_json
+from jobscheduler.domain.attempts import Attempt, Outcome
 from jobscheduler.domain.cron import CatchUp, Occurrence, OccurrenceStatus, SkipReason
-from jobscheduler.domain.model import Job, Status, cron_policy_of, job_to_json
-from jobscheduler.store import JobStore
-from jobscheduler.store.query import Cursor, JobQuery
+from jobscheduler.domain.model import Job, Status, cron_policy_of
 
 #: Clock tolerance when comparing a start with a due time: stores keep milliseconds.
 TIME_TOLERANCE = timedelta(milliseconds=2)
@@ -332,127 +298,3 @@ def _check_template(history: History, template: Job) -> list[Violation]:
                 )
             )
     return found
-
-
-# --------------------------------------------------------------------------- reading a run
-
-_TEXT_LINE = re.compile(r"^(?P<ts>\S+Z) (?P<level>\w+)\s+(?P<msg>.*?)(?: (?P<fields>\w+=.*))?$")
-_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)')
-_MESSAGES = {
-    "job completed": Reported.COMPLETED,
-    "job failed; will retry": Reported.RETRIED,
-    "job dead-lettered": Reported.DEAD_LETTERED,
-}
-
-
-def parse_reports(text: str, source: str = "") -> list[Report]:
-    """The outcome reports in an executor's log, text (logfmt) or JSON lines."""
-    out: list[Report] = []
-    for line in text.splitlines():
-        fields: Mapping[str, object]
-        if line.startswith("{"):
-            try:
-                fields = json.loads(line)
-            except ValueError:
-                continue
-        else:
-            match = _TEXT_LINE.match(line)
-            if match is None:
-                continue
-            fields = {"ts": match["ts"], "msg": match["msg"]}
-            for key, value in _FIELD.findall(match["fields"] or ""):
-                fields = {**fields, key: json.loads(value) if value.startswith('"') else value}
-        outcome = _MESSAGES.get(str(fields.get("msg", "")))
-        job_id = fields.get("job_id")
-        if outcome is None or not isinstance(job_id, str):
-            continue
-        at = datetime.strptime(str(fields["ts"]), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        out.append(Report(at=at, job_id=job_id, outcome=outcome, source=source))
-    return out
-
-
-async def read_history(
-    store: JobStore, reports: Iterable[Report] = (), *, read_at: datetime | None = None
-) -> History:
-    """Everything ``store`` holds of every tenant's jobs, with the executors' reports."""
-    history = History(read_at=read_at or datetime.now(UTC), reports=list(reports))
-    after: Cursor | None = None
-    while True:
-        page = await store.find_jobs(JobQuery(tenant_id=None), 1000, after)
-        for job in page:
-            history.jobs[job.id] = job
-        if len(page) < 1000:
-            break
-        after = Cursor.after(page[-1])
-    for job in history.jobs.values():
-        history.attempts[job.id] = await store.attempts(job.id)
-        if job.cron is not None:
-            history.ledger[job.id] = await store.occurrences(job.id, limit=100_000)
-    return history
-
-
-def describe(history: History, violation: Violation) -> str:
-    """The violation, then the whole history of its job (or template)."""
-    lines = [f"VIOLATION {violation.rule}: job {violation.job_id}: {violation.detail}"]
-    job = history.jobs.get(violation.job_id)
-    if job is not None:
-        lines.append(f"  job: {json.dumps(job_to_json(job), default=str)}")
-    for attempt in sorted(history.attempts_of(violation.job_id), key=lambda a: (a.run, a.number)):
-        lines.append(f"  attempt: {json.dumps(attempt_to_json(attempt))}")
-    for report in sorted(
-        (r for r in history.reports if r.job_id == violation.job_id), key=lambda r: r.at
-    ):
-        lines.append(f"  reported {report.outcome} at {report.at.isoformat()} ({report.source})")
-    for record in sorted(history.ledger.get(violation.job_id, []), key=lambda r: r.fire_at):
-        lines.append(
-            f"  ledger: {record.fire_at.isoformat()} {record.status}"
-            f" run={record.run_id} reason={record.reason}"
-        )
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- command line
-
-
-async def _main(args: argparse.Namespace) -> int:
-    store: JobStore
-    if args.sqlite:
-        from jobscheduler.store.sqlite import SQLiteJobStore
-
-        store = SQLiteJobStore(args.sqlite)
-    else:
-        from jobscheduler.store.mongo import MongoJobStore
-
-        store = MongoJobStore(args.mongo_uri, args.database)
-    reports = [
-        report
-        for path in args.log
-        for report in parse_reports(await trio.Path(path).read_text(), path)
-    ]
-    await store.start()
-    try:
-        history = await read_history(store, reports)
-    finally:
-        await store.close()
-    violations = check(history)
-    for violation in violations:
-        print(describe(history, violation))
-    print(
-        f"{len(history.jobs)} jobs, {sum(map(len, history.attempts.values()))} attempt records, "
-        f"{len(history.reports)} reports: {len(violations)} violation(s)"
-    )
-    return 1 if violations else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--sqlite", help="an embedded store's file")
-    where.add_argument("--mongo-uri", help="a MongoDB-protocol server")
-    parser.add_argument("--database", default="jobscheduler", help="with --mongo-uri")
-    parser.add_argument("--log", action="append", default=[], help="an executor's log file")
-    return trio.run(_main, parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
