@@ -8,11 +8,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+import pytest
 from werkzeug.datastructures import Headers
 
 from jobscheduler.api import create_app
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain.keys import Role, new_key
+from jobscheduler.domain.model import new_job_id
 from jobscheduler.roles.deps import Deps
 
 from .conftest import BASE, DepsFactory
@@ -86,3 +88,24 @@ async def serve_auth(deps: Deps) -> AsyncIterator[AuthApi]:
             for role in Role:
                 await api.add_key(f"{tenant}-{role.value}", f"tenant-{tenant}", role)
         yield api
+
+
+@pytest.fixture(name="api")
+async def auth_api(make_deps: DepsFactory) -> AsyncIterator[AuthApi]:
+    """The ``api`` of a test module that imports it (in place of the unit conftest's): the
+    app of :func:`serve_auth` on :func:`auth_deps`."""
+    async with serve_auth(auth_deps(make_deps)) as served:
+        yield served
+
+
+def body(tenant: str | None = "tenant-a", **fields: Any) -> dict[str, Any]:
+    """A ``POST /jobs`` body of ``tenant`` (None: the body names no tenant)."""
+    out: dict[str, Any] = {
+        "idempotencyKey": f"k-{new_job_id()}",
+        "jobType": "noop",
+        "scheduledAt": "2026-01-01T00:00:00Z",
+    }
+    if tenant is not None:
+        out["tenantId"] = tenant
+    out.update(fields)
+    return out
