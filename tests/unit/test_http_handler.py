@@ -1,123 +1,32 @@
-"""The built-in ``http`` handler against a real server on 127.0.0.1 (named by the allowlist),
-and its refusals, which never open a connection: every test dials through a recording
-network backend that only lets loopback connections through, and refusal tests assert that
-it was never asked to connect at all."""
+"""The built-in ``http`` handler against a real server on 127.0.0.1 (named by the allowlist):
+what a success returns and sends, which failures are retried and which are permanent, and its
+place in the default registry. Every test dials through a recording network backend that only
+lets loopback connections through."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import logging
-import socket
 import ssl
-from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
-from urllib.parse import quote
 
-import httpcore
 import pytest
 import trustme
 
 from jobscheduler.config import Settings
-from jobscheduler.domain.addresses import Allowlist, IPAddress
-from jobscheduler.errors import HandlerError, PermanentError, ResolveError
-from jobscheduler.handlers import JobContext, default_registry
-from jobscheduler.handlers.http import HttpHandler
-from jobscheduler.handlers.netguard import AddressGuard
+from jobscheduler.errors import HandlerError, PermanentError
+from jobscheduler.handlers import default_registry
 from tests.support.http_echo import BIG_BODY, EchoServer, echo_server
 
-
-class RecordingBackend(httpcore.AsyncNetworkBackend):
-    """Dials through trio, but only to loopback; records every connection asked for."""
-
-    def __init__(self) -> None:
-        self.inner = httpcore.TrioBackend()
-        self.connects: list[tuple[str, int]] = []
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        self.connects.append((host, port))
-        if not ipaddress.ip_address(host).is_loopback:
-            raise AssertionError(f"the test tried to connect to {host}:{port}")
-        return await self.inner.connect_tcp(host, port, timeout=timeout)
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-class FakeResolver:
-    def __init__(self, table: dict[str, Sequence[str]]) -> None:
-        self.table = table
-        self.calls: list[str] = []
-
-    async def __call__(self, host: str, port: int) -> list[IPAddress]:
-        self.calls.append(host)
-        if host not in self.table:
-            raise ResolveError(f"cannot resolve {host!r}")
-        return [ipaddress.ip_address(a) for a in self.table[host]]
-
-
-RESOLVER = FakeResolver(
-    {
-        "localhost": ["127.0.0.1", "::1"],
-        "hooks.test": ["127.0.0.1"],
-        "internal.test": ["10.0.0.1"],
-        "metadata.test": ["169.254.169.254"],
-    }
+from .http_handler_support import (
+    FakeResolver,
+    RecordingBackend,
+    backend_fixture,  # noqa: F401  (registers the fixture)
+    closed_port,
+    ctx,
+    make_handler,
+    redirect,
+    server_fixture,  # noqa: F401  (registers the fixture)
 )
-
-
-def make_handler(
-    backend: RecordingBackend,
-    *,
-    allow: Sequence[str] = ("127.0.0.1",),
-    resolver: FakeResolver = RESOLVER,
-    follow_redirects: bool = False,
-    max_redirects: int = 5,
-) -> HttpHandler:
-    return HttpHandler(
-        guard=AddressGuard(allowlist=Allowlist.parse(allow), resolver=resolver),
-        follow_redirects=follow_redirects,
-        max_redirects=max_redirects,
-        network_backend=backend,
-    )
-
-
-def ctx(**payload: Any) -> JobContext:
-    return JobContext(
-        job_id="job-1",
-        tenant_id="tenant-a",
-        job_type="http",
-        payload=payload,
-        attempt=1,
-        max_attempts=3,
-        logger=logging.LoggerAdapter(logging.getLogger("test"), {}),
-    )
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[EchoServer]:
-    async with echo_server() as running:
-        yield running
-
-
-@pytest.fixture
-def backend() -> RecordingBackend:
-    return RecordingBackend()
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
 
 # ----------------------------------------------------------------------- success
 
@@ -291,138 +200,6 @@ async def test_an_invalid_payload_reaching_the_handler_is_permanent(
     with pytest.raises(PermanentError, match="invalid payload"):
         await make_handler(backend).run(ctx(url="ftp://127.0.0.1/"))
     assert backend.connects == []
-
-
-# ----------------------------------------------------------------------- refusals
-
-
-@pytest.mark.parametrize(
-    ("url", "reason"),
-    [
-        ("http://2130706433/", "loopback"),
-        ("http://0x7f.1/", "loopback"),
-        ("http://127.1:8080/", "loopback"),
-        ("http://localhost/", "loopback"),
-        ("http://LOCALHOST./", "loopback"),
-        ("http://[::1]/", "loopback"),
-        ("http://169.254.169.254/latest/meta-data/", "link-local (cloud metadata)"),
-        ("http://0xa9fea9fe/", "link-local (cloud metadata)"),
-        ("http://metadata.test/", "link-local (cloud metadata)"),
-        ("http://[::ffff:127.0.0.1]/", "IPv4-mapped form of 127.0.0.1: loopback"),
-        ("http://[::ffff:a9fe:a9fe]/", "IPv4-mapped form of 169.254.169.254"),
-        ("http://[64:ff9b::a00:1]/", "NAT64 form of 10.0.0.1"),
-        ("http://internal.test/", "internal.test -> 10.0.0.1 is private (RFC 1918)"),
-        ("https://[fd00::1]/", "unique local (ULA)"),
-        ("http://100.64.1.1/", "carrier-grade NAT"),
-        ("http://0.0.0.0:80/", "unspecified"),
-        ("http://0:8080/", "unspecified"),
-        ("http://127.0.0.1.:8080/", "loopback"),
-    ],
-)
-async def test_internal_destinations_are_refused_before_any_connection(
-    backend: RecordingBackend, url: str, reason: str
-) -> None:
-    handler = make_handler(backend, allow=())
-    with pytest.raises(PermanentError, match="refused") as info:
-        await handler.run(ctx(url=url))
-    assert reason in str(info.value)
-    assert backend.connects == []
-
-
-async def test_the_octal_form_is_rejected_as_an_invalid_url_without_a_connection(
-    backend: RecordingBackend,
-) -> None:
-    # httpx itself refuses to parse 0177.0.0.1; the validator turns that into a 400.
-    with pytest.raises(PermanentError, match="invalid payload"):
-        await make_handler(backend, allow=()).run(ctx(url="http://0177.0.0.1/"))
-    assert backend.connects == []
-
-
-async def test_loopback_is_refused_unless_the_allowlist_names_it(
-    server: EchoServer, backend: RecordingBackend
-) -> None:
-    with pytest.raises(PermanentError, match="not in HTTP_ALLOWLIST"):
-        await make_handler(backend, allow=()).run(ctx(url=f"{server.base}/echo"))
-    assert backend.connects == []
-    assert server.requests == []
-
-
-# ----------------------------------------------------------------------- redirects
-
-
-def redirect(server: EchoServer, to: str) -> str:
-    return f"{server.base}/redirect?to={quote(to, safe='')}"
-
-
-async def test_redirects_are_not_followed_by_default(
-    server: EchoServer, backend: RecordingBackend
-) -> None:
-    with pytest.raises(PermanentError, match="not followed: HTTP_FOLLOW_REDIRECTS is off"):
-        await make_handler(backend).run(ctx(url=redirect(server, f"{server.base}/echo")))
-    assert [r["path"] for r in server.requests] == ["/redirect"]
-
-
-async def test_a_redirect_can_be_expected_instead_of_followed(
-    server: EchoServer, backend: RecordingBackend
-) -> None:
-    result = await make_handler(backend).run(
-        ctx(url=redirect(server, "https://example.com/"), expectStatus=302)
-    )
-    assert result["status"] == 302
-    assert result["headers"]["location"] == "https://example.com/"
-
-
-async def test_redirects_are_followed_when_enabled(
-    server: EchoServer, backend: RecordingBackend
-) -> None:
-    handler = make_handler(backend, follow_redirects=True)
-    result = await handler.run(ctx(url=redirect(server, f"{server.base}/echo"), method="GET"))
-    assert result["status"] == 200
-    assert [r["path"] for r in server.requests] == ["/redirect", "/echo"]
-
-
-@pytest.mark.parametrize(
-    ("target", "reason"),
-    [
-        ("http://127.0.0.2:{port}/echo", "127.0.0.2 is loopback"),
-        ("http://localhost:{port}/echo", "localhost -> ::1 is loopback"),
-        ("http://[::1]:{port}/echo", "::1 is loopback"),
-        ("http://169.254.169.254/latest/meta-data/", "link-local (cloud metadata)"),
-        ("http://internal.test/", "private (RFC 1918)"),
-    ],
-)
-async def test_each_redirect_hop_is_checked_again(
-    server: EchoServer, backend: RecordingBackend, target: str, reason: str
-) -> None:
-    handler = make_handler(backend, follow_redirects=True)
-    url = redirect(server, target.format(port=server.port))
-    with pytest.raises(PermanentError, match="refused") as info:
-        await handler.run(ctx(url=url, method="GET"))
-    assert reason in str(info.value)
-    # Only the first hop, to the allowlisted server, was ever dialled.
-    assert backend.connects == [("127.0.0.1", server.port)]
-    assert [r["path"] for r in server.requests] == ["/redirect"]
-
-
-async def test_more_redirects_than_the_cap_are_permanent(
-    server: EchoServer, backend: RecordingBackend
-) -> None:
-    url = f"{server.base}/echo"
-    for _ in range(3):
-        url = redirect(server, url)
-    handler = make_handler(backend, follow_redirects=True, max_redirects=2)
-    with pytest.raises(PermanentError, match="more than 2 redirects"):
-        await handler.run(ctx(url=url, method="GET"))
-    assert len(server.requests) == 3
-
-
-async def test_a_redirect_to_another_scheme_is_permanent(
-    server: EchoServer, backend: RecordingBackend
-) -> None:
-    handler = make_handler(backend, follow_redirects=True)
-    with pytest.raises(PermanentError, match="cannot follow"):
-        await handler.run(ctx(url=redirect(server, "ftp://example.com/file"), method="GET"))
-    assert backend.connects == [("127.0.0.1", server.port)]
 
 
 # ----------------------------------------------------------------------- registration
