@@ -1,14 +1,14 @@
 """Job builders shared by the JobStore contract suites (``tests/contract/test_store_*.py``
 and their siblings) and by the Mongo integration tests: a fixed ``NOW``, ``make_job`` (the
-package's job factory with this suite's defaults) and ``running_job``, which walks a fresh
-job through claim, pick and start."""
+package's job factory with this suite's defaults), ``running_job``, which walks a fresh
+job through claim, pick and start, and ``dead``, a job in dlq after its only attempt failed."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from jobscheduler.domain import states
-from jobscheduler.domain.model import Job
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.store import JobStore
 from jobscheduler.testing import JobFactory
 
@@ -29,3 +29,12 @@ async def running_job(store: JobStore, *, token: str = "tok-1", **kwargs: object
     running = await store.apply(states.start(claimed.id, token=token, now=NOW))
     assert running is not None
     return running
+
+
+async def dead(store: JobStore, **kwargs: object) -> Job:
+    """A job in dlq after its only attempt failed."""
+    job = await running_job(store, max_attempts=1, **kwargs)  # type: ignore[arg-type]
+    failed = await store.apply(states.fail(job, token="tok-1", now=NOW, error="boom"))
+    assert failed is not None
+    assert failed.status is Status.DLQ
+    return failed
