@@ -1,5 +1,7 @@
-"""The ledger of every fire time and the overlap policies, driven by the scheduler on the
-memory store in virtual time (``autojump_clock``: time moves only when a test sleeps)."""
+"""The ledger of every fire time, driven by the scheduler on the memory store in virtual time
+(``autojump_clock``: time moves only when a test sleeps): why a fire time got a run or none,
+pruning past the retention, stale snapshots, DST gaps and pauses. The overlap policies are
+in test_cron_overlap.py."""
 
 from __future__ import annotations
 
@@ -15,42 +17,14 @@ from jobscheduler.clock import TrioClock
 from jobscheduler.domain import cron
 from jobscheduler.domain.cron import CatchUp, Occurrence, OccurrenceStatus, Overlap
 from jobscheduler.domain.cron import SkipReason as Why
-from jobscheduler.domain.model import Job, Status
-from jobscheduler.domain.states import Change
-from jobscheduler.errors import ValidationError
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.roles.scheduler.cron_firing import TemplateFiring, record_paused
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, make_settings, sample
-from .roles_support import Barrier, SplitBrainStore
-from .test_cron_scheduler import EVERY_5, keys, runs_of, template
-
-SPAWNED = OccurrenceStatus.SPAWNED
-
-
-async def ledger(store: JobStore, tmpl: Job) -> list[Occurrence]:
-    """The template's ledger, oldest fire time first."""
-    return (await store.occurrences(tmpl.id, limit=1000))[::-1]
-
-
-def summary(records: list[Occurrence]) -> list[tuple[datetime, str, str | None]]:
-    return [(r.fire_at, r.status.value, r.reason.value if r.reason else None) for r in records]
-
-
-async def finish(store: JobStore, run: Job) -> None:
-    """The run completes (as an executor would leave it)."""
-    change = Change(
-        transition="test_finish", job_id=run.id, expect={}, set={"status": Status.COMPLETED}
-    )
-    assert await store.apply(change) is not None
-
-
-async def tick_at(scheduler: Scheduler, seconds: float) -> None:
-    await trio.sleep_until(seconds)
-    await scheduler.tick()
-
+from .cron_ledger_support import ledger, summary, tick_at
+from .test_cron_scheduler import EVERY_5, runs_of, template
 
 # ------------------------------------------------------------------------- reasons
 
@@ -138,157 +112,6 @@ async def test_a_wall_time_in_a_dst_gap_under_skip_is_recorded_at_the_end_of_the
         (datetime(2026, 3, 30, 0, 30, tzinfo=UTC), "spawned", None),
     ]
     assert sample(deps.metrics, "scheduler_cron_skipped_total", {"reason": "dst_gap"}) == 1
-
-
-# ------------------------------------------------------------------------- overlap
-
-
-async def test_overlap_allow_spawns_while_the_previous_run_is_unfinished(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
-) -> None:
-    scheduler = Scheduler(make_deps())
-    tmpl = template("allow", EVERY_5, BASE, overlap=Overlap.ALLOW)
-    await store.insert(tmpl)
-    for fire in (0, 300, 600):
-        await tick_at(scheduler, fire + 1)
-    runs = await runs_of(store, tmpl)
-    assert [r.idempotency_key for r in runs] == keys(tmpl, BASE, after(300), after(600))
-    assert {r.status for r in runs} == {Status.QUEUED}  # none has finished
-
-
-async def test_overlap_skip_skips_fire_times_until_the_previous_run_finishes(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
-) -> None:
-    deps = make_deps()
-    scheduler = Scheduler(deps)
-    tmpl = template("skip", EVERY_5, BASE, overlap=Overlap.SKIP)
-    await store.insert(tmpl)
-    await tick_at(scheduler, 1)
-    await tick_at(scheduler, 301)
-    await tick_at(scheduler, 601)
-    [first] = await runs_of(store, tmpl)
-    await finish(store, first)
-    await tick_at(scheduler, 901)
-
-    assert summary(await ledger(store, tmpl)) == [
-        (BASE, "spawned", None),
-        (after(300), "skipped", "overlap"),
-        (after(600), "skipped", "overlap"),
-        (after(900), "spawned", None),
-    ]
-    assert [r.idempotency_key for r in await runs_of(store, tmpl)] == keys(tmpl, BASE, after(900))
-    assert sample(deps.metrics, "scheduler_cron_skipped_total", {"reason": "overlap"}) == 2
-
-
-async def test_overlap_buffer_one_holds_one_fire_time_and_runs_it_when_the_previous_ends(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
-) -> None:
-    deps = make_deps()
-    scheduler = Scheduler(deps)
-    tmpl = template("buffer", EVERY_5, BASE, overlap=Overlap.BUFFER_ONE)
-    await store.insert(tmpl)
-    await tick_at(scheduler, 1)
-    await tick_at(scheduler, 301)  # held
-    await tick_at(scheduler, 601)  # skipped: one is already held
-    [first] = await runs_of(store, tmpl)
-    assert (await store.get(tmpl.id)).cron_buffered == after(300)
-    await tick_at(scheduler, 700)
-    assert len(await runs_of(store, tmpl)) == 1  # the first run has not finished
-
-    await finish(store, first)
-    await tick_at(scheduler, 720)
-
-    records = await ledger(store, tmpl)
-    assert summary(records) == [
-        (BASE, "spawned", None),
-        (after(300), "buffered", None),
-        (after(600), "skipped", "overlap"),
-    ]
-    runs = await runs_of(store, tmpl)
-    assert [r.idempotency_key for r in runs] == keys(tmpl, BASE, after(300))
-    assert runs[1].id == records[1].run_id
-    assert (await store.get(tmpl.id)).cron_buffered is None
-    # Spawned 420 s after its fire time.
-    assert sample(deps.metrics, "scheduler_cron_lag_seconds_sum") == 1 + 420
-
-    # The buffered run is now the previous run: the next fire time is held behind it.
-    await tick_at(scheduler, 901)
-    assert (await store.get(tmpl.id)).cron_buffered == after(900)
-    await finish(store, runs[1])
-    await tick_at(scheduler, 1000)
-    assert [r.idempotency_key for r in await runs_of(store, tmpl)] == keys(
-        tmpl, BASE, after(300), after(900)
-    )
-
-
-@pytest.mark.parametrize("overlap", [Overlap.SKIP, Overlap.BUFFER_ONE])
-async def test_catch_up_all_under_an_overlap_policy_spawns_one_run_per_pass(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    overlap: Overlap,
-) -> None:
-    deps = make_deps()
-    tmpl = template("all", EVERY_5, BASE, catch_up=CatchUp.ALL, overlap=overlap)
-    await store.insert(tmpl)
-    await trio.sleep(900 + 30)  # 00:00 .. 00:15 due at once
-    await Scheduler(deps).tick()
-
-    second = "buffered" if overlap is Overlap.BUFFER_ONE else "skipped"
-    assert [r.status.value for r in await ledger(store, tmpl)] == [
-        "spawned",
-        second,
-        "skipped",
-        "skipped",
-    ]
-    assert len(await runs_of(store, tmpl)) == 1
-
-
-@pytest.mark.parametrize("overlap", list(Overlap))
-async def test_two_schedulers_at_once_record_each_fire_time_once_and_act_on_that_record(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    overlap: Overlap,
-) -> None:
-    # Two leaders for a moment: two schedulers, each with its own deps, on one store.
-    tmpl = template(
-        "split",
-        EVERY_5,
-        BASE,
-        catch_up=CatchUp.ALL,
-        overlap=overlap,
-        catch_up_window=timedelta(minutes=30),
-    )
-    await store.insert(tmpl)
-    for fire in (1830, 2130):  # a backlog (00:05 .. 00:30), then one on-time fire time
-        await trio.sleep_until(fire)
-        barrier = Barrier(2)
-        first, second = (
-            Scheduler(
-                make_deps(store=SplitBrainStore(store, barrier), clock=TrioClock(base=after(fire)))
-            )
-            for _ in range(2)
-        )
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(first.tick)
-            nursery.start_soon(second.tick)
-
-    records = await ledger(store, tmpl)
-    assert [r.fire_at for r in records] == [after(s) for s in range(0, 2101, 300)]
-    runs = await runs_of(store, tmpl)
-    named = {r.run_id for r in records if r.run_id is not None}
-    assert {r.id for r in runs} <= named  # every run is the one its record names
-    assert len({r.idempotency_key for r in runs}) == len(runs)
-    spawned = [r for r in records if r.status is SPAWNED]
-    assert len(runs) == len(spawned)
-
-
-def test_every_overlap_policy_is_accepted_at_create_and_an_unknown_one_is_400() -> None:
-    for overlap in Overlap:
-        assert cron.parse_policy({"overlap": overlap.value}, EVERY_5).overlap is overlap
-    with pytest.raises(ValidationError, match="overlap: must be one of"):
-        cron.parse_policy({"overlap": "queue"}, EVERY_5)
 
 
 async def test_the_reaper_prunes_ledger_records_past_the_retention(

@@ -27,8 +27,8 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, sample
+from .cron_ledger_support import finish, ledger, summary, tick_at
 from .roles_support import Barrier, SplitBrainStore, wake_up
-from .test_cron_ledger import finish, ledger, summary, tick_at
 from .test_cron_scheduler import EVERY_5, keys, runs_of, template
 from .test_runners import registry_of
 
