@@ -5,7 +5,8 @@ Successful responses are the raw resource; every error is ``{"error": "..."}`` w
 matching status and a JSON content type (:meth:`Reply.assert_error`). :func:`api_deps`
 builds the app on a ManualClock at BASE, so times in responses are exact. The ``api``
 fixture of ``conftest.py`` serves the app both ways ``POST /jobs`` can take (``[fast]`` and
-``[quart]``).
+``[quart]``); a test module that imports :func:`fast_api` gets the app served once, the fast
+way, as its ``api`` instead.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import attrs
+import pytest
 
 from jobscheduler.api import create_app
 from jobscheduler.api.app import tenancy_of
@@ -114,3 +116,13 @@ async def serve(deps: Deps, way: str = "fast") -> AsyncIterator[Api]:
 
 def api_deps(make_deps: DepsFactory, store: JobStore | None = None) -> Deps:
     return make_deps(store=store, clock=ManualClock(BASE))
+
+
+@pytest.fixture(name="api")
+async def fast_api(make_deps: DepsFactory) -> AsyncIterator[Api]:
+    async with serve(api_deps(make_deps)) as served:
+        yield served
+
+
+async def post(api: Api, path: str, body: Any = None) -> Any:
+    return await api.request("POST", path, **({} if body is None else {"json": body}))

@@ -23,9 +23,9 @@ from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.codec import _SELECT, _millis
 from jobscheduler.store.sqlite.query import find_sql
 
-from .api_support import Api, api_deps, serve
+from .api_support import Api, api_deps, post, serve
 from .conftest import BASE, DepsFactory, make_job
-from .test_api_manage import dead, post
+from .test_api_manage import dead
 
 
 @pytest.fixture
