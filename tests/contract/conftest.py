@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from jobscheduler.bus import Bus
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.errors import BusError
 from jobscheduler.store import JobStore
 
-from .bus_fixtures import KAFKA_BROKERS
+from .bus_fixtures import ADAPTERS as BUS_ADAPTERS
+from .bus_fixtures import KAFKA_BROKERS, BusHarness, KafkaHarness, LocalHarness
 from .store_fixtures import ADAPTER_PARAMS, ADAPTERS
 
 
@@ -31,3 +33,21 @@ def kafka_topic_prefix() -> Iterator[str]:
     yield prefix
     with contextlib.suppress(BusError):  # the broker was unreachable: the tests said so
         delete_prefixed_topics(KAFKA_BROKERS, prefix, timeout=10)
+
+
+@pytest.fixture(params=BUS_ADAPTERS)
+async def harness(request: pytest.FixtureRequest) -> BusHarness:
+    if request.param == "local":
+        return LocalHarness()
+    kafka = KafkaHarness(KAFKA_BROKERS, request.getfixturevalue("kafka_topic_prefix"))
+    await kafka.check_reachable()
+    return kafka
+
+
+@pytest.fixture
+async def bus(harness: BusHarness) -> AsyncIterator[Bus]:
+    adapter = await harness.open_bus()
+    try:
+        yield adapter
+    finally:
+        await adapter.close()
