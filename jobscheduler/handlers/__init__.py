@@ -3,6 +3,6 @@
 from jobscheduler.errors import PermanentError as PermanentError
 
 from .builtin import default_registry as default_registry
+from .context import JobContext as JobContext
 from .registry import Handler as Handler
 from .registry import HandlerRegistry as HandlerRegistry
-from .registry import JobContext as JobContext

@@ -11,8 +11,9 @@ import trio
 
 from jobscheduler.errors import HandlerError, ValidationError
 
+from .context import JobContext
 from .http import http_handler, validate_http
-from .registry import HandlerRegistry, JobContext
+from .registry import HandlerRegistry
 
 if TYPE_CHECKING:
     from jobscheduler.config import Settings

@@ -33,9 +33,9 @@ import trio
 from jobscheduler.domain.addresses import Allowlist
 from jobscheduler.errors import AddressRefused, HandlerError, PermanentError, ValidationError
 
+from .context import JobContext
 from .guarded_transport import GuardedTransport
 from .netguard import AddressGuard, Resolver, system_resolver
-from .registry import JobContext
 
 if TYPE_CHECKING:
     from jobscheduler.config import Settings

@@ -31,7 +31,8 @@ import trio_parallel
 
 from jobscheduler.errors import HandlerError, HandlerTimeout
 
-from .registry import Handler, JobContext, format_seconds
+from .context import JobContext
+from .registry import Handler, format_seconds
 
 log = logging.getLogger(__name__)
 

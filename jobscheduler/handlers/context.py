@@ -1,0 +1,140 @@
+"""What a handler receives: :class:`JobContext`, the job it runs and the executor's services
+(``ctx.enqueue``) it may call while it runs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+import attrs
+
+from jobscheduler.domain.model import format_time
+from jobscheduler.errors import ValidationError
+
+from .children import MAX_NAME_LENGTH, ChildRequest, Enqueuer, NoEnqueuer
+from .tasks import TaskHandle
+
+if TYPE_CHECKING:
+    from jobscheduler.client import Job
+
+
+def _rebuild_context(fields: dict[str, Any], logger_name: str, extra: dict[str, Any]) -> Any:
+    """Unpickle a JobContext in a worker process, with a logger rebuilt from its names."""
+    from jobscheduler.observability.logs import FieldsAdapter
+
+    return JobContext(**fields, logger=FieldsAdapter(logging.getLogger(logger_name), extra))
+
+
+@attrs.frozen(kw_only=True)
+class JobContext:
+    """What a handler knows about the job it runs.
+
+    Picklable, so it can cross into a worker process: the logger travels as its name and
+    structured fields and is rebuilt on the other side.
+    """
+
+    job_id: str
+    tenant_id: str
+    job_type: str
+    payload: Mapping[str, Any]
+    attempt: int
+    max_attempts: int
+    logger: logging.LoggerAdapter[logging.Logger]
+    #: The job's idempotency key (a cron run's is ``<template key>-run-<unixnano>``).
+    idempotency_key: str = ""
+    #: When the job was due (for a retry: when the retry was due).
+    scheduled_at: datetime | None = None
+    #: For a cron run: the id of the template that spawned it.
+    template_id: str | None = None
+    #: When this attempt's ``timeout`` runs out (UTC), or None without a timeout.
+    deadline: datetime | None = None
+    #: How ``enqueue``/``enqueue_async`` reach the executor (see :mod:`.children`).
+    enqueuer: Enqueuer = attrs.field(factory=NoEnqueuer, repr=False)
+
+    def enqueue(
+        self,
+        job_type: str | TaskHandle,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> Job:
+        """Store a job in this job's tenant, through the executor (no HTTP, no API key),
+        from a ``def`` handler; returns it as the API shows it.
+
+        Validated as ``POST /jobs`` would (ValidationError with its message). Its
+        idempotency key derives from this job and ``name`` (default: the call's order in
+        this attempt), so an attempt that runs again enqueues nothing twice: the repeated
+        call returns the job stored the first time. ``at`` or ``delay`` (seconds) sets when
+        it is due, else now.
+        """
+        request = _child_request(job_type, payload, name, at, delay, priority, max_attempts)
+        return cast("Job", self.enqueuer.enqueue(request))
+
+    async def enqueue_async(
+        self,
+        job_type: str | TaskHandle,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> Job:
+        """:meth:`enqueue` from an ``async def`` handler."""
+        request = _child_request(job_type, payload, name, at, delay, priority, max_attempts)
+        return cast("Job", await self.enqueuer.enqueue_async(request))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = {
+            a.name: getattr(self, a.name) for a in attrs.fields(type(self)) if a.name != "logger"
+        }
+        fields["payload"] = dict(self.payload)
+        extra = dict(self.logger.extra or {})
+        return (_rebuild_context, (fields, self.logger.logger.name, extra))
+
+
+def _child_request(
+    job_type: str | TaskHandle,
+    payload: Mapping[str, Any] | None,
+    name: str | None,
+    at: datetime | str | None,
+    delay: float | None,
+    priority: int | None,
+    max_attempts: int | None,
+) -> ChildRequest:
+    """The request of a ``ctx.enqueue`` call, its arguments checked."""
+    if name is not None and (
+        not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH
+    ):
+        raise ValidationError(f"name: a non-empty string of at most {MAX_NAME_LENGTH} characters")
+    if at is not None and delay is not None:
+        raise ValidationError("give at or delay, not both")
+    if delay is not None and (
+        isinstance(delay, bool) or not isinstance(delay, int | float) or not delay >= 0
+    ):
+        raise ValidationError(f"delay: a number of seconds, 0 or more, got {delay!r}")
+    scheduled_at: str | None = None
+    if isinstance(at, datetime):
+        if at.tzinfo is None:
+            raise ValidationError("at: a timezone-aware datetime is needed")
+        scheduled_at = format_time(at)
+    elif at is not None:
+        scheduled_at = at
+    if payload is not None and not isinstance(payload, Mapping):
+        raise ValidationError("payload: must be a JSON object (a dict)")
+    return ChildRequest(
+        job_type=job_type.name if isinstance(job_type, TaskHandle) else job_type,
+        payload=dict(payload or {}),
+        scheduled_at=scheduled_at,
+        delay=None if delay is None else float(delay),
+        name=name,
+        priority=priority,
+        max_attempts=max_attempts,
+    )
