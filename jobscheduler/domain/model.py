@@ -21,6 +21,7 @@ from jobscheduler.errors import ValidationError
 
 from . import cron
 from .cron import CronPolicy
+from .steps import Step
 
 MAX_STRING_LENGTH = 256
 MAX_ATTEMPTS_LIMIT = 100
@@ -55,6 +56,9 @@ class Status(enum.StrEnum):
     CANCELLED = "cancelled"
     #: A cron template that does not fire until resumed.
     PAUSED = "paused"
+    #: A workflow step whose parents have not all completed: never claimed; released to
+    #: pending by its own transition once they have (``states.release_step``).
+    WAITING = "waiting"
 
 
 LISTABLE_STATUSES = tuple(s.value for s in Status)
@@ -110,6 +114,16 @@ class Job:
     #: For a template declared in code: the app whose ``schedules sync`` made it (and may
     #: change or retire it). None: made by hand.
     managed_by: str | None = None
+    #: For a workflow step: the workflow it belongs to, and its place there.
+    workflow_id: str | None = None
+    step: Step | None = None
+    #: For a step a handler spawned (``ctx.spawn``): the id of the step that spawned it.
+    spawned_by: str | None = None
+    #: A workflow step whose status the workflow has not acted on yet: set by each
+    #: transition that ends it (and by its insert as a root, and by a retry), cleared once
+    #: the steps waiting for it are released or cancelled. The reaper sweeps for it, so a
+    #: step whose parents are done is released even when whoever ended them crashed.
+    step_dirty: bool = False
 
     @property
     def run(self) -> int:
@@ -257,6 +271,12 @@ def job_to_json(job: Job) -> dict[str, Any]:
             out["managedBy"] = job.managed_by
     if job.template_id is not None:
         out["templateId"] = job.template_id
+    if job.workflow_id is not None:
+        out["workflowId"] = job.workflow_id
+    if job.step is not None:
+        out["step"] = job.step.name
+    if job.spawned_by is not None:
+        out["spawnedBy"] = job.spawned_by
     if job.claimed_by is not None:
         out["claimedBy"] = job.claimed_by
     if job.claimed_at is not None:

@@ -20,7 +20,7 @@ NOW_MS = datetime(2026, 9, 29, 18, 0, 0, 123000, tzinfo=UTC)
 def test_cancel_applies_from_any_status_no_executor_runs_yet() -> None:
     change = states.cancel(make_job(), now=NOW)
     assert change.expect == {
-        "status": (Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
+        "status": (Status.WAITING, Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
     }
     assert change.set == {"status": Status.CANCELLED, "claim_token": None, "updated_at": NOW_MS}
 

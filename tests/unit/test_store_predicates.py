@@ -77,7 +77,7 @@ def test_mongo_compiles_the_due_predicates_to_equalities_and_ranges() -> None:
         "scheduledAt": {"$lte": BASE},
     }
     assert job_filter(JobQuery(tenant_id=None, statuses=states.UNFINISHED)) == {
-        "status": {"$in": ["claimed", "pending", "queued", "running"]},
+        "status": {"$in": ["claimed", "pending", "queued", "running", "waiting"]},
     }
 
 

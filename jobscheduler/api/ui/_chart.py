@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 #: One colour per status (CSS classes ``s-<status>``), in lifecycle order.
 STATUS_ORDER: Sequence[str] = (
+    "waiting",
     "pending",
     "queued",
     "claimed",

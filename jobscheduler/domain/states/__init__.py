@@ -30,9 +30,18 @@ User actions, each one conditional update too::
     template: pending -pause-> paused -resume-> pending (next fire from now, no burst)
               pending/paused/dlq -retire-> cancelled;  update_template edits it in place
 
-The transitions live in two private modules, re-exported here: ``_lifecycle`` (the
-:class:`Change` and what the roles write) and ``_user_actions`` (what a user asks for); the
-status sets (:data:`UNFINISHED`, :data:`IN_FLIGHT`, :data:`FINAL`, :data:`CANCELLABLE`,
+Workflow steps (jobs with a ``workflow_id``) are stored ``waiting`` and leave it by their
+own transitions; every transition above that ends a step also marks it (``step_dirty``) for
+its workflow to act on::
+
+    waiting -release_step-> pending;  waiting -cancel_step-> cancelled (a parent failed)
+    dlq/cancelled -retry_step-> waiting;  settle_step clears the mark
+    workflow record: creating -open-> running -finish-> completed/failed/cancelled, ...
+
+The transitions live in three private modules, re-exported here: ``_lifecycle`` (the
+:class:`Change` and what the roles write), ``_user_actions`` (what a user asks for) and
+``_workflow`` (the steps' and the workflow records' moves); the status sets
+(:data:`UNFINISHED`, :data:`IN_FLIGHT`, :data:`FINAL`, :data:`CANCELLABLE`,
 :data:`RETRYABLE`) in ``_statuses``.
 """
 
@@ -48,6 +57,7 @@ from ._lifecycle import dead_letter_template as dead_letter_template
 from ._lifecycle import fail as fail
 from ._lifecycle import heartbeat as heartbeat
 from ._lifecycle import instance_key as instance_key
+from ._lifecycle import mark_settling as mark_settling
 from ._lifecycle import pick as pick
 from ._lifecycle import recover as recover
 from ._lifecycle import release as release
@@ -68,3 +78,14 @@ from ._user_actions import resume as resume
 from ._user_actions import retire as retire
 from ._user_actions import retry as retry
 from ._user_actions import update_template as update_template
+from ._workflow import WorkflowChange as WorkflowChange
+from ._workflow import abandon_workflow as abandon_workflow
+from ._workflow import cancel_step as cancel_step
+from ._workflow import finish_workflow as finish_workflow
+from ._workflow import note_spawns as note_spawns
+from ._workflow import open_workflow as open_workflow
+from ._workflow import release_step as release_step
+from ._workflow import reopen_workflow as reopen_workflow
+from ._workflow import request_workflow_cancel as request_workflow_cancel
+from ._workflow import retry_step as retry_step
+from ._workflow import settle_step as settle_step

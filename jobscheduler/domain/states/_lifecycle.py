@@ -17,7 +17,7 @@ from jobscheduler.domain.attempts import Attempt, Failure, Outcome
 from jobscheduler.domain.backoff import backoff_seconds
 from jobscheduler.domain.model import Job, Status, new_job_id, truncate_error, utc
 
-from ._statuses import IN_FLIGHT
+from ._statuses import FINAL, IN_FLIGHT
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -44,6 +44,15 @@ class Change:
         timed out but landed finds its own write here (its ``updated_at`` is the instant
         the change was made, so another write does not pass for it)."""
         return all(getattr(job, field) == value for field, value in self.set.items())
+
+
+def mark_settling(job: Job, changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` (a transition's writes), marked ``step_dirty`` when ``job`` is a workflow
+    step that they end: its workflow must act on its end (release or cancel the steps waiting
+    for it, or finish)."""
+    if job.workflow_id is not None and changes.get("status") in FINAL:
+        changes["step_dirty"] = True
+    return changes
 
 
 def claim_fields(now: datetime) -> dict[str, Any]:
@@ -138,7 +147,7 @@ def complete(job: Job, *, token: str, now: datetime, result: Any = None) -> Chan
         transition="complete",
         job_id=job.id,
         expect={"status": Status.RUNNING, "claim_token": token},
-        set=changes,
+        set=mark_settling(job, changes),
         record=attempt_record(job, outcome=Outcome.COMPLETED, now=now),
     )
 
@@ -157,7 +166,7 @@ def _failure_set(job: Job, *, now: datetime, error: str, permanent: bool = False
         changes["status"] = Status.PENDING
         delay = backoff_seconds(max(job.attempts, 1))
         changes["scheduled_at"] = utc(now + timedelta(seconds=delay))
-    return changes
+    return mark_settling(job, changes)
 
 
 def fail(
@@ -261,6 +270,7 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
         if job.cancel_requested_at is not None:
             # A lost job whose cancel was requested ends cancelled rather than running again.
             changes.update(status=Status.CANCELLED, scheduled_at=job.scheduled_at)
+            changes = mark_settling(job, changes)
     else:
         changes = {
             "status": Status.PENDING,

@@ -13,7 +13,7 @@ from typing import Any
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import MAX_REPLAYS, Job, Replay, Status, utc
 
-from ._lifecycle import Change, attempt_record
+from ._lifecycle import Change, attempt_record, mark_settling
 from ._statuses import CANCELLABLE
 
 
@@ -28,7 +28,9 @@ def cancel(job: Job, *, now: datetime) -> Change:
         transition="cancel",
         job_id=job.id,
         expect={"status": CANCELLABLE},
-        set={"status": Status.CANCELLED, "claim_token": None, "updated_at": now},
+        set=mark_settling(
+            job, {"status": Status.CANCELLED, "claim_token": None, "updated_at": now}
+        ),
     )
 
 
@@ -51,12 +53,15 @@ def finish_cancel(job: Job, *, token: str, now: datetime) -> Change:
         transition="finish_cancel",
         job_id=job.id,
         expect={"status": Status.RUNNING, "claim_token": token},
-        set={
-            "status": Status.CANCELLED,
-            "claim_token": None,
-            "last_error": "cancelled while running",
-            "updated_at": now,
-        },
+        set=mark_settling(
+            job,
+            {
+                "status": Status.CANCELLED,
+                "claim_token": None,
+                "last_error": "cancelled while running",
+                "updated_at": now,
+            },
+        ),
         # The attempt started (``start`` counted it) and ends here, cancelled.
         record=attempt_record(job, outcome=Outcome.CANCELLED, now=now),
     )

@@ -20,6 +20,7 @@ from jobscheduler.domain.attempts import decode_result, encode_result
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import Job, Replay, Status, utc
 from jobscheduler.domain.states import Change
+from jobscheduler.domain.steps import Step
 from jobscheduler.store.query import JobQuery
 
 Document = dict[str, Any]
@@ -57,6 +58,10 @@ FIELDS: Final[Mapping[str, str]] = {
     "cancel_requested_at": "cancelRequestedAt",
     "replays": "replays",
     "managed_by": "managedBy",
+    "workflow_id": "workflowId",
+    "step": "step",
+    "spawned_by": "spawnedBy",
+    "step_dirty": "stepDirty",
 }
 TIME_FIELDS: Final = frozenset(
     {
@@ -99,6 +104,8 @@ def to_doc(field: str, value: Any) -> Any:
         return encode_result(value)
     if field == "replays":
         return [replay.to_json() for replay in value]
+    if field == "step":
+        return value.to_json()
     return value
 
 
@@ -131,6 +138,8 @@ def document_to_job(doc: Mapping[str, Any]) -> Job:
             value = decode_result(value)
         elif field == "replays":
             value = tuple(Replay.from_json(r) for r in value)
+        elif field == "step":
+            value = Step.from_json(value)
         values[field] = value
     return Job(**values)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import Job, Replay, Status
+from jobscheduler.domain.steps import Step
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -48,6 +49,10 @@ _COLUMNS: dict[str, str] = {
     "cancel_requested_at": "cancel_requested_at",
     "replays": "replays",
     "managed_by": "managed_by",
+    "workflow_id": "workflow_id",
+    "step": "step",
+    "spawned_by": "spawned_by",
+    "step_dirty": "step_dirty",
 }
 _TIME_FIELDS = frozenset(
     {
@@ -118,6 +123,8 @@ _ENCODERS: dict[str, Callable[[Any], Any]] = {
     "status": lambda value: value.value if type(value) is Status else Status(value).value,
     "cron_policy": lambda value: json.dumps(value.to_storage(), separators=(",", ":")),
     "replays": _replays_of,
+    "step": lambda value: json.dumps(value.to_json(), separators=(",", ":")),
+    "step_dirty": int,
 }
 
 
@@ -129,8 +136,8 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 #: Columns added after the first release: (column, definition), added to older files at start
-#: (and to new ones: ``cron_buffered``, ``cancel_requested_at``, ``replays`` and
-#: ``managed_by`` exist only through this list).
+#: (and to new ones: ``cron_buffered``, ``cancel_requested_at``, ``replays``,
+#: ``managed_by`` and the workflow columns exist only through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
@@ -140,6 +147,10 @@ _ADDED_COLUMNS = (
     ("cancel_requested_at", "INTEGER"),
     ("replays", "TEXT"),
     ("managed_by", "TEXT"),
+    ("workflow_id", "TEXT"),
+    ("step", "TEXT"),
+    ("spawned_by", "TEXT"),
+    ("step_dirty", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -158,6 +169,8 @@ _STATUS_INDEX = _FIELDS.index("status")
 _CRON_POLICY_INDEX = _FIELDS.index("cron_policy")
 _RESULT_INDEX = _FIELDS.index("result")
 _REPLAYS_INDEX = _FIELDS.index("replays")
+_STEP_INDEX = _FIELDS.index("step")
+_STEP_DIRTY_INDEX = _FIELDS.index("step_dirty")
 _STATUSES = {status.value: status for status in Status}
 
 
@@ -182,6 +195,10 @@ def _from_row(row: Sequence[Any]) -> Job:
     values[_REPLAYS_INDEX] = (
         () if replays is None else tuple(Replay.from_json(r) for r in json.loads(replays))
     )
+    step = values[_STEP_INDEX]
+    if step is not None:
+        values[_STEP_INDEX] = Step.from_json(json.loads(step))
+    values[_STEP_DIRTY_INDEX] = bool(values[_STEP_DIRTY_INDEX])
     return Job(**dict(zip(_FIELDS, values, strict=True)))
 
 

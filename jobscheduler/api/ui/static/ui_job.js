@@ -121,7 +121,7 @@
       const offers = template
         ? { pause: ["pending"], resume: ["paused"], trigger: ["pending", "paused"],
             delete: ["pending", "paused"], retry: ["dlq", "cancelled"] }
-        : { cancel: ["pending", "queued", "claimed", "running"], retry: ["dlq", "cancelled"] };
+        : { cancel: ["waiting", "pending", "queued", "claimed", "running"], retry: ["dlq", "cancelled"] };
       for (const button of document.querySelectorAll("button[data-action]")) {
         button.hidden = !(offers[button.dataset.action] || []).includes(job.status);
       }

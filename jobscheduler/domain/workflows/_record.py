@@ -1,0 +1,197 @@
+"""The workflow record: what a workflow is as a whole, beside the jobs that are its steps.
+
+The record is small and changes rarely: its key, its declared steps (names, the ids of their
+jobs, the dependencies as declared), and a status that follows the steps' (:func:`outcome_of`).
+The steps themselves are ordinary jobs carrying ``workflow_id`` and a
+:class:`~jobscheduler.domain.steps.Step`; only :mod:`jobscheduler.domain.states` moves the
+record between statuses, each move one conditional update (:class:`WorkflowChange`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from jobscheduler.domain.model import Job, Status, _aware, format_time
+from jobscheduler.domain.steps import OnParentFailure
+
+
+class WorkflowStatus(enum.StrEnum):
+    """Where a workflow is: it follows its steps."""
+
+    #: Being stored: its steps are not all stored yet, and none runs. Not listed; a create
+    #: repeated with its key finishes storing it (the reaper does, or gives up on it).
+    CREATING = "creating"
+    #: Some step is unfinished (waiting, pending, ... running).
+    RUNNING = "running"
+    #: Every step completed.
+    COMPLETED = "completed"
+    #: Every step ended, and some step ended in ``dlq``.
+    FAILED = "failed"
+    #: Every step ended, some cancelled (by a user, or because a step they wait for failed),
+    #: none in ``dlq``.
+    CANCELLED = "cancelled"
+
+
+#: A workflow that has ended (a retry of one of its steps opens it again).
+FINISHED: tuple[WorkflowStatus, ...] = (
+    WorkflowStatus.COMPLETED,
+    WorkflowStatus.FAILED,
+    WorkflowStatus.CANCELLED,
+)
+#: The statuses a listing shows (a workflow still being stored is not one yet).
+LISTED: tuple[WorkflowStatus, ...] = (WorkflowStatus.RUNNING, *FINISHED)
+
+
+@attrs.frozen(kw_only=True)
+class DeclaredStep:
+    """One step as its workflow's create declared it."""
+
+    name: str
+    job_id: str
+    depends_on: tuple[str, ...] = ()
+    after_children_of: tuple[str, ...] = ()
+    on_parent_failure: OnParentFailure = OnParentFailure.CANCEL
+
+    def to_json(self) -> dict[str, Any]:
+        """How every store keeps it (:meth:`from_json` reads it back)."""
+        out: dict[str, Any] = {"name": self.name, "jobId": self.job_id}
+        if self.depends_on:
+            out["dependsOn"] = list(self.depends_on)
+        if self.after_children_of:
+            out["afterChildrenOf"] = list(self.after_children_of)
+        if self.on_parent_failure is not OnParentFailure.CANCEL:
+            out["onParentFailure"] = self.on_parent_failure.value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeclaredStep:
+        return cls(
+            name=str(data["name"]),
+            job_id=str(data["jobId"]),
+            depends_on=tuple(data.get("dependsOn", ())),
+            after_children_of=tuple(data.get("afterChildrenOf", ())),
+            on_parent_failure=OnParentFailure(data.get("onParentFailure", "cancel")),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Workflow:
+    """One workflow record (its steps are jobs: see the module docstring)."""
+
+    id: str
+    tenant_id: str
+    idempotency_key: str
+    status: WorkflowStatus
+    steps: tuple[DeclaredStep, ...]
+    #: Counts the moves that reopen or cancel it: a finish computed from an older read does
+    #: not apply (``states.finish_workflow`` is conditioned on it).
+    version: int = 0
+    created_at: datetime = attrs.field(validator=_aware)
+    updated_at: datetime = attrs.field(validator=_aware)
+    finished_at: datetime | None = attrs.field(default=None, validator=_aware)
+    #: A user cancelled it: no step is released any more, every waiting one is cancelled.
+    cancel_requested_at: datetime | None = attrs.field(default=None, validator=_aware)
+    #: For a workflow a cron template spawned: the template, and the fire time it stands for.
+    template_id: str | None = None
+    fire_at: datetime | None = attrs.field(default=None, validator=_aware)
+    #: Why it was given up while being stored (``creating`` for too long).
+    last_error: str | None = None
+
+    def declared(self, name: str) -> DeclaredStep | None:
+        return next((step for step in self.steps if step.name == name), None)
+
+
+def outcome_of(statuses: Iterable[Status]) -> WorkflowStatus | None:
+    """The status the steps' statuses give a workflow once none is unfinished, else None:
+    completed when every step completed, failed when one ended in dlq, else cancelled."""
+    seen = set(statuses)
+    if seen & _UNFINISHED:
+        return None
+    if seen <= {Status.COMPLETED}:
+        return WorkflowStatus.COMPLETED
+    if seen & {Status.DLQ, Status.FAILED}:
+        return WorkflowStatus.FAILED
+    return WorkflowStatus.CANCELLED
+
+
+_UNFINISHED = frozenset(
+    {Status.WAITING, Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RUNNING, Status.PAUSED}
+)
+
+
+def workflow_to_json(workflow: Workflow, steps: Sequence[Job] | None = None) -> dict[str, Any]:
+    """The API's shape of a workflow; with ``steps`` (its jobs), every step with its status
+    (declared ones first, in their order, then spawned ones, oldest first) and the counts of
+    the steps by status."""
+    out: dict[str, Any] = {
+        "id": workflow.id,
+        "tenantId": workflow.tenant_id,
+        "idempotencyKey": workflow.idempotency_key,
+        "status": workflow.status.value,
+        "stepCount": len(workflow.steps),
+        "createdAt": format_time(workflow.created_at),
+        "updatedAt": format_time(workflow.updated_at),
+    }
+    if workflow.finished_at is not None:
+        out["finishedAt"] = format_time(workflow.finished_at)
+    if workflow.cancel_requested_at is not None:
+        out["cancelRequestedAt"] = format_time(workflow.cancel_requested_at)
+    if workflow.template_id is not None:
+        out["templateId"] = workflow.template_id
+    if workflow.fire_at is not None:
+        out["fireAt"] = format_time(workflow.fire_at)
+    if workflow.last_error is not None:
+        out["lastError"] = workflow.last_error
+    if steps is not None:
+        out["steps"] = steps_to_json(workflow, steps)
+        counts: dict[str, int] = {}
+        for job in steps:
+            counts[job.status.value] = counts.get(job.status.value, 0) + 1
+        out["counts"] = counts
+    return out
+
+
+def steps_to_json(workflow: Workflow, steps: Sequence[Job]) -> list[dict[str, Any]]:
+    """Each step of ``workflow`` (its jobs ``steps``) as the API shows it."""
+    by_id = {job.id: job for job in steps}
+    names = {job.id: job.step.name for job in steps if job.step is not None}
+    declared_ids = [step.job_id for step in workflow.steps]
+    spawned = sorted(
+        (job for job in steps if job.id not in set(declared_ids)),
+        key=lambda job: (job.created_at, job.id),
+    )
+    ordered = [by_id[i] for i in declared_ids if i in by_id] + spawned
+    declared = {step.job_id: step for step in workflow.steps}
+    out = []
+    for job in ordered:
+        step = job.step
+        if step is None:
+            continue
+        item: dict[str, Any] = {
+            "name": step.name,
+            "jobId": job.id,
+            "jobType": job.job_type,
+            "status": job.status.value,
+            "attempts": job.attempts,
+            "scheduledAt": format_time(job.scheduled_at),
+            "updatedAt": format_time(job.updated_at),
+        }
+        if (as_declared := declared.get(job.id)) is not None:
+            item["dependsOn"] = list(as_declared.depends_on)
+            if as_declared.after_children_of:
+                item["afterChildrenOf"] = list(as_declared.after_children_of)
+        else:
+            item["dependsOn"] = [names.get(p, p) for p in step.parents]
+        if step.on_parent_failure is not OnParentFailure.CANCEL:
+            item["onParentFailure"] = step.on_parent_failure.value
+        if job.spawned_by is not None:
+            item["spawnedBy"] = names.get(job.spawned_by, job.spawned_by)
+        if job.last_error is not None:
+            item["lastError"] = job.last_error
+        out.append(item)
+    return out
