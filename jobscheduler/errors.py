@@ -39,6 +39,14 @@ class DuplicateJob(JobSchedulerError, ValueError):
         self.existing_id = existing_id
 
 
+class WorkflowNotFound(JobNotFound):
+    """No workflow has the requested id (a workflow is jobs: a JobNotFound too)."""
+
+
+class DuplicateWorkflow(DuplicateJob):
+    """The workflow's idempotencyKey is already used by another workflow (``existing_id``)."""
+
+
 class StoreError(JobSchedulerError, RuntimeError):
     """The job store failed; the outcome of the operation may be unknown."""
 

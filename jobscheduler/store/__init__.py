@@ -10,3 +10,4 @@ from .base import StoreLifecycle as StoreLifecycle
 from .base import Tenancy as Tenancy
 from .base import Transitions as Transitions
 from .base import WorkerPresence as WorkerPresence
+from .workflows import WorkflowRecords as WorkflowRecords

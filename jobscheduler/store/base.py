@@ -13,6 +13,7 @@ contract:
 :class:`Tenancy`           API keys and the audit trail (the API's auth and key routes)
 :class:`WorkerPresence`    the processes' presence records (schedulers, executors, Overview)
 :class:`Reporting`         listing, counts and figures (the API, the reaper's gauges)
+:class:`WorkflowRecords`   workflow records and their steps (:mod:`.workflows`)
 ========================  ==============================================================
 
 Every adapter (SQLite embedded, MongoDB production, memory for tests) implements them all
@@ -50,6 +51,7 @@ from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
 
 from .query import Cursor, JobCounts, JobQuery, JobStats, Statuses
+from .workflows import WorkflowRecords
 
 #: What :meth:`JobRecords.insert_many` answers for each job, in order: the job as stored, or
 #: the reason it was not stored (DuplicateJob with ``existing_id``, or ValidationError).
@@ -373,6 +375,7 @@ class JobStore(
     Tenancy,
     WorkerPresence,
     Reporting,
+    WorkflowRecords,
     Protocol,
 ):
     """Every part of the store: what ``Deps`` holds and every adapter implements. Every

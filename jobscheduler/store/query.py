@@ -81,6 +81,11 @@ class JobQuery:
     due_by: datetime | None = None
     #: True: holding a buffered fire time (``cron_buffered`` set); False: holding none.
     buffered: bool | None = None
+    #: The steps of this workflow / the steps this step spawned.
+    workflow_id: str | None = None
+    spawned_by: str | None = None
+    #: True: steps marked for their workflow to act on (``step_dirty``).
+    step_dirty: bool | None = None
     sort: Sort = Sort.CREATED_DESC
 
     def matches(self, job: Job) -> bool:
@@ -98,6 +103,9 @@ class JobQuery:
             and (not self.ids or job.id in self.ids)
             and (self.due_by is None or job.scheduled_at <= self.due_by)
             and (self.buffered is None or (job.cron_buffered is not None) == self.buffered)
+            and (self.workflow_id is None or job.workflow_id == self.workflow_id)
+            and (self.spawned_by is None or job.spawned_by == self.spawned_by)
+            and (self.step_dirty is None or job.step_dirty == self.step_dirty)
         )
 
     def due(self, now: datetime) -> JobQuery:

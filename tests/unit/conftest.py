@@ -38,8 +38,9 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
-from jobscheduler.domain.states import Change
+from jobscheduler.domain.states import Change, WorkflowChange
 from jobscheduler.domain.workers import WorkerBeat
+from jobscheduler.domain.workflows import Workflow
 from jobscheduler.election import Elector
 from jobscheduler.election.local import LocalElector
 from jobscheduler.handlers import HandlerRegistry, default_registry
@@ -50,6 +51,7 @@ from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.memory import MemoryJobStore
 from jobscheduler.store.query import Cursor, JobCounts, JobQuery, JobStats, Statuses
 from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store.workflows import WorkflowQuery
 from jobscheduler.testing import JobFactory
 
 if TYPE_CHECKING:
@@ -188,6 +190,29 @@ class ProxyStore(JobStore):
 
     async def tenants(self, limit: int) -> list[str]:
         return await self.inner.tenants(limit)
+
+    async def insert_workflow(self, workflow: Workflow) -> Workflow:
+        return await self.inner.insert_workflow(workflow)
+
+    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
+        return await self.inner.get_workflow(workflow_id, tenant=tenant)
+
+    async def find_workflows(
+        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+    ) -> list[Workflow]:
+        return await self.inner.find_workflows(query, limit, after)
+
+    async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
+        return await self.inner.apply_workflow(change)
+
+    async def workflow_steps(self, workflow_id: str, *, tenant: str | None = None) -> list[Job]:
+        return await self.inner.workflow_steps(workflow_id, tenant=tenant)
+
+    async def any_job(self, query: JobQuery) -> bool:
+        return await self.inner.any_job(query)
+
+    async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
+        return await self.inner.steps_to_settle(before, limit)
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         return await self.inner.insert_key(key)

@@ -24,7 +24,7 @@ makes each call (``insert_many`` and ``apply_many`` included) one atomic step.
 The store is cut along the seams of the other adapters: :mod:`.conn` (open/close and the
 checkpoint), :mod:`.codec` (copies, times, the jobs table and its unique indexes), this
 module (inserts, reads, claims, transitions), :mod:`.attempts`, :mod:`.ledger`,
-:mod:`.query` (filters, pages, stats), :mod:`.tenancy` and :mod:`.workers`.
+:mod:`.query` (filters, pages, stats), :mod:`.tenancy`, :mod:`.workers` and :mod:`.workflows`.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from .ledger import MemoryLedgerMixin
 from .query import MemoryQueryMixin
 from .tenancy import MemoryTenancyMixin
 from .workers import MemoryWorkersMixin
+from .workflows import MemoryWorkflowsMixin
 
 #: The time fields the reaper's sweeps look at (:meth:`MemoryJobStore.find_stale`).
 STALE_FIELDS = frozenset({"queued_at", "heartbeat_at"})
@@ -56,6 +57,7 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 class MemoryJobStore(
+    MemoryWorkflowsMixin,
     MemoryWorkersMixin,
     MemoryQueryMixin,
     MemoryTenancyMixin,

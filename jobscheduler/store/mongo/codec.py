@@ -193,7 +193,7 @@ def job_filter(query: JobQuery) -> Document:
     test stack's patched FerretDB) serve best."""
     f = FIELDS
     out: Document = {}
-    for field in ("tenant_id", "template_id", "job_type"):
+    for field in ("tenant_id", "template_id", "job_type", "workflow_id", "spawned_by"):
         if (value := getattr(query, field)) is not None:
             out[f[field]] = value
     if query.statuses:
@@ -208,6 +208,8 @@ def job_filter(query: JobQuery) -> Document:
     if query.buffered is not None:
         # The same for a date: a range, which FerretDB (patched) pushes down to SQLite.
         out[f["cron_buffered"]] = {"$gte": _EPOCH} if query.buffered else None
+    if query.step_dirty is not None:
+        out[f["step_dirty"]] = query.step_dirty
     times: dict[str, Document] = {}
     if query.created_after is not None:
         times.setdefault(f["created_at"], {})["$gte"] = utc(query.created_after)

@@ -19,11 +19,7 @@ from bson.errors import BSONError
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient
 from pymongo.collection import Collection
 from pymongo.errors import (
-    AutoReconnect,
-    ConnectionFailure,
-    NetworkTimeout,
     PyMongoError,
-    ServerSelectionTimeoutError,
 )
 from pymongo.monitoring import CommandListener
 from pymongo.read_concern import ReadConcern
@@ -37,8 +33,10 @@ from .attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
 from .batch import BATCH_FIELD, CLAIM_FIELD
 from .codec import CLAIM_SORT, COLLECTION, FIELDS, Document
 from .query import MANAGE_INDEXES
+from .seam import outcome_unknown as outcome_unknown
 from .tenancy import create_tenancy_indexes, drop_global_key_index
 from .workers import create_workers_indexes
+from .workflows import create_workflow_indexes
 
 T = TypeVar("T")
 
@@ -112,15 +110,6 @@ ATOMIC_FERRETDB_MARK: Final = "-jobscheduler"
 #: Write errors that mean "this document is not storable" (BadValue — FerretDB's answer to
 #: payload keys with "." or a leading "$" —, DollarPrefixedFieldName, DottedFieldName).
 INVALID_DOCUMENT_CODES: Final = frozenset({2, 52, 57})
-
-#: Errors after which a write may or may not have been applied.
-_OUTCOME_UNKNOWN = (AutoReconnect, NetworkTimeout, ConnectionFailure)
-
-
-def outcome_unknown(exc: PyMongoError) -> bool:
-    """A network failure during a write; not a server-selection timeout (nothing was sent,
-    and retrying would only wait for another timeout)."""
-    return isinstance(exc, _OUTCOME_UNKNOWN) and not isinstance(exc, ServerSelectionTimeoutError)
 
 
 class MongoConnection(JobStore):
@@ -250,6 +239,7 @@ class MongoConnection(JobStore):
                 attempts.create_indexes([index])
             create_tenancy_indexes(client, self._database)
             create_workers_indexes(client, self._database)
+            create_workflow_indexes(client, self._database, COLLECTION)
         except BaseException:
             client.close()
             raise

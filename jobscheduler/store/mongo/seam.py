@@ -12,9 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from pymongo.errors import (
+    AutoReconnect,
+    ConnectionFailure,
+    NetworkTimeout,
+    PyMongoError,
+    ServerSelectionTimeoutError,
+)
+
 from .codec import Document
 
 if TYPE_CHECKING:
+    from contextlib import _AsyncGeneratorContextManager
+
     from pymongo import MongoClient
     from pymongo.collection import Collection
 
@@ -32,3 +42,16 @@ class MongoSeam:
         def _collection(self) -> Collection[Document]: ...
 
         async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T: ...
+
+        def _conditional_write(self) -> _AsyncGeneratorContextManager[None]:
+            """Runs a conditional write alone where the server's own are not atomic."""
+
+
+#: Errors after which a write may or may not have been applied.
+_OUTCOME_UNKNOWN = (AutoReconnect, NetworkTimeout, ConnectionFailure)
+
+
+def outcome_unknown(exc: PyMongoError) -> bool:
+    """A network failure during a write; not a server-selection timeout (nothing was sent,
+    and retrying would only wait for another timeout)."""
+    return isinstance(exc, _OUTCOME_UNKNOWN) and not isinstance(exc, ServerSelectionTimeoutError)

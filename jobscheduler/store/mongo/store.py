@@ -12,8 +12,8 @@ each job is handed out atomically without a multi-document transaction
 
 The store is split along its seams: :mod:`.conn` (client, indexes, thread plumbing),
 :mod:`.writes` (claims and transitions), this module (inserts and reads), beside
-:mod:`.attempts`, :mod:`.ledger`, :mod:`.query` (listing and stats), :mod:`.tenancy` and
-:mod:`.workers`.
+:mod:`.attempts`, :mod:`.ledger`, :mod:`.query` (listing and stats), :mod:`.tenancy`,
+:mod:`.workers` and :mod:`.workflows`.
 
 Durability: writes use write concern ``{w: "majority", j: true}``, reads use read concern
 ``majority`` (the claim, reaper and API reads all go through the same collection handle),
@@ -96,12 +96,14 @@ from .ledger import MongoLedgerMixin
 from .query import MongoQueryMixin
 from .tenancy import MongoTenancyMixin
 from .workers import MongoWorkersMixin
+from .workflows import MongoWorkflowsMixin
 from .writes import MongoWrites
 
 log = logging.getLogger(__name__)
 
 
 class MongoJobStore(
+    MongoWorkflowsMixin,
     MongoWorkersMixin,
     MongoQueryMixin,
     MongoTenancyMixin,

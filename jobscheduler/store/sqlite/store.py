@@ -7,7 +7,8 @@ codec is :mod:`~jobscheduler.store.sqlite.codec`; the attempt records
 :mod:`~jobscheduler.store.sqlite.ledger`, listing and stats
 :mod:`~jobscheduler.store.sqlite.query`, keys and audit
 :mod:`~jobscheduler.store.sqlite.tenancy`, presence and the Overview
-:mod:`~jobscheduler.store.sqlite.workers`.
+:mod:`~jobscheduler.store.sqlite.workers`, workflow records
+:mod:`~jobscheduler.store.sqlite.workflows`.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from .where import (
     where_clause,
 )
 from .workers import WORKERS_SCHEMA, SQLiteWorkersMixin
+from .workflows import WORKFLOWS_SCHEMA, SQLiteWorkflowsMixin
 
 #: The partial index of each reaper sweep (its statuses, its time field). SQLite plans
 #: without statistics and would rather take ``jobs_status_created`` (``status=?``), which
@@ -75,6 +77,7 @@ _STALE_INDEXES = {
 
 
 class SQLiteJobStore(
+    SQLiteWorkflowsMixin,
     SQLiteWorkersMixin,
     SQLiteQueryMixin,
     SQLiteTenancyMixin,
@@ -98,6 +101,7 @@ class SQLiteJobStore(
         conn.executescript(TENANCY_SCHEMA)
         sqlite_ledger.migrate(conn)
         conn.executescript(MANAGE_INDEXES)
+        conn.executescript(WORKFLOWS_SCHEMA)
         sync_partial_indexes(conn)
         conn.executescript(WORKERS_SCHEMA)
 

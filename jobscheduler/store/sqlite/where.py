@@ -27,6 +27,7 @@ from jobscheduler.store.query import (
     THROUGHPUT,
     JobQuery,
 )
+from jobscheduler.store.workflows import STEPS_TO_SETTLE
 
 Millis = Callable[[datetime], int]
 
@@ -51,6 +52,8 @@ def _static(query: JobQuery) -> list[str]:
         terms.append("cron IS NOT NULL" if query.cron else "cron IS NULL")
     if query.buffered is not None:
         terms.append("cron_buffered IS NOT NULL" if query.buffered else "cron_buffered IS NULL")
+    if query.step_dirty is not None:
+        terms.append(f"step_dirty = {int(query.step_dirty)}")
     return terms
 
 
@@ -77,6 +80,8 @@ def conditions(query: JobQuery, millis: Millis) -> tuple[list[str], list[Any]]:
             ("tenant_id = ?", query.tenant_id),
             ("template_id = ?", query.template_id),
             ("job_type = ?", query.job_type),
+            ("workflow_id = ?", query.workflow_id),
+            ("spawned_by = ?", query.spawned_by),
         ]
     )
     terms += _static(query)
@@ -126,6 +131,8 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     ),
     # Templates holding a buffered fire time, by that time.
     "jobs_cron_buffered": ("cron_buffered", JobQuery(tenant_id=None, buffered=True)),
+    # Workflow steps their workflow has not acted on yet, by age (the reaper's sweep).
+    "jobs_step_dirty": ("updated_at", STEPS_TO_SETTLE),
 }
 
 #: Creates the partial indexes (after the column migration: some name added columns).

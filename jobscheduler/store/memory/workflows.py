@@ -1,0 +1,100 @@
+"""The memory store's workflow records, unique by (tenant, key), and the reads of steps."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from jobscheduler.domain.model import Job, utc
+from jobscheduler.domain.states import WorkflowChange
+from jobscheduler.domain.workflows import Workflow
+from jobscheduler.errors import DuplicateWorkflow, WorkflowNotFound
+from jobscheduler.store.query import Cursor, JobQuery
+from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
+
+from .codec import job_out, keep
+from .conn import MemoryConnection
+
+
+def _holds(workflow: Workflow, expect: dict[str, Any]) -> bool:
+    """Every expectation of a WorkflowChange: a tuple is "any of these", None "unset"."""
+    for field, expected in expect.items():
+        current = getattr(workflow, field)
+        if isinstance(expected, tuple):
+            if current not in expected:
+                return False
+        elif expected is None:
+            if current is not None:
+                return False
+        elif current != (utc(expected) if isinstance(expected, datetime) else expected):
+            return False
+    return True
+
+
+class MemoryWorkflowsMixin(MemoryConnection):
+    """Workflow records by id, with their (tenant, key) unique index."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._workflows: dict[str, Workflow] = {}
+        self._workflow_keys: dict[tuple[str, str], str] = {}
+
+    async def insert_workflow(self, workflow: Workflow) -> Workflow:
+        await self._enter()
+        held = self._workflow_keys.get((workflow.tenant_id, workflow.idempotency_key))
+        if held is not None:
+            raise DuplicateWorkflow(
+                f"idempotencyKey {workflow.idempotency_key!r} is already used by another workflow",
+                existing_id=held,
+            )
+        stored = keep(workflow)
+        self._workflows[workflow.id] = stored
+        self._workflow_keys[(workflow.tenant_id, workflow.idempotency_key)] = workflow.id
+        return stored
+
+    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
+        await self._enter()
+        workflow = self._workflows.get(workflow_id)
+        if workflow is None or (tenant is not None and workflow.tenant_id != tenant):
+            raise WorkflowNotFound(f"workflow {workflow_id} not found")
+        return workflow
+
+    async def find_workflows(
+        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+    ) -> list[Workflow]:
+        await self._enter()
+        found = [w for w in self._workflows.values() if query.matches(w)]
+        if after is not None:
+            mark = (utc(after.at), after.id)
+            found = [w for w in found if (w.created_at, w.id) < mark]
+        found.sort(key=lambda w: (w.created_at, w.id), reverse=True)
+        return found[:limit]
+
+    async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
+        await self._enter()
+        workflow = self._workflows.get(change.workflow_id)
+        if workflow is None or not _holds(workflow, dict(change.expect)):
+            return None
+        updated = keep(attrs.evolve(workflow, **change.set))
+        self._workflows[workflow.id] = updated
+        return updated
+
+    async def workflow_steps(self, workflow_id: str, *, tenant: str | None = None) -> list[Job]:
+        await self._enter()
+        query = JobQuery(tenant_id=tenant, workflow_id=workflow_id)
+        steps = [job for job in self._jobs if query.matches(job)]
+        steps.sort(key=lambda job: (job.created_at, job.id))
+        return [job_out(job) for job in steps]
+
+    async def any_job(self, query: JobQuery) -> bool:
+        await self._enter()
+        return any(query.matches(job) for job in self._jobs)
+
+    async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
+        await self._enter()
+        cutoff = utc(before)
+        found = [j for j in self._jobs if STEPS_TO_SETTLE.matches(j) and j.updated_at < cutoff]
+        found.sort(key=lambda job: (job.updated_at, job.id))
+        return [job_out(job) for job in found[:limit]]

@@ -1,0 +1,292 @@
+"""The Mongo store's workflow records (``workflows`` collection) and the reads of their steps.
+
+A record is one document (``_id`` the workflow's ObjectId, camelCase fields, its declared
+steps as an array); it is unique by (tenantId, idempotencyKey). Its moves are conditional
+``findAndModify`` updates, run one at a time where the server's own are not atomic (stock
+FerretDB), like the jobs' transitions. A move whose outcome is unknown (a network error) is
+recognised on a re-read when the document holds every value it writes, else sent once more.
+
+The steps are documents of ``jobs``: :func:`create_workflow_indexes` adds the indexes that
+find a workflow's steps by status, the children a step spawned, and the steps marked for
+their workflow, by age.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from bson import ObjectId
+from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
+from pymongo.collection import Collection
+from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from jobscheduler.domain.model import Job, utc
+from jobscheduler.domain.states import WorkflowChange
+from jobscheduler.domain.workflows import DeclaredStep, Workflow, WorkflowStatus
+from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
+from jobscheduler.store.query import Cursor, JobQuery
+from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
+
+from .codec import FIELDS, Document, document_to_job, job_filter
+from .seam import MongoSeam, outcome_unknown
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS_COLLECTION: Final = "workflows"
+
+#: Workflow field -> document field.
+_FIELDS: Final[Mapping[str, str]] = {
+    "id": "_id",
+    "tenant_id": "tenantId",
+    "idempotency_key": "idempotencyKey",
+    "status": "status",
+    "steps": "steps",
+    "version": "version",
+    "created_at": "createdAt",
+    "updated_at": "updatedAt",
+    "finished_at": "finishedAt",
+    "cancel_requested_at": "cancelRequestedAt",
+    "template_id": "templateId",
+    "fire_at": "fireAt",
+    "last_error": "lastError",
+}
+_TIMES: Final = frozenset(
+    {"created_at", "updated_at", "finished_at", "cancel_requested_at", "fire_at"}
+)
+
+WORKFLOW_INDEXES: Final = [
+    IndexModel(
+        [("tenantId", ASCENDING), ("idempotencyKey", ASCENDING)],
+        name="tenant_idempotencyKey_unique",
+        unique=True,
+    ),
+    IndexModel(
+        [("tenantId", ASCENDING), ("createdAt", DESCENDING), ("_id", DESCENDING)],
+        name="tenant_createdAt",
+    ),
+    IndexModel([("status", ASCENDING), ("createdAt", DESCENDING)], name="status_createdAt"),
+]
+#: The jobs' indexes of the steps' reads.
+STEP_INDEXES: Final = [
+    IndexModel([(FIELDS["workflow_id"], ASCENDING), (FIELDS["status"], ASCENDING)], name="steps"),
+    IndexModel(
+        [(FIELDS["spawned_by"], ASCENDING), (FIELDS["status"], ASCENDING)], name="spawnedSteps"
+    ),
+    IndexModel(
+        [(FIELDS["step_dirty"], ASCENDING), (FIELDS["updated_at"], ASCENDING)],
+        name="stepsToSettle",
+    ),
+]
+
+
+def create_workflow_indexes(client: MongoClient[Document], database: str, jobs: str) -> None:
+    """The workflows collection's indexes and the jobs' step indexes, one per command."""
+    db = client.get_database(database)
+    for index in WORKFLOW_INDEXES:
+        db.get_collection(WORKFLOWS_COLLECTION).create_indexes([index])
+    for index in STEP_INDEXES:
+        db.get_collection(jobs).create_indexes([index])
+
+
+def _to_doc(field: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if field == "id":
+        return ObjectId(value)
+    if field in _TIMES:
+        return utc(value)
+    if field == "status":
+        return WorkflowStatus(value).value
+    if field == "steps":
+        return [step.to_json() for step in value]
+    return value
+
+
+def workflow_to_document(workflow: Workflow) -> Document:
+    return {doc: _to_doc(field, getattr(workflow, field)) for field, doc in _FIELDS.items()}
+
+
+def document_to_workflow(doc: Mapping[str, Any]) -> Workflow:
+    values: dict[str, Any] = {}
+    for field, doc_field in _FIELDS.items():
+        value = doc.get(doc_field)
+        if value is None:
+            continue
+        if field == "id":
+            value = str(value)
+        elif field in _TIMES:
+            value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        elif field == "status":
+            value = WorkflowStatus(value)
+        elif field == "steps":
+            value = tuple(DeclaredStep.from_json(step) for step in value)
+        values[field] = value
+    return Workflow(**values)
+
+
+def _change_filter(change: WorkflowChange) -> Document:
+    query: Document = {"_id": ObjectId(change.workflow_id)}
+    for field, expected in change.expect.items():
+        if isinstance(expected, tuple):
+            query[_FIELDS[field]] = {"$in": [_to_doc(field, v) for v in expected]}
+        else:
+            query[_FIELDS[field]] = _to_doc(field, expected)
+    return query
+
+
+class MongoWorkflowsMixin(MongoSeam):
+    """Workflow records and step reads (a mixin of the Mongo store)."""
+
+    def _workflows(self) -> Collection[Document]:
+        if self._client is None:
+            raise StoreError("MongoDB store is not started")
+        return self._client.get_database(self._database).get_collection(
+            WORKFLOWS_COLLECTION,
+            write_concern=WriteConcern(w="majority", j=True),
+            read_concern=ReadConcern("majority"),
+        )
+
+    async def insert_workflow(self, workflow: Workflow) -> Workflow:
+        records = self._workflows()
+        doc = workflow_to_document(workflow)
+
+        def duplicate(retried: bool) -> Workflow:
+            held = records.find_one(
+                {"tenantId": workflow.tenant_id, "idempotencyKey": workflow.idempotency_key},
+                projection={"_id": True},
+            )
+            if held is None:
+                raise StoreError(f"insert of workflow {workflow.id}: duplicate key, no holder")
+            if retried and str(held["_id"]) == workflow.id:
+                return workflow  # the insert whose reply was lost landed
+            raise DuplicateWorkflow(
+                f"idempotencyKey {workflow.idempotency_key!r} is already used by another workflow",
+                existing_id=str(held["_id"]),
+            )
+
+        def op() -> Workflow:
+            try:
+                records.insert_one(dict(doc))
+            except DuplicateKeyError:
+                return duplicate(retried=False)
+            except PyMongoError as exc:
+                if not outcome_unknown(exc):
+                    raise
+                log.warning("workflow insert outcome unknown, retrying: %s", exc)
+                try:
+                    records.insert_one(dict(doc))
+                except DuplicateKeyError:
+                    return duplicate(retried=True)
+            return workflow
+
+        return await self._call(op, "insert_workflow")
+
+    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
+        if not ObjectId.is_valid(workflow_id):
+            raise WorkflowNotFound(f"workflow {workflow_id} not found")
+        records = self._workflows()
+        query: Document = {"_id": ObjectId(workflow_id)}
+        if tenant is not None:
+            query["tenantId"] = tenant
+        doc = await self._call(lambda: records.find_one(query), "get_workflow", read=True)
+        if doc is None:
+            raise WorkflowNotFound(f"workflow {workflow_id} not found")
+        return document_to_workflow(doc)
+
+    async def find_workflows(
+        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+    ) -> list[Workflow]:
+        records = self._workflows()
+        where: Document = {}
+        for field in ("tenant_id", "template_id"):
+            if (value := getattr(query, field)) is not None:
+                where[_FIELDS[field]] = value
+        if query.statuses:
+            where["status"] = {"$in": [s.value for s in query.statuses]}
+        if query.key_prefix is not None:
+            where["idempotencyKey"] = {
+                "$gte": query.key_prefix,
+                "$lt": query.key_prefix + "\U0010ffff",
+            }
+        created: Document = {}
+        if query.created_before is not None:
+            created["$lt"] = utc(query.created_before)
+        sort = [("createdAt", DESCENDING), ("_id", DESCENDING)]
+
+        def op() -> list[Workflow]:
+            if after is None:
+                found = records.find({**where, **({"createdAt": created} if created else {})})
+                return [document_to_workflow(d) for d in found.sort(sort).limit(limit)]
+            # After a cursor: the records of its own createdAt with smaller ids, then older
+            # ones (equalities and ranges only, as the jobs' pages do).
+            at = utc(after.at)
+            same = records.find({**where, "createdAt": at, "_id": {"$lt": ObjectId(after.id)}})
+            page = [document_to_workflow(d) for d in same.sort(sort).limit(limit)]
+            if len(page) < limit:
+                older = {**created, "$lt": min(at, created.get("$lt", at))}
+                rest = records.find({**where, "createdAt": older}).sort(sort)
+                page += [document_to_workflow(d) for d in rest.limit(limit - len(page))]
+            return page
+
+        return await self._call(op, "find_workflows", read=True)
+
+    async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
+        records = self._workflows()
+        where = _change_filter(change)
+        values = {_FIELDS[f]: _to_doc(f, v) for f, v in change.set.items()}
+
+        def send() -> Document | None:
+            return records.find_one_and_update(
+                where, {"$set": values}, return_document=ReturnDocument.AFTER
+            )
+
+        def op() -> Workflow | None:
+            try:
+                doc = send()
+            except PyMongoError as exc:
+                if not outcome_unknown(exc):
+                    raise
+                current = records.find_one({"_id": where["_id"]})
+                if current is not None and all(current.get(k) == v for k, v in values.items()):
+                    return document_to_workflow(current)  # the first send landed
+                doc = send()
+            return None if doc is None else document_to_workflow(doc)
+
+        async with self._conditional_write():
+            return await self._call(op, change.transition)
+
+    async def workflow_steps(self, workflow_id: str, *, tenant: str | None = None) -> list[Job]:
+        jobs = self._collection()
+        query = job_filter(JobQuery(tenant_id=tenant, workflow_id=workflow_id))
+
+        def op() -> list[Job]:
+            found = [document_to_job(d) for d in jobs.find(query)]
+            return sorted(found, key=lambda job: (job.created_at, job.id))
+
+        return await self._call(op, "workflow_steps", read=True)
+
+    async def any_job(self, query: JobQuery) -> bool:
+        jobs = self._collection()
+        where = job_filter(query)
+        found = await self._call(
+            lambda: jobs.find_one(where, projection={"_id": True}), "any_job", read=True
+        )
+        return found is not None
+
+    async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
+        jobs = self._collection()
+        where = {**job_filter(STEPS_TO_SETTLE), FIELDS["updated_at"]: {"$lt": utc(before)}}
+        sort = [(FIELDS["updated_at"], ASCENDING), ("_id", ASCENDING)]
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(where, sort=sort, limit=limit)]
+
+        return await self._call(op, "steps_to_settle", read=True)
+
+
+__all__ = ["WORKFLOWS_COLLECTION", "MongoWorkflowsMixin", "create_workflow_indexes"]

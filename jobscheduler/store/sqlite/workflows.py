@@ -1,0 +1,210 @@
+"""The SQLite store's workflow records (their own table) and the reads of their steps.
+
+The steps are rows of ``jobs``; the indexes that find them are here: a workflow's steps by
+status (``jobs_workflow``), the children a step spawned (``jobs_spawned``), and the steps
+marked for their workflow, by age (``jobs_step_dirty``, a partial index whose WHERE comes
+from :data:`~jobscheduler.store.workflows.STEPS_TO_SETTLE`, in :mod:`.where`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from jobscheduler.domain.model import Job
+from jobscheduler.domain.states import WorkflowChange
+from jobscheduler.domain.workflows import DeclaredStep, Workflow, WorkflowStatus
+from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
+from jobscheduler.store.query import Cursor, JobQuery
+from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
+
+from .codec import _SELECT, _from_row, _millis
+from .conn import SQLiteConnection
+from .where import index_where, where_clause
+
+WORKFLOWS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS workflows (
+    id                  TEXT PRIMARY KEY,
+    tenant_id           TEXT NOT NULL,
+    idempotency_key     TEXT NOT NULL,
+    status              TEXT NOT NULL,
+    steps               TEXT NOT NULL,
+    version             INTEGER NOT NULL,
+    created_at          INTEGER NOT NULL,
+    updated_at          INTEGER NOT NULL,
+    finished_at         INTEGER,
+    cancel_requested_at INTEGER,
+    template_id         TEXT,
+    fire_at             INTEGER,
+    last_error          TEXT
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS workflows_tenant_key ON workflows (tenant_id, idempotency_key);
+CREATE INDEX IF NOT EXISTS workflows_tenant_created
+    ON workflows (tenant_id, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS workflows_status_created
+    ON workflows (status, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS jobs_workflow ON jobs (workflow_id, status)
+    WHERE workflow_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_spawned ON jobs (spawned_by, status, created_at DESC, id DESC)
+    WHERE spawned_by IS NOT NULL;
+"""
+
+_FIELDS = (
+    "id",
+    "tenant_id",
+    "idempotency_key",
+    "status",
+    "steps",
+    "version",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "cancel_requested_at",
+    "template_id",
+    "fire_at",
+    "last_error",
+)
+_TIMES = frozenset({"created_at", "updated_at", "finished_at", "cancel_requested_at", "fire_at"})
+_WF_SELECT = ", ".join(_FIELDS)
+
+
+def _to_db(field: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if field in _TIMES:
+        return _millis(value)
+    if field == "status":
+        return WorkflowStatus(value).value
+    if field == "steps":
+        return json.dumps([step.to_json() for step in value], separators=(",", ":"))
+    return value
+
+
+def _workflow(row: tuple[Any, ...]) -> Workflow:
+    values = dict(zip(_FIELDS, row, strict=True))
+    for field in _TIMES:
+        if values[field] is not None:
+            values[field] = datetime.fromtimestamp(values[field] / 1000, UTC)
+    values["status"] = WorkflowStatus(values["status"])
+    values["steps"] = tuple(DeclaredStep.from_json(s) for s in json.loads(values["steps"]))
+    return Workflow(**values)
+
+
+def _conditions(expect: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
+    terms: list[str] = []
+    params: list[Any] = []
+    for field, expected in expect.items():
+        if isinstance(expected, tuple):
+            terms.append(f"{field} IN ({', '.join('?' * len(expected))})")
+            params += [_to_db(field, v) for v in expected]
+        elif expected is None:
+            terms.append(f"{field} IS NULL")
+        else:
+            terms.append(f"{field} = ?")
+            params.append(_to_db(field, expected))
+    return terms, params
+
+
+class SQLiteWorkflowsMixin(SQLiteConnection):
+    """Workflow records and step reads (a mixin of the SQLite store)."""
+
+    async def insert_workflow(self, workflow: Workflow) -> Workflow:
+        params = [_to_db(field, getattr(workflow, field)) for field in _FIELDS]
+        sql = f"INSERT INTO workflows ({_WF_SELECT}) VALUES ({', '.join('?' * len(_FIELDS))})"
+
+        def op(conn: sqlite3.Connection) -> Workflow:
+            try:
+                conn.execute(sql, params)
+            except sqlite3.IntegrityError as exc:
+                row = conn.execute(
+                    "SELECT id FROM workflows WHERE tenant_id = ? AND idempotency_key = ?",
+                    (workflow.tenant_id, workflow.idempotency_key),
+                ).fetchone()
+                if row is None:
+                    raise StoreError(f"insert of workflow {workflow.id} failed: {exc}") from exc
+                raise DuplicateWorkflow(
+                    f"idempotencyKey {workflow.idempotency_key!r} is already used by another "
+                    "workflow",
+                    existing_id=str(row[0]),
+                ) from None
+            return workflow
+
+        return await self._write(op)
+
+    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
+        sql = f"SELECT {_WF_SELECT} FROM workflows WHERE id = ?"
+        params: list[Any] = [workflow_id]
+        if tenant is not None:
+            sql += " AND tenant_id = ?"
+            params.append(tenant)
+        row = await self._read(lambda conn: conn.execute(sql, params).fetchone())
+        if row is None:
+            raise WorkflowNotFound(f"workflow {workflow_id} not found")
+        return _workflow(row)
+
+    async def find_workflows(
+        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+    ) -> list[Workflow]:
+        terms: list[str] = []
+        params: list[Any] = []
+        for column, value in (("tenant_id", query.tenant_id), ("template_id", query.template_id)):
+            if value is not None:
+                terms.append(f"{column} = ?")
+                params.append(value)
+        if query.statuses:
+            terms.append(f"status IN ({', '.join('?' * len(query.statuses))})")
+            params += [s.value for s in query.statuses]
+        if query.key_prefix is not None:
+            terms.append("idempotency_key >= ? AND idempotency_key < ?")
+            params += [query.key_prefix, query.key_prefix + "\U0010ffff"]
+        if query.created_before is not None:
+            terms.append("created_at < ?")
+            params.append(_millis(query.created_before))
+        if after is not None:
+            terms.append("(created_at, id) < (?, ?)")
+            params += [_millis(after.at), after.id]
+        where = f"WHERE {' AND '.join(terms)} " if terms else ""
+        sql = f"SELECT {_WF_SELECT} FROM workflows {where}ORDER BY created_at DESC, id DESC LIMIT ?"
+        params.append(limit)
+        rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return [_workflow(row) for row in rows]
+
+    async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
+        assignments = ", ".join(f"{field} = ?" for field in change.set)
+        params = [_to_db(field, value) for field, value in change.set.items()]
+        terms, expected = _conditions(change.expect)
+        sql = (
+            f"UPDATE workflows SET {assignments} WHERE {' AND '.join(['id = ?', *terms])} "
+            f"RETURNING {_WF_SELECT}"
+        )
+        params += [change.workflow_id, *expected]
+
+        def op(conn: sqlite3.Connection) -> Workflow | None:
+            row = conn.execute(sql, params).fetchone()
+            return None if row is None else _workflow(row)
+
+        return await self._write(op)
+
+    async def workflow_steps(self, workflow_id: str, *, tenant: str | None = None) -> list[Job]:
+        where, params = where_clause(JobQuery(tenant_id=tenant, workflow_id=workflow_id), _millis)
+        sql = f"SELECT {_SELECT} FROM jobs {where} ORDER BY created_at, id"
+        rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return [_from_row(row) for row in rows]
+
+    async def any_job(self, query: JobQuery) -> bool:
+        where, params = where_clause(query, _millis)
+        sql = f"SELECT 1 FROM jobs {where} LIMIT 1"
+        return bool(await self._read(lambda conn: conn.execute(sql, params).fetchone()))
+
+    async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
+        sql = (
+            f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_step_dirty "
+            f"WHERE {index_where(STEPS_TO_SETTLE)} AND updated_at < ? "
+            "ORDER BY updated_at, id LIMIT ?"
+        )
+        params = (_millis(before), limit)
+        rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return [_from_row(row) for row in rows]
