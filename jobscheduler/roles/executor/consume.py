@@ -50,7 +50,8 @@ from .children import Children
 from .run import InFlight, run_handler
 from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
 from .settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
-from .settle import RETRY_DELAY_FIRST, Done, Finished, Settlement, Slots
+from .settle import RETRY_DELAY_FIRST, Done, Finished, Settlement
+from .slots import Slots
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Part of the executor role (:mod:`jobscheduler.roles.executor.consume`, whose log
 a consumer's finished handlers are queued to its settling task, which writes their outcomes
 in one ``apply_many_lean`` (retrying a failing store for OUTCOME_RETRY_FOR), then acks the
 messages -- or releases them when the outcomes could not be written -- and hands dead
-letters to a task of their own. :class:`Slots` bounds what a consumer holds meanwhile.
+letters to a task of their own. :class:`~.slots.Slots` bounds what a consumer holds meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from jobscheduler.domain.model import Job, Status, format_time, utc
 from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.observability.logthrottle import LogThrottle
 from jobscheduler.roles.deps import Deps
+
+from .slots import Slots
 
 log = logging.getLogger("jobscheduler.roles.executor.consume")
 
@@ -75,45 +77,6 @@ class Finished:
     def __init__(self, delivery: Delivery, done: Done | None) -> None:
         self.delivery = delivery
         self.done = done
-
-
-class Slots:
-    """A consumer's two bounds: handlers running at once (EXECUTOR_CONCURRENCY), and
-    messages received whose outcome is not yet written and acked (twice as many).
-
-    A message's running slot is freed when its handler returns, its unsettled slot once it
-    is settled. So the next batch is picked while the last outcomes are being written,
-    and the store shares one round trip between the two instead of taking them in turn.
-    """
-
-    def __init__(self, concurrency: int) -> None:
-        self._running = trio.CapacityLimiter(concurrency)
-        self._unsettled = trio.CapacityLimiter(2 * concurrency)
-
-    async def take(self, delivery: Delivery) -> None:
-        await self._unsettled.acquire_on_behalf_of(delivery)
-        await self._running.acquire_on_behalf_of(delivery)
-
-    def free(self) -> int:
-        """How many more messages may be taken without waiting."""
-        return int(min(self._running.available_tokens, self._unsettled.available_tokens))
-
-    def take_nowait(self, delivery: Delivery) -> None:
-        self._unsettled.acquire_on_behalf_of_nowait(delivery)
-        self._running.acquire_on_behalf_of_nowait(delivery)
-
-    def stopped(self, delivery: Delivery) -> None:
-        """The message's handler has returned, or was never started."""
-        self._running.release_on_behalf_of(delivery)
-
-    def settled(self, delivery: Delivery) -> None:
-        """The message is acked or released (after :meth:`stopped`)."""
-        self._unsettled.release_on_behalf_of(delivery)
-
-    def release(self, delivery: Delivery) -> None:
-        """Both slots at once: the message was released before its handler returned."""
-        self.stopped(delivery)
-        self.settled(delivery)
 
 
 class Settlement:
