@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -52,6 +52,8 @@ class ChildRequest:
     name: str | None = None
     priority: int | None = None
     max_attempts: int | None = None
+    #: A child of the workflow step (``ctx.spawn``, ``name`` its key), not a plain job.
+    spawn: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -73,6 +75,13 @@ class Enqueuer(Protocol):
 
     async def enqueue_async(self, request: ChildRequest) -> dict[str, Any]:
         """The same, awaited on the executor's trio loop (``async def`` handlers)."""
+
+    def spawn(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        """Store the children of the running step (``ctx.spawn``), blocking; as the API
+        shows them, in order."""
+
+    async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        """The same, awaited on the executor's trio loop."""
 
 
 # -- the wire -------------------------------------------------------------------------------
@@ -111,6 +120,13 @@ def answer_of(reply: Mapping[str, Any]) -> dict[str, Any]:
     return job
 
 
+def answers_of(reply: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The jobs of a spawn's answer, or the error it carries, raised as its type."""
+    if "error" in reply:
+        raise _ERRORS.get(str(reply.get("type")), JobSchedulerError)(str(reply["error"]))
+    return [dict(job) for job in reply["jobs"]]
+
+
 def _receive_exactly(sock: socket.socket, n: int) -> bytes:
     chunks: list[bytes] = []
     while n:
@@ -129,20 +145,28 @@ class RemoteEnqueuer:
     path: str
     token: str
 
-    def enqueue(self, request: ChildRequest) -> dict[str, Any]:
+    def _ask(self, message: dict[str, Any]) -> Any:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
                 sock.settimeout(REMOTE_TIMEOUT)
                 sock.connect(self.path)
-                sock.sendall(frame({"token": self.token, "request": request.to_json()}))
+                sock.sendall(frame({"token": self.token, **message}))
                 length = frame_length(_receive_exactly(sock, _LENGTH.size))
-                reply = json.loads(_receive_exactly(sock, length))
+                return json.loads(_receive_exactly(sock, length))
         except (OSError, ValueError) as exc:
             raise StoreError(f"ctx.enqueue: the executor did not answer: {exc}") from exc
-        return answer_of(reply)
+
+    def enqueue(self, request: ChildRequest) -> dict[str, Any]:
+        return answer_of(self._ask({"request": request.to_json()}))
 
     async def enqueue_async(self, request: ChildRequest) -> dict[str, Any]:
         raise RuntimeError("ctx.enqueue_async is for async def handlers; call ctx.enqueue")
+
+    def spawn(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        return answers_of(self._ask({"spawn": [r.to_json() for r in requests]}))
+
+    async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        raise RuntimeError("ctx.spawn is for async def handlers; call ctx.spawn_sync")
 
 
 @attrs.frozen
@@ -156,6 +180,12 @@ class NoEnqueuer:
 
     async def enqueue_async(self, request: ChildRequest) -> dict[str, Any]:
         raise RuntimeError(f"ctx.enqueue_async is unavailable: {self.reason}")
+
+    def spawn(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        raise RuntimeError(f"ctx.spawn is unavailable: {self.reason}")
+
+    async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        raise RuntimeError(f"ctx.spawn is unavailable: {self.reason}")
 
 
 __all__ = ["ChildRequest", "Enqueuer", "NoEnqueuer", "RemoteEnqueuer"]

@@ -52,6 +52,13 @@ class JobContext:
     deadline: datetime | None = None
     #: How ``enqueue``/``enqueue_async`` reach the executor (see :mod:`.children`).
     enqueuer: Enqueuer = attrs.field(factory=NoEnqueuer, repr=False)
+    #: For a workflow step: its workflow and its name there.
+    workflow_id: str | None = None
+    step: str | None = None
+    #: For a workflow step: the result of each job it waited for, by step name
+    #: (``ctx.parents["export"]``); for a step waiting for the children a step spawned
+    #: (``afterChildrenOf``), theirs too, named ``<spawner>/<key>``.
+    parents: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
 
     def enqueue(
         self,
@@ -91,11 +98,89 @@ class JobContext:
         request = _child_request(job_type, payload, name, at, delay, priority, max_attempts)
         return cast("Job", await self.enqueuer.enqueue_async(request))
 
+    async def spawn(
+        self,
+        job_type: str | TaskHandle,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        key: str,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> Job:
+        """Add a child to this step's workflow, from an ``async def`` handler; returns it as
+        the API shows it. The child waits for this step to complete (then
+        ``ctx.parents`` holds this step's result), and a step declared with
+        ``afterChildrenOf`` naming this one waits for every child it spawns.
+
+        ``key`` names the child among this step's children (its name is
+        ``<this step>/<key>``): an attempt that runs again and spawns the same key gets the
+        child stored the first time, never a second one. Validated as ``POST /jobs`` would.
+        Only a workflow step may spawn (ValidationError otherwise), and only while this
+        attempt holds the step.
+        """
+        request = _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
+        [job] = await self.enqueuer.spawn_async([request])
+        return cast("Job", job)
+
+    async def spawn_many(
+        self,
+        job_type: str | TaskHandle,
+        payloads: Mapping[str, Mapping[str, Any]],
+        *,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> list[Job]:
+        """:meth:`spawn` of one child per key of ``payloads`` (its payload the value), in a
+        few round trips: a fan-out of thousands."""
+        requests = [
+            _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
+            for key, payload in payloads.items()
+        ]
+        return cast("list[Job]", await self.enqueuer.spawn_async(requests) if requests else [])
+
+    def spawn_sync(
+        self,
+        job_type: str | TaskHandle,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        key: str,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> Job:
+        """:meth:`spawn` from a ``def`` handler (it blocks until the child is stored)."""
+        request = _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
+        [job] = self.enqueuer.spawn([request])
+        return cast("Job", job)
+
+    def spawn_many_sync(
+        self,
+        job_type: str | TaskHandle,
+        payloads: Mapping[str, Mapping[str, Any]],
+        *,
+        at: datetime | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+    ) -> list[Job]:
+        """:meth:`spawn_many` from a ``def`` handler."""
+        requests = [
+            _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
+            for key, payload in payloads.items()
+        ]
+        return cast("list[Job]", self.enqueuer.spawn(requests) if requests else [])
+
     def __reduce__(self) -> tuple[Any, ...]:
         fields = {
             a.name: getattr(self, a.name) for a in attrs.fields(type(self)) if a.name != "logger"
         }
         fields["payload"] = dict(self.payload)
+        fields["parents"] = dict(self.parents)
         extra = dict(self.logger.extra or {})
         return (_rebuild_context, (fields, self.logger.logger.name, extra))
 
@@ -138,3 +223,19 @@ def _child_request(
         priority=priority,
         max_attempts=max_attempts,
     )
+
+
+def _spawn_request(
+    job_type: str | TaskHandle,
+    payload: Mapping[str, Any] | None,
+    key: str,
+    at: datetime | str | None,
+    delay: float | None,
+    priority: int | None,
+    max_attempts: int | None,
+) -> ChildRequest:
+    """The request of one child of ``ctx.spawn``: a ``ctx.enqueue`` request named ``key``."""
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_NAME_LENGTH:
+        raise ValidationError(f"key: a non-empty string of at most {MAX_NAME_LENGTH} characters")
+    request = _child_request(job_type, payload, key, at, delay, priority, max_attempts)
+    return attrs.evolve(request, spawn=True)

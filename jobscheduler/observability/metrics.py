@@ -99,6 +99,21 @@ class Metrics:
             ["transition"],
             registry=r,
         )
+        # Workflows (jobscheduler.roles.workflows).
+        self.workflow_steps_settled = Counter(
+            "workflow_steps_settled_total",
+            "Waiting workflow steps moved because of the jobs they wait for: released "
+            "(waiting -> pending) or cancelled (a parent failed, or the workflow was cancelled), "
+            "by who noticed (executor, api, reaper, scheduler).",
+            ["outcome", "by"],
+            registry=r,
+        )
+        self.workflows_finished = Counter(
+            "workflows_finished_total",
+            "Workflows that ended, by status (completed, failed, cancelled).",
+            ["status"],
+            registry=r,
+        )
         self.api_requests = Counter(
             "api_requests_total",
             "HTTP requests served by the API.",

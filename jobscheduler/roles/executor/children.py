@@ -25,6 +25,7 @@ import logging
 import os
 import secrets
 import tempfile
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -39,11 +40,14 @@ from jobscheduler.handlers.children import (
     NoEnqueuer,
     RemoteEnqueuer,
     answer_of,
+    answers_of,
     error_reply,
     frame,
     frame_length,
 )
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.workflows.spawn import spawn_children
+from jobscheduler.store import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +70,16 @@ class AttemptEnqueuer:
     Enqueuer`). Pickled into a worker process it becomes the socket's address and this
     attempt's token."""
 
-    def __init__(self, children: Children, parent: Job, token: str) -> None:
+    def __init__(self, children: Children, parent: Job, token: str, claim: str | None) -> None:
         self._children = children
         self.parent = parent
         self.token = token
+        #: The attempt's claim token (``ctx.spawn`` is fenced on it).
+        self.claim = claim
+        #: Whether this attempt has spawned (its first spawn notes it on the step).
+        self.spawned = False
+        #: One spawn at a time per attempt (the first one notes it on the step).
+        self.spawning = trio.Lock()
         self._order = itertools.count(1)
         self.active = True
 
@@ -92,6 +102,22 @@ class AttemptEnqueuer:
         )
         return answer_of(reply)
 
+    async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        if trio.lowlevel.current_trio_token() is not self._children.trio_token:
+            raise RuntimeError("ctx.spawn runs on its executor's trio loop only")
+        return await self._children.spawn(self, requests)
+
+    def spawn(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        if trio.lowlevel.in_trio_run():
+            raise RuntimeError(
+                "ctx.spawn_sync blocks until the children are stored: in an async def "
+                "handler, use await ctx.spawn(...)"
+            )
+        reply = trio.from_thread.run(
+            self._children.answer_spawn, self, requests, trio_token=self._children.trio_token
+        )
+        return answers_of(reply)
+
     def __reduce__(self) -> tuple[Any, ...]:
         path = self._children.path
         if path is None:
@@ -105,22 +131,39 @@ class Children:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
         self._attempts: dict[str, AttemptEnqueuer] = {}
+        #: Steps whose attempt spawned, until their end is settled (:meth:`took_spawns`).
+        self._spawners: set[str] = set()
         self.trio_token: trio.lowlevel.TrioToken | None = None
         #: The Unix socket worker processes send to, while :meth:`serve` runs.
         self.path: str | None = None
 
-    def open(self, parent: Job) -> AttemptEnqueuer:
-        """The enqueuer of an attempt of ``parent`` starting now (close it when it ends)."""
+    @property
+    def store(self) -> JobStore:
+        """The executor's store (a step's ``ctx.parents`` are read from it)."""
+        return self._deps.store
+
+    def open(self, parent: Job, claim: str | None = None) -> AttemptEnqueuer:
+        """The enqueuer of an attempt of ``parent`` (holding its claim token ``claim``)
+        starting now (close it when it ends)."""
         if self.trio_token is None:
             self.trio_token = trio.lowlevel.current_trio_token()
         token = secrets.token_hex(16)
-        enqueuer = AttemptEnqueuer(self, parent, token)
+        enqueuer = AttemptEnqueuer(self, parent, token, claim or parent.claim_token)
         self._attempts[token] = enqueuer
         return enqueuer
 
     def close(self, enqueuer: AttemptEnqueuer) -> None:
         enqueuer.active = False
         self._attempts.pop(enqueuer.token, None)
+        if enqueuer.spawned:
+            self._spawners.add(enqueuer.parent.id)
+
+    def took_spawns(self, job_id: str) -> bool:
+        """Whether an attempt of ``job_id`` spawned children (told once: forgotten after)."""
+        if job_id in self._spawners:
+            self._spawners.discard(job_id)
+            return True
+        return False
 
     async def answer(self, attempt: AttemptEnqueuer, request: ChildRequest) -> dict[str, Any]:
         """:meth:`enqueue` as a reply: ``{"job": ...}`` or ``{"error": ..., "type": ...}``."""
@@ -128,6 +171,49 @@ class Children:
             return {"job": await self.enqueue(attempt, request)}
         except JobSchedulerError as exc:
             return error_reply(exc)
+
+    async def answer_spawn(
+        self, attempt: AttemptEnqueuer, requests: Sequence[ChildRequest]
+    ) -> dict[str, Any]:
+        """:meth:`spawn` as a reply: ``{"jobs": [...]}`` or ``{"error": ..., "type": ...}``."""
+        try:
+            return {"jobs": await self.spawn(attempt, requests)}
+        except JobSchedulerError as exc:
+            return error_reply(exc)
+
+    async def spawn(
+        self, attempt: AttemptEnqueuer, requests: Sequence[ChildRequest]
+    ) -> list[dict[str, Any]]:
+        """Store the children ``requests`` ask the attempt's step to spawn
+        (:func:`~jobscheduler.roles.workflows.spawn.spawn_children`)."""
+        if not attempt.active:
+            raise ValidationError("ctx.spawn: the attempt that made this context has ended")
+        if attempt.claim is None:
+            raise ValidationError("ctx.spawn: this attempt holds no claim on its job")
+        async with attempt.spawning:
+            try:
+                with trio.fail_after(ENQUEUE_TIMEOUT):
+                    jobs = await spawn_children(
+                        self._deps,
+                        attempt.parent,
+                        attempt.claim,
+                        requests,
+                        first=not attempt.spawned,
+                    )
+            except trio.TooSlowError:
+                raise StoreError(
+                    f"ctx.spawn: the store did not answer within {ENQUEUE_TIMEOUT:.0f}s"
+                ) from None
+            attempt.spawned = True
+        log.debug(
+            "workflow step spawned children",
+            extra={
+                "job_id": attempt.parent.id,
+                "tenant": attempt.parent.tenant_id,
+                "children": len(jobs),
+            },
+        )
+        return jobs
 
     async def enqueue(self, attempt: AttemptEnqueuer, request: ChildRequest) -> dict[str, Any]:
         """Store the job ``request`` asks for, in the parent's tenant; the job as the API
@@ -228,6 +314,9 @@ class Children:
                     reply: dict[str, Any] = error_reply(
                         ValidationError("ctx.enqueue: the attempt that made this context has ended")
                     )
+                elif "spawn" in message:
+                    requests = [ChildRequest.from_json(r) for r in message["spawn"]]
+                    reply = await self.answer_spawn(attempt, requests)
                 else:
                     reply = await self.answer(attempt, ChildRequest.from_json(message["request"]))
             except (ValueError, KeyError, TypeError, trio.TooSlowError) as exc:

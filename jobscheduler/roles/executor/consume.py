@@ -46,7 +46,6 @@ from jobscheduler.observability.logs import FieldsAdapter
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
 
-from .children import Children
 from .run import InFlight, run_handler
 from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
 from .settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
@@ -75,8 +74,6 @@ class Executor(Settlement):
         self._token_prefix = secrets.token_hex(8)
         self._token_seq = itertools.count()
         self._subscriptions: dict[str, Subscription] = {}
-        #: Stores the jobs handlers enqueue (``ctx.enqueue``).
-        self.children = Children(deps)
 
     def in_flight(self) -> int:
         """How many jobs this executor is running right now."""
@@ -382,6 +379,7 @@ async def run_executor(
     ):
         executor = Executor(deps, runner)
         await nursery.start(executor.heartbeat_loop)
+        await nursery.start(executor.step_ends.run)
         if any(deps.registry.get(name).run_in == "process" for name in job_types):
             # Handlers in worker processes reach ctx.enqueue through this socket.
             await nursery.start(executor.children.serve)

@@ -9,17 +9,26 @@ did (returned, raised, timed out) comes back as a failure or a result for
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import trio
 
 from jobscheduler.domain.attempts import Failure, encode_result
 from jobscheduler.domain.model import Job
-from jobscheduler.errors import HandlerTimeout, PermanentError, ResultError, UnknownHandler
+from jobscheduler.errors import (
+    HandlerTimeout,
+    PermanentError,
+    ResultError,
+    StoreError,
+    UnknownHandler,
+)
 from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner
 from jobscheduler.observability.logs import FieldsAdapter
+from jobscheduler.roles.workflows.reads import parent_results
+from jobscheduler.store import Reporting
 
 from .children import Children
 
@@ -51,6 +60,23 @@ class InFlight:
         self.timed_out = False
 
 
+#: Bound of reading a workflow step's ``ctx.parents`` before its handler runs.
+PARENTS_TIMEOUT = 10.0
+
+
+async def read_parents(store: Reporting, job: Job) -> tuple[dict[str, Any], Failure | None]:
+    """A workflow step's ``ctx.parents`` (empty for any other job), read within
+    PARENTS_TIMEOUT; or, when it cannot be read, the failure of the attempt."""
+    if job.step is None or not job.step.parents:
+        return {}, None
+    try:
+        with trio.fail_after(PARENTS_TIMEOUT):
+            return await parent_results(store, job), None
+    except (StoreError, trio.TooSlowError) as exc:
+        message = f"the results of the steps it waits for could not be read: {exc!r}"
+        return {}, Failure(type="StoreError", message=message)
+
+
 async def run_handler(
     registry: HandlerRegistry,
     runner: HandlerRunner,
@@ -65,10 +91,17 @@ async def run_handler(
     async handler is cancelled, a worker process killed, a thread abandoned. The result
     is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
     that is not makes the attempt a failure. With ``children``, the handler's context can
-    enqueue jobs (``ctx.enqueue``) while it runs."""
+    enqueue jobs (``ctx.enqueue``) and spawn a workflow step's children (``ctx.spawn``)
+    while it runs, and a workflow step's context holds its parents' results
+    (``ctx.parents``): a step whose parents cannot be read is not run (a failed attempt)."""
+    parents: dict[str, Any] = {}
+    if children is not None:
+        parents, unread = await read_parents(children.store, job)
+        if unread is not None:
+            return unread, None
     enqueuer = children.open(job) if children is not None else None
     try:
-        return await _run(registry, runner, job, entry, logger, enqueuer)
+        return await _run(registry, runner, job, entry, logger, enqueuer, parents)
     finally:
         if children is not None and enqueuer is not None:
             children.close(enqueuer)
@@ -81,6 +114,7 @@ async def _run(
     entry: InFlight,
     logger: logging.LoggerAdapter[logging.Logger],
     enqueuer: Any,
+    parents: Mapping[str, Any],
 ) -> tuple[Failure | None, Any]:
     ctx = JobContext(
         job_id=job.id,
@@ -93,6 +127,9 @@ async def _run(
         idempotency_key=job.idempotency_key,
         scheduled_at=job.scheduled_at,
         template_id=job.template_id,
+        workflow_id=job.workflow_id,
+        step=job.step.name if job.step is not None else None,
+        parents=parents,
         **({"enqueuer": enqueuer} if enqueuer is not None else {}),
     )
     value: Any = None

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import trio
 
 from jobscheduler._scopes import shielded, take_ready
@@ -25,7 +26,9 @@ from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.observability.logthrottle import LogThrottle
 from jobscheduler.roles.deps import Deps
 
+from .children import Children
 from .slots import Slots
+from .steps import StepEnds
 
 log = logging.getLogger("jobscheduler.roles.executor.consume")
 
@@ -88,6 +91,10 @@ class Settlement:
         self._histograms: dict[str, Any] = {}
         #: Repeated store errors become one line per interval (with a count).
         self._throttled = LogThrottle(log)
+        #: Stores the jobs handlers enqueue (``ctx.enqueue``) and spawn (``ctx.spawn``).
+        self.children = Children(deps)
+        #: Settles the workflow steps whose end is written here (its task: run_executor's).
+        self.step_ends = StepEnds(deps, self.children)
 
     def _count(self, job_type: str, result: str) -> None:
         """Count one processed message (label children cached: this is the hot path)."""
@@ -115,6 +122,7 @@ class Settlement:
                 states.finish_cancel(job, token=token, now=deps.clock.now())
             )
             if cancelled is not None:
+                self.step_ends.ended(cancelled)
                 self._count(job.job_type, "cancelled")
                 logger.info("job cancelled while running; handler stopped")
                 return True
@@ -283,7 +291,7 @@ class Settlement:
                 if after is False:
                     written[i] = await self._landed(changes[i], read_back[i])
         results: list[str] = []
-        for outcome, after in zip(outcomes, written, strict=True):
+        for i, (outcome, after) in enumerate(zip(outcomes, written, strict=True)):
             job, error, logger = outcome.job, outcome.error, outcome.logger
             if after is False:
                 # A failed attempt loses to a cancel request: the job ends cancelled.
@@ -295,6 +303,7 @@ class Settlement:
                 continue
             if error is None:
                 result = "completed"
+                self.step_ends.ended(attrs.evolve(job, **changes[i].set))
                 logger.debug("job completed")
                 self._count(job.job_type, result)
                 results.append(result)
@@ -309,6 +318,7 @@ class Settlement:
                 "error_message": outcome.failure.message,
             }
             if after.status is Status.DLQ:
+                self.step_ends.ended(after)
                 result = "dlq"
                 logger.warning(
                     "job dead-lettered",

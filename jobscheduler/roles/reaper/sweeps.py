@@ -1,10 +1,12 @@
 """The reaper role: return stuck jobs to pending, and sample the job gauges.
 
-Two sweeps (:mod:`.recovery`, the path ``dev``'s start-up recovery takes too): ``queued``
+Two sweeps of jobs (:mod:`.recovery`, the path ``dev``'s start-up recovery takes too): ``queued``
 longer than QUEUED_TIMEOUT (the wake-up was lost; attempt count kept) and
 ``claimed``/``running`` without a heartbeat for CLAIM_TIMEOUT (the executor died; counts as
 a failed attempt, so a job that kills its executor ends in dlq). Each job recovered is
-logged at debug; each sweep that recovered any logs one summary line.
+logged at debug; each sweep that recovered any logs one summary line. Then the workflows'
+sweeps (:mod:`jobscheduler.roles.workflows.sweep`): steps no one settled, creates that
+never finished.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import trio
 
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.workflows.sweep import SETTLE_GRACE, finish_creates, settle_marked
 
 from .recovery import BATCH, recover_lost, requeue_stale
 
@@ -29,10 +32,14 @@ class Reaper:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
 
-    async def sweep(self, *, queued_timeout: float | None = None) -> dict[str, int]:
-        """Run both sweeps once; returns how many jobs each recovered.
+    async def sweep(
+        self, *, queued_timeout: float | None = None, settle_grace: float = SETTLE_GRACE
+    ) -> dict[str, int]:
+        """Run both sweeps once, then the workflows' (:meth:`sweep_workflows`); returns how
+        many jobs each of the first two recovered.
 
-        ``queued_timeout`` overrides QUEUED_TIMEOUT (0 re-pends every queued job).
+        ``queued_timeout`` overrides QUEUED_TIMEOUT (0 re-pends every queued job);
+        ``settle_grace`` is how long a step's mark is left to its writer.
         """
         deps = self._deps
         settings = deps.settings
@@ -43,6 +50,7 @@ class Reaper:
             deps, cutoff=lambda now: now - timedelta(seconds=settings.claim_timeout)
         )
         recovered = {"queued": requeued, "claimed": lost.jobs}
+        await self.sweep_workflows(settle_grace=settle_grace)
         try:
             pruned = await deps.store.prune_attempts(
                 deps.clock.now() - timedelta(seconds=settings.attempt_retention)
@@ -69,6 +77,17 @@ class Reaper:
         if any(recovered.values()) and deps.waker is not None:
             deps.waker.notify(deps.clock.now())
         return recovered
+
+    async def sweep_workflows(self, *, settle_grace: float = SETTLE_GRACE) -> None:
+        """Settle the workflow steps no one settled (marked longer than ``settle_grace``
+        ago: a step whose parents are done is released even if whoever ended them died),
+        and open or give up the creates that never finished. A failure is logged: the next
+        sweep tries again."""
+        try:
+            await finish_creates(self._deps)
+            await settle_marked(self._deps, grace=settle_grace)
+        except StoreError as exc:
+            log.warning("workflow sweep failed", extra={"error": str(exc)})
 
     async def prune_audit(self) -> int:
         """Delete audit records older than AUDIT_RETENTION; returns how many."""
@@ -130,7 +149,7 @@ async def run_reaper(
         # before this start lost its wake-up. Re-pend them now, before reporting started (so
         # before this process's scheduler queues anything), not after QUEUED_TIMEOUT.
         try:
-            await reaper.sweep(queued_timeout=0.0)
+            await reaper.sweep(queued_timeout=0.0, settle_grace=0.0)
         except StoreError as exc:
             log.error("reaper start-up sweep failed", extra={"error": str(exc)})
     task_status.started()
