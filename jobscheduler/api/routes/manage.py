@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 from quart import Response, g, request
 
-from jobscheduler.api import actions
+from jobscheduler.api import actions, bulk
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.job_filters import parse_filter
@@ -207,7 +207,7 @@ def register_manage_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) 
             raise ValidationError("dryRun: must be true or false")
         return value
 
-    def bulk_reply(result: actions.BulkResult, query: JobQuery, dry: bool) -> Response:
+    def bulk_reply(result: bulk.BulkResult, query: JobQuery, dry: bool) -> Response:
         g.audit_detail = (
             f"tenant {query.tenant_id or '(all)'}: {result.matched} matched, "
             f"{result.changed} changed{' (dry run)' if dry else ''}"
@@ -227,7 +227,7 @@ def register_manage_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) 
         _only(body, BULK_FIELDS)
         query = await bulk_query(body)
         dry = dry_run(body)
-        result = await actions.bulk_cancel(deps, query, call=paged, dry_run=dry)
+        result = await bulk.bulk_cancel(deps, query, call=paged, dry_run=dry)
         return bulk_reply(result, query, dry)
 
     @routes.route(ops.BULK_RETRY)
@@ -241,7 +241,7 @@ def register_manage_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) 
                 raise ValidationError("scheduledAt: must be an RFC3339 string")
             scheduled_at = parse_time(body["scheduledAt"], "scheduledAt")
         dry = dry_run(body)
-        result = await actions.bulk_retry(
+        result = await bulk.bulk_retry(
             deps, query, scheduled_at=scheduled_at, call=paged, dry_run=dry
         )
         return bulk_reply(result, query, dry)

@@ -5,7 +5,7 @@ filter, on the SQLite store or a MongoDB-protocol server.
 ``python -m jobscheduler.tools.bench.bulk --store mongo --mongo-uri mongodb://127.0.0.1:27017``
 
 The jobs are written straight into a fresh store (a temporary SQLite file, or a fresh
-database that is dropped afterwards), then the route's own code (:func:`actions.bulk_retry`)
+database that is dropped afterwards), then the route's own code (:func:`bulk.bulk_retry`)
 runs the retry, timed. Prints one line of figures; not a test.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pymongo
 import trio
 
-from jobscheduler.api import actions
+from jobscheduler.api import bulk
 from jobscheduler.bus.local import LocalBus
 from jobscheduler.config import Settings
 from jobscheduler.domain.model import Job, Status, new_job_id, utc
@@ -76,15 +76,15 @@ async def measure(store: JobStore, jobs: int) -> str:
     )
     query = JobQuery(tenant_id=TENANT, statuses=(Status.DLQ,))
     started = time.monotonic()
-    result = await actions.bulk_retry(deps, query)
+    result = await bulk.bulk_retry(deps, query)
     took = time.monotonic() - started
-    again = await actions.bulk_retry(deps, query)
+    again = await bulk.bulk_retry(deps, query)
     counts = await store.count_by_status()
     assert result.changed == jobs == counts[Status.PENDING], (result, counts)
     assert again.changed == 0
     return (
         f"bulk retry of {jobs:,} dlq jobs: {took:.2f} s ({jobs / took:,.0f} jobs/s, "
-        f"{actions.BULK_BATCH} per page); repeat: {again.matched} matched; "
+        f"{bulk.BULK_BATCH} per page); repeat: {again.matched} matched; "
         f"seeding took {seeded:.1f} s"
     )
 
