@@ -77,9 +77,13 @@ class WorkflowRecords(Protocol):
         of several racing inserts of one key succeeds)."""
 
     @abc.abstractmethod
-    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
+    async def get_workflow(
+        self, workflow_id: str, *, tenant: str | None = None, steps: bool = True
+    ) -> Workflow:
         """The record; WorkflowNotFound for an unknown id and, when ``tenant`` is given, for
-        another tenant's."""
+        another tenant's. ``steps`` False leaves its declared steps out (``steps == ()``):
+        the settle of every step's end reads only its status, version and cancel request,
+        and a workflow may declare a thousand steps."""
 
     @abc.abstractmethod
     async def find_workflows(

@@ -62,6 +62,8 @@ async def test_a_record_round_trips_and_is_unique_by_tenant_and_key(store: JobSt
     assert taken.value.existing_id == record.id
     other = await store.insert_workflow(plan(tenant="tenant-b").workflow)
     assert other.tenant_id == "tenant-b"
+    light = await store.get_workflow(record.id, steps=False)
+    assert light == attrs.evolve(record, steps=())
 
 
 async def test_another_tenants_or_a_missing_record_is_not_found(store: JobStore) -> None:

@@ -194,8 +194,10 @@ class ProxyStore(JobStore):
     async def insert_workflow(self, workflow: Workflow) -> Workflow:
         return await self.inner.insert_workflow(workflow)
 
-    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
-        return await self.inner.get_workflow(workflow_id, tenant=tenant)
+    async def get_workflow(
+        self, workflow_id: str, *, tenant: str | None = None, steps: bool = True
+    ) -> Workflow:
+        return await self.inner.get_workflow(workflow_id, tenant=tenant, steps=steps)
 
     async def find_workflows(
         self, query: WorkflowQuery, limit: int, after: Cursor | None = None

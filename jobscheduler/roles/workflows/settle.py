@@ -16,7 +16,8 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
 4. if nothing was released, finishes the record once no step is unfinished
    (:func:`~jobscheduler.domain.workflows.outcome_of`), conditioned on the version read;
 5. only then clears the marks of the steps it acted on (:func:`states.settle_step
-   <jobscheduler.domain.states.settle_step>`, conditioned on the version acted on).
+   <jobscheduler.domain.states.settle_step>`, conditioned on the version acted on) -- in
+   the round trip of the releases when there are some (the workflow cannot finish then).
 
 Each write is a conditional transition on the version read, so any number of settlers may
 act on one workflow at once (an executor's fast path, the reaper's sweep, the API): a step is
@@ -92,7 +93,7 @@ class Settler:
     async def _settle_workflow(self, workflow_id: str, seeds: list[Job], done: Settled) -> None:
         store = self._deps.store
         try:
-            record = await store.get_workflow(workflow_id)
+            record = await store.get_workflow(workflow_id, steps=False)
         except WorkflowNotFound:
             log.error(
                 "workflow steps without a workflow record; marks cleared",
@@ -224,7 +225,14 @@ class Settler:
         to_clear += [d.step for d in decisions if d.change is None and d.step.step_dirty]
         if not acting:
             return []
-        results = await deps.store.apply_many([d.change for d in acting if d.change])
+        changes = [d.change for d in acting if d.change is not None]
+        clears: list[states.Change] = []
+        if any(change.transition == "release_step" for change in changes):
+            # A release: the workflow does not finish in this settle, so the marks acted
+            # on so far go in the same round trip (else after the finish: step 5).
+            clears = [states.settle_step(step) for step in to_clear]
+            to_clear.clear()
+        results = (await deps.store.apply_many([*changes, *clears]))[: len(changes)]
         cancelled: list[tuple[_Decision, Job]] = []
         due: list[datetime] = []
         for decision, after in zip(acting, results, strict=True):

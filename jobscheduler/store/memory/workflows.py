@@ -54,12 +54,14 @@ class MemoryWorkflowsMixin(MemoryConnection):
         self._workflow_keys[(workflow.tenant_id, workflow.idempotency_key)] = workflow.id
         return stored
 
-    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
+    async def get_workflow(
+        self, workflow_id: str, *, tenant: str | None = None, steps: bool = True
+    ) -> Workflow:
         await self._enter()
         workflow = self._workflows.get(workflow_id)
         if workflow is None or (tenant is not None and workflow.tenant_id != tenant):
             raise WorkflowNotFound(f"workflow {workflow_id} not found")
-        return workflow
+        return workflow if steps else attrs.evolve(workflow, steps=())
 
     async def find_workflows(
         self, query: WorkflowQuery, limit: int, after: Cursor | None = None

@@ -186,17 +186,22 @@ class MongoWorkflowsMixin(MongoSeam):
 
         return await self._call(op, "insert_workflow")
 
-    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
+    async def get_workflow(
+        self, workflow_id: str, *, tenant: str | None = None, steps: bool = True
+    ) -> Workflow:
         if not ObjectId.is_valid(workflow_id):
             raise WorkflowNotFound(f"workflow {workflow_id} not found")
         records = self._workflows()
         query: Document = {"_id": ObjectId(workflow_id)}
         if tenant is not None:
             query["tenantId"] = tenant
-        doc = await self._call(lambda: records.find_one(query), "get_workflow", read=True)
+        projection = None if steps else {"steps": False}
+        doc = await self._call(
+            lambda: records.find_one(query, projection=projection), "get_workflow", read=True
+        )
         if doc is None:
             raise WorkflowNotFound(f"workflow {workflow_id} not found")
-        return document_to_workflow(doc)
+        return document_to_workflow({"steps": [], **doc})
 
     async def find_workflows(
         self, query: WorkflowQuery, limit: int, after: Cursor | None = None

@@ -134,8 +134,11 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
 
         return await self._write(op)
 
-    async def get_workflow(self, workflow_id: str, *, tenant: str | None = None) -> Workflow:
-        sql = f"SELECT {_WF_SELECT} FROM workflows WHERE id = ?"
+    async def get_workflow(
+        self, workflow_id: str, *, tenant: str | None = None, steps: bool = True
+    ) -> Workflow:
+        select = _WF_SELECT if steps else _WF_SELECT.replace("steps", "'[]'")
+        sql = f"SELECT {select} FROM workflows WHERE id = ?"
         params: list[Any] = [workflow_id]
         if tenant is not None:
             sql += " AND tenant_id = ?"
