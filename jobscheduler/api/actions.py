@@ -22,6 +22,8 @@ from jobscheduler.domain.model import Job, Status, cron_policy_of, utc
 from jobscheduler.errors import DuplicateJob, InvalidTransition, StoreError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler import cron_firing
+from jobscheduler.roles.workflows import actions as workflow_actions
+from jobscheduler.roles.workflows.settle import Settler
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +114,11 @@ async def cancel(deps: Deps, job: Job) -> Outcome:
             return Outcome(job=job, changed=False)
         raise _conflict(job, "a finished job cannot be cancelled")
 
-    return await _decide(deps, job, plan, "cancelled")
+    outcome = await _decide(deps, job, plan, "cancelled")
+    if outcome.changed and outcome.job.status is Status.CANCELLED:
+        # A workflow step: the steps waiting for it are cancelled too (or run anyway).
+        await Settler(deps, by="api").settle([outcome.job])
+    return outcome
 
 
 async def retry(
@@ -123,7 +129,11 @@ async def retry(
     payload: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """dlq/cancelled -> pending (a replay). A template is due at its next fire time after
-    now; a one-off job at ``scheduled_at`` (default now). Other statuses: 409."""
+    now; a one-off job at ``scheduled_at`` (default now). Other statuses: 409. A workflow
+    step is retried with its workflow: it waits for its parents again, with the steps its
+    failure cancelled (:func:`~jobscheduler.roles.workflows.actions.retry_workflow`)."""
+    if job.workflow_id is not None:
+        return await _retry_step(deps, job, scheduled_at=scheduled_at, payload=payload)
 
     def plan(job: Job) -> states.Change:
         if job.status not in states.RETRYABLE:
@@ -138,6 +148,23 @@ async def retry(
     if deps.waker is not None:
         deps.waker.notify(outcome.job.scheduled_at)
     return outcome
+
+
+async def _retry_step(
+    deps: Deps,
+    job: Job,
+    *,
+    scheduled_at: datetime | None,
+    payload: Mapping[str, Any] | None,
+) -> Outcome:
+    if job.status not in states.RETRYABLE:
+        raise _conflict(job, "only dlq or cancelled jobs can be retried")
+    assert job.workflow_id is not None
+    workflow = await deps.store.get_workflow(job.workflow_id, steps=False)
+    await workflow_actions.retry_workflow(
+        deps, workflow, step_id=job.id, by="api", payload=payload, scheduled_at=scheduled_at
+    )
+    return Outcome(job=await deps.store.get(job.id, tenant=job.tenant_id), changed=True)
 
 
 def next_fire(template: Job, now: datetime) -> datetime:

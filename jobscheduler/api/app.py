@@ -28,6 +28,7 @@ from .routes.manage import register_manage_routes
 from .routes.occurrences import register_occurrence_routes
 from .routes.overview import register_overview_route
 from .routes.tenancy import register_tenancy_routes
+from .routes.workflows import register_workflow_routes
 from .schemas import jobs as ops
 from .serving.server import serve_asgi
 from .serving.unread_body import ASGIApp
@@ -73,6 +74,7 @@ def create_app(deps: Deps) -> QuartTrio:
     register_overview_route(routes, deps, calls)
     register_manage_routes(routes, deps, calls)
     register_tenancy_routes(routes, tenancy)
+    register_workflow_routes(routes, deps, tenancy, calls)
     # Sign-in only means something when keys are required (AUTH=off: pages open directly).
     verify_key = tenancy.verify_key if tenancy.auth_required else None
     register_ui_routes(routes, deps, verify_key=verify_key)

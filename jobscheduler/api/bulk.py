@@ -15,6 +15,7 @@ import attrs
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.workflows import actions as workflow_actions
 from jobscheduler.store.query import Cursor, JobQuery
 
 from .actions import Caller, direct, next_fire
@@ -106,18 +107,25 @@ async def bulk_retry(
     dry_run: bool = False,
 ) -> BulkResult:
     """Retry every dlq/cancelled match (due ``scheduled_at``, default now; a template at its
-    next fire). Safe to repeat: retried jobs are pending and no longer match."""
+    next fire; a workflow step waits for its parents again, its workflow resumed). Safe to
+    repeat: retried jobs are pending (or waiting) and no longer match."""
     statuses = tuple(s for s in (query.statuses or states.RETRYABLE) if s in states.RETRYABLE)
     if not statuses:
         return BulkResult(matched=0, changed=0)
     now = deps.clock.now()
+    steps: list[Job] = []
 
     def build(job: Job) -> states.Change:
+        if job.workflow_id is not None:  # waits for its parents again (then resumed)
+            steps.append(job)
+            return states.retry_step(job, now=now, scheduled_at=scheduled_at)
         due = next_fire(job, now) if job.cron is not None else scheduled_at
         return states.retry(job, now=now, scheduled_at=due)
 
     query = attrs.evolve(query, statuses=statuses)
     result = await _walk(deps, query, build, call, dry_run, action="bulk retry")
+    if steps and not dry_run:
+        await call(workflow_actions.resume_workflows, deps, steps, by="api")
     if result.changed and deps.waker is not None:
         deps.waker.notify(scheduled_at or now)
     return result

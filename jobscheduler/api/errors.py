@@ -31,6 +31,7 @@ from werkzeug.exceptions import (
 from jobscheduler.errors import (
     BodyTooLarge,
     DuplicateJob,
+    DuplicateWorkflow,
     Forbidden,
     InvalidTransition,
     JobNotFound,
@@ -43,10 +44,11 @@ from jobscheduler.errors import (
     Unauthorized,
     UnsupportedMediaType,
     ValidationError,
+    WorkflowNotFound,
 )
 
 from .replies import json_response
-from .shapes import CONFLICT, DUPLICATE, ERROR, Schema
+from .shapes import CONFLICT, DUPLICATE, DUPLICATE_WORKFLOW, ERROR, Schema
 
 #: Largest request body the API reads (413 above it).
 MAX_BODY_BYTES = 1024 * 1024
@@ -99,6 +101,7 @@ ERRORS: Mapping[type[JobSchedulerError], ErrorRule] = {
     Forbidden: ErrorRule(status=403, reason="the key may not do this, or names another tenant"),
     JobNotFound: ErrorRule(status=404, reason="no such job (or one of another tenant)"),
     KeyNotFound: ErrorRule(status=404, reason="no such key (or one of another tenant)"),
+    WorkflowNotFound: ErrorRule(status=404, reason="no such workflow (or one of another tenant)"),
     RouteNotFound: ErrorRule(status=404, reason="no such route"),
     MethodNotAllowed: ErrorRule(status=405, reason="method not allowed"),
     DuplicateJob: ErrorRule(
@@ -106,6 +109,12 @@ ERRORS: Mapping[type[JobSchedulerError], ErrorRule] = {
         reason="the idempotencyKey is taken (jobId names it)",
         schema=DUPLICATE,
         fields=lambda exc: {"jobId": exc.existing_id},
+    ),
+    DuplicateWorkflow: ErrorRule(
+        status=409,
+        reason="the idempotencyKey names another workflow (workflowId names it)",
+        schema=DUPLICATE_WORKFLOW,
+        fields=lambda exc: {"workflowId": exc.existing_id},
     ),
     InvalidTransition: ErrorRule(
         status=409,

@@ -46,6 +46,16 @@ DUPLICATE: Schema = {
     },
 }
 
+#: A 409 naming the workflow that holds an idempotencyKey.
+DUPLICATE_WORKFLOW: Schema = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {"type": "string"},
+        "workflowId": {**JOB_ID, "description": "the workflow that holds the idempotencyKey"},
+    },
+}
+
 #: A 409 naming the job whose status forbids an action, and that status.
 CONFLICT: Schema = {
     "type": "object",

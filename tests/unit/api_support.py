@@ -69,6 +69,14 @@ class Reply:
         assert fragment in body["error"]
         return str(body["error"])
 
+    def assert_conflict(self, status: int, fragment: str = "") -> str:
+        """Assert a 409 naming what forbids the action (``{"error", "jobId", "status"}``)."""
+        assert self.status == status, self.text
+        body = self.json
+        assert set(body) == {"error", "jobId", "status"}
+        assert fragment in body["error"]
+        return str(body["error"])
+
 
 @attrs.define
 class Api:

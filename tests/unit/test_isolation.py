@@ -25,6 +25,7 @@ from jobscheduler.api.session import csrf_token
 from jobscheduler.domain.audit import AuditQuery
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import job_to_json, new_job_id
+from jobscheduler.store.workflows import WorkflowQuery
 
 from .conftest import DepsFactory
 from .tenancy_support import AuthApi, auth_deps, serve_auth
@@ -62,6 +63,13 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/jobs/<job_id>/resume"): {},
     ("POST", "/jobs/<job_id>/trigger"): {},
     ("PATCH", "/jobs/<job_id>"): {"priority": 3},
+    ("POST", "/workflows"): {
+        "idempotencyKey": "b-workflow",  # B's own key: a clash must not leak
+        "tenantId": B,
+        "steps": [{"name": "only", "jobType": "noop"}],
+    },
+    ("POST", "/workflows/<workflow_id>/cancel"): {},
+    ("POST", "/workflows/<workflow_id>/retry"): {},
 }
 
 
@@ -104,6 +112,7 @@ class World:
     b_job: dict[str, Any]
     b_template: dict[str, Any]
     b_key_id: str
+    b_workflow: dict[str, Any]
 
     def path(self, route: Route, *, missing: bool = False) -> tuple[str, list[str]]:
         """The route's path naming B's objects (or, ``missing``, ids nobody has), with the
@@ -116,6 +125,8 @@ class World:
                 chosen = secrets.token_hex(8) if missing else self.b_key_id
             elif missing:
                 chosen = new_job_id()
+            elif name == "workflow_id":
+                chosen = str(self.b_workflow["id"])
             elif route.rule.endswith(("/next", "/occurrences")) or route.template_action:
                 chosen = str(self.b_template["id"])
             else:
@@ -128,7 +139,15 @@ class World:
 
     def secrets_of_b(self) -> list[str]:
         """Strings that only B's objects contain: a reply holding one leaks them."""
-        return [self.b_job["id"], self.b_template["id"], self.b_key_id, "b-template"]
+        return [
+            self.b_job["id"],
+            self.b_template["id"],
+            self.b_key_id,
+            "b-template",
+            self.b_workflow["id"],
+            self.b_workflow["steps"][0]["jobId"],
+            "b-workflow",
+        ]
 
 
 def echo_removed(text: str, ids: list[str]) -> str:
@@ -142,7 +161,10 @@ async def snapshot(api: AuthApi) -> tuple[Any, ...]:
     jobs = [job_to_json(j) for j in await store.list_jobs(B, None, 1000)]
     keys = [attrs.asdict(k) for k in await store.list_keys(B)]
     audit = [attrs.asdict(r) for r in await store.list_audit(AuditQuery(tenant=B))]
-    return (json.dumps(jobs, sort_keys=True, default=str), keys, audit)
+    workflows = [
+        attrs.asdict(w) for w in await store.find_workflows(WorkflowQuery(tenant_id=B), 100)
+    ]
+    return (json.dumps(jobs, sort_keys=True, default=str), keys, audit, workflows)
 
 
 @pytest.fixture
@@ -155,11 +177,14 @@ async def world(make_deps: DepsFactory) -> AsyncIterator[World]:
             as_="b-writer",
             json={"idempotencyKey": "b-cron", "jobType": "noop", "cron": "*/5 * * * *"},
         )
-        assert job.status == template.status == 201
+        workflow = await api.call(
+            "POST", "/workflows", as_="b-writer", json=BODIES[("POST", "/workflows")]
+        )
+        assert job.status == template.status == workflow.status == 201
         await api.add_key("a-revoked", "tenant-a", Role.ADMIN)
         revoked = await api.call("DELETE", f"/keys/{api.key_ids['a-revoked']}", as_="admin")
         assert revoked.status == 200
-        yield World(api, job.json, template.json, api.key_ids["b-writer"])
+        yield World(api, job.json, template.json, api.key_ids["b-writer"], workflow.json)
 
 
 #: The callers of every case (None: no key at all).

@@ -80,10 +80,17 @@ def cancel_step(step: Job, *, now: datetime, reason: str) -> Change:
     )
 
 
-def retry_step(step: Job, *, now: datetime, payload: Mapping[str, Any] | None = None) -> Change:
+def retry_step(
+    step: Job,
+    *,
+    now: datetime,
+    payload: Mapping[str, Any] | None = None,
+    scheduled_at: datetime | None = None,
+) -> Change:
     """dlq/cancelled -> waiting: a retry of a workflow step (attempts reset, a Replay kept,
-    as :func:`~jobscheduler.domain.states.retry`), which then waits for its parents again;
-    marked, so it is released at once if they have completed."""
+    as :func:`~jobscheduler.domain.states.retry`; a new ``payload`` or due time, when
+    given), which then waits for its parents again; marked, so it is released at once if
+    they have completed."""
     now = utc(now)
     replay = Replay(
         at=now,
@@ -105,6 +112,8 @@ def retry_step(step: Job, *, now: datetime, payload: Mapping[str, Any] | None = 
     }
     if payload is not None:
         changes["payload"] = dict(payload)
+    if scheduled_at is not None:
+        changes["scheduled_at"] = utc(scheduled_at)
     return Change(transition="retry_step", job_id=step.id, expect=_version(step), set=changes)
 
 

@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
@@ -79,11 +81,18 @@ async def cancel_workflow(deps: Deps, workflow: Workflow, *, by: str) -> Workflo
 
 
 async def retry_workflow(
-    deps: Deps, workflow: Workflow, *, step_id: str | None = None, by: str
+    deps: Deps,
+    workflow: Workflow,
+    *,
+    step_id: str | None = None,
+    by: str,
+    payload: Mapping[str, Any] | None = None,
+    scheduled_at: datetime | None = None,
 ) -> Workflow:
-    """Retry the step ``step_id`` (dlq or cancelled), or every step in dlq or cancelled,
-    with the cancelled steps downstream of it (see the module docstring); the record after
-    it. 409 when there is nothing to retry."""
+    """Retry the step ``step_id`` (dlq or cancelled; with a new ``payload`` or due time,
+    when given), or every step in dlq or cancelled, with the cancelled steps downstream of
+    it (see the module docstring); the record after it. 409 when there is nothing to
+    retry."""
     store = deps.store
     if workflow.status is WorkflowStatus.CREATING:
         raise _conflict(workflow, "it is still being stored")
@@ -97,7 +106,9 @@ async def retry_workflow(
         if not chosen or chosen[0].status not in _RETRYABLE:
             raise _conflict(workflow, "only a step in dlq or cancelled can be retried")
     workflow = await _reopen(deps, workflow)
-    retried = await rewait(deps, steps, [job.id for job in chosen])
+    retried = await rewait(
+        deps, steps, [job.id for job in chosen], payload=payload, scheduled_at=scheduled_at
+    )
     log.info(
         "workflow retried",
         extra={"workflow_id": workflow.id, "tenant": workflow.tenant_id, "steps": len(retried)},
@@ -114,7 +125,7 @@ async def resume_workflows(deps: Deps, steps: Iterable[Job], *, by: str) -> None
         if job.workflow_id is not None:
             by_workflow.setdefault(job.workflow_id, []).append(job.id)
     for workflow_id, ids in by_workflow.items():
-        workflow = await _reopen(deps, await deps.store.get_workflow(workflow_id))
+        workflow = await _reopen(deps, await deps.store.get_workflow(workflow_id, steps=False))
         everything = await deps.store.workflow_steps(workflow.id)
         retried = await rewait(deps, everything, ids)
         current = {job.id: job for job in everything}
@@ -131,16 +142,26 @@ async def _reopen(deps: Deps, workflow: Workflow) -> Workflow:
     raise StoreError(f"workflow {workflow.id} kept changing; retry not applied, retry")
 
 
-async def rewait(deps: Deps, steps: Sequence[Job], ids: Sequence[str]) -> list[Job]:
-    """The steps ``ids`` (those in dlq or cancelled) and every cancelled step downstream of
-    them back to waiting; the steps as retried."""
+async def rewait(
+    deps: Deps,
+    steps: Sequence[Job],
+    ids: Sequence[str],
+    *,
+    payload: Mapping[str, Any] | None = None,
+    scheduled_at: datetime | None = None,
+) -> list[Job]:
+    """The steps ``ids`` (those in dlq or cancelled; with ``payload`` and ``scheduled_at``,
+    when given) and every cancelled step downstream of them back to waiting; the steps as
+    retried."""
     by_id = {job.id: job for job in steps}
     spawned: dict[str, list[str]] = {}
     for job in steps:
         if job.spawned_by is not None:
             spawned.setdefault(job.spawned_by, []).append(job.id)
-    targets = [by_id[i] for i in ids if i in by_id and by_id[i].status in _RETRYABLE]
-    seen = {job.id for job in targets}
+    starts = [by_id[i] for i in ids if i in by_id]
+    chosen = {job.id for job in starts if job.status in _RETRYABLE}
+    targets = [job for job in starts if job.id in chosen]
+    seen = {job.id for job in starts}
     queue = list(seen)
     while queue:
         current = by_id[queue.pop()]
@@ -152,5 +173,11 @@ async def rewait(deps: Deps, steps: Sequence[Job], ids: Sequence[str]) -> list[J
                 targets.append(child)
                 queue.append(child.id)
     now = deps.clock.now()
-    results = await deps.store.apply_many([states.retry_step(job, now=now) for job in targets])
+    changes = [
+        states.retry_step(job, now=now, payload=payload, scheduled_at=scheduled_at)
+        if job.id in chosen
+        else states.retry_step(job, now=now)
+        for job in targets
+    ]
+    results = await deps.store.apply_many(changes)
     return [job for job in results if job is not None]

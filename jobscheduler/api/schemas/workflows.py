@@ -1,0 +1,252 @@
+"""Declarations of the workflow routes: create (``POST /workflows``), read one, list, cancel
+and retry, in the same terms as :mod:`.jobs`.
+
+A create body is validated against :data:`CREATE_WORKFLOW` by the route table, then as a
+whole by :func:`~jobscheduler.domain.workflows.parse_workflow_request` (unknown names, cycles,
+each step's body as ``POST /jobs`` checks it); the step limit and the name rules come from
+the domain, so the document and the checks cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from jobscheduler.api.route_table import Operation, Param, Reply
+from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema, nullable
+from jobscheduler.domain.keys import Role
+from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
+from jobscheduler.domain.steps import MAX_STEPS, OnParentFailure
+from jobscheduler.domain.workflows import LISTED, MAX_STEP_NAME, MAX_WORKFLOW_KEY
+from jobscheduler.errors import (
+    DuplicateJob,
+    InvalidTransition,
+    QuotaExceeded,
+    WorkflowNotFound,
+)
+
+from .jobs import PRIORITY, TENANT_PARAM, page_params
+
+#: Most workflows one page of ``GET /workflows`` lists, and its default.
+MAX_WORKFLOW_PAGE = 500
+DEFAULT_WORKFLOW_PAGE = 50
+
+WORKFLOW_ID: Schema = {**JOB_ID, "description": "the workflow's id"}
+STEP_NAME: Schema = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_STEP_NAME,
+    "pattern": "^[^/]+$",
+    "description": "unique in its workflow; no '/'",
+}
+NAMES: Schema = {"type": "array", "items": STEP_NAME}
+
+STEP_REQUEST: Schema = {
+    "title": "Step request",
+    "type": "object",
+    "required": ["name", "jobType"],
+    "additionalProperties": False,
+    "properties": {
+        "name": STEP_NAME,
+        "jobType": TEXT,
+        "payload": nullable({"type": "object"}),
+        "priority": nullable(PRIORITY),
+        "scheduledAt": nullable({**TIME, "description": "not before (default: now)"}),
+        "maxAttempts": nullable({"type": "integer", "maximum": MAX_ATTEMPTS_LIMIT}),
+        "dependsOn": nullable({**NAMES, "description": "steps it runs after (all completed)"}),
+        "afterChildrenOf": nullable(
+            {
+                **NAMES,
+                "description": "steps it runs after, and after every child they spawn",
+            }
+        ),
+        "onParentFailure": nullable(
+            {
+                "type": "string",
+                "enum": [v.value for v in OnParentFailure],
+                "description": "cancel (default): cancelled when a step it waits for fails; "
+                "run: runs once they have all ended (a clean-up step)",
+            }
+        ),
+    },
+}
+
+CREATE_WORKFLOW: Schema = {
+    "title": "Workflow request",
+    "type": "object",
+    "required": ["idempotencyKey", "steps"],
+    "additionalProperties": False,
+    "properties": {
+        "idempotencyKey": {**TEXT, "maxLength": MAX_WORKFLOW_KEY},
+        "tenantId": nullable(TEXT),
+        "steps": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": STEP_REQUEST},
+    },
+}
+
+WORKFLOW_STATUS: Schema = {"type": "string", "enum": [s.value for s in LISTED]}
+
+STEP: Schema = {
+    "title": "Step",
+    "type": "object",
+    "required": ["name", "jobId", "jobType", "status", "dependsOn", "attempts"],
+    "properties": {
+        "name": {"type": "string"},
+        "jobId": JOB_ID,
+        "jobType": {"type": "string"},
+        "status": STATUS,
+        "dependsOn": {"type": "array", "items": {"type": "string"}},
+        "afterChildrenOf": {"type": "array", "items": {"type": "string"}},
+        "onParentFailure": {"type": "string"},
+        "spawnedBy": {"type": "string", "description": "the step that spawned it"},
+        "attempts": {"type": "integer", "minimum": 0},
+        "lastError": {"type": "string"},
+        "scheduledAt": TIME,
+        "updatedAt": TIME,
+    },
+}
+
+_WORKFLOW_FIELDS: dict[str, Schema] = {
+    "id": WORKFLOW_ID,
+    "tenantId": {"type": "string"},
+    "idempotencyKey": {"type": "string"},
+    "status": WORKFLOW_STATUS,
+    "stepCount": {"type": "integer", "minimum": 1, "description": "steps declared"},
+    "createdAt": TIME,
+    "updatedAt": TIME,
+    "finishedAt": TIME,
+    "cancelRequestedAt": TIME,
+    "templateId": {**JOB_ID, "description": "the cron template that spawned it"},
+    "fireAt": TIME,
+    "lastError": {"type": "string"},
+}
+
+WORKFLOW_SUMMARY: Schema = {
+    "title": "Workflow summary",
+    "type": "object",
+    "required": ["id", "tenantId", "idempotencyKey", "status", "createdAt", "updatedAt"],
+    "properties": _WORKFLOW_FIELDS,
+}
+
+WORKFLOW: Schema = {
+    "title": "Workflow",
+    "type": "object",
+    "required": [*WORKFLOW_SUMMARY["required"], "steps", "counts"],
+    "properties": {
+        **_WORKFLOW_FIELDS,
+        "steps": {"type": "array", "items": STEP},
+        "counts": {
+            "type": "object",
+            "additionalProperties": {"type": "integer"},
+            "description": "steps by status",
+        },
+    },
+}
+
+WORKFLOW_ID_PARAM = Param(
+    name="workflow_id", where="path", schema=WORKFLOW_ID, description="the workflow's id"
+)
+
+
+def _workflow_reply(description: str) -> Reply:
+    return Reply(description=description, schema=WORKFLOW)
+
+
+CREATE = Operation(
+    id="create_workflow",
+    method="POST",
+    rule="/workflows",
+    summary="Create a workflow: named steps, each a job body plus the steps it waits for",
+    tag="workflows",
+    role=Role.WRITER,
+    unknown_params="ignore",
+    body=CREATE_WORKFLOW,
+    responses={201: _workflow_reply("the workflow, its roots pending, the others waiting")},
+    errors={
+        DuplicateJob: "the idempotencyKey names another workflow (workflowId), or a step's "
+        "key is held by another job (jobId)",
+        QuotaExceeded: "",
+    },
+)
+
+GET = Operation(
+    id="get_workflow",
+    method="GET",
+    rule="/workflows/<workflow_id>",
+    summary="A workflow with every step and its status",
+    tag="workflows",
+    role=Role.READER,
+    params=(WORKFLOW_ID_PARAM,),
+    unknown_params="ignore",
+    responses={200: _workflow_reply("the workflow")},
+    errors={WorkflowNotFound: ""},
+)
+
+LIST = Operation(
+    id="list_workflows",
+    method="GET",
+    rule="/workflows",
+    summary="A tenant's workflows, newest first, in pages",
+    tag="workflows",
+    role=Role.READER,
+    params=(
+        TENANT_PARAM,
+        Param(
+            name="status",
+            where="query",
+            schema={"oneOf": [WORKFLOW_STATUS, {"type": "array", "items": WORKFLOW_STATUS}]},
+            description="only these statuses (repeat, or comma-separated)",
+        ),
+        Param(
+            name="idempotencyKeyPrefix",
+            where="query",
+            schema=TEXT,
+            description="keys starting with this text",
+        ),
+        Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
+        *page_params(
+            MAX_WORKFLOW_PAGE,
+            size=f"page size (default {DEFAULT_WORKFLOW_PAGE})",
+            cursor="the next page (from the Link header)",
+        ),
+    ),
+    responses={
+        200: Reply(
+            description="the workflows (a full page has a Link: rel=next header)",
+            schema={"type": "array", "items": WORKFLOW_SUMMARY},
+            headers={"Link": 'the next page: <url>; rel="next"'},
+        )
+    },
+)
+
+CANCEL = Operation(
+    id="cancel_workflow",
+    method="POST",
+    rule="/workflows/<workflow_id>/cancel",
+    summary="Cancel every unfinished step of a workflow (running ones get a cancel request)",
+    tag="workflows",
+    role=Role.WRITER,
+    params=(WORKFLOW_ID_PARAM,),
+    unknown_params="ignore",
+    body={"type": ["object", "null"], "additionalProperties": False},
+    body_required=False,
+    responses={200: _workflow_reply("the workflow after the cancel")},
+    errors={WorkflowNotFound: "", InvalidTransition: "the workflow completed or failed"},
+)
+
+RETRY = Operation(
+    id="retry_workflow",
+    method="POST",
+    rule="/workflows/<workflow_id>/retry",
+    summary="Resume a workflow: retry its failed or cancelled steps (or one, by name)",
+    tag="workflows",
+    role=Role.WRITER,
+    params=(WORKFLOW_ID_PARAM,),
+    unknown_params="ignore",
+    body={
+        "type": ["object", "null"],
+        "additionalProperties": False,
+        "properties": {"step": {**TEXT, "description": "only this step (and what it cancelled)"}},
+    },
+    body_required=False,
+    responses={200: _workflow_reply("the workflow, running again")},
+    errors={WorkflowNotFound: "", InvalidTransition: "no step to retry"},
+)
+
+OPERATIONS = (CREATE, GET, LIST, CANCEL, RETRY)
