@@ -49,6 +49,7 @@ API_COMMANDS = {
     "cron": "list, pause, resume, trigger, update, delete and preview cron templates",
     "stats": "counts by status and job type, queue lag and recent outcomes",
     "schedules": "make the store's cron templates match the schedules an app declares",
+    "workflows": "create, show, list, cancel and retry workflows over the HTTP API",
 }
 
 log = logging.getLogger("jobscheduler")
@@ -64,6 +65,7 @@ COMMAND_MODULES = {
     "cron": "jobscheduler.cli.cron",
     "stats": "jobscheduler.cli.stats",
     "schedules": "jobscheduler.cli.schedules",
+    "workflows": "jobscheduler.cli.workflows",
 }
 
 

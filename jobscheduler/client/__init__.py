@@ -18,3 +18,4 @@ from ._types import MAX_BULK_IDS as MAX_BULK_IDS
 from ._types import SORTS as SORTS
 from ._types import BatchAnswer as BatchAnswer
 from ._types import Job as Job
+from ._types import Workflow as Workflow

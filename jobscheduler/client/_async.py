@@ -14,6 +14,7 @@ import httpx
 from jobscheduler.errors import DuplicateJob
 
 from . import _operations as operations
+from . import _workflows as workflows
 from ._call import Call, Paged, connection
 from ._errors import unreachable
 from ._operations import CreateOrGet, Poll, as_method
@@ -167,3 +168,10 @@ class AsyncClient:
     trigger = _awaiting(operations.trigger)
     update = _awaiting(operations.update)
     delete = _awaiting(operations.delete)
+    create_workflow = _awaiting(workflows.create_workflow)
+    get_workflow = _awaiting(workflows.get_workflow)
+    workflow_pages = _paging(workflows.workflow_pages)
+    list_workflows = _itemising(workflows.list_workflows)
+    cancel_workflow = _awaiting(workflows.cancel_workflow)
+    retry_workflow = _awaiting(workflows.retry_workflow)
+    wait_workflow = _polling(workflows.wait_workflow)

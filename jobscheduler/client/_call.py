@@ -11,6 +11,7 @@ import attrs
 import httpx
 
 from jobscheduler.config import ClientSettings
+from jobscheduler.errors import JobNotFound
 
 from ._errors import raise_for_status
 from ._types import Job
@@ -29,6 +30,8 @@ class Call(Generic[T]):
     body: Any = None
     #: A 409 here means the idempotencyKey is taken (DuplicateJob), not a state conflict.
     creates: bool = False
+    #: What a 404 raises (WorkflowNotFound for a workflow's calls).
+    missing: type[JobNotFound] = JobNotFound
 
     def request(self) -> dict[str, Any]:
         """The keywords of ``httpx.Client.request`` (and ``AsyncClient.request``) for it."""
@@ -42,7 +45,7 @@ class Call(Generic[T]):
 
     def answer(self, response: httpx.Response) -> T:
         """The value of a successful answer; the project's exception for an error answer."""
-        raise_for_status(response, creates=self.creates)
+        raise_for_status(response, creates=self.creates, missing=self.missing)
         return self.decode(response)
 
 

@@ -9,6 +9,7 @@ from jobscheduler.errors import (
     ApiError,
     ApiUnreachable,
     DuplicateJob,
+    DuplicateWorkflow,
     Forbidden,
     InvalidTransition,
     JobNotFound,
@@ -31,8 +32,11 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-def raise_for_status(response: httpx.Response, *, creates: bool = False) -> None:
-    """Raise the project's exception for an error answer (``{"error": ...}`` bodies)."""
+def raise_for_status(
+    response: httpx.Response, *, creates: bool = False, missing: type[JobNotFound] = JobNotFound
+) -> None:
+    """Raise the project's exception for an error answer (``{"error": ...}`` bodies);
+    ``missing`` is what a 404 raises."""
     status = response.status_code
     if status < 400:
         return
@@ -50,9 +54,12 @@ def raise_for_status(response: httpx.Response, *, creates: bool = False) -> None
     if status == 403:
         raise Forbidden(message)
     if status == 404:
-        raise JobNotFound(message)
+        raise missing(message)
     if status == 409:
         existing = body.get("jobId") if isinstance(body, dict) else None
+        workflow = body.get("workflowId") if isinstance(body, dict) else None
+        if creates and isinstance(workflow, str):
+            raise DuplicateWorkflow(message, existing_id=workflow)
         if creates:
             raise DuplicateJob(message, existing_id=existing if isinstance(existing, str) else None)
         job_id = body.get("jobId") if isinstance(body, dict) else None

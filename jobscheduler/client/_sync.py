@@ -13,6 +13,7 @@ import httpx
 from jobscheduler.errors import DuplicateJob
 
 from . import _operations as operations
+from . import _workflows as workflows
 from ._call import Call, Paged, connection
 from ._errors import unreachable
 from ._operations import CreateOrGet, Poll, as_method
@@ -162,3 +163,10 @@ class Client:
     trigger = _returning(operations.trigger)
     update = _returning(operations.update)
     delete = _returning(operations.delete)
+    create_workflow = _returning(workflows.create_workflow)
+    get_workflow = _returning(workflows.get_workflow)
+    workflow_pages = _paging(workflows.workflow_pages)
+    list_workflows = _itemising(workflows.list_workflows)
+    cancel_workflow = _returning(workflows.cancel_workflow)
+    retry_workflow = _returning(workflows.retry_workflow)
+    wait_workflow = _polling(workflows.wait_workflow)

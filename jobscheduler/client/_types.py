@@ -36,6 +36,24 @@ class Job(TypedDict, total=False):
     updatedAt: str
 
 
+class Workflow(TypedDict, total=False):
+    """A workflow as the API shows it (``GET /workflows/{id}``): ``steps`` (each with its
+    ``name``, ``jobId``, ``status``, ``dependsOn``) and ``counts`` by status are in the
+    answers about one workflow, not in a listing's."""
+
+    id: str
+    tenantId: str
+    idempotencyKey: str
+    status: str
+    stepCount: int
+    steps: list[dict[str, Any]]
+    counts: dict[str, int]
+    createdAt: str
+    updatedAt: str
+    finishedAt: str
+    templateId: str
+
+
 class BatchAnswer(TypedDict, total=False):
     """One answer of ``create_many``: status 201 with ``job``, 409 with ``jobId``, or 400."""
 

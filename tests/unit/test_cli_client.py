@@ -31,6 +31,7 @@ ACTIONS = {
         "next",
         "ledger",
     ],
+    "workflows": ["create", "get", "list", "cancel", "retry"],
 }
 
 
@@ -314,6 +315,13 @@ EVERY_OPTION: list[list[str]] = [
     ["cron", "ledger", JOB_ID, "--limit", "5"],
     *[["cron", action, JOB_ID] for action in ("pause", "resume", "trigger", "delete")],
     ["stats", "--tenant", "a"],
+    ["workflows", "create", "--tenant", "a", "--key", "k", "--steps",
+     '[{"name": "s", "jobType": "noop"}]'],
+    ["workflows", "get", JOB_ID],
+    ["workflows", "list", "--tenant", "a", "--status", "failed", "--key-prefix", "k",
+     "--template", JOB_ID, "--limit", "5"],
+    ["workflows", "cancel", JOB_ID],
+    ["workflows", "retry", JOB_ID, "--step", "s"],
 ]  # fmt: skip
 #: Fields a command sends of its own accord, not from an option (``cron list``: cron=true).
 SET_BY_COMMAND = {("cron", "list"): {"cron"}}
@@ -330,8 +338,10 @@ def answer_anything(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"jobId": JOB_ID, "attempts": []})
     if path in ("/jobs/cancel", "/jobs/retry"):
         return httpx.Response(200, json={"matched": 0, "changed": 0, "cancelRequested": 0})
-    if request.method == "GET" and path == "/jobs":
+    if request.method == "GET" and path in ("/jobs", "/workflows"):
         return httpx.Response(200, json=[])
+    if path.startswith("/workflows"):
+        return httpx.Response(200, json={"id": JOB_ID, "status": "running", "steps": []})
     return httpx.Response(200, json=job())
 
 

@@ -328,7 +328,13 @@ def test_async_client_has_each_client_method_with_the_same_parameters_and_docstr
 
 #: Client methods that are not one operation: ``pages`` reads ``list``'s pages, ``wait``
 #: polls ``get``, ``create_or_get`` creates (and gets the job holding the key when taken).
-NOT_AN_OPERATION = {"pages": "list", "wait": "get", "create_or_get": "create"}
+NOT_AN_OPERATION = {
+    "pages": "list",
+    "wait": "get",
+    "create_or_get": "create",
+    "workflow_pages": "list_workflows",
+    "wait_workflow": "get_workflow",
+}
 
 
 async def test_each_client_method_sends_the_api_operation_of_its_name_and_says_what_it_returns(
@@ -338,22 +344,35 @@ async def test_each_client_method_sends_the_api_operation_of_its_name_and_says_w
 
     from jobscheduler.api import create_app
     from jobscheduler.api.route_table import table_of
-    from jobscheduler.client import _operations
+    from jobscheduler.client import _operations, _workflows
 
     operations = {op.id: op for op in table_of(create_app(make_deps())).registered()}
-    placeholders = {"job_id": JOB_ID, "job_type": "noop", "cron": "* * * * *", "bodies": []}
+    placeholders = {
+        "job_id": JOB_ID,
+        "workflow_id": JOB_ID,
+        "job_type": "noop",
+        "cron": "* * * * *",
+        "bodies": [],
+        "steps": [],
+    }
     methods = {n for n, m in vars(Client).items() if callable(m) and not n.startswith("_")}
     for name in sorted(methods - {"close"}):
-        function = getattr(_operations, name, None) or getattr(_operations, f"{name}_")
+        function = (
+            getattr(_operations, name, None)
+            or getattr(_operations, f"{name}_", None)
+            or getattr(_workflows, name)
+        )
         parameters = inspect.signature(function).parameters.values()
         required = [p for p in parameters if p.default is inspect.Parameter.empty]
         arguments = [placeholders[p.name] for p in required if p.kind is p.POSITIONAL_OR_KEYWORD]
         keywords = {p.name: "k" for p in required if p.kind is p.KEYWORD_ONLY}
         built = function(*arguments, **keywords)
         # wait polls with a Poll's call; create_or_get first sends its plan's create.
-        call = getattr(built, {"wait": "call", "create_or_get": "create"}.get(name, ""), built)
+        polls = {"wait": "call", "wait_workflow": "call", "create_or_get": "create"}
+        call = getattr(built, polls.get(name, ""), built)
         op = operations[NOT_AN_OPERATION.get(name, name)]
-        assert (call.method, call.path) == (op.method, op.path.replace("{job_id}", JOB_ID)), name
+        path = op.path.replace("{job_id}", JOB_ID).replace("{workflow_id}", JOB_ID)
+        assert (call.method, call.path) == (op.method, path), name
         # The API answers an object around the array the method returns: its doc says so.
     for name, field in (("attempts", "attempts"), ("create_many", "results")):
         assert f"``{field}`` array of the API's answer" in (getattr(Client, name).__doc__ or "")
