@@ -172,21 +172,21 @@ def steps_to_json(workflow: Workflow, steps: Sequence[Job]) -> list[dict[str, An
         step = job.step
         if step is None:
             continue
+        as_declared = declared.get(job.id)
         item: dict[str, Any] = {
             "name": step.name,
             "jobId": job.id,
             "jobType": job.job_type,
             "status": job.status.value,
-            "attempts": job.attempts,
-            "scheduledAt": format_time(job.scheduled_at),
-            "updatedAt": format_time(job.updated_at),
+            "dependsOn": list(as_declared.depends_on)
+            if as_declared is not None
+            else [names.get(p, p) for p in step.parents],
         }
-        if (as_declared := declared.get(job.id)) is not None:
-            item["dependsOn"] = list(as_declared.depends_on)
-            if as_declared.after_children_of:
-                item["afterChildrenOf"] = list(as_declared.after_children_of)
-        else:
-            item["dependsOn"] = [names.get(p, p) for p in step.parents]
+        if as_declared is not None and as_declared.after_children_of:
+            item["afterChildrenOf"] = list(as_declared.after_children_of)
+        item["attempts"] = job.attempts
+        item["scheduledAt"] = format_time(job.scheduled_at)
+        item["updatedAt"] = format_time(job.updated_at)
         if step.on_parent_failure is not OnParentFailure.CANCEL:
             item["onParentFailure"] = step.on_parent_failure.value
         if job.spawned_by is not None:
