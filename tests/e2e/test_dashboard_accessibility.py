@@ -78,7 +78,7 @@ async def test_the_views_are_reachable_with_the_keyboard_alone(
                 break
         # (The navigation carries the tenant being looked at: compare without the query.)
         reached = {url.split("?")[0] for url in focused}
-        for view in ("/ui", "/ui/jobs", "/ui/dead-letters", "/ui/cron"):
+        for view in ("/ui", "/ui/jobs", "/ui/dead-letters", "/ui/cron", "/ui/workflows"):
             assert f"{server.url}{view}" in reached, focused
         # The tenant picker, the filters and the page's select-all box are on the way.
         for control in ("switch-tenant", "f-key", "f-sort", "select-page"):

@@ -17,6 +17,7 @@ import trio
 from tests.support.browser import DESKTOP, PHONE, chromium, wait_until
 from tests.support.dev_server import DevServer
 from tests.support.jobs_api import create_job, wait_for_job
+from tests.support.workflows_api import create_workflow, ended, wait_for_workflow
 
 #: The tenants of the demo store; the views are shown for all of them, one is filtered on.
 TENANTS = ("acme", "globex", "initech")
@@ -68,9 +69,37 @@ async def seed(http: httpx.AsyncClient, server: DevServer) -> dict[str, str]:
     )  # fmt: skip
     await create("hourly-sync", "initech", cron="15 * * * *")
     await http.post(f"{server.url}/jobs/{ids['cron']}/trigger")
+    ids["workflow"] = await seed_workflow(http, server)
     await wait_for_job(http, server, ids["dlq"], lambda job: job["status"] == "dlq", 60)
     await wait_for_job(http, server, ids["result"], lambda job: job["status"] == "completed")
     return ids
+
+
+#: A nightly ETL: export, three transforms in parallel, a load after all of them; an audit
+#: that fails, so the archive after it is cancelled while the clean-up runs anyway.
+WORKFLOW_STEPS = [
+    {"name": "export", "jobType": "slow", "payload": {"sleepMs": 50}},
+    *(
+        {"name": f"transform-{part}", "jobType": "slow", "payload": {"sleepMs": 50},
+         "dependsOn": ["export"]}
+        for part in ("orders", "customers", "invoices")
+    ),
+    {"name": "load", "jobType": "noop",
+     "dependsOn": ["transform-orders", "transform-customers", "transform-invoices"]},
+    {"name": "audit", "jobType": "flaky", "payload": {"failRate": 1}, "maxAttempts": 1,
+     "dependsOn": ["export"]},
+    {"name": "archive", "jobType": "noop", "dependsOn": ["audit", "load"]},
+    {"name": "clean-up", "jobType": "noop", "dependsOn": ["archive"],
+     "onParentFailure": "run"},
+]  # fmt: skip
+
+
+async def seed_workflow(http: httpx.AsyncClient, server: DevServer) -> str:
+    """The nightly ETL workflow, run to its end; its id."""
+    body = {"tenantId": TENANT, "idempotencyKey": "etl-2026-12-01", "steps": WORKFLOW_STEPS}
+    workflow_id: str = (await create_workflow(http, server, body))["id"]
+    await wait_for_workflow(http, server, workflow_id, ended, 60)
+    return workflow_id
 
 
 async def main(out_dir: Path) -> None:
@@ -89,6 +118,13 @@ async def main(out_dir: Path) -> None:
                 ("dashboard-job-cron.png", f"/ui/jobs/{ids['cron']}", DESKTOP, "#fires li"),
                 ("dashboard-dead-letters.png", "/ui/dead-letters", DESKTOP, "#dlq tbody tr"),
                 ("dashboard-cron.png", "/ui/cron", DESKTOP, "#templates td.last-run a"),
+                (
+                    "dashboard-workflow.png",
+                    f"/ui/workflows/{ids['workflow']}",
+                    DESKTOP,
+                    "#dag a.step",
+                ),
+                ("dashboard-workflows.png", "/ui/workflows", DESKTOP, "#workflows tbody tr"),
                 (
                     "dashboard-jobs-filtered.png",
                     f"/ui/jobs?tenantId={TENANT}&status=pending&status=completed&key=report-"

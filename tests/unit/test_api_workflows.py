@@ -128,6 +128,16 @@ async def test_the_listing_filters_by_status_and_key_and_pages_newest_first(
     (await api.request("GET", "/workflows?tenantId=t&color=red")).assert_error(400, "color")
 
 
+async def test_every_tenants_workflows_are_listed_with_all_tenants(api: Api) -> None:
+    first = (await post(api, "/workflows", ETL)).json
+    other = (await post(api, "/workflows", {**ETL, "tenantId": "u"})).json
+    every = await api.request("GET", "/workflows?allTenants=true")
+    assert every.status == 200, every.text
+    listed = {(w["id"], w["tenantId"]) for w in every.json}
+    assert listed == {(first["id"], "t"), (other["id"], "u")}
+    (await api.request("GET", "/workflows?allTenants=true&color=red")).assert_error(400, "color")
+
+
 async def test_retry_resumes_from_the_failed_step_and_a_step_retry_does_too(
     api: Api, store: JobStore
 ) -> None:

@@ -77,7 +77,7 @@ async def test_jobs_page_keeps_valid_filters_and_drops_invalid_ones(api: Api) ->
     assert json.loads(_data(reply.text, "filter")) == {"tenantId": "acme"}
 
 
-@pytest.mark.parametrize("path", ["/ui/jobs", "/ui/dead-letters", "/ui/cron"])
+@pytest.mark.parametrize("path", ["/ui/jobs", "/ui/dead-letters", "/ui/cron", "/ui/workflows"])
 async def test_without_a_tenant_an_all_tenant_principal_sees_every_tenant_never_a_default(
     api: Api, path: str
 ) -> None:
@@ -174,7 +174,12 @@ async def test_describing_an_invalid_expression_is_a_400_saying_why(api: Api) ->
 
 @pytest.mark.parametrize(
     ("path", "table", "scan"),
-    [("/ui/dead-letters", "dlq", 250), ("/ui/cron", "templates", 1000)],
+    [
+        ("/ui/dead-letters", "dlq", 250),
+        ("/ui/cron", "templates", 1000),
+        # The largest page GET /workflows answers.
+        ("/ui/workflows", "workflows", 500),
+    ],
 )
 async def test_grouped_views_render_their_tenant_and_scan_bound(
     api: Api, path: str, table: str, scan: int
@@ -190,3 +195,14 @@ async def test_static_files_cannot_reach_outside_their_folder(api: Api) -> None:
     assert response.status_code == 404
     response = await api.client.get("/ui/static/%2e%2e/_routes.py")
     assert response.status_code == 404
+
+
+async def test_a_workflow_page_is_a_shell_of_its_id_and_a_malformed_id_is_a_400(api: Api) -> None:
+    workflow_id = "ABCDEF0123456789abcdef01"
+    reply = await api.get(f"/ui/workflows/{workflow_id}")
+    assert reply.status == 200
+    assert f'data-workflow-id="{workflow_id.lower()}"' in reply.text
+    assert '<a href="/ui/workflows" aria-current="page">Workflows</a>' in reply.text
+    bad = await api.get("/ui/workflows/not-an-id")
+    assert bad.status == 400
+    assert "A workflow id is 24 hexadecimal characters." in bad.text

@@ -9,6 +9,8 @@ the domain, so the document and the checks cannot drift apart.
 
 from __future__ import annotations
 
+import attrs
+
 from jobscheduler.api.route_table import Operation, Param, Reply
 from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema, nullable
 from jobscheduler.domain.keys import Role
@@ -186,7 +188,18 @@ LIST = Operation(
     tag="workflows",
     role=Role.READER,
     params=(
-        TENANT_PARAM,
+        attrs.evolve(
+            TENANT_PARAM,
+            description="the tenant: required, unless allTenants=true (a key bound to a tenant "
+            "lists its own by default)",
+        ),
+        Param(
+            name="allTenants",
+            where="query",
+            schema={"type": "boolean"},
+            description="true: every tenant's workflows, instead of tenantId (admin keys of "
+            "every tenant only; each workflow names its tenantId)",
+        ),
         Param(
             name="status",
             where="query",

@@ -16,6 +16,7 @@ from jobscheduler.api.errors import status_of
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import PUBLIC, RouteTable
 from jobscheduler.api.schemas.jobs import DESCRIBE_CRON
+from jobscheduler.api.schemas.workflows import MAX_WORKFLOW_PAGE
 from jobscheduler.api.session import (
     CSRF_FIELD,
     CSRF_HEADER,
@@ -201,6 +202,24 @@ def register_ui_routes(
             )
             return _html(body, status_of(ValidationError))
         body = await render_template("job.html", **_page_context("jobs", refresh), job_id=job_id)
+        return _html(body)
+
+    @routes.page("/workflows", role=Role.READER, blueprint=ui)
+    async def workflows() -> Response:
+        # The newest page of GET /workflows (its largest).
+        return await tenant_page("workflows.html", "workflows", MAX_WORKFLOW_PAGE)
+
+    @routes.page("/workflows/<workflow_id>", role=Role.READER, blueprint=ui)
+    async def workflow_detail(workflow_id: str) -> Response:
+        # A shell: static/ui_dag.js draws the DAG from GET /workflows/{id}, whose
+        # tenant scope answers another tenant's workflow as a missing one.
+        workflow_id = workflow_id.lower()
+        context = _page_context("workflows", refresh)
+        if not is_job_id(workflow_id):
+            message = "A workflow id is 24 hexadecimal characters."
+            body = await render_template("error.html", **context, message=message)
+            return _html(body, status_of(ValidationError))
+        body = await render_template("workflow.html", **context, workflow_id=workflow_id)
         return _html(body)
 
     @routes.route(DESCRIBE_CRON, blueprint=ui)

@@ -153,6 +153,18 @@
           el("dd", { "data-field": "templateId" }, el("a", { href: `/ui/jobs/${job.templateId}` }, job.templateId)),
         );
       }
+      if (job.workflowId) {
+        // A workflow step: its workflow's page draws where it stands among the others.
+        fields.append(
+          el("dt", {}, "Workflow"),
+          el(
+            "dd",
+            { "data-field": "workflowId" },
+            el("a", { href: `/ui/workflows/${job.workflowId}` }, job.workflowId),
+            ` (step ${job.step})`,
+          ),
+        );
+      }
       document.getElementById("fields").replaceWith(fields);
       document.getElementById("payload").textContent = JSON.stringify(job.payload, null, 2);
       const resultBox = document.getElementById("result-box");
