@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--phases",
         default="create,burst,steady,timer,enqueue",
         help="comma list of phases to run: create, burst, steady, timer, enqueue (these by "
-        "default), and enqueue-code",
+        "default), enqueue-code and workflows",
     )
     parser.add_argument(
         "--enqueue-code",
@@ -76,7 +76,8 @@ async def _drain(completed_total: Callable[[], Awaitable[float]], target: float)
     return time.perf_counter()
 
 
-async def _send_batches(client: Client, bodies: list[dict[str, Any]], size: int) -> None:
+async def send_batches(client: Client, bodies: list[dict[str, Any]], size: int) -> None:
+    """``POST /jobs/batch`` of ``size`` bodies each, a few at once; a refusal raises."""
     send, receive = trio.open_memory_channel[list[dict[str, Any]]](len(bodies) // size + 1)
     for start in range(0, len(bodies), size):
         send.send_nowait(bodies[start : start + size])
@@ -134,7 +135,7 @@ async def enqueue_drain(
         cpu_before = cpu_seconds() if cpu_seconds is not None else 0.0
         started = time.perf_counter()
         if mode == "batch":
-            await _send_batches(client, bodies, size)
+            await send_batches(client, bodies, size)
             requests = -(-count // size)
             how = f"{requests} x POST /jobs/batch ({size} each, {BATCH_CONCURRENCY} at once)"
         else:

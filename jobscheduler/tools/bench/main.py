@@ -17,7 +17,10 @@ shared and noisy):
 4. enqueue+drain: 20,000 due ``noop`` jobs sent in batches of 1,000 through
    ``POST /jobs/batch``, then as many through one ``POST /jobs`` each; the rate from the
    first request to the last completion (:mod:`jobscheduler.tools.bench.enqueue`);
-5. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
+5. ``workflows`` (asked for by name): a chain of 1,000 steps, a fan-out of 10,000
+   children against as many independent jobs, a 100-step DAG
+   (:mod:`~jobscheduler.tools.bench.workflows`);
+6. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
    until the standby reports ``scheduler_is_leader 1``.
 
 Client and server share the machine. To keep the client's share small, requests go through
@@ -48,6 +51,7 @@ from . import create as bench_create
 from . import enqueue as bench_enqueue
 from . import enqueue_code as bench_enqueue_code
 from . import phases as bench_phases
+from . import workflows as bench_workflows
 from .http import Pool
 from .stack import Stack
 
@@ -76,6 +80,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     bench_enqueue.configure(parser)
     bench_create.configure(parser)
+    bench_workflows.configure(parser)
 
 
 async def _run(stack: Stack, args: argparse.Namespace) -> None:
@@ -106,6 +111,8 @@ async def _run(stack: Stack, args: argparse.Namespace) -> None:
                 await bench_enqueue.enqueue_drain(
                     client, stack.completed_total, args, stack.run_id, stack.cpu_seconds
                 )
+            if "workflows" in phases:
+                await bench_workflows.workflows(stack, client, args)
         finally:
             await client.aclose()
         for process in stack.processes:

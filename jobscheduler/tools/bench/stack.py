@@ -188,7 +188,10 @@ class Stack:
             self._process("executor-noop", ["run-executor"], JOB_TYPE="noop")
             self._process("reaper", ["run-reaper"])
         else:
-            self._process("dev", ["dev"], API_PORT=api_port)
+            # The bench's app adds the workflows phase's fan-out step to the built-ins.
+            self._process(
+                "dev", ["dev"], API_PORT=api_port, JOBSCHEDULER_APP=f"{__package__}.fanout_app"
+            )
         for process in self.processes:
             process.spawn()
         async with httpx.AsyncClient() as http:
