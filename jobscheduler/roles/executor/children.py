@@ -46,6 +46,7 @@ from jobscheduler.handlers.children import (
     frame_length,
 )
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.workflows.reads import CompletedJobs
 from jobscheduler.roles.workflows.spawn import spawn_children
 from jobscheduler.store import JobStore
 
@@ -136,6 +137,8 @@ class Children:
         self.trio_token: trio.lowlevel.TrioToken | None = None
         #: The Unix socket worker processes send to, while :meth:`serve` runs.
         self.path: str | None = None
+        #: Parents of steps this executor ran, kept once completed (``ctx.parents``).
+        self.completed_parents = CompletedJobs()
 
     @property
     def store(self) -> JobStore:

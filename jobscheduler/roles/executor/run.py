@@ -27,7 +27,7 @@ from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner
 from jobscheduler.observability.logs import FieldsAdapter
-from jobscheduler.roles.workflows.reads import parent_results
+from jobscheduler.roles.workflows.reads import CompletedJobs, parent_results
 from jobscheduler.store import Reporting
 
 from .children import Children
@@ -64,14 +64,17 @@ class InFlight:
 PARENTS_TIMEOUT = 10.0
 
 
-async def read_parents(store: Reporting, job: Job) -> tuple[dict[str, Any], Failure | None]:
+async def read_parents(
+    store: Reporting, job: Job, completed: CompletedJobs | None = None
+) -> tuple[dict[str, Any], Failure | None]:
     """A workflow step's ``ctx.parents`` (empty for any other job), read within
-    PARENTS_TIMEOUT; or, when it cannot be read, the failure of the attempt."""
+    PARENTS_TIMEOUT (``completed``: parents read before); or, when it cannot be read, the
+    failure of the attempt."""
     if job.step is None or not job.step.parents:
         return {}, None
     try:
         with trio.fail_after(PARENTS_TIMEOUT):
-            return await parent_results(store, job), None
+            return await parent_results(store, job, completed), None
     except (StoreError, trio.TooSlowError) as exc:
         message = f"the results of the steps it waits for could not be read: {exc!r}"
         return {}, Failure(type="StoreError", message=message)
@@ -96,7 +99,7 @@ async def run_handler(
     (``ctx.parents``): a step whose parents cannot be read is not run (a failed attempt)."""
     parents: dict[str, Any] = {}
     if children is not None:
-        parents, unread = await read_parents(children.store, job)
+        parents, unread = await read_parents(children.store, job, children.completed_parents)
         if unread is not None:
             return unread, None
     enqueuer = children.open(job) if children is not None else None

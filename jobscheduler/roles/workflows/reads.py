@@ -4,6 +4,7 @@ handler sees as ``ctx.parents``."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,13 +35,47 @@ async def spawned_by(store: Reporting, spawner: str, status: Status) -> list[Job
         after = Cursor.after(page[-1])
 
 
-async def parent_results(store: Reporting, job: Job) -> dict[str, Any]:
+class CompletedJobs:
+    """The newest ``size`` completed jobs read as parents, by id. A completed job never
+    changes (no transition leaves ``completed``), so the children of one spawner -- a
+    fan-out of thousands -- read it once, not once each."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+
+    def get(self, job_id: str) -> Job | None:
+        job = self._jobs.get(job_id)
+        if job is not None:
+            self._jobs.move_to_end(job_id)
+        return job
+
+    def add(self, job: Job) -> None:
+        if job.status is not Status.COMPLETED:
+            return
+        self._jobs[job.id] = job
+        self._jobs.move_to_end(job.id)
+        while len(self._jobs) > self._size:
+            self._jobs.popitem(last=False)
+
+
+async def parent_results(
+    store: Reporting, job: Job, completed: CompletedJobs | None = None
+) -> dict[str, Any]:
     """``ctx.parents`` of a step: the result of each job it waits for, by step name (for a
     step waiting for the children a step spawned, theirs too, ``<spawner>/<key>``); empty
-    for a job that is not a step."""
+    for a job that is not a step. ``completed`` holds parents read before (and keeps the
+    completed ones read now)."""
     if job.step is None or not job.step.parents:
         return {}
-    parents = await read_jobs(store, job.step.parents)
+    known = completed or CompletedJobs(0)
+    parents = [p for p in map(known.get, job.step.parents) if p is not None]
+    missing = [p for p in job.step.parents if known.get(p) is None]
+    if missing:
+        read = await read_jobs(store, missing)
+        for parent in read:
+            known.add(parent)
+        parents += read
     out = {p.step.name if p.step else p.id: p.result for p in parents}
     spawners = {p.id: p for p in parents if p.step is not None and p.step.spawns}
     for spawner in job.step.after_children_of:

@@ -13,7 +13,7 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
    **cancel** (one ended in dlq or cancelled), or leave it waiting; and writes the
    releases and cancels in one batch. A cancelled step ends too: its own children are
    decided next, so a failure cascades through every descendant in one call;
-4. if nothing was released, finishes the record once no step is unfinished
+4. if nothing was released (nor left waiting), finishes the record once no step is unfinished
    (:func:`~jobscheduler.domain.workflows.outcome_of`), conditioned on the version read;
 5. only then clears the marks of the steps it acted on (:func:`states.settle_step
    <jobscheduler.domain.states.settle_step>`, conditioned on the version acted on) -- in
@@ -107,6 +107,9 @@ class Settler:
         to_clear: list[Job] = []
         frontier = seeds
         released_before = done.released
+        # A step seen waiting and left so: the workflow cannot be finished yet (that step's
+        # own end, later, settles and finishes it), so no need to ask the store.
+        left_waiting = False
         for _ in range(MAX_ROUNDS):
             if not frontier:
                 break
@@ -116,8 +119,9 @@ class Settler:
                 ends, [s for s in frontier if s.status is Status.WAITING]
             )
             decisions = await self._decide(record, candidates, known)
+            left_waiting = left_waiting or any(d.change is None for d in decisions)
             frontier = await self._apply(decisions, known, done, to_clear)
-        if done.released == released_before:
+        if done.released == released_before and not left_waiting:
             await self._finish(record, done)
         if to_clear:
             await store.apply_bulk([states.settle_step(s) for s in to_clear])

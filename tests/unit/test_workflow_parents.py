@@ -1,0 +1,60 @@
+"""``ctx.parents`` read through the executor's cache of completed parents: the children of
+one spawner read it once, not once each; a parent not completed (a clean-up step's dlq
+parent, which may be retried) is read every time; the cache keeps only the newest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.steps import Step
+from jobscheduler.roles.workflows.reads import CompletedJobs, parent_results
+from jobscheduler.store.query import JobQuery
+
+from .conftest import make_job
+
+
+class CountingStore:
+    """Answers ``find_jobs`` by id from ``jobs`` and counts the calls."""
+
+    def __init__(self, *jobs: Job) -> None:
+        self.jobs = {job.id: job for job in jobs}
+        self.reads = 0
+
+    async def find_jobs(self, query: JobQuery, limit: int, *args: Any) -> list[Job]:
+        self.reads += 1
+        return [self.jobs[i] for i in query.ids or () if i in self.jobs][:limit]
+
+
+def step(name: str, *parents: Job, status: Status = Status.PENDING, result: Any = None) -> Job:
+    job = attrs.evolve(
+        make_job(status=status), step=Step(name=name, parents=[p.id for p in parents])
+    )
+    return attrs.evolve(job, result=result)
+
+
+async def test_the_children_of_one_spawner_read_it_once() -> None:
+    fan = step("fan", status=Status.COMPLETED, result={"n": 3})
+    children = [step(f"fan/c{i}", fan) for i in range(3)]
+    store = CountingStore(fan)
+    cache = CompletedJobs()
+    for child in children:
+        assert await parent_results(store, child, cache) == {"fan": {"n": 3}}
+    assert store.reads == 1
+
+
+async def test_a_parent_not_completed_is_read_each_time_and_the_oldest_is_forgotten() -> None:
+    failed = step("audit", status=Status.DLQ)
+    clean_up = step("clean-up", failed)
+    store = CountingStore(failed)
+    cache = CompletedJobs(size=1)
+    for _ in range(2):
+        assert await parent_results(store, clean_up, cache) == {"audit": None}
+    assert store.reads == 2
+    first, second = (step(n, status=Status.COMPLETED) for n in ("a", "b"))
+    cache.add(first)
+    cache.add(second)
+    assert cache.get(first.id) is None
+    assert cache.get(second.id) == second
