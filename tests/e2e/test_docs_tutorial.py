@@ -1,5 +1,5 @@
 """The README's "Try it" and the tutorial's first steps (start it, a first job, a first cron
-job), run as pasted.
+job, a first workflow), run as pasted.
 
 Its "Run your own jobs" part is run by ``test_own_jobs`` and ``test_enqueue_from_code``. The
 blocks run in a copy of the repository's layout, on free ports, with ``just dev`` as what its
@@ -24,7 +24,7 @@ from tests.support.docblocks import doc_blocks
 pytestmark = pytest.mark.e2e
 
 PAGE = "docs/tutorial/index.md"
-SECTIONS = ("Start it", "Your first job", "Your first cron job")
+SECTIONS = ("Start it", "Your first job", "Your first cron job", "Your first workflow")
 
 
 def pasted(blocks: list[str], api: int) -> str:
@@ -81,3 +81,6 @@ def test_the_tutorials_first_steps_run_as_pasted(tmp_path: Path) -> None:
     assert (job["status"], job["attempts"]) == ("completed", 1)
     assert "every-five-minutes" in out  # the template, created and listed
     assert out.count("T09:00:00+09:00") == 3, out  # the preview, read in Tokyo
+    table = out[out.index("\nSTEP ") :].splitlines()[2:6]  # the workflow's steps, as waited for
+    steps = {line.split()[0]: line.split()[1] for line in table}
+    assert steps == dict.fromkeys(("fetch", "resize", "tag", "publish"), "completed"), out
