@@ -124,6 +124,17 @@ class Job:
     #: the steps waiting for it are released or cancelled. The reaper sweeps for it, so a
     #: step whose parents are done is released even when whoever ended them crashed.
     step_dirty: bool = False
+    #: Within its tenant and priority level, the group the job takes its turn with in a fair
+    #: claim ("": the tenant's default group).
+    fairness_key: str = ""
+    #: Jobs of one type with the same key count together against the type's
+    #: ``concurrency`` (and ``key_rate_limit``) in their tenant.
+    concurrency_key: str | None = None
+    #: The concurrency slot of its key the job holds from its claim until the transition
+    #: that ends or recovers its run (unique in the store: two jobs never hold one slot).
+    key_slot: str | None = None
+    #: The same for its type's ``max_running`` slots.
+    type_slot: str | None = None
 
     @property
     def run(self) -> int:
@@ -277,6 +288,10 @@ def job_to_json(job: Job) -> dict[str, Any]:
         out["step"] = job.step.name
     if job.spawned_by is not None:
         out["spawnedBy"] = job.spawned_by
+    if job.fairness_key:
+        out["fairnessKey"] = job.fairness_key
+    if job.concurrency_key is not None:
+        out["concurrencyKey"] = job.concurrency_key
     if job.claimed_by is not None:
         out["claimedBy"] = job.claimed_by
     if job.claimed_at is not None:

@@ -40,6 +40,8 @@ _CREATE_FIELDS = frozenset(
         "cron",
         "maxAttempts",
         "managedBy",
+        "fairnessKey",
+        "concurrencyKey",
         *cron.POLICY_FIELDS,
     }
 )
@@ -167,6 +169,8 @@ def parse_create_request(
         raise ValidationError(f"maxAttempts: must be at most {MAX_ATTEMPTS_LIMIT}")
 
     managed_by = _string(body, "managedBy", required=False)
+    fairness_key = _string(body, "fairnessKey", required=False) or ""
+    concurrency_key = _string(body, "concurrencyKey", required=False)
     cron_expr = _string(body, "cron", required=False)
     scheduled_raw = body.get("scheduledAt")
     if cron_expr is not None:
@@ -204,6 +208,8 @@ def parse_create_request(
         created_at=now,
         updated_at=now,
         managed_by=managed_by,
+        fairness_key=fairness_key,
+        concurrency_key=concurrency_key,
     )
 
 

@@ -14,6 +14,7 @@ contract:
 :class:`WorkerPresence`    the processes' presence records (schedulers, executors, Overview)
 :class:`Reporting`         listing, counts and figures (the API, the reaper's gauges)
 :class:`WorkflowRecords`   workflow records and their steps (:mod:`.workflows`)
+:class:`FlowControl`       fair claims, limit slots, rate buckets, limits and weights
 ========================  ==============================================================
 
 Every adapter (SQLite embedded, MongoDB production, memory for tests) implements them all
@@ -43,6 +44,7 @@ from typing import Protocol
 from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.flow import FlowReport, LimitOverride, TenantWeight
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
@@ -50,7 +52,7 @@ from jobscheduler.domain.states import UNFINISHED, Change
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
 
-from .query import Cursor, JobCounts, JobQuery, JobStats, Statuses
+from .query import Cursor, Exclusions, JobCounts, JobQuery, JobStats, Pick, Statuses
 from .workflows import WorkflowRecords
 
 #: What :meth:`JobRecords.insert_many` answers for each job, in order: the job as stored, or
@@ -366,6 +368,75 @@ class Reporting(Protocol):
         ``tenant_id`` None: every tenant. Indexed reads only: no scan of the jobs."""
 
 
+class FlowControl(Protocol):
+    """What the leader's fair, limited claim reads and writes (see
+    :mod:`jobscheduler.roles.scheduler.flow`), and the limits and weights an admin sets.
+
+    Every piece of flow state is in the store, so a new leader starts from it: the slots a
+    job holds are fields of the job (unique: :meth:`claim_picks`), freed by the transition
+    that ends or recovers its run (:data:`~jobscheduler.domain.states.SLOT_FIELDS`); a rate's
+    state is one instant per bucket, written conditionally (:meth:`put_bucket`).
+    """
+
+    @abc.abstractmethod
+    async def fair_candidates(
+        self, now: datetime, per_group: int, exclude: Exclusions | None = None
+    ) -> list[Job]:
+        """Due one-off jobs (:data:`~jobscheduler.store.query.DUE_ONE_OFF` at ``now``) to
+        claim fairly from: for each (priority, tenant, fairness key) group, its oldest
+        ``per_group`` (by ``scheduled_at``, then id), highest priority levels first, until
+        the levels read hold at least ``per_group`` jobs; none that ``exclude`` names
+        (read only; any order)."""
+
+    @abc.abstractmethod
+    async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+        """Claim each picked job, as :meth:`Transitions.claim_due` claims one (it must still
+        be due at ``now``: pending, no cron), writing ``states.claim_fields(now)`` and the
+        slots the pick names. A slot is held by one job at most (a unique index): a pick
+        whose slot another job holds is not claimed, nor is one that is no longer due. Each
+        pick applies or not on its own; returns the jobs claimed, in ``picks`` order.
+        A cancelled call may stop waiting for a claim under way (the reaper repairs it)."""
+
+    @abc.abstractmethod
+    async def held_slots(self) -> list[str]:
+        """Every slot some job holds (key and type slots), in no order (read only)."""
+
+    @abc.abstractmethod
+    async def buckets(self, scopes: Sequence[str]) -> dict[str, datetime]:
+        """The stored instant (``tat``) of each of these rate buckets that exists."""
+
+    @abc.abstractmethod
+    async def put_bucket(self, scope: str, expect: datetime | None, tat: datetime) -> bool:
+        """Set the bucket's instant to ``tat`` if it holds ``expect`` (None: if it does not
+        exist yet); True if it did (one conditional write: exactly one of two leaders
+        writing from the same read wins)."""
+
+    @abc.abstractmethod
+    async def limit_overrides(self, tenant_id: str | None = None) -> list[LimitOverride]:
+        """Every override (of ``tenant_id``, when given), by tenant then job type."""
+
+    @abc.abstractmethod
+    async def put_limit_override(self, override: LimitOverride) -> None:
+        """Store the override of its (tenant, job type), replacing any; empty limits
+        delete it."""
+
+    @abc.abstractmethod
+    async def tenant_weights(self) -> list[TenantWeight]:
+        """Every weight set, by tenant (a tenant not listed weighs 1)."""
+
+    @abc.abstractmethod
+    async def put_tenant_weight(self, weight: TenantWeight) -> None:
+        """Store the tenant's weight, replacing any; a weight of 1 deletes it."""
+
+    @abc.abstractmethod
+    async def put_flow_report(self, report: FlowReport) -> None:
+        """Store the leader's latest report of what it holds back (replacing the last)."""
+
+    @abc.abstractmethod
+    async def flow_report(self) -> FlowReport | None:
+        """The latest report stored, or None."""
+
+
 class JobStore(
     StoreLifecycle,
     JobRecords,
@@ -376,6 +447,7 @@ class JobStore(
     WorkerPresence,
     Reporting,
     WorkflowRecords,
+    FlowControl,
     Protocol,
 ):
     """Every part of the store: what ``Deps`` holds and every adapter implements. Every

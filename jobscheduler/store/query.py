@@ -134,6 +134,44 @@ THROUGHPUT: tuple[Status, ...] = (Status.COMPLETED, Status.DLQ)
 
 
 @attrs.frozen(kw_only=True)
+class Pick:
+    """A job the leader's fair claim chose, with the slots it takes (None: no such limit)."""
+
+    job_id: str
+    key_slot: str | None = None
+    type_slot: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Exclusions:
+    """Due jobs a fair claim does not read: their tenant's type, or key of a type, is held
+    back as a whole (its slots taken, its rate spent, its executors full)."""
+
+    #: (tenant, job type)
+    types: frozenset[tuple[str, str]] = frozenset()
+    #: (tenant, job type, concurrency key)
+    keys: frozenset[tuple[str, str, str]] = frozenset()
+
+    def of_tenant(self, tenant_id: str) -> tuple[list[str], list[tuple[str, str]]]:
+        """The excluded types, and (type, key) pairs, of one tenant (sorted)."""
+        types = sorted(t for tenant, t in self.types if tenant == tenant_id)
+        keys = sorted((t, k) for tenant, t, k in self.keys if tenant == tenant_id)
+        return types, keys
+
+    def excludes(self, job: Job) -> bool:
+        """The same in Python (the memory store, and tests)."""
+        if (job.tenant_id, job.job_type) in self.types:
+            return True
+        key = job.concurrency_key
+        return key is not None and (job.tenant_id, job.job_type, key) in self.keys
+
+
+#: How a fair claim's candidates are grouped: (priority, tenant, fairness key).
+def fair_group(job: Job) -> tuple[int, str, str]:
+    return (job.priority, job.tenant_id, job.fairness_key)
+
+
+@attrs.frozen(kw_only=True)
 class Cursor:
     """The position of a job in a listing's order: a page continues after it.
 
@@ -218,10 +256,13 @@ __all__ = [
     "STATS_WINDOWS",
     "THROUGHPUT",
     "Cursor",
+    "Exclusions",
     "JobCounts",
     "JobQuery",
     "JobStats",
+    "Pick",
     "Sort",
     "Statuses",
     "Window",
+    "fair_group",
 ]

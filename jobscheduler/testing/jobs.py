@@ -44,6 +44,8 @@ class JobFactory:
         max_attempts: int = 3,
         payload: dict[str, Any] | None = None,
         template_id: str | None = None,
+        fairness_key: str = "",
+        concurrency_key: str | None = None,
     ) -> Job:
         """A job as the store would hold it (``updated_at`` is its ``created_at``)."""
         job_id = new_job_id()
@@ -63,6 +65,8 @@ class JobFactory:
             created_at=created,
             updated_at=created,
             template_id=template_id,
+            fairness_key=fairness_key,
+            concurrency_key=concurrency_key,
         )
 
 

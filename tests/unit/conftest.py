@@ -35,6 +35,7 @@ from jobscheduler.config import Settings
 from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.flow import FlowReport, LimitOverride, TenantWeight
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
@@ -49,7 +50,15 @@ from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.memory import MemoryJobStore
-from jobscheduler.store.query import Cursor, JobCounts, JobQuery, JobStats, Statuses
+from jobscheduler.store.query import (
+    Cursor,
+    Exclusions,
+    JobCounts,
+    JobQuery,
+    JobStats,
+    Pick,
+    Statuses,
+)
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.workflows import WorkflowQuery
 from jobscheduler.testing import JobFactory
@@ -251,6 +260,41 @@ class ProxyStore(JobStore):
 
     async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
         return await self.inner.overview_stats(tenant_id, now)
+
+    async def fair_candidates(
+        self, now: datetime, per_group: int, exclude: Exclusions | None = None
+    ) -> list[Job]:
+        return await self.inner.fair_candidates(now, per_group, exclude)
+
+    async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+        return await self.inner.claim_picks(now, picks)
+
+    async def held_slots(self) -> list[str]:
+        return await self.inner.held_slots()
+
+    async def buckets(self, scopes: Sequence[str]) -> dict[str, datetime]:
+        return await self.inner.buckets(scopes)
+
+    async def put_bucket(self, scope: str, expect: datetime | None, tat: datetime) -> bool:
+        return await self.inner.put_bucket(scope, expect, tat)
+
+    async def limit_overrides(self, tenant_id: str | None = None) -> list[LimitOverride]:
+        return await self.inner.limit_overrides(tenant_id)
+
+    async def put_limit_override(self, override: LimitOverride) -> None:
+        await self.inner.put_limit_override(override)
+
+    async def tenant_weights(self) -> list[TenantWeight]:
+        return await self.inner.tenant_weights()
+
+    async def put_tenant_weight(self, weight: TenantWeight) -> None:
+        await self.inner.put_tenant_weight(weight)
+
+    async def put_flow_report(self, report: FlowReport) -> None:
+        await self.inner.put_flow_report(report)
+
+    async def flow_report(self) -> FlowReport | None:
+        return await self.inner.flow_report()
 
 
 @attrs.define(kw_only=True)

@@ -18,6 +18,8 @@ from jobscheduler.domain.model import MAX_ERROR_LENGTH, Job, Status
 
 from .conftest import make_job
 
+#: What every transition out of queued/claimed/running also writes: the slots it held.
+FREED_SLOTS = {"key_slot": None, "type_slot": None}
 NOW = datetime(2026, 9, 29, 18, 0, 0, 123456, tzinfo=UTC)
 NOW_MS = datetime(2026, 9, 29, 18, 0, 0, 123000, tzinfo=UTC)
 TOKEN = "token-1"
@@ -80,7 +82,12 @@ def test_complete_expects_running_with_the_token_and_drops_the_token() -> None:
     assert change.transition == "complete"
     assert change.job_id == job.id
     assert change.expect == {"status": Status.RUNNING, "claim_token": TOKEN}
-    assert change.set == {"status": Status.COMPLETED, "claim_token": None, "updated_at": NOW_MS}
+    assert change.set == {
+        "status": Status.COMPLETED,
+        "claim_token": None,
+        "updated_at": NOW_MS,
+        **FREED_SLOTS,
+    }
     assert change.record == Attempt(
         job_id=job.id,
         number=1,
@@ -118,6 +125,7 @@ def test_fail_below_max_attempts_backs_off_without_counting_again(
         "claim_token": None,
         "scheduled_at": NOW_MS + timedelta(seconds=backoff),
         "updated_at": NOW_MS,
+        **FREED_SLOTS,
     }
     assert change.inc == {}
 
@@ -173,6 +181,7 @@ def test_release_of_a_running_job_takes_its_started_attempt_back(attempts: int) 
         "attempts": attempts - 1,
         "claim_token": None,
         "updated_at": NOW_MS,
+        **FREED_SLOTS,
     }
     assert change.record is not None
     assert (change.record.number, change.record.outcome) == (attempts, Outcome.RELEASED)
@@ -196,7 +205,12 @@ def test_requeue_is_conditioned_on_the_observed_queued_at_and_keeps_attempts() -
     change = states.requeue(job, now=NOW)
     assert change.transition == "requeue"
     assert change.expect == {"status": Status.QUEUED, "queued_at": queued_at}
-    assert change.set == {"status": Status.PENDING, "queued_at": None, "updated_at": NOW_MS}
+    assert change.set == {
+        "status": Status.PENDING,
+        "queued_at": None,
+        "updated_at": NOW_MS,
+        **FREED_SLOTS,
+    }
 
 
 def test_recover_of_a_running_job_fails_its_started_attempt_and_says_lost() -> None:
@@ -276,6 +290,7 @@ def test_dead_letter_template_is_conditioned_on_the_version_read_and_records_why
         "status": Status.DLQ,
         "last_error": "cron: invalid",
         "updated_at": NOW_MS,
+        **FREED_SLOTS,
     }
 
 

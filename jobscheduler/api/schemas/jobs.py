@@ -74,6 +74,12 @@ CREATE_JOB: Schema = {
                 "(set by `jobscheduler schedules sync`)",
             }
         ),
+        "fairnessKey": nullable(
+            {**TEXT, "description": "the group the job shares its tenant's claims with"}
+        ),
+        "concurrencyKey": nullable(
+            {**TEXT, "description": "jobs with one key share the job type's concurrency limit"}
+        ),
         **SCHEDULE_FIELDS,
     },
 }
@@ -116,6 +122,13 @@ JOB: Schema = {
         "maxAttempts": {"type": "integer", "minimum": 1},
         "lastError": {"type": "string"},
         "templateId": {**JOB_ID, "description": "the cron template that spawned this run"},
+        "fairnessKey": {"type": "string"},
+        "concurrencyKey": {"type": "string"},
+        "held": {
+            "type": "string",
+            "description": "why a due job is held back, e.g. 'waiting: customer-42 has 1 of "
+            "1 running' or 'rate limited: send-email 100/s'",
+        },
         "result": {"description": "what the handler returned (any JSON value)"},
         "createdAt": TIME,
         "updatedAt": TIME,

@@ -47,6 +47,7 @@ The transitions live in three private modules, re-exported here: ``_lifecycle`` 
 
 from __future__ import annotations
 
+from ._lifecycle import SLOT_FIELDS as SLOT_FIELDS
 from ._lifecycle import Change as Change
 from ._lifecycle import advance_template as advance_template
 from ._lifecycle import advance_template_holding as advance_template_holding
@@ -67,6 +68,7 @@ from ._lifecycle import spawn_instance as spawn_instance
 from ._lifecycle import start as start
 from ._statuses import CANCELLABLE as CANCELLABLE
 from ._statuses import FINAL as FINAL
+from ._statuses import HOLDING_SLOTS as HOLDING_SLOTS
 from ._statuses import IN_FLIGHT as IN_FLIGHT
 from ._statuses import RETRYABLE as RETRYABLE
 from ._statuses import UNFINISHED as UNFINISHED

@@ -17,9 +17,22 @@ from jobscheduler.domain.attempts import Attempt, Failure, Outcome
 from jobscheduler.domain.backoff import backoff_seconds
 from jobscheduler.domain.model import Job, Status, new_job_id, truncate_error, utc
 
-from ._statuses import FINAL, IN_FLIGHT
+from ._statuses import FINAL, HOLDING_SLOTS, IN_FLIGHT
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+#: The job fields naming the flow-control slots a job holds (see :data:`HOLDING_SLOTS`).
+SLOT_FIELDS: tuple[str, ...] = ("key_slot", "type_slot")
+
+
+def _frees_slots(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``values``, freeing the job's slots when it moves out of the statuses that hold them:
+    the slot is freed by the very update that ends, hands back or recovers the run, so no
+    transition (present or future) can leave one taken."""
+    status = values.get("status")
+    if status is None or status in HOLDING_SLOTS:
+        return values
+    return {**values, **dict.fromkeys(SLOT_FIELDS)}
 
 
 @attrs.frozen(kw_only=True)
@@ -35,7 +48,7 @@ class Change:
     transition: str
     job_id: str
     expect: Mapping[str, Any]
-    set: Mapping[str, Any]
+    set: Mapping[str, Any] = attrs.field(converter=_frees_slots)
     inc: Mapping[str, int] = attrs.field(factory=dict)
     record: Attempt | None = None
 
@@ -361,6 +374,8 @@ def spawn_instance(
         updated_at=now,
         template_id=template.id,
         fire_at=utc(fire_at),
+        fairness_key=template.fairness_key,
+        concurrency_key=template.concurrency_key,
     )
 
 

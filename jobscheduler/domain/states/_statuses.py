@@ -24,6 +24,9 @@ UNFINISHED: tuple[Status, ...] = (
 #: Held by an executor (claim token, heartbeat): what the reaper recovers after
 #: ``CLAIM_TIMEOUT`` without a heartbeat, and what an executor hands back at shutdown.
 IN_FLIGHT: tuple[Status, ...] = (Status.CLAIMED, Status.RUNNING)
+#: Claimed by the scheduler and not yet ended: a job holds its flow-control slots (its
+#: concurrency key's, its type's) in these, and every transition out of them frees them.
+HOLDING_SLOTS: tuple[Status, ...] = (Status.QUEUED, Status.CLAIMED, Status.RUNNING)
 #: Ended: no role moves such a job again; only a user's retry (of dlq or cancelled) does.
 FINAL: tuple[Status, ...] = (Status.COMPLETED, Status.FAILED, Status.DLQ, Status.CANCELLED)
 #: Statuses a job can be cancelled from at once (no executor runs it yet, a template, or a

@@ -78,7 +78,8 @@ class JobTable:
 
     - (tenant id, idempotency key): one job per key in a tenant;
     - (template id, fire time): one cron run per fire time, whatever its key (jobs with
-      both set, as a run has; others are not in it, like SQLite's partial index).
+      both set, as a run has; others are not in it, like SQLite's partial index);
+    - a flow-control slot (``key_slot``, ``type_slot``): held by one job at most.
 
     :meth:`add` and :meth:`replace` refuse a job that would break either index, so no
     caller can store two holders of one key.
@@ -88,6 +89,7 @@ class JobTable:
         self._jobs: dict[str, Job] = {}
         self._keys: dict[tuple[str, str], str] = {}
         self._runs: dict[RunKey, str] = {}
+        self._slots: dict[str, str] = {}
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -110,9 +112,13 @@ class JobTable:
         job_id = self._runs.get((template_id, utc(fire_at)))
         return None if job_id is None else self._jobs[job_id]
 
+    def slots(self) -> list[str]:
+        """Every slot held."""
+        return list(self._slots)
+
     def conflict(self, job: Job, *, replacing: str | None = None) -> str | None:
-        """Which unique constraint storing ``job`` would break (``key``, ``run`` or ``id``,
-        in that order: a job whose key or run is held is a duplicate, whatever its id), or
+        """Which unique constraint storing ``job`` would break (``key``, ``run``, ``slot`` or
+        ``id``, in that order: a job whose key or run is held is a duplicate, whatever its id), or
         None. ``replacing``: the id of the job it would replace (its own entries are no
         conflict)."""
         held = self._keys.get((job.tenant_id, job.idempotency_key))
@@ -123,6 +129,10 @@ class JobTable:
             held = self._runs.get(run)
             if held is not None and held != replacing:
                 return "run"
+        for slot in _slots_of(job):
+            held = self._slots.get(slot)
+            if held is not None and held != replacing:
+                return "slot"
         if replacing is None and job.id in self._jobs:
             return "id"
         return None
@@ -141,6 +151,8 @@ class JobTable:
         del self._keys[(old.tenant_id, old.idempotency_key)]
         if (run := _run_key(old)) is not None:
             del self._runs[run]
+        for slot in _slots_of(old):
+            del self._slots[slot]
         self._index(job)
 
     def _index(self, job: Job) -> None:
@@ -148,6 +160,12 @@ class JobTable:
         self._keys[(job.tenant_id, job.idempotency_key)] = job.id
         if (run := _run_key(job)) is not None:
             self._runs[run] = job.id
+        for slot in _slots_of(job):
+            self._slots[slot] = job.id
+
+
+def _slots_of(job: Job) -> tuple[str, ...]:
+    return tuple(slot for slot in (job.key_slot, job.type_slot) if slot is not None)
 
 
 def of_tenant(job: Job, tenant: str | None) -> bool:

@@ -25,6 +25,8 @@ The store is cut along the seams of the other adapters: :mod:`.conn` (open/close
 checkpoint), :mod:`.codec` (copies, times, the jobs table and its unique indexes), this
 module (inserts, reads, claims, transitions), :mod:`.attempts`, :mod:`.ledger`,
 :mod:`.query` (filters, pages, stats), :mod:`.tenancy`, :mod:`.workers` and :mod:`.workflows`.
+:mod:`.query` (filters, pages, stats), :mod:`.tenancy`, :mod:`.workers` and :mod:`.flow`
+(fair claims, slots, rate buckets).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 
 from .attempts import MemoryAttemptsMixin
 from .codec import holds, job_in, job_out, of_tenant, value_in
+from .flow import MemoryFlowMixin
 from .ledger import MemoryLedgerMixin
 from .query import MemoryQueryMixin
 from .tenancy import MemoryTenancyMixin
@@ -58,6 +61,7 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 
 class MemoryJobStore(
     MemoryWorkflowsMixin,
+    MemoryFlowMixin,
     MemoryWorkersMixin,
     MemoryQueryMixin,
     MemoryTenancyMixin,

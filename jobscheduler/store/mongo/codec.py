@@ -62,6 +62,10 @@ FIELDS: Final[Mapping[str, str]] = {
     "step": "step",
     "spawned_by": "spawnedBy",
     "step_dirty": "stepDirty",
+    "fairness_key": "fairnessKey",
+    "concurrency_key": "concurrencyKey",
+    "key_slot": "keySlot",
+    "type_slot": "typeSlot",
 }
 TIME_FIELDS: Final = frozenset(
     {
@@ -79,6 +83,9 @@ TIME_FIELDS: Final = frozenset(
 STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
 #: Left out of a document unless set (see the sparse ``run_unique`` index).
 RUN_FIELDS: Final = ("template_id", "fire_at")
+#: Left out unless held, and unset when freed: the slots' unique indexes are sparse (a
+#: stored null would be indexed, and two of them would clash).
+SLOT_DOC_FIELDS: Final = ("key_slot", "type_slot")
 
 #: The order claims hand jobs out in (highest priority, then oldest, then oldest id).
 CLAIM_SORT: Final = [
@@ -113,7 +120,7 @@ def job_to_document(job: Job) -> Document:
     """The document stored for ``job`` (every field present, absent values null, except the
     run identity fields, left out unless set: the sparse run index skips such documents)."""
     doc = {doc_field: to_doc(field, getattr(job, field)) for field, doc_field in FIELDS.items()}
-    for field in RUN_FIELDS:
+    for field in (*RUN_FIELDS, *SLOT_DOC_FIELDS):
         if doc[FIELDS[field]] is None:
             del doc[FIELDS[field]]
     return doc
@@ -149,7 +156,12 @@ def set_document(values: Mapping[str, Any]) -> Document:
 
 
 def update_document(change: Change) -> Document:
-    update: Document = {"$set": set_document(change.set)}
+    """``$set`` (and ``$inc``); a freed slot is ``$unset`` (see :data:`SLOT_DOC_FIELDS`)."""
+    freed = [f for f in SLOT_DOC_FIELDS if f in change.set and change.set[f] is None]
+    values = {f: v for f, v in change.set.items() if f not in freed}
+    update: Document = {"$set": set_document(values)}
+    if freed:
+        update["$unset"] = {FIELDS[f]: "" for f in freed}
     if change.inc:
         update["$inc"] = {FIELDS[field]: amount for field, amount in change.inc.items()}
     return update

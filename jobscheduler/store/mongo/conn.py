@@ -32,6 +32,7 @@ from . import ledger as mongo_ledger
 from .attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
 from .batch import BATCH_FIELD, CLAIM_FIELD
 from .codec import CLAIM_SORT, COLLECTION, FIELDS, Document
+from .flow import prepare_flow
 from .query import MANAGE_INDEXES
 from .seam import outcome_unknown as outcome_unknown
 from .tenancy import create_tenancy_indexes, drop_global_key_index
@@ -240,6 +241,7 @@ class MongoConnection(JobStore):
             create_tenancy_indexes(client, self._database)
             create_workers_indexes(client, self._database)
             create_workflow_indexes(client, self._database, COLLECTION)
+            prepare_flow(jobs)
         except BaseException:
             client.close()
             raise

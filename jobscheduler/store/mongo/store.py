@@ -92,6 +92,7 @@ from .codec import (
     job_to_document,
 )
 from .conn import ATOMIC_FERRETDB_MARK, INDEXES, INVALID_DOCUMENT_CODES, outcome_unknown
+from .flow import MongoFlowMixin
 from .ledger import MongoLedgerMixin
 from .query import MongoQueryMixin
 from .tenancy import MongoTenancyMixin
@@ -104,6 +105,7 @@ log = logging.getLogger(__name__)
 
 class MongoJobStore(
     MongoWorkflowsMixin,
+    MongoFlowMixin,
     MongoWorkersMixin,
     MongoQueryMixin,
     MongoTenancyMixin,

@@ -53,6 +53,10 @@ _COLUMNS: dict[str, str] = {
     "step": "step",
     "spawned_by": "spawned_by",
     "step_dirty": "step_dirty",
+    "fairness_key": "fairness_key",
+    "concurrency_key": "concurrency_key",
+    "key_slot": "key_slot",
+    "type_slot": "type_slot",
 }
 _TIME_FIELDS = frozenset(
     {
@@ -137,7 +141,7 @@ def _to_db(field: str, value: Any) -> Any:
 
 #: Columns added after the first release: (column, definition), added to older files at start
 #: (and to new ones: ``cron_buffered``, ``cancel_requested_at``, ``replays``,
-#: ``managed_by`` and the workflow columns exist only through this list).
+#: ``managed_by``, the workflow and the flow-control columns exist only through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
@@ -151,6 +155,10 @@ _ADDED_COLUMNS = (
     ("step", "TEXT"),
     ("spawned_by", "TEXT"),
     ("step_dirty", "INTEGER NOT NULL DEFAULT 0"),
+    ("fairness_key", "TEXT NOT NULL DEFAULT ''"),
+    ("concurrency_key", "TEXT"),
+    ("key_slot", "TEXT"),
+    ("type_slot", "TEXT"),
 )
 
 

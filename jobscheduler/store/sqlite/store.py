@@ -9,6 +9,8 @@ codec is :mod:`~jobscheduler.store.sqlite.codec`; the attempt records
 :mod:`~jobscheduler.store.sqlite.tenancy`, presence and the Overview
 :mod:`~jobscheduler.store.sqlite.workers`, workflow records
 :mod:`~jobscheduler.store.sqlite.workflows`.
+:mod:`~jobscheduler.store.sqlite.workers`, flow control
+:mod:`~jobscheduler.store.sqlite.flow`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from .codec import (
     _update_sql,
 )
 from .conn import SQLiteConnection
+from .flow import FLOW_SCHEMA, SQLiteFlowMixin
 from .ledger import SQLiteLedgerMixin
 from .query import MANAGE_INDEXES, SQLiteQueryMixin
 from .tenancy import (
@@ -78,6 +81,7 @@ _STALE_INDEXES = {
 
 class SQLiteJobStore(
     SQLiteWorkflowsMixin,
+    SQLiteFlowMixin,
     SQLiteWorkersMixin,
     SQLiteQueryMixin,
     SQLiteTenancyMixin,
@@ -104,6 +108,7 @@ class SQLiteJobStore(
         conn.executescript(WORKFLOWS_SCHEMA)
         sync_partial_indexes(conn)
         conn.executescript(WORKERS_SCHEMA)
+        conn.executescript(FLOW_SCHEMA)
 
     # ------------------------------------------------------------------ JobStore
 

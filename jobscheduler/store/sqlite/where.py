@@ -118,6 +118,8 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     "jobs_due": ("scheduled_at", PENDING),
     # claim_due walks it by priority level, then due time (store.py).
     "jobs_claim": ("priority, scheduled_at, id", DUE_ONE_OFF),
+    # The fair claim walks it by level, then (tenant, fairness key) group, then due time.
+    "jobs_fair": ("priority, tenant_id, fairness_key, scheduled_at, id", DUE_ONE_OFF),
     "jobs_templates_due": ("scheduled_at, id", DUE_TEMPLATE),
     # The reaper's sweeps (find_stale).
     "jobs_queued": ("queued_at", JobQuery(tenant_id=None, statuses=QUEUED)),

@@ -1,0 +1,211 @@
+"""The SQLite store's flow control: fair candidates through the ``jobs_fair`` index, slot
+claims fenced by unique indexes, rate buckets, limits, weights and the leader's report."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobscheduler.domain.flow import FlowReport, LimitOverride, Limits, TenantWeight
+from jobscheduler.domain.model import Job
+from jobscheduler.domain.states import claim_fields
+from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, Pick
+
+from .codec import _COLUMNS, _EPOCH, _SELECT, _from_row, _millis, _to_db
+from .conn import SQLiteConnection
+from .where import index_where
+
+#: The slots' unique indexes (SQLite's UNIQUE lets any number of NULLs through) and the
+#: tables of the flow state. ``jobs_fair`` is a partial index of where.py.
+FLOW_SCHEMA = """
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_key_slot ON jobs (key_slot) WHERE key_slot IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_type_slot ON jobs (type_slot) WHERE type_slot IS NOT NULL;
+CREATE TABLE IF NOT EXISTS flow_buckets (
+    scope TEXT PRIMARY KEY, tat INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS flow_limits (
+    tenant_id TEXT NOT NULL, job_type TEXT NOT NULL, limits TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, job_type)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS flow_weights (
+    tenant_id TEXT PRIMARY KEY, weight INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS flow_report (
+    id INTEGER PRIMARY KEY CHECK (id = 1), report TEXT NOT NULL
+);
+"""
+
+_DUE = index_where(DUE_ONE_OFF)
+_TOP_LEVEL = f"SELECT MAX(priority) FROM jobs INDEXED BY jobs_fair WHERE {_DUE}"
+_NEXT_LEVEL = _TOP_LEVEL + " AND priority < ?"
+# A skip-scan of the groups of a level: the next (tenant, fairness key) after the last one.
+_NEXT_GROUP = (
+    f"SELECT tenant_id, fairness_key FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
+    "AND priority = ? AND (tenant_id, fairness_key) > (?, ?) "
+    "ORDER BY tenant_id, fairness_key LIMIT 1"
+)
+_GROUP = (
+    f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
+    "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND scheduled_at <= ?"
+)
+
+
+def _group_sql(types: list[str], keys: list[tuple[str, str]]) -> str:
+    sql = _GROUP
+    if types:
+        sql += f" AND job_type NOT IN ({', '.join('?' * len(types))})"
+    if keys:
+        pairs = ", ".join("(?, ?)" for _ in keys)
+        sql += f" AND (job_type, IFNULL(concurrency_key, '')) NOT IN (VALUES {pairs})"
+    return sql + " ORDER BY scheduled_at, id LIMIT ?"
+
+
+class SQLiteFlowMixin(SQLiteConnection):
+    """Flow control on the store's SQLite file."""
+
+    async def fair_candidates(
+        self, now: datetime, per_group: int, exclude: Exclusions | None = None
+    ) -> list[Job]:
+        due_by = _millis(now)
+        exclude = exclude or Exclusions()
+
+        def op(conn: sqlite3.Connection) -> list[Job]:
+            out: list[Job] = []
+            level = conn.execute(_TOP_LEVEL).fetchone()[0]
+            while level is not None and len(out) < per_group:
+                group = conn.execute(_NEXT_GROUP, (level, "", "")).fetchone()
+                # ("", "") sorts before every group but a tenant "" (none: tenants are not empty).
+                while group is not None:
+                    tenant, fairness = group
+                    types, keys = exclude.of_tenant(tenant)
+                    params: list[Any] = [level, tenant, fairness, due_by, *types]
+                    for pair in keys:
+                        params.extend(pair)
+                    params.append(per_group)
+                    rows = conn.execute(_group_sql(types, keys), params)
+                    out.extend(_from_row(row) for row in rows)
+                    group = conn.execute(_NEXT_GROUP, (level, tenant, fairness)).fetchone()
+                level = conn.execute(_NEXT_LEVEL, (level,)).fetchone()[0]
+            return out
+
+        return await self._read(op, abandon_on_cancel=True)
+
+    async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+        if not picks:
+            return []
+        fields = claim_fields(now)
+        assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in fields)
+        values = [_to_db(f, v) for f, v in fields.items()]
+        # OR IGNORE: a pick whose slot another job holds (the unique index) is skipped.
+        sql = (
+            f"UPDATE OR IGNORE jobs SET {assignments}, key_slot = ?, type_slot = ? "
+            f"WHERE id = ? AND {_DUE} AND scheduled_at <= ? RETURNING {_SELECT}"
+        )
+        due_by = _millis(now)
+
+        def op(conn: sqlite3.Connection) -> list[Job]:
+            claimed: list[Job] = []
+            for pick in picks:
+                params = [*values, pick.key_slot, pick.type_slot, pick.job_id, due_by]
+                row = conn.execute(sql, params).fetchone()
+                if row is not None:
+                    claimed.append(_from_row(row))
+            return claimed
+
+        return await self._write(op, abandon_on_cancel=True)
+
+    async def held_slots(self) -> list[str]:
+        sql = (
+            "SELECT key_slot FROM jobs INDEXED BY jobs_key_slot WHERE key_slot IS NOT NULL "
+            "UNION ALL "
+            "SELECT type_slot FROM jobs INDEXED BY jobs_type_slot WHERE type_slot IS NOT NULL"
+        )
+        return await self._read(lambda conn: [row[0] for row in conn.execute(sql)])
+
+    async def buckets(self, scopes: Sequence[str]) -> dict[str, datetime]:
+        if not scopes:
+            return {}
+        sql = f"SELECT scope, tat FROM flow_buckets WHERE scope IN ({', '.join('?' * len(scopes))})"
+
+        def op(conn: sqlite3.Connection) -> dict[str, datetime]:
+            return {
+                scope: _EPOCH + timedelta(milliseconds=tat)
+                for scope, tat in conn.execute(sql, list(scopes))
+            }
+
+        return await self._read(op)
+
+    async def put_bucket(self, scope: str, expect: datetime | None, tat: datetime) -> bool:
+        if expect is None:
+            sql = "INSERT INTO flow_buckets (scope, tat) VALUES (?, ?) ON CONFLICT DO NOTHING"
+            params: list[Any] = [scope, _millis(tat)]
+        else:
+            sql = "UPDATE flow_buckets SET tat = ? WHERE scope = ? AND tat = ?"
+            params = [_millis(tat), scope, _millis(expect)]
+        return bool(await self._write(lambda conn: conn.execute(sql, params).rowcount))
+
+    async def limit_overrides(self, tenant_id: str | None = None) -> list[LimitOverride]:
+        sql = "SELECT tenant_id, job_type, limits FROM flow_limits"
+        params: list[Any] = []
+        if tenant_id is not None:
+            sql, params = sql + " WHERE tenant_id = ?", [tenant_id]
+        sql += " ORDER BY tenant_id, job_type"
+
+        def op(conn: sqlite3.Connection) -> list[LimitOverride]:
+            return [
+                LimitOverride(
+                    tenant_id=tenant, job_type=job_type, limits=Limits.from_json(json.loads(text))
+                )
+                for tenant, job_type, text in conn.execute(sql, params)
+            ]
+
+        return await self._read(op)
+
+    async def put_limit_override(self, override: LimitOverride) -> None:
+        key = [override.tenant_id, override.job_type]
+        if override.limits.empty:
+            sql, params = "DELETE FROM flow_limits WHERE tenant_id = ? AND job_type = ?", key
+        else:
+            sql = (
+                "INSERT INTO flow_limits (tenant_id, job_type, limits) VALUES (?, ?, ?) "
+                "ON CONFLICT (tenant_id, job_type) DO UPDATE SET limits = excluded.limits"
+            )
+            params = [*key, json.dumps(override.limits.to_json())]
+        await self._write(lambda conn: conn.execute(sql, params))
+
+    async def tenant_weights(self) -> list[TenantWeight]:
+        sql = "SELECT tenant_id, weight FROM flow_weights ORDER BY tenant_id"
+        return await self._read(
+            lambda conn: [TenantWeight(tenant_id=t, weight=w) for t, w in conn.execute(sql)]
+        )
+
+    async def put_tenant_weight(self, weight: TenantWeight) -> None:
+        params: list[Any] = [weight.tenant_id]
+        if weight.weight == 1:
+            sql = "DELETE FROM flow_weights WHERE tenant_id = ?"
+        else:
+            sql = (
+                "INSERT INTO flow_weights (tenant_id, weight) VALUES (?, ?) "
+                "ON CONFLICT (tenant_id) DO UPDATE SET weight = excluded.weight"
+            )
+            params = [weight.tenant_id, weight.weight]
+        await self._write(lambda conn: conn.execute(sql, params))
+
+    async def put_flow_report(self, report: FlowReport) -> None:
+        text = json.dumps(report.to_json())
+        sql = (
+            "INSERT INTO flow_report (id, report) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET report = excluded.report"
+        )
+        await self._write(lambda conn: conn.execute(sql, [text]))
+
+    async def flow_report(self) -> FlowReport | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT report FROM flow_report WHERE id = 1").fetchone()
+            return None if row is None else str(row[0])
+
+        text = await self._read(op)
+        return None if text is None else FlowReport.from_json(json.loads(text))
