@@ -149,6 +149,11 @@ class Settings:
     sqlite_path: str = "./data/jobscheduler.db"
     scheduler_tick: float = 0.5
     claim_batch: int = 20
+    #: Fair claims, per-key concurrency and rate limits (off: the plain priority claim).
+    flow_control: bool = True
+    #: Most jobs of one type kept queued ahead of its executors when none reports its
+    #: capacity (with executors: twice the slots they report, up to this).
+    claim_ahead: int = 256
     queued_timeout: float = 30.0
     #: No heartbeat for this long (heartbeats come every HEARTBEAT_INTERVAL) means the
     #: executor is dead: 45 s misses four heartbeats, so a dead executor's jobs run again
@@ -296,6 +301,20 @@ VARIABLES: tuple[Variable, ...] = (
         "claim_batch",
         _positive_int,
         "jobs claimed per round trip (a tick keeps claiming while batches are full)",
+    ),
+    Variable(
+        "FLOW_CONTROL",
+        "flow_control",
+        _bool,
+        "fair claims across tenants, per-key concurrency and rate limits; 0: the plain "
+        "priority claim",
+    ),
+    Variable(
+        "CLAIM_AHEAD",
+        "claim_ahead",
+        _positive_int,
+        "most jobs of one type kept queued ahead of its executors when none reports its "
+        "slots (with executors: twice their slots, up to this)",
     ),
     Variable(
         "QUEUED_TIMEOUT",

@@ -50,6 +50,9 @@ class WorkerBeat:
     job_types: tuple[str, ...] = ()
     #: Jobs an executor is running right now.
     in_flight: int = 0
+    #: Jobs an executor can run at once (its slots; 0 for a scheduler): how far ahead the
+    #: leader claims jobs of its types.
+    capacity: int = 0
     #: A scheduler that holds the leadership (by its own elector's word).
     leader: bool = False
     started_at: datetime
@@ -65,6 +68,7 @@ class WorkerBeat:
             "pid": self.pid,
             "jobTypes": list(self.job_types),
             "inFlight": self.in_flight,
+            "capacity": self.capacity,
             "leader": self.leader,
             "startedAt": format_time(self.started_at),
             "seenAt": format_time(self.seen_at),

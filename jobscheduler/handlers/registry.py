@@ -27,9 +27,10 @@ import attrs
 import trio
 
 from jobscheduler.domain.durations import parse_duration
+from jobscheduler.domain.flow import Limits
 from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
 from jobscheduler.domain.validation import PayloadValidator
-from jobscheduler.errors import UnknownHandler
+from jobscheduler.errors import UnknownHandler, ValidationError
 
 from .connection import Connection, shared
 from .context import JobContext as JobContext
@@ -82,6 +83,8 @@ class Handler:
     #: Default ``maxAttempts`` of jobs of this type that do not say; None: the global one.
     max_attempts: int | None = None
     run_in: RunIn = "trio"
+    #: Flow control of the type's jobs in each tenant (an admin may override them per tenant).
+    limits: Limits = attrs.field(factory=Limits)
 
     @property
     def is_async(self) -> bool:
@@ -104,6 +107,7 @@ class Handler:
             "validate": "json-schema"
             if self.schema is not None
             else ("function" if self.validate is not None else None),
+            **self.limits.to_json(),
         }
 
 
@@ -115,6 +119,7 @@ def make_handler(
     timeout: float | str | None = None,
     max_attempts: int | None = None,
     run_in: RunIn | None = None,
+    limits: Limits | None = None,
 ) -> Handler:
     """Check the options and build the Handler; ValueError names what is wrong."""
     if not name or _NAME.fullmatch(name) is None or len(name) > 200:
@@ -167,7 +172,17 @@ def make_handler(
         timeout=seconds,
         max_attempts=max_attempts,
         run_in=run_in,
+        limits=limits or Limits(),
     )
+
+
+def flow_limits(**options: Any) -> Limits:
+    """The flow-control options of ``register``/``handler`` as Limits; ValueError names a
+    bad one."""
+    try:
+        return Limits.of(**options)
+    except ValidationError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class HandlerRegistry:
@@ -192,14 +207,40 @@ class HandlerRegistry:
         timeout: float | str | None = None,
         max_attempts: int | None = None,
         run_in: RunIn | None = None,
+        concurrency: int | None = None,
+        max_running: int | None = None,
+        rate_limit: str | None = None,
+        key_rate_limit: str | None = None,
+        burst: int | None = None,
     ) -> TaskHandle:
         """Register ``func`` for job type ``name``; ValueError on a duplicate name or a bad
         option (see the module docstring for the options). Returns a
-        :class:`~jobscheduler.handlers.tasks.TaskHandle` to enqueue jobs of the type."""
+        :class:`~jobscheduler.handlers.tasks.TaskHandle` to enqueue jobs of the type.
+
+        Flow control, in each tenant: ``concurrency`` jobs at most at once per
+        ``concurrencyKey``, ``max_running`` at most at once in all, ``rate_limit`` /
+        ``key_rate_limit`` starts per period (``"100/s"``, ``"10/m"``) of the type / of
+        one key, ``burst`` starts at once after a pause."""
         if name in self._handlers:
             raise ValueError(f"job type {name!r} is already registered")
+        try:
+            limits = flow_limits(
+                concurrency=concurrency,
+                max_running=max_running,
+                rate_limit=rate_limit,
+                key_rate_limit=key_rate_limit,
+                burst=burst,
+            )
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
         self._handlers[name] = make_handler(
-            name, func, validate=validate, timeout=timeout, max_attempts=max_attempts, run_in=run_in
+            name,
+            func,
+            validate=validate,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            run_in=run_in,
+            limits=limits,
         )
         return func if isinstance(func, TaskHandle) else TaskHandle(self, name, func)
 
@@ -211,6 +252,11 @@ class HandlerRegistry:
         timeout: float | str | None = None,
         max_attempts: int | None = None,
         run_in: RunIn | None = None,
+        concurrency: int | None = None,
+        max_running: int | None = None,
+        rate_limit: str | None = None,
+        key_rate_limit: str | None = None,
+        burst: int | None = None,
     ) -> Callable[[HandlerFunc], TaskHandle]:
         """Decorator form of :meth:`register`. It returns a
         :class:`~jobscheduler.handlers.tasks.TaskHandle`: the function, still callable (and
@@ -227,6 +273,11 @@ class HandlerRegistry:
                 timeout=timeout,
                 max_attempts=max_attempts,
                 run_in=run_in,
+                concurrency=concurrency,
+                max_running=max_running,
+                rate_limit=rate_limit,
+                key_rate_limit=key_rate_limit,
+                burst=burst,
             )
 
         return decorate
@@ -342,6 +393,14 @@ class HandlerRegistry:
             name: handler.max_attempts
             for name, handler in self._handlers.items()
             if handler.max_attempts is not None
+        }
+
+    def limits(self) -> dict[str, Limits]:
+        """Job type -> its flow-control limits, for the types that declare some."""
+        return {
+            name: handler.limits
+            for name, handler in self._handlers.items()
+            if not handler.limits.empty
         }
 
     def __contains__(self, name: object) -> bool:

@@ -23,6 +23,18 @@ class Metrics:
         self.scheduler_jobs_claimed = Counter(
             "scheduler_jobs_claimed_total", "Jobs moved from pending to queued.", registry=r
         )
+        self.scheduler_held = Counter(
+            "scheduler_held_total",
+            "Due jobs a claim held back, by reason (a job held in several claims counts in each).",
+            ["reason"],
+            registry=r,
+        )
+        self.scheduler_waiting = Gauge(
+            "scheduler_waiting_jobs",
+            "Due jobs the leader's latest claims held back, by reason (a lower bound).",
+            ["reason"],
+            registry=r,
+        )
         self.scheduler_dispatch_errors = Counter(
             "scheduler_dispatch_errors_total",
             "Claimed jobs whose wake-up could not be published (the reaper re-pends them).",

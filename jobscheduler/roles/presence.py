@@ -43,6 +43,7 @@ class Presence:
         *,
         job_types: Sequence[str] = (),
         in_flight: Callable[[], int] = lambda: 0,
+        capacity: int = 0,
         interval: float = BEAT_INTERVAL,
     ) -> None:
         self._deps = deps
@@ -50,6 +51,7 @@ class Presence:
         self.id = f"{role}:{deps.settings.worker_id}"
         self._job_types = tuple(job_types)
         self._in_flight = in_flight
+        self._capacity = capacity
         self._interval = interval
         self._host = socket.gethostname()
         self._pid = os.getpid()
@@ -73,6 +75,7 @@ class Presence:
             pid=self._pid,
             job_types=self._job_types,
             in_flight=self._in_flight(),
+            capacity=self._capacity,
             leader=self._leader,
             started_at=self._started_at,
             seen_at=now,

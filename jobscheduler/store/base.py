@@ -398,6 +398,12 @@ class FlowControl(Protocol):
         A cancelled call may stop waiting for a claim under way (the reaper repairs it)."""
 
     @abc.abstractmethod
+    async def queued_by_type(self) -> dict[str, int]:
+        """How many jobs of each type are queued (claimed, not yet picked by an executor):
+        what the leader keeps below the room ahead of each type's executors (read only;
+        only the queued jobs are read)."""
+
+    @abc.abstractmethod
     async def held_slots(self) -> list[str]:
         """Every slot some job holds (key and type slots), in no order (read only)."""
 

@@ -172,3 +172,11 @@ async def test_the_flow_report_round_trips(store: JobStore) -> None:
     )
     await store.put_flow_report(FlowReport(at=NOW, holds=(hold,)))
     assert await store.flow_report() == FlowReport(at=NOW, holds=(hold,))
+
+
+async def test_queued_by_type_counts_only_the_queued_jobs(store: JobStore) -> None:
+    await store.insert_many([make_job(job_type="mail") for _ in range(3)] + [make_job()])
+    await store.insert(make_job(job_type="mail", scheduled_at=NOW + timedelta(hours=1)))
+    assert await store.queued_by_type() == {}
+    await store.claim_due(NOW, 10)
+    assert await store.queued_by_type() == {"mail": 3, "noop": 1}

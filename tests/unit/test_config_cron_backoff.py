@@ -97,6 +97,8 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "SQLITE_PATH": ("/tmp/x/jobs.db", "sqlite_path", "/tmp/x/jobs.db"),
     "SCHEDULER_TICK": ("250ms", "scheduler_tick", 0.25),
     "CLAIM_BATCH": ("50", "claim_batch", 50),
+    "FLOW_CONTROL": ("off", "flow_control", False),
+    "CLAIM_AHEAD": ("64", "claim_ahead", 64),
     "QUEUED_TIMEOUT": ("1m", "queued_timeout", 60.0),
     "CLAIM_TIMEOUT": ("1h", "claim_timeout", 3600.0),
     "REAPER_INTERVAL": ("15s", "reaper_interval", 15.0),
@@ -211,6 +213,8 @@ BAD: list[tuple[str, str]] = [
     ("AUDIT_RETENTION", "0"),
     ("CRON_LEDGER_RETENTION", "0s"),
     ("SYNC_SCHEDULES", "sometimes"),
+    ("FLOW_CONTROL", "sometimes"),
+    ("CLAIM_AHEAD", "0"),
 ]
 
 

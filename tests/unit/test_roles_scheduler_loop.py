@@ -4,6 +4,7 @@ surviving store errors; under ``autojump_clock`` (see ``roles_support``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.query import Pick
 
 from .conftest import DepsFactory, ProxyStore, after, make_job, make_settings
 from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
@@ -96,6 +98,12 @@ async def test_dispatch_loop_backs_off_and_continues_after_a_store_error_in_a_ti
                 await trio.lowlevel.checkpoint()
                 raise failures.pop()
             return await self.inner.claim_due(now, limit)
+
+        async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+            if failures:
+                await trio.lowlevel.checkpoint()
+                raise failures.pop()
+            return await self.inner.claim_picks(now, picks)
 
     bus = ObservedBus()
     deps = make_deps(store=FlakyClaims(store), bus=bus)

@@ -5,6 +5,7 @@ under ``autojump_clock`` (see ``roles_support``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.query import Pick
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, ProxyStore, after, make_job, make_settings, sample
@@ -269,6 +271,10 @@ async def test_claim_cancelled_while_waiting_for_the_store_still_publishes_its_w
         async def claim_due(self, now: datetime, limit: int) -> list[Job]:
             claiming.set()
             return await self.inner.claim_due(now, limit)
+
+        async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+            claiming.set()
+            return await self.inner.claim_picks(now, picks)
 
     bus = ObservedBus()
     deps = make_deps(store=SignalClaims(store), bus=bus)

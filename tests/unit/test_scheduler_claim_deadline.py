@@ -5,6 +5,7 @@ a deposed leader or a shutdown for ever."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from jobscheduler.domain.model import Job
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.scheduler.loop import CLAIM_CALL_TIMEOUT, Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.query import Pick
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job
@@ -33,6 +35,9 @@ class NeverAnswers(ProxyStore):
         self.claiming.set()
         await trio.sleep_forever()
         raise AssertionError("unreachable")
+
+    async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+        return await self.claim_due(now, len(picks))
 
 
 async def test_a_claim_that_never_answers_fails_at_its_deadline(

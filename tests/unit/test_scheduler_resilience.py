@@ -16,6 +16,7 @@ from jobscheduler.domain.cron import Occurrence
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.roles.scheduler.loop import ERROR_BACKOFF, STUCK_LIMIT, Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.query import Pick
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
 from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of
@@ -117,6 +118,12 @@ class FailsOnce(ProxyStore):
             self.failed = True
             raise RuntimeError("a bug")
         return await self.inner.claim_due(now, limit)
+
+    async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("a bug")
+        return await self.inner.claim_picks(now, picks)
 
 
 async def test_the_dispatch_loop_survives_an_unexpected_error_and_dispatches_after_a_pause(

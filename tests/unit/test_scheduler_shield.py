@@ -15,6 +15,7 @@ from jobscheduler.bus import WakeUp
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.roles.scheduler.loop import PUBLISH_TIMEOUT, Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.query import Pick
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
 from .roles_support import ObservedBus, status_of
@@ -29,6 +30,11 @@ async def test_leadership_lost_between_claim_and_publish_still_publishes_every_w
         async def claim_due(self, now: datetime, limit: int) -> list[Job]:
             claimed = await self.inner.claim_due(now, limit)
             term.cancel()  # the elector cancels dispatch right after the claim landed
+            return claimed
+
+        async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
+            claimed = await self.inner.claim_picks(now, picks)
+            term.cancel()  # the same, for the fair claim's write
             return claimed
 
     bus = ObservedBus()

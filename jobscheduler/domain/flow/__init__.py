@@ -16,6 +16,10 @@ from ._limits import Rate as Rate
 from ._limits import TenantWeight as TenantWeight
 from ._limits import check_weight as check_weight
 from ._limits import key_scope as key_scope
+from ._limits import rate_scope as rate_scope
+from ._limits import room_scope as room_scope
+from ._limits import scope_parts as scope_parts
+from ._limits import scopes_of as scopes_of
 from ._limits import slot_name as slot_name
 from ._limits import slot_scope as slot_scope
 from ._limits import type_scope as type_scope

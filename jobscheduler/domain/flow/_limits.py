@@ -10,6 +10,7 @@ slots. "Cluster-wide" means across every executor and process, not across tenant
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -184,16 +185,54 @@ def check_weight(value: Any) -> int:
 
 
 # ----------------------------------------------------------------------------- scopes
-# A scope names one limit's state: the slots of a key or of a type, a rate's bucket. The
-# tenant and the job type are in every scope, so no two tenants share one.
+# A scope names one limit's state: the slots of a key or of a type (``k:``, ``t:``), a
+# rate's bucket (``r:``), a type's room ahead of its executors (``c:``). The tenant and the
+# job type are in every per-tenant scope, so no two tenants share one; the names are JSON
+# lists, so no tenant, type or key text can be read as another's.
+
+
+def _scope(kind: str, *parts: str) -> str:
+    return kind + ":" + json.dumps(list(parts), separators=(",", ":"), ensure_ascii=False)
 
 
 def type_scope(tenant_id: str, job_type: str) -> str:
-    return f"t:{tenant_id}/{job_type}"
+    """The ``max_running`` slots of a type in a tenant."""
+    return _scope("t", tenant_id, job_type)
 
 
 def key_scope(tenant_id: str, job_type: str, key: str) -> str:
-    return f"k:{tenant_id}/{job_type}/{key}"
+    """The ``concurrency`` slots of one key of a type in a tenant."""
+    return _scope("k", tenant_id, job_type, key)
+
+
+def rate_scope(tenant_id: str, job_type: str, key: str | None = None) -> str:
+    """The rate bucket of a type (``key`` None) or of one key of it, in a tenant."""
+    return (
+        _scope("r", tenant_id, job_type) if key is None else _scope("r", tenant_id, job_type, key)
+    )
+
+
+def room_scope(job_type: str) -> str:
+    """A type's room ahead of its executors (every tenant's jobs share it)."""
+    return _scope("c", job_type)
+
+
+def scope_parts(scope: str) -> tuple[str, list[str]]:
+    """``(kind, [tenant, job type, key...])`` of a scope name."""
+    kind, _, rest = scope.partition(":")
+    parts = json.loads(rest)
+    return kind, [str(part) for part in parts]
+
+
+def scopes_of(tenant_id: str, job_type: str, key: str | None) -> tuple[str, ...]:
+    """Every scope a job of this tenant, type and key can be held back by, the key's first."""
+    own = (key_scope(tenant_id, job_type, key), rate_scope(tenant_id, job_type, key)) if key else ()
+    return (
+        *own,
+        type_scope(tenant_id, job_type),
+        rate_scope(tenant_id, job_type),
+        room_scope(job_type),
+    )
 
 
 def slot_name(scope: str, index: int) -> str:

@@ -384,7 +384,13 @@ async def run_executor(
             # Handlers in worker processes reach ctx.enqueue through this socket.
             await nursery.start(executor.children.serve)
         # The Overview's record of this executor (jobscheduler.roles.presence).
-        presence = Presence(deps, "executor", job_types=job_types, in_flight=executor.in_flight)
+        presence = Presence(
+            deps,
+            "executor",
+            job_types=job_types,
+            in_flight=executor.in_flight,
+            capacity=deps.settings.executor_concurrency,
+        )
         await nursery.start(presence.run)
         async with trio.open_nursery() as consumers:
             for job_type in job_types:

@@ -290,6 +290,13 @@ class Settlement:
             for i, after in enumerate(written):
                 if after is False:
                     written[i] = await self._landed(changes[i], read_back[i])
+        freed = any(
+            after is not False and (o.job.key_slot or o.job.type_slot)
+            for o, after in zip(outcomes, written, strict=True)
+        )
+        if freed and deps.waker is not None:
+            # A slot is free: a job held back for it may be claimed now, not a tick later.
+            deps.waker.notify(deps.clock.now())
         results: list[str] = []
         for i, (outcome, after) in enumerate(zip(outcomes, written, strict=True)):
             job, error, logger = outcome.job, outcome.error, outcome.logger

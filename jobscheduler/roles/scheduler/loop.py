@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import trio
 
@@ -23,6 +23,7 @@ from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
 
 from .cron_firing import TemplateFiring
+from .flow import FlowClaimer
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ CLAIM_CALL_TIMEOUT = 10.0
 #: job's start delay is the wake-up's precision, not a claim's latency. A job is never
 #: published, so never picked, before it is due.
 CLAIM_LEAD = 0.02
+#: Longest pause while due jobs wait for slots that only a finishing job frees (the
+#: single-process deployment is woken at once by its executor instead).
+SLOT_POLL = 0.05
 
 
 class Scheduler:
@@ -56,6 +60,8 @@ class Scheduler:
         self._deps = deps
         self._tick = timedelta(seconds=deps.settings.scheduler_tick)
         self._firing = TemplateFiring(deps)
+        #: The fair, limited claim (None: FLOW_CONTROL off, the plain priority claim).
+        self._flow = FlowClaimer(deps) if deps.settings.flow_control else None
         #: Claim lead of the dispatch loop (``tick`` claims only what is due).
         self._lead = timedelta(0)
         self._stall = STALL_PAUSE
@@ -76,6 +82,7 @@ class Scheduler:
                 # Instances spawned now are claimed on the next pass, which follows at once
                 # (``_sleep`` returns right away while something is due and progress is made).
                 progress = await self._claim_all()
+                await self._report_flow()
                 progress += await self._fire_templates()
                 await self._sleep(progress)
             except StoreError as exc:
@@ -143,7 +150,11 @@ class Scheduler:
             # Due within the lead counts as due: queued_at is then the instant the job's
             # wake-up goes out (its due time), at most CLAIM_LEAD ahead of the claim.
             with trio.move_on_after(CLAIM_CALL_TIMEOUT) as claiming:
-                jobs = await deps.store.claim_due(deps.clock.now() + self._lead, batch)
+                due_by = deps.clock.now() + self._lead
+                if self._flow is not None:
+                    jobs = await self._flow.claim(due_by, batch)
+                else:
+                    jobs = await deps.store.claim_due(due_by, batch)
             if claiming.cancelled_caught:
                 raise StoreError(f"the claim did not answer within {CLAIM_CALL_TIMEOUT:g}s")
             if jobs:
@@ -157,6 +168,20 @@ class Scheduler:
                         extra={"jobs": len(jobs), "timeout": PUBLISH_TIMEOUT},
                     )
         return jobs
+
+    async def _report_flow(self) -> None:
+        """Store what the claims held back (at most once a second, and when it changes), for
+        the job pages and the Overview. A failure costs a log line; the claims go on."""
+        if self._flow is None:
+            return
+        report = self._flow.report_due(self._deps.clock.now())
+        if report is None:
+            return
+        with trio.move_on_after(CLAIM_CALL_TIMEOUT):
+            try:
+                await self._deps.store.put_flow_report(report)
+            except StoreError as exc:
+                log.warning("flow report not stored", extra={"error": str(exc)})
 
     async def _publish_on_time(self, jobs: list[Job]) -> None:
         """Publish each claimed job's wake-up once it is due (claims run up to CLAIM_LEAD
@@ -287,10 +312,24 @@ class Scheduler:
             else:
                 deadline = min(deadline, now + timedelta(seconds=self._stall))
                 self._stall = min(self._stall * 2, self._tick.total_seconds())
+                deadline = self._flow_deadline(now, deadline)
         if deps.waker is not None:
             await deps.waker.sleep_until(deadline)
         else:
             await deps.clock.sleep_until(deadline)
+
+    def _flow_deadline(self, now: datetime, deadline: datetime) -> datetime:
+        """``deadline``, brought forward to when the flow control can take a held job: the
+        next start of a held rate, or a short poll while jobs wait for slots."""
+        flow = self._flow
+        if flow is None:
+            return deadline
+        if flow.wake_at is not None:
+            deadline = min(deadline, max(flow.wake_at - self._lead, now))
+        if flow.waiting_for_slots:
+            self._stall = min(self._stall, SLOT_POLL)
+            deadline = min(deadline, now + timedelta(seconds=SLOT_POLL))
+        return deadline
 
 
 async def run_scheduler(

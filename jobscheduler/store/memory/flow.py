@@ -9,7 +9,7 @@ from datetime import datetime
 import attrs
 
 from jobscheduler.domain.flow import FlowReport, LimitOverride, TenantWeight
-from jobscheduler.domain.model import Job, utc
+from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import claim_fields
 from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, Pick, fair_group
 
@@ -67,6 +67,14 @@ class MemoryFlowMixin(MemoryConnection):
             self._jobs.replace(queued)
             claimed.append(job_out(queued))
         return claimed
+
+    async def queued_by_type(self) -> dict[str, int]:
+        await self._enter()
+        counts: dict[str, int] = {}
+        for job in self._jobs:
+            if job.status is Status.QUEUED:
+                counts[job.job_type] = counts.get(job.job_type, 0) + 1
+        return counts
 
     async def held_slots(self) -> list[str]:
         await self._enter()

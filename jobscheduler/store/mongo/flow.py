@@ -20,7 +20,7 @@ from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 
 from jobscheduler.domain.flow import FlowReport, LimitOverride, Limits, TenantWeight
-from jobscheduler.domain.model import Job, utc
+from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import claim_fields
 from jobscheduler.errors import StoreError
 from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, Pick
@@ -175,6 +175,19 @@ class MongoFlowMixin(MongoSeam):
 
         async with self._conditional_write():
             return await self._call(claim, "claim_picks")
+
+    async def queued_by_type(self) -> dict[str, int]:
+        jobs = self._collection()
+        f = FIELDS
+        pipeline: list[Document] = [
+            {"$match": {f["status"]: Status.QUEUED.value}},
+            {"$group": {"_id": "$" + f["job_type"], "n": {"$sum": 1}}},
+        ]
+
+        def op() -> dict[str, int]:
+            return {str(doc["_id"]): int(doc["n"]) for doc in jobs.aggregate(pipeline)}
+
+        return await self._call(op, "queued_by_type", read=True)
 
     async def held_slots(self) -> list[str]:
         jobs = self._collection()

@@ -12,11 +12,11 @@ from typing import Any
 from jobscheduler.domain.flow import FlowReport, LimitOverride, Limits, TenantWeight
 from jobscheduler.domain.model import Job
 from jobscheduler.domain.states import claim_fields
-from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, Pick
+from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, JobQuery, Pick
 
 from .codec import _COLUMNS, _EPOCH, _SELECT, _from_row, _millis, _to_db
 from .conn import SQLiteConnection
-from .where import index_where
+from .where import QUEUED, index_where
 
 #: The slots' unique indexes (SQLite's UNIQUE lets any number of NULLs through) and the
 #: tables of the flow state. ``jobs_fair`` is a partial index of where.py.
@@ -116,6 +116,13 @@ class SQLiteFlowMixin(SQLiteConnection):
             return claimed
 
         return await self._write(op, abandon_on_cancel=True)
+
+    async def queued_by_type(self) -> dict[str, int]:
+        sql = (
+            "SELECT job_type, COUNT(*) FROM jobs INDEXED BY jobs_queued "
+            f"WHERE {index_where(JobQuery(tenant_id=None, statuses=QUEUED))} GROUP BY job_type"
+        )
+        return await self._read(lambda conn: {t: int(n) for t, n in conn.execute(sql)})
 
     async def held_slots(self) -> list[str]:
         sql = (

@@ -67,7 +67,7 @@ from .where import (
     sync_partial_indexes,
     where_clause,
 )
-from .workers import WORKERS_SCHEMA, SQLiteWorkersMixin
+from .workers import WORKERS_SCHEMA, SQLiteWorkersMixin, migrate_workers
 from .workflows import WORKFLOWS_SCHEMA, SQLiteWorkflowsMixin
 
 #: The partial index of each reaper sweep (its statuses, its time field). SQLite plans
@@ -108,6 +108,7 @@ class SQLiteJobStore(
         conn.executescript(WORKFLOWS_SCHEMA)
         sync_partial_indexes(conn)
         conn.executescript(WORKERS_SCHEMA)
+        migrate_workers(conn)
         conn.executescript(FLOW_SCHEMA)
 
     # ------------------------------------------------------------------ JobStore

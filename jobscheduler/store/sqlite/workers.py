@@ -39,7 +39,16 @@ CREATE TABLE IF NOT EXISTS workers (
 CREATE INDEX IF NOT EXISTS workers_expires ON workers (expires_at);
 """
 
-_COLUMNS = "id, role, host, pid, job_types, in_flight, leader, started_at, seen_at, expires_at"
+_COLUMNS = (
+    "id, role, host, pid, job_types, in_flight, leader, started_at, seen_at, expires_at, capacity"
+)
+
+
+def migrate_workers(conn: sqlite3.Connection) -> None:
+    """Add ``capacity`` to a workers table made before executors reported it."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(workers)")}
+    if "capacity" not in present:
+        conn.execute("ALTER TABLE workers ADD COLUMN capacity INTEGER NOT NULL DEFAULT 0")
 
 
 def _ms(value: datetime) -> int:
@@ -62,6 +71,7 @@ def _beat_from_row(row: Sequence[Any]) -> WorkerBeat:
         started_at=_time(row[7]),
         seen_at=_time(row[8]),
         expires_at=_time(row[9]),
+        capacity=int(row[10]),
     )
 
 
@@ -95,14 +105,15 @@ class SQLiteWorkersMixin(SQLiteConnection):
             _ms(beat.started_at),
             _ms(beat.seen_at),
             _ms(beat.expires_at),
+            beat.capacity,
         )
         sql = (
-            f"INSERT INTO workers ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?) "
+            f"INSERT INTO workers ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (id) DO UPDATE SET role = excluded.role, host = excluded.host, "
             "pid = excluded.pid, job_types = excluded.job_types, "
             "in_flight = excluded.in_flight, leader = excluded.leader, "
             "started_at = excluded.started_at, seen_at = excluded.seen_at, "
-            "expires_at = excluded.expires_at"
+            "expires_at = excluded.expires_at, capacity = excluded.capacity"
         )
 
         def op(conn: sqlite3.Connection) -> None:

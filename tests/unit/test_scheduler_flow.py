@@ -1,0 +1,201 @@
+"""The leader's fair, limited claim (roles/scheduler/flow.py) on the memory store, under
+``autojump_clock``: fair shares across tenants, per-key and per-type slots, rates, the room
+ahead of the executors, overrides and weights, two leaders at once, and a new leader
+starting from the stored state."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from jobscheduler.domain import states
+from jobscheduler.domain.flow import LimitOverride, Limits, TenantWeight
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.scheduler.flow import FlowClaimer
+from jobscheduler.roles.scheduler.loop import Scheduler
+from jobscheduler.store import JobStore
+
+from .conftest import DepsFactory, after, make_job, make_settings, sample
+
+
+async def _mail(ctx: JobContext) -> None:
+    return None
+
+
+def registry(**limits: Any) -> HandlerRegistry:
+    """The built-ins and a ``mail`` type with these flow-control options."""
+    handlers = default_registry()
+    handlers.register("mail", _mail, **limits)
+    return handlers
+
+
+def flow_deps(make_deps: DepsFactory, tmp_path: Path, **limits: Any) -> Deps:
+    settings = make_settings(tmp_path, claim_batch=10)
+    return make_deps(registry=registry(**limits), settings=settings)
+
+
+def mail(tenant: str = "a", **kwargs: Any) -> Job:
+    return make_job(job_type="mail", tenant=tenant, **kwargs)
+
+
+async def finish(store: JobStore, job: Job, now: Any) -> None:
+    """Walk a queued job through pick, start and complete (freeing its slots)."""
+    picked = await store.apply(states.pick(job.id, worker="w", token="t", now=now))
+    assert picked is not None
+    running = await store.apply(states.start(job.id, token="t", now=now))
+    assert running is not None
+    assert await store.apply(states.complete(running, token="t", now=now)) is not None
+
+
+async def test_a_tenants_backlog_costs_another_tenant_at_most_one_round_of_a_claim(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path)
+    backlog = [make_job(tenant="a", scheduled_at=after(-60 + i)) for i in range(50)]
+    late = [make_job(tenant="b", scheduled_at=after(-1)) for _ in range(3)]
+    await store.insert_many([*backlog, *late])
+    claimed = await FlowClaimer(deps).claim(deps.clock.now(), 10)
+    # Round-robin: b's three jobs are among the first six claimed, not after a's fifty.
+    assert sorted(i for i, j in enumerate(claimed) if j.tenant_id == "b")[-1] < 6
+    assert {j.id for j in late} <= {j.id for j in claimed}
+
+
+async def test_priority_still_wins_across_levels(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path)
+    await store.insert_many([make_job(tenant="a") for _ in range(5)])
+    urgent = await store.insert(make_job(tenant="b", priority=3))
+    claimed = await FlowClaimer(deps).claim(deps.clock.now(), 2)
+    assert claimed[0].id == urgent.id
+
+
+async def test_a_weighted_tenant_gets_its_share_of_a_claim(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path)
+    await store.put_tenant_weight(TenantWeight(tenant_id="a", weight=3))
+    await store.insert_many([make_job(tenant=t) for t in ("a", "b") for _ in range(10)])
+    claimed = await FlowClaimer(deps).claim(deps.clock.now(), 8)
+    assert sum(j.tenant_id == "a" for j in claimed) == 6
+
+
+async def test_a_key_never_has_more_jobs_out_than_its_concurrency(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path, concurrency=1)
+    same = [mail(concurrency_key="customer-42", scheduled_at=after(-10 + i)) for i in range(3)]
+    other = mail(concurrency_key="customer-7")
+    unkeyed = mail()
+    await store.insert_many([*same, other, unkeyed])
+    claimer = FlowClaimer(deps)
+    first = await claimer.claim(deps.clock.now(), 10)
+    assert {j.id for j in first} == {same[0].id, other.id, unkeyed.id}
+    assert await claimer.claim(deps.clock.now(), 10) == []
+    assert claimer.waiting_for_slots
+    report = claimer.report_due(deps.clock.now())
+    assert report is not None
+    [hold] = report.holds
+    assert hold.text == "waiting: customer-42 has 1 of 1 running"
+    assert sample(deps.metrics, "scheduler_held_total", {"reason": "concurrency"}) >= 2
+    await finish(store, first[0], deps.clock.now())
+    [second] = await claimer.claim(deps.clock.now(), 10)
+    assert second.id == same[1].id
+
+
+async def test_max_running_bounds_the_type_in_a_tenant_and_a_recovery_frees_a_slot(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path, max_running=2)
+    await store.insert_many([mail(scheduled_at=after(-10 + i)) for i in range(4)])
+    await store.insert(mail(tenant="b"))
+    claimer = FlowClaimer(deps)
+    claimed = await claimer.claim(deps.clock.now(), 10)
+    assert sorted(j.tenant_id for j in claimed) == ["a", "a", "b"]
+    lost = claimed[0] if claimed[0].tenant_id == "a" else claimed[1]
+    await store.apply(states.pick(lost.id, worker="w", token="t", now=deps.clock.now()))
+    running = await store.apply(states.start(lost.id, token="t", now=deps.clock.now()))
+    assert running is not None
+    assert await claimer.claim(deps.clock.now(), 10) == []
+    assert await store.apply(states.recover(running, now=deps.clock.now())) is not None
+    assert len(await claimer.claim(deps.clock.now(), 10)) == 1
+
+
+async def test_an_admin_override_wins_over_the_handlers_limit_in_its_tenant_only(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path, concurrency=1)
+    override = LimitOverride(tenant_id="a", job_type="mail", limits=Limits.of(concurrency=3))
+    await store.put_limit_override(override)
+    await store.insert_many(
+        [mail(tenant=t, concurrency_key="k") for t in ("a", "b") for _ in range(4)]
+    )
+    claimed = await FlowClaimer(deps).claim(deps.clock.now(), 10)
+    assert sorted(j.tenant_id for j in claimed) == ["a", "a", "a", "b"]
+
+
+async def test_two_leaders_claiming_at_once_never_double_a_keys_slot(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path, concurrency=2)
+    await store.insert_many([mail(concurrency_key="k") for _ in range(10)])
+    claimed: list[Job] = []
+
+    async def lead() -> None:
+        claimed.extend(await FlowClaimer(deps).claim(deps.clock.now(), 10))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(lead)
+    assert len(claimed) == 2
+    assert len({j.key_slot for j in claimed}) == 2
+
+
+async def test_a_rate_limit_spaces_the_starts_and_a_new_leader_starts_from_the_stored_bucket(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path, rate_limit="10/s", burst=2)
+    await store.insert_many([mail() for _ in range(30)])
+    first = FlowClaimer(deps)
+    assert len(await first.claim(deps.clock.now(), 10)) == 2
+    assert await first.claim(deps.clock.now(), 10) == []
+    report = first.report_due(deps.clock.now())
+    assert report is not None
+    assert report.holds[0].text == "rate limited: mail 10/s"
+    assert first.wake_at == deps.clock.now() + timedelta(milliseconds=100)
+    # A new leader (a fresh claimer) reads the spent bucket rather than a full one.
+    assert await FlowClaimer(deps).claim(deps.clock.now(), 10) == []
+    await trio.sleep(0.1)
+    assert len(await FlowClaimer(deps).claim(deps.clock.now(), 10)) == 1
+
+
+async def test_the_dispatch_loop_starts_rate_limited_jobs_at_the_rate(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path, rate_limit="20/s", burst=1)
+    await store.insert_many([mail() for _ in range(100)])
+    scheduler = Scheduler(deps)
+    with trio.move_on_after(2.0):
+        await scheduler.dispatch_loop(await deps.elector.campaign())
+    count = len(await store.list_jobs("a", Status.QUEUED, 1000))
+    assert 40 <= count <= 41
+
+
+async def test_no_more_jobs_of_a_type_are_queued_than_its_room_ahead(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    settings = make_settings(tmp_path, claim_ahead=4)
+    deps = make_deps(settings=settings)
+    await store.insert_many([make_job(tenant="a") for _ in range(10)])
+    claimer = FlowClaimer(deps)
+    assert len(await claimer.claim(deps.clock.now(), 10)) == 4
+    assert await claimer.claim(deps.clock.now(), 10) == []
+    report = claimer.report_due(deps.clock.now())
+    assert report is not None
+    assert report.holds[0].text == "waiting: 4 noop jobs are queued for its executors"
