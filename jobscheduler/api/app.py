@@ -22,6 +22,7 @@ from .metrics import RequestMetrics
 from .route_table import RouteTable
 from .routes.create import Creator, FastCreate, register_create_route
 from .routes.cron import register_cron_routes
+from .routes.flow import register_flow_routes
 from .routes.jobs import register_job_routes
 from .routes.listing import register_listing_routes
 from .routes.manage import register_manage_routes
@@ -75,6 +76,7 @@ def create_app(deps: Deps) -> QuartTrio:
     register_manage_routes(routes, deps, calls)
     register_tenancy_routes(routes, tenancy)
     register_workflow_routes(routes, deps, tenancy, calls)
+    register_flow_routes(routes, deps, calls)
     # Sign-in only means something when keys are required (AUTH=off: pages open directly).
     verify_key = tenancy.verify_key if tenancy.auth_required else None
     register_ui_routes(routes, deps, verify_key=verify_key)

@@ -50,6 +50,7 @@ API_COMMANDS = {
     "stats": "counts by status and job type, queue lag and recent outcomes",
     "schedules": "make the store's cron templates match the schedules an app declares",
     "workflows": "create, show, list, cancel and retry workflows over the HTTP API",
+    "flow": "read and change flow control: limits per job type and tenant, weights, held jobs",
 }
 
 log = logging.getLogger("jobscheduler")
@@ -66,6 +67,7 @@ COMMAND_MODULES = {
     "stats": "jobscheduler.cli.stats",
     "schedules": "jobscheduler.cli.schedules",
     "workflows": "jobscheduler.cli.workflows",
+    "flow": "jobscheduler.cli.flow",
 }
 
 

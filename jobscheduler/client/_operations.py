@@ -25,6 +25,11 @@ import httpx
 from jobscheduler.errors import WaitTimeout
 
 from ._call import Call, Paged, dict_of, job_of, paged
+from ._flow import flow_held as flow_held
+from ._flow import flow_limits as flow_limits
+from ._flow import flow_weights as flow_weights
+from ._flow import put_flow_limits as put_flow_limits
+from ._flow import put_flow_weight as put_flow_weight
 from ._requests import (
     bulk_ids,
     format_time,

@@ -261,8 +261,9 @@ def parse_time(text: str, field: str) -> datetime:
         raise ValidationError(f"{field}: out of range: {exc}") from None
 
 
-def job_to_json(job: Job) -> dict[str, Any]:
-    """The contract's JSON shape of a job (absent optional fields are omitted)."""
+def job_to_json(job: Job, *, held: str | None = None) -> dict[str, Any]:
+    """The contract's JSON shape of a job (absent optional fields are omitted); ``held``:
+    why the scheduler holds the due job back (``GET /jobs/{id}`` and its page say)."""
     out: dict[str, Any] = {
         "id": job.id,
         "idempotencyKey": job.idempotency_key,
@@ -306,6 +307,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
         out["cancelRequestedAt"] = format_time(job.cancel_requested_at)
     if job.replays:
         out["replays"] = [replay.to_json() for replay in job.replays]
+    if held is not None:
+        out["held"] = held
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
     return out

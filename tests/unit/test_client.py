@@ -354,6 +354,8 @@ async def test_each_client_method_sends_the_api_operation_of_its_name_and_says_w
         "cron": "* * * * *",
         "bodies": [],
         "steps": [],
+        "tenant_id": "acme",
+        "weight": 2,
     }
     methods = {n for n, m in vars(Client).items() if callable(m) and not n.startswith("_")}
     for name in sorted(methods - {"close"}):
@@ -371,7 +373,9 @@ async def test_each_client_method_sends_the_api_operation_of_its_name_and_says_w
         polls = {"wait": "call", "wait_workflow": "call", "create_or_get": "create"}
         call = getattr(built, polls.get(name, ""), built)
         op = operations[NOT_AN_OPERATION.get(name, name)]
-        path = op.path.replace("{job_id}", JOB_ID).replace("{workflow_id}", JOB_ID)
+        path = op.path
+        for param in ("job_id", "workflow_id", "job_type", "tenant_id"):
+            path = path.replace(f"{{{param}}}", str(placeholders[param]))
         assert (call.method, call.path) == (op.method, path), name
         # The API answers an object around the array the method returns: its doc says so.
     for name, field in (("attempts", "attempts"), ("create_many", "results")):

@@ -23,6 +23,7 @@ import pytest
 from jobscheduler.api.route_table import PUBLIC, table_of
 from jobscheduler.api.session import csrf_token
 from jobscheduler.domain.audit import AuditQuery
+from jobscheduler.domain.flow import LimitOverride, Limits, TenantWeight
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import job_to_json, new_job_id
 from jobscheduler.store.workflows import WorkflowQuery
@@ -70,7 +71,13 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     },
     ("POST", "/workflows/<workflow_id>/cancel"): {},
     ("POST", "/workflows/<workflow_id>/retry"): {},
+    # Flow control: B's limits and B's weight.
+    ("PUT", "/flow/limits/<job_type>"): {"concurrency": 1},
+    ("PUT", "/flow/weights/<tenant_id>"): {"weight": 9},
 }
+
+#: A job type only tenant B's override names: a reply holding it leaks B's limits.
+B_SECRET_TYPE = "b-secret-type"
 
 
 @attrs.frozen
@@ -123,6 +130,10 @@ class World:
             name = match.group(1).split(":")[-1]
             if name == "key_id":
                 chosen = secrets.token_hex(8) if missing else self.b_key_id
+            elif name == "tenant_id":
+                chosen = "tenant-nobody" if missing else B
+            elif name == "job_type":
+                chosen = "noop"
             elif missing:
                 chosen = new_job_id()
             elif name == "workflow_id":
@@ -147,6 +158,7 @@ class World:
             self.b_workflow["id"],
             self.b_workflow["steps"][0]["jobId"],
             "b-workflow",
+            B_SECRET_TYPE,
         ]
 
 
@@ -164,7 +176,16 @@ async def snapshot(api: AuthApi) -> tuple[Any, ...]:
     workflows = [
         attrs.asdict(w) for w in await store.find_workflows(WorkflowQuery(tenant_id=B), 100)
     ]
-    return (json.dumps(jobs, sort_keys=True, default=str), keys, audit, workflows)
+    limits = [attrs.asdict(o) for o in await store.limit_overrides(B)]
+    weights = [w for w in await store.tenant_weights() if w.tenant_id == B]
+    return (
+        json.dumps(jobs, sort_keys=True, default=str),
+        keys,
+        audit,
+        workflows,
+        limits,
+        weights,
+    )
 
 
 @pytest.fixture
@@ -181,6 +202,13 @@ async def world(make_deps: DepsFactory) -> AsyncIterator[World]:
             "POST", "/workflows", as_="b-writer", json=BODIES[("POST", "/workflows")]
         )
         assert job.status == template.status == workflow.status == 201
+        store = api.deps.store
+        secret = Limits.of(concurrency=7)
+        for job_type in ("noop", B_SECRET_TYPE):
+            await store.put_limit_override(
+                LimitOverride(tenant_id=B, job_type=job_type, limits=secret)
+            )
+        await store.put_tenant_weight(TenantWeight(tenant_id=B, weight=5))
         await api.add_key("a-revoked", "tenant-a", Role.ADMIN)
         revoked = await api.call("DELETE", f"/keys/{api.key_ids['a-revoked']}", as_="admin")
         assert revoked.status == 200

@@ -32,6 +32,7 @@ from jobscheduler.roles.deps import Deps
 from jobscheduler.store.base import InsertOutcome
 
 from .batch import create_batch, parse_batch_request
+from .flow import held_text
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ def register_job_routes(
 
     @routes.route(ops.GET)
     async def get_job(job_id: str) -> Response:
-        return json_response(job_to_json(await visible_job(deps, calls, job_id)), 200)
+        job = await visible_job(deps, calls, job_id)
+        return json_response(job_to_json(job, held=await held_text(deps, calls, job)), 200)
 
     @routes.route(manage_ops.ATTEMPTS)
     async def get_job_attempts(job_id: str) -> Response:

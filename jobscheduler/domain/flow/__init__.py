@@ -10,6 +10,8 @@ from ._held import Hold as Hold
 from ._held import HoldReason as HoldReason
 from ._held import hold_text as hold_text
 from ._limits import LIMIT_FIELDS as LIMIT_FIELDS
+from ._limits import MAX_SLOTS as MAX_SLOTS
+from ._limits import MAX_WEIGHT as MAX_WEIGHT
 from ._limits import LimitOverride as LimitOverride
 from ._limits import Limits as Limits
 from ._limits import Rate as Rate
