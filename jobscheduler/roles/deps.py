@@ -31,6 +31,8 @@ class Waker:
         self._planned: datetime | None = None
         #: The earliest due time notified while the scheduler was not sleeping.
         self._missed: datetime | None = None
+        #: The scheduler holds jobs back until executors take queued ones (flow control).
+        self.room_wanted = False
 
     def notify(self, due_at: datetime) -> None:
         """A job is due at ``due_at``: wake the scheduler if it planned to sleep past that.
@@ -45,6 +47,12 @@ class Waker:
                 self._missed = due_at
         elif due_at < self._planned:
             self._event.set()
+
+    def room_made(self) -> None:
+        """Executors took queued jobs: wake the scheduler if it waits for room ahead of
+        them (else nothing: picks are frequent, and most passes would find nothing)."""
+        if self.room_wanted:
+            self.notify(self._clock.now())
 
     async def sleep_until(self, deadline: datetime) -> None:
         """Sleep until ``deadline`` or an earlier :meth:`notify`, whichever comes first."""

@@ -221,6 +221,8 @@ class Executor(Settlement):
             changes.append(states.start(message.job_id, token=token, now=now))
         # Only the start's row is read back (the job to run); the pick's is not needed.
         results = await self._deps.store.apply_many_lean(changes, (False, True) * len(messages))
+        if self._deps.waker is not None:
+            self._deps.waker.room_made()  # queued jobs left the queue: room to claim more
         started: list[tuple[Job, str] | None] = []
         for i, (message, token) in enumerate(zip(messages, tokens, strict=True)):
             picked, running = results[2 * i], results[2 * i + 1]

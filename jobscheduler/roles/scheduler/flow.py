@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 REFRESH = 1.0
 #: Seconds between two writes of the leader's report (when something is held).
 REPORT_EVERY = 1.0
+_NO_LIMITS = Limits()
 
 
 @attrs.define
@@ -84,6 +85,8 @@ class FlowClaimer:
         self._deps = deps
         self._defaults: Mapping[str, Limits] = deps.registry.limits()
         self._overrides: dict[tuple[str, str], Limits] = {}
+        #: limits_of's answers since the overrides were last read.
+        self._limits: dict[tuple[str, str], Limits] = {}
         self._weights: dict[str, int] = {}
         self._capacity: dict[str, int] = {}
         self._refreshed: datetime | None = None
@@ -94,15 +97,21 @@ class FlowClaimer:
         self._turn = 0
         #: When a start held back by a rate may go (None: nothing is held by a rate).
         self.wake_at: datetime | None = None
-        #: The last claim held jobs for slots or room: a finished or picked job frees them.
+        #: The last claim held jobs for slots: a finishing job frees them.
         self.waiting_for_slots = False
+        #: The last claim held jobs for room ahead of the executors: a pick makes some.
+        self.waiting_for_room = False
 
     # ------------------------------------------------------------------ limits
 
     def limits_of(self, tenant_id: str, job_type: str) -> Limits:
-        base = self._defaults.get(job_type, Limits())
-        override = self._overrides.get((tenant_id, job_type))
-        return base if override is None else override.over(base)
+        found = self._limits.get((tenant_id, job_type))
+        if found is None:
+            base = self._defaults.get(job_type, _NO_LIMITS)
+            override = self._overrides.get((tenant_id, job_type))
+            found = base if override is None else override.over(base)
+            self._limits[(tenant_id, job_type)] = found
+        return found
 
     @property
     def _limited(self) -> bool:
@@ -120,6 +129,7 @@ class FlowClaimer:
         self._overrides = {
             (o.tenant_id, o.job_type): o.limits for o in await store.limit_overrides()
         }
+        self._limits = {}
         self._weights = {w.tenant_id: w.weight for w in await store.tenant_weights()}
         capacity: Counter[str] = Counter()
         for beat in await store.live_workers(now):
@@ -207,6 +217,11 @@ class FlowClaimer:
             # room is minus what is queued (and picked in this claim)
             self._hold(plan, room_scope(job_type), HoldReason.CAPACITY, job, -plan.room[job_type])
             return
+        if limits is _NO_LIMITS or limits.empty:
+            plan.room[job_type] -= 1
+            plan.rates_of[job.id] = ()
+            plan.picks.append(Pick(job_id=job.id))
+            return
         type_index = key_index = None
         if limits.max_running is not None:
             scope = type_scope(tenant, job_type)
@@ -223,16 +238,14 @@ class FlowClaimer:
                 self._hold(plan, scope, HoldReason.CONCURRENCY, job, used, limits.concurrency)
                 return
         rates: list[str] = []
-        for rate, scope, reason in (
-            (limits.rate_limit, rate_scope(tenant, job_type), HoldReason.RATE_LIMIT),
-            (
-                limits.key_rate_limit if key is not None else None,
-                rate_scope(tenant, job_type, key),
-                HoldReason.KEY_RATE_LIMIT,
-            ),
+        for rate, reason in (
+            (limits.rate_limit, HoldReason.RATE_LIMIT),
+            (limits.key_rate_limit if key is not None else None, HoldReason.KEY_RATE_LIMIT),
         ):
             if rate is None:
                 continue
+            per_key = reason is HoldReason.KEY_RATE_LIMIT
+            scope = rate_scope(tenant, job_type, key if per_key else None)
             if scope not in plan.left:
                 plan.left[scope] = allowance(rate, limits.burst_of(rate), plan.tats.get(scope), now)
             if plan.left[scope] <= 0:
@@ -335,10 +348,10 @@ class FlowClaimer:
             waiting[hold.reason.value] += hold.waiting
         for reason in HoldReason:
             metrics.scheduler_waiting.labels(reason=reason.value).set(waiting[reason.value])
-        self.waiting_for_slots = any(
-            h.reason in (HoldReason.CONCURRENCY, HoldReason.MAX_RUNNING, HoldReason.CAPACITY)
-            for h in holds.values()
-        )
+        # Kept holds count too: a scope left out of the read still waits for its slots.
+        reasons = {h.reason for h in holds.values()}
+        self.waiting_for_slots = bool(reasons & {HoldReason.CONCURRENCY, HoldReason.MAX_RUNNING})
+        self.waiting_for_room = bool(exclude.job_types) or HoldReason.CAPACITY in reasons
         starts = [
             next_start(self._rate_of(h.scope), self._burst_of(h.scope), self._tats.get(h.scope))
             for h in holds.values()

@@ -53,6 +53,9 @@ CLAIM_LEAD = 0.02
 #: Longest pause while due jobs wait for slots that only a finishing job frees (the
 #: single-process deployment is woken at once by its executor instead).
 SLOT_POLL = 0.05
+#: Pause while due jobs wait for executors to take the queued ones ahead of them (a
+#: queue that drains in milliseconds; woken at once by a pick in one process).
+ROOM_POLL = 0.005
 
 
 class Scheduler:
@@ -329,6 +332,11 @@ class Scheduler:
         if flow.waiting_for_slots:
             self._stall = min(self._stall, SLOT_POLL)
             deadline = min(deadline, now + timedelta(seconds=SLOT_POLL))
+        if flow.waiting_for_room:
+            self._stall = ROOM_POLL
+            deadline = min(deadline, now + timedelta(seconds=ROOM_POLL))
+        if self._deps.waker is not None:
+            self._deps.waker.room_wanted = flow.waiting_for_room
         return deadline
 
 

@@ -99,21 +99,33 @@ class SQLiteFlowMixin(SQLiteConnection):
         fields = claim_fields(now)
         assignments = ", ".join(f"{_COLUMNS[f]} = ?" for f in fields)
         values = [_to_db(f, v) for f, v in fields.items()]
-        # OR IGNORE: a pick whose slot another job holds (the unique index) is skipped.
-        sql = (
+        due_by = _millis(now)
+        # A pick with slots is one statement each; OR IGNORE: a pick whose slot another job
+        # holds (the unique index) is skipped. The others go as one statement per chunk.
+        one = (
             f"UPDATE OR IGNORE jobs SET {assignments}, key_slot = ?, type_slot = ? "
             f"WHERE id = ? AND {_DUE} AND scheduled_at <= ? RETURNING {_SELECT}"
         )
-        due_by = _millis(now)
+        free = [p.job_id for p in picks if p.key_slot is None and p.type_slot is None]
+        slotted = [p for p in picks if p.key_slot is not None or p.type_slot is not None]
 
         def op(conn: sqlite3.Connection) -> list[Job]:
-            claimed: list[Job] = []
-            for pick in picks:
+            claimed: dict[str, Job] = {}
+            for start in range(0, len(free), 500):
+                chunk = free[start : start + 500]
+                many = (
+                    f"UPDATE jobs SET {assignments} WHERE id IN ({', '.join('?' * len(chunk))}) "
+                    f"AND {_DUE} AND scheduled_at <= ? RETURNING {_SELECT}"
+                )
+                for row in conn.execute(many, [*values, *chunk, due_by]):
+                    job = _from_row(row)
+                    claimed[job.id] = job
+            for pick in slotted:
                 params = [*values, pick.key_slot, pick.type_slot, pick.job_id, due_by]
-                row = conn.execute(sql, params).fetchone()
+                row = conn.execute(one, params).fetchone()
                 if row is not None:
-                    claimed.append(_from_row(row))
-            return claimed
+                    claimed[pick.job_id] = _from_row(row)
+            return [claimed[p.job_id] for p in picks if p.job_id in claimed]
 
         return await self._write(op, abandon_on_cancel=True)
 

@@ -44,7 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--phases",
         default="create,burst,steady,timer,enqueue",
         help="comma list of phases to run: create, burst, steady, timer, enqueue (these by "
-        "default), enqueue-code and workflows",
+        "default), enqueue-code, workflows, and fairness, keyed, rated (flow control)",
     )
     parser.add_argument(
         "--enqueue-code",

@@ -50,6 +50,7 @@ from jobscheduler.errors import ConfigError
 from . import create as bench_create
 from . import enqueue as bench_enqueue
 from . import enqueue_code as bench_enqueue_code
+from . import flow as bench_flow
 from . import phases as bench_phases
 from . import workflows as bench_workflows
 from .http import Pool
@@ -81,6 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     bench_enqueue.configure(parser)
     bench_create.configure(parser)
     bench_workflows.configure(parser)
+    bench_flow.configure(parser)
 
 
 async def _run(stack: Stack, args: argparse.Namespace) -> None:
@@ -107,6 +109,12 @@ async def _run(stack: Stack, args: argparse.Namespace) -> None:
                 await bench_enqueue_code.enqueue_code(
                     stack.api, stack.key, stack.completed_total, args.enqueue_code, stack.run_id
                 )
+            if "fairness" in phases:
+                await bench_flow.fairness(stack, args)
+            if "keyed" in phases:
+                await bench_flow.keyed(stack, client, args)
+            if "rated" in phases:
+                await bench_flow.rated(stack, client, args)
             if "enqueue" in phases:
                 await bench_enqueue.enqueue_drain(
                     client, stack.completed_total, args, stack.run_id, stack.cpu_seconds

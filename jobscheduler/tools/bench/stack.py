@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pymongo
 import trio
@@ -85,6 +86,20 @@ class Process(ServerProcess):
 
     def rss_mb(self) -> float:
         return rss_mb(self.pid) if self.proc is not None else float("nan")
+
+
+@attrs.frozen
+class FlowServer:
+    """A ``dev`` of a flow phase: where it answers, and its executor's completions."""
+
+    url: str
+    process: Process
+
+    async def completed(self) -> float:
+        return await self.process.metric("executor_jobs_processed_total", result="completed")
+
+    async def stop(self) -> None:
+        await self.process.stop()
 
 
 class Stack:
@@ -229,6 +244,21 @@ class Stack:
         return bench_create.Server(
             url=f"http://127.0.0.1:{port}", pid=process.pid, key=key, stop=process.stop
         )
+
+    async def start_flow_server(self, name: str, *, flow: bool) -> FlowServer:
+        """A fresh ``dev`` on its own SQLite file with FLOW_CONTROL on or off (the flow
+        phases' comparisons)."""
+        port = free_port()
+        process = self._process(
+            name,
+            ["dev"],
+            SQLITE_PATH=str(self.workdir / f"{name}.db"),
+            API_PORT=str(port),
+            AUTH="off",
+            FLOW_CONTROL="1" if flow else "0",
+        )
+        await self._spawn_healthy(process)
+        return FlowServer(url=f"http://127.0.0.1:{port}", process=process)
 
     def pool(self, url: str, size: int, key: str | None) -> Pool:
         return Pool(url, size, key)

@@ -1,0 +1,224 @@
+"""The bench's flow-control phases (``--phases fairness,keyed,rated``). Each prints its
+figures, never asserts them: machines are shared and noisy.
+
+- ``fairness``: tenant A's backlog of ``--fair-backlog`` due ``noop`` jobs, then tenant B's 20
+  jobs due 0.5 s after A's; B's start delays (claimedAt - scheduledAt) and A's drain rate,
+  on a fresh ``dev`` with FLOW_CONTROL on, then off (the drain ratio on/off).
+- ``keyed``: 1,000 ``noop`` jobs over 50 concurrency keys in a tenant whose ``noop`` has
+  ``concurrency=1`` (an admin override), then the same in a tenant without a limit: the
+  throughput ratio, and whether two jobs of one key ever overlapped (from the attempt
+  records' start and finish times).
+- ``rated``: 2,000 ``noop`` jobs in a tenant whose ``noop`` has ``rateLimit=50/s``: starts
+  per 1 s window (by claimedAt); on the distributed stack the leader is SIGKILLed midway,
+  and the windows without a leader are reported apart.
+
+The limits are per-tenant admin overrides (``PUT /flow/limits/noop``), so every stack's
+``noop`` executors run the phases unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import trio
+
+from jobscheduler.domain.model import format_time, parse_time
+
+from . import enqueue as bench_enqueue
+from .http import Pool
+from .phases import _jobs, _load, _summary
+from .stack import STARTUP_TIMEOUT, Stack
+
+#: B's jobs, and how long after A's due instant they are due.
+LATE_JOBS = 20
+LATE_BY = 0.5
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fair-backlog", type=int, default=100_000, help="tenant A's due jobs (100000)"
+    )
+
+
+def _bodies(tenant: str, n: int, due: datetime, **extra: Any) -> list[dict[str, Any]]:
+    at = format_time(due)
+    return [
+        {
+            "idempotencyKey": f"{tenant}-{i}",
+            "tenantId": tenant,
+            "jobType": "noop",
+            "scheduledAt": at,
+            **{k: (v(i) if callable(v) else v) for k, v in extra.items()},
+        }
+        for i in range(n)
+    ]
+
+
+async def _completed(server: Any, target: float) -> float:
+    """Wait until the server's executor completed ``target`` jobs; returns when."""
+    with trio.fail_after(900):
+        # Polling another process's metrics: there is no event to wait on.
+        while await server.completed() < target:  # noqa: ASYNC110
+            await trio.sleep(0.02)
+    return time.time()
+
+
+async def _fair_run(
+    stack: Stack, args: argparse.Namespace, flow: bool
+) -> tuple[float, list[float]]:
+    """One fairness run on a fresh ``dev``: A's drain rate and B's start delays."""
+    server = await stack.start_flow_server(f"fair-{'on' if flow else 'off'}", flow=flow)
+    try:
+        client = stack.pool(server.url, args.concurrency, None)
+        n = args.fair_backlog
+        tag = f"{stack.run_id}-{int(flow)}"
+        probe = _bodies(f"probe-{tag}", 2000, datetime.now(UTC) + timedelta(days=1))
+        started = time.perf_counter()
+        await bench_enqueue.send_batches(client, probe, args.batch_size)
+        rate = len(probe) / (time.perf_counter() - started)
+        due = datetime.now(UTC) + timedelta(seconds=n / rate * 1.6 + 3)
+        due = due.replace(microsecond=0) + timedelta(seconds=1)
+        a, b = f"fair-a-{tag}", f"fair-b-{tag}"
+        await bench_enqueue.send_batches(client, _bodies(a, n, due), args.batch_size)
+        late = due + timedelta(seconds=LATE_BY)
+        await bench_enqueue.send_batches(client, _bodies(b, LATE_JOBS, late), args.batch_size)
+        if datetime.now(UTC) >= due:
+            raise RuntimeError("submission overran the due instant; use a smaller --fair-backlog")
+        baseline = await server.completed()
+        done = await _completed(server, baseline + n + LATE_JOBS)
+        drain = done - due.timestamp()
+        delays = [
+            (parse_time(j["claimedAt"], "c") - parse_time(j["scheduledAt"], "s")).total_seconds()
+            for j in await _jobs(client, b)
+        ]
+        await client.aclose()
+        return (n + LATE_JOBS) / drain, delays
+    finally:
+        await server.stop()
+
+
+async def fairness(stack: Stack, args: argparse.Namespace) -> None:
+    """Tenant B's start delay behind tenant A's backlog, with FLOW_CONTROL on and off."""
+    results = {}
+    for flow in (True, False):
+        results[flow] = await _fair_run(stack, args, flow)
+        rate, delays = results[flow]
+        label = "on" if flow else "off"
+        print(
+            f"fairness, FLOW_CONTROL {label}: A's {args.fair_backlog} jobs + B's {LATE_JOBS} "
+            f"drained at {rate:.0f} jobs/s ({_load()})"
+        )
+        print("  " + _summary(f"B's start delay, due {LATE_BY}s after A's backlog", delays))
+    ratio = results[True][0] / results[False][0]
+    print(f"fairness: drain with flow control / without = {ratio:.2f} (target >= 0.9)")
+
+
+def _overlaps(records: list[tuple[str, float, float]]) -> int:
+    """How many attempts started before the previous attempt of their key finished."""
+    by_key: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for key, start, end in records:
+        by_key[key].append((start, end))
+    overlaps = 0
+    for spans in by_key.values():
+        busy_until = -math.inf
+        for start, end in sorted(spans):
+            overlaps += start < busy_until
+            busy_until = max(busy_until, end)
+    return overlaps
+
+
+async def keyed(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
+    """1,000 jobs over 50 keys with concurrency=1 per key, against no limit."""
+    n, keys = 1000, 50
+    rates = {}
+    for limited in (True, False):
+        tenant = f"keyed-{'limit' if limited else 'free'}-{stack.run_id}"
+        if limited:
+            status, body = await client.request(
+                "PUT", f"/flow/limits/noop?tenantId={tenant}", {"concurrency": 1}
+            )
+            if status != 200:
+                raise RuntimeError(f"PUT /flow/limits -> {status}: {body}")
+            await trio.sleep(1.5)  # the leader reads overrides every second
+        due = datetime.now(UTC) + timedelta(seconds=2)
+        bodies = _bodies(tenant, n, due, concurrencyKey=lambda i: f"key-{i % keys}")
+        await bench_enqueue.send_batches(client, bodies, args.batch_size)
+        baseline = await stack.completed_total()
+        await trio.sleep(max((due - datetime.now(UTC)).total_seconds(), 0.0))
+        with trio.fail_after(600):
+            while await stack.completed_total() < baseline + n:  # noqa: ASYNC110
+                await trio.sleep(0.02)
+        jobs = await _jobs(client, tenant)
+        last = max(parse_time(j["updatedAt"], "u") for j in jobs)
+        rates[limited] = n / (last - due).total_seconds()
+        if limited:
+            records: list[tuple[str, float, float]] = []
+            for job in jobs:
+                _, answer = await client.request("GET", f"/jobs/{job['id']}/attempts")
+                for attempt in answer["attempts"]:
+                    start = parse_time(attempt["startedAt"], "s").timestamp()
+                    end = parse_time(attempt["finishedAt"], "f").timestamp()
+                    records.append((job["concurrencyKey"], start, end))
+            print(
+                f"keyed: {n} jobs over {keys} keys, concurrency 1 per key: {rates[True]:.0f} "
+                f"jobs/s; attempts overlapping another of their key: {_overlaps(records)} "
+                f"(of {len(records)}; target 0)"
+            )
+    print(
+        f"keyed: without a limit {rates[False]:.0f} jobs/s; with / without = "
+        f"{rates[True] / rates[False]:.2f} (target >= 0.8; {_load()})"
+    )
+
+
+async def rated(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
+    """2,000 jobs at a rate limit of 50/s; distributed: the leader SIGKILLed midway."""
+    n, per_second = 2000, 50
+    tenant = f"rated-{stack.run_id}"
+    status, body = await client.request(
+        "PUT", f"/flow/limits/noop?tenantId={tenant}", {"rateLimit": f"{per_second}/s"}
+    )
+    if status != 200:
+        raise RuntimeError(f"PUT /flow/limits -> {status}: {body}")
+    await trio.sleep(1.5)
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    await bench_enqueue.send_batches(client, _bodies(tenant, n, due), args.batch_size)
+    baseline = await stack.completed_total()
+    killed_at = None
+    if stack.distributed:
+        await trio.sleep(max((due - datetime.now(UTC)).total_seconds(), 0.0) + 15)
+        with trio.fail_after(STARTUP_TIMEOUT):
+            leader = await stack.leader()
+        leader.kill()
+        killed_at = time.time()
+        standby = await stack.add_scheduler()  # two candidates again
+        with trio.fail_after(stack.settings.election_ttl + STARTUP_TIMEOUT):
+            await stack.leader([p for p in stack.schedulers if p.running()])
+        print(f"rated: SIGKILLed {leader.name}; {standby.name} started as the new standby")
+    with trio.fail_after(n / per_second * 3 + 120):
+        while await stack.completed_total() < baseline + n:  # noqa: ASYNC110
+            await trio.sleep(0.1)
+    starts = sorted(
+        parse_time(j["claimedAt"], "c").timestamp() for j in await _jobs(client, tenant)
+    )
+    first = starts[0]
+    windows = [0] * (math.floor(starts[-1] - first) + 1)
+    for start in starts:
+        windows[math.floor(start - first)] += 1
+    full = windows[1:-1]  # after the first, and not the last (partial) window
+    quiet = [i for i, count in enumerate(full, 1) if count == 0]
+    busy = [c for c in full if c]
+    print(
+        f"rated: {n} jobs at {per_second}/s: starts per 1 s window after the first: "
+        f"min {min(busy)}, max {max(busy)} over {len(busy)} windows (target 45..55; {_load()})"
+    )
+    print(f"  windows: {windows}")
+    if killed_at is not None:
+        print(
+            f"  leaderless windows (no starts) after the SIGKILL at +{killed_at - first:.1f}s: "
+            f"{quiet}"
+        )
