@@ -17,7 +17,7 @@ from jobscheduler.domain.flow import LimitOverride, Limits, TenantWeight
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.roles.deps import Deps
-from jobscheduler.roles.scheduler.flow import FlowClaimer
+from jobscheduler.roles.scheduler.flow import REFRESH, FlowClaimer
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
@@ -107,6 +107,27 @@ async def test_a_key_never_has_more_jobs_out_than_its_concurrency(
     await finish(store, first[0], deps.clock.now())
     [second] = await claimer.claim(deps.clock.now(), 10)
     assert second.id == same[1].id
+
+
+async def test_a_job_due_while_its_key_is_full_is_reported_held_within_a_refresh(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    deps = flow_deps(make_deps, tmp_path, concurrency=1)
+    await store.insert(mail(concurrency_key="customer-42"))
+    claimer = FlowClaimer(deps)
+    assert len(await claimer.claim(deps.clock.now(), 10)) == 1
+    assert claimer.report_due(deps.clock.now()) is None  # nothing held yet
+    # Due while the key's one slot is taken: the key is left out of the next reads...
+    await store.insert(mail(concurrency_key="customer-42"))
+    assert await claimer.claim(deps.clock.now(), 10) == []
+    # ...but a refresh reads it, and says why it waits.
+    await trio.sleep(REFRESH)
+    assert await claimer.claim(deps.clock.now(), 10) == []
+    assert claimer.waiting_for_slots
+    report = claimer.report_due(deps.clock.now())
+    assert report is not None
+    [hold] = report.holds
+    assert (hold.text, hold.waiting) == ("waiting: customer-42 has 1 of 1 running", 1)
 
 
 async def test_max_running_bounds_the_type_in_a_tenant_and_a_recovery_frees_a_slot(

@@ -4,7 +4,8 @@ One claim (:meth:`FlowClaimer.claim`):
 
 1. reads the slots held (jobs' ``key_slot`` / ``type_slot``) and how many jobs of each type
    are queued, and leaves out of the read the types and keys that cannot take a job now
-   (slots full, rate spent, as many queued as their executors can start soon);
+   (slots full, rate spent, as many queued as their executors can start soon) — except
+   once every :data:`REFRESH` seconds, when a full read records why each is held;
 2. reads the fair candidates (each (priority, tenant, fairness key) group's oldest) and
    orders them: priority, then weighted round-robin across tenants, then fairness keys;
 3. walks that order, giving each job a free slot of its key and of its type and a start
@@ -122,9 +123,11 @@ class FlowClaimer:
         slots = self._capacity.get(job_type)
         return cap if slots is None else max(1, min(cap, 2 * slots))
 
-    async def _refresh(self, now: datetime) -> None:
+    async def _refresh(self, now: datetime) -> bool:
+        """Read the overrides, weights and capacity again if :data:`REFRESH` has passed
+        (True: it did)."""
         if self._refreshed is not None and now - self._refreshed < timedelta(seconds=REFRESH):
-            return
+            return False
         store = self._deps.store
         self._overrides = {
             (o.tenant_id, o.job_type): o.limits for o in await store.limit_overrides()
@@ -137,13 +140,14 @@ class FlowClaimer:
                 capacity[job_type] += beat.capacity
         self._capacity = dict(capacity)
         self._refreshed = now
+        return True
 
     # ------------------------------------------------------------------ the claim
 
     async def claim(self, now: datetime, batch: int) -> list[Job]:
         """Claim up to ``batch`` due jobs fairly within the limits (see the module doc)."""
         store = self._deps.store
-        await self._refresh(now)
+        refreshed = await self._refresh(now)
         taken: dict[str, set[int]] = defaultdict(set)
         if self._limited:
             for slot in await store.held_slots():
@@ -153,7 +157,10 @@ class FlowClaimer:
         for job_type, n in (await store.queued_by_type()).items():
             room[job_type] -= n
         plan = _Plan(taken=taken, room=room, tats=dict(self._tats))
-        exclude = self._exclusions(now, plan)
+        # Once a refresh, nothing is left out of the read: a job that came due while its
+        # key, type or rate was full is seen and held with its reason (the job's page and
+        # the held list say why within a second), not only once a slot frees.
+        exclude = Exclusions() if refreshed else self._exclusions(now, plan)
         candidates = await store.fair_candidates(now, batch, exclude)
         await self._read_buckets(candidates, plan)
         self._turn += 1
