@@ -7,7 +7,8 @@
   // ---- Job detail: every field, the payload, a template's next fire times.
   const FIELDS = [
     ["id", "Id"], ["tenantId", "Tenant"], ["jobType", "Type"], ["status", "Status"],
-    ["idempotencyKey", "Idempotency key"], ["priority", "Priority"],
+    ["held", "Held back"], ["idempotencyKey", "Idempotency key"], ["priority", "Priority"],
+    ["concurrencyKey", "Concurrency key"], ["fairnessKey", "Fairness key"],
     ["scheduledAt", "Scheduled"], ["attempts", "Attempts"], ["maxAttempts", "Max attempts"],
     ["cron", "Cron"], ["timezone", "Time zone"], ["claimedBy", "Claimed by"],
     ["claimedAt", "Claimed at"], ["createdAt", "Created"], ["updatedAt", "Updated"],
