@@ -41,12 +41,22 @@ CREATE TABLE IF NOT EXISTS flow_report (
 _DUE = index_where(DUE_ONE_OFF)
 _TOP_LEVEL = f"SELECT MAX(priority) FROM jobs INDEXED BY jobs_fair WHERE {_DUE}"
 _NEXT_LEVEL = _TOP_LEVEL + " AND priority < ?"
-# A skip-scan of the groups of a level: the next (tenant, fairness key) after the last one.
-_NEXT_GROUP = (
-    f"SELECT tenant_id, fairness_key FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
-    "AND priority = ? AND (tenant_id, fairness_key) > (?, ?) "
-    "ORDER BY tenant_id, fairness_key LIMIT 1"
+# A skip-scan of the groups of a level: the next fairness key of the tenant, else the next
+# tenant's first group. Two one-column ranges: SQLite seeks a row-value range
+# ``(tenant_id, fairness_key) > (?, ?)`` on its first column only, and would walk every due
+# job of the last group (a large backlog) to find there is none after it.
+_NEXT_KEY = (
+    f"SELECT fairness_key FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
+    "AND priority = ? AND tenant_id = ? AND fairness_key > ? ORDER BY fairness_key LIMIT 1"
 )
+_NEXT_TENANT = (
+    f"SELECT tenant_id, fairness_key FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
+    "AND priority = ? AND tenant_id > ? ORDER BY tenant_id, fairness_key LIMIT 1"
+)
+# A claim's rows by id (the primary key): the unary + keeps the planner off the status and
+# due-time indexes, which it would otherwise walk for every pending job.
+assert _DUE.startswith("status = "), _DUE
+_BY_ID_DUE = f"+{_DUE} AND +scheduled_at <= ?"
 _GROUP = (
     f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
     "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND scheduled_at <= ?"
@@ -76,8 +86,8 @@ class SQLiteFlowMixin(SQLiteConnection):
             out: list[Job] = []
             level = conn.execute(_TOP_LEVEL).fetchone()[0]
             while level is not None and len(out) < per_group:
-                group = conn.execute(_NEXT_GROUP, (level, "", "")).fetchone()
-                # ("", "") sorts before every group but a tenant "" (none: tenants are not empty).
+                # "" sorts before every tenant (none is empty).
+                group = conn.execute(_NEXT_TENANT, (level, "")).fetchone()
                 while group is not None:
                     tenant, fairness = group
                     types, keys = exclude.of_tenant(tenant)
@@ -87,7 +97,11 @@ class SQLiteFlowMixin(SQLiteConnection):
                     params.append(per_group)
                     rows = conn.execute(_group_sql(types, keys), params)
                     out.extend(_from_row(row) for row in rows)
-                    group = conn.execute(_NEXT_GROUP, (level, tenant, fairness)).fetchone()
+                    key = conn.execute(_NEXT_KEY, (level, tenant, fairness)).fetchone()
+                    if key is not None:
+                        group = (tenant, key[0])
+                    else:
+                        group = conn.execute(_NEXT_TENANT, (level, tenant)).fetchone()
                 level = conn.execute(_NEXT_LEVEL, (level,)).fetchone()[0]
             return out
 
@@ -104,7 +118,7 @@ class SQLiteFlowMixin(SQLiteConnection):
         # holds (the unique index) is skipped. The others go as one statement per chunk.
         one = (
             f"UPDATE OR IGNORE jobs SET {assignments}, key_slot = ?, type_slot = ? "
-            f"WHERE id = ? AND {_DUE} AND scheduled_at <= ? RETURNING {_SELECT}"
+            f"WHERE id = ? AND {_BY_ID_DUE} RETURNING {_SELECT}"
         )
         free = [p.job_id for p in picks if p.key_slot is None and p.type_slot is None]
         slotted = [p for p in picks if p.key_slot is not None or p.type_slot is not None]
@@ -115,7 +129,7 @@ class SQLiteFlowMixin(SQLiteConnection):
                 chunk = free[start : start + 500]
                 many = (
                     f"UPDATE jobs SET {assignments} WHERE id IN ({', '.join('?' * len(chunk))}) "
-                    f"AND {_DUE} AND scheduled_at <= ? RETURNING {_SELECT}"
+                    f"AND {_BY_ID_DUE} RETURNING {_SELECT}"
                 )
                 for row in conn.execute(many, [*values, *chunk, due_by]):
                     job = _from_row(row)
