@@ -76,6 +76,10 @@ async def _drain(completed_total: Callable[[], Awaitable[float]], target: float)
     return time.perf_counter()
 
 
+#: Times a batch answered 503 is sent again before the phase gives up.
+BUSY_RETRIES = 5
+
+
 async def send_batches(client: Client, bodies: list[dict[str, Any]], size: int) -> None:
     """``POST /jobs/batch`` of ``size`` bodies each, a few at once; a refusal raises."""
     send, receive = trio.open_memory_channel[list[dict[str, Any]]](len(bodies) // size + 1)
@@ -86,9 +90,17 @@ async def send_batches(client: Client, bodies: list[dict[str, Any]], size: int) 
     async def worker() -> None:
         async for chunk in receive:
             status, reply = await client.request("POST", "/jobs/batch", {"jobs": chunk})
+            for _ in range(BUSY_RETRIES):
+                if status != 503:
+                    break
+                # The store is busy (a loaded machine): send the same chunk again, as a
+                # client should; its idempotency keys make a repeat harmless.
+                await trio.sleep(1.0)
+                status, reply = await client.request("POST", "/jobs/batch", {"jobs": chunk})
             if status != 200:
                 raise RuntimeError(f"POST /jobs/batch -> {status}: {reply}")
-            refused = [r for r in reply["results"] if r["status"] != 201]
+            # 409: stored by an earlier try of a chunk sent again (the same key).
+            refused = [r for r in reply["results"] if r["status"] not in (201, 409)]
             if refused:
                 raise RuntimeError(f"POST /jobs/batch refused {len(refused)}: {refused[0]}")
 

@@ -86,7 +86,7 @@ async def _fair_run(
         started = time.perf_counter()
         await bench_enqueue.send_batches(client, probe, args.batch_size)
         rate = len(probe) / (time.perf_counter() - started)
-        due = datetime.now(UTC) + timedelta(seconds=n / rate * 1.6 + 3)
+        due = datetime.now(UTC) + timedelta(seconds=n / rate * 2.5 + 5)
         due = due.replace(microsecond=0) + timedelta(seconds=1)
         a, b = f"fair-a-{tag}", f"fair-b-{tag}"
         await bench_enqueue.send_batches(client, _bodies(a, n, due), args.batch_size)
