@@ -48,25 +48,25 @@ async def test_the_flow_control_page_runs_as_pasted(
     out = done.stdout
     assert done.returncode == 0, f"{out}\n{done.stderr}"
     # check: the limits declared in code
-    assert "sync-crm     run_in=trio concurrency=1 rateLimit=100/s burst=10" in out
-    assert "send-sms     run_in=trio maxRunning=5 keyRateLimit=10/m" in out
+    assert "sync-crm     run_in=trio concurrency=1 rateLimit=100/s burst=10" in out, out
+    assert "send-sms     run_in=trio maxRunning=5 keyRateLimit=10/m" in out, out
     # one at a time per customer: one running, two pending, and the held job says why
     listed = [line.split() for line in out.splitlines() if " slow " in line]
     statuses = [row[3] for row in listed[-3:]]
-    assert statuses.count("running") == 1, statuses
-    assert "pending" in statuses, statuses
-    assert '"held":"waiting: customer-42 has 1 of 1 running"' in out
+    assert statuses.count("running") == 1, out
+    assert "pending" in statuses, out
+    assert '"held":"waiting: customer-42 has 1 of 1 running"' in out, out
     # two wait, or one if the first job ended meanwhile (a loaded machine)
-    assert re.search(r"tenant-a\s+slow\s+[12]\s+waiting: customer-42 has 1 of 1 running", out)
-    assert re.search(r'scheduler_waiting_jobs\{reason="concurrency"\} [12]\.0', out)
+    assert re.search(r"tenant-a\s+slow\s+[12]\s+waiting: customer-42 has 1 of 1 running", out), out
+    assert re.search(r'scheduler_waiting_jobs\{reason="concurrency"\} [12]\.0', out), out
     # the rate: six starts, half a second apart at least (2/s, burst 1)
     starts = sorted(
         datetime.fromisoformat(line.replace("Z", "+00:00"))
         for line in out.splitlines()
         if re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z", line)
     )
-    assert len(starts) == 6
+    assert len(starts) == 6, out
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
     assert min(gaps) >= 0.45, gaps
     # the weight
-    assert re.search(r"tenant-a\s+3", out)
+    assert re.search(r"tenant-a\s+3", out), out
