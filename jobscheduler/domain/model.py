@@ -124,6 +124,10 @@ class Job:
     #: the steps waiting for it are released or cancelled. The reaper sweeps for it, so a
     #: step whose parents are done is released even when whoever ended them crashed.
     step_dirty: bool = False
+    #: When the job reached its final status (completed, dlq, cancelled): what its retention
+    #: counts from. Written by the transition that ends it (:class:`states.Change
+    #: <jobscheduler.domain.states.Change>`), cleared by a retry.
+    finished_at: datetime | None = attrs.field(default=None, validator=_aware)
 
     @property
     def run(self) -> int:
@@ -293,6 +297,8 @@ def job_to_json(job: Job) -> dict[str, Any]:
         out["replays"] = [replay.to_json() for replay in job.replays]
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
+    if job.finished_at is not None:
+        out["finishedAt"] = format_time(job.finished_at)
     return out
 
 

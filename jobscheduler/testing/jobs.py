@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from jobscheduler.domain.model import Job, Status, new_job_id, utc
+from jobscheduler.domain.states import FINAL
 
 #: When the jobs of :func:`make_job` are created and due: a fixed instant, so that a test
 #: reads the same every time.
@@ -45,7 +46,8 @@ class JobFactory:
         payload: dict[str, Any] | None = None,
         template_id: str | None = None,
     ) -> Job:
-        """A job as the store would hold it (``updated_at`` is its ``created_at``)."""
+        """A job as the store would hold it (``updated_at`` is its ``created_at``, and so is
+        ``finished_at`` in a final status)."""
         job_id = new_job_id()
         created = utc(created_at or self.at)
         return Job(
@@ -63,6 +65,7 @@ class JobFactory:
             created_at=created,
             updated_at=created,
             template_id=template_id,
+            finished_at=created if status in FINAL else None,
         )
 
 

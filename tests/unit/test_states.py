@@ -80,7 +80,12 @@ def test_complete_expects_running_with_the_token_and_drops_the_token() -> None:
     assert change.transition == "complete"
     assert change.job_id == job.id
     assert change.expect == {"status": Status.RUNNING, "claim_token": TOKEN}
-    assert change.set == {"status": Status.COMPLETED, "claim_token": None, "updated_at": NOW_MS}
+    assert change.set == {
+        "status": Status.COMPLETED,
+        "claim_token": None,
+        "updated_at": NOW_MS,
+        "finished_at": NOW_MS,
+    }
     assert change.record == Attempt(
         job_id=job.id,
         number=1,
@@ -276,6 +281,7 @@ def test_dead_letter_template_is_conditioned_on_the_version_read_and_records_why
         "status": Status.DLQ,
         "last_error": "cron: invalid",
         "updated_at": NOW_MS,
+        "finished_at": NOW_MS,
     }
 
 

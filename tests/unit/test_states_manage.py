@@ -22,7 +22,12 @@ def test_cancel_applies_from_any_status_no_executor_runs_yet() -> None:
     assert change.expect == {
         "status": (Status.WAITING, Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.PAUSED)
     }
-    assert change.set == {"status": Status.CANCELLED, "claim_token": None, "updated_at": NOW_MS}
+    assert change.set == {
+        "status": Status.CANCELLED,
+        "claim_token": None,
+        "updated_at": NOW_MS,
+        "finished_at": NOW_MS,
+    }
 
 
 def test_request_cancel_is_fenced_by_the_running_attempts_token() -> None:

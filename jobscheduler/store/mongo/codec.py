@@ -62,6 +62,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "step": "step",
     "spawned_by": "spawnedBy",
     "step_dirty": "stepDirty",
+    "finished_at": "finishedAt",
 }
 TIME_FIELDS: Final = frozenset(
     {
@@ -74,6 +75,7 @@ TIME_FIELDS: Final = frozenset(
         "fire_at",
         "cancel_requested_at",
         "cron_buffered",
+        "finished_at",
     }
 )
 STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})

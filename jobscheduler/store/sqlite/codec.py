@@ -17,6 +17,7 @@ from typing import Any
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import Job, Replay, Status
 from jobscheduler.domain.steps import Step
+from jobscheduler.domain.states import FINAL
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -53,6 +54,7 @@ _COLUMNS: dict[str, str] = {
     "step": "step",
     "spawned_by": "spawned_by",
     "step_dirty": "step_dirty",
+    "finished_at": "finished_at",
 }
 _TIME_FIELDS = frozenset(
     {
@@ -65,6 +67,7 @@ _TIME_FIELDS = frozenset(
         "fire_at",
         "cancel_requested_at",
         "cron_buffered",
+        "finished_at",
     }
 )
 _SELECT = ", ".join(_COLUMNS.values())
@@ -137,7 +140,7 @@ def _to_db(field: str, value: Any) -> Any:
 
 #: Columns added after the first release: (column, definition), added to older files at start
 #: (and to new ones: ``cron_buffered``, ``cancel_requested_at``, ``replays``,
-#: ``managed_by`` and the workflow columns exist only through this list).
+#: ``managed_by``, the workflow columns and ``finished_at`` exist only through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
@@ -151,6 +154,7 @@ _ADDED_COLUMNS = (
     ("step", "TEXT"),
     ("spawned_by", "TEXT"),
     ("step_dirty", "INTEGER NOT NULL DEFAULT 0"),
+    ("finished_at", "INTEGER"),
 )
 
 
@@ -160,6 +164,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
     for column, definition in _ADDED_COLUMNS:
         if column not in present:
             conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {definition}")
+    if "finished_at" not in present and conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchone():
+        # A finished job of an older file finished when it was last updated.
+        final = ", ".join(f"'{status.value}'" for status in FINAL)
+        conn.execute(f"UPDATE jobs SET finished_at = updated_at WHERE status IN ({final})")
 
 
 _FIELDS = tuple(_COLUMNS)
