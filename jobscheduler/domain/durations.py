@@ -10,7 +10,7 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(text: str) -> float:
-    """Parse ``500ms``, ``30s``, ``5m``, ``1h``, ``7d`` (or a bare number of seconds) into seconds."""
+    """Parse ``500ms``, ``30s``, ``5m``, ``1h``, ``7d`` (or bare seconds) into seconds."""
     match = _DURATION.match(text)
     if match:
         return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]

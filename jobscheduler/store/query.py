@@ -161,6 +161,28 @@ class Window:
 #: The statuses a count is of (None: every status).
 Statuses = Sequence[Status] | None
 
+#: What the store keeps a counter of: (tenant, status, job type).
+CountKey = tuple[str, Status, str]
+
+
+def counts_from(
+    counters: Mapping[CountKey, int], tenant_id: str | None, statuses: Statuses, by_type: bool
+) -> JobCounts:
+    """The :class:`JobCounts` of ``tenant_id`` (None: every tenant) in ``statuses`` (None:
+    every status), added up from the counters: how every adapter answers its count."""
+    wanted = None if statuses is None else {Status(s) for s in statuses}
+    found: Counter[tuple[Status, str]] = Counter()
+    for (tenant, status, job_type), n in counters.items():
+        mine = tenant_id is None or tenant == tenant_id
+        if n and mine and (wanted is None or status in wanted):
+            found[(status, job_type)] += n
+    if by_type:
+        return JobCounts.of_types(statuses, found)
+    by_status: Counter[Status] = Counter()
+    for (status, _), n in found.items():
+        by_status[status] += n
+    return JobCounts.of_statuses(statuses, by_status)
+
 
 @attrs.frozen(kw_only=True)
 class JobCounts:
@@ -217,6 +239,7 @@ __all__ = [
     "PENDING",
     "STATS_WINDOWS",
     "THROUGHPUT",
+    "CountKey",
     "Cursor",
     "JobCounts",
     "JobQuery",
@@ -224,4 +247,5 @@ __all__ = [
     "Sort",
     "Statuses",
     "Window",
+    "counts_from",
 ]

@@ -38,6 +38,7 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
+from jobscheduler.domain.retention import Override
 from jobscheduler.domain.states import Change, WorkflowChange
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.domain.workflows import Workflow
@@ -49,7 +50,7 @@ from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.memory import MemoryJobStore
-from jobscheduler.store.query import Cursor, JobCounts, JobQuery, JobStats, Statuses
+from jobscheduler.store.query import CountKey, Cursor, JobCounts, JobQuery, JobStats, Statuses
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.workflows import WorkflowQuery
 from jobscheduler.testing import JobFactory
@@ -251,6 +252,27 @@ class ProxyStore(JobStore):
 
     async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
         return await self.inner.overview_stats(tenant_id, now)
+
+    async def job_counters(self, statuses: Statuses = None) -> dict[CountKey, int]:
+        return await self.inner.job_counters(statuses)
+
+    async def reconcile_counts(self) -> dict[CountKey, tuple[int, int]]:
+        return await self.inner.reconcile_counts()
+
+    async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
+        return await self.inner.expired_jobs(key, before, limit)
+
+    async def delete_jobs(self, jobs: Sequence[Job]) -> int:
+        return await self.inner.delete_jobs(jobs)
+
+    async def set_retention(self, override: Override) -> None:
+        await self.inner.set_retention(override)
+
+    async def retention_overrides(self) -> list[Override]:
+        return await self.inner.retention_overrides()
+
+    async def reclaim_space(self, max_pages: int) -> int:
+        return await self.inner.reclaim_space(max_pages)
 
 
 @attrs.define(kw_only=True)

@@ -28,15 +28,17 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
+import attrs
 from bson import ObjectId
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import PyMongoError
 
-from jobscheduler.domain.model import Job
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change, claim_fields
 from jobscheduler.store.query import DUE_ONE_OFF
 
+from . import counts
 from .attempts import write_records
 from .batch import (
     BATCH_FIELD,
@@ -106,12 +108,18 @@ class MongoWrites(MongoConnection):
                     raise
                 # Whatever landed carries the mark; what did not stays due for the next claim.
                 log.warning("claim outcome unknown, reading back: %s", exc)
-            return [
+            claimed = [
                 document_to_job(doc)
                 for doc in self._read_marked(
                     jobs, candidates, mark, field=CLAIM_FIELD, sort=True
                 ).values()
             ]
+            moved = counts.merge(
+                counts.added((attrs.evolve(job, status=Status.PENDING) for job in claimed), -1),
+                counts.added(claimed),
+            )
+            counts.write(self._counts(), moved)
+            return claimed
 
         async with self._conditional_write():
             return await self._call(claim, "claim")
@@ -174,10 +182,15 @@ class MongoWrites(MongoConnection):
         if self._attempts is not None:
             write_records(self._attempts, changes, results)
 
+    def _count_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
+        counts.write(self._counts(), counts.moved(changes, results))
+
     async def apply(self, change: Change) -> Job | None:
         def op() -> Job | None:
-            result = self._apply_sync(change)
-            self._record_sync([change], [result])
+            (narrowed,) = counts.narrow(self._collection(), [change])
+            result = self._apply_sync(narrowed)
+            self._record_sync([narrowed], [result])
+            self._count_sync([narrowed], [result])
             return result
 
         async with self._conditional_write():
@@ -199,7 +212,8 @@ class MongoWrites(MongoConnection):
             return []
 
         def apply_all() -> list[Job | None]:
-            units = plan(changes)
+            narrowed = counts.narrow(self._collection(), changes)
+            units = plan(narrowed)
             if len(units) >= MIN_BULK and distinct_jobs(units):
                 afters = self._bulk_sync([unit.change for unit in units])
             else:
@@ -220,7 +234,8 @@ class MongoWrites(MongoConnection):
                 )
                 for (index, _), after in zip(retry, again, strict=True):
                     results[index] = after
-            self._record_sync(changes, results)
+            self._record_sync(narrowed, results)
+            self._count_sync(narrowed, results)
             return results
 
         async with self._conditional_write():
@@ -289,6 +304,17 @@ class MongoWrites(MongoConnection):
         jobs = self._collection()
 
         def op() -> int:
+            if any("status" in change.set for change in changes):
+                # What moved is counted, so which changes applied must be known: the
+                # batch's read-back (a job named twice: one change at a time).
+                narrowed = counts.narrow(jobs, changes)
+                if len(narrowed) >= MIN_BULK and distinct_jobs(plan(narrowed)):
+                    results = self._bulk_sync(narrowed)
+                else:
+                    results = [self._apply_sync(change) for change in narrowed]
+                self._record_sync(narrowed, results)
+                self._count_sync(narrowed, results)
+                return sum(result is not None for result in results)
             if any(change.record is not None for change in changes):
                 applied = manage.apply_bulk(changes)
                 self._record_sync(changes, applied)

@@ -16,8 +16,8 @@ from typing import Any
 
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import Job, Replay, Status
-from jobscheduler.domain.steps import Step
 from jobscheduler.domain.states import FINAL
+from jobscheduler.domain.steps import Step
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -33,7 +33,7 @@ from jobscheduler.store.query import (
 
 from .codec import _EPOCH, _SELECT, _from_row, _millis
 from .conn import SQLiteConnection
-from .where import conditions, index_where, where_clause
+from .where import conditions, index_where, status_condition, where_clause
 
 #: Indexes of the management queries. Created after the column migration, since they name
 #: columns an older file gains there.
@@ -112,16 +112,15 @@ def finished_sql(
 
 def count_sql(tenant_id: str | None, statuses: Statuses, by_type: bool) -> tuple[str, list[Any]]:
     """The store's one count (:meth:`~jobscheduler.store.base.JobStore.count_jobs`): jobs by
-    status (and job type) of a tenant, or of all, in some statuses or all. By status alone it
-    is answered from an index (``jobs_tenant_status``, ``jobs_status_created``: SQLite counts
-    their entries and reads no row); by type it reads the rows."""
+    status (and job type) of a tenant, or of all, in some statuses or all, added up from the
+    counters (``job_counts``, kept by triggers: see :mod:`.upkeep`); no job is read."""
     columns = "status, job_type" if by_type else "status"
-    counted = JobQuery(tenant_id=tenant_id, statuses=tuple(statuses or ()))
-    where, params = where_clause(counted, _millis)
-    return (
-        f"SELECT {columns}, COUNT(*) FROM jobs {where}{' ' if where else ''}GROUP BY {columns}",
-        params,
-    )
+    terms, params = (["tenant_id = ?"], [tenant_id]) if tenant_id is not None else ([], [])
+    if statuses:
+        terms.append(status_condition(statuses))
+    where = f"WHERE {' AND '.join(terms)} " if terms else ""
+    sql = f"SELECT {columns}, SUM(n) FROM job_counts {where}GROUP BY {columns} HAVING SUM(n) != 0"
+    return sql, params
 
 
 def counts_of(rows: Sequence[Sequence[Any]], statuses: Statuses, by_type: bool) -> JobCounts:

@@ -8,7 +8,8 @@ codec is :mod:`~jobscheduler.store.sqlite.codec`; the attempt records
 :mod:`~jobscheduler.store.sqlite.query`, keys and audit
 :mod:`~jobscheduler.store.sqlite.tenancy`, presence and the Overview
 :mod:`~jobscheduler.store.sqlite.workers`, workflow records
-:mod:`~jobscheduler.store.sqlite.workflows`.
+:mod:`~jobscheduler.store.sqlite.workflows`, counters and pruning
+:mod:`~jobscheduler.store.sqlite.upkeep`.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from .tenancy import (
     migrate_run_index,
     migrate_tenant_keys,
 )
+from .upkeep import SQLiteUpkeepMixin, make_incremental, prepare_counts
 from .where import (
     QUEUED,
     index_where,
@@ -83,6 +85,7 @@ class SQLiteJobStore(
     SQLiteTenancyMixin,
     SQLiteLedgerMixin,
     SQLiteAttemptsMixin,
+    SQLiteUpkeepMixin,
     SQLiteConnection,
     JobStore,
 ):
@@ -92,6 +95,7 @@ class SQLiteJobStore(
 
     @staticmethod
     def _prepare(conn: sqlite3.Connection) -> None:
+        make_incremental(conn)
         conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
         migrate_attempt_runs(conn)
         _migrate(conn)
@@ -104,6 +108,7 @@ class SQLiteJobStore(
         conn.executescript(WORKFLOWS_SCHEMA)
         sync_partial_indexes(conn)
         conn.executescript(WORKERS_SCHEMA)
+        prepare_counts(conn)
 
     # ------------------------------------------------------------------ JobStore
 

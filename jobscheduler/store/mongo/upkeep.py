@@ -1,0 +1,166 @@
+"""The MongoDB store's upkeep: the counters' reads and reconcile, pruning, retention
+overrides (see :mod:`jobscheduler.store.upkeep`; the counters' writes are in
+:mod:`.counts`, called by every write of the jobs)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+from bson import ObjectId
+from pymongo import ASCENDING, IndexModel, UpdateOne
+from pymongo.collection import Collection
+
+from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.retention import Override, Scope
+from jobscheduler.domain.states import FINAL
+from jobscheduler.store.query import CountKey, Statuses
+
+from . import counts
+from .codec import FIELDS, Document, document_to_job
+from .seam import MongoSeam
+
+log = logging.getLogger(__name__)
+
+RETENTION_COLLECTION: Final = "retention"
+
+#: Finished one-off jobs by (status, tenant, type), oldest finish first: the prune's reads.
+PRUNE_INDEX: Final = IndexModel(
+    [
+        (FIELDS["status"], ASCENDING),
+        (FIELDS["tenant_id"], ASCENDING),
+        (FIELDS["job_type"], ASCENDING),
+        (FIELDS["finished_at"], ASCENDING),
+    ],
+    name="status_tenant_jobType_finishedAt",
+)
+
+#: Documents one backfill statement batch sets ``finishedAt`` on.
+_BACKFILL_BATCH = 500
+
+
+def prepare_upkeep(jobs: Collection[Document], counters: Collection[Document]) -> None:
+    """At start (blocking): the pruning index; ``finishedAt`` on finished jobs written
+    before it existed; the counters, counted once if the collection has none yet."""
+    jobs.create_indexes([PRUNE_INDEX])
+    status, finished, updated = FIELDS["status"], FIELDS["finished_at"], FIELDS["updated_at"]
+    missing = {status: {"$in": [s.value for s in FINAL]}, finished: None}
+    while True:
+        batch = list(jobs.find(missing, projection={updated: True}, limit=_BACKFILL_BATCH))
+        if not batch:
+            break
+        jobs.bulk_write(
+            [UpdateOne({"_id": d["_id"]}, {"$set": {finished: d[updated]}}) for d in batch],
+            ordered=False,
+        )
+    if counters.find_one({}) is None and jobs.find_one({}, projection={"_id": True}):
+        counts.reconcile(jobs, counters)
+
+
+class MongoUpkeepMixin(MongoSeam):
+    """Counters, pruning and retention overrides on the store's database."""
+
+    def _retention(self) -> Collection[Document]:
+        counters = self._counts()
+        return counters.database.get_collection(RETENTION_COLLECTION)
+
+    async def job_counters(self, statuses: Statuses = None) -> dict[CountKey, int]:
+        counters = self._counts()
+        return await self._call(lambda: counts.read(counters, statuses), "job_counters", read=True)
+
+    async def reconcile_counts(self) -> dict[CountKey, tuple[int, int]]:
+        jobs, counters = self._collection(), self._counts()
+        wrong = await self._call(lambda: counts.reconcile(jobs, counters), "reconcile_counts")
+        if wrong:
+            log.warning("job counters repaired", extra={"counters": len(wrong)})
+        return wrong
+
+    async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
+        tenant, status, job_type = key
+        query = {
+            FIELDS["status"]: Status(status).value,
+            FIELDS["tenant_id"]: tenant,
+            FIELDS["job_type"]: job_type,
+            FIELDS["finished_at"]: {"$lt": utc(before)},
+            FIELDS["cron"]: None,
+        }
+        sort = [(FIELDS["finished_at"], ASCENDING)]
+        jobs = self._collection()
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "expired_jobs", read=True)
+
+    async def delete_jobs(self, jobs: Sequence[Job]) -> int:
+        """Per status, one ``delete_many`` of the ids still in it and finished no later
+        than the latest of them (a job retried and finished again since is later); then
+        which are gone, their attempt records, and the counters."""
+        if not jobs:
+            return 0
+        collection, counters, attempts = self._collection(), self._counts(), self._attempts
+
+        def op() -> int:
+            gone: list[Job] = []
+            for status in {job.status for job in jobs}:
+                batch = [job for job in jobs if job.status is status and job.finished_at]
+                if not batch:
+                    continue
+                ids = [ObjectId(job.id) for job in batch]
+                latest = max(utc(job.finished_at) for job in batch if job.finished_at)
+                collection.delete_many(
+                    {
+                        "_id": {"$in": ids},
+                        FIELDS["status"]: status.value,
+                        FIELDS["finished_at"]: {"$lte": latest},
+                    }
+                )
+                left = {d["_id"] for d in collection.find({"_id": {"$in": ids}}, {"_id": True})}
+                gone += [job for job in batch if ObjectId(job.id) not in left]
+            if gone and attempts is not None:
+                attempts.delete_many({"jobId": {"$in": [job.id for job in gone]}})
+            counts.write(counters, counts.added(gone, -1))
+            return len(gone)
+
+        return await self._call(op, "delete_jobs")
+
+    async def set_retention(self, override: Override) -> None:
+        retention = self._retention()
+        _id = json.dumps([override.scope.value, override.name], ensure_ascii=False)
+        doc = {
+            "scope": override.scope.value,
+            "name": override.name,
+            "keep": {status.value: seconds for status, seconds in override.keep.items()},
+            "updatedAt": utc(override.updated_at),
+        }
+
+        def op() -> None:
+            if override.keep:
+                retention.replace_one({"_id": _id}, doc, upsert=True)
+            else:
+                retention.delete_one({"_id": _id})
+
+        await self._call(op, "set_retention")
+
+    async def retention_overrides(self) -> list[Override]:
+        retention = self._retention()
+
+        def op() -> list[Override]:
+            return [
+                Override(
+                    scope=Scope(d["scope"]),
+                    name=d["name"],
+                    keep={Status(s): float(n) for s, n in d["keep"].items()},
+                    updated_at=d["updatedAt"].astimezone(UTC),
+                )
+                for d in retention.find({})
+            ]
+
+        found = await self._call(op, "retention_overrides", read=True)
+        return sorted(found, key=lambda o: (o.scope.value, o.name))
+
+
+__all__ = ["PRUNE_INDEX", "MongoUpkeepMixin", "prepare_upkeep"]
