@@ -513,9 +513,7 @@ VARIABLES: tuple[Variable, ...] = (
         _positive_duration,
         "dead-lettered jobs are kept this long after they finished",
     ),
-    Variable(
-        "PRUNE_BATCH", "prune_batch", _positive_int, "most jobs one prune statement deletes"
-    ),
+    Variable("PRUNE_BATCH", "prune_batch", _positive_int, "most jobs one prune statement deletes"),
     Variable(
         "PRUNE_PAUSE",
         "prune_pause",
