@@ -18,11 +18,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 import attrs
 
 from jobscheduler.domain.durations import parse_duration
-from jobscheduler.domain.model import Status, format_time
+from jobscheduler.domain.model import Status, format_time, parse_time
 
 #: The statuses whose jobs are pruned once their retention has passed.
 PRUNABLE: tuple[Status, ...] = (Status.COMPLETED, Status.CANCELLED, Status.DLQ)
@@ -123,10 +124,45 @@ class Rules:
         return self.defaults.get(status)
 
 
+@attrs.frozen(kw_only=True)
+class PruneSummary:
+    """One prune sweep of the reaper, as the Overview shows the last one."""
+
+    at: datetime
+    #: Seconds the sweep took.
+    took: float
+    #: Jobs deleted, per status.
+    pruned: Mapping[Status, int]
+    #: Of them, written to the archive first.
+    archived: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.pruned.values())
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "at": format_time(self.at),
+            "took": round(self.took, 3),
+            "pruned": {status.value: n for status, n in sorted(self.pruned.items())},
+            "archived": self.archived,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PruneSummary:
+        return cls(
+            at=parse_time(str(data["at"]), "at"),
+            took=float(data["took"]),
+            pruned={Status(s): int(n) for s, n in dict(data["pruned"]).items()},
+            archived=int(data.get("archived", 0)),
+        )
+
+
 __all__ = [
     "PRUNABLE",
     "Keep",
     "Override",
+    "PruneSummary",
     "Rules",
     "Scope",
     "format_duration",

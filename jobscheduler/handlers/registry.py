@@ -13,7 +13,9 @@ dead-letters at once). Where it runs is its ``run_in``:
   or is handed back anyway.
 
 An optional payload validator (a function, or a JSON Schema dict) runs at ``POST /jobs`` so
-bad payloads are rejected with 400 instead of failing later in the executor.
+bad payloads are rejected with 400 instead of failing later in the executor. An optional
+``retention={"completed": "1h", "dlq": "90d"}`` sets how long finished jobs of the type are
+kept (the executors publish it to the store; the reaper prunes by it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import attrs
 import trio
 
 from jobscheduler.domain.durations import parse_duration
-from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
+from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, Status
+from jobscheduler.domain.retention import format_keep, parse_keep
 from jobscheduler.domain.validation import PayloadValidator
 from jobscheduler.errors import UnknownHandler
 
@@ -82,6 +85,9 @@ class Handler:
     #: Default ``maxAttempts`` of jobs of this type that do not say; None: the global one.
     max_attempts: int | None = None
     run_in: RunIn = "trio"
+    #: How long finished jobs of this type are kept, per status (seconds); statuses not
+    #: named keep the defaults (``RETENTION_*``). A tenant's override wins over it.
+    retention: Mapping[Status, float] = attrs.field(factory=dict)
 
     @property
     def is_async(self) -> bool:
@@ -104,6 +110,8 @@ class Handler:
             "validate": "json-schema"
             if self.schema is not None
             else ("function" if self.validate is not None else None),
+            "retention": ",".join(f"{k}:{v}" for k, v in format_keep(self.retention).items())
+            or None,
         }
 
 
@@ -115,6 +123,7 @@ def make_handler(
     timeout: float | str | None = None,
     max_attempts: int | None = None,
     run_in: RunIn | None = None,
+    retention: Mapping[str, str | float] | None = None,
 ) -> Handler:
     """Check the options and build the Handler; ValueError names what is wrong."""
     if not name or _NAME.fullmatch(name) is None or len(name) > 200:
@@ -157,6 +166,7 @@ def make_handler(
         raise ValueError(f"{name}: validate must be a function or a JSON Schema dict")
     try:
         seconds = _timeout(timeout)
+        keep = parse_keep(retention or {})
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     return Handler(
@@ -167,6 +177,7 @@ def make_handler(
         timeout=seconds,
         max_attempts=max_attempts,
         run_in=run_in,
+        retention=keep,
     )
 
 
@@ -192,6 +203,7 @@ class HandlerRegistry:
         timeout: float | str | None = None,
         max_attempts: int | None = None,
         run_in: RunIn | None = None,
+        retention: Mapping[str, str | float] | None = None,
     ) -> TaskHandle:
         """Register ``func`` for job type ``name``; ValueError on a duplicate name or a bad
         option (see the module docstring for the options). Returns a
@@ -199,7 +211,13 @@ class HandlerRegistry:
         if name in self._handlers:
             raise ValueError(f"job type {name!r} is already registered")
         self._handlers[name] = make_handler(
-            name, func, validate=validate, timeout=timeout, max_attempts=max_attempts, run_in=run_in
+            name,
+            func,
+            validate=validate,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            run_in=run_in,
+            retention=retention,
         )
         return func if isinstance(func, TaskHandle) else TaskHandle(self, name, func)
 
@@ -211,6 +229,7 @@ class HandlerRegistry:
         timeout: float | str | None = None,
         max_attempts: int | None = None,
         run_in: RunIn | None = None,
+        retention: Mapping[str, str | float] | None = None,
     ) -> Callable[[HandlerFunc], TaskHandle]:
         """Decorator form of :meth:`register`. It returns a
         :class:`~jobscheduler.handlers.tasks.TaskHandle`: the function, still callable (and
@@ -227,6 +246,7 @@ class HandlerRegistry:
                 timeout=timeout,
                 max_attempts=max_attempts,
                 run_in=run_in,
+                retention=retention,
             )
 
         return decorate

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Protocol
 
 from jobscheduler.domain.model import Job
-from jobscheduler.domain.retention import Override
+from jobscheduler.domain.retention import Override, PruneSummary
 
 from .query import CountKey, Statuses
 
@@ -65,6 +65,14 @@ class Upkeep(Protocol):
     @abc.abstractmethod
     async def retention_overrides(self) -> list[Override]:
         """Every override, by scope then name."""
+
+    @abc.abstractmethod
+    async def record_prune(self, summary: PruneSummary) -> None:
+        """Keep ``summary`` as the last prune sweep (in place of the one before)."""
+
+    @abc.abstractmethod
+    async def last_prune(self) -> PruneSummary | None:
+        """The last prune sweep recorded, or None."""
 
     async def reclaim_space(self, max_pages: int) -> int:
         """Give up to ``max_pages`` pages freed by deletes back to the file system; how

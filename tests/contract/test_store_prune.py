@@ -11,7 +11,7 @@ import attrs
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
-from jobscheduler.domain.retention import Override, Scope
+from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import JobQuery
 
@@ -79,3 +79,13 @@ async def test_retention_overrides_are_stored_replaced_and_deleted(store: JobSto
     assert await store.retention_overrides() == [job_type, longer]
     await store.set_retention(attrs.evolve(job_type, keep={}))
     assert await store.retention_overrides() == [longer]
+
+
+async def test_the_last_prune_sweep_is_kept_in_place_of_the_one_before(store: JobStore) -> None:
+    assert await store.last_prune() is None
+    first = PruneSummary(at=NOW, took=1.5, pruned={Status.COMPLETED: 3}, archived=3)
+    second = PruneSummary(at=NOW + DAY, took=0.25, pruned={Status.DLQ: 1, Status.COMPLETED: 2})
+    await store.record_prune(first)
+    assert await store.last_prune() == first
+    await store.record_prune(second)
+    assert await store.last_prune() == second

@@ -38,7 +38,7 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
-from jobscheduler.domain.retention import Override
+from jobscheduler.domain.retention import Override, PruneSummary
 from jobscheduler.domain.states import Change, WorkflowChange
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.domain.workflows import Workflow
@@ -270,6 +270,12 @@ class ProxyStore(JobStore):
 
     async def retention_overrides(self) -> list[Override]:
         return await self.inner.retention_overrides()
+
+    async def record_prune(self, summary: PruneSummary) -> None:
+        await self.inner.record_prune(summary)
+
+    async def last_prune(self) -> PruneSummary | None:
+        return await self.inner.last_prune()
 
     async def reclaim_space(self, max_pages: int) -> int:
         return await self.inner.reclaim_space(max_pages)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.domain.retention import Override, Scope
+from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.store.query import CountKey, Statuses
 
 from .attempts import MemoryAttemptsMixin
@@ -20,6 +20,7 @@ class MemoryUpkeepMixin(MemoryAttemptsMixin):
     def __init__(self) -> None:
         super().__init__()
         self._overrides: dict[tuple[Scope, str], Override] = {}
+        self._last_prune: PruneSummary | None = None
 
     async def job_counters(self, statuses: Statuses = None) -> dict[CountKey, int]:
         await self._enter()
@@ -80,3 +81,11 @@ class MemoryUpkeepMixin(MemoryAttemptsMixin):
     async def retention_overrides(self) -> list[Override]:
         await self._enter()
         return [self._overrides[key] for key in sorted(self._overrides)]
+
+    async def record_prune(self, summary: PruneSummary) -> None:
+        await self._enter()
+        self._last_prune = keep(summary)
+
+    async def last_prune(self) -> PruneSummary | None:
+        await self._enter()
+        return self._last_prune

@@ -15,7 +15,7 @@ from pymongo import ASCENDING, IndexModel, UpdateOne
 from pymongo.collection import Collection
 
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.domain.retention import Override, Scope
+from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.domain.states import FINAL
 from jobscheduler.store.query import CountKey, Statuses
 
@@ -26,6 +26,7 @@ from .seam import MongoSeam
 log = logging.getLogger(__name__)
 
 RETENTION_COLLECTION: Final = "retention"
+PRUNE_COLLECTION: Final = "prune_sweeps"
 
 #: Finished one-off jobs by (status, tenant, type), oldest finish first: the prune's reads.
 PRUNE_INDEX: Final = IndexModel(
@@ -161,6 +162,18 @@ class MongoUpkeepMixin(MongoSeam):
 
         found = await self._call(op, "retention_overrides", read=True)
         return sorted(found, key=lambda o: (o.scope.value, o.name))
+
+    async def record_prune(self, summary: PruneSummary) -> None:
+        sweeps = self._counts().database.get_collection(PRUNE_COLLECTION)
+        doc = summary.to_json()
+        await self._call(
+            lambda: sweeps.replace_one({"_id": "last"}, doc, upsert=True), "record_prune"
+        )
+
+    async def last_prune(self) -> PruneSummary | None:
+        sweeps = self._counts().database.get_collection(PRUNE_COLLECTION)
+        doc = await self._call(lambda: sweeps.find_one({"_id": "last"}), "last_prune", read=True)
+        return None if doc is None else PruneSummary.from_json(doc)
 
 
 __all__ = ["PRUNE_INDEX", "MongoUpkeepMixin", "prepare_upkeep"]

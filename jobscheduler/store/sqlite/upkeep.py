@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.domain.retention import Override, Scope
+from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.store.query import CountKey, Statuses
 
 from .codec import _SELECT, _from_row, _millis
@@ -54,6 +54,10 @@ CREATE TRIGGER IF NOT EXISTS job_counts_delete AFTER DELETE ON jobs BEGIN
     UPDATE job_counts SET n = n - 1
         WHERE tenant_id = OLD.tenant_id AND status = OLD.status AND job_type = OLD.job_type;
 END;
+CREATE TABLE IF NOT EXISTS prune_sweeps (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    summary TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS retention (
     scope      TEXT NOT NULL,
     name       TEXT NOT NULL,
@@ -226,6 +230,23 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         sql = "SELECT scope, name, keep, updated_at FROM retention ORDER BY scope, name"
         rows = await self._read(lambda conn: conn.execute(sql).fetchall())
         return [_override(row) for row in rows]
+
+    async def record_prune(self, summary: PruneSummary) -> None:
+        text = json.dumps(summary.to_json())
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO prune_sweeps VALUES (1, ?) "
+                "ON CONFLICT DO UPDATE SET summary = excluded.summary",
+                (text,),
+            )
+
+        await self._write(op)
+
+    async def last_prune(self) -> PruneSummary | None:
+        sql = "SELECT summary FROM prune_sweeps WHERE id = 1"
+        row = await self._read(lambda conn: conn.execute(sql).fetchone())
+        return None if row is None else PruneSummary.from_json(json.loads(row[0]))
 
     async def reclaim_space(self, max_pages: int) -> int:
         """``PRAGMA incremental_vacuum(max_pages)`` in the writer's batch: each call holds
