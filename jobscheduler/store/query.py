@@ -72,6 +72,8 @@ class JobQuery:
     #: ``created_at >= created_after`` and ``created_at < created_before``.
     created_after: datetime | None = None
     created_before: datetime | None = None
+    #: ``finished_at < finished_before``: finished before then (unfinished jobs never match).
+    finished_before: datetime | None = None
     #: Exactly this idempotency key / keys starting with this text (the (tenant, key) index).
     idempotency_key: str | None = None
     key_prefix: str | None = None
@@ -98,6 +100,10 @@ class JobQuery:
             and (self.cron is None or (job.cron is not None) == self.cron)
             and (self.created_after is None or job.created_at >= self.created_after)
             and (self.created_before is None or job.created_at < self.created_before)
+            and (
+                self.finished_before is None
+                or (job.finished_at is not None and job.finished_at < self.finished_before)
+            )
             and (self.idempotency_key is None or job.idempotency_key == self.idempotency_key)
             and (self.key_prefix is None or job.idempotency_key.startswith(self.key_prefix))
             and (not self.ids or job.id in self.ids)

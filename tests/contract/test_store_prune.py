@@ -89,3 +89,11 @@ async def test_the_last_prune_sweep_is_kept_in_place_of_the_one_before(store: Jo
     assert await store.last_prune() == first
     await store.record_prune(second)
     assert await store.last_prune() == second
+
+
+async def test_finished_before_selects_jobs_that_finished_before_then(store: JobStore) -> None:
+    old = await store.insert(make_job(status=Status.COMPLETED, created_at=NOW - 9 * DAY))
+    await store.insert(make_job(status=Status.COMPLETED, created_at=NOW - DAY))
+    await store.insert(make_job(created_at=NOW - 9 * DAY))  # unfinished: never matches
+    query = JobQuery(tenant_id="tenant-a", finished_before=NOW - 7 * DAY)
+    assert [job.id for job in await store.find_jobs(query, 10)] == [old.id]

@@ -219,6 +219,8 @@ def job_filter(query: JobQuery) -> Document:
         times.setdefault(f["created_at"], {})["$lt"] = utc(query.created_before)
     if query.due_by is not None:
         times.setdefault(f["scheduled_at"], {})["$lte"] = utc(query.due_by)
+    if query.finished_before is not None:
+        times.setdefault(f["finished_at"], {})["$lt"] = utc(query.finished_before)
     out.update(times)
     if query.idempotency_key is not None:
         out[f["idempotency_key"]] = query.idempotency_key

@@ -89,6 +89,7 @@ def conditions(query: JobQuery, millis: Millis) -> tuple[list[str], list[Any]]:
         [
             ("created_at >= ?", ms(query.created_after)),
             ("created_at < ?", ms(query.created_before)),
+            ("finished_at < ?", ms(query.finished_before)),
             ("scheduled_at <= ?", ms(query.due_by)),
             ("idempotency_key = ?", query.idempotency_key),
         ]
