@@ -57,6 +57,13 @@ class Upkeep(Protocol):
         read with, and its attempt records; the counters follow. Returns how many jobs
         were deleted. One write (a transaction where the store has them)."""
 
+    async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` of what :meth:`expired_jobs` would return, oldest first,
+        with their attempt records, without handing them out (when nothing archives them);
+        returns how many. This default reads them and calls :meth:`delete_jobs`; an adapter
+        may do it in one statement (SQLite does: no row is decoded)."""
+        return await self.delete_jobs(await self.expired_jobs(key, before, limit))
+
     @abc.abstractmethod
     async def set_retention(self, override: Override) -> None:
         """Store ``override`` in place of the one of its scope and name; an override that

@@ -97,3 +97,20 @@ async def test_finished_before_selects_jobs_that_finished_before_then(store: Job
     await store.insert(make_job(created_at=NOW - 9 * DAY))  # unfinished: never matches
     query = JobQuery(tenant_id="tenant-a", finished_before=NOW - 7 * DAY)
     assert [job.id for job in await store.find_jobs(query, 10)] == [old.id]
+
+
+async def test_prune_expired_deletes_the_oldest_expired_with_their_attempt_records(
+    store: JobStore,
+) -> None:
+    running = await running_job(store)
+    done = await store.apply(states.complete(running, token="tok-1", now=NOW - 10 * DAY))
+    assert done is not None
+    newer = await store.insert(make_job(status=Status.COMPLETED, created_at=NOW - 9 * DAY))
+    young = await store.insert(make_job(status=Status.COMPLETED, created_at=NOW - DAY))
+    assert await store.prune_expired(KEY, NOW - 7 * DAY, 1) == 1
+    assert await store.attempts(done.id) == []
+    assert await store.prune_expired(KEY, NOW - 7 * DAY, 10) == 1
+    left = await store.find_jobs(JobQuery(tenant_id=None), 10)
+    assert [job.id for job in left] == [young.id]
+    assert newer.id not in {job.id for job in left}
+    assert await store.reconcile_counts() == {}

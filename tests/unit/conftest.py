@@ -265,6 +265,9 @@ class ProxyStore(JobStore):
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
         return await self.inner.delete_jobs(jobs)
 
+    async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
+        return await self.inner.prune_expired(key, before, limit)
+
     async def set_retention(self, override: Override) -> None:
         await self.inner.set_retention(override)
 

@@ -53,3 +53,48 @@ async def test_an_old_files_finished_jobs_finished_when_last_updated(tmp_path: P
         assert (await store.get(waiting.id)).finished_at is None
     finally:
         await store.close()
+
+
+def _auto_vacuum(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA auto_vacuum").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_a_new_file_and_an_older_one_vacuum_incrementally(tmp_path: Path) -> None:
+    fresh = tmp_path / "new.db"
+    store = SQLiteJobStore(fresh)
+    await store.start()
+    await store.close()
+    assert _auto_vacuum(fresh) == 2  # INCREMENTAL
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.execute("CREATE TABLE keep (x)")  # a file made before: no auto_vacuum
+    conn.commit()
+    conn.close()
+    assert _auto_vacuum(old) == 0
+    store = SQLiteJobStore(old)
+    await store.start()
+    await store.close()
+    assert _auto_vacuum(old) == 2
+
+
+async def test_the_pages_pruned_jobs_leave_are_given_back(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        jobs = [make_job(status=Status.COMPLETED, payload={"pad": "x" * 2000}) for _ in range(500)]
+        await store.insert_many(jobs)
+        key = ("tenant-a", Status.COMPLETED, "noop")
+        future = datetime(2100, 1, 1, tzinfo=UTC)
+        assert await store.prune_expired(key, future, 1000) == 500
+        given = 0
+        while step := await store.reclaim_space(64):
+            given += step
+        assert given > 200  # 500 rows of 2 KB: hundreds of 4 KB pages
+        assert await store.reclaim_space(64) == 0
+    finally:
+        await store.close()

@@ -60,17 +60,22 @@ class Pruner:
                 continue
             before = now - timedelta(seconds=keep)
             while True:
-                batch = await deps.store.expired_jobs(key, before, settings.prune_batch)
-                if not batch:
-                    break
-                if self._archive is not None:
-                    await self._archive.write(batch)
-                    archived += len(batch)
-                deleted = await deps.store.delete_jobs(batch)
+                if self._archive is None:
+                    deleted = found = await deps.store.prune_expired(
+                        key, before, settings.prune_batch
+                    )
+                else:
+                    batch = await deps.store.expired_jobs(key, before, settings.prune_batch)
+                    found = len(batch)
+                    if batch:
+                        await self._archive.write(batch)
+                        archived += found
+                    deleted = await deps.store.delete_jobs(batch) if batch else 0
                 pruned[status] += deleted
                 deps.metrics.reaper_pruned.labels(status=status.value).inc(deleted)
-                await trio.sleep(settings.prune_pause)
-                if len(batch) < settings.prune_batch:
+                if found:
+                    await trio.sleep(settings.prune_pause)
+                if found < settings.prune_batch:
                     break
         pruned = +pruned  # the statuses that lost jobs only
         if pruned:

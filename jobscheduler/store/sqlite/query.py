@@ -100,13 +100,13 @@ def finished_sql(
     tenant_id: str | None, statuses: tuple[Status, ...], select: str
 ) -> tuple[str, list[Any]]:
     """``SELECT select FROM jobs WHERE <the tenant's jobs in statuses, which are some of
-    THROUGHPUT> AND updated_at >= ?``; the caller appends the bound. Across tenants SQLite
-    would rather walk every job of the status through ``jobs_status_created``, so the query
-    names ``jobs_finished`` and holds its WHERE too."""
+    THROUGHPUT> AND updated_at >= ?``; the caller appends the bound. SQLite would rather walk
+    every job of the status (``jobs_status_created``, ``jobs_tenant_status``), so the query
+    names ``jobs_finished`` (a tenant's: ``jobs_tenant_finished``) and holds its WHERE too."""
     where, params = where_clause(JobQuery(tenant_id=tenant_id, statuses=statuses), _millis)
-    if tenant_id is None and set(statuses) != set(THROUGHPUT):
+    if set(statuses) != set(THROUGHPUT):
         where += f" AND {index_where(_THROUGHPUT)}"
-    hint = "INDEXED BY jobs_finished " if tenant_id is None else ""
+    hint = "INDEXED BY jobs_finished " if tenant_id is None else "INDEXED BY jobs_tenant_finished "
     return f"SELECT {select} FROM jobs {hint}{where} AND updated_at >= ?", params
 
 

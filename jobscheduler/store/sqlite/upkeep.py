@@ -79,13 +79,13 @@ _RECOUNT = "SELECT tenant_id, status, job_type, COUNT(*) FROM jobs GROUP BY 1, 2
 
 
 def make_incremental(conn: sqlite3.Connection) -> None:
-    """Set ``auto_vacuum = INCREMENTAL`` on a new file; convert an older file (one
-    ``VACUUM``, which rewrites it). Runs before the schema (on a new file, the pragma
-    only takes effect before the first table)."""
+    """Set ``auto_vacuum = INCREMENTAL`` on the file: a new one at once, an older one by
+    one ``VACUUM`` (which rewrites it: seconds for a file of a few hundred MB, once)."""
     if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
         return
     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    if conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+        # The file exists already (a WAL header is enough): only a VACUUM changes it.
         conn.execute("VACUUM")
 
 
@@ -189,6 +189,27 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         )
         params = (Status(status).value, tenant, job_type, _millis(before), limit)
         return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
+
+    async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
+        """One ``DELETE ... WHERE id IN (<the oldest expired, by jobs_prune>) RETURNING id``
+        and the records of those ids, in the writer's transaction: no row goes through
+        Python."""
+        tenant, status, job_type = key
+        sql = (
+            "DELETE FROM jobs WHERE id IN ("
+            f"  SELECT id FROM jobs INDEXED BY jobs_prune WHERE {PRUNE_WHERE} "
+            "  AND status = ? AND tenant_id = ? AND job_type = ? AND finished_at < ? "
+            "  ORDER BY finished_at ASC LIMIT ?"
+            ") RETURNING id"
+        )
+        params = (Status(status).value, tenant, job_type, _millis(before), limit)
+
+        def op(conn: sqlite3.Connection) -> int:
+            ids = conn.execute(sql, params).fetchall()
+            conn.executemany("DELETE FROM attempts WHERE job_id = ?", ids)
+            return len(ids)
+
+        return await self._write(op)
 
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
         rows = [

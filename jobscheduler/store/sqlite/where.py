@@ -125,6 +125,11 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     "jobs_in_flight": ("heartbeat_at", JobQuery(tenant_id=None, statuses=IN_FLIGHT)),
     # The throughput figures: jobs that ended completed or in dlq, by when.
     "jobs_finished": ("updated_at", JobQuery(tenant_id=None, statuses=THROUGHPUT)),
+    # ... and a tenant's (else its figures walk every job it ever finished).
+    "jobs_tenant_finished": (
+        "tenant_id, updated_at",
+        JobQuery(tenant_id=None, statuses=THROUGHPUT),
+    ),
     # A tenant's cron templates (the Cron view), newest first.
     "jobs_tenant_templates": (
         "tenant_id, created_at DESC, id DESC",
