@@ -4,7 +4,10 @@ the blocking writes, run in the store's worker threads).
 
 Without multi-document transactions the counters' write follows the jobs' write: a call cut
 off between the two (a network error, a crash) leaves a counter off by the jobs it moved,
-which :func:`reconcile` (the reaper, now and then) puts right. Only a write whose old status
+which the reaper's reconcile (:meth:`.upkeep.MongoUpkeepMixin.reconcile_counts`, now and
+then) puts right from the indexes: :func:`drifts` counts each (tenant, status, job type)
+with the ``count`` command, twice some time apart, and :func:`correct` moves by ``$inc``
+only the counters found off by the same amount both times. Only a write whose old status
 is known can be counted: a change expecting one of several statuses is first narrowed to
 the status its job holds (:func:`narrow`), so every change the adapters send names one.
 """
@@ -15,10 +18,10 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Final
 
 import attrs
-from pymongo import UpdateOne
+from pymongo import ASCENDING, IndexModel, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import PyMongoError
 
@@ -133,79 +136,168 @@ def narrow(jobs: Collection[Document], changes: Sequence[Change]) -> list[Change
     return narrowed
 
 
-def read(counts: Collection[Document], statuses: Iterable[Status] | None) -> dict[CountKey, int]:
-    """The counters (blocking): (tenant, status, job type) -> n, zeros left out."""
+#: The counters of one tenant (a tenant's counts read only its own documents).
+COUNTS_INDEXES: Final = [IndexModel([("tenantId", ASCENDING)], name="tenantId")]
+
+
+def read(
+    counts: Collection[Document],
+    statuses: Iterable[Status] | None,
+    tenant_id: str | None = None,
+) -> dict[CountKey, int]:
+    """The counters (blocking): (tenant, status, job type) -> n, zeros left out; of one
+    tenant's job types (its documents only, by the ``tenantId`` index), or of every one."""
     wanted = None if statuses is None else {Status(s) for s in statuses}
     found: dict[CountKey, int] = {}
-    for doc in counts.find({}):
+    for doc in counts.find({} if tenant_id is None else {"tenantId": tenant_id}):
         for status, n in (doc.get("n") or {}).items():
             if n and (wanted is None or Status(status) in wanted):
                 found[(doc["tenantId"], Status(status), doc["jobType"])] = int(n)
     return found
 
 
-def recount(jobs: Collection[Document]) -> dict[CountKey, int]:
-    """Every job counted by (tenant, status, job type): one ``$group`` (reads every job)."""
-    pipeline: list[Document] = [
-        {
-            "$group": {
-                "_id": {"t": "$tenantId", "s": "$status", "j": "$jobType"},
-                "n": {"$sum": 1},
-            }
-        }
-    ]
-    return {
-        (row["_id"]["t"], Status(row["_id"]["s"]), row["_id"]["j"]): int(row["n"])
-        for row in jobs.aggregate(pipeline)
+#: Tries at one (tenant, job type) before the reconcile leaves it for the next one: its
+#: counters must hold still while its jobs are counted.
+STEADY_TRIES: Final = 3
+
+#: (tenant, job type) -> status -> (counter, recount), where the two differ.
+Drifts = dict[tuple[str, str], dict[Status, tuple[int, int]]]
+
+
+def _count(jobs: Collection[Document], query: Document) -> int:
+    """The ``count`` command (an index's COUNT_SCAN on MongoDB, one SQL ``COUNT(*)`` on the
+    test stack's FerretDB; see :func:`.query.count_command`)."""
+    return int(jobs.database.command("count", jobs.name, query=query)["n"])
+
+
+def _skip_scan(jobs: Collection[Document], field: str, within: Document) -> list[str]:
+    """The distinct values of ``field`` among the jobs matching ``within`` (equalities on
+    the fields an index leads with before ``field``): one sorted ``find_one`` per value,
+    each a seek in that index (``distinct`` reads every document on FerretDB)."""
+    sort = [*((name, 1) for name in within), (field, 1)]
+    found: list[str] = []
+    while True:
+        after = {field: {"$gt": found[-1]}} if found else {field: {"$exists": True}}
+        doc = jobs.find_one({**within, **after}, sort=sort, projection={field: True})
+        if doc is None:
+            return found
+        found.append(str(doc[field]))
+
+
+def pairs(jobs: Collection[Document], counts: Collection[Document]) -> set[tuple[str, str]]:
+    """Every (tenant, job type) that has jobs (skip scans of the tenant and (tenant, job
+    type) indexes) or a counter that is not zero."""
+    tenant, job_type = FIELDS["tenant_id"], FIELDS["job_type"]
+    found = {
+        (t, j)
+        for t in _skip_scan(jobs, tenant, {})
+        for j in _skip_scan(jobs, job_type, {tenant: t})
     }
+    for doc in counts.find({}):
+        if any(doc.get("n", {}).values()):
+            found.add((doc["tenantId"], doc["jobType"]))
+    return found
 
 
-def reconcile(
-    jobs: Collection[Document], counts: Collection[Document]
-) -> dict[CountKey, tuple[int, int]]:
-    """Set the counters a recount finds wrong (blocking). Counters read before and after
-    the recount: one that moved meanwhile is left for the next reconcile; one that did not
-    is set by a write conditioned on the value it held, so a transition counted meanwhile
-    is never overwritten."""
-    before = read(counts, None)
-    actual = recount(jobs)
-    after = read(counts, None)
-    wrong: dict[CountKey, tuple[int, int]] = {}
-    for key in set(before) | set(actual) | set(after):
-        kept = after.get(key, 0)
-        if before.get(key, 0) != kept or actual.get(key, 0) == kept:
+def _kept(doc: Document | None) -> dict[Status, int]:
+    return {Status(s): int(n) for s, n in ((doc or {}).get("n") or {}).items() if n}
+
+
+def drift(
+    jobs: Collection[Document], counts: Collection[Document], pair: tuple[str, str]
+) -> dict[Status, tuple[int, int]] | None:
+    """(counter, recount) of each status of ``pair`` where they differ (blocking): one
+    ``count`` per status (the (status, tenant, job type, ...) index). None when the
+    counters moved while the jobs were counted, STEADY_TRIES times: a busy pair is left for
+    the next reconcile."""
+    tenant, job_type = pair
+    where = {FIELDS["tenant_id"]: tenant, FIELDS["job_type"]: job_type}
+    for _ in range(STEADY_TRIES):
+        before = counts.find_one({"_id": count_id(tenant, job_type)})
+        actual = {
+            status: _count(jobs, {FIELDS["status"]: status.value, **where}) for status in Status
+        }
+        after = counts.find_one({"_id": count_id(tenant, job_type)})
+        kept = _kept(before)
+        if kept != _kept(after):
             continue
-        tenant, status, job_type = key
-        field = f"n.{status.value}"
-        condition: dict[str, Any] = {field: kept} if kept else {field: {"$in": [0, None]}}
-        result = counts.update_one(
-            {"_id": count_id(tenant, job_type), **condition},
-            {"$set": {field: actual.get(key, 0), "tenantId": tenant, "jobType": job_type}},
-            upsert=False,
+        return {
+            status: (kept.get(status, 0), n)
+            for status, n in actual.items()
+            if kept.get(status, 0) != n
+        }
+    return None
+
+
+def drifts(
+    jobs: Collection[Document],
+    counts: Collection[Document],
+    among: Iterable[tuple[str, str]] | None = None,
+) -> Drifts:
+    """:func:`drift` of every pair (of :func:`pairs`, or ``among``) that has one."""
+    found: Drifts = {}
+    for pair in sorted(pairs(jobs, counts) if among is None else among):
+        off = drift(jobs, counts, pair)
+        if off:
+            found[pair] = off
+    return found
+
+
+def correct(counts: Collection[Document], confirmed: Drifts) -> None:
+    """Move each counter of ``confirmed`` by the recount minus it (blocking): an ``$inc``,
+    so a transition counted meanwhile is kept."""
+    deltas: Deltas = {
+        pair: Counter({status: actual - kept for status, (kept, actual) in off.items()})
+        for pair, off in confirmed.items()
+    }
+    statements = [
+        UpdateOne(
+            {"_id": count_id(tenant, job_type)},
+            {
+                "$inc": {f"n.{status.value}": n for status, n in counter.items() if n},
+                "$set": {"tenantId": tenant, "jobType": job_type},
+            },
+            upsert=True,
         )
-        if not result.matched_count and not kept:
-            counts.update_one(
-                {"_id": count_id(tenant, job_type)},
-                {
-                    "$inc": {field: actual.get(key, 0)},
-                    "$set": {"tenantId": tenant, "jobType": job_type},
-                },
-                upsert=True,
-            )
-        wrong[key] = (kept, actual.get(key, 0))
-    return wrong
+        for (tenant, job_type), counter in deltas.items()
+        if any(counter.values())
+    ]
+    if statements:
+        counts.bulk_write(statements, ordered=False)
+
+
+def confirm(first: Drifts, second: Drifts) -> Drifts:
+    """The drifts two looks some time apart found the same: a counter whose
+    jobs' write had landed but whose ``$inc`` was still on its way looks off in one look
+    only, while one a cut-off write left off stays off by the same amount."""
+    confirmed: Drifts = {}
+    for pair, off in first.items():
+        again = second.get(pair, {})
+        same = {
+            status: (kept, actual)
+            for status, (kept, actual) in off.items()
+            if status in again and again[status][0] - again[status][1] == kept - actual
+        }
+        if same:
+            confirmed[pair] = {status: again[status] for status in same}
+    return confirmed
 
 
 __all__ = [
     "COUNTS_COLLECTION",
+    "COUNTS_INDEXES",
     "Deltas",
+    "Drifts",
     "added",
+    "confirm",
+    "correct",
     "count_id",
+    "drift",
+    "drifts",
     "merge",
     "moved",
     "narrow",
+    "pairs",
     "read",
-    "reconcile",
-    "recount",
     "write",
 ]

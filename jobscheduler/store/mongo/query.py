@@ -270,7 +270,9 @@ class MongoQueryMixin(MongoSeam):
     ) -> JobCounts:
         """From the counters (:mod:`.counts`); :func:`count` is the recount from the jobs."""
         counters = self._counts()
-        found = await self._call(lambda: counts.read(counters, statuses), "count_jobs", read=True)
+        found = await self._call(
+            lambda: counts.read(counters, statuses, tenant_id), "count_jobs", read=True
+        )
         return counts_from(found, tenant_id, statuses, by_type)
 
     async def tenants(self, limit: int) -> list[str]:
@@ -303,7 +305,9 @@ class MongoQueryMixin(MongoSeam):
 
         def op() -> JobStats:
             stats = manage.stats(tenant_id, now, counted=False)
-            found = counts_from(counts.read(counters, None), tenant_id, None, by_type=True)
+            found = counts_from(
+                counts.read(counters, None, tenant_id), tenant_id, None, by_type=True
+            )
             return attrs.evolve(stats, counts=found.by_type or {})
 
         return await self._call(op, "stats", read=True)

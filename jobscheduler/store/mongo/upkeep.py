@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
+import trio
 from bson import ObjectId
 from pymongo import ASCENDING, IndexModel, UpdateOne
 from pymongo.collection import Collection
@@ -39,6 +40,10 @@ PRUNE_INDEX: Final = IndexModel(
     name="status_tenant_jobType_finishedAt",
 )
 
+#: Seconds between the reconcile's two looks at the counters: longer than a counters'
+#: write takes to follow its jobs' write.
+RECONCILE_SETTLE = 2.0
+
 #: Documents one backfill statement batch sets ``finishedAt`` on.
 _BACKFILL_BATCH = 500
 
@@ -47,6 +52,7 @@ def prepare_upkeep(jobs: Collection[Document], counters: Collection[Document]) -
     """At start (blocking): the pruning index; ``finishedAt`` on finished jobs written
     before it existed; the counters, counted once if the collection has none yet."""
     jobs.create_indexes([PRUNE_INDEX])
+    counters.create_indexes(counts.COUNTS_INDEXES)
     status, finished, updated = FIELDS["status"], FIELDS["finished_at"], FIELDS["updated_at"]
     missing = {status: {"$in": [s.value for s in FINAL]}, finished: None}
     while True:
@@ -58,7 +64,9 @@ def prepare_upkeep(jobs: Collection[Document], counters: Collection[Document]) -
             ordered=False,
         )
     if counters.find_one({}) is None and jobs.find_one({}, projection={"_id": True}):
-        counts.reconcile(jobs, counters)
+        # Jobs written before the counters: counted once (a pair whose counters move
+        # meanwhile is left to the reaper's reconcile).
+        counts.correct(counters, counts.drifts(jobs, counters))
 
 
 class MongoUpkeepMixin(MongoSeam):
@@ -73,11 +81,30 @@ class MongoUpkeepMixin(MongoSeam):
         return await self._call(lambda: counts.read(counters, statuses), "job_counters", read=True)
 
     async def reconcile_counts(self) -> dict[CountKey, tuple[int, int]]:
+        """From the indexes, twice RECONCILE_SETTLE apart (:func:`.counts.drifts`): only a
+        counter off by the same amount both times is moved, by ``$inc``, so neither a
+        transition whose counters' write is still on its way nor one counted meanwhile is
+        mistaken for a drift."""
         jobs, counters = self._collection(), self._counts()
-        wrong = await self._call(lambda: counts.reconcile(jobs, counters), "reconcile_counts")
-        if wrong:
-            log.warning("job counters repaired", extra={"counters": len(wrong)})
-        return wrong
+        first = await self._call(lambda: counts.drifts(jobs, counters), "reconcile_counts")
+        if not first:
+            return {}
+        await trio.sleep(RECONCILE_SETTLE)
+        second = await self._call(
+            lambda: counts.drifts(jobs, counters, first), "reconcile_counts", read=True
+        )
+        confirmed = counts.confirm(first, second)
+        if confirmed:
+            await self._call(lambda: counts.correct(counters, confirmed), "reconcile_counts")
+            log.warning(
+                "job counters repaired",
+                extra={"counters": sum(len(off) for off in confirmed.values())},
+            )
+        return {
+            (tenant, status, job_type): kept_actual
+            for (tenant, job_type), off in confirmed.items()
+            for status, kept_actual in off.items()
+        }
 
     async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
         tenant, status, job_type = key

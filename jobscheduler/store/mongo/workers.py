@@ -146,7 +146,7 @@ class MongoWorkersMixin(MongoSeam):
         counters = self._counts()
 
         def op() -> OverviewStats:
-            found = job_counts.read(counters, None)
+            found = job_counts.read(counters, None, tenant_id)
             counts = counts_from(found, tenant_id, None, by_type=False).by_status
             return OverviewStats(
                 counts=counts,

@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 #: Batches of fewer statements go as one ``findAndModify`` each (no more commands).
 MIN_BULK: int = 3
+#: Times a narrowed change that missed is narrowed and tried again (``_renarrow_sync``).
+NARROW_RETRIES: int = 3
 
 
 class MongoWrites(MongoConnection):
@@ -185,13 +187,38 @@ class MongoWrites(MongoConnection):
     def _count_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
         counts.write(self._counts(), counts.moved(changes, results))
 
+    def _renarrow_sync(
+        self, changes: Sequence[Change], narrowed: list[Change], results: list[Job | None]
+    ) -> None:
+        """A change that allows several statuses was narrowed to the one its job held
+        (:func:`.counts.narrow`); if the job moved to another of them before the update (a
+        cancel while the scheduler claims), the narrowed change missed where the change
+        itself would have applied. Such changes are narrowed again and applied one at a
+        time, up to NARROW_RETRIES times, so narrowing never turns a win into a lost race.
+        ``narrowed`` and ``results`` are updated in place."""
+        jobs = self._collection()
+        for _ in range(NARROW_RETRIES):
+            missed = [
+                i
+                for i, change in enumerate(changes)
+                if results[i] is None and narrowed[i] is not change
+            ]
+            if not missed:
+                return
+            again = counts.narrow(jobs, [changes[i] for i in missed])
+            for i, change in zip(missed, again, strict=True):
+                narrowed[i] = change
+                if change is not changes[i]:  # else: in none of its statuses, a real miss
+                    results[i] = self._apply_sync(change)
+
     async def apply(self, change: Change) -> Job | None:
         def op() -> Job | None:
-            (narrowed,) = counts.narrow(self._collection(), [change])
-            result = self._apply_sync(narrowed)
-            self._record_sync([narrowed], [result])
-            self._count_sync([narrowed], [result])
-            return result
+            narrowed = counts.narrow(self._collection(), [change])
+            results = [self._apply_sync(narrowed[0])]
+            self._renarrow_sync([change], narrowed, results)
+            self._record_sync(narrowed, results)
+            self._count_sync(narrowed, results)
+            return results[0]
 
         async with self._conditional_write():
             return await self._call(op, change.transition)
@@ -234,6 +261,7 @@ class MongoWrites(MongoConnection):
                 )
                 for (index, _), after in zip(retry, again, strict=True):
                     results[index] = after
+            self._renarrow_sync(changes, narrowed, results)
             self._record_sync(narrowed, results)
             self._count_sync(narrowed, results)
             return results
@@ -312,6 +340,7 @@ class MongoWrites(MongoConnection):
                     results = self._bulk_sync(narrowed)
                 else:
                     results = [self._apply_sync(change) for change in narrowed]
+                self._renarrow_sync(changes, narrowed, results)
                 self._record_sync(narrowed, results)
                 self._count_sync(narrowed, results)
                 return sum(result is not None for result in results)
