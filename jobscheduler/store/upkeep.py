@@ -60,8 +60,10 @@ class Upkeep(Protocol):
     async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` of what :meth:`expired_jobs` would return, oldest first,
         with their attempt records, without handing them out (when nothing archives them);
-        returns how many. This default reads them and calls :meth:`delete_jobs`; an adapter
-        may do it in one statement (SQLite does: no row is decoded)."""
+        returns how many. An adapter may delete fewer while more are expired (SQLite stops
+        early to leave its writer to a create or a claim): the caller calls again until
+        none is deleted. This default reads them and calls :meth:`delete_jobs`; an adapter
+        may do it in statements that decode no row (SQLite does)."""
         return await self.delete_jobs(await self.expired_jobs(key, before, limit))
 
     @abc.abstractmethod
@@ -83,7 +85,8 @@ class Upkeep(Protocol):
 
     async def reclaim_space(self, max_pages: int) -> int:
         """Give up to ``max_pages`` pages freed by deletes back to the file system; how
-        many. A store without such pages (the default) does nothing."""
+        many (possibly fewer while more are free: the caller calls again until it gets 0).
+        A store without such pages (the default) does nothing."""
         return 0
 
 

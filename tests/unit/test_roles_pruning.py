@@ -19,10 +19,12 @@ from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.retention import Override, Scope
 from jobscheduler.handlers import HandlerRegistry
+from jobscheduler.roles.reaper import pruning
 from jobscheduler.roles.reaper.archive import Archive, append_lines, read_archive
-from jobscheduler.roles.reaper.pruning import Pruner
+from jobscheduler.roles.reaper.pruning import Pruner, run_pruner
 from jobscheduler.roles.retention import publish_type_retention
 from jobscheduler.store import JobStore
+from jobscheduler.store.memory import MemoryJobStore
 from jobscheduler.store.query import JobQuery
 
 from .conftest import BASE, DepsFactory, make_job, sample
@@ -110,7 +112,7 @@ async def test_a_large_prune_goes_in_bounded_batches_with_a_pause_between(
     store.delete_jobs = counted  # type: ignore[method-assign]
     started = trio.current_time()
     summary = await Pruner(deps).sweep()
-    assert deleted == [10, 10, 10, 5]
+    assert deleted == [10, 10, 10, 5, 0]  # until a batch deletes nothing
     assert summary.pruned == {Status.COMPLETED: 35}
     assert trio.current_time() - started >= 4 * 0.5
 
@@ -191,3 +193,18 @@ async def test_a_job_retried_while_it_was_archived_is_kept(
     summary = await Pruner(make_deps(), RetryingArchive(tmp_path)).sweep()
     assert summary.pruned == {}
     assert (await store.get(dead.id)).status is Status.PENDING
+
+
+async def test_the_pruner_reconciles_the_counters_now_and_then(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: MemoryJobStore
+) -> None:
+    job = await store.insert(make_job())
+    key = (job.tenant_id, Status.PENDING, job.job_type)
+    store._jobs.counters[key] += 4  # as a counters' write cut off after its jobs' write would
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_pruner, make_deps())
+        await trio.sleep(pruning.RECONCILE_INTERVAL / 2)
+        assert (await store.job_counters())[key] == 5  # not yet
+        await trio.sleep(pruning.RECONCILE_INTERVAL)
+        assert (await store.job_counters())[key] == 1
+        nursery.cancel_scope.cancel()

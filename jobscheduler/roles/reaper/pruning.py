@@ -29,7 +29,8 @@ from .archive import Archive
 
 log = logging.getLogger(__name__)
 
-#: Free pages handed back per step (SQLite's pages are 4 KiB: 4 MiB a step).
+#: Most free pages one step hands back (SQLite's pages are 4 KiB: 4 MiB; the store stops a
+#: step sooner to leave its writer to others).
 RECLAIM_PAGES = 1024
 #: How often the counters are recounted and repaired (MongoDB's may drift after a cut-off
 #: write; the others' cannot, which the recount confirms).
@@ -61,22 +62,22 @@ class Pruner:
             before = now - timedelta(seconds=keep)
             while True:
                 if self._archive is None:
-                    deleted = found = await deps.store.prune_expired(
-                        key, before, settings.prune_batch
-                    )
+                    # Fewer than a batch is no sign of the end (the store may stop early
+                    # to leave its writer to others): the end is a call that deletes none.
+                    deleted = await deps.store.prune_expired(key, before, settings.prune_batch)
+                    more = deleted > 0
                 else:
                     batch = await deps.store.expired_jobs(key, before, settings.prune_batch)
-                    found = len(batch)
                     if batch:
                         await self._archive.write(batch)
-                        archived += found
+                        archived += len(batch)
                     deleted = await deps.store.delete_jobs(batch) if batch else 0
+                    more = len(batch) == settings.prune_batch
                 pruned[status] += deleted
                 deps.metrics.reaper_pruned.labels(status=status.value).inc(deleted)
-                if found:
-                    await trio.sleep(settings.prune_pause)
-                if found < settings.prune_batch:
+                if not more:
                     break
+                await trio.sleep(settings.prune_pause)
         pruned = +pruned  # the statuses that lost jobs only
         if pruned:
             await self._reclaim()
@@ -98,7 +99,7 @@ class Pruner:
     async def _reclaim(self) -> None:
         """Hand the pages the deletes freed back to the file system, a step at a time."""
         while True:
-            if await self._deps.store.reclaim_space(RECLAIM_PAGES) < RECLAIM_PAGES:
+            if not await self._deps.store.reclaim_space(RECLAIM_PAGES):
                 return
             await trio.sleep(self._deps.settings.prune_pause)
 
@@ -113,7 +114,7 @@ async def run_pruner(
     archive = Archive(deps.settings.archive_dir) if deps.settings.archive_dir else None
     pruner = Pruner(deps, archive)
     task_status.started()
-    reconciled_at = time.monotonic()
+    reconciled_at = trio.current_time()
     while True:
         try:
             await pruner.sweep()
@@ -121,8 +122,8 @@ async def run_pruner(
             log.warning("finished jobs not pruned", extra={"error": str(exc)})
         except OSError as exc:
             log.error("finished jobs not pruned: the archive cannot be written", exc_info=exc)
-        if time.monotonic() - reconciled_at >= RECONCILE_INTERVAL:
-            reconciled_at = time.monotonic()
+        if trio.current_time() - reconciled_at >= RECONCILE_INTERVAL:
+            reconciled_at = trio.current_time()
             try:
                 await deps.store.reconcile_counts()
             except StoreError as exc:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,6 +75,12 @@ PRUNE_INDEX = (
     "CREATE INDEX IF NOT EXISTS jobs_prune "
     f"ON jobs (status, tenant_id, job_type, finished_at) WHERE {PRUNE_WHERE};"
 )
+
+#: Rows one statement of a prune deletes, and the time after which a prune (or a reclaim
+#: of free pages) leaves the writer to others: a create or a claim queued behind it waits
+#: for one slice at most.
+PRUNE_SLICE_ROWS = 100
+PRUNE_SLICE_SECONDS = 0.01
 
 _RECOUNT = "SELECT tenant_id, status, job_type, COUNT(*) FROM jobs GROUP BY 1, 2, 3"
 
@@ -191,9 +198,12 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
 
     async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
-        """One ``DELETE ... WHERE id IN (<the oldest expired, by jobs_prune>) RETURNING id``
-        and the records of those ids, in the writer's transaction: no row goes through
-        Python."""
+        """``DELETE ... WHERE id IN (<the oldest expired, by jobs_prune>) RETURNING id`` and
+        the records of those ids, in the writer's transaction: no row goes through Python.
+        The rows go in slices of PRUNE_SLICE_ROWS, and the operation stops after the slice
+        during which another write was queued, or PRUNE_SLICE_SECONDS in: the writer is
+        never held for long by a prune, whatever ``limit`` is (the caller calls again until
+        it deletes nothing)."""
         tenant, status, job_type = key
         sql = (
             "DELETE FROM jobs WHERE id IN ("
@@ -202,33 +212,52 @@ class SQLiteUpkeepMixin(SQLiteConnection):
             "  ORDER BY finished_at ASC LIMIT ?"
             ") RETURNING id"
         )
-        params = (Status(status).value, tenant, job_type, _millis(before), limit)
+        params = (Status(status).value, tenant, job_type, _millis(before))
+        batches = self._batches
 
         def op(conn: sqlite3.Connection) -> int:
-            ids = conn.execute(sql, params).fetchall()
-            conn.executemany("DELETE FROM attempts WHERE job_id = ?", ids)
-            return len(ids)
+            deleted = 0
+            deadline = time.perf_counter() + PRUNE_SLICE_SECONDS
+            while deleted < limit:
+                rows = min(PRUNE_SLICE_ROWS, limit - deleted)
+                ids = conn.execute(sql, (*params, rows)).fetchall()
+                conn.executemany("DELETE FROM attempts WHERE job_id = ?", ids)
+                deleted += len(ids)
+                if len(ids) < rows or time.perf_counter() >= deadline:
+                    break
+                if batches is not None and batches.waiting():
+                    break
+            return deleted
 
         return await self._write(op)
 
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
+        """One write per PRUNE_SLICE_ROWS jobs (each a transaction of its own: a job's
+        delete is conditional on its own, so nothing needs them together), so that
+        a create or a claim waits for one slice at most."""
         rows = [
             (job.id, job.status.value, None if job.finished_at is None else _ms(job.finished_at))
             for job in jobs
         ]
 
-        def op(conn: sqlite3.Connection) -> int:
-            deleted = 0
-            for job_id, status, finished in rows:
-                if conn.execute(
-                    "DELETE FROM jobs WHERE id = ? AND status = ? AND finished_at IS ?",
-                    (job_id, status, finished),
-                ).rowcount:
-                    conn.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
-                    deleted += 1
-            return deleted
+        def op(part: Sequence[tuple[str, str, int | None]]) -> Callable[[sqlite3.Connection], int]:
+            def delete(conn: sqlite3.Connection) -> int:
+                deleted = 0
+                for job_id, status, finished in part:
+                    if conn.execute(
+                        "DELETE FROM jobs WHERE id = ? AND status = ? AND finished_at IS ?",
+                        (job_id, status, finished),
+                    ).rowcount:
+                        conn.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
+                        deleted += 1
+                return deleted
 
-        return await self._write(op) if rows else 0
+            return delete
+
+        deleted = 0
+        for start in range(0, len(rows), PRUNE_SLICE_ROWS):
+            deleted += await self._write(op(rows[start : start + PRUNE_SLICE_ROWS]))
+        return deleted
 
     async def set_retention(self, override: Override) -> None:
         key = (override.scope.value, override.name)
@@ -270,17 +299,35 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         return None if row is None else PruneSummary.from_json(json.loads(row[0]))
 
     async def reclaim_space(self, max_pages: int) -> int:
-        """``PRAGMA incremental_vacuum(max_pages)`` in the writer's batch: each call holds
-        the writer for a bounded time."""
+        """``PRAGMA incremental_vacuum`` a page at a time (Python's ``execute`` runs one step
+        of it, which frees one page, whatever the count asked) in the writer's batch, up to
+        ``max_pages``, stopping once another write is queued or PRUNE_SLICE_SECONDS in: each
+        call holds the writer for a bounded time (the caller calls again until it frees
+        nothing)."""
+        batches = self._batches
 
         def op(conn: sqlite3.Connection) -> int:
-            before = conn.execute("PRAGMA freelist_count").fetchone()[0]
-            if before:
-                conn.execute(f"PRAGMA incremental_vacuum({int(max_pages)})").fetchall()
-            after = conn.execute("PRAGMA freelist_count").fetchone()[0]
-            return int(before - after)
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            deadline = time.perf_counter() + PRUNE_SLICE_SECONDS
+            freed = 0
+            while freed < min(free, max_pages):
+                conn.execute("PRAGMA incremental_vacuum(1)")
+                freed += 1
+                if freed % 16 == 0 and (
+                    time.perf_counter() >= deadline or (batches is not None and batches.waiting())
+                ):
+                    break
+            return int(free - conn.execute("PRAGMA freelist_count").fetchone()[0])
 
-        return 0 if self._memory else await self._write(op)
+        if self._memory:
+            return 0
+        freed = await self._write(op)
+        if not freed:
+            # Done: the pages freed so far leave the file once the WAL's frames are copied
+            # back, so a passive checkpoint now (on a reader: no write waits on it) rather
+            # than at the next auto-checkpoint that finds no reader in the way.
+            await self._read(lambda conn: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+        return int(freed)
 
 
 def _override(row: Sequence[Any]) -> Override:
