@@ -25,6 +25,7 @@ import statistics
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -266,6 +267,7 @@ async def prune_under_load(stack: Stack, client: Pool, tenant: str, quiet_p99: f
     """Expire the fill (a 1-day tenant override), run the steady load while the reaper
     prunes it, then wait for the last job to go and for the file's pages to come back."""
     one_day = {"completed": "1d", "cancelled": "1d", "dlq": "1d"}
+    asked = datetime.now(UTC) - timedelta(seconds=2)
     status, body = await client.request("PUT", f"/retention/{tenant}", one_day)
     if status != 200:
         raise RuntimeError(f"PUT /retention/{tenant} -> {status}: {body}")
@@ -282,10 +284,22 @@ async def prune_under_load(stack: Stack, client: Pool, tenant: str, quiet_p99: f
         while await _left(client, tenant):  # noqa: ASYNC110
             await trio.sleep(2)
     took = time.perf_counter() - started
-    _, rules = await client.request("GET", "/retention")
+    print(f"scale: pruned in about {took:.0f}s ({_load()})")
+    with trio.fail_after(3600):
+        # The sweep records its summary once it has handed the freed pages back.
+        while (last := await _last_prune(client))["at"] < asked:  # noqa: ASYNC110
+            await trio.sleep(2)
+    print(f"scale: the reaper's sweep, pages handed back included: {last['summary']}")
+
+
+async def _last_prune(client: Pool) -> dict[str, Any]:
+    """The reaper's last prune sweep (GET /retention) and the jobs it pruned."""
+    status, rules = await client.request("GET", "/retention")
+    if status != 200:
+        raise RuntimeError(f"GET /retention -> {status}")
     last = rules.get("lastPrune") or {}
-    print(f"scale: pruned in about {took:.0f}s; the reaper's last sweep: {last} ({_load()})")
-    await trio.sleep(12)  # the pages freed are handed back at the end of a sweep
+    at = parse_time(last["at"], "at") if last else datetime.min.replace(tzinfo=UTC)
+    return {"summary": last, "at": at}
 
 
 async def _left(client: Pool, tenant: str) -> int:
