@@ -4,7 +4,7 @@ A job in one of :data:`PRUNABLE` is deleted by the reaper once it has been finis
 longer than its retention (with its attempt records; its replays live in the job). The
 retention of a job is, for its status, the first of:
 
-1. its tenant's override (set by an admin: ``PUT /admin/retention/{tenant}``,
+1. its tenant's override (set by an admin: ``PUT /retention/{tenant}``,
    ``jobscheduler retention set``);
 2. its job type's (the handler's ``retention=`` option, published by the executors);
 3. the default (``RETENTION_COMPLETED``, ``RETENTION_CANCELLED``, ``RETENTION_DLQ``).

@@ -26,7 +26,8 @@ from .recovery import BATCH, recover_lost, requeue_stale
 
 log = logging.getLogger(__name__)
 
-#: Upper bound of one sample of the job gauges (a count over every job).
+#: Upper bound of one sample of the job gauges (read from the counters, plus the stats'
+#: windows).
 STATS_TIMEOUT = 5.0
 
 
