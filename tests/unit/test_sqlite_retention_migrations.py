@@ -1,4 +1,6 @@
-"""Files made before retention: at start they gain what pruning and the counters need."""
+"""Files made before retention gain at start what pruning and the counters need; the space
+pruned jobs leave goes back to the file system; a prune holds the writer one slice at a
+time."""
 
 from __future__ import annotations
 
@@ -6,8 +8,10 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from jobscheduler.domain.model import Status
-from jobscheduler.store.sqlite import SQLiteJobStore
+from jobscheduler.store.sqlite import SQLiteJobStore, upkeep
 
 from .conftest import make_job
 
@@ -111,3 +115,24 @@ async def test_the_pages_pruned_jobs_leave_are_given_back(tmp_path: Path) -> Non
     finally:
         await store.close()
     assert _page_count(path) <= full - given  # the file itself is that much shorter
+
+
+async def test_a_prune_leaves_the_writer_after_a_slice_and_is_called_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slice's time is up at once: each call deletes one slice of rows, oldest first.
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 0.0)
+    store = SQLiteJobStore(tmp_path / "jobs.db")
+    await store.start()
+    try:
+        await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
+        key = ("tenant-a", Status.COMPLETED, "noop")
+        future = datetime(2100, 1, 1, tzinfo=UTC)
+        calls = []
+        while step := await store.prune_expired(key, future, 1000):
+            calls.append(step)
+        assert calls == [10, 10, 5]
+        assert await store.job_counters() == {}
+    finally:
+        await store.close()
