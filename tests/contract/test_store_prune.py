@@ -1,7 +1,7 @@
 """The JobStore contract, pruning: the expired jobs of one (tenant, status, job type),
-oldest first, never a template nor a job still running; a delete that spares a job changed
-since it was read, and takes the attempt records along; the retention overrides. Run
-against every adapter."""
+oldest first, never a template, a workflow's step nor a job still running; a delete that
+spares a job changed since it was read, and takes the attempt records along; the retention
+overrides. Run against every adapter."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import attrs
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
 from jobscheduler.domain.retention import Override, PruneSummary, Scope
+from jobscheduler.domain.steps import Step
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import JobQuery
 
@@ -36,6 +37,11 @@ async def test_expired_jobs_are_one_keys_finished_before_the_cutoff_oldest_first
             make_job(status=Status.DLQ, created_at=NOW - 9 * DAY),
             make_job(created_at=NOW - 9 * DAY),  # pending
             make_job(status=Status.COMPLETED, created_at=NOW - 9 * DAY, cron="* * * * *"),
+            attrs.evolve(  # a workflow's step: kept with its workflow
+                make_job(status=Status.COMPLETED, created_at=NOW - 9 * DAY),
+                workflow_id="65a0000000000000000000ff",
+                step=Step(name="export"),
+            ),
         ]
     )
     expired = await store.expired_jobs(KEY, NOW - 7 * DAY, 10)

@@ -52,6 +52,7 @@ class MemoryUpkeepMixin(MemoryAttemptsMixin):
             for job in self._jobs
             if (job.tenant_id, job.status, job.job_type) == (tenant, status, job_type)
             and job.cron is None
+            and job.workflow_id is None  # steps are kept with their workflow
             and job.finished_at is not None
             and job.finished_at < cutoff
         ]

@@ -114,6 +114,7 @@ class MongoUpkeepMixin(MongoSeam):
             FIELDS["job_type"]: job_type,
             FIELDS["finished_at"]: {"$lt": utc(before)},
             FIELDS["cron"]: None,
+            FIELDS["workflow_id"]: None,  # steps are kept with their workflow
         }
         sort = [(FIELDS["finished_at"], ASCENDING)]
         jobs = self._collection()

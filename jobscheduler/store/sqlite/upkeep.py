@@ -71,6 +71,9 @@ CREATE TABLE IF NOT EXISTS retention (
 #: The pruning index: finished one-off jobs by (status, tenant, type), oldest finish first.
 #: Partial, so a transition of an unfinished job never touches it.
 PRUNE_WHERE = "finished_at IS NOT NULL AND cron IS NULL"
+#: Workflow steps are kept with their workflow (not pruned): a running workflow's later
+#: steps read their parents' results, and workflows themselves are not pruned yet.
+NOT_A_STEP = "workflow_id IS NULL"
 PRUNE_INDEX = (
     "CREATE INDEX IF NOT EXISTS jobs_prune "
     f"ON jobs (status, tenant_id, job_type, finished_at) WHERE {PRUNE_WHERE};"
@@ -191,7 +194,8 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         tenant, status, job_type = key
         sql = (
             f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_prune WHERE {PRUNE_WHERE} "
-            "AND status = ? AND tenant_id = ? AND job_type = ? AND finished_at < ? "
+            f"AND {NOT_A_STEP} AND status = ? AND tenant_id = ? AND job_type = ? "
+            "AND finished_at < ? "
             "ORDER BY finished_at ASC LIMIT ?"
         )
         params = (Status(status).value, tenant, job_type, _millis(before), limit)
@@ -208,7 +212,8 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         sql = (
             "DELETE FROM jobs WHERE id IN ("
             f"  SELECT id FROM jobs INDEXED BY jobs_prune WHERE {PRUNE_WHERE} "
-            "  AND status = ? AND tenant_id = ? AND job_type = ? AND finished_at < ? "
+            f"  AND {NOT_A_STEP} AND status = ? AND tenant_id = ? AND job_type = ? "
+            "  AND finished_at < ? "
             "  ORDER BY finished_at ASC LIMIT ?"
             ") RETURNING id"
         )
