@@ -21,7 +21,7 @@ from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
 from .conftest import DepsFactory, make_job, make_settings, sample
-from .roles_support import REAL_BOUND, queue, wake_up
+from .roles_support import REAL_BOUND, executor_running, queue, wake_up
 from .test_runners import registry_of, sleep_in_process
 
 
@@ -37,16 +37,7 @@ async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> 
 
 
 async def run_until_settled(deps: Deps, store: JobStore, job: Job) -> list[str]:
-    executor = Executor(deps)
-    results: list[str] = []
-    async with trio.open_nursery() as nursery:
-        await nursery.start(executor.heartbeat_loop)
-
-        async def run() -> None:
-            results.append(await executor.run(wake_up(job)))
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(run)
+    async with executor_running(Executor(deps), job) as results:
         await request_cancel_when_running(deps, store, job)
     return results
 
@@ -126,17 +117,8 @@ async def test_process_handler_is_killed_and_the_job_ends_cancelled(
     pid_file = tmp_path / "pid"
     job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
     await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
     with trio.fail_after(REAL_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-
-            async def run() -> None:
-                results.append(await executor.run(wake_up(job)))
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(run)
+        async with executor_running(Executor(deps), job) as results:
             pid = await pid_from(pid_file, REAL_BOUND)  # the handler really runs in its process
             await request_cancel_when_running(deps, store, job)
     assert results == ["cancelled"]

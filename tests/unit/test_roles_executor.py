@@ -12,9 +12,8 @@ import trio
 import trio.testing
 
 from jobscheduler.bus.base import DeadLetter
-from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
-from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.model import Status
 from jobscheduler.handlers import JobContext, default_registry
 from jobscheduler.roles.executor.consume import Executor, run_executor
 from jobscheduler.roles.scheduler.loop import Scheduler
@@ -26,8 +25,10 @@ from .roles_support import (
     REAL_BOUND,
     TERM,
     ObservedBus,
+    executor_running,
     hanging_handler,
     queue,
+    recover_running,
     registry_with,
     status_of,
     wake_up,
@@ -164,20 +165,9 @@ async def test_running_handler_heartbeats_so_its_job_is_not_stale(
     deps = make_deps(settings=make_settings(tmp_path, heartbeat_interval=10.0))
     job = make_job(job_type="slow", payload={"sleepMs": 35_000})
     await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
-    finished = trio.Event()
-
-    async def run() -> None:
-        results.append(await executor.run(wake_up(job)))
-        finished.set()
-
     with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-            nursery.start_soon(run)
-            await finished.wait()
-            nursery.cancel_scope.cancel()
+        async with executor_running(Executor(deps), job) as results:
+            pass
 
     assert results == ["completed"]
     done = await store.get(job.id)
@@ -200,27 +190,11 @@ async def test_heartbeat_that_finds_the_token_gone_cancels_the_handler(
     )
     job = make_job(job_type="hang")
     await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
-    finished = trio.Event()
-
-    async def run() -> None:
-        results.append(await executor.run(wake_up(job)))
-        finished.set()
-
     with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-            nursery.start_soon(run)
+        async with executor_running(Executor(deps), job) as results:
             await started.wait()
             # The reaper takes the job back, as if the heartbeats had stopped arriving.
-            recovered: Job | None = None
-            while recovered is None:  # conditional on the heartbeat it saw
-                running = await store.get(job.id)
-                assert running.status is Status.RUNNING
-                recovered = await store.apply(states.recover(running, now=deps.clock.now()))
-            await finished.wait()
-            nursery.cancel_scope.cancel()
+            recovered = await recover_running(deps, store, job)
 
     assert results == ["stale"]
     assert ended == [job.id]

@@ -27,7 +27,6 @@ import trio_parallel
 
 from jobscheduler import PermanentError
 from jobscheduler.bus.local import LocalBus
-from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
@@ -38,7 +37,7 @@ from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
 from .conftest import DepsFactory, make_clock, make_job, make_settings, sample
-from .roles_support import REAL_BOUND, queue, wake_up
+from .roles_support import REAL_BOUND, executor_running, queue, recover_running, wake_up
 
 # ------------------------------------------------------------- process handlers
 # Module level: a worker process imports them by name.
@@ -340,26 +339,11 @@ async def test_process_handler_whose_claim_is_lost_is_killed_and_its_outcome_dis
     pid_file = tmp_path / "pid"
     job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
     await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
-    finished = trio.Event()
-
-    async def run() -> None:
-        results.append(await executor.run(wake_up(job)))
-        finished.set()
-
     with trio.fail_after(REAL_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-            nursery.start_soon(run)
+        async with executor_running(Executor(deps), job) as results:
             pid = await pid_from(pid_file, REAL_BOUND)
             # The reaper takes the job back, as if the heartbeats had stopped arriving.
-            recovered: Job | None = None
-            while recovered is None:  # conditional on the heartbeat it saw
-                running = await store.get(job.id)
-                recovered = await store.apply(states.recover(running, now=deps.clock.now()))
-            await finished.wait()
-            nursery.cancel_scope.cancel()
+            recovered = await recover_running(deps, store, job)
 
     assert results == ["stale"]
     assert not alive(pid)
