@@ -54,27 +54,24 @@ async def test_waker_notify_while_awake_ends_only_the_next_sleep_by_that_due_tim
     assert clock.now() == after(150)
 
 
-async def test_waker_notify_while_awake_of_an_already_due_job_ends_the_next_sleep_at_once(
-    autojump_clock: trio.testing.MockClock,
+@pytest.mark.parametrize(
+    ("notified", "woken"),
+    [
+        pytest.param([-1], 0, id="an-already-due-job-ends-the-next-sleep-at-once"),
+        # Regression: every create of a job due later woke the scheduler for a needless
+        # tick (four store reads) while it was busy, so under create load it never slept.
+        pytest.param([5000, 86_400, 100], 100, id="a-job-due-after-the-next-sleep-changes-nothing"),
+    ],
+)
+async def test_waker_notify_while_awake_of_one_due_time(
+    autojump_clock: trio.testing.MockClock, notified: list[int], woken: int
 ) -> None:
     clock = make_clock()
     waker = Waker(clock)
-    waker.notify(after(-1))
-    await waker.sleep_until(after(100))
-    assert clock.now() == BASE
-
-
-async def test_waker_notify_while_awake_of_a_job_due_after_the_next_sleep_changes_nothing(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """Regression: every create of a job due later woke the scheduler for a
-    needless tick (four store reads) while it was busy, so under create load it never slept."""
-    clock = make_clock()
-    waker = Waker(clock)
-    for seconds in (5000, 86_400, 100):
+    for seconds in notified:
         waker.notify(after(seconds))
     await waker.sleep_until(after(100))
-    assert clock.now() == after(100)
+    assert clock.now() == after(woken)
 
 
 async def test_waker_sleep_until_a_past_deadline_returns_at_once(
