@@ -213,3 +213,22 @@ async def receive_until(
 
 def wake_ups(job_type: str, count: int) -> list[WakeUp]:
     return [WakeUp(job_id=new_id(), job_type=job_type, priority=i % 7 - 3) for i in range(count)]
+
+
+async def held_in_order(bus: Bus, sub: Subscription, sent: list[WakeUp]) -> list[Delivery]:
+    """Publish ``sent`` (one key, so one partition) and take as many deliveries on ``sub``,
+    unacked; they arrive in the order sent."""
+    await bus.publish(sent)
+    deliveries = aiter(sub)
+    held = [await next_delivery(deliveries) for _ in sent]
+    assert [d.message for d in held] == sent
+    return held
+
+
+async def received_on_resubscribing(bus: Bus, markers: list[WakeUp]) -> list[WakeUp]:
+    """What a new subscription to the markers' job type receives (and acks) until
+    ``markers``, published now, have all arrived: any redelivered message comes before the
+    marker of its key."""
+    async with bus.subscribe(markers[0].job_type) as sub:
+        await bus.publish(markers)
+        return await receive_until(aiter(sub), markers)

@@ -34,10 +34,12 @@ from jobscheduler.bus import Bus, Delivery, Subscription, WakeUp
 from .bus_fixtures import (
     RECEIVE_TIMEOUT,
     BusHarness,
+    held_in_order,
     new_id,
     new_type,
     next_delivery,
     receive_until,
+    received_on_resubscribing,
     wake_ups,
 )
 
@@ -114,9 +116,7 @@ async def test_unacked_message_goes_to_the_next_subscription_and_acked_one_does_
     # One marker per key: each follows its message in that message's partition, so once
     # both markers arrive, any redelivery of either message has arrived too.
     markers = [WakeUp(job_id=m.job_id, job_type=job_type, priority=100) for m in (acked, unacked)]
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish(markers)
-        received = await receive_until(aiter(sub), markers)
+    received = await received_on_resubscribing(bus, markers)
 
     assert acked not in received
     assert (unacked in received) == harness.redelivers_unacked
@@ -131,16 +131,10 @@ async def test_out_of_order_ack_never_commits_past_the_earlier_unacked_message(
         WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
     )
     async with bus.subscribe(job_type) as sub:
-        await bus.publish([first, second])
-        deliveries = aiter(sub)
-        d_first = await next_delivery(deliveries)
-        d_second = await next_delivery(deliveries)
-        assert [d_first.message, d_second.message] == [first, second]
+        _, d_second = await held_in_order(bus, sub, [first, second])
         await d_second.ack()
 
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        received = await receive_until(aiter(sub), [marker])
+    received = await received_on_resubscribing(bus, [marker])
 
     # The second message may come again too (its offset is behind the uncommitted first).
     assert (first in received) == harness.redelivers_unacked
@@ -154,16 +148,11 @@ async def test_acks_that_close_the_gap_commit_past_every_message(bus: Bus) -> No
     sent = [WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 3)]
     marker = WakeUp(job_id=job_id, job_type=job_type, priority=100)
     async with bus.subscribe(job_type) as sub:
-        await bus.publish(sent)
-        deliveries = aiter(sub)
-        held = [await next_delivery(deliveries) for _ in sent]
-        assert [d.message for d in held] == sent
+        held = await held_in_order(bus, sub, sent)
         for index in (2, 0, 1, 1):  # last, first, middle, and an ack repeated harmlessly
             await held[index].ack()
 
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        received = await receive_until(aiter(sub), [marker])
+    received = await received_on_resubscribing(bus, [marker])
 
     assert received == [marker]
 
@@ -179,19 +168,13 @@ async def test_released_message_is_settled_its_offset_committed_past_and_not_red
         WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
     )
     async with bus.subscribe(job_type) as sub:
-        await bus.publish([released, acked])
-        deliveries = aiter(sub)
-        d_released = await next_delivery(deliveries)
-        d_acked = await next_delivery(deliveries)
-        assert [d_released.message, d_acked.message] == [released, acked]
+        d_released, d_acked = await held_in_order(bus, sub, [released, acked])
         await d_acked.ack()
         await d_released.release()
         await d_released.release()  # idempotent
         await d_acked.release()  # after an ack: a no-op
 
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        received = await receive_until(aiter(sub), [marker])
+    received = await received_on_resubscribing(bus, [marker])
 
     assert received == [marker]
 
@@ -261,9 +244,7 @@ async def test_malformed_message_is_skipped_without_blocking_its_partition(
 
     # Had the malformed message not been committed past, the valid one behind it would
     # come back before the marker.
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        assert await receive_until(aiter(sub), [marker]) == [marker]
+    assert await received_on_resubscribing(bus, [marker]) == [marker]
 
 
 async def test_unacked_deliveries_are_bounded_and_flow_resumes_after_acks(
