@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
@@ -116,6 +117,15 @@ class GatedStore:
         return self.key
 
 
+async def all_at_once(store: GatedStore, call: Callable[[], Awaitable[None]], times: int) -> None:
+    """Start ``call`` ``times`` over while ``store`` holds its reads, then let them through."""
+    async with trio.open_nursery() as nursery:
+        for _ in range(times):
+            nursery.start_soon(call)
+        await trio.testing.wait_all_tasks_blocked()
+        store.gate.set()
+
+
 async def test_concurrent_misses_of_one_key_share_a_single_store_read() -> None:
     record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
     store = GatedStore(record)
@@ -125,11 +135,7 @@ async def test_concurrent_misses_of_one_key_share_a_single_store_read() -> None:
     async def call() -> None:
         principals.append(await auth.authenticate([f"Bearer {token}"]))
 
-    async with trio.open_nursery() as nursery:
-        for _ in range(20):
-            nursery.start_soon(call)
-        await trio.testing.wait_all_tasks_blocked()
-        store.gate.set()
+    await all_at_once(store, call, 20)
     assert store.lookups == 1
     assert [p.key_id for p in principals] == [record.id] * 20
 
@@ -147,11 +153,7 @@ async def test_a_failed_shared_read_fails_its_waiters_and_the_next_request_reads
         except StoreError as exc:
             errors.append(str(exc))
 
-    async with trio.open_nursery() as nursery:
-        for _ in range(5):
-            nursery.start_soon(call)
-        await trio.testing.wait_all_tasks_blocked()
-        store.gate.set()
+    await all_at_once(store, call, 5)
     assert store.lookups == 1
     assert len(errors) == 5  # a 503 each, not a 401
     store.fail = False  # the store is back: a failure was not cached
