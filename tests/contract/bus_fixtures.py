@@ -232,3 +232,15 @@ async def received_on_resubscribing(bus: Bus, markers: list[WakeUp]) -> list[Wak
     async with bus.subscribe(markers[0].job_type) as sub:
         await bus.publish(markers)
         return await receive_until(aiter(sub), markers)
+
+
+async def held_up_to_the_limit(
+    harness: BusHarness, deliveries: AsyncIterator[Delivery], sent: list[WakeUp]
+) -> list[Delivery]:
+    """Deliveries taken, unsettled, up to the bus's in-flight limit (all of ``sent`` on a bus
+    without one)."""
+    limit = harness.max_in_flight
+    held: list[Delivery] = []
+    while len(held) < (limit if limit is not None else len(sent)):
+        held.append(await next_delivery(deliveries))
+    return held

@@ -29,12 +29,13 @@ from __future__ import annotations
 import pytest
 import trio
 
-from jobscheduler.bus import Bus, Delivery, Subscription, WakeUp
+from jobscheduler.bus import Bus, Subscription, WakeUp
 
 from .bus_fixtures import (
     RECEIVE_TIMEOUT,
     BusHarness,
     held_in_order,
+    held_up_to_the_limit,
     new_id,
     new_type,
     next_delivery,
@@ -182,13 +183,10 @@ async def test_released_message_is_settled_its_offset_committed_past_and_not_red
 async def test_releases_free_in_flight_room_like_acks(harness: BusHarness, bus: Bus) -> None:
     job_type = new_type()
     sent = wake_ups(job_type, 20)
-    held: list[Delivery] = []
     async with bus.subscribe(job_type) as sub:
         deliveries = aiter(sub)
         await bus.publish(sent)
-        limit = harness.max_in_flight
-        while len(held) < (limit if limit is not None else len(sent)):
-            held.append(await next_delivery(deliveries))
+        held = await held_up_to_the_limit(harness, deliveries, sent)
         for delivery in held:
             await delivery.release()
         rest = await receive_until(deliveries, set(sent) - {d.message for d in held})
@@ -252,13 +250,11 @@ async def test_unacked_deliveries_are_bounded_and_flow_resumes_after_acks(
 ) -> None:
     job_type = new_type()
     sent = wake_ups(job_type, 20)
-    held: list[Delivery] = []
     async with bus.subscribe(job_type) as sub:
         deliveries = aiter(sub)
         await bus.publish(sent)
+        held = await held_up_to_the_limit(harness, deliveries, sent)
         limit = harness.max_in_flight
-        while len(held) < (limit if limit is not None else len(sent)):
-            held.append(await next_delivery(deliveries))
         if limit is not None:
             with trio.move_on_after(1.5):
                 extra = await anext(deliveries)
