@@ -20,9 +20,9 @@ from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
-from .conftest import DepsFactory, make_job, make_settings, sample
+from .conftest import DepsFactory, make_job, sample
 from .roles_support import REAL_BOUND, executor_running, queue, wake_up
-from .test_runners import registry_of, sleep_in_process
+from .test_runners import queued_sleeper, registry_of
 
 
 async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> Job:
@@ -110,13 +110,7 @@ async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
 async def test_process_handler_is_killed_and_the_job_ends_cancelled(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    deps = make_deps(
-        registry=registry_of("sleepy", sleep_in_process),
-        settings=make_settings(tmp_path, heartbeat_interval=0.1),
-    )
-    pid_file = tmp_path / "pid"
-    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
-    await queue(deps, store, job)
+    deps, job, pid_file = await queued_sleeper(make_deps, store, tmp_path)
     with trio.fail_after(REAL_BOUND):
         async with executor_running(Executor(deps), job) as results:
             pid = await pid_from(pid_file, REAL_BOUND)  # the handler really runs in its process

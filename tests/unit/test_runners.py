@@ -31,6 +31,7 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor, run_executor
 from jobscheduler.roles.executor.run import handler_logger
 from jobscheduler.store import JobStore
@@ -103,6 +104,21 @@ def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
     registry = default_registry()
     registry.register(name, func, **options)
     return registry
+
+
+async def queued_sleeper(
+    make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> tuple[Deps, Job, Path]:
+    """Deps whose executor heartbeats every 0.1 s, and a queued job of
+    :func:`sleep_in_process` with the file its pid goes to."""
+    deps = make_deps(
+        registry=registry_of("sleepy", sleep_in_process),
+        settings=make_settings(tmp_path, heartbeat_interval=0.1),
+    )
+    pid_file = tmp_path / "pid"
+    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
+    await queue(deps, store, job)
+    return deps, job, pid_file
 
 
 # ------------------------------------------------------------- trio and threads (virtual time)
@@ -332,13 +348,7 @@ async def test_process_handler_raising_permanent_error_dead_letters_at_once(
 async def test_process_handler_whose_claim_is_lost_is_killed_and_its_outcome_discarded(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    deps = make_deps(
-        registry=registry_of("sleepy", sleep_in_process),
-        settings=make_settings(tmp_path, heartbeat_interval=0.1),
-    )
-    pid_file = tmp_path / "pid"
-    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
-    await queue(deps, store, job)
+    deps, job, pid_file = await queued_sleeper(make_deps, store, tmp_path)
     with trio.fail_after(REAL_BOUND):
         async with executor_running(Executor(deps), job) as results:
             pid = await pid_from(pid_file, REAL_BOUND)
