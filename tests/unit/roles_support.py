@@ -277,3 +277,14 @@ async def recover_running(deps: Deps, store: JobStore, job: Job) -> Job:
         assert running.status is Status.RUNNING
         recovered = await store.apply(states.recover(running, now=deps.clock.now()))
     return recovered
+
+
+@asynccontextmanager
+async def consuming(deps: Deps, job_type: str = "noop") -> AsyncIterator[None]:
+    """An executor consuming ``job_type`` while the block runs (bounded by
+    :data:`LOOP_BOUND`)."""
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, job_type)
+            yield
+            nursery.cancel_scope.cancel()

@@ -33,7 +33,15 @@ from jobscheduler.roles.executor.consume import (
 from jobscheduler.store.base import JobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, make_settings, sample
-from .roles_support import LOOP_BOUND, ObservedBus, queue, registry_with, status_of, wake_up
+from .roles_support import (
+    LOOP_BOUND,
+    ObservedBus,
+    consuming,
+    queue,
+    registry_with,
+    status_of,
+    wake_up,
+)
 
 
 class BrokenStore(ProxyStore):
@@ -73,15 +81,12 @@ async def test_a_failed_pick_releases_its_messages_and_the_executor_carries_on(
     later = make_job()
     await queue(deps, store, *stuck, later)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job) for job in stuck])
-            await bus.wait_for(lambda: len(bus.released) == len(stuck))
-            broken.broken = False  # the store is back
-            await bus.publish([wake_up(later)])
-            await bus.wait_for(lambda: len(bus.acked) == 1)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job) for job in stuck])
+        await bus.wait_for(lambda: len(bus.released) == len(stuck))
+        broken.broken = False  # the store is back
+        await bus.publish([wake_up(later)])
+        await bus.wait_for(lambda: len(bus.acked) == 1)
 
     assert sorted(m.job_id for m in bus.released) == sorted(j.id for j in stuck)
     assert bus.acked == [wake_up(later)]
@@ -101,14 +106,11 @@ async def test_an_outcome_the_store_never_takes_is_released_after_the_retries(
     lost = make_job()
     await queue(deps, store, lost)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            started = trio.current_time()
-            await bus.publish([wake_up(lost)])
-            await bus.wait_for(lambda: bool(bus.released))
-            gave_up_after = trio.current_time() - started
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        started = trio.current_time()
+        await bus.publish([wake_up(lost)])
+        await bus.wait_for(lambda: bool(bus.released))
+        gave_up_after = trio.current_time() - started
 
     assert bus.released == [wake_up(lost)]
     assert bus.acked == []
@@ -131,15 +133,12 @@ async def test_an_outcome_write_that_hangs_is_retried_and_written_when_the_store
     job = make_job()
     await queue(deps, store, job)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job)])
-            await broken.failed.wait()
-            await trio.sleep(OUTCOME_TIMEOUT + 1)  # the first attempt has timed out
-            broken.broken = False
-            await bus.wait_for(lambda: bool(bus.acked))
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job)])
+        await broken.failed.wait()
+        await trio.sleep(OUTCOME_TIMEOUT + 1)  # the first attempt has timed out
+        broken.broken = False
+        await bus.wait_for(lambda: bool(bus.acked))
 
     assert bus.acked == [wake_up(job)]
     assert bus.released == []
@@ -163,14 +162,11 @@ async def test_a_slot_held_by_an_unwritable_outcome_is_freed_for_the_next_messag
     first, second = make_job(), make_job()
     await queue(deps, store, first, second)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(first), wake_up(second)])
-            await bus.wait_for(lambda: len(bus.released) == 1)
-            broken.broken = False
-            await bus.wait_for(lambda: len(bus.acked) == 1)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(first), wake_up(second)])
+        await bus.wait_for(lambda: len(bus.released) == 1)
+        broken.broken = False
+        await bus.wait_for(lambda: len(bus.acked) == 1)
 
     assert bus.released == [wake_up(first)]
     assert bus.acked == [wake_up(second)]
@@ -274,13 +270,10 @@ async def test_picks_go_on_while_outcomes_are_written_up_to_twice_the_concurrenc
     jobs = [make_job() for _ in range(5)]
     await queue(deps, store, *jobs)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job) for job in jobs])
-            await trio.sleep(OUTCOME_TIMEOUT / 2)  # well before any outcome write gives up
-            statuses = [await status_of(store, job) for job in jobs]
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job) for job in jobs])
+        await trio.sleep(OUTCOME_TIMEOUT / 2)  # well before any outcome write gives up
+        statuses = [await status_of(store, job) for job in jobs]
 
     # Four ran (their outcomes unwritten, so still running in the store); the fifth waits.
     assert statuses == [Status.RUNNING] * 4 + [Status.QUEUED]

@@ -16,11 +16,18 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.roles.deps import Deps, Waker
-from jobscheduler.roles.executor.consume import OUTCOME_TIMEOUT, Executor
+from jobscheduler.roles.executor.consume import OUTCOME_TIMEOUT
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
-from .roles_support import LOOP_BOUND, ObservedBus, queue, registry_with, status_of, wake_up
+from .roles_support import (
+    ObservedBus,
+    consuming,
+    queue,
+    registry_with,
+    status_of,
+    wake_up,
+)
 
 
 class LandsButTimesOut(ProxyStore):
@@ -57,12 +64,9 @@ async def run_one(
 ) -> None:
     """Queue ``job``, let an executor run it, and stop once ``done()``."""
     await queue(deps, store, job)
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, job.job_type)
-            await bus.publish([wake_up(job)])
-            await bus.wait_for(done)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps, job.job_type):
+        await bus.publish([wake_up(job)])
+        await bus.wait_for(done)
 
 
 async def test_a_dead_letter_whose_write_landed_before_its_retry_is_still_announced(
