@@ -26,6 +26,7 @@ from jobscheduler.errors import BusError
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
 from .conftest import ProxyStore
@@ -286,5 +287,16 @@ async def consuming(deps: Deps, job_type: str = "noop") -> AsyncIterator[None]:
     with trio.fail_after(LOOP_BOUND):
         async with trio.open_nursery() as nursery:
             await nursery.start(Executor(deps).consume, job_type)
+            yield
+            nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def dispatching(deps: Deps) -> AsyncIterator[None]:
+    """A scheduler's dispatch loop running (as the leader of :data:`TERM`) while the block
+    runs (bounded by :data:`LOOP_BOUND`)."""
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
             yield
             nursery.cancel_scope.cancel()
