@@ -13,12 +13,12 @@ test bounded by ``trio.fail_after``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import trio
 
-from jobscheduler.election import Term, lead
+from jobscheduler.election import Elector, Term, lead
 
 from .elector_fixtures import (
     ADAPTER_PARAMS,
@@ -154,6 +154,21 @@ async def test_work_returning_ends_the_term_and_lead_campaigns_again(
         assert ("resign", seen[0]) in elector.calls
 
 
+async def handover(standby: Elector, end_term: Callable[[], Awaitable[object]], what: str) -> Term:
+    """``standby`` campaigns against the leader; half a second later ``end_term`` ends the
+    leader's term (``what``, for the failure message): the standby must win within
+    :data:`TAKEOVER_BOUND`. Its term."""
+    async with trio.open_nursery() as nursery:
+        won, terms = await campaign_in_background(nursery, standby)
+        await trio.sleep(0.5)
+        ended_at = trio.current_time()
+        await end_term()
+        await won.wait()
+        takeover = trio.current_time() - ended_at
+    assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after {what}"
+    return terms[0]
+
+
 # -- several candidates ----------------------------------------------------------------------
 
 
@@ -243,15 +258,7 @@ async def test_closing_the_leader_hands_over_at_once(elector_factory: ElectorFac
         a = await elector_factory("a")
         b = await elector_factory("b")
         await a.campaign()
-        async with trio.open_nursery() as nursery:
-            b_won, b_terms = await campaign_in_background(nursery, b)
-            await trio.sleep(0.5)
-            closed_at = trio.current_time()
-            await a.close()
-            await b_won.wait()
-            takeover = trio.current_time() - closed_at
-        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after close()"
-        await b.resign(b_terms[0])
+        await b.resign(await handover(b, a.close, "close()"))
 
 
 @multi_candidate
@@ -347,16 +354,9 @@ async def test_standby_takes_over_after_leader_lease_revoked(
         a = await elector_factory("a")
         b = await elector_factory("b")
         term_a = await a.campaign()
-        async with trio.open_nursery() as nursery:
-            b_won, b_terms = await campaign_in_background(nursery, b)
-            await trio.sleep(0.5)
-            revoked_at = trio.current_time()
-            await elector_factory.revoke_out_of_band(term_a)
-            await b_won.wait()
-            takeover = trio.current_time() - revoked_at
-        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after a revoke"
-        assert b_terms[0].token > term_a.token
-        await b.resign(b_terms[0])
+        term_b = await handover(b, lambda: elector_factory.revoke_out_of_band(term_a), "a revoke")
+        assert term_b.token > term_a.token
+        await b.resign(term_b)
 
 
 # -- EtcdElector specifics (no server needed) ------------------------------------------------
