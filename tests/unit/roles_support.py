@@ -29,7 +29,7 @@ from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
-from .conftest import ProxyStore
+from .conftest import ProxyStore, sample
 
 TERM = Term(leader_id="leader-test", token=1)
 
@@ -300,3 +300,10 @@ async def dispatching(deps: Deps) -> AsyncIterator[None]:
             nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
             yield
             nursery.cancel_scope.cancel()
+
+
+def processed(deps: Deps, job_type: str, result: str) -> float:
+    """How many ``job_type`` jobs the executor counted as processed with ``result``
+    (``executor_jobs_processed_total``)."""
+    labels = {"job_type": job_type, "result": result}
+    return sample(deps.metrics, "executor_jobs_processed_total", labels)

@@ -20,8 +20,8 @@ from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
-from .conftest import DepsFactory, make_job, sample
-from .roles_support import REAL_BOUND, executor_running, queue, wake_up
+from .conftest import DepsFactory, make_job
+from .roles_support import REAL_BOUND, executor_running, processed, queue, wake_up
 from .test_runners import queued_sleeper, registry_of
 
 
@@ -68,8 +68,7 @@ async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_
     [record] = await store.attempts(job.id)
     assert (record.number, record.outcome) == (1, Outcome.CANCELLED)
     assert record.error_type is None
-    labels = {"job_type": "hang", "result": "cancelled"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "hang", "cancelled") == 1
 
 
 async def test_thread_handler_is_abandoned_and_the_job_ends_cancelled(

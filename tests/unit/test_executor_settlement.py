@@ -32,11 +32,12 @@ from jobscheduler.roles.executor.consume import (
 )
 from jobscheduler.store.base import JobStore
 
-from .conftest import DepsFactory, ProxyStore, make_job, make_settings, sample
+from .conftest import DepsFactory, ProxyStore, make_job, make_settings
 from .roles_support import (
     LOOP_BOUND,
     ObservedBus,
     consuming,
+    processed,
     queue,
     registry_with,
     status_of,
@@ -118,8 +119,7 @@ async def test_an_outcome_the_store_never_takes_is_released_after_the_retries(
     assert OUTCOME_RETRY_FOR * 0.5 <= gave_up_after <= OUTCOME_RETRY_FOR + 1
     # Outcome unknown: left running for the reaper, never reported done.
     assert await status_of(store, lost) is Status.RUNNING
-    labels = {"job_type": "noop", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 0
+    assert processed(deps, "noop", "completed") == 0
 
 
 async def test_an_outcome_write_that_hangs_is_retried_and_written_when_the_store_answers(

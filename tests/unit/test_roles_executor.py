@@ -19,7 +19,7 @@ from jobscheduler.roles.executor.consume import Executor, run_executor
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.base import JobStore
 
-from .conftest import BASE, DepsFactory, make_job, make_settings, sample
+from .conftest import BASE, DepsFactory, make_job, make_settings
 from .roles_support import (
     LOOP_BOUND,
     REAL_BOUND,
@@ -27,6 +27,7 @@ from .roles_support import (
     ObservedBus,
     executor_running,
     hanging_handler,
+    processed,
     queue,
     recover_running,
     registry_with,
@@ -80,8 +81,7 @@ async def test_failing_handler_retries_with_backoff_then_dead_letters(
     ]
     assert calls == [(1, 2), (2, 2)]
     for result in ("retried", "dlq"):
-        labels = {"job_type": "boom", "result": result}
-        assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+        assert processed(deps, "boom", result) == 1
     assert await store.claim_due(dead.updated_at + timedelta(days=1), 10) == []
 
 
@@ -121,8 +121,7 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
         "worker-test",
     )
     assert attempt.started_at == done.claimed_at
-    labels = {"job_type": "record", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "record", "completed") == 1
 
 
 async def test_sync_handlers_with_run_in_thread_run_in_a_worker_thread(
@@ -202,8 +201,7 @@ async def test_heartbeat_that_finds_the_token_gone_cancels_the_handler(
     assert after_reaper == recovered  # the cancelled attempt wrote nothing afterwards
     assert after_reaper.status is Status.PENDING
     assert after_reaper.attempts == 1
-    labels = {"job_type": "hang", "result": "stale"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "hang", "stale") == 1
 
 
 async def test_cancelled_executor_releases_its_running_job_without_counting_an_attempt(
@@ -228,8 +226,7 @@ async def test_cancelled_executor_releases_its_running_job_without_counting_an_a
     assert released.scheduled_at == released.updated_at  # due again at once
     [record] = await store.attempts(job.id)
     assert (record.number, record.outcome) == (2, Outcome.RELEASED)  # its number, uncounted
-    labels = {"job_type": "hang", "result": "released"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "hang", "released") == 1
 
 
 async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
@@ -268,7 +265,5 @@ async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
     for record in records:
         assert record.traceback is not None
         assert "in always_fails" in record.traceback
-    processed = "executor_jobs_processed_total"
-    labels = {"job_type": "always-fails"}
-    assert sample(deps.metrics, processed, {**labels, "result": "retried"}) == 2
-    assert sample(deps.metrics, processed, {**labels, "result": "dlq"}) == 1
+    assert processed(deps, "always-fails", "retried") == 2
+    assert processed(deps, "always-fails", "dlq") == 1

@@ -20,6 +20,7 @@ from .conftest import DepsFactory, ProxyStore, make_job, sample
 from .roles_support import (
     ObservedBus,
     consuming,
+    processed,
     queue,
     status_of,
     wake_up,
@@ -41,9 +42,8 @@ async def test_unknown_and_duplicate_wake_ups_are_acked_and_counted_stale(
 
     assert sorted(m.job_id for m in bus.acked) == sorted([job.id, job.id, unknown.job_id])
     assert await status_of(store, job) is Status.COMPLETED
-    processed = "executor_jobs_processed_total"
-    assert sample(deps.metrics, processed, {"job_type": "noop", "result": "completed"}) == 1
-    assert sample(deps.metrics, processed, {"job_type": "noop", "result": "stale"}) == 2
+    assert processed(deps, "noop", "completed") == 1
+    assert processed(deps, "noop", "stale") == 2
     assert sample(deps.metrics, "jobs_transitions_lost_total", {"transition": "pick"}) == 2
 
 
@@ -90,8 +90,7 @@ async def test_waiting_wake_ups_are_picked_and_settled_in_shared_round_trips(
     completes = [trip for trip in recording.round_trips if "complete" in trip]
     assert sum(len(trip) for trip in completes) == len(jobs)
     assert len(completes) < len(jobs)
-    labels = {"job_type": "noop", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == len(jobs)
+    assert processed(deps, "noop", "completed") == len(jobs)
 
 
 async def test_an_outcome_write_that_fails_once_is_retried_then_written_and_acked(
@@ -113,5 +112,4 @@ async def test_an_outcome_write_that_fails_once_is_retried_then_written_and_acke
     assert bus.acked == [wake_up(job)]
     assert bus.released == []
     assert await status_of(store, job) is Status.COMPLETED
-    labels = {"job_type": "noop", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "noop", "completed") == 1

@@ -37,8 +37,8 @@ from jobscheduler.roles.executor.run import handler_logger
 from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
-from .conftest import DepsFactory, make_clock, make_job, make_settings, sample
-from .roles_support import REAL_BOUND, executor_running, queue, recover_running, wake_up
+from .conftest import DepsFactory, make_clock, make_job, make_settings
+from .roles_support import REAL_BOUND, executor_running, processed, queue, recover_running, wake_up
 
 # ------------------------------------------------------------- process handlers
 # Module level: a worker process imports them by name.
@@ -221,8 +221,7 @@ async def test_permanent_error_dead_letters_after_one_attempt(
         "PermanentError",
     )
     assert [letter.job_id for letter in bus.dead_letters] == [job.id]
-    labels = {"job_type": "gone", "result": "dlq"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "gone", "dlq") == 1
 
 
 # ------------------------------------------------------------- worker processes (real time)
@@ -388,5 +387,4 @@ async def test_draining_executor_kills_a_process_handler_at_the_grace_and_hands_
         None,
     )
     assert not alive(pid)
-    labels = {"job_type": "sleepy", "result": "released"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "sleepy", "released") == 1
