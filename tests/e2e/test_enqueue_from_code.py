@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
-from tests.support.docblocks import copy_examples, doc_blocks, run_strict_bash
+from tests.support.docblocks import copy_of_the_repo, doc_blocks, run_strict_bash
 
 pytestmark = pytest.mark.e2e
 
@@ -26,9 +25,7 @@ async def test_enqueue_from_code_readme_commands_and_snippet_work_from_a_copy_of
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "repo"
-    root.mkdir()
-    copy_examples(root)
-    (root / ".venv").symlink_to(Path(sys.prefix))
+    copy_of_the_repo(root)
     commands = doc_blocks("README.md", "sh", "Run your own jobs")[0]
     python_blocks = doc_blocks("README.md", "python", "Run your own jobs")
     [snippet] = [block for block in python_blocks if "send_email.enqueue(" in block]

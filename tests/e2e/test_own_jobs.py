@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
 from tests.support.dev_server import DevServer
-from tests.support.docblocks import copy_examples, doc_blocks, run_strict_bash
+from tests.support.docblocks import copy_of_the_repo, doc_blocks, run_strict_bash
 from tests.support.processes import ends_within, pid_from, sigterm_within, until_logged
 
 from .conftest import NapRunning, wait_for_job
@@ -59,11 +58,8 @@ def readme_commands() -> str:
 async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
     tmp_path: Path,
 ) -> None:
-    # A copy of the repository's layout: examples/ and the virtualenv the tutorial activates.
     root = tmp_path / "repo"
-    root.mkdir()
-    copy_examples(root)
-    (root / ".venv").symlink_to(Path(sys.prefix))
+    copy_of_the_repo(root)
     port = free_port()
     # The exact commands, on free ports instead of 8080 and 8099 (tests run side by side).
     commands = (

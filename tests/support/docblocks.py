@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import trio
@@ -46,13 +47,16 @@ def doc_blocks(page: str, language: str, section: str | None = None) -> list[str
 STRICT_BASH = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n"
 
 
-def copy_examples(root: Path) -> None:
-    """The repository's ``examples/`` copied into ``root``, without its runs' leftovers."""
+def copy_of_the_repo(root: Path) -> None:
+    """A copy of the repository's layout at ``root``: ``examples/`` (without its runs'
+    leftovers) and the virtualenv the docs activate (a link to this one)."""
+    root.mkdir()
     shutil.copytree(
         REPO / "examples",
         root / "examples",
         ignore=shutil.ignore_patterns("__pycache__", "data", "outbox.jsonl"),
     )
+    (root / ".venv").symlink_to(Path(sys.prefix))
 
 
 async def run_strict_bash(
