@@ -20,10 +20,12 @@ import trio
 import trio.testing
 
 from jobscheduler.bus.base import DeadLetter
+from jobscheduler.config import Settings
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
 from jobscheduler.handlers import JobContext
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import (
     OUTCOME_RETRY_FOR,
     OUTCOME_TIMEOUT,
@@ -68,6 +70,21 @@ class BrokenStore(ProxyStore):
         return await self.inner.apply_many(changes)
 
 
+def broken_for(
+    make_deps: DepsFactory,
+    store: JobStore,
+    transition: str,
+    mode: str = "error",
+    *,
+    settings: Settings | None = None,
+) -> tuple[Deps, ObservedBus, BrokenStore]:
+    """Deps (with ``settings``, when given) on an observed bus, over ``store`` broken (in
+    ``mode``) for the round trips carrying ``transition``."""
+    bus = ObservedBus()
+    broken = BrokenStore(store, {transition}, mode)
+    return make_deps(store=broken, bus=bus, settings=settings), bus, broken
+
+
 @pytest.mark.parametrize("mode", ["error", "hang"])
 async def test_a_failed_pick_releases_its_messages_and_the_executor_carries_on(
     autojump_clock: trio.testing.MockClock,
@@ -75,9 +92,7 @@ async def test_a_failed_pick_releases_its_messages_and_the_executor_carries_on(
     store: JobStore,
     mode: str,
 ) -> None:
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"pick"}, mode)
-    deps = make_deps(store=broken, bus=bus)
+    deps, bus, broken = broken_for(make_deps, store, "pick", mode)
     stuck = [make_job() for _ in range(3)]
     later = make_job()
     await queue(deps, store, *stuck, later)
@@ -101,9 +116,7 @@ async def test_an_outcome_the_store_never_takes_is_released_after_the_retries(
     make_deps: DepsFactory,
     store: JobStore,
 ) -> None:
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"})
-    deps = make_deps(store=broken, bus=bus)
+    deps, bus, broken = broken_for(make_deps, store, "complete")
     lost = make_job()
     await queue(deps, store, lost)
 
@@ -127,9 +140,7 @@ async def test_an_outcome_write_that_hangs_is_retried_and_written_when_the_store
     make_deps: DepsFactory,
     store: JobStore,
 ) -> None:
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"}, mode="hang")
-    deps = make_deps(store=broken, bus=bus)
+    deps, bus, broken = broken_for(make_deps, store, "complete", "hang")
     job = make_job()
     await queue(deps, store, job)
 
@@ -152,13 +163,8 @@ async def test_a_slot_held_by_an_unwritable_outcome_is_freed_for_the_next_messag
     tmp_path: Path,
 ) -> None:
     """With one handler slot, the next message runs once the first is released."""
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"})
-    deps = make_deps(
-        store=broken,
-        bus=bus,
-        settings=make_settings(tmp_path, executor_concurrency=1),
-    )
+    settings = make_settings(tmp_path, executor_concurrency=1)
+    deps, bus, broken = broken_for(make_deps, store, "complete", settings=settings)
     first, second = make_job(), make_job()
     await queue(deps, store, first, second)
 
@@ -262,11 +268,8 @@ async def test_picks_go_on_while_outcomes_are_written_up_to_twice_the_concurrenc
     # A handler that has returned frees its running slot at once, so the next jobs are
     # picked while the outcomes are still being written (here: never, the store hangs on
     # them); messages not yet settled stay bounded by twice EXECUTOR_CONCURRENCY.
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"}, mode="hang")
-    deps = make_deps(
-        store=broken, bus=bus, settings=make_settings(tmp_path, executor_concurrency=2)
-    )
+    settings = make_settings(tmp_path, executor_concurrency=2)
+    deps, bus, _ = broken_for(make_deps, store, "complete", "hang", settings=settings)
     jobs = [make_job() for _ in range(5)]
     await queue(deps, store, *jobs)
 
