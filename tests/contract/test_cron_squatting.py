@@ -12,34 +12,20 @@ from pathlib import Path
 import attrs
 import pytest
 
-from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import ManualClock
-from jobscheduler.config import Settings
 from jobscheduler.domain import states
-from jobscheduler.election.local import LocalElector
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.handlers import default_registry
-from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
-from .store_support import make_job
+from .store_support import make_job, scheduler_deps
 
 FIRST = datetime(2026, 9, 29, 18, 0, tzinfo=UTC)
 SECOND = FIRST + timedelta(minutes=5)
 
 
 def scheduler(store: JobStore, clock: ManualClock, tmp_path: Path) -> Scheduler:
-    return Scheduler(
-        Deps(
-            settings=Settings(sqlite_path=str(tmp_path / "unused.db"), worker_id="squat-test"),
-            store=store,
-            bus=LocalBus(),
-            elector=LocalElector("squat-test"),
-            registry=default_registry(),
-            clock=clock,
-        )
-    )
+    return Scheduler(scheduler_deps(store, clock, tmp_path, "squat-test"))
 
 
 async def template_of(store: JobStore, tenant: str = "victim") -> tuple[str, str]:
