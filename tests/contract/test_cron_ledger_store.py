@@ -17,8 +17,8 @@ from jobscheduler.domain.states import Change
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
-from .store_support import make_job
-from .test_cron_store import _deps, _runs
+from .store_support import make_job, scheduler_deps
+from .test_cron_store import _runs
 
 T0 = datetime(2026, 3, 29, 0, 0, tzinfo=UTC)
 TEMPLATE = "6650f0a1b2c3d4e5f6a7b8c9"
@@ -126,7 +126,7 @@ async def test_buffer_one_through_the_scheduler_records_and_releases_on_every_st
     template and in the ledger), 00:10 skipped; once the run completes, the held fire time
     is spawned with the ledger's run id and the template holds nothing."""
     clock = ManualClock(T0)
-    deps = _deps(store, clock, tmp_path)
+    deps = scheduler_deps(store, clock, tmp_path, "cron-test")
     scheduler = Scheduler(deps)
     template = await store.insert(
         attrs.evolve(
