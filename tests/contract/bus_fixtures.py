@@ -215,6 +215,13 @@ def wake_ups(job_type: str, count: int) -> list[WakeUp]:
     return [WakeUp(job_id=new_id(), job_type=job_type, priority=i % 7 - 3) for i in range(count)]
 
 
+def one_key(*priorities: int) -> list[WakeUp]:
+    """Wake-ups of one new job type and one key (so one partition, in this order), one per
+    priority given."""
+    job_type, job_id = new_type(), new_id()
+    return [WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in priorities]
+
+
 async def held_in_order(bus: Bus, sub: Subscription, sent: list[WakeUp]) -> list[Delivery]:
     """Publish ``sent`` (one key, so one partition) and take as many deliveries on ``sub``,
     unacked; they arrive in the order sent."""

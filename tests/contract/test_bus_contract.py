@@ -39,6 +39,7 @@ from .bus_fixtures import (
     new_id,
     new_type,
     next_delivery,
+    one_key,
     receive_until,
     received_on_resubscribing,
     wake_ups,
@@ -126,12 +127,8 @@ async def test_unacked_message_goes_to_the_next_subscription_and_acked_one_does_
 async def test_out_of_order_ack_never_commits_past_the_earlier_unacked_message(
     harness: BusHarness, bus: Bus
 ) -> None:
-    job_type = new_type()
-    job_id = new_id()  # one key, so one partition, in this order
-    first, second, marker = (
-        WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
-    )
-    async with bus.subscribe(job_type) as sub:
+    first, second, marker = one_key(1, 2, 100)
+    async with bus.subscribe(first.job_type) as sub:
         _, d_second = await held_in_order(bus, sub, [first, second])
         await d_second.ack()
 
@@ -144,11 +141,8 @@ async def test_out_of_order_ack_never_commits_past_the_earlier_unacked_message(
 
 
 async def test_acks_that_close_the_gap_commit_past_every_message(bus: Bus) -> None:
-    job_type = new_type()
-    job_id = new_id()
-    sent = [WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 3)]
-    marker = WakeUp(job_id=job_id, job_type=job_type, priority=100)
-    async with bus.subscribe(job_type) as sub:
+    *sent, marker = one_key(1, 2, 3, 100)
+    async with bus.subscribe(marker.job_type) as sub:
         held = await held_in_order(bus, sub, sent)
         for index in (2, 0, 1, 1):  # last, first, middle, and an ack repeated harmlessly
             await held[index].ack()
@@ -163,12 +157,8 @@ async def test_released_message_is_settled_its_offset_committed_past_and_not_red
 ) -> None:
     """``release`` is how an executor settles a message whose job's outcome it could not
     learn (the store failed): the bus moves on, and the store's sweeps recover the job."""
-    job_type = new_type()
-    job_id = new_id()  # one key, so one partition, in this order
-    released, acked, marker = (
-        WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
-    )
-    async with bus.subscribe(job_type) as sub:
+    released, acked, marker = one_key(1, 2, 100)
+    async with bus.subscribe(released.job_type) as sub:
         d_released, d_acked = await held_in_order(bus, sub, [released, acked])
         await d_acked.ack()
         await d_released.release()
