@@ -36,8 +36,7 @@ async def test_overlap_allow_spawns_while_the_previous_run_is_unfinished(
     scheduler = Scheduler(make_deps())
     tmpl = template("allow", EVERY_5, BASE, overlap=Overlap.ALLOW)
     await store.insert(tmpl)
-    for fire in (0, 300, 600):
-        await tick_at(scheduler, fire + 1)
+    await tick_at(scheduler, 1, 301, 601)
     runs = await runs_of(store, tmpl)
     assert [r.idempotency_key for r in runs] == keys(tmpl, BASE, after(300), after(600))
     assert {r.status for r in runs} == {Status.QUEUED}  # none has finished
@@ -50,9 +49,7 @@ async def test_overlap_skip_skips_fire_times_until_the_previous_run_finishes(
     scheduler = Scheduler(deps)
     tmpl = template("skip", EVERY_5, BASE, overlap=Overlap.SKIP)
     await store.insert(tmpl)
-    await tick_at(scheduler, 1)
-    await tick_at(scheduler, 301)
-    await tick_at(scheduler, 601)
+    await tick_at(scheduler, 1, 301, 601)
     [first] = await runs_of(store, tmpl)
     await finish(store, first)
     await tick_at(scheduler, 901)
@@ -74,9 +71,7 @@ async def test_overlap_buffer_one_holds_one_fire_time_and_runs_it_when_the_previ
     scheduler = Scheduler(deps)
     tmpl = template("buffer", EVERY_5, BASE, overlap=Overlap.BUFFER_ONE)
     await store.insert(tmpl)
-    await tick_at(scheduler, 1)
-    await tick_at(scheduler, 301)  # held
-    await tick_at(scheduler, 601)  # skipped: one is already held
+    await tick_at(scheduler, 1, 301, 601)  # at 301 held; at 601 skipped: one is already held
     [first] = await runs_of(store, tmpl)
     assert (await store.get(tmpl.id)).cron_buffered == after(300)
     await tick_at(scheduler, 700)
