@@ -242,10 +242,11 @@ async def received_on_resubscribing(bus: Bus, markers: list[WakeUp]) -> list[Wak
 
 
 async def held_up_to_the_limit(
-    harness: BusHarness, deliveries: AsyncIterator[Delivery], sent: list[WakeUp]
+    harness: BusHarness, bus: Bus, deliveries: AsyncIterator[Delivery], sent: list[WakeUp]
 ) -> list[Delivery]:
-    """Deliveries taken, unsettled, up to the bus's in-flight limit (all of ``sent`` on a bus
-    without one)."""
+    """Publish ``sent`` and take its deliveries, unsettled, up to the bus's in-flight limit
+    (all of them on a bus without one)."""
+    await bus.publish(sent)
     limit = harness.max_in_flight
     held: list[Delivery] = []
     while len(held) < (limit if limit is not None else len(sent)):

@@ -175,8 +175,7 @@ async def test_releases_free_in_flight_room_like_acks(harness: BusHarness, bus: 
     sent = wake_ups(job_type, 20)
     async with bus.subscribe(job_type) as sub:
         deliveries = aiter(sub)
-        await bus.publish(sent)
-        held = await held_up_to_the_limit(harness, deliveries, sent)
+        held = await held_up_to_the_limit(harness, bus, deliveries, sent)
         for delivery in held:
             await delivery.release()
         rest = await receive_until(deliveries, set(sent) - {d.message for d in held})
@@ -242,8 +241,7 @@ async def test_unacked_deliveries_are_bounded_and_flow_resumes_after_acks(
     sent = wake_ups(job_type, 20)
     async with bus.subscribe(job_type) as sub:
         deliveries = aiter(sub)
-        await bus.publish(sent)
-        held = await held_up_to_the_limit(harness, deliveries, sent)
+        held = await held_up_to_the_limit(harness, bus, deliveries, sent)
         limit = harness.max_in_flight
         if limit is not None:
             with trio.move_on_after(1.5):
