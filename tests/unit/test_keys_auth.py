@@ -117,6 +117,14 @@ class GatedStore:
         return self.key
 
 
+def behind_a_gate() -> tuple[ApiKey, str, GatedStore, Authenticator]:
+    """A writer key of ``acme`` and its token, a :class:`GatedStore` holding it, and an
+    authenticator (5 s cache) over that store."""
+    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
+    store = GatedStore(record)
+    return record, token, store, Authenticator(store, ttl=5.0)
+
+
 async def all_at_once(store: GatedStore, call: Callable[[], Awaitable[None]], times: int) -> None:
     """Start ``call`` ``times`` over while ``store`` holds its reads, then let them through."""
     async with trio.open_nursery() as nursery:
@@ -127,9 +135,7 @@ async def all_at_once(store: GatedStore, call: Callable[[], Awaitable[None]], ti
 
 
 async def test_concurrent_misses_of_one_key_share_a_single_store_read() -> None:
-    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
-    store = GatedStore(record)
-    auth = Authenticator(store, ttl=5.0)
+    record, token, store, auth = behind_a_gate()
     principals: list[Principal] = []
 
     async def call() -> None:
@@ -141,10 +147,8 @@ async def test_concurrent_misses_of_one_key_share_a_single_store_read() -> None:
 
 
 async def test_a_failed_shared_read_fails_its_waiters_and_the_next_request_reads_again() -> None:
-    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
-    store = GatedStore(record)
+    record, token, store, auth = behind_a_gate()
     store.fail = True
-    auth = Authenticator(store, ttl=5.0)
     errors: list[str] = []
 
     async def call() -> None:
@@ -162,9 +166,7 @@ async def test_a_failed_shared_read_fails_its_waiters_and_the_next_request_reads
 
 
 async def test_a_waiter_reads_itself_when_the_reading_request_is_cancelled() -> None:
-    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
-    store = GatedStore(record)
-    auth = Authenticator(store, ttl=5.0)
+    record, token, store, auth = behind_a_gate()
     got: list[Principal] = []
 
     async def waiter() -> None:
