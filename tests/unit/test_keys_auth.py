@@ -19,6 +19,7 @@ from jobscheduler.config import Settings
 from jobscheduler.domain.keys import ApiKey, Principal, Role, hash_secret, new_key, parse_token
 from jobscheduler.errors import StoreError, Unauthorized, ValidationError
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.stores import started
 
 from .conftest import BASE, DepsFactory
 
@@ -233,12 +234,8 @@ async def test_keys_cli_creates_lists_and_revokes_with_audit_records(
     out = capsys.readouterr().out
     assert "cli keys create" in out
     assert "cli keys revoke" in out
-    store = SQLiteJobStore(db)
-    await store.start()
-    try:
+    async with started(SQLiteJobStore(db)) as store:
         stored = await store.get_key(parsed[0])
-    finally:
-        await store.close()
     assert stored is not None
     assert stored.revoked
 

@@ -11,6 +11,7 @@ from jobscheduler.domain.attempts import attempt_to_json
 from jobscheduler.domain.model import job_to_json
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
+from tests.support.stores import started
 
 from .rules import History, Report, Reported, Violation, check
 
@@ -94,11 +95,8 @@ def describe(history: History, violation: Violation) -> str:
 async def check_store(store: JobStore, reports: list[Report]) -> tuple[History, list[Violation]]:
     """Start ``store``, read its history with ``reports`` and close it; check the history and
     print each violation with the job's history. The history and its violations."""
-    await store.start()
-    try:
+    async with started(store):
         history = await read_history(store, reports)
-    finally:
-        await store.close()
     violations = check(history)
     for violation in violations:
         print(describe(history, violation))
