@@ -172,14 +172,18 @@ async def handover(standby: Elector, end_term: Callable[[], Awaitable[object]], 
 # -- several candidates ----------------------------------------------------------------------
 
 
+async def candidates(factory: ElectorFactory, *names: str, **options: int) -> list[Elector]:
+    """One elector per name (``options`` for each), on an adapter with several candidates."""
+    assert factory.multi_candidate
+    return [await factory(name, **options) for name in names]
+
+
 @multi_candidate
 async def test_only_one_candidate_leads_and_standby_takes_over_after_resign(
     elector_factory: ElectorFactory,
 ) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         term_a = await a.campaign()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.watch, term_a)  # returns once a resigns
@@ -203,10 +207,8 @@ async def test_only_one_candidate_leads_and_standby_takes_over_after_resign(
 
 @multi_candidate
 async def test_waiting_campaign_keeps_its_lease_alive(elector_factory: ElectorFactory) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a", ttl=SHORT_TTL)
-        b = await elector_factory("b", ttl=SHORT_TTL)
+        a, b = await candidates(elector_factory, "a", "b", ttl=SHORT_TTL)
         term_a = await a.campaign()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.watch, term_a)
@@ -226,10 +228,8 @@ async def test_waiting_campaign_keeps_its_lease_alive(elector_factory: ElectorFa
 
 @multi_candidate
 async def test_cancelling_lead_hands_over_to_standby(elector_factory: ElectorFactory) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         a_working = trio.Event()
 
         async def work(term: Term) -> None:
@@ -253,10 +253,8 @@ async def test_cancelling_lead_hands_over_to_standby(elector_factory: ElectorFac
 
 @multi_candidate
 async def test_closing_the_leader_hands_over_at_once(elector_factory: ElectorFactory) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         await a.campaign()
         await b.resign(await handover(b, a.close, "close()"))
 
@@ -265,11 +263,8 @@ async def test_closing_the_leader_hands_over_at_once(elector_factory: ElectorFac
 async def test_cancelled_campaign_leaves_no_candidacy_behind(
     elector_factory: ElectorFactory,
 ) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
-        c = await elector_factory("c")
+        a, b, c = await candidates(elector_factory, "a", "b", "c")
         term_a = await a.campaign()
         with trio.move_on_after(0.5) as waited:
             await b.campaign()
@@ -348,11 +343,9 @@ async def test_watch_returns_soon_after_lease_revoked(elector_factory: ElectorFa
 async def test_standby_takes_over_after_leader_lease_revoked(
     elector_factory: ElectorFactory,
 ) -> None:
-    assert elector_factory.multi_candidate
     assert elector_factory.out_of_band_revoke
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         term_a = await a.campaign()
         term_b = await handover(b, lambda: elector_factory.revoke_out_of_band(term_a), "a revoke")
         assert term_b.token > term_a.token
