@@ -206,6 +206,20 @@ class Settings:
     audit_retention: float = 90 * 86400.0
     #: How long cron ledger records are kept (the reaper prunes older ones); 30 days.
     cron_ledger_retention: float = 30 * 24 * 3600.0
+    #: How long finished jobs are kept after they finish, per status (the reaper prunes
+    #: older ones, with their attempt records; templates and unfinished jobs never). A
+    #: handler's ``retention`` option and a tenant's override (``jobscheduler retention``)
+    #: take precedence.
+    retention_completed: float = 7 * 86400.0
+    retention_cancelled: float = 7 * 86400.0
+    retention_dlq: float = 30 * 86400.0
+    #: Most jobs one prune statement deletes, and the pause between two, so that a prune of
+    #: millions never holds the store's writer for long.
+    prune_batch: int = 2000
+    prune_pause: float = 0.05
+    #: A directory where the reaper writes every job it prunes (one gzip JSON Lines file per
+    #: day and tenant) before deleting it; empty: pruned jobs are not kept.
+    archive_dir: str = ""
     #: A scheduler (or ``dev``) started with an app syncs its schedules at start.
     sync_schedules: bool = False
     #: The variables that were set in the environment (to tell "unset" from "the default").
@@ -258,7 +272,7 @@ class Variable:
 
 
 _UNITS: dict[Callable[[str], Any], str] = {
-    _positive_duration: "duration (500ms, 30s, 5m, 1h)",
+    _positive_duration: "duration (500ms, 30s, 5m, 1h, 7d)",
     _non_negative_duration: "duration, 0 or more",
     _port: "TCP port",
     _positive_int: "integer, 1 or more",
@@ -498,6 +512,39 @@ VARIABLES: tuple[Variable, ...] = (
         "sync_schedules",
         _bool,
         "a scheduler (or dev) started with an app makes the stored templates match its schedules",
+    ),
+    Variable(
+        "RETENTION_COMPLETED",
+        "retention_completed",
+        _positive_duration,
+        "completed jobs are kept this long after they finished, then pruned by the reaper "
+        "with their attempt records (a handler's retention= and a tenant's override win)",
+    ),
+    Variable(
+        "RETENTION_CANCELLED",
+        "retention_cancelled",
+        _positive_duration,
+        "cancelled jobs are kept this long after they finished (templates are never pruned)",
+    ),
+    Variable(
+        "RETENTION_DLQ",
+        "retention_dlq",
+        _positive_duration,
+        "dead-lettered jobs are kept this long after they finished",
+    ),
+    Variable("PRUNE_BATCH", "prune_batch", _positive_int, "most jobs one prune statement deletes"),
+    Variable(
+        "PRUNE_PAUSE",
+        "prune_pause",
+        _non_negative_duration,
+        "the reaper's pause between two prune statements, so creates and claims go first",
+    ),
+    Variable(
+        "ARCHIVE_DIR",
+        "archive_dir",
+        _non_empty,
+        "the reaper writes each job it prunes to <dir>/<tenant>/<day>.jsonl.gz before deleting it",
+        shown_default="none",
     ),
 )
 

@@ -28,6 +28,7 @@ from .routes.listing import register_listing_routes
 from .routes.manage import register_manage_routes
 from .routes.occurrences import register_occurrence_routes
 from .routes.overview import register_overview_route
+from .routes.retention import register_retention_routes
 from .routes.tenancy import register_tenancy_routes
 from .routes.workflows import register_workflow_routes
 from .schemas import jobs as ops
@@ -77,6 +78,7 @@ def create_app(deps: Deps) -> QuartTrio:
     register_tenancy_routes(routes, tenancy)
     register_workflow_routes(routes, deps, tenancy, calls)
     register_flow_routes(routes, deps, calls)
+    register_retention_routes(routes, deps, calls)
     # Sign-in only means something when keys are required (AUTH=off: pages open directly).
     verify_key = tenancy.verify_key if tenancy.auth_required else None
     register_ui_routes(routes, deps, verify_key=verify_key)

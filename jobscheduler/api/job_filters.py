@@ -85,7 +85,7 @@ def _filter(values: Mapping[str, Any], tenant: str | None) -> JobQuery:
             raise ValidationError("templateId: must be a 24-character hex ObjectId")
     job_type = values.get("jobType")
     bounds: dict[str, datetime | None] = {}
-    for field in ("createdAfter", "createdBefore"):
+    for field in ("createdAfter", "createdBefore", "finishedBefore"):
         raw = values.get(field)
         bounds[field] = None if raw is None else parse_time(_text(raw, field), field)
     cron = values.get("cron")
@@ -100,6 +100,7 @@ def _filter(values: Mapping[str, Any], tenant: str | None) -> JobQuery:
         cron=None if cron is None else _flag(cron, "cron"),
         created_after=bounds["createdAfter"],
         created_before=bounds["createdBefore"],
+        finished_before=bounds["finishedBefore"],
         idempotency_key=None if key is None else _text(key, "idempotencyKey"),
         key_prefix=None if prefix is None else _text(prefix, "idempotencyKeyPrefix"),
     )

@@ -37,6 +37,7 @@ FILTER_FLAGS: Flags = {
     "templateId": "--template",
     "createdAfter": "--created-after",
     "createdBefore": "--created-before",
+    "finishedBefore": "--finished-before",
     "idempotencyKey": "--key",
     "idempotencyKeyPrefix": "--key-prefix",
 }

@@ -1,4 +1,5 @@
-"""``jobscheduler jobs list|get|create|cancel|retry``: look at and act on jobs over the API."""
+"""``jobscheduler jobs list|export|get|create|cancel|retry``: look at and act on jobs over the
+API (``export``: :mod:`.export`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from jobscheduler.client import MAX_BULK_IDS, SORTS
 
 from . import common as common
+from .export import add_export, export
 
 JOB_COLUMNS = [
     ("ID", "id"),
@@ -35,6 +37,12 @@ FLAGS: dict[str, common.Flags] = {
         "sort": "--sort",
         "limit": "--limit",
     },
+    "export": {
+        **common.FILTER_FLAGS,
+        "allTenants": "--all-tenants",
+        "limit": "--page-size",
+        "cursor": "--after",
+    },
     "get": {},
     "create": {
         "jobType": "TYPE",
@@ -57,6 +65,8 @@ EPILOG = """examples:
   jobscheduler jobs list --all-tenants --status dlq   (an admin key of every tenant)
   jobscheduler jobs list --tenant acme --status pending --sort scheduledAt
   jobscheduler jobs list --tenant acme --key-prefix order-
+  jobscheduler jobs export --tenant acme --finished-before 2026-01-01T00:00:00Z -o acme.jsonl
+  jobscheduler jobs export --tenant acme -o acme.jsonl --after "$(cat acme.jsonl.cursor)"   (resume)
   jobscheduler jobs get 65f0a1b2c3d4e5f6a7b8c9d0 --json
   jobscheduler jobs retry 65f0a1b2c3d4e5f6a7b8c9d0 --payload '{"message": "again"}'
   jobscheduler jobs cancel --tenant acme --status pending --type noop   (every match)
@@ -80,6 +90,9 @@ def _filters(parser: argparse.ArgumentParser, *, all_tenants: bool = False) -> N
     parser.add_argument("--template", help="only the runs of this cron template")
     parser.add_argument("--created-after", help="RFC3339 time")
     parser.add_argument("--created-before", help="RFC3339 time")
+    parser.add_argument(
+        "--finished-before", help="RFC3339 time: only jobs that finished before then"
+    )
     keys = parser.add_mutually_exclusive_group()
     keys.add_argument("--key", type=_text, help="only the job with this idempotencyKey")
     keys.add_argument(
@@ -101,6 +114,7 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
         "template_id": args.template,
         "created_after": args.created_after,
         "created_before": args.created_before,
+        "finished_before": args.finished_before,
         "idempotency_key": args.key,
         "idempotency_key_prefix": args.key_prefix,
     }
@@ -128,6 +142,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--limit", type=common.positive_int, default=100, help="at most this many (100)"
     )
     common.add_common(listing)
+
+    add_export(sub, _filters)
 
     get = sub.add_parser("get", help="one job as it is now")
     get.add_argument("id")
@@ -180,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
             )
             page = list(itertools.islice(jobs, args.limit))
             return common.show(args, page, lambda rows: common.table(rows, JOB_COLUMNS))
+        if args.action == "export":
+            return export(client, args, _selection(args))
         if args.action == "get":
             job: dict[str, Any] = dict(client.get(args.id))
             if args.attempts:

@@ -40,6 +40,7 @@ TOOLS = {
     "bench": "benchmark a fresh stack: `dev`, or one process per role (drain, delay, failover)",
     "keys": "create, list or revoke API keys in the configured store",
     "audit": "read the audit trail from the configured store",
+    "retention": "show the retention of finished jobs, or set a tenant's, in the configured store",
 }
 
 # API commands, built on jobscheduler.client: the same protocol as TOOLS, each in
@@ -62,6 +63,7 @@ COMMAND_MODULES = {
     "bench": "jobscheduler.tools.bench.main",
     "keys": "jobscheduler.cli.keys",
     "audit": "jobscheduler.cli.audit",
+    "retention": "jobscheduler.cli.retention",
     "jobs": "jobscheduler.cli.jobs",
     "cron": "jobscheduler.cli.cron",
     "stats": "jobscheduler.cli.stats",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, cast
+from urllib.parse import parse_qs, urlsplit
 
 import attrs
 import httpx
@@ -81,6 +82,15 @@ class Paged(Generic[T]):
 
     items: list[T]
     next: Call[Paged[T]] | None
+
+    @property
+    def cursor(self) -> str | None:
+        """The API's cursor of the next page (None after the last): a listing started with
+        it (``cursor=``) continues after this page."""
+        if self.next is None:
+            return None
+        values = parse_qs(urlsplit(self.next.path).query).get("cursor")
+        return values[0] if values else None
 
 
 def paged(

@@ -165,7 +165,8 @@ def _jobs_of(body: Any) -> list[Job]:
 def pages(tenant_id: str | None = None, **options: Unpack[ListOptions]) -> Call[Paged[Job]]:
     """Pages of matching jobs following the ``Link: rel="next"`` cursor: newest first
     unless ``sort`` (one of :data:`SORTS`). Filters: ``status``, ``job_type``,
-    ``template_id``, ``cron``, ``created_after``/``created_before``, ``idempotency_key``
+    ``template_id``, ``cron``, ``created_after``/``created_before``, ``finished_before``,
+    ``idempotency_key``
     (exact) or ``idempotency_key_prefix``; ``page_size`` is the API's ``limit``. Without a
     ``tenant_id``, the key's tenant; ``all_tenants=True``: every tenant's jobs (an admin key
     of every tenant)."""

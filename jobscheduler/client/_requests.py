@@ -70,6 +70,7 @@ def job_filter(
     cron: bool | None = None,
     created_after: datetime | str | None = None,
     created_before: datetime | str | None = None,
+    finished_before: datetime | str | None = None,
     idempotency_key: str | None = None,
     idempotency_key_prefix: str | None = None,
 ) -> Filter:
@@ -89,6 +90,8 @@ def job_filter(
         out["createdAfter"] = format_time(created_after)
     if created_before is not None:
         out["createdBefore"] = format_time(created_before)
+    if finished_before is not None:
+        out["finishedBefore"] = format_time(finished_before)
     if idempotency_key is not None and idempotency_key_prefix is not None:
         raise ValueError("give idempotency_key or idempotency_key_prefix, not both")
     if idempotency_key is not None:
@@ -104,6 +107,7 @@ def list_params(
     sort: str | None = None,
     page_size: int | None = None,
     all_tenants: bool | None = None,
+    cursor: str | None = None,
     **selection: Unpack[Selection],
 ) -> list[tuple[str, str]]:
     """The query of the first ``GET /jobs`` page: the filter (of every tenant with
@@ -119,6 +123,8 @@ def list_params(
         values["sort"] = sort
     if page_size is not None:
         values["limit"] = page_size
+    if cursor is not None:
+        values["cursor"] = cursor
     return query_of(values)
 
 

@@ -86,6 +86,8 @@ class Selection(TypedDict, total=False):
     cron: bool | None
     created_after: datetime | str | None
     created_before: datetime | str | None
+    #: Finished (completed, dlq, cancelled) before then.
+    finished_before: datetime | str | None
     #: Exactly this idempotencyKey.
     idempotency_key: str | None
     #: Keys starting with this text (not with ``idempotency_key``).
@@ -102,3 +104,5 @@ class ListOptions(Selection, total=False):
     #: One of :data:`SORTS`; the API's default is ``-createdAt`` (newest first).
     sort: str | None
     page_size: int | None
+    #: Start after the page this cursor ends (a :attr:`Paged.cursor` of the same listing).
+    cursor: str | None

@@ -135,6 +135,10 @@ class Job:
     key_slot: str | None = None
     #: The same for its type's ``max_running`` slots.
     type_slot: str | None = None
+    #: When the job reached its final status (completed, dlq, cancelled): what its retention
+    #: counts from. Written by the transition that ends it (:class:`states.Change
+    #: <jobscheduler.domain.states.Change>`), cleared by a retry.
+    finished_at: datetime | None = attrs.field(default=None, validator=_aware)
 
     @property
     def run(self) -> int:
@@ -311,6 +315,8 @@ def job_to_json(job: Job, *, held: str | None = None) -> dict[str, Any]:
         out["held"] = held
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
+    if job.finished_at is not None:
+        out["finishedAt"] = format_time(job.finished_at)
     return out
 
 

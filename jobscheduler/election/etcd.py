@@ -13,7 +13,9 @@ Contract implemented (see :class:`EtcdElector`):
   caller that never watches loses the term after at most ``ttl`` seconds — fail-safe.
 * A cancelled or failed campaign cancels the ``Campaign`` RPC (etcd then deletes the
   candidate key) and revokes the lease (shielded, at most ``REVOKE_TIMEOUT``), so no
-  candidacy survives it.
+  candidacy survives it. A campaign etcd does not answer in time is abandoned the same way
+  and issued again on a fresh lease (and so a fresh key: the abandoned call's clean-up on
+  the server cannot delete the new one's).
 * ``watch(term)`` owns the term's keep-alive (one refresh every ``ttl/3`` s) and polls the
   leader key (``Range``, every ``min(ttl/10, 0.5)`` s). It returns when the term is
   definitely over (keep-alive TTL 0, leader key deleted or re-created) and raises
@@ -30,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -60,12 +62,17 @@ THREAD_TOKENS = 8
 RPC_TIMEOUT = 5.0
 #: Deadline of each call that ends a candidacy or a term (Resign, LeaseRevoke).
 REVOKE_TIMEOUT = 2.0
-#: A waiting ``Campaign`` is re-issued (same lease, so a win is never lost) after this long.
+#: A waiting ``Campaign`` is abandoned with its lease and issued again on a fresh one after
+#: this long.
 CAMPAIGN_DEADLINE = 300.0
 #: Upper bound of the leader-key poll period, so an out-of-band revocation is seen in ~1 s.
 MAX_POLL_INTERVAL = 0.5
 #: Pause before a campaign is re-issued after etcd answered that it was too busy.
 BUSY_PAUSE = 0.5
+
+
+class _Reissue(Exception):
+    """A campaign to issue again on a fresh lease (etcd did not answer it in time)."""
 
 
 class EtcdElector(Elector):
@@ -163,36 +170,27 @@ class EtcdElector(Elector):
         is still running and ``watch(term)`` must follow to keep the term alive. Cancelled
         or failed, the campaign cancels its ``Campaign`` RPC and revokes its lease. (Only a
         cancellation during the initial ``LeaseGrant`` can leave a lease behind: one with no
-        key, which expires after ``ttl``.) Raises ElectionError when etcd fails or the lease
-        is lost while waiting.
+        key, which expires after ``ttl``.) A ``Campaign`` etcd does not answer within
+        ``campaign_deadline`` (or answers "too busy") is abandoned with its lease and issued
+        again on a fresh one. Raises ElectionError when etcd fails or the lease is lost while
+        waiting.
         """
         self._require_started()
-        granted = await self._unary(
-            self._lease.LeaseGrant,
-            rpc_pb2.LeaseGrantRequest(TTL=self._ttl),
-            deadline=RPC_TIMEOUT,
-            what="LeaseGrant",
-        )
-        if granted.error or granted.ID == 0:
-            raise ElectionError(f"etcd LeaseGrant refused: {granted.error or 'no lease id'}")
-        lease_id = int(granted.ID)
-        self._leases.add(lease_id)
-        fields = {**self._log_fields, "lease": f"{lease_id:x}"}
-        log.debug("campaigning", extra=fields)
-        try:
-            leader = await self._campaign_keeping_lease_alive(lease_id)
-        except BaseException as exc:
-            # debug: the caller (``lead``) reports a failure; a cancellation is expected
-            log.debug("campaign ended without a win", extra={**fields, "reason": repr(exc)})
-            with shielded(REVOKE_TIMEOUT):
-                try:
-                    await self._revoke(lease_id)
-                except ElectionError as revoke_exc:
-                    log.warning(
-                        "could not revoke campaign lease; it expires within its ttl",
-                        extra={**fields, "error": str(revoke_exc), "ttl": self._ttl},
-                    )
-            raise
+        while True:
+            lease_id = await self._grant()
+            fields = {**self._log_fields, "lease": f"{lease_id:x}"}
+            log.debug("campaigning", extra=fields)
+            try:
+                leader = await self._campaign_keeping_lease_alive(lease_id)
+            except _Reissue:
+                await self._abandon(lease_id, fields)
+                continue
+            except BaseException as exc:
+                # debug: the caller (``lead``) reports a failure; a cancellation is expected
+                log.debug("campaign ended without a win", extra={**fields, "reason": repr(exc)})
+                await self._abandon(lease_id, fields)
+                raise
+            break
         term = Term(
             leader_id=self._candidate_id,
             token=int(leader.rev),
@@ -281,6 +279,31 @@ class EtcdElector(Elector):
         if self._channel is None:
             raise ElectionError("etcd elector is not started (or already closed)")
 
+    async def _grant(self) -> int:
+        """A fresh lease of ``ttl`` for one campaign, tracked until revoked."""
+        granted = await self._unary(
+            self._lease.LeaseGrant,
+            rpc_pb2.LeaseGrantRequest(TTL=self._ttl),
+            deadline=RPC_TIMEOUT,
+            what="LeaseGrant",
+        )
+        if granted.error or granted.ID == 0:
+            raise ElectionError(f"etcd LeaseGrant refused: {granted.error or 'no lease id'}")
+        lease_id = int(granted.ID)
+        self._leases.add(lease_id)
+        return lease_id
+
+    async def _abandon(self, lease_id: int, fields: Mapping[str, Any]) -> None:
+        """Revoke a campaign's lease (shielded, bounded): its candidate key goes with it."""
+        with shielded(REVOKE_TIMEOUT):
+            try:
+                await self._revoke(lease_id)
+            except ElectionError as revoke_exc:
+                log.warning(
+                    "could not revoke campaign lease; it expires within its ttl",
+                    extra={**fields, "error": str(revoke_exc), "ttl": self._ttl},
+                )
+
     async def _campaign_keeping_lease_alive(self, lease_id: int) -> Any:
         """Wait in ``Campaign`` while a sibling task keeps ``lease_id`` alive; whichever
         ends first cancels the other. Returns the won ``LeaderKey``."""
@@ -288,7 +311,7 @@ class EtcdElector(Elector):
             name=self._name.encode(), lease=lease_id, value=self._candidate_id.encode()
         )
         leader: Any = None
-        failure: ElectionError | None = None
+        failure: ElectionError | _Reissue | None = None
 
         async with trio.open_nursery() as nursery:
 
@@ -302,34 +325,35 @@ class EtcdElector(Elector):
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(keep_alive)
-            while True:
-                try:
-                    response = await self._unary(
-                        self._election.Campaign,
-                        request,
-                        deadline=self._campaign_deadline,
-                        what="Campaign",
+            try:
+                response = await self._unary(
+                    self._election.Campaign,
+                    request,
+                    deadline=self._campaign_deadline,
+                    what="Campaign",
+                )
+            except ElectionError as exc:
+                # A campaign etcd did not answer in time is abandoned with its lease and
+                # issued again on a fresh one. Re-joining on the same lease would reuse the
+                # same key, which the abandoned call's clean-up on the server (a Resign)
+                # can delete after the new call won.
+                if deadline_exceeded(exc):
+                    log.debug("campaign re-issued", extra=self._log_fields)
+                    failure = _Reissue()
+                elif server_busy(exc):
+                    # etcd could not answer in time (a slow disk, a loaded machine): again
+                    # after a pause, while the keep-alive, not this call, decides whether
+                    # etcd is gone.
+                    log.info(
+                        "campaign re-issued after a transient etcd error",
+                        extra={**self._log_fields, "error": str(exc)},
                     )
-                except ElectionError as exc:
-                    if deadline_exceeded(exc):
-                        # etcd dropped the waiting key; the same lease re-joins (and finds
-                        # its key if the win raced the deadline).
-                        log.debug("campaign re-issued", extra=self._log_fields)
-                        continue
-                    if server_busy(exc):
-                        # etcd could not answer in time (a slow disk, a loaded machine):
-                        # the same lease campaigns again after a pause, while its
-                        # keep-alive, not this call, decides whether etcd is gone.
-                        log.info(
-                            "campaign re-issued after a transient etcd error",
-                            extra={**self._log_fields, "error": str(exc)},
-                        )
-                        await trio.sleep(BUSY_PAUSE)
-                        continue
-                    failure = exc
+                    await trio.sleep(BUSY_PAUSE)
+                    failure = _Reissue()
                 else:
-                    leader = response.leader
-                break
+                    failure = exc
+            else:
+                leader = response.leader
             nursery.cancel_scope.cancel()
 
         if failure is not None:

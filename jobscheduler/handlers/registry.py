@@ -13,7 +13,9 @@ dead-letters at once). Where it runs is its ``run_in``:
   or is handed back anyway.
 
 An optional payload validator (a function, or a JSON Schema dict) runs at ``POST /jobs`` so
-bad payloads are rejected with 400 instead of failing later in the executor.
+bad payloads are rejected with 400 instead of failing later in the executor. An optional
+``retention={"completed": "1h", "dlq": "90d"}`` sets how long finished jobs of the type are
+kept (the executors publish it to the store; the reaper prunes by it).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import trio
 
 from jobscheduler.domain.durations import parse_duration
 from jobscheduler.domain.flow import Limits
-from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
+from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, Status
+from jobscheduler.domain.retention import format_keep, parse_keep
 from jobscheduler.domain.validation import PayloadValidator
 from jobscheduler.errors import UnknownHandler, ValidationError
 
@@ -85,6 +88,9 @@ class Handler:
     run_in: RunIn = "trio"
     #: Flow control of the type's jobs in each tenant (an admin may override them per tenant).
     limits: Limits = attrs.field(factory=Limits)
+    #: How long finished jobs of this type are kept, per status (seconds); statuses not
+    #: named keep the defaults (``RETENTION_*``). A tenant's override wins over it.
+    retention: Mapping[Status, float] = attrs.field(factory=dict)
 
     @property
     def is_async(self) -> bool:
@@ -108,6 +114,8 @@ class Handler:
             if self.schema is not None
             else ("function" if self.validate is not None else None),
             **self.limits.to_json(),
+            "retention": ",".join(f"{k}:{v}" for k, v in format_keep(self.retention).items())
+            or None,
         }
 
 
@@ -120,6 +128,7 @@ def make_handler(
     max_attempts: int | None = None,
     run_in: RunIn | None = None,
     limits: Limits | None = None,
+    retention: Mapping[str, str | float] | None = None,
 ) -> Handler:
     """Check the options and build the Handler; ValueError names what is wrong."""
     if not name or _NAME.fullmatch(name) is None or len(name) > 200:
@@ -162,6 +171,7 @@ def make_handler(
         raise ValueError(f"{name}: validate must be a function or a JSON Schema dict")
     try:
         seconds = _timeout(timeout)
+        keep = parse_keep(retention or {})
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     return Handler(
@@ -173,6 +183,7 @@ def make_handler(
         max_attempts=max_attempts,
         run_in=run_in,
         limits=limits or Limits(),
+        retention=keep,
     )
 
 
@@ -212,6 +223,7 @@ class HandlerRegistry:
         rate_limit: str | None = None,
         key_rate_limit: str | None = None,
         burst: int | None = None,
+        retention: Mapping[str, str | float] | None = None,
     ) -> TaskHandle:
         """Register ``func`` for job type ``name``; ValueError on a duplicate name or a bad
         option (see the module docstring for the options). Returns a
@@ -241,6 +253,7 @@ class HandlerRegistry:
             max_attempts=max_attempts,
             run_in=run_in,
             limits=limits,
+            retention=retention,
         )
         return func if isinstance(func, TaskHandle) else TaskHandle(self, name, func)
 
@@ -257,6 +270,7 @@ class HandlerRegistry:
         rate_limit: str | None = None,
         key_rate_limit: str | None = None,
         burst: int | None = None,
+        retention: Mapping[str, str | float] | None = None,
     ) -> Callable[[HandlerFunc], TaskHandle]:
         """Decorator form of :meth:`register`. It returns a
         :class:`~jobscheduler.handlers.tasks.TaskHandle`: the function, still callable (and
@@ -278,6 +292,7 @@ class HandlerRegistry:
                 rate_limit=rate_limit,
                 key_rate_limit=key_rate_limit,
                 burst=burst,
+                retention=retention,
             )
 
         return decorate

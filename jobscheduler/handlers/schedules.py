@@ -21,6 +21,7 @@ the rules have one copy.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -269,6 +270,8 @@ def _step(
     tenant, name = schedule.tenant_id, schedule.name
     if template is None:
         return Step(action=Action.CREATE, tenant=tenant, name=name, schedule=schedule)
+    # Every step from here on is about this schedule and the template that holds its name.
+    step = functools.partial(Step, tenant=tenant, name=name, schedule=schedule, template=template)
     owner = template.get("managedBy")
     if owner != app:
         if not template.get("cron"):
@@ -277,49 +280,23 @@ def _step(
             reason = f"a template managed by {owner!r} holds this key"
         else:
             reason = "a template made by hand holds this key; left alone"
-        return Step(
-            action=Action.CONFLICT,
-            tenant=tenant,
-            name=name,
-            schedule=schedule,
-            template=template,
-            reason=reason,
-        )
+        return step(action=Action.CONFLICT, reason=reason)
     changes = {
         field: (_compared(template, field), value)
         for field, value in expected.items()
         if _compared(template, field) != value
     }
     if "jobType" in changes:
-        return Step(
+        return step(
             action=Action.CONFLICT,
-            tenant=tenant,
-            name=name,
-            schedule=schedule,
-            template=template,
             reason=(
                 f"its job type changed ({changes['jobType'][0]} -> {changes['jobType'][1]}), "
                 "which a template cannot: give the schedule a new name"
             ),
         )
     if template.get("status") not in ACTIVE:
-        return Step(
-            action=Action.REVIVE,
-            tenant=tenant,
-            name=name,
-            schedule=schedule,
-            template=template,
-            changes=changes,
-            reason=f"was {template.get('status')}",
-        )
-    return Step(
-        action=Action.UPDATE if changes else Action.UNCHANGED,
-        tenant=tenant,
-        name=name,
-        schedule=schedule,
-        template=template,
-        changes=changes,
-    )
+        return step(action=Action.REVIVE, changes=changes, reason=f"was {template.get('status')}")
+    return step(action=Action.UPDATE if changes else Action.UNCHANGED, changes=changes)
 
 
 __all__ = ["Action", "Schedule", "Step", "make_schedule", "plan_sync"]

@@ -99,6 +99,12 @@ class Metrics:
             buckets=_HANDLER_BUCKETS,
             registry=r,
         )
+        self.reaper_pruned = Counter(
+            "reaper_pruned_jobs_total",
+            "Finished jobs deleted by the reaper once their retention passed, by status.",
+            ["status"],
+            registry=r,
+        )
         self.reaper_recovered = Counter(
             "reaper_recovered_jobs_total",
             "Stuck jobs returned to pending (or dead-lettered), by sweep (queued, claimed).",
@@ -172,3 +178,5 @@ class Metrics:
         )
         for sweep in ("queued", "claimed"):
             self.reaper_recovered.labels(sweep=sweep)
+        for status in ("completed", "cancelled", "dlq"):
+            self.reaper_pruned.labels(status=status)

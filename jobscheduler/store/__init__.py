@@ -10,4 +10,5 @@ from .base import StoreLifecycle as StoreLifecycle
 from .base import Tenancy as Tenancy
 from .base import Transitions as Transitions
 from .base import WorkerPresence as WorkerPresence
+from .upkeep import Upkeep as Upkeep
 from .workflows import WorkflowRecords as WorkflowRecords

@@ -15,6 +15,7 @@ contract:
 :class:`Reporting`         listing, counts and figures (the API, the reaper's gauges)
 :class:`WorkflowRecords`   workflow records and their steps (:mod:`.workflows`)
 :class:`FlowControl`       fair claims, limit slots, rate buckets, limits and weights
+:class:`Upkeep`            counters, pruning, retention overrides (:mod:`.upkeep`)
 ========================  ==============================================================
 
 Every adapter (SQLite embedded, MongoDB production, memory for tests) implements them all
@@ -53,6 +54,7 @@ from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
 
 from .query import Cursor, Exclusions, JobCounts, JobQuery, JobStats, Pick, Statuses
+from .upkeep import Upkeep
 from .workflows import WorkflowRecords
 
 #: What :meth:`JobRecords.insert_many` answers for each job, in order: the job as stored, or
@@ -336,8 +338,8 @@ class Reporting(Protocol):
         """How many of ``tenant_id``'s jobs (None: every tenant's) are in each of
         ``statuses`` (None: every status; zero included) and, with ``by_type``, in each
         (status, job type). The one count of each adapter: the stats, the Overview and the
-        counts below are answered from it (a store keeping counters would answer it from
-        them)."""
+        counts below are answered from it, and it from the counters
+        (:meth:`Upkeep.job_counters`): it reads no job."""
 
     @abc.abstractmethod
     async def tenants(self, limit: int) -> list[str]:
@@ -454,6 +456,7 @@ class JobStore(
     Reporting,
     WorkflowRecords,
     FlowControl,
+    Upkeep,
     Protocol,
 ):
     """Every part of the store: what ``Deps`` holds and every adapter implements. Every

@@ -72,6 +72,8 @@ class JobQuery:
     #: ``created_at >= created_after`` and ``created_at < created_before``.
     created_after: datetime | None = None
     created_before: datetime | None = None
+    #: ``finished_at < finished_before``: finished before then (unfinished jobs never match).
+    finished_before: datetime | None = None
     #: Exactly this idempotency key / keys starting with this text (the (tenant, key) index).
     idempotency_key: str | None = None
     key_prefix: str | None = None
@@ -98,6 +100,10 @@ class JobQuery:
             and (self.cron is None or (job.cron is not None) == self.cron)
             and (self.created_after is None or job.created_at >= self.created_after)
             and (self.created_before is None or job.created_at < self.created_before)
+            and (
+                self.finished_before is None
+                or (job.finished_at is not None and job.finished_at < self.finished_before)
+            )
             and (self.idempotency_key is None or job.idempotency_key == self.idempotency_key)
             and (self.key_prefix is None or job.idempotency_key.startswith(self.key_prefix))
             and (not self.ids or job.id in self.ids)
@@ -201,6 +207,28 @@ class Window:
 #: The statuses a count is of (None: every status).
 Statuses = Sequence[Status] | None
 
+#: What the store keeps a counter of: (tenant, status, job type).
+CountKey = tuple[str, Status, str]
+
+
+def counts_from(
+    counters: Mapping[CountKey, int], tenant_id: str | None, statuses: Statuses, by_type: bool
+) -> JobCounts:
+    """The :class:`JobCounts` of ``tenant_id`` (None: every tenant) in ``statuses`` (None:
+    every status), added up from the counters: how every adapter answers its count."""
+    wanted = None if statuses is None else {Status(s) for s in statuses}
+    found: Counter[tuple[Status, str]] = Counter()
+    for (tenant, status, job_type), n in counters.items():
+        mine = tenant_id is None or tenant == tenant_id
+        if n and mine and (wanted is None or status in wanted):
+            found[(status, job_type)] += n
+    if by_type:
+        return JobCounts.of_types(statuses, found)
+    by_status: Counter[Status] = Counter()
+    for (status, _), n in found.items():
+        by_status[status] += n
+    return JobCounts.of_statuses(statuses, by_status)
+
 
 @attrs.frozen(kw_only=True)
 class JobCounts:
@@ -257,6 +285,7 @@ __all__ = [
     "PENDING",
     "STATS_WINDOWS",
     "THROUGHPUT",
+    "CountKey",
     "Cursor",
     "Exclusions",
     "JobCounts",
@@ -266,5 +295,6 @@ __all__ = [
     "Sort",
     "Statuses",
     "Window",
+    "counts_from",
     "fair_group",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from jobscheduler.domain.model import Job, Status, new_job_id, utc
+from jobscheduler.domain.states import FINAL
 
 #: When the jobs of :func:`make_job` are created and due: a fixed instant, so that a test
 #: reads the same every time.
@@ -47,7 +48,8 @@ class JobFactory:
         fairness_key: str = "",
         concurrency_key: str | None = None,
     ) -> Job:
-        """A job as the store would hold it (``updated_at`` is its ``created_at``)."""
+        """A job as the store would hold it (``updated_at`` is its ``created_at``, and so is
+        ``finished_at`` in a final status)."""
         job_id = new_job_id()
         created = utc(created_at or self.at)
         return Job(
@@ -67,6 +69,7 @@ class JobFactory:
             template_id=template_id,
             fairness_key=fairness_key,
             concurrency_key=concurrency_key,
+            finished_at=created if status in FINAL else None,
         )
 
 

@@ -213,3 +213,42 @@ async def receive_until(
 
 def wake_ups(job_type: str, count: int) -> list[WakeUp]:
     return [WakeUp(job_id=new_id(), job_type=job_type, priority=i % 7 - 3) for i in range(count)]
+
+
+def one_key(*priorities: int) -> list[WakeUp]:
+    """Wake-ups of one new job type and one key (so one partition, in this order), one per
+    priority given."""
+    job_type, job_id = new_type(), new_id()
+    return [WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in priorities]
+
+
+async def held_in_order(bus: Bus, sub: Subscription, sent: list[WakeUp]) -> list[Delivery]:
+    """Publish ``sent`` (one key, so one partition) and take as many deliveries on ``sub``,
+    unacked; they arrive in the order sent."""
+    await bus.publish(sent)
+    deliveries = aiter(sub)
+    held = [await next_delivery(deliveries) for _ in sent]
+    assert [d.message for d in held] == sent
+    return held
+
+
+async def received_on_resubscribing(bus: Bus, markers: list[WakeUp]) -> list[WakeUp]:
+    """What a new subscription to the markers' job type receives (and acks) until
+    ``markers``, published now, have all arrived: any redelivered message comes before the
+    marker of its key."""
+    async with bus.subscribe(markers[0].job_type) as sub:
+        await bus.publish(markers)
+        return await receive_until(aiter(sub), markers)
+
+
+async def held_up_to_the_limit(
+    harness: BusHarness, bus: Bus, deliveries: AsyncIterator[Delivery], sent: list[WakeUp]
+) -> list[Delivery]:
+    """Publish ``sent`` and take its deliveries, unsettled, up to the bus's in-flight limit
+    (all of them on a bus without one)."""
+    await bus.publish(sent)
+    limit = harness.max_in_flight
+    held: list[Delivery] = []
+    while len(held) < (limit if limit is not None else len(sent)):
+        held.append(await next_delivery(deliveries))
+    return held

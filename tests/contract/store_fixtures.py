@@ -22,6 +22,7 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.memory import MemoryJobStore
 from jobscheduler.store.mongo import MongoJobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.stores import started
 
 DEFAULT_MONGO_URI = "mongodb://127.0.0.1:27017"
 
@@ -51,21 +52,13 @@ async def drop_database(uri: str, name: str) -> None:
 
 
 async def _memory(tmp_path: Path) -> AsyncIterator[JobStore]:
-    store = MemoryJobStore()
-    await store.start()
-    try:
+    async with started(MemoryJobStore()) as store:
         yield store
-    finally:
-        await store.close()
 
 
 async def _sqlite(tmp_path: Path) -> AsyncIterator[JobStore]:
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
-    try:
+    async with started(SQLiteJobStore(tmp_path / "jobs.db")) as store:
         yield store
-    finally:
-        await store.close()
 
 
 async def _mongo(tmp_path: Path) -> AsyncIterator[JobStore]:

@@ -1,14 +1,22 @@
 """Job builders shared by the JobStore contract suites (``tests/contract/test_store_*.py``
 and their siblings) and by the Mongo integration tests: a fixed ``NOW``, ``make_job`` (the
 package's job factory with this suite's defaults), ``running_job``, which walks a fresh
-job through claim, pick and start, and ``dead``, a job in dlq after its only attempt failed."""
+job through claim, pick and start, and ``dead``, a job in dlq after its only attempt failed;
+and ``scheduler_deps``, what a scheduler needs to run over a store under test."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
+from jobscheduler.bus.local import LocalBus
+from jobscheduler.clock import ManualClock
+from jobscheduler.config import Settings
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
+from jobscheduler.election.local import LocalElector
+from jobscheduler.handlers import default_registry
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store import JobStore
 from jobscheduler.testing import JobFactory
 
@@ -38,3 +46,16 @@ async def dead(store: JobStore, **kwargs: object) -> Job:
     assert failed is not None
     assert failed.status is Status.DLQ
     return failed
+
+
+def scheduler_deps(store: JobStore, clock: ManualClock, tmp_path: Path, name: str) -> Deps:
+    """A scheduler's ports over ``store`` on ``clock``: a local bus, and a local elector
+    that makes ``name`` (also the worker id) the leader."""
+    return Deps(
+        settings=Settings(sqlite_path=str(tmp_path / "unused.db"), worker_id=name),
+        store=store,
+        bus=LocalBus(),
+        elector=LocalElector(name),
+        registry=default_registry(),
+        clock=clock,
+    )

@@ -29,15 +29,19 @@ from __future__ import annotations
 import pytest
 import trio
 
-from jobscheduler.bus import Bus, Delivery, Subscription, WakeUp
+from jobscheduler.bus import Bus, Subscription, WakeUp
 
 from .bus_fixtures import (
     RECEIVE_TIMEOUT,
     BusHarness,
+    held_in_order,
+    held_up_to_the_limit,
     new_id,
     new_type,
     next_delivery,
+    one_key,
     receive_until,
+    received_on_resubscribing,
     wake_ups,
 )
 
@@ -114,9 +118,7 @@ async def test_unacked_message_goes_to_the_next_subscription_and_acked_one_does_
     # One marker per key: each follows its message in that message's partition, so once
     # both markers arrive, any redelivery of either message has arrived too.
     markers = [WakeUp(job_id=m.job_id, job_type=job_type, priority=100) for m in (acked, unacked)]
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish(markers)
-        received = await receive_until(aiter(sub), markers)
+    received = await received_on_resubscribing(bus, markers)
 
     assert acked not in received
     assert (unacked in received) == harness.redelivers_unacked
@@ -125,22 +127,12 @@ async def test_unacked_message_goes_to_the_next_subscription_and_acked_one_does_
 async def test_out_of_order_ack_never_commits_past_the_earlier_unacked_message(
     harness: BusHarness, bus: Bus
 ) -> None:
-    job_type = new_type()
-    job_id = new_id()  # one key, so one partition, in this order
-    first, second, marker = (
-        WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
-    )
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([first, second])
-        deliveries = aiter(sub)
-        d_first = await next_delivery(deliveries)
-        d_second = await next_delivery(deliveries)
-        assert [d_first.message, d_second.message] == [first, second]
+    first, second, marker = one_key(1, 2, 100)
+    async with bus.subscribe(first.job_type) as sub:
+        _, d_second = await held_in_order(bus, sub, [first, second])
         await d_second.ack()
 
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        received = await receive_until(aiter(sub), [marker])
+    received = await received_on_resubscribing(bus, [marker])
 
     # The second message may come again too (its offset is behind the uncommitted first).
     assert (first in received) == harness.redelivers_unacked
@@ -149,21 +141,13 @@ async def test_out_of_order_ack_never_commits_past_the_earlier_unacked_message(
 
 
 async def test_acks_that_close_the_gap_commit_past_every_message(bus: Bus) -> None:
-    job_type = new_type()
-    job_id = new_id()
-    sent = [WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 3)]
-    marker = WakeUp(job_id=job_id, job_type=job_type, priority=100)
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish(sent)
-        deliveries = aiter(sub)
-        held = [await next_delivery(deliveries) for _ in sent]
-        assert [d.message for d in held] == sent
+    *sent, marker = one_key(1, 2, 3, 100)
+    async with bus.subscribe(marker.job_type) as sub:
+        held = await held_in_order(bus, sub, sent)
         for index in (2, 0, 1, 1):  # last, first, middle, and an ack repeated harmlessly
             await held[index].ack()
 
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        received = await receive_until(aiter(sub), [marker])
+    received = await received_on_resubscribing(bus, [marker])
 
     assert received == [marker]
 
@@ -173,25 +157,15 @@ async def test_released_message_is_settled_its_offset_committed_past_and_not_red
 ) -> None:
     """``release`` is how an executor settles a message whose job's outcome it could not
     learn (the store failed): the bus moves on, and the store's sweeps recover the job."""
-    job_type = new_type()
-    job_id = new_id()  # one key, so one partition, in this order
-    released, acked, marker = (
-        WakeUp(job_id=job_id, job_type=job_type, priority=p) for p in (1, 2, 100)
-    )
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([released, acked])
-        deliveries = aiter(sub)
-        d_released = await next_delivery(deliveries)
-        d_acked = await next_delivery(deliveries)
-        assert [d_released.message, d_acked.message] == [released, acked]
+    released, acked, marker = one_key(1, 2, 100)
+    async with bus.subscribe(released.job_type) as sub:
+        d_released, d_acked = await held_in_order(bus, sub, [released, acked])
         await d_acked.ack()
         await d_released.release()
         await d_released.release()  # idempotent
         await d_acked.release()  # after an ack: a no-op
 
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        received = await receive_until(aiter(sub), [marker])
+    received = await received_on_resubscribing(bus, [marker])
 
     assert received == [marker]
 
@@ -199,13 +173,9 @@ async def test_released_message_is_settled_its_offset_committed_past_and_not_red
 async def test_releases_free_in_flight_room_like_acks(harness: BusHarness, bus: Bus) -> None:
     job_type = new_type()
     sent = wake_ups(job_type, 20)
-    held: list[Delivery] = []
     async with bus.subscribe(job_type) as sub:
         deliveries = aiter(sub)
-        await bus.publish(sent)
-        limit = harness.max_in_flight
-        while len(held) < (limit if limit is not None else len(sent)):
-            held.append(await next_delivery(deliveries))
+        held = await held_up_to_the_limit(harness, bus, deliveries, sent)
         for delivery in held:
             await delivery.release()
         rest = await receive_until(deliveries, set(sent) - {d.message for d in held})
@@ -261,9 +231,7 @@ async def test_malformed_message_is_skipped_without_blocking_its_partition(
 
     # Had the malformed message not been committed past, the valid one behind it would
     # come back before the marker.
-    async with bus.subscribe(job_type) as sub:
-        await bus.publish([marker])
-        assert await receive_until(aiter(sub), [marker]) == [marker]
+    assert await received_on_resubscribing(bus, [marker]) == [marker]
 
 
 async def test_unacked_deliveries_are_bounded_and_flow_resumes_after_acks(
@@ -271,13 +239,10 @@ async def test_unacked_deliveries_are_bounded_and_flow_resumes_after_acks(
 ) -> None:
     job_type = new_type()
     sent = wake_ups(job_type, 20)
-    held: list[Delivery] = []
     async with bus.subscribe(job_type) as sub:
         deliveries = aiter(sub)
-        await bus.publish(sent)
+        held = await held_up_to_the_limit(harness, bus, deliveries, sent)
         limit = harness.max_in_flight
-        while len(held) < (limit if limit is not None else len(sent)):
-            held.append(await next_delivery(deliveries))
         if limit is not None:
             with trio.move_on_after(1.5):
                 extra = await anext(deliveries)

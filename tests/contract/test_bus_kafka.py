@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -85,6 +86,18 @@ def kafka_bus(prefix: str, **options: Any) -> KafkaBus:
     )  # fmt: skip
 
 
+@contextlib.asynccontextmanager
+async def running_kafka_bus(prefix: str, **options: Any) -> AsyncIterator[KafkaBus]:
+    """A started :func:`kafka_bus` (the broker checked reachable first), closed on exit."""
+    await KafkaHarness(KAFKA_BROKERS, prefix).check_reachable()
+    bus = kafka_bus(prefix, **options)
+    await bus.start()
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
 async def leave_group_under(sub: Subscription) -> None:
     """Make the subscription's consumer leave its group for good, as a consumer does whose
     membership was lost and that never rejoins: a real LeaveGroup, no more assignments."""
@@ -99,27 +112,24 @@ async def test_kafka_consumer_that_left_its_group_is_replaced_and_receives_again
     """Regression: an executor's consumer dropped out of its group and never rejoined (the group
     stayed EMPTY for minutes). The subscription notices it is not a member and replaces its
     consumer within ``rejoin_timeout`` plus a join; deliveries then flow again."""
-    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
     job_type = new_type()
-    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=3.0, unhealthy_after=60.0)
-    await bus.start()
-    try:
-        async with bus.subscribe(job_type) as sub:
-            await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
-            before = wake_ups(job_type, 3)
-            await bus.publish(before)
-            await receive_until(aiter(sub), before)
+    async with (
+        running_kafka_bus(kafka_topic_prefix, rejoin_timeout=3.0, unhealthy_after=60.0) as bus,
+        bus.subscribe(job_type) as sub,
+    ):
+        await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
+        before = wake_ups(job_type, 3)
+        await bus.publish(before)
+        await receive_until(aiter(sub), before)
 
-            await leave_group_under(sub)
-            left = time.monotonic()
-            after = wake_ups(job_type, 3)
-            await bus.publish(after)
-            await receive_until(aiter(sub), after)
-            recovered_in = time.monotonic() - left
-            assert sub.recreations == 1  # type: ignore[attr-defined]
-            assert sub.problem() is None
-    finally:
-        await bus.close()
+        await leave_group_under(sub)
+        left = time.monotonic()
+        after = wake_ups(job_type, 3)
+        await bus.publish(after)
+        await receive_until(aiter(sub), after)
+        recovered_in = time.monotonic() - left
+        assert sub.recreations == 1  # type: ignore[attr-defined]
+        assert sub.problem() is None
     # rejoin_timeout (3 s) + a membership check + a KIP-848 join: seconds, not minutes.
     assert recovered_in < 20, f"recovered after {recovered_in:.1f}s"
 
@@ -128,24 +138,21 @@ async def test_kafka_consumer_that_left_its_group_is_replaced_and_receives_again
 async def test_kafka_subscription_reports_a_problem_while_it_is_not_a_group_member(
     kafka_topic_prefix: str,
 ) -> None:
-    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
     job_type = new_type()
-    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=120.0, unhealthy_after=2.0)
-    await bus.start()
-    try:
-        async with bus.subscribe(job_type) as sub:
-            await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
-            assert sub.problem() is None
-            await leave_group_under(sub)
-            with trio.fail_after(RECEIVE_TIMEOUT):
-                while True:  # the subscription is polled, as a health check would
-                    problem = sub.problem()
-                    if problem is not None:
-                        break
-                    await trio.sleep(0.1)
-            assert "not been a member of group" in problem
-    finally:
-        await bus.close()
+    async with (
+        running_kafka_bus(kafka_topic_prefix, rejoin_timeout=120.0, unhealthy_after=2.0) as bus,
+        bus.subscribe(job_type) as sub,
+    ):
+        await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).settle(sub)
+        assert sub.problem() is None
+        await leave_group_under(sub)
+        with trio.fail_after(RECEIVE_TIMEOUT):
+            while True:  # the subscription is polled, as a health check would
+                problem = sub.problem()
+                if problem is not None:
+                    break
+                await trio.sleep(0.1)
+        assert "not been a member of group" in problem
 
 
 @pytest.mark.integration
@@ -155,22 +162,19 @@ async def test_kafka_member_holding_no_partitions_is_healthy_and_kept(
     """More consumers than partitions: the spare one holds nothing, yet it is a member (its
     statistics show its heartbeats answered; the test broker asks for one every 2 s), so it
     is neither replaced nor reported."""
-    await KafkaHarness(KAFKA_BROKERS, kafka_topic_prefix).check_reachable()
     job_type = new_type()
-    bus = kafka_bus(kafka_topic_prefix, rejoin_timeout=5.0, unhealthy_after=5.0)
-    await bus.start()
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            subs = [await stack.enter_async_context(bus.subscribe(job_type)) for _ in range(3)]
-            with trio.fail_after(RECEIVE_TIMEOUT):
-                while True:
-                    if sum(len(s._book.parts) for s in subs) == 2:  # type: ignore[attr-defined]
-                        break
-                    await trio.sleep(0.05)
-            await trio.sleep(9.0)  # well past rejoin_timeout and unhealthy_after
-            owned = [len(s._book.parts) for s in subs]  # type: ignore[attr-defined]
-            assert sorted(owned) == [0, 1, 1]
-            assert [s.problem() for s in subs] == [None, None, None]
-            assert [s.recreations for s in subs] == [0, 0, 0]  # type: ignore[attr-defined]
-    finally:
-        await bus.close()
+    async with (
+        running_kafka_bus(kafka_topic_prefix, rejoin_timeout=5.0, unhealthy_after=5.0) as bus,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        subs = [await stack.enter_async_context(bus.subscribe(job_type)) for _ in range(3)]
+        with trio.fail_after(RECEIVE_TIMEOUT):
+            while True:
+                if sum(len(s._book.parts) for s in subs) == 2:  # type: ignore[attr-defined]
+                    break
+                await trio.sleep(0.05)
+        await trio.sleep(9.0)  # well past rejoin_timeout and unhealthy_after
+        owned = [len(s._book.parts) for s in subs]  # type: ignore[attr-defined]
+        assert sorted(owned) == [0, 1, 1]
+        assert [s.problem() for s in subs] == [None, None, None]
+        assert [s.recreations for s in subs] == [0, 0, 0]  # type: ignore[attr-defined]

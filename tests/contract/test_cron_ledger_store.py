@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -17,35 +18,37 @@ from jobscheduler.domain.states import Change
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
-from .store_support import make_job
-from .test_cron_store import _deps, _runs
+from .store_support import make_job, scheduler_deps
+from .test_cron_store import _runs
 
 T0 = datetime(2026, 3, 29, 0, 0, tzinfo=UTC)
 TEMPLATE = "6650f0a1b2c3d4e5f6a7b8c9"
 
 
-def spawned(minute: int, *, template: str = TEMPLATE, late: float = 0.5) -> Occurrence:
+def recorded(
+    minute: int, status: OccurrenceStatus, *, template: str, late: float, **fields: Any
+) -> Occurrence:
+    """The record of ``template``'s fire time ``minute`` minutes after T0, written ``late``
+    seconds after it."""
     fire_at = T0 + timedelta(minutes=minute)
     return Occurrence(
         template_id=template,
         tenant_id="tenant-a",
         fire_at=fire_at,
-        status=OccurrenceStatus.SPAWNED,
+        status=status,
         recorded_at=fire_at + timedelta(seconds=late),
-        run_id=new_job_id(),
+        **fields,
+    )
+
+
+def spawned(minute: int, *, template: str = TEMPLATE, late: float = 0.5) -> Occurrence:
+    return recorded(
+        minute, OccurrenceStatus.SPAWNED, template=template, late=late, run_id=new_job_id()
     )
 
 
 def skipped(minute: int, reason: SkipReason = SkipReason.OVERLAP) -> Occurrence:
-    fire_at = T0 + timedelta(minutes=minute)
-    return Occurrence(
-        template_id=TEMPLATE,
-        tenant_id="tenant-a",
-        fire_at=fire_at,
-        status=OccurrenceStatus.SKIPPED,
-        recorded_at=fire_at + timedelta(seconds=1),
-        reason=reason,
-    )
+    return recorded(minute, OccurrenceStatus.SKIPPED, template=TEMPLATE, late=1, reason=reason)
 
 
 async def test_records_round_trip_newest_fire_time_first(store: JobStore) -> None:
@@ -126,7 +129,7 @@ async def test_buffer_one_through_the_scheduler_records_and_releases_on_every_st
     template and in the ledger), 00:10 skipped; once the run completes, the held fire time
     is spawned with the ledger's run id and the template holds nothing."""
     clock = ManualClock(T0)
-    deps = _deps(store, clock, tmp_path)
+    deps = scheduler_deps(store, clock, tmp_path, "cron-test")
     scheduler = Scheduler(deps)
     template = await store.insert(
         attrs.evolve(

@@ -12,34 +12,28 @@ from pathlib import Path
 import attrs
 import pytest
 
-from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import ManualClock
-from jobscheduler.config import Settings
 from jobscheduler.domain import states
-from jobscheduler.election.local import LocalElector
+from jobscheduler.domain.model import Job
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.handlers import default_registry
-from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
-from .store_support import make_job
+from .store_support import make_job, scheduler_deps
 
 FIRST = datetime(2026, 9, 29, 18, 0, tzinfo=UTC)
 SECOND = FIRST + timedelta(minutes=5)
 
 
-def scheduler(store: JobStore, clock: ManualClock, tmp_path: Path) -> Scheduler:
-    return Scheduler(
-        Deps(
-            settings=Settings(sqlite_path=str(tmp_path / "unused.db"), worker_id="squat-test"),
-            store=store,
-            bus=LocalBus(),
-            elector=LocalElector("squat-test"),
-            registry=default_registry(),
-            clock=clock,
-        )
-    )
+async def run_after_a_tick(
+    store: JobStore, clock: ManualClock, tmp_path: Path, template_id: str, fire_at: datetime
+) -> Job:
+    """The run of ``template_id``'s fire time ``fire_at`` once a scheduler ticked at
+    ``clock``'s time."""
+    await Scheduler(scheduler_deps(store, clock, tmp_path, "squat-test")).tick()
+    run = await store.find_run(template_id, fire_at)
+    assert run is not None
+    return run
 
 
 async def template_of(store: JobStore, tenant: str = "victim") -> tuple[str, str]:
@@ -56,9 +50,7 @@ async def test_another_tenants_job_with_the_run_key_does_not_stop_the_run(
     template_id, run_key = await template_of(store)
     squatter = await store.insert(make_job(key=run_key, tenant="attacker"))
     clock = ManualClock(FIRST)
-    await scheduler(store, clock, tmp_path).tick()
-    run = await store.find_run(template_id, FIRST)
-    assert run is not None
+    run = await run_after_a_tick(store, clock, tmp_path, template_id, FIRST)
     assert (run.tenant_id, run.template_id, run.fire_at) == ("victim", template_id, FIRST)
     assert run.id != squatter.id
     assert (await store.get(squatter.id)).tenant_id == "attacker"
@@ -70,16 +62,12 @@ async def test_the_tenants_own_job_holding_the_run_key_gets_the_run_spawned_anyw
     template_id, run_key = await template_of(store)
     squatter = await store.insert(make_job(key=run_key, tenant="victim"))
     clock = ManualClock(FIRST)
-    await scheduler(store, clock, tmp_path).tick()
-    run = await store.find_run(template_id, FIRST)
-    assert run is not None
+    run = await run_after_a_tick(store, clock, tmp_path, template_id, FIRST)
     assert run.id != squatter.id
     assert run.idempotency_key.startswith(run_key)
     # The template moved on and its next fire time spawns normally.
     clock.advance((SECOND - FIRST).total_seconds())
-    await scheduler(store, clock, tmp_path).tick()
-    second = await store.find_run(template_id, SECOND)
-    assert second is not None
+    second = await run_after_a_tick(store, clock, tmp_path, template_id, SECOND)
     assert second.idempotency_key == run_key.replace(
         str(int(FIRST.timestamp() * 1e9)), str(int(SECOND.timestamp() * 1e9))
     )

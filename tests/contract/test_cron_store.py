@@ -11,19 +11,15 @@ from pathlib import Path
 import attrs
 import pytest
 
-from jobscheduler.bus.local import LocalBus
 from jobscheduler.clock import ManualClock
-from jobscheduler.config import Settings
 from jobscheduler.domain import states
 from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold, DstGap
 from jobscheduler.domain.model import Job, utc
-from jobscheduler.election.local import LocalElector
-from jobscheduler.handlers import default_registry
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
-from .store_support import make_job
+from .store_support import make_job, scheduler_deps
 
 PARIS = CronPolicy(
     timezone="Europe/Paris",
@@ -63,17 +59,6 @@ async def test_template_schedule_settings_round_trip_and_one_offs_have_none(
     )
     assert moved is not None
     assert moved.cron_policy == PARIS
-
-
-def _deps(store: JobStore, clock: ManualClock, tmp_path: Path) -> Deps:
-    return Deps(
-        settings=Settings(sqlite_path=str(tmp_path / "unused.db"), worker_id="cron-test"),
-        store=store,
-        bus=LocalBus(),
-        elector=LocalElector("cron-test"),
-        registry=default_registry(),
-        clock=clock,
-    )
 
 
 async def _fire_until(deps: Deps, clock: ManualClock, template: Job, until: datetime) -> None:
@@ -122,7 +107,9 @@ async def test_paris_template_crosses_a_dst_change_with_one_run_per_fire_time(
     first = PARIS.next_fire("30 2 * * *", begin)
     template = await store.insert(paris_template("paris-dst", "30 2 * * *", first, PARIS))
 
-    await _fire_until(_deps(store, clock, tmp_path), clock, template, _z(until)[0])
+    await _fire_until(
+        scheduler_deps(store, clock, tmp_path, "cron-test"), clock, template, _z(until)[0]
+    )
 
     runs = await _runs(store, template)
     fires = _z(*expected)

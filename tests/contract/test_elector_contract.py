@@ -13,12 +13,12 @@ test bounded by ``trio.fail_after``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import trio
 
-from jobscheduler.election import Term, lead
+from jobscheduler.election import Elector, Term, lead
 
 from .elector_fixtures import (
     ADAPTER_PARAMS,
@@ -154,17 +154,36 @@ async def test_work_returning_ends_the_term_and_lead_campaigns_again(
         assert ("resign", seen[0]) in elector.calls
 
 
+async def handover(standby: Elector, end_term: Callable[[], Awaitable[object]], what: str) -> Term:
+    """``standby`` campaigns against the leader; half a second later ``end_term`` ends the
+    leader's term (``what``, for the failure message): the standby must win within
+    :data:`TAKEOVER_BOUND`. Its term."""
+    async with trio.open_nursery() as nursery:
+        won, terms = await campaign_in_background(nursery, standby)
+        await trio.sleep(0.5)
+        ended_at = trio.current_time()
+        await end_term()
+        await won.wait()
+        takeover = trio.current_time() - ended_at
+    assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after {what}"
+    return terms[0]
+
+
 # -- several candidates ----------------------------------------------------------------------
+
+
+async def candidates(factory: ElectorFactory, *names: str, **options: int) -> list[Elector]:
+    """One elector per name (``options`` for each), on an adapter with several candidates."""
+    assert factory.multi_candidate
+    return [await factory(name, **options) for name in names]
 
 
 @multi_candidate
 async def test_only_one_candidate_leads_and_standby_takes_over_after_resign(
     elector_factory: ElectorFactory,
 ) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         term_a = await a.campaign()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.watch, term_a)  # returns once a resigns
@@ -188,10 +207,8 @@ async def test_only_one_candidate_leads_and_standby_takes_over_after_resign(
 
 @multi_candidate
 async def test_waiting_campaign_keeps_its_lease_alive(elector_factory: ElectorFactory) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a", ttl=SHORT_TTL)
-        b = await elector_factory("b", ttl=SHORT_TTL)
+        a, b = await candidates(elector_factory, "a", "b", ttl=SHORT_TTL)
         term_a = await a.campaign()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.watch, term_a)
@@ -211,10 +228,8 @@ async def test_waiting_campaign_keeps_its_lease_alive(elector_factory: ElectorFa
 
 @multi_candidate
 async def test_cancelling_lead_hands_over_to_standby(elector_factory: ElectorFactory) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         a_working = trio.Event()
 
         async def work(term: Term) -> None:
@@ -238,31 +253,18 @@ async def test_cancelling_lead_hands_over_to_standby(elector_factory: ElectorFac
 
 @multi_candidate
 async def test_closing_the_leader_hands_over_at_once(elector_factory: ElectorFactory) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         await a.campaign()
-        async with trio.open_nursery() as nursery:
-            b_won, b_terms = await campaign_in_background(nursery, b)
-            await trio.sleep(0.5)
-            closed_at = trio.current_time()
-            await a.close()
-            await b_won.wait()
-            takeover = trio.current_time() - closed_at
-        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after close()"
-        await b.resign(b_terms[0])
+        await b.resign(await handover(b, a.close, "close()"))
 
 
 @multi_candidate
 async def test_cancelled_campaign_leaves_no_candidacy_behind(
     elector_factory: ElectorFactory,
 ) -> None:
-    assert elector_factory.multi_candidate
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
-        c = await elector_factory("c")
+        a, b, c = await candidates(elector_factory, "a", "b", "c")
         term_a = await a.campaign()
         with trio.move_on_after(0.5) as waited:
             await b.campaign()
@@ -341,22 +343,13 @@ async def test_watch_returns_soon_after_lease_revoked(elector_factory: ElectorFa
 async def test_standby_takes_over_after_leader_lease_revoked(
     elector_factory: ElectorFactory,
 ) -> None:
-    assert elector_factory.multi_candidate
     assert elector_factory.out_of_band_revoke
     with trio.fail_after(TEST_BOUND):
-        a = await elector_factory("a")
-        b = await elector_factory("b")
+        a, b = await candidates(elector_factory, "a", "b")
         term_a = await a.campaign()
-        async with trio.open_nursery() as nursery:
-            b_won, b_terms = await campaign_in_background(nursery, b)
-            await trio.sleep(0.5)
-            revoked_at = trio.current_time()
-            await elector_factory.revoke_out_of_band(term_a)
-            await b_won.wait()
-            takeover = trio.current_time() - revoked_at
-        assert takeover < TAKEOVER_BOUND, f"standby took {takeover:.3f} s after a revoke"
-        assert b_terms[0].token > term_a.token
-        await b.resign(b_terms[0])
+        term_b = await handover(b, lambda: elector_factory.revoke_out_of_band(term_a), "a revoke")
+        assert term_b.token > term_a.token
+        await b.resign(term_b)
 
 
 # -- EtcdElector specifics (no server needed) ------------------------------------------------

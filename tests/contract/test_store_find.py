@@ -16,6 +16,25 @@ from jobscheduler.store.query import Cursor, JobQuery, Sort
 
 from .store_support import NOW, dead, make_job
 
+
+async def every_page(store: JobStore, query: JobQuery, size: int) -> list[Job]:
+    """The jobs ``query`` matches, read ``size`` at a time, each page after the last one's
+    cursor."""
+    seen: list[Job] = []
+    after: Cursor | None = None
+    while True:
+        page = await store.find_jobs(query, size, after)
+        seen += page
+        if len(page) < size:
+            return seen
+        after = Cursor.after(page[-1], query.sort)
+
+
+def in_order(jobs: list[Job], sort: Sort) -> list[str]:
+    """The ids of ``jobs`` in ``sort``'s order, ties broken by id."""
+    return [j.id for j in sorted(jobs, key=lambda j: (sort.key(j), j.id), reverse=sort.descending)]
+
+
 # ----------------------------------------------------------------------- filters and pages
 
 
@@ -67,28 +86,7 @@ async def test_cursor_pages_walk_every_match_once_newest_first_across_ties(
     ]
     await store.insert(make_job(tenant="someone-else"))
     query = JobQuery(tenant_id="tenant-a")
-    seen: list[Job] = []
-    after: Cursor | None = None
-    while True:
-        page = await store.find_jobs(query, 4, after)
-        seen += page
-        if len(page) < 4:
-            break
-        after = Cursor.after(page[-1])
-    expected = sorted(jobs, key=lambda j: (j.created_at, j.id), reverse=True)
-    assert [j.id for j in seen] == [j.id for j in expected]
-
-
-async def test_cursor_respects_a_created_range(store: JobStore) -> None:
-    jobs = [await store.insert(make_job(created_at=NOW + timedelta(seconds=i))) for i in range(6)]
-    query = JobQuery(
-        tenant_id="tenant-a",
-        created_after=NOW + timedelta(seconds=1),
-        created_before=NOW + timedelta(seconds=5),
-    )
-    first = await store.find_jobs(query, 2)
-    rest = await store.find_jobs(query, 10, Cursor.after(first[-1]))
-    assert [j.id for j in first + rest] == [j.id for j in reversed(jobs[1:5])]
+    assert [j.id for j in await every_page(store, query, 4)] == in_order(jobs, query.sort)
 
 
 async def test_find_jobs_matches_an_exact_key_a_key_prefix_and_a_list_of_ids(
@@ -127,16 +125,7 @@ async def test_cursor_pages_walk_every_match_once_in_each_sort_order(
     ]
     await store.insert(make_job(tenant="someone-else"))
     query = JobQuery(tenant_id="tenant-a", sort=sort)
-    seen: list[Job] = []
-    after: Cursor | None = None
-    while True:
-        page = await store.find_jobs(query, 4, after)
-        seen += page
-        if len(page) < 4:
-            break
-        after = Cursor.after(page[-1], sort)
-    expected = sorted(jobs, key=lambda j: (sort.key(j), j.id), reverse=sort.descending)
-    assert [j.id for j in seen] == [j.id for j in expected]
+    assert [j.id for j in await every_page(store, query, 4)] == in_order(jobs, query.sort)
 
 
 @pytest.mark.parametrize("sort", [Sort.CREATED_DESC, Sort.SCHEDULED_ASC])
@@ -151,26 +140,18 @@ async def test_cursor_pages_over_several_statuses_interleave_them_in_order(
         jobs.append(await store.insert(make_job(created_at=at, scheduled_at=at)))
     await store.apply(states.cancel(await store.insert(make_job()), now=NOW))
     query = JobQuery(tenant_id="tenant-a", statuses=(Status.PENDING, Status.DLQ), sort=sort)
-    seen: list[Job] = []
-    after: Cursor | None = None
-    while True:
-        page = await store.find_jobs(query, 3, after)
-        seen += page
-        if len(page) < 3:
-            break
-        after = Cursor.after(page[-1], sort)
-    expected = sorted(jobs, key=lambda j: (sort.key(j), j.id), reverse=sort.descending)
-    assert [j.id for j in seen] == [j.id for j in expected]
+    assert [j.id for j in await every_page(store, query, 3)] == in_order(jobs, query.sort)
 
 
-async def test_an_ascending_page_after_a_cursor_keeps_the_created_range(store: JobStore) -> None:
+@pytest.mark.parametrize("sort", [Sort.CREATED_DESC, Sort.CREATED_ASC])
+async def test_a_page_after_a_cursor_keeps_the_created_range(store: JobStore, sort: Sort) -> None:
     jobs = [await store.insert(make_job(created_at=NOW + timedelta(seconds=i))) for i in range(6)]
     query = JobQuery(
         tenant_id="tenant-a",
         created_after=NOW + timedelta(seconds=1),
         created_before=NOW + timedelta(seconds=5),
-        sort=Sort.CREATED_ASC,
+        sort=sort,
     )
     first = await store.find_jobs(query, 2)
-    rest = await store.find_jobs(query, 10, Cursor.after(first[-1], Sort.CREATED_ASC))
-    assert [j.id for j in first + rest] == [j.id for j in jobs[1:5]]
+    rest = await store.find_jobs(query, 10, Cursor.after(first[-1], sort))
+    assert [j.id for j in first + rest] == in_order(jobs[1:5], sort)

@@ -8,18 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
-from tests.support.docblocks import REPO, doc_blocks
+from tests.support.docblocks import copy_of_the_repo, doc_blocks, run_strict_bash
 
 pytestmark = pytest.mark.e2e
 
@@ -30,13 +25,7 @@ async def test_enqueue_from_code_readme_commands_and_snippet_work_from_a_copy_of
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "repo"
-    root.mkdir()
-    shutil.copytree(
-        REPO / "examples",
-        root / "examples",
-        ignore=shutil.ignore_patterns("__pycache__", "data", "outbox.jsonl"),
-    )
-    (root / ".venv").symlink_to(Path(sys.prefix))
+    copy_of_the_repo(root)
     commands = doc_blocks("README.md", "sh", "Run your own jobs")[0]
     python_blocks = doc_blocks("README.md", "python", "Run your own jobs")
     [snippet] = [block for block in python_blocks if "send_email.enqueue(" in block]
@@ -46,7 +35,6 @@ async def test_enqueue_from_code_readme_commands_and_snippet_work_from_a_copy_of
     commands = commands.replace(ready, ready + f"python3 - <<'PY'\n{snippet}PY\n", 1)
     api, web = free_port(), free_port()
     commands = commands.replace("localhost:8080", f"127.0.0.1:{api}").replace("8000", str(web))
-    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
     env.pop("JOBSCHEDULER_TENANT", None)
     env.update(
@@ -55,26 +43,10 @@ async def test_enqueue_from_code_readme_commands_and_snippet_work_from_a_copy_of
         LOG_LEVEL="WARNING",
         JOBSCHEDULER_URL=f"http://127.0.0.1:{api}",
     )
-    log_path = tmp_path / "readme.out"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            ["bash", "-c", script],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        with trio.move_on_after(TIMEOUT):
-            while proc.poll() is None:
-                await trio.sleep(0.1)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    output = log_path.read_text()
-    assert proc.returncode == 0, f"README commands failed ({proc.returncode}):\n{output}"
+    returncode, output = await run_strict_bash(
+        commands, cwd=root, env=env, log_path=tmp_path / "readme.out", timeout=TIMEOUT
+    )
+    assert returncode == 0, f"README commands failed ({returncode}):\n{output}"
     # The commands' own output (dev's warnings on the shared terminal left out).
     lines = [line for line in output.splitlines() if not re.match(r"\d{4}-\d\d-\d\dT", line)]
 

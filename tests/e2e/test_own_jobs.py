@@ -11,22 +11,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
 from tests.support.dev_server import DevServer
-from tests.support.docblocks import REPO, doc_blocks
+from tests.support.docblocks import copy_of_the_repo, doc_blocks, run_strict_bash
 from tests.support.processes import ends_within, pid_from, sigterm_within, until_logged
 
 from .conftest import NapRunning, wait_for_job
@@ -62,15 +58,8 @@ def readme_commands() -> str:
 async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
     tmp_path: Path,
 ) -> None:
-    # A copy of the repository's layout: examples/ and the virtualenv the tutorial activates.
     root = tmp_path / "repo"
-    root.mkdir()
-    shutil.copytree(
-        REPO / "examples",
-        root / "examples",
-        ignore=shutil.ignore_patterns("__pycache__", "data", "outbox.jsonl"),
-    )
-    (root / ".venv").symlink_to(Path(sys.prefix))
+    copy_of_the_repo(root)
     port = free_port()
     # The exact commands, on free ports instead of 8080 and 8099 (tests run side by side).
     commands = (
@@ -78,30 +67,12 @@ async def test_run_your_own_jobs_readme_commands_work_from_a_copy_of_the_repo(
         .replace("localhost:8080", f"127.0.0.1:{port}")
         .replace("8099", str(free_port()))
     )
-    # Scaffolding around them: stop on the first failure and never leave dev running.
-    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
     env.update(API_PORT=str(port), METRICS_PORT=str(free_port()), LOG_LEVEL="WARNING")
-    log_path = tmp_path / "readme.out"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            ["bash", "-c", script],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        with trio.move_on_after(WALKTHROUGH_TIMEOUT):
-            while proc.poll() is None:
-                await trio.sleep(0.1)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    output = log_path.read_text()
-    assert proc.returncode == 0, f"tutorial commands failed ({proc.returncode}):\n{output}"
+    returncode, output = await run_strict_bash(
+        commands, cwd=root, env=env, log_path=tmp_path / "readme.out", timeout=WALKTHROUGH_TIMEOUT
+    )
+    assert returncode == 0, f"tutorial commands failed ({returncode}):\n{output}"
 
     assert re.search(
         r"^  send-email +run_in=trio timeout=30s max_attempts=5 validate=json-schema", output, re.M

@@ -34,7 +34,7 @@ from jobscheduler.domain.model import Status
 from jobscheduler.store.mongo import MongoJobStore
 from tests.support.cluster import RoleProcess
 
-from .history import check, describe, parse_reports, read_history
+from .history import check_store, parse_reports
 from .load import CLIENT_TIMEOUT, Sent
 
 #: Once the load stopped, every stored job must end; the drain may take as long as the
@@ -211,19 +211,12 @@ class ScenarioChecks:
         database, its attempt records and ledger, and every executor's outcome lines), each
         printed with the job's history."""
         store = MongoJobStore(self.cluster.check_mongo_uri, self.cluster.db_name)
-        await store.start()
-        try:
-            reports = [
-                report
-                for process in self.all_executors
-                for report in parse_reports(process.log(), process.name)
-            ]
-            history = await read_history(store, reports)
-        finally:
-            await store.close()
-        violations = check(history)
-        for violation in violations:
-            print(describe(history, violation))
+        reports = [
+            report
+            for process in self.all_executors
+            for report in parse_reports(process.log(), process.name)
+        ]
+        _, violations = await check_store(store, reports)
         return [f"history: {v.rule}: job {v.job_id}: {v.detail}" for v in violations]
 
     @staticmethod

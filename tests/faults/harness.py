@@ -179,6 +179,24 @@ class Harness(ScenarioChecks):
             while await self.count(**query) > 0:
                 await trio.sleep(0.1)
 
+    async def consuming_again(
+        self, window: Window, executors: list[RoleProcess] | None = None
+    ) -> dict[str, float]:
+        """After ``window`` closed: :meth:`executors_complete_again` for ``executors`` (all
+        of them by default), then 3 s more for the writes in flight to land; the waits."""
+        assert window.end is not None
+        waits = await self.executors_complete_again(
+            window.end, self.executors if executors is None else executors
+        )
+        await trio.sleep(3)
+        return waits
+
+    async def running_on(self, executor: RoleProcess, at_least: int = 2) -> None:
+        """Wait (20 s at most) until ``executor`` runs ``at_least`` handlers."""
+        with trio.fail_after(20):
+            while await self.count(status="running", claimedBy=executor.worker_id) < at_least:
+                await trio.sleep(0.1)
+
     async def executors_complete_again(
         self, since: datetime, executors: list[RoleProcess], timeout: float = RECOVERY_BOUND
     ) -> dict[str, float]:

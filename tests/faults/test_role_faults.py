@@ -45,9 +45,7 @@ async def test_an_executor_killed_during_handlers_loses_no_job(harness: Harness)
     victim = harness.slow[0]
     async with harness.loaded():
         await harness.warm_up()
-        with trio.fail_after(20):  # wait until the victim is running slow handlers
-            while await harness.count(status="running", claimedBy=victim.worker_id) < 2:
-                await trio.sleep(0.1)
+        await harness.running_on(victim)  # the victim runs slow handlers
         async with harness.fault("executor SIGKILL"):
             victim.kill()
             killed_at = trio.current_time()
@@ -70,18 +68,14 @@ async def test_an_executor_frozen_past_its_consumer_session_rejoins(harness: Har
     victim = harness.slow[0]
     async with harness.loaded():
         await harness.warm_up()
-        with trio.fail_after(20):
-            while await harness.count(status="running", claimedBy=victim.worker_id) < 2:
-                await trio.sleep(0.1)
+        await harness.running_on(victim)  # the victim runs slow handlers
         async with harness.fault("executor SIGSTOP") as window:
             harness.freeze(victim)
             await trio.sleep(SESSION_TIMEOUT + 5)
             harness.thaw(victim)
-        assert window.end is not None
         # The thawed executor was fenced out of its group; it must consume again.
-        waits = await harness.executors_complete_again(window.end, [victim])
+        waits = await harness.consuming_again(window, [victim])
         harness.figures["rejoin"] = waits[victim.name]
-        await trio.sleep(3)
     await harness.settle()
 
 

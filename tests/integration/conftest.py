@@ -23,6 +23,7 @@ from tests.support.cluster import (
     pytest_runtest_makereport,
     utc_now,
 )
+from tests.support.stores import started
 
 __all__ = [
     "Cluster",
@@ -69,9 +70,5 @@ async def database() -> AsyncIterator[str]:
 @pytest.fixture
 async def store(database: str) -> AsyncIterator[MongoJobStore]:
     """A started MongoJobStore on ``database``."""
-    store = MongoJobStore(mongo_uri(), database)
-    await store.start()
-    try:
+    async with started(MongoJobStore(mongo_uri(), database)) as store:
         yield store
-    finally:
-        await store.close()

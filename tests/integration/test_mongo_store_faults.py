@@ -33,6 +33,7 @@ from tests.support.mongo import (
     server_address,
     via,
 )
+from tests.support.stores import started
 
 pytestmark = pytest.mark.integration
 
@@ -56,11 +57,8 @@ async def proxied_store(
     store = MongoJobStore(
         uri, database, server_selection_timeout=5.0, socket_timeout=5.0, claim_each=request.param
     )
-    await store.start()
-    try:
+    async with started(store):
         yield store, fault_proxy
-    finally:
-        await store.close()
 
 
 # ---------------------------------------------------------------------------- server going away

@@ -39,6 +39,7 @@ from jobscheduler.domain.flow import FlowReport, LimitOverride, TenantWeight
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.overview import OverviewStats
+from jobscheduler.domain.retention import Override, PruneSummary
 from jobscheduler.domain.states import Change, WorkflowChange
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.domain.workflows import Workflow
@@ -51,6 +52,7 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.memory import MemoryJobStore
 from jobscheduler.store.query import (
+    CountKey,
     Cursor,
     Exclusions,
     JobCounts,
@@ -298,6 +300,36 @@ class ProxyStore(JobStore):
 
     async def flow_report(self) -> FlowReport | None:
         return await self.inner.flow_report()
+
+    async def job_counters(self, statuses: Statuses = None) -> dict[CountKey, int]:
+        return await self.inner.job_counters(statuses)
+
+    async def reconcile_counts(self) -> dict[CountKey, tuple[int, int]]:
+        return await self.inner.reconcile_counts()
+
+    async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
+        return await self.inner.expired_jobs(key, before, limit)
+
+    async def delete_jobs(self, jobs: Sequence[Job]) -> int:
+        return await self.inner.delete_jobs(jobs)
+
+    async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
+        return await self.inner.prune_expired(key, before, limit)
+
+    async def set_retention(self, override: Override) -> None:
+        await self.inner.set_retention(override)
+
+    async def retention_overrides(self) -> list[Override]:
+        return await self.inner.retention_overrides()
+
+    async def record_prune(self, summary: PruneSummary) -> None:
+        await self.inner.record_prune(summary)
+
+    async def last_prune(self) -> PruneSummary | None:
+        return await self.inner.last_prune()
+
+    async def reclaim_space(self, max_pages: int) -> int:
+        return await self.inner.reclaim_space(max_pages)
 
 
 @attrs.define(kw_only=True)

@@ -31,6 +31,8 @@ async def finish(store: JobStore, run: Job) -> None:
     assert await store.apply(change) is not None
 
 
-async def tick_at(scheduler: Scheduler, seconds: float) -> None:
-    await trio.sleep_until(seconds)
-    await scheduler.tick()
+async def tick_at(scheduler: Scheduler, *seconds: float) -> None:
+    """A scheduler tick at each of these virtual times, in order."""
+    for at in seconds:
+        await trio.sleep_until(at)
+        await scheduler.tick()

@@ -25,9 +25,11 @@ from jobscheduler.election import Elector, Term
 from jobscheduler.errors import BusError
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.executor.consume import Executor
+from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
-from .conftest import ProxyStore
+from .conftest import ProxyStore, sample
 
 TERM = Term(leader_id="leader-test", token=1)
 
@@ -246,3 +248,62 @@ def hanging_handler() -> tuple[Callable[[JobContext], Awaitable[None]], trio.Eve
             ended.append(ctx.job_id)
 
     return hang, started, ended
+
+
+@asynccontextmanager
+async def executor_running(executor: Executor, job: Job) -> AsyncIterator[list[str]]:
+    """Run ``executor`` on ``job`` alongside its heartbeat loop while the block runs; yields
+    the list its result is appended to, and on leaving waits for that result."""
+    results: list[str] = []
+    finished = trio.Event()
+
+    async def run() -> None:
+        results.append(await executor.run(wake_up(job)))
+        finished.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(executor.heartbeat_loop)
+        nursery.start_soon(run)
+        yield results
+        await finished.wait()
+        nursery.cancel_scope.cancel()
+
+
+async def recover_running(deps: Deps, store: JobStore, job: Job) -> Job:
+    """What the reaper does when a running job's heartbeats stop arriving: takes it back
+    (retrying while a heartbeat moves it between the read and the write)."""
+    recovered: Job | None = None
+    while recovered is None:  # conditional on the heartbeat it saw
+        running = await store.get(job.id)
+        assert running.status is Status.RUNNING
+        recovered = await store.apply(states.recover(running, now=deps.clock.now()))
+    return recovered
+
+
+@asynccontextmanager
+async def consuming(deps: Deps, job_type: str = "noop") -> AsyncIterator[None]:
+    """An executor consuming ``job_type`` while the block runs (bounded by
+    :data:`LOOP_BOUND`)."""
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Executor(deps).consume, job_type)
+            yield
+            nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def dispatching(deps: Deps) -> AsyncIterator[None]:
+    """A scheduler's dispatch loop running (as the leader of :data:`TERM`) while the block
+    runs (bounded by :data:`LOOP_BOUND`)."""
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            yield
+            nursery.cancel_scope.cancel()
+
+
+def processed(deps: Deps, job_type: str, result: str) -> float:
+    """How many ``job_type`` jobs the executor counted as processed with ``result``
+    (``executor_jobs_processed_total``)."""
+    labels = {"job_type": job_type, "result": result}
+    return sample(deps.metrics, "executor_jobs_processed_total", labels)

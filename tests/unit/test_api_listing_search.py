@@ -196,3 +196,17 @@ def test_a_query_matches_keys_and_ids_in_python_as_the_stores_do() -> None:
     assert not attrs.evolve(base, key_prefix="weekly").matches(job)
     assert attrs.evolve(base, idempotency_key="nightly-run-1", ids=(job.id,)).matches(job)
     assert not attrs.evolve(base, ids=("b" * 24,)).matches(job)
+
+
+async def test_finished_before_lists_the_jobs_a_retention_is_about_to_prune(
+    api: Api, store: JobStore
+) -> None:
+    old = make_job(status=Status.COMPLETED, created_at=BASE - timedelta(days=9))
+    await store.insert(old)
+    await store.insert(make_job(status=Status.COMPLETED, created_at=BASE - timedelta(days=1)))
+    await store.insert(make_job(created_at=BASE - timedelta(days=9)))
+    reply = await api.get("/jobs", tenantId="tenant-a", finishedBefore="2025-12-25T00:00:00Z")
+    assert [j["id"] for j in reply.json] == [old.id]
+    assert reply.json[0]["finishedAt"] == "2025-12-23T00:00:00Z"
+    bad = await api.get("/jobs", tenantId="tenant-a", finishedBefore="yesterday")
+    bad.assert_error(400, "finishedBefore")

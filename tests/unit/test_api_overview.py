@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from jobscheduler.domain.model import Status
+from jobscheduler.domain.retention import PruneSummary
 from jobscheduler.domain.workers import BEAT_INTERVAL, MISSED_BEATS, WorkerBeat, expiry
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
@@ -167,3 +168,15 @@ async def test_the_tenant_switcher_is_for_all_tenant_keys_only(api: AuthApi) -> 
     assert 'id="tenant-switcher"' not in tenant.text
     assert 'data-api="/stats/overview"' in tenant.text  # its own tenant, whatever it asked
     assert 'id="ov-no-cluster"' in tenant.text
+
+
+async def test_the_overview_shows_the_retention_and_the_last_prune(api: AuthApi) -> None:
+    body = (await api.call("GET", "/stats/overview", as_="a-reader")).json
+    assert body["retention"] == {
+        "defaults": {"cancelled": "7d", "completed": "7d", "dlq": "30d"},
+        "lastPrune": None,
+    }
+    summary = PruneSummary(at=BASE, took=2.5, pruned={Status.COMPLETED: 40}, archived=0)
+    await api.deps.store.record_prune(summary)
+    body = (await api.call("GET", "/stats/overview", as_="a-reader")).json
+    assert body["retention"]["lastPrune"]["pruned"] == {"completed": 40}

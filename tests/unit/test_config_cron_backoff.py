@@ -28,6 +28,8 @@ from jobscheduler.errors import ConfigError, ValidationError
         ("30s", 30.0),
         ("5m", 300.0),
         ("1h", 3600.0),
+        ("7d", 604800.0),
+        ("0.5d", 43200.0),
         ("1.5m", 90.0),
         ("0.25s", 0.25),
         (" 30s ", 30.0),
@@ -42,7 +44,7 @@ def test_parse_duration_accepts_units_and_bare_seconds(text: str, seconds: float
 
 @pytest.mark.parametrize(
     "text",
-    ["banana", "", "5x", "5 minutes", "ms", "1h30m", "nan", "inf", "-5s", "5S"],
+    ["banana", "", "5x", "5 minutes", "ms", "d", "1w", "1h30m", "nan", "inf", "-5s", "5S"],
 )
 def test_parse_duration_rejects_garbage(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
@@ -139,6 +141,12 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "AUDIT_RETENTION": ("30h", "audit_retention", 30 * 3600.0),
     "CRON_LEDGER_RETENTION": ("168h", "cron_ledger_retention", 7 * 24 * 3600.0),
     "SYNC_SCHEDULES": ("1", "sync_schedules", True),
+    "RETENTION_COMPLETED": ("1d", "retention_completed", 86400.0),
+    "RETENTION_CANCELLED": ("12h", "retention_cancelled", 12 * 3600.0),
+    "RETENTION_DLQ": ("90d", "retention_dlq", 90 * 86400.0),
+    "PRUNE_BATCH": ("500", "prune_batch", 500),
+    "PRUNE_PAUSE": ("0", "prune_pause", 0.0),
+    "ARCHIVE_DIR": (" /var/lib/jobs-archive ", "archive_dir", "/var/lib/jobs-archive"),
 }
 
 
@@ -215,6 +223,12 @@ BAD: list[tuple[str, str]] = [
     ("SYNC_SCHEDULES", "sometimes"),
     ("FLOW_CONTROL", "sometimes"),
     ("CLAIM_AHEAD", "0"),
+    ("RETENTION_COMPLETED", "0d"),
+    ("RETENTION_CANCELLED", "7 days"),
+    ("RETENTION_DLQ", "-1d"),
+    ("PRUNE_BATCH", "0"),
+    ("PRUNE_PAUSE", "-5ms"),
+    ("ARCHIVE_DIR", "   "),
 ]
 
 

@@ -124,8 +124,7 @@ async def test_the_reaper_prunes_ledger_records_past_the_retention(
     scheduler = Scheduler(deps)
     tmpl = template("retention", EVERY_5, BASE)
     await store.insert(tmpl)
-    for fire in range(0, 7201, 300):
-        await tick_at(scheduler, fire + 1)
+    await tick_at(scheduler, *(fire + 1 for fire in range(0, 7201, 300)))
     assert len(await ledger(store, tmpl)) == 25
 
     await Reaper(deps).sweep()  # at 02:00:01: records written before 01:00:01 go

@@ -25,6 +25,7 @@ from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.stores import started
 
 from .conftest import BASE, DepsFactory, after, sample
 from .cron_ledger_support import finish, ledger, summary, tick_at
@@ -235,11 +236,7 @@ async def test_a_ledger_table_from_before_cancel_previous_gains_its_column_on_st
     )
     conn.close()
     for _ in range(2):  # starting again on the migrated file is a no-op
-        store = SQLiteJobStore(path)
-        await store.start()
-        try:
+        async with started(SQLiteJobStore(path)) as store:
             [old] = await store.occurrences("t", limit=5)
-        finally:
-            await store.close()
         assert (old.reason, old.cancelled_run_id) == (cron.SkipReason.MISSED, None)
         assert old.recorded_at - old.fire_at == timedelta(milliseconds=5)

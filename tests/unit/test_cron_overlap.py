@@ -14,8 +14,9 @@ import trio.testing
 from jobscheduler.clock import TrioClock
 from jobscheduler.domain import cron
 from jobscheduler.domain.cron import CatchUp, OccurrenceStatus, Overlap
-from jobscheduler.domain.model import Status
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import ValidationError
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
@@ -30,14 +31,22 @@ SPAWNED = OccurrenceStatus.SPAWNED
 # ------------------------------------------------------------------------- overlap
 
 
+async def past_three_fire_times(
+    deps: Deps, store: JobStore, overlap: Overlap
+) -> tuple[Scheduler, Job]:
+    """A five-minute template under ``overlap``, and a scheduler on ``deps`` that ticked just
+    after each of its first three fire times (00:00, 00:05, 00:10); no run has finished."""
+    scheduler = Scheduler(deps)
+    tmpl = template(overlap.value, EVERY_5, BASE, overlap=overlap)
+    await store.insert(tmpl)
+    await tick_at(scheduler, 1, 301, 601)
+    return scheduler, tmpl
+
+
 async def test_overlap_allow_spawns_while_the_previous_run_is_unfinished(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    scheduler = Scheduler(make_deps())
-    tmpl = template("allow", EVERY_5, BASE, overlap=Overlap.ALLOW)
-    await store.insert(tmpl)
-    for fire in (0, 300, 600):
-        await tick_at(scheduler, fire + 1)
+    _, tmpl = await past_three_fire_times(make_deps(), store, Overlap.ALLOW)
     runs = await runs_of(store, tmpl)
     assert [r.idempotency_key for r in runs] == keys(tmpl, BASE, after(300), after(600))
     assert {r.status for r in runs} == {Status.QUEUED}  # none has finished
@@ -47,12 +56,7 @@ async def test_overlap_skip_skips_fire_times_until_the_previous_run_finishes(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    scheduler = Scheduler(deps)
-    tmpl = template("skip", EVERY_5, BASE, overlap=Overlap.SKIP)
-    await store.insert(tmpl)
-    await tick_at(scheduler, 1)
-    await tick_at(scheduler, 301)
-    await tick_at(scheduler, 601)
+    scheduler, tmpl = await past_three_fire_times(deps, store, Overlap.SKIP)
     [first] = await runs_of(store, tmpl)
     await finish(store, first)
     await tick_at(scheduler, 901)
@@ -71,12 +75,8 @@ async def test_overlap_buffer_one_holds_one_fire_time_and_runs_it_when_the_previ
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    scheduler = Scheduler(deps)
-    tmpl = template("buffer", EVERY_5, BASE, overlap=Overlap.BUFFER_ONE)
-    await store.insert(tmpl)
-    await tick_at(scheduler, 1)
-    await tick_at(scheduler, 301)  # held
-    await tick_at(scheduler, 601)  # skipped: one is already held
+    # The fire time at 300 is held, the one at 600 skipped: one is already held.
+    scheduler, tmpl = await past_three_fire_times(deps, store, Overlap.BUFFER_ONE)
     [first] = await runs_of(store, tmpl)
     assert (await store.get(tmpl.id)).cron_buffered == after(300)
     await tick_at(scheduler, 700)

@@ -19,6 +19,7 @@ from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, sample
+from .cron_ledger_support import tick_at
 from .roles_support import Barrier, SplitBrainStore
 
 EVERY_5 = "*/5 * * * *"
@@ -62,9 +63,7 @@ async def test_catch_up_none_runs_fire_times_reached_on_time(
     scheduler = Scheduler(make_deps())
     tmpl = template("none-on-time", EVERY_5, BASE, catch_up=CatchUp.NONE)
     await store.insert(tmpl)
-    for fire in (0, 300, 600):
-        await trio.sleep_until(fire + 1)
-        await scheduler.tick()
+    await tick_at(scheduler, 1, 301, 601)
     assert [r.idempotency_key for r in await runs_of(store, tmpl)] == keys(
         tmpl, after(0), after(300), after(600)
     )

@@ -34,7 +34,7 @@ def test_the_configuration_page_has_every_variable_with_its_default_and_unit(
     text = (tmp_path / "reference" / "configuration.md").read_text()
     for variable in VARIABLES:
         assert f"| `{variable.name}` |" in text
-    assert "| `SCHEDULER_TICK` | `500ms` | duration (500ms, 30s, 5m, 1h) |" in text
+    assert "| `SCHEDULER_TICK` | `500ms` | duration (500ms, 30s, 5m, 1h, 7d) |" in text
     assert "| `AUTH` | required (run-<role>), off (dev) | one of required, off |" in text
 
 

@@ -20,9 +20,9 @@ from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
-from .conftest import DepsFactory, make_job, make_settings, sample
-from .roles_support import REAL_BOUND, queue, wake_up
-from .test_runners import registry_of, sleep_in_process
+from .conftest import DepsFactory, make_job
+from .roles_support import REAL_BOUND, executor_running, processed, queue, wake_up
+from .test_runners import queued_sleeper, registry_of
 
 
 async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> Job:
@@ -37,16 +37,7 @@ async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> 
 
 
 async def run_until_settled(deps: Deps, store: JobStore, job: Job) -> list[str]:
-    executor = Executor(deps)
-    results: list[str] = []
-    async with trio.open_nursery() as nursery:
-        await nursery.start(executor.heartbeat_loop)
-
-        async def run() -> None:
-            results.append(await executor.run(wake_up(job)))
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(run)
+    async with executor_running(Executor(deps), job) as results:
         await request_cancel_when_running(deps, store, job)
     return results
 
@@ -77,8 +68,7 @@ async def test_async_handler_is_cancelled_within_one_heartbeat_and_the_job_ends_
     [record] = await store.attempts(job.id)
     assert (record.number, record.outcome) == (1, Outcome.CANCELLED)
     assert record.error_type is None
-    labels = {"job_type": "hang", "result": "cancelled"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "hang", "cancelled") == 1
 
 
 async def test_thread_handler_is_abandoned_and_the_job_ends_cancelled(
@@ -119,24 +109,9 @@ async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
 async def test_process_handler_is_killed_and_the_job_ends_cancelled(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    deps = make_deps(
-        registry=registry_of("sleepy", sleep_in_process),
-        settings=make_settings(tmp_path, heartbeat_interval=0.1),
-    )
-    pid_file = tmp_path / "pid"
-    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
-    await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
+    deps, job, pid_file = await queued_sleeper(make_deps, store, tmp_path)
     with trio.fail_after(REAL_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-
-            async def run() -> None:
-                results.append(await executor.run(wake_up(job)))
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(run)
+        async with executor_running(Executor(deps), job) as results:
             pid = await pid_from(pid_file, REAL_BOUND)  # the handler really runs in its process
             await request_cancel_when_running(deps, store, job)
     assert results == ["cancelled"]

@@ -20,10 +20,12 @@ import trio
 import trio.testing
 
 from jobscheduler.bus.base import DeadLetter
+from jobscheduler.config import Settings
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
 from jobscheduler.handlers import JobContext
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import (
     OUTCOME_RETRY_FOR,
     OUTCOME_TIMEOUT,
@@ -32,8 +34,17 @@ from jobscheduler.roles.executor.consume import (
 )
 from jobscheduler.store.base import JobStore
 
-from .conftest import DepsFactory, ProxyStore, make_job, make_settings, sample
-from .roles_support import LOOP_BOUND, ObservedBus, queue, registry_with, status_of, wake_up
+from .conftest import DepsFactory, ProxyStore, make_job, make_settings
+from .roles_support import (
+    LOOP_BOUND,
+    ObservedBus,
+    consuming,
+    processed,
+    queue,
+    registry_with,
+    status_of,
+    wake_up,
+)
 
 
 class BrokenStore(ProxyStore):
@@ -59,6 +70,21 @@ class BrokenStore(ProxyStore):
         return await self.inner.apply_many(changes)
 
 
+def broken_for(
+    make_deps: DepsFactory,
+    store: JobStore,
+    transition: str,
+    mode: str = "error",
+    *,
+    settings: Settings | None = None,
+) -> tuple[Deps, ObservedBus, BrokenStore]:
+    """Deps (with ``settings``, when given) on an observed bus, over ``store`` broken (in
+    ``mode``) for the round trips carrying ``transition``."""
+    bus = ObservedBus()
+    broken = BrokenStore(store, {transition}, mode)
+    return make_deps(store=broken, bus=bus, settings=settings), bus, broken
+
+
 @pytest.mark.parametrize("mode", ["error", "hang"])
 async def test_a_failed_pick_releases_its_messages_and_the_executor_carries_on(
     autojump_clock: trio.testing.MockClock,
@@ -66,22 +92,17 @@ async def test_a_failed_pick_releases_its_messages_and_the_executor_carries_on(
     store: JobStore,
     mode: str,
 ) -> None:
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"pick"}, mode)
-    deps = make_deps(store=broken, bus=bus)
+    deps, bus, broken = broken_for(make_deps, store, "pick", mode)
     stuck = [make_job() for _ in range(3)]
     later = make_job()
     await queue(deps, store, *stuck, later)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job) for job in stuck])
-            await bus.wait_for(lambda: len(bus.released) == len(stuck))
-            broken.broken = False  # the store is back
-            await bus.publish([wake_up(later)])
-            await bus.wait_for(lambda: len(bus.acked) == 1)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job) for job in stuck])
+        await bus.wait_for(lambda: len(bus.released) == len(stuck))
+        broken.broken = False  # the store is back
+        await bus.publish([wake_up(later)])
+        await bus.wait_for(lambda: len(bus.acked) == 1)
 
     assert sorted(m.job_id for m in bus.released) == sorted(j.id for j in stuck)
     assert bus.acked == [wake_up(later)]
@@ -95,20 +116,15 @@ async def test_an_outcome_the_store_never_takes_is_released_after_the_retries(
     make_deps: DepsFactory,
     store: JobStore,
 ) -> None:
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"})
-    deps = make_deps(store=broken, bus=bus)
+    deps, bus, broken = broken_for(make_deps, store, "complete")
     lost = make_job()
     await queue(deps, store, lost)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            started = trio.current_time()
-            await bus.publish([wake_up(lost)])
-            await bus.wait_for(lambda: bool(bus.released))
-            gave_up_after = trio.current_time() - started
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        started = trio.current_time()
+        await bus.publish([wake_up(lost)])
+        await bus.wait_for(lambda: bool(bus.released))
+        gave_up_after = trio.current_time() - started
 
     assert bus.released == [wake_up(lost)]
     assert bus.acked == []
@@ -116,8 +132,7 @@ async def test_an_outcome_the_store_never_takes_is_released_after_the_retries(
     assert OUTCOME_RETRY_FOR * 0.5 <= gave_up_after <= OUTCOME_RETRY_FOR + 1
     # Outcome unknown: left running for the reaper, never reported done.
     assert await status_of(store, lost) is Status.RUNNING
-    labels = {"job_type": "noop", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 0
+    assert processed(deps, "noop", "completed") == 0
 
 
 async def test_an_outcome_write_that_hangs_is_retried_and_written_when_the_store_answers(
@@ -125,21 +140,16 @@ async def test_an_outcome_write_that_hangs_is_retried_and_written_when_the_store
     make_deps: DepsFactory,
     store: JobStore,
 ) -> None:
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"}, mode="hang")
-    deps = make_deps(store=broken, bus=bus)
+    deps, bus, broken = broken_for(make_deps, store, "complete", "hang")
     job = make_job()
     await queue(deps, store, job)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job)])
-            await broken.failed.wait()
-            await trio.sleep(OUTCOME_TIMEOUT + 1)  # the first attempt has timed out
-            broken.broken = False
-            await bus.wait_for(lambda: bool(bus.acked))
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job)])
+        await broken.failed.wait()
+        await trio.sleep(OUTCOME_TIMEOUT + 1)  # the first attempt has timed out
+        broken.broken = False
+        await bus.wait_for(lambda: bool(bus.acked))
 
     assert bus.acked == [wake_up(job)]
     assert bus.released == []
@@ -153,24 +163,16 @@ async def test_a_slot_held_by_an_unwritable_outcome_is_freed_for_the_next_messag
     tmp_path: Path,
 ) -> None:
     """With one handler slot, the next message runs once the first is released."""
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"})
-    deps = make_deps(
-        store=broken,
-        bus=bus,
-        settings=make_settings(tmp_path, executor_concurrency=1),
-    )
+    settings = make_settings(tmp_path, executor_concurrency=1)
+    deps, bus, broken = broken_for(make_deps, store, "complete", settings=settings)
     first, second = make_job(), make_job()
     await queue(deps, store, first, second)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(first), wake_up(second)])
-            await bus.wait_for(lambda: len(bus.released) == 1)
-            broken.broken = False
-            await bus.wait_for(lambda: len(bus.acked) == 1)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(first), wake_up(second)])
+        await bus.wait_for(lambda: len(bus.released) == 1)
+        broken.broken = False
+        await bus.wait_for(lambda: len(bus.acked) == 1)
 
     assert bus.released == [wake_up(first)]
     assert bus.acked == [wake_up(second)]
@@ -266,21 +268,15 @@ async def test_picks_go_on_while_outcomes_are_written_up_to_twice_the_concurrenc
     # A handler that has returned frees its running slot at once, so the next jobs are
     # picked while the outcomes are still being written (here: never, the store hangs on
     # them); messages not yet settled stay bounded by twice EXECUTOR_CONCURRENCY.
-    bus = ObservedBus()
-    broken = BrokenStore(store, {"complete"}, mode="hang")
-    deps = make_deps(
-        store=broken, bus=bus, settings=make_settings(tmp_path, executor_concurrency=2)
-    )
+    settings = make_settings(tmp_path, executor_concurrency=2)
+    deps, bus, _ = broken_for(make_deps, store, "complete", "hang", settings=settings)
     jobs = [make_job() for _ in range(5)]
     await queue(deps, store, *jobs)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job) for job in jobs])
-            await trio.sleep(OUTCOME_TIMEOUT / 2)  # well before any outcome write gives up
-            statuses = [await status_of(store, job) for job in jobs]
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job) for job in jobs])
+        await trio.sleep(OUTCOME_TIMEOUT / 2)  # well before any outcome write gives up
+        statuses = [await status_of(store, job) for job in jobs]
 
     # Four ran (their outcomes unwritten, so still running in the store); the fifth waits.
     assert statuses == [Status.RUNNING] * 4 + [Status.QUEUED]

@@ -99,6 +99,10 @@ def _local_def_handler() -> Callable[[JobContext], None]:
         (_local_def_handler(), {}, "define it at module level"),
         (async_handler, {"validate": 42}, "validate must be"),
         (async_handler, {"validate": {"type": "no-such-type"}}, "invalid JSON Schema"),
+        (async_handler, {"retention": {"running": "1h"}}, "not a status that is pruned"),
+        (async_handler, {"retention": {"completed": "soon"}}, "not a duration"),
+        (async_handler, {"retention": {"completed": 0}}, "more than zero"),
+        (async_handler, {"retention": ["completed"]}, "must map statuses"),
     ],
 )
 def test_bad_handler_options_are_refused_at_registration_naming_the_job_type(
@@ -321,6 +325,14 @@ def test_job_type_selection_takes_one_type_a_comma_list_or_star() -> None:
     assert resolve_job_types("*", registry) == registry.names()
     with pytest.raises(AppLoadError, match=r"unknown job type\(s\) 'nope' \(known: flaky, "):
         resolve_job_types("noop,nope", registry)
+
+
+def test_a_handlers_retention_is_kept_per_status_in_seconds() -> None:
+    registry = HandlerRegistry()
+    registry.register("ping", async_handler, retention={"completed": "1h", "dlq": "90d"})
+    handler = registry.get("ping")
+    assert handler.retention == {Status.COMPLETED: 3600.0, Status.DLQ: 90 * 86400.0}
+    assert describe(registry) == ["ping  run_in=trio retention=completed:1h,dlq:90d"]
 
 
 def test_describe_lists_each_type_with_its_options() -> None:

@@ -195,6 +195,19 @@ def template_with_runs(
     return history, template
 
 
+def missed(template: Job, seconds: float) -> Occurrence:
+    """The ledger's record of ``template``'s fire time at ``seconds``, skipped as missed
+    (recorded 50 s later)."""
+    return Occurrence(
+        template_id=template.id,
+        tenant_id=template.tenant_id,
+        fire_at=at(seconds),
+        status=OccurrenceStatus.SKIPPED,
+        recorded_at=at(seconds + 50),
+        reason=SkipReason.MISSED,
+    )
+
+
 def test_one_run_per_fire_time_is_clean() -> None:
     history, _ = template_with_runs([60, 120, 180])
     assert check(history) == []
@@ -212,16 +225,7 @@ def test_a_fire_time_without_a_run_or_a_record_is_a_missing_run() -> None:
 
 def test_under_catch_up_all_a_missed_fire_time_needs_a_run() -> None:
     history, template = template_with_runs([60, 180])
-    history.ledger[template.id].append(
-        Occurrence(
-            template_id=template.id,
-            tenant_id=template.tenant_id,
-            fire_at=at(120),
-            status=OccurrenceStatus.SKIPPED,
-            recorded_at=at(170),
-            reason=SkipReason.MISSED,
-        )
-    )
+    history.ledger[template.id].append(missed(template, 120))
     assert rules(history) == [Rule.MISSING_RUN]
     history.ledger[template.id][-1] = attrs.evolve(
         history.ledger[template.id][-1], reason=SkipReason.PAUSED
@@ -231,16 +235,7 @@ def test_under_catch_up_all_a_missed_fire_time_needs_a_run() -> None:
 
 def test_under_catch_up_none_a_recorded_miss_is_no_violation() -> None:
     history, template = template_with_runs([60, 180], catch_up=CatchUp.NONE)
-    history.ledger[template.id].append(
-        Occurrence(
-            template_id=template.id,
-            tenant_id=template.tenant_id,
-            fire_at=at(120),
-            status=OccurrenceStatus.SKIPPED,
-            recorded_at=at(170),
-            reason=SkipReason.MISSED,
-        )
-    )
+    history.ledger[template.id].append(missed(template, 120))
     assert check(history) == []
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
@@ -18,6 +19,7 @@ from jobscheduler.config import Settings
 from jobscheduler.domain.keys import ApiKey, Principal, Role, hash_secret, new_key, parse_token
 from jobscheduler.errors import StoreError, Unauthorized, ValidationError
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.stores import started
 
 from .conftest import BASE, DepsFactory
 
@@ -116,29 +118,38 @@ class GatedStore:
         return self.key
 
 
-async def test_concurrent_misses_of_one_key_share_a_single_store_read() -> None:
+def behind_a_gate() -> tuple[ApiKey, str, GatedStore, Authenticator]:
+    """A writer key of ``acme`` and its token, a :class:`GatedStore` holding it, and an
+    authenticator (5 s cache) over that store."""
     record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
     store = GatedStore(record)
-    auth = Authenticator(store, ttl=5.0)
+    return record, token, store, Authenticator(store, ttl=5.0)
+
+
+async def all_at_once(store: GatedStore, call: Callable[[], Awaitable[None]], times: int) -> None:
+    """Start ``call`` ``times`` over while ``store`` holds its reads, then let them through."""
+    async with trio.open_nursery() as nursery:
+        for _ in range(times):
+            nursery.start_soon(call)
+        await trio.testing.wait_all_tasks_blocked()
+        store.gate.set()
+
+
+async def test_concurrent_misses_of_one_key_share_a_single_store_read() -> None:
+    record, token, store, auth = behind_a_gate()
     principals: list[Principal] = []
 
     async def call() -> None:
         principals.append(await auth.authenticate([f"Bearer {token}"]))
 
-    async with trio.open_nursery() as nursery:
-        for _ in range(20):
-            nursery.start_soon(call)
-        await trio.testing.wait_all_tasks_blocked()
-        store.gate.set()
+    await all_at_once(store, call, 20)
     assert store.lookups == 1
     assert [p.key_id for p in principals] == [record.id] * 20
 
 
 async def test_a_failed_shared_read_fails_its_waiters_and_the_next_request_reads_again() -> None:
-    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
-    store = GatedStore(record)
+    record, token, store, auth = behind_a_gate()
     store.fail = True
-    auth = Authenticator(store, ttl=5.0)
     errors: list[str] = []
 
     async def call() -> None:
@@ -147,11 +158,7 @@ async def test_a_failed_shared_read_fails_its_waiters_and_the_next_request_reads
         except StoreError as exc:
             errors.append(str(exc))
 
-    async with trio.open_nursery() as nursery:
-        for _ in range(5):
-            nursery.start_soon(call)
-        await trio.testing.wait_all_tasks_blocked()
-        store.gate.set()
+    await all_at_once(store, call, 5)
     assert store.lookups == 1
     assert len(errors) == 5  # a 503 each, not a 401
     store.fail = False  # the store is back: a failure was not cached
@@ -160,9 +167,7 @@ async def test_a_failed_shared_read_fails_its_waiters_and_the_next_request_reads
 
 
 async def test_a_waiter_reads_itself_when_the_reading_request_is_cancelled() -> None:
-    record, token = new_key(tenant="acme", role=Role.WRITER, now=BASE)
-    store = GatedStore(record)
-    auth = Authenticator(store, ttl=5.0)
+    record, token, store, auth = behind_a_gate()
     got: list[Principal] = []
 
     async def waiter() -> None:
@@ -229,12 +234,8 @@ async def test_keys_cli_creates_lists_and_revokes_with_audit_records(
     out = capsys.readouterr().out
     assert "cli keys create" in out
     assert "cli keys revoke" in out
-    store = SQLiteJobStore(db)
-    await store.start()
-    try:
+    async with started(SQLiteJobStore(db)) as store:
         stored = await store.get_key(parsed[0])
-    finally:
-        await store.close()
     assert stored is not None
     assert stored.revoked
 

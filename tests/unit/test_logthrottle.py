@@ -17,6 +17,12 @@ class FakeClock:
         return self.now
 
 
+def throttled_logger(name: str) -> tuple[FakeClock, LogThrottle]:
+    """A fake clock, and a 10 s throttle on that clock over the logger ``name``."""
+    clock = FakeClock()
+    return clock, LogThrottle(logging.getLogger(name), interval=10.0, clock=clock)
+
+
 def test_throttle_admits_a_key_once_per_interval_and_counts_the_rest() -> None:
     clock = FakeClock()
     throttle = Throttle(10.0, clock)
@@ -34,9 +40,7 @@ def test_throttle_admits_a_key_once_per_interval_and_counts_the_rest() -> None:
 def test_log_throttle_writes_one_line_per_interval_with_the_count(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = FakeClock()
-    log = logging.getLogger("test.throttle")
-    throttled = LogThrottle(log, interval=10.0, clock=clock)
+    clock, throttled = throttled_logger("test.throttle")
 
     with caplog.at_level(logging.INFO, logger="test.throttle"):
         for _second in range(25):  # 25 s ...
@@ -53,9 +57,7 @@ def test_log_throttle_writes_one_line_per_interval_with_the_count(
 def test_recovered_reports_the_held_back_count_once_and_only_after_trouble(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = FakeClock()
-    log = logging.getLogger("test.throttle.recovered")
-    throttled = LogThrottle(log, interval=10.0, clock=clock)
+    _, throttled = throttled_logger("test.throttle.recovered")
 
     with caplog.at_level(logging.INFO, logger="test.throttle.recovered"):
         assert not throttled.recovered("pick", "store back")  # no trouble: no line

@@ -16,11 +16,19 @@ from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.roles.deps import Deps, Waker
-from jobscheduler.roles.executor.consume import OUTCOME_TIMEOUT, Executor
+from jobscheduler.roles.executor.consume import OUTCOME_TIMEOUT
 from jobscheduler.store import JobStore
 
-from .conftest import DepsFactory, ProxyStore, make_job, sample
-from .roles_support import LOOP_BOUND, ObservedBus, queue, registry_with, status_of, wake_up
+from .conftest import DepsFactory, ProxyStore, make_job
+from .roles_support import (
+    ObservedBus,
+    consuming,
+    processed,
+    queue,
+    registry_with,
+    status_of,
+    wake_up,
+)
 
 
 class LandsButTimesOut(ProxyStore):
@@ -57,12 +65,9 @@ async def run_one(
 ) -> None:
     """Queue ``job``, let an executor run it, and stop once ``done()``."""
     await queue(deps, store, job)
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, job.job_type)
-            await bus.publish([wake_up(job)])
-            await bus.wait_for(done)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps, job.job_type):
+        await bus.publish([wake_up(job)])
+        await bus.wait_for(done)
 
 
 async def test_a_dead_letter_whose_write_landed_before_its_retry_is_still_announced(
@@ -80,12 +85,7 @@ async def test_a_dead_letter_whose_write_landed_before_its_retry_is_still_announ
     assert await status_of(store, job) is Status.DLQ
     assert [letter.job_id for letter in bus.dead_letters] == [job.id]
     assert [a.outcome for a in await store.attempts(job.id)] == [Outcome.FAILED]
-    assert (
-        sample(
-            deps.metrics, "executor_jobs_processed_total", {"job_type": "fails", "result": "dlq"}
-        )
-        == 1
-    )
+    assert processed(deps, "fails", "dlq") == 1
 
 
 async def test_a_failed_attempt_whose_write_landed_before_its_retry_still_wakes_the_scheduler(
@@ -109,14 +109,7 @@ async def test_a_failed_attempt_whose_write_landed_before_its_retry_still_wakes_
     retried = await store.get(job.id)
     assert retried.status is Status.PENDING
     assert woken == [retried.scheduled_at]
-    assert (
-        sample(
-            deps.metrics,
-            "executor_jobs_processed_total",
-            {"job_type": "fails", "result": "retried"},
-        )
-        == 1
-    )
+    assert processed(deps, "fails", "retried") == 1
 
 
 async def test_a_completion_whose_write_landed_before_its_retry_counts_as_completed(
@@ -131,7 +124,5 @@ async def test_a_completion_whose_write_landed_before_its_retry_counts_as_comple
 
     assert await status_of(store, job) is Status.COMPLETED
     assert [a.outcome for a in await store.attempts(job.id)] == [Outcome.COMPLETED]
-    labels = {"job_type": "noop", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
-    labels = {"job_type": "noop", "result": "stale"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 0
+    assert processed(deps, "noop", "completed") == 1
+    assert processed(deps, "noop", "stale") == 0

@@ -12,22 +12,24 @@ import trio
 import trio.testing
 
 from jobscheduler.bus.base import DeadLetter
-from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
-from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.model import Status
 from jobscheduler.handlers import JobContext, default_registry
 from jobscheduler.roles.executor.consume import Executor, run_executor
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.base import JobStore
 
-from .conftest import BASE, DepsFactory, make_job, make_settings, sample
+from .conftest import BASE, DepsFactory, make_job, make_settings
 from .roles_support import (
     LOOP_BOUND,
     REAL_BOUND,
     TERM,
     ObservedBus,
+    executor_running,
     hanging_handler,
+    processed,
     queue,
+    recover_running,
     registry_with,
     status_of,
     wake_up,
@@ -79,8 +81,7 @@ async def test_failing_handler_retries_with_backoff_then_dead_letters(
     ]
     assert calls == [(1, 2), (2, 2)]
     for result in ("retried", "dlq"):
-        labels = {"job_type": "boom", "result": result}
-        assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+        assert processed(deps, "boom", result) == 1
     assert await store.claim_due(dead.updated_at + timedelta(days=1), 10) == []
 
 
@@ -120,8 +121,7 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
         "worker-test",
     )
     assert attempt.started_at == done.claimed_at
-    labels = {"job_type": "record", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "record", "completed") == 1
 
 
 async def test_sync_handlers_with_run_in_thread_run_in_a_worker_thread(
@@ -164,20 +164,9 @@ async def test_running_handler_heartbeats_so_its_job_is_not_stale(
     deps = make_deps(settings=make_settings(tmp_path, heartbeat_interval=10.0))
     job = make_job(job_type="slow", payload={"sleepMs": 35_000})
     await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
-    finished = trio.Event()
-
-    async def run() -> None:
-        results.append(await executor.run(wake_up(job)))
-        finished.set()
-
     with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-            nursery.start_soon(run)
-            await finished.wait()
-            nursery.cancel_scope.cancel()
+        async with executor_running(Executor(deps), job) as results:
+            pass
 
     assert results == ["completed"]
     done = await store.get(job.id)
@@ -200,27 +189,11 @@ async def test_heartbeat_that_finds_the_token_gone_cancels_the_handler(
     )
     job = make_job(job_type="hang")
     await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
-    finished = trio.Event()
-
-    async def run() -> None:
-        results.append(await executor.run(wake_up(job)))
-        finished.set()
-
     with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-            nursery.start_soon(run)
+        async with executor_running(Executor(deps), job) as results:
             await started.wait()
             # The reaper takes the job back, as if the heartbeats had stopped arriving.
-            recovered: Job | None = None
-            while recovered is None:  # conditional on the heartbeat it saw
-                running = await store.get(job.id)
-                assert running.status is Status.RUNNING
-                recovered = await store.apply(states.recover(running, now=deps.clock.now()))
-            await finished.wait()
-            nursery.cancel_scope.cancel()
+            recovered = await recover_running(deps, store, job)
 
     assert results == ["stale"]
     assert ended == [job.id]
@@ -228,8 +201,7 @@ async def test_heartbeat_that_finds_the_token_gone_cancels_the_handler(
     assert after_reaper == recovered  # the cancelled attempt wrote nothing afterwards
     assert after_reaper.status is Status.PENDING
     assert after_reaper.attempts == 1
-    labels = {"job_type": "hang", "result": "stale"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "hang", "stale") == 1
 
 
 async def test_cancelled_executor_releases_its_running_job_without_counting_an_attempt(
@@ -254,8 +226,7 @@ async def test_cancelled_executor_releases_its_running_job_without_counting_an_a
     assert released.scheduled_at == released.updated_at  # due again at once
     [record] = await store.attempts(job.id)
     assert (record.number, record.outcome) == (2, Outcome.RELEASED)  # its number, uncounted
-    labels = {"job_type": "hang", "result": "released"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "hang", "released") == 1
 
 
 async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
@@ -294,7 +265,5 @@ async def test_roles_together_run_a_failing_job_to_the_dead_letter_queue(
     for record in records:
         assert record.traceback is not None
         assert "in always_fails" in record.traceback
-    processed = "executor_jobs_processed_total"
-    labels = {"job_type": "always-fails"}
-    assert sample(deps.metrics, processed, {**labels, "result": "retried"}) == 2
-    assert sample(deps.metrics, processed, {**labels, "result": "dlq"}) == 1
+    assert processed(deps, "always-fails", "retried") == 2
+    assert processed(deps, "always-fails", "dlq") == 1

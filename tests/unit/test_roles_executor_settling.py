@@ -14,13 +14,13 @@ from jobscheduler.bus import WakeUp
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
-from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store.base import JobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
 from .roles_support import (
-    LOOP_BOUND,
     ObservedBus,
+    consuming,
+    processed,
     queue,
     status_of,
     wake_up,
@@ -36,18 +36,14 @@ async def test_unknown_and_duplicate_wake_ups_are_acked_and_counted_stale(
     await queue(deps, store, job)
     unknown = WakeUp(job_id="0123456789abcdef01234567", job_type="noop", priority=0)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job), wake_up(job), unknown])
-            await bus.wait_for(lambda: len(bus.acked) == 3)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job), wake_up(job), unknown])
+        await bus.wait_for(lambda: len(bus.acked) == 3)
 
     assert sorted(m.job_id for m in bus.acked) == sorted([job.id, job.id, unknown.job_id])
     assert await status_of(store, job) is Status.COMPLETED
-    processed = "executor_jobs_processed_total"
-    assert sample(deps.metrics, processed, {"job_type": "noop", "result": "completed"}) == 1
-    assert sample(deps.metrics, processed, {"job_type": "noop", "result": "stale"}) == 2
+    assert processed(deps, "noop", "completed") == 1
+    assert processed(deps, "noop", "stale") == 2
     assert sample(deps.metrics, "jobs_transitions_lost_total", {"transition": "pick"}) == 2
 
 
@@ -82,11 +78,8 @@ async def test_waiting_wake_ups_are_picked_and_settled_in_shared_round_trips(
     await queue(deps, store, *jobs)
     await bus.publish([wake_up(job) for job in jobs])
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.wait_for(lambda: len(bus.acked) == len(jobs))
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.wait_for(lambda: len(bus.acked) == len(jobs))
 
     for job in jobs:
         assert await status_of(store, job) is Status.COMPLETED
@@ -97,8 +90,7 @@ async def test_waiting_wake_ups_are_picked_and_settled_in_shared_round_trips(
     completes = [trip for trip in recording.round_trips if "complete" in trip]
     assert sum(len(trip) for trip in completes) == len(jobs)
     assert len(completes) < len(jobs)
-    labels = {"job_type": "noop", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == len(jobs)
+    assert processed(deps, "noop", "completed") == len(jobs)
 
 
 async def test_an_outcome_write_that_fails_once_is_retried_then_written_and_acked(
@@ -111,17 +103,13 @@ async def test_an_outcome_write_that_fails_once_is_retried_then_written_and_acke
     job = make_job()
     await queue(deps, store, job)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(Executor(deps).consume, "noop")
-            await bus.publish([wake_up(job)])
-            await bus.wait_for(lambda: len(bus.acked) == 1)
-            nursery.cancel_scope.cancel()
+    async with consuming(deps):
+        await bus.publish([wake_up(job)])
+        await bus.wait_for(lambda: len(bus.acked) == 1)
 
     assert recording.failed.is_set()
     assert [trip for trip in recording.round_trips if "complete" in trip] == [["complete"]] * 2
     assert bus.acked == [wake_up(job)]
     assert bus.released == []
     assert await status_of(store, job) is Status.COMPLETED
-    labels = {"job_type": "noop", "result": "completed"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "noop", "completed") == 1

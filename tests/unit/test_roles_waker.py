@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
 import trio
 import trio.testing
 
@@ -14,8 +15,15 @@ from jobscheduler.roles.deps import Waker
 from .conftest import BASE, after, make_clock
 
 
-async def test_waker_notify_of_an_earlier_due_time_wakes_the_sleeper_at_once(
-    autojump_clock: trio.testing.MockClock,
+@pytest.mark.parametrize(
+    ("notified", "woken"),
+    [
+        pytest.param([20], 10, id="an-earlier-due-time-wakes-the-sleeper-at-once"),
+        pytest.param([100, 500], 100, id="a-later-due-time-does-not-wake-the-sleeper"),
+    ],
+)
+async def test_waker_notify_while_asleep(
+    autojump_clock: trio.testing.MockClock, notified: list[int], woken: int
 ) -> None:
     clock = make_clock()
     waker = Waker(clock)
@@ -28,27 +36,9 @@ async def test_waker_notify_of_an_earlier_due_time_wakes_the_sleeper_at_once(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(sleeper)
         await trio.sleep(10)
-        waker.notify(after(20))
-    assert woke == [after(10)]
-
-
-async def test_waker_notify_of_a_later_due_time_does_not_wake_the_sleeper(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    clock = make_clock()
-    waker = Waker(clock)
-    woke: list[datetime] = []
-
-    async def sleeper() -> None:
-        await waker.sleep_until(after(100))
-        woke.append(clock.now())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(sleeper)
-        await trio.sleep(10)
-        waker.notify(after(100))
-        waker.notify(after(500))
-    assert woke == [after(100)]
+        for seconds in notified:
+            waker.notify(after(seconds))
+    assert woke == [after(woken)]
 
 
 async def test_waker_notify_while_awake_ends_only_the_next_sleep_by_that_due_time(
@@ -64,27 +54,24 @@ async def test_waker_notify_while_awake_ends_only_the_next_sleep_by_that_due_tim
     assert clock.now() == after(150)
 
 
-async def test_waker_notify_while_awake_of_an_already_due_job_ends_the_next_sleep_at_once(
-    autojump_clock: trio.testing.MockClock,
+@pytest.mark.parametrize(
+    ("notified", "woken"),
+    [
+        pytest.param([-1], 0, id="an-already-due-job-ends-the-next-sleep-at-once"),
+        # Regression: every create of a job due later woke the scheduler for a needless
+        # tick (four store reads) while it was busy, so under create load it never slept.
+        pytest.param([5000, 86_400, 100], 100, id="a-job-due-after-the-next-sleep-changes-nothing"),
+    ],
+)
+async def test_waker_notify_while_awake_of_one_due_time(
+    autojump_clock: trio.testing.MockClock, notified: list[int], woken: int
 ) -> None:
     clock = make_clock()
     waker = Waker(clock)
-    waker.notify(after(-1))
-    await waker.sleep_until(after(100))
-    assert clock.now() == BASE
-
-
-async def test_waker_notify_while_awake_of_a_job_due_after_the_next_sleep_changes_nothing(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """Regression: every create of a job due later woke the scheduler for a
-    needless tick (four store reads) while it was busy, so under create load it never slept."""
-    clock = make_clock()
-    waker = Waker(clock)
-    for seconds in (5000, 86_400, 100):
+    for seconds in notified:
         waker.notify(after(seconds))
     await waker.sleep_until(after(100))
-    assert clock.now() == after(100)
+    assert clock.now() == after(woken)
 
 
 async def test_waker_sleep_until_a_past_deadline_returns_at_once(

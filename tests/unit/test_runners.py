@@ -27,18 +27,18 @@ import trio_parallel
 
 from jobscheduler import PermanentError
 from jobscheduler.bus.local import LocalBus
-from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor, run_executor
 from jobscheduler.roles.executor.run import handler_logger
 from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from
 
-from .conftest import DepsFactory, make_clock, make_job, make_settings, sample
-from .roles_support import REAL_BOUND, queue, wake_up
+from .conftest import DepsFactory, make_clock, make_job, make_settings
+from .roles_support import REAL_BOUND, executor_running, processed, queue, recover_running, wake_up
 
 # ------------------------------------------------------------- process handlers
 # Module level: a worker process imports them by name.
@@ -104,6 +104,21 @@ def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
     registry = default_registry()
     registry.register(name, func, **options)
     return registry
+
+
+async def queued_sleeper(
+    make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> tuple[Deps, Job, Path]:
+    """Deps whose executor heartbeats every 0.1 s, and a queued job of
+    :func:`sleep_in_process` with the file its pid goes to."""
+    deps = make_deps(
+        registry=registry_of("sleepy", sleep_in_process),
+        settings=make_settings(tmp_path, heartbeat_interval=0.1),
+    )
+    pid_file = tmp_path / "pid"
+    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
+    await queue(deps, store, job)
+    return deps, job, pid_file
 
 
 # ------------------------------------------------------------- trio and threads (virtual time)
@@ -206,8 +221,7 @@ async def test_permanent_error_dead_letters_after_one_attempt(
         "PermanentError",
     )
     assert [letter.job_id for letter in bus.dead_letters] == [job.id]
-    labels = {"job_type": "gone", "result": "dlq"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "gone", "dlq") == 1
 
 
 # ------------------------------------------------------------- worker processes (real time)
@@ -333,33 +347,12 @@ async def test_process_handler_raising_permanent_error_dead_letters_at_once(
 async def test_process_handler_whose_claim_is_lost_is_killed_and_its_outcome_discarded(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    deps = make_deps(
-        registry=registry_of("sleepy", sleep_in_process),
-        settings=make_settings(tmp_path, heartbeat_interval=0.1),
-    )
-    pid_file = tmp_path / "pid"
-    job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
-    await queue(deps, store, job)
-    executor = Executor(deps)
-    results: list[str] = []
-    finished = trio.Event()
-
-    async def run() -> None:
-        results.append(await executor.run(wake_up(job)))
-        finished.set()
-
+    deps, job, pid_file = await queued_sleeper(make_deps, store, tmp_path)
     with trio.fail_after(REAL_BOUND):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(executor.heartbeat_loop)
-            nursery.start_soon(run)
+        async with executor_running(Executor(deps), job) as results:
             pid = await pid_from(pid_file, REAL_BOUND)
             # The reaper takes the job back, as if the heartbeats had stopped arriving.
-            recovered: Job | None = None
-            while recovered is None:  # conditional on the heartbeat it saw
-                running = await store.get(job.id)
-                recovered = await store.apply(states.recover(running, now=deps.clock.now()))
-            await finished.wait()
-            nursery.cancel_scope.cancel()
+            recovered = await recover_running(deps, store, job)
 
     assert results == ["stale"]
     assert not alive(pid)
@@ -394,5 +387,4 @@ async def test_draining_executor_kills_a_process_handler_at_the_grace_and_hands_
         None,
     )
     assert not alive(pid)
-    labels = {"job_type": "sleepy", "result": "released"}
-    assert sample(deps.metrics, "executor_jobs_processed_total", labels) == 1
+    assert processed(deps, "sleepy", "released") == 1

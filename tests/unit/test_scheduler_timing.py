@@ -9,37 +9,40 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
 from jobscheduler.domain.model import Status
-from jobscheduler.roles.scheduler.loop import CLAIM_LEAD, Scheduler
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.scheduler.loop import CLAIM_LEAD
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings
-from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
+from .roles_support import ObservedBus, dispatching, status_of, wake_up
+
+
+@pytest.fixture
+def long_tick(make_deps: DepsFactory, tmp_path: Path) -> tuple[Deps, ObservedBus]:
+    """Deps on an observed bus whose scheduler ticks hourly: only the planned wake-ups of the
+    dispatch loop publish within these tests."""
+    bus = ObservedBus()
+    return make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0)), bus
 
 
 async def test_a_future_job_is_claimed_ahead_and_published_at_its_due_time(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock, long_tick: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    deps, bus = long_tick
     job = make_job(scheduled_at=after(60))
     await store.insert(job)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            await deps.clock.sleep_until(job.scheduled_at - timedelta(seconds=CLAIM_LEAD / 2))
-            claimed_early = await status_of(store, job)
-            published_early = list(bus.published)
-            await bus.wait_for(lambda: bool(bus.published))
-            published_at = deps.clock.now()
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        await deps.clock.sleep_until(job.scheduled_at - timedelta(seconds=CLAIM_LEAD / 2))
+        claimed_early = await status_of(store, job)
+        published_early = list(bus.published)
+        await bus.wait_for(lambda: bool(bus.published))
+        published_at = deps.clock.now()
 
     assert claimed_early is Status.QUEUED
     assert published_early == []
@@ -48,27 +51,20 @@ async def test_a_future_job_is_claimed_ahead_and_published_at_its_due_time(
 
 
 async def test_jobs_due_now_and_within_the_lead_go_out_in_due_order_each_on_time(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock, long_tick: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    deps, bus = long_tick
     now_due = make_job(scheduled_at=deps.clock.now())
     soon = make_job(scheduled_at=deps.clock.now() + timedelta(seconds=CLAIM_LEAD / 2))
     await store.insert(soon)
     await store.insert(now_due)
     published_at: dict[str, object] = {}
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            while len(published_at) < 2:
-                await bus.wait_for(lambda: len(bus.published) > len(published_at))
-                for message in bus.published:
-                    published_at.setdefault(message.job_id, deps.clock.now())
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        while len(published_at) < 2:
+            await bus.wait_for(lambda: len(bus.published) > len(published_at))
+            for message in bus.published:
+                published_at.setdefault(message.job_id, deps.clock.now())
 
     assert bus.published == [wake_up(now_due), wake_up(soon)]
     assert published_at[now_due.id] == now_due.scheduled_at

@@ -16,6 +16,7 @@ from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.domain.states import Change
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.sqlite import SQLiteJobStore
+from tests.support.stores import started
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -35,12 +36,8 @@ def job(key: str, *, payload: dict[str, object] | None = None, tenant: str = "t"
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
-    sqlite_store = SQLiteJobStore(tmp_path / "jobs.db")
-    await sqlite_store.start()
-    try:
+    async with started(SQLiteJobStore(tmp_path / "jobs.db")) as sqlite_store:
         yield sqlite_store
-    finally:
-        await sqlite_store.close()
 
 
 def cap_pages(store: SQLiteJobStore, pages: int) -> None:

@@ -87,6 +87,7 @@ def test_complete_expects_running_with_the_token_and_drops_the_token() -> None:
         "claim_token": None,
         "updated_at": NOW_MS,
         **FREED_SLOTS,
+        "finished_at": NOW_MS,
     }
     assert change.record == Attempt(
         job_id=job.id,
@@ -291,6 +292,7 @@ def test_dead_letter_template_is_conditioned_on_the_version_read_and_records_why
         "last_error": "cron: invalid",
         "updated_at": NOW_MS,
         **FREED_SLOTS,
+        "finished_at": NOW_MS,
     }
 
 

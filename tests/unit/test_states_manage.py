@@ -28,6 +28,7 @@ def test_cancel_applies_from_any_status_no_executor_runs_yet() -> None:
         "updated_at": NOW_MS,
         "key_slot": None,
         "type_slot": None,
+        "finished_at": NOW_MS,
     }
 
 

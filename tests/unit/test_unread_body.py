@@ -4,6 +4,8 @@ keep-alive connection dead, and the client's next request on it hung)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -32,6 +34,18 @@ def early_answering_app() -> QuartTrio:
     return app
 
 
+@asynccontextmanager
+async def connected_to_early_app() -> AsyncIterator[trio.SocketStream]:
+    """A connection to :func:`early_answering_app`, served on a free port while the block
+    runs."""
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(serve_asgi, early_answering_app(), "127.0.0.1", 0)
+        port = int(bound[0].rsplit(":", 1)[1])
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            yield stream
+        nursery.cancel_scope.cancel()
+
+
 async def read_reply(stream: trio.SocketStream) -> tuple[int, dict[str, str], bytes]:
     """One reply (headers and a content-length body) from a keep-alive connection."""
     data = b""
@@ -47,37 +61,27 @@ async def read_reply(stream: trio.SocketStream) -> tuple[int, dict[str, str], by
 
 
 async def test_a_reply_sent_before_the_body_arrived_says_connection_close() -> None:
-    async with trio.open_nursery() as nursery:
-        bound = await nursery.start(serve_asgi, early_answering_app(), "127.0.0.1", 0)
-        port = int(bound[0].rsplit(":", 1)[1])
-        stream = await trio.open_tcp_stream("127.0.0.1", port)
-        async with stream:
-            # Headers announce a body that is not sent yet: the app answers first.
-            await stream.send_all(
-                b"POST /early HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                b"Content-Length: 2\r\n\r\n"
-            )
-            status, headers, _ = await read_reply(stream)
-        nursery.cancel_scope.cancel()
+    async with connected_to_early_app() as stream:
+        # Headers announce a body that is not sent yet: the app answers first.
+        await stream.send_all(
+            b"POST /early HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 2\r\n\r\n"
+        )
+        status, headers, _ = await read_reply(stream)
     assert status == 401
     assert headers["connection"] == "close"
 
 
 async def test_a_reply_after_the_body_was_read_keeps_the_connection_alive() -> None:
-    async with trio.open_nursery() as nursery:
-        bound = await nursery.start(serve_asgi, early_answering_app(), "127.0.0.1", 0)
-        port = int(bound[0].rsplit(":", 1)[1])
-        stream = await trio.open_tcp_stream("127.0.0.1", port)
-        async with stream:
-            replies = []
-            for n in range(2):  # the second request reuses the connection
-                body = b'{"n":%d}' % n
-                await stream.send_all(
-                    b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
-                )
-                replies.append(await read_reply(stream))
-        nursery.cancel_scope.cancel()
+    async with connected_to_early_app() as stream:
+        replies = []
+        for n in range(2):  # the second request reuses the connection
+            body = b'{"n":%d}' % n
+            await stream.send_all(
+                b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            replies.append(await read_reply(stream))
     assert [(status, body) for status, _, body in replies] == [(200, b'{"n":0}'), (200, b'{"n":1}')]
     assert all("connection" not in headers for _, headers, _ in replies)
 

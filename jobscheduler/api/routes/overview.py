@@ -6,6 +6,7 @@ names none. The cluster (the leader, schedulers and executors with their hosts, 
 types and jobs in flight) is a fact about every tenant's work, so only a principal that sees
 every tenant gets it; a tenant-bound key gets ``"cluster": null``
 (see the docs, "Keys and tenants").
+``retention`` is how long finished jobs are kept by default and the reaper's last prune.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas.stats import OVERVIEW_OP
 from jobscheduler.domain.overview import overview_to_json
+from jobscheduler.domain.retention import format_keep
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.retention import default_keep
 
 
 def register_overview_route(routes: RouteTable, deps: Deps, calls: BoundedCalls) -> None:
@@ -37,4 +40,9 @@ def register_overview_route(routes: RouteTable, deps: Deps, calls: BoundedCalls)
         if principal.tenant is None:
             workers = await bounded(deps.store.live_workers, now)
         body = overview_to_json(stats, tenant=tenant, now=now, workers=workers)
+        last = await bounded(deps.store.last_prune)
+        body["retention"] = {
+            "defaults": format_keep(default_keep(deps.settings)),
+            "lastPrune": None if last is None else last.to_json(),
+        }
         return json_response(body, 200)

@@ -132,6 +132,7 @@ JOB: Schema = {
         "result": {"description": "what the handler returned (any JSON value)"},
         "createdAt": TIME,
         "updatedAt": TIME,
+        "finishedAt": {**TIME, "description": "when the job reached its final status"},
     },
 }
 

@@ -55,6 +55,12 @@ CONDITIONS = (
     ),
     Param(name="createdAfter", where="query", schema=TIME, description="created after"),
     Param(name="createdBefore", where="query", schema=TIME, description="created before"),
+    Param(
+        name="finishedBefore",
+        where="query",
+        schema=TIME,
+        description="finished (completed, dlq, cancelled) before",
+    ),
     Param(name="idempotencyKey", where="query", schema=TEXT, description="exactly this key"),
     Param(
         name="idempotencyKeyPrefix",

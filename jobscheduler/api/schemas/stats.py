@@ -76,6 +76,14 @@ OVERVIEW: Schema = {
                 "failed": _SERIES,
             },
         },
+        "retention": {
+            "type": "object",
+            "description": "the default retention per status and the reaper's last prune",
+            "properties": {
+                "defaults": {"type": "object", "additionalProperties": {"type": "string"}},
+                "lastPrune": {"type": ["object", "null"]},
+            },
+        },
         "cluster": {
             "type": ["object", "null"],
             "description": "null for a tenant-bound key",

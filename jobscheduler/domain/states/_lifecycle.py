@@ -52,6 +52,21 @@ class Change:
     inc: Mapping[str, int] = attrs.field(factory=dict)
     record: Attempt | None = None
 
+    def __attrs_post_init__(self) -> None:
+        # The one rule of ``finished_at``, for every transition (those to come included): a
+        # change that writes a final status stamps it with its ``updated_at``; one that takes
+        # a job out of a final status (a retry) clears it.
+        status = self.set.get("status")
+        if status is None or "finished_at" in self.set:
+            return
+        if Status(status) in FINAL:
+            object.__setattr__(self, "set", {**self.set, "finished_at": self.set.get("updated_at")})
+            return
+        expected = self.expect.get("status")
+        was = expected if isinstance(expected, tuple) else (expected,)
+        if any(s is not None and Status(s) in FINAL for s in was):
+            object.__setattr__(self, "set", {**self.set, "finished_at": None})
+
     def landed_on(self, job: Job) -> bool:
         """``job`` holds every value this change writes: a retried write whose first try
         timed out but landed finds its own write here (its ``updated_at`` is the instant

@@ -45,6 +45,7 @@ from jobscheduler.handlers.runners import HandlerRunner, open_runner
 from jobscheduler.observability.logs import FieldsAdapter
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
+from jobscheduler.roles.retention import publish_type_retention
 
 from .run import InFlight, run_handler
 from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
@@ -380,6 +381,7 @@ async def run_executor(
         trio.open_nursery() as nursery,
     ):
         executor = Executor(deps, runner)
+        await publish_type_retention(deps, job_types)
         await nursery.start(executor.heartbeat_loop)
         await nursery.start(executor.step_ends.run)
         if any(deps.registry.get(name).run_in == "process" for name in job_types):

@@ -1,4 +1,5 @@
-"""The reaper role: return stuck jobs to pending, and sample the job gauges.
+"""The reaper role: return stuck jobs to pending, sample the job gauges, and prune finished
+jobs (:mod:`.pruning`, in a task of its own).
 
 Two sweeps of jobs (:mod:`.recovery`, the path ``dev``'s start-up recovery takes too): ``queued``
 longer than QUEUED_TIMEOUT (the wake-up was lost; attempt count kept) and
@@ -20,11 +21,13 @@ from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.workflows.sweep import SETTLE_GRACE, finish_creates, settle_marked
 
+from .pruning import run_pruner
 from .recovery import BATCH, recover_lost, requeue_stale
 
 log = logging.getLogger(__name__)
 
-#: Upper bound of one sample of the job gauges (a count over every job).
+#: Upper bound of one sample of the job gauges (read from the counters, plus the stats'
+#: windows).
 STATS_TIMEOUT = 5.0
 
 
@@ -152,7 +155,14 @@ async def run_reaper(
             await reaper.sweep(queued_timeout=0.0, settle_grace=0.0)
         except StoreError as exc:
             log.error("reaper start-up sweep failed", extra={"error": str(exc)})
-    task_status.started()
+    async with trio.open_nursery() as nursery:
+        # Pruning runs beside the sweeps: a prune of millions never delays a recovery.
+        await nursery.start(run_pruner, deps)
+        task_status.started()
+        await _sweep_forever(reaper, deps)
+
+
+async def _sweep_forever(reaper: Reaper, deps: Deps) -> None:
     seen: set[tuple[str, str]] = set()
     while True:
         try:

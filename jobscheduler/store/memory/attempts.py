@@ -35,6 +35,10 @@ class AttemptLog:
         records = self._records.get(job_id, {}).values()
         return sorted(records, key=lambda r: (r.run, r.number, r.finished_at))
 
+    def forget(self, job_id: str) -> None:
+        """Delete every record of the job."""
+        self._records.pop(job_id, None)
+
     def prune(self, before: datetime) -> int:
         """Delete the records that finished before ``before``; how many."""
         cutoff = utc(before)

@@ -8,6 +8,7 @@ this one and call into these tables between checkpoints, so each call is atomic.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
@@ -90,6 +91,8 @@ class JobTable:
         self._keys: dict[tuple[str, str], str] = {}
         self._runs: dict[RunKey, str] = {}
         self._slots: dict[str, str] = {}
+        #: (tenant, status, job type) -> how many jobs: kept by every add, replace, remove.
+        self.counters: Counter[tuple[str, Status, str]] = Counter()
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -148,14 +151,30 @@ class JobTable:
         old = self._jobs[job.id]
         if (broken := self.conflict(job, replacing=job.id)) is not None:
             raise ValueError(f"unique index {broken} of job {job.id}")
+        self._unindex(old)
+        self._index(job)
+
+    def remove(self, job_id: str) -> Job | None:
+        """Delete the job with this id; the job deleted, or None."""
+        job = self._jobs.pop(job_id, None)
+        if job is not None:
+            self._unindex(job)
+        return job
+
+    def recount(self) -> Counter[tuple[str, Status, str]]:
+        """The counters as a count of every job would have them."""
+        return Counter((job.tenant_id, job.status, job.job_type) for job in self._jobs.values())
+
+    def _unindex(self, old: Job) -> None:
         del self._keys[(old.tenant_id, old.idempotency_key)]
         if (run := _run_key(old)) is not None:
             del self._runs[run]
         for slot in _slots_of(old):
             del self._slots[slot]
-        self._index(job)
+        self.counters[(old.tenant_id, old.status, old.job_type)] -= 1
 
     def _index(self, job: Job) -> None:
+        self.counters[(job.tenant_id, job.status, job.job_type)] += 1
         self._jobs[job.id] = job
         self._keys[(job.tenant_id, job.idempotency_key)] = job.id
         if (run := _run_key(job)) is not None:

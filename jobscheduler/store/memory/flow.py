@@ -42,7 +42,7 @@ class MemoryFlowMixin(MemoryConnection):
     def __init__(self) -> None:
         super().__init__()
         self._buckets: dict[str, datetime] = {}
-        self._overrides: dict[tuple[str, str], LimitOverride] = {}
+        self._limit_overrides: dict[tuple[str, str], LimitOverride] = {}
         self._weights: dict[str, TenantWeight] = {}
         self._report: FlowReport | None = None
 
@@ -95,8 +95,8 @@ class MemoryFlowMixin(MemoryConnection):
     async def limit_overrides(self, tenant_id: str | None = None) -> list[LimitOverride]:
         await self._enter()
         return [
-            self._overrides[key]
-            for key in sorted(self._overrides)
+            self._limit_overrides[key]
+            for key in sorted(self._limit_overrides)
             if tenant_id is None or key[0] == tenant_id
         ]
 
@@ -104,9 +104,9 @@ class MemoryFlowMixin(MemoryConnection):
         await self._enter()
         key = (override.tenant_id, override.job_type)
         if override.limits.empty:
-            self._overrides.pop(key, None)
+            self._limit_overrides.pop(key, None)
         else:
-            self._overrides[key] = override
+            self._limit_overrides[key] = override
 
     async def tenant_weights(self) -> list[TenantWeight]:
         await self._enter()

@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
+import attrs
+
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.store.query import (
     DUE_ONE_OFF,
@@ -23,6 +25,7 @@ from jobscheduler.store.query import (
     JobStats,
     Statuses,
     Window,
+    counts_from,
 )
 
 from .codec import job_out
@@ -93,8 +96,9 @@ class MemoryQueryMixin(MemoryConnection):
     async def count_jobs(
         self, tenant_id: str | None, statuses: Statuses = None, *, by_type: bool = False
     ) -> JobCounts:
+        """From the counters the jobs table keeps (:func:`count` is the recount)."""
         await self._enter()
-        return count(self._jobs, tenant_id, statuses, by_type)
+        return counts_from(self._jobs.counters, tenant_id, statuses, by_type)
 
     async def tenants(self, limit: int) -> list[str]:
         await self._enter()
@@ -103,4 +107,6 @@ class MemoryQueryMixin(MemoryConnection):
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         await self._enter()
         mine = JobQuery(tenant_id=tenant_id)
-        return job_stats((job for job in self._jobs if mine.matches(job)), now)
+        stats = job_stats((job for job in self._jobs if mine.matches(job)), now)
+        counted = counts_from(self._jobs.counters, tenant_id, None, by_type=True)
+        return attrs.evolve(stats, counts=counted.by_type or {})

@@ -24,9 +24,8 @@ makes each call (``insert_many`` and ``apply_many`` included) one atomic step.
 The store is cut along the seams of the other adapters: :mod:`.conn` (open/close and the
 checkpoint), :mod:`.codec` (copies, times, the jobs table and its unique indexes), this
 module (inserts, reads, claims, transitions), :mod:`.attempts`, :mod:`.ledger`,
-:mod:`.query` (filters, pages, stats), :mod:`.tenancy`, :mod:`.workers` and :mod:`.workflows`.
-:mod:`.query` (filters, pages, stats), :mod:`.tenancy`, :mod:`.workers` and :mod:`.flow`
-(fair claims, slots, rate buckets).
+:mod:`.query` (filters, pages, stats), :mod:`.tenancy`, :mod:`.upkeep` (counters, pruning),
+:mod:`.workers`, :mod:`.workflows` and :mod:`.flow` (fair claims, slots, rate buckets).
 """
 
 from __future__ import annotations
@@ -44,12 +43,12 @@ from jobscheduler.store.base import InsertOutcome, JobStore
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
 from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 
-from .attempts import MemoryAttemptsMixin
 from .codec import holds, job_in, job_out, of_tenant, value_in
 from .flow import MemoryFlowMixin
 from .ledger import MemoryLedgerMixin
 from .query import MemoryQueryMixin
 from .tenancy import MemoryTenancyMixin
+from .upkeep import MemoryUpkeepMixin
 from .workers import MemoryWorkersMixin
 from .workflows import MemoryWorkflowsMixin
 
@@ -66,7 +65,7 @@ class MemoryJobStore(
     MemoryQueryMixin,
     MemoryTenancyMixin,
     MemoryLedgerMixin,
-    MemoryAttemptsMixin,
+    MemoryUpkeepMixin,
     JobStore,
 ):
     """JobStore in this process's memory (see the module doc for what it promises)."""

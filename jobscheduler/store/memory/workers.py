@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
+from jobscheduler.store.query import counts_from
 
 from .codec import keep
 from .conn import MemoryConnection
-from .query import count, oldest_due
+from .query import oldest_due
 
 _MINUTE = timedelta(minutes=1)
 
@@ -63,7 +64,7 @@ class MemoryWorkersMixin(MemoryConnection):
         jobs = [job for job in self._jobs if tenant_id is None or job.tenant_id == tenant_id]
         start = series_start(now)
         return OverviewStats(
-            counts=count(jobs, None, None, by_type=False).by_status,
+            counts=counts_from(self._jobs.counters, tenant_id, None, by_type=False).by_status,
             oldest_due_at=oldest_due(jobs, utc(now)),
             start=start,
             completed=finished_per_minute(jobs, Status.COMPLETED, start),

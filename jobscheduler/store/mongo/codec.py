@@ -66,6 +66,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "concurrency_key": "concurrencyKey",
     "key_slot": "keySlot",
     "type_slot": "typeSlot",
+    "finished_at": "finishedAt",
 }
 TIME_FIELDS: Final = frozenset(
     {
@@ -78,6 +79,7 @@ TIME_FIELDS: Final = frozenset(
         "fire_at",
         "cancel_requested_at",
         "cron_buffered",
+        "finished_at",
     }
 )
 STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
@@ -229,6 +231,8 @@ def job_filter(query: JobQuery) -> Document:
         times.setdefault(f["created_at"], {})["$lt"] = utc(query.created_before)
     if query.due_by is not None:
         times.setdefault(f["scheduled_at"], {})["$lte"] = utc(query.due_by)
+    if query.finished_before is not None:
+        times.setdefault(f["finished_at"], {})["$lt"] = utc(query.finished_before)
     out.update(times)
     if query.idempotency_key is not None:
         out[f["idempotency_key"]] = query.idempotency_key

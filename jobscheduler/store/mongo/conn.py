@@ -28,6 +28,7 @@ from pymongo.write_concern import WriteConcern
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.base import JobStore
 
+from . import counts
 from . import ledger as mongo_ledger
 from .attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
 from .batch import BATCH_FIELD, CLAIM_FIELD
@@ -36,6 +37,7 @@ from .flow import prepare_flow
 from .query import MANAGE_INDEXES
 from .seam import outcome_unknown as outcome_unknown
 from .tenancy import create_tenancy_indexes, drop_global_key_index
+from .upkeep import prepare_upkeep
 from .workers import create_workers_indexes
 from .workflows import create_workflow_indexes
 
@@ -242,6 +244,8 @@ class MongoConnection(JobStore):
             create_workers_indexes(client, self._database)
             create_workflow_indexes(client, self._database, COLLECTION)
             prepare_flow(jobs)
+            database = client.get_database(self._database)
+            prepare_upkeep(jobs, database.get_collection(counts.COUNTS_COLLECTION))
         except BaseException:
             client.close()
             raise
@@ -301,6 +305,13 @@ class MongoConnection(JobStore):
         if self._jobs is None:
             raise StoreError("MongoDB store is not started")
         return self._jobs
+
+    def _counts(self) -> Collection[Document]:
+        """The job counters (:mod:`.counts`), beside the jobs."""
+        jobs = self._collection()
+        return jobs.database.get_collection(
+            counts.COUNTS_COLLECTION, write_concern=jobs.write_concern
+        )
 
     async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T:
         """Run ``fn`` in a worker thread under this store's limiter; map driver errors.

@@ -31,8 +31,10 @@ from jobscheduler.store.query import (
     Sort,
     Statuses,
     Window,
+    counts_from,
 )
 
+from . import counts
 from .codec import (
     FIELDS,
     Document,
@@ -175,9 +177,10 @@ class ManageQueries:
             applied.append(result.matched_count > 0)
         return applied
 
-    def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
+    def stats(self, tenant_id: str | None, now: datetime, *, counted: bool = True) -> JobStats:
+        """``counted`` False: no counts (the caller has them from the counters)."""
         f = self._fields
-        counts = count(self._jobs, tenant_id, None, by_type=True).by_type or {}
+        counts = count(self._jobs, tenant_id, None, by_type=True).by_type or {} if counted else {}
         now = utc(now)
         oldest = oldest_due(self._jobs, tenant_id, now)
         windows = []
@@ -265,10 +268,12 @@ class MongoQueryMixin(MongoSeam):
     async def count_jobs(
         self, tenant_id: str | None, statuses: Statuses = None, *, by_type: bool = False
     ) -> JobCounts:
-        jobs = self._collection()
-        return await self._call(
-            lambda: count(jobs, tenant_id, statuses, by_type), "count_jobs", read=True
+        """From the counters (:mod:`.counts`); :func:`count` is the recount from the jobs."""
+        counters = self._counts()
+        found = await self._call(
+            lambda: counts.read(counters, statuses, tenant_id), "count_jobs", read=True
         )
+        return counts_from(found, tenant_id, statuses, by_type)
 
     async def tenants(self, limit: int) -> list[str]:
         jobs = self._collection()
@@ -296,4 +301,13 @@ class MongoQueryMixin(MongoSeam):
 
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         manage = manage_queries(self._collection())
-        return await self._call(lambda: manage.stats(tenant_id, now), "stats", read=True)
+        counters = self._counts()
+
+        def op() -> JobStats:
+            stats = manage.stats(tenant_id, now, counted=False)
+            found = counts_from(
+                counts.read(counters, None, tenant_id), tenant_id, None, by_type=True
+            )
+            return attrs.evolve(stats, counts=found.by_type or {})
+
+        return await self._call(op, "stats", read=True)

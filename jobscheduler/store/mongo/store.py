@@ -13,7 +13,7 @@ each job is handed out atomically without a multi-document transaction
 The store is split along its seams: :mod:`.conn` (client, indexes, thread plumbing),
 :mod:`.writes` (claims and transitions), this module (inserts and reads), beside
 :mod:`.attempts`, :mod:`.ledger`, :mod:`.query` (listing and stats), :mod:`.tenancy`,
-:mod:`.workers` and :mod:`.workflows`.
+:mod:`.workers`, :mod:`.workflows`, and :mod:`.counts` / :mod:`.upkeep` (the counters, pruning).
 
 Durability: writes use write concern ``{w: "majority", j: true}``, reads use read concern
 ``majority`` (the claim, reaper and API reads all go through the same collection handle),
@@ -72,6 +72,7 @@ from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
 from jobscheduler.store.query import DUE_TEMPLATE, PENDING
 
+from . import counts
 from .attempts import (
     ATTEMPT_INDEXES,
     MongoAttemptsMixin,
@@ -96,6 +97,7 @@ from .flow import MongoFlowMixin
 from .ledger import MongoLedgerMixin
 from .query import MongoQueryMixin
 from .tenancy import MongoTenancyMixin
+from .upkeep import MongoUpkeepMixin
 from .workers import MongoWorkersMixin
 from .workflows import MongoWorkflowsMixin
 from .writes import MongoWrites
@@ -111,6 +113,7 @@ class MongoJobStore(
     MongoTenancyMixin,
     MongoLedgerMixin,
     MongoAttemptsMixin,
+    MongoUpkeepMixin,
     MongoWrites,
 ):
     """JobStore on a MongoDB (or MongoDB wire-protocol) server (settings: see
@@ -147,6 +150,7 @@ class MongoJobStore(
 
         def op() -> Job:
             stored = insert()
+            counts.write(self._counts(), counts.added([stored]))
             if audit is not None:
                 try:
                     self._insert_audit(audit)
@@ -242,6 +246,7 @@ class MongoJobStore(
                     outcomes.append(ValidationError(f"payload: rejected by the store: {message}"))
                 else:
                     raise StoreError(f"insert of job {job.id} failed: {error.get('errmsg')}")
+            counts.write(self._counts(), counts.added(o for o in outcomes if isinstance(o, Job)))
             return outcomes
 
         return spread_outcomes(jobs, await self._call(op, "insert_many"), later)

@@ -29,9 +29,10 @@ from jobscheduler.domain.model import Status, utc
 from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import StoreError
+from jobscheduler.store.query import counts_from
 
+from . import counts as job_counts
 from .codec import Document
-from .query import count as count_jobs
 from .query import count_command, ended_in, oldest_due
 from .seam import MongoSeam
 
@@ -144,8 +145,11 @@ class MongoWorkersMixin(MongoSeam):
                 minutes.append(count({**ended, "updatedAt": within}))
             return tuple(minutes)
 
+        counters = self._counts()
+
         def op() -> OverviewStats:
-            counts = count_jobs(jobs, tenant_id, None, by_type=False).by_status
+            found = job_counts.read(counters, None, tenant_id)
+            counts = counts_from(found, tenant_id, None, by_type=False).by_status
             return OverviewStats(
                 counts=counts,
                 oldest_due_at=oldest_due(jobs, tenant_id, now),

@@ -28,15 +28,17 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime
 
+import attrs
 from bson import ObjectId
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.collection import Collection
 from pymongo.errors import PyMongoError
 
-from jobscheduler.domain.model import Job
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change, claim_fields
 from jobscheduler.store.query import DUE_ONE_OFF
 
+from . import counts
 from .attempts import write_records
 from .batch import (
     BATCH_FIELD,
@@ -68,6 +70,8 @@ log = logging.getLogger(__name__)
 
 #: Batches of fewer statements go as one ``findAndModify`` each (no more commands).
 MIN_BULK: int = 3
+#: Times a narrowed change that missed is narrowed and tried again (``_renarrow_sync``).
+NARROW_RETRIES: int = 3
 
 
 class MongoWrites(MongoConnection):
@@ -106,12 +110,18 @@ class MongoWrites(MongoConnection):
                     raise
                 # Whatever landed carries the mark; what did not stays due for the next claim.
                 log.warning("claim outcome unknown, reading back: %s", exc)
-            return [
+            claimed = [
                 document_to_job(doc)
                 for doc in self._read_marked(
                     jobs, candidates, mark, field=CLAIM_FIELD, sort=True
                 ).values()
             ]
+            moved = counts.merge(
+                counts.added((attrs.evolve(job, status=Status.PENDING) for job in claimed), -1),
+                counts.added(claimed),
+            )
+            counts.write(self._counts(), moved)
+            return claimed
 
         async with self._conditional_write():
             return await self._call(claim, "claim")
@@ -174,11 +184,41 @@ class MongoWrites(MongoConnection):
         if self._attempts is not None:
             write_records(self._attempts, changes, results)
 
+    def _count_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
+        counts.write(self._counts(), counts.moved(changes, results))
+
+    def _renarrow_sync(
+        self, changes: Sequence[Change], narrowed: list[Change], results: list[Job | None]
+    ) -> None:
+        """A change that allows several statuses was narrowed to the one its job held
+        (:func:`.counts.narrow`); if the job moved to another of them before the update (a
+        cancel while the scheduler claims), the narrowed change missed where the change
+        itself would have applied. Such changes are narrowed again and applied one at a
+        time, up to NARROW_RETRIES times, so narrowing never turns a win into a lost race.
+        ``narrowed`` and ``results`` are updated in place."""
+        jobs = self._collection()
+        for _ in range(NARROW_RETRIES):
+            missed = [
+                i
+                for i, change in enumerate(changes)
+                if results[i] is None and narrowed[i] is not change
+            ]
+            if not missed:
+                return
+            again = counts.narrow(jobs, [changes[i] for i in missed])
+            for i, change in zip(missed, again, strict=True):
+                narrowed[i] = change
+                if change is not changes[i]:  # else: in none of its statuses, a real miss
+                    results[i] = self._apply_sync(change)
+
     async def apply(self, change: Change) -> Job | None:
         def op() -> Job | None:
-            result = self._apply_sync(change)
-            self._record_sync([change], [result])
-            return result
+            narrowed = counts.narrow(self._collection(), [change])
+            results = [self._apply_sync(narrowed[0])]
+            self._renarrow_sync([change], narrowed, results)
+            self._record_sync(narrowed, results)
+            self._count_sync(narrowed, results)
+            return results[0]
 
         async with self._conditional_write():
             return await self._call(op, change.transition)
@@ -199,7 +239,8 @@ class MongoWrites(MongoConnection):
             return []
 
         def apply_all() -> list[Job | None]:
-            units = plan(changes)
+            narrowed = counts.narrow(self._collection(), changes)
+            units = plan(narrowed)
             if len(units) >= MIN_BULK and distinct_jobs(units):
                 afters = self._bulk_sync([unit.change for unit in units])
             else:
@@ -220,7 +261,9 @@ class MongoWrites(MongoConnection):
                 )
                 for (index, _), after in zip(retry, again, strict=True):
                     results[index] = after
-            self._record_sync(changes, results)
+            self._renarrow_sync(changes, narrowed, results)
+            self._record_sync(narrowed, results)
+            self._count_sync(narrowed, results)
             return results
 
         async with self._conditional_write():
@@ -289,6 +332,18 @@ class MongoWrites(MongoConnection):
         jobs = self._collection()
 
         def op() -> int:
+            if any("status" in change.set for change in changes):
+                # What moved is counted, so which changes applied must be known: the
+                # batch's read-back (a job named twice: one change at a time).
+                narrowed = counts.narrow(jobs, changes)
+                if len(narrowed) >= MIN_BULK and distinct_jobs(plan(narrowed)):
+                    results = self._bulk_sync(narrowed)
+                else:
+                    results = [self._apply_sync(change) for change in narrowed]
+                self._renarrow_sync(changes, narrowed, results)
+                self._record_sync(narrowed, results)
+                self._count_sync(narrowed, results)
+                return sum(result is not None for result in results)
             if any(change.record is not None for change in changes):
                 applied = manage.apply_bulk(changes)
                 self._record_sync(changes, applied)

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import Job, Replay, Status
+from jobscheduler.domain.states import FINAL
 from jobscheduler.domain.steps import Step
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -57,6 +58,7 @@ _COLUMNS: dict[str, str] = {
     "concurrency_key": "concurrency_key",
     "key_slot": "key_slot",
     "type_slot": "type_slot",
+    "finished_at": "finished_at",
 }
 _TIME_FIELDS = frozenset(
     {
@@ -69,6 +71,7 @@ _TIME_FIELDS = frozenset(
         "fire_at",
         "cancel_requested_at",
         "cron_buffered",
+        "finished_at",
     }
 )
 _SELECT = ", ".join(_COLUMNS.values())
@@ -141,7 +144,8 @@ def _to_db(field: str, value: Any) -> Any:
 
 #: Columns added after the first release: (column, definition), added to older files at start
 #: (and to new ones: ``cron_buffered``, ``cancel_requested_at``, ``replays``,
-#: ``managed_by``, the workflow and the flow-control columns exist only through this list).
+#: ``managed_by``, the workflow and flow-control columns and ``finished_at`` exist only
+#: through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
@@ -159,6 +163,7 @@ _ADDED_COLUMNS = (
     ("concurrency_key", "TEXT"),
     ("key_slot", "TEXT"),
     ("type_slot", "TEXT"),
+    ("finished_at", "INTEGER"),
 )
 
 
@@ -168,6 +173,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
     for column, definition in _ADDED_COLUMNS:
         if column not in present:
             conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {definition}")
+    if "finished_at" not in present and conn.execute("SELECT 1 FROM jobs LIMIT 1").fetchone():
+        # A finished job of an older file finished when it was last updated.
+        final = ", ".join(f"'{status.value}'" for status in FINAL)
+        conn.execute(f"UPDATE jobs SET finished_at = updated_at WHERE status IN ({final})")
 
 
 _FIELDS = tuple(_COLUMNS)

@@ -33,6 +33,8 @@ from .writer import BatchWriter
 T = TypeVar("T")
 
 MEMORY = ":memory:"
+#: Bytes the WAL file is truncated to after a checkpoint that emptied it.
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 class SQLiteConnection:
@@ -62,6 +64,9 @@ class SQLiteConnection:
         # Statement journals and savepoints in memory, not in a temporary file: a batch of
         # several writes opened, wrote and unlinked one per commit (a third of its cost).
         conn.execute("PRAGMA temp_store=MEMORY")
+        # The WAL is checkpointed every WAL_AUTOCHECKPOINT pages (SQLite's default, 4 MB);
+        # past a burst it is cut back to this size rather than kept at its largest.
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         return conn
 
     async def start(self) -> None:

@@ -33,7 +33,7 @@ from jobscheduler.store.query import (
 
 from .codec import _EPOCH, _SELECT, _from_row, _millis
 from .conn import SQLiteConnection
-from .where import conditions, index_where, where_clause
+from .where import conditions, index_where, status_condition, where_clause
 
 #: Indexes of the management queries. Created after the column migration, since they name
 #: columns an older file gains there.
@@ -100,28 +100,27 @@ def finished_sql(
     tenant_id: str | None, statuses: tuple[Status, ...], select: str
 ) -> tuple[str, list[Any]]:
     """``SELECT select FROM jobs WHERE <the tenant's jobs in statuses, which are some of
-    THROUGHPUT> AND updated_at >= ?``; the caller appends the bound. Across tenants SQLite
-    would rather walk every job of the status through ``jobs_status_created``, so the query
-    names ``jobs_finished`` and holds its WHERE too."""
+    THROUGHPUT> AND updated_at >= ?``; the caller appends the bound. SQLite would rather walk
+    every job of the status (``jobs_status_created``, ``jobs_tenant_status``), so the query
+    names ``jobs_finished`` (a tenant's: ``jobs_tenant_finished``) and holds its WHERE too."""
     where, params = where_clause(JobQuery(tenant_id=tenant_id, statuses=statuses), _millis)
-    if tenant_id is None and set(statuses) != set(THROUGHPUT):
+    if set(statuses) != set(THROUGHPUT):
         where += f" AND {index_where(_THROUGHPUT)}"
-    hint = "INDEXED BY jobs_finished " if tenant_id is None else ""
+    hint = "INDEXED BY jobs_finished " if tenant_id is None else "INDEXED BY jobs_tenant_finished "
     return f"SELECT {select} FROM jobs {hint}{where} AND updated_at >= ?", params
 
 
 def count_sql(tenant_id: str | None, statuses: Statuses, by_type: bool) -> tuple[str, list[Any]]:
     """The store's one count (:meth:`~jobscheduler.store.base.JobStore.count_jobs`): jobs by
-    status (and job type) of a tenant, or of all, in some statuses or all. By status alone it
-    is answered from an index (``jobs_tenant_status``, ``jobs_status_created``: SQLite counts
-    their entries and reads no row); by type it reads the rows."""
+    status (and job type) of a tenant, or of all, in some statuses or all, added up from the
+    counters (``job_counts``, kept by triggers: see :mod:`.upkeep`); no job is read."""
     columns = "status, job_type" if by_type else "status"
-    counted = JobQuery(tenant_id=tenant_id, statuses=tuple(statuses or ()))
-    where, params = where_clause(counted, _millis)
-    return (
-        f"SELECT {columns}, COUNT(*) FROM jobs {where}{' ' if where else ''}GROUP BY {columns}",
-        params,
-    )
+    terms, params = (["tenant_id = ?"], [tenant_id]) if tenant_id is not None else ([], [])
+    if statuses:
+        terms.append(status_condition(statuses))
+    where = f"WHERE {' AND '.join(terms)} " if terms else ""
+    sql = f"SELECT {columns}, SUM(n) FROM job_counts {where}GROUP BY {columns} HAVING SUM(n) != 0"
+    return sql, params
 
 
 def counts_of(rows: Sequence[Sequence[Any]], statuses: Statuses, by_type: bool) -> JobCounts:

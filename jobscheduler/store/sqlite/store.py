@@ -8,9 +8,8 @@ codec is :mod:`~jobscheduler.store.sqlite.codec`; the attempt records
 :mod:`~jobscheduler.store.sqlite.query`, keys and audit
 :mod:`~jobscheduler.store.sqlite.tenancy`, presence and the Overview
 :mod:`~jobscheduler.store.sqlite.workers`, workflow records
-:mod:`~jobscheduler.store.sqlite.workflows`.
-:mod:`~jobscheduler.store.sqlite.workers`, flow control
-:mod:`~jobscheduler.store.sqlite.flow`.
+:mod:`~jobscheduler.store.sqlite.workflows`, counters and pruning
+:mod:`~jobscheduler.store.sqlite.upkeep`, flow control :mod:`~jobscheduler.store.sqlite.flow`.
 """
 
 from __future__ import annotations
@@ -60,6 +59,7 @@ from .tenancy import (
     migrate_run_index,
     migrate_tenant_keys,
 )
+from .upkeep import SQLiteUpkeepMixin, make_incremental, prepare_counts
 from .where import (
     QUEUED,
     index_where,
@@ -87,6 +87,7 @@ class SQLiteJobStore(
     SQLiteTenancyMixin,
     SQLiteLedgerMixin,
     SQLiteAttemptsMixin,
+    SQLiteUpkeepMixin,
     SQLiteConnection,
     JobStore,
 ):
@@ -96,6 +97,7 @@ class SQLiteJobStore(
 
     @staticmethod
     def _prepare(conn: sqlite3.Connection) -> None:
+        make_incremental(conn)
         conn.executescript(_SCHEMA + ATTEMPTS_SCHEMA)
         migrate_attempt_runs(conn)
         _migrate(conn)
@@ -110,6 +112,7 @@ class SQLiteJobStore(
         conn.executescript(WORKERS_SCHEMA)
         migrate_workers(conn)
         conn.executescript(FLOW_SCHEMA)
+        prepare_counts(conn)
 
     # ------------------------------------------------------------------ JobStore
 

@@ -89,6 +89,7 @@ def conditions(query: JobQuery, millis: Millis) -> tuple[list[str], list[Any]]:
         [
             ("created_at >= ?", ms(query.created_after)),
             ("created_at < ?", ms(query.created_before)),
+            ("finished_at < ?", ms(query.finished_before)),
             ("scheduled_at <= ?", ms(query.due_by)),
             ("idempotency_key = ?", query.idempotency_key),
         ]
@@ -126,6 +127,11 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     "jobs_in_flight": ("heartbeat_at", JobQuery(tenant_id=None, statuses=IN_FLIGHT)),
     # The throughput figures: jobs that ended completed or in dlq, by when.
     "jobs_finished": ("updated_at", JobQuery(tenant_id=None, statuses=THROUGHPUT)),
+    # ... and a tenant's (else its figures walk every job it ever finished).
+    "jobs_tenant_finished": (
+        "tenant_id, updated_at",
+        JobQuery(tenant_id=None, statuses=THROUGHPUT),
+    ),
     # A tenant's cron templates (the Cron view), newest first.
     "jobs_tenant_templates": (
         "tenant_id, created_at DESC, id DESC",

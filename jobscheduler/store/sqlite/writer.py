@@ -181,6 +181,13 @@ class BatchWriter:
             raise slot.error
         return slot.result  # type: ignore[return-value]
 
+    def waiting(self) -> bool:
+        """Writes are queued for the next batch: read by an operation of the running batch
+        (in the writer thread) that can stop early and leave the writer to them. A hint
+        read without the trio run's lock: a write queued just after it was read waits for
+        the operation's next look."""
+        return bool(self._pending)
+
     async def stop(self) -> None:
         """Run the writes already queued, then end the thread. A caller that gives up (is
         cancelled: a shutdown's bounded close) leaves a thread stuck on a stalled disk

@@ -44,7 +44,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--phases",
         default="create,burst,steady,timer,enqueue",
         help="comma list of phases to run: create, burst, steady, timer, enqueue (these by "
-        "default), enqueue-code, workflows, and fairness, keyed, rated (flow control)",
+        "default), enqueue-code, workflows, fairness, keyed, rated (flow control), and scale "
+        "(an empty store against one of a million finished jobs, and their prune)",
     )
     parser.add_argument(
         "--enqueue-code",

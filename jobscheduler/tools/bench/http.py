@@ -81,14 +81,37 @@ class Pool:
             self._send.send_nowait(conn)
 
     async def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        status, payload = await self.request_bytes(method, path, body)
+        return status, json.loads(payload) if payload else None
+
+    async def request_bytes(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        """As :meth:`request`, the answer's body as it came (a page's HTML)."""
         conn = await self._receive.receive()
         try:
             data = json.dumps(body).encode() if body is not None else b""
-            status, payload = await conn.request(method, path, data)
+            return await conn.request(method, path, data)
         finally:
             self._send.send_nowait(conn)
-        return status, json.loads(payload) if payload else None
 
     async def aclose(self) -> None:
         for conn in self._all:
+            await conn.aclose()
+
+
+class FreshPool(Pool):
+    """A new connection for every request, closed after its answer: clients that do not
+    keep connections alive (``curl``, ``requests`` without a session)."""
+
+    def __init__(self, url: str, size: int, key: str | None = None) -> None:
+        super().__init__(url, size, key)
+        self._host, port = url.removeprefix("http://").rsplit(":", 1)
+        self._port = int(port)
+        self._headers = f"Authorization: Bearer {key}\r\n" if key else ""
+
+    async def request_bytes(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        conn = Connection(self._host, self._port, self._headers)
+        try:
+            data = json.dumps(body).encode() if body is not None else b""
+            return await conn.request(method, path, data)
+        finally:
             await conn.aclose()

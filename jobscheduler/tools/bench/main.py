@@ -20,7 +20,10 @@ shared and noisy):
 5. ``workflows`` (asked for by name): a chain of 1,000 steps, a fan-out of 10,000
    children against as many independent jobs, a 100-step DAG
    (:mod:`~jobscheduler.tools.bench.workflows`);
-6. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
+6. scale (``--phases scale``): the figures on an empty store and on one holding 1,000,000
+   finished jobs (100,000 on MongoDB), then a prune of them under load
+   (:mod:`jobscheduler.tools.bench.scale`);
+7. distributed only: failover, the time from SIGKILL (then SIGTERM) of the leading scheduler
    until the standby reports ``scheduler_is_leader 1``.
 
 Client and server share the machine. To keep the client's share small, requests go through
@@ -52,8 +55,9 @@ from . import enqueue as bench_enqueue
 from . import enqueue_code as bench_enqueue_code
 from . import flow as bench_flow
 from . import phases as bench_phases
+from . import scale as bench_scale
 from . import workflows as bench_workflows
-from .http import Pool
+from .http import FreshPool, Pool
 from .stack import Stack
 
 
@@ -79,10 +83,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="off",
         help="AUTH of the stack; with required, requests carry an all-tenant admin key (off)",
     )
+    parser.add_argument(
+        "--fresh-connections",
+        action="store_true",
+        help="open a connection per request, as curl does (default: keep-alive)",
+    )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "mongo"),
+        help="the store: sqlite is --stack embedded, mongo --stack distributed (FerretDB)",
+    )
     bench_enqueue.configure(parser)
     bench_create.configure(parser)
     bench_workflows.configure(parser)
     bench_flow.configure(parser)
+    bench_scale.configure(parser)
 
 
 async def _run(stack: Stack, args: argparse.Namespace) -> None:
@@ -94,7 +109,8 @@ async def _run(stack: Stack, args: argparse.Namespace) -> None:
         for process in stack.processes:
             print(f"idle RSS of {process.name}: {process.rss_mb():.1f} MB (target <= 150 MB)")
         print(f"auth: {args.auth}")
-        client = Pool(stack.api, args.concurrency, stack.key)
+        make_pool = FreshPool if args.fresh_connections else Pool
+        client = make_pool(stack.api, args.concurrency, stack.key)
         phases = {p.strip() for p in args.phases.split(",")}
         try:
             if "create" in phases:
@@ -115,6 +131,8 @@ async def _run(stack: Stack, args: argparse.Namespace) -> None:
                 await bench_flow.keyed(stack, client, args)
             if "rated" in phases:
                 await bench_flow.rated(stack, client, args)
+            if "scale" in phases:
+                await bench_scale.scale(stack, client, args)
             if "enqueue" in phases:
                 await bench_enqueue.enqueue_drain(
                     client, stack.completed_total, args, stack.run_id, stack.cpu_seconds
@@ -139,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"jobscheduler bench: configuration error: {exc}", file=sys.stderr)
         return 2
+    if args.store is not None:
+        args.stack = "distributed" if args.store == "mongo" else "embedded"
+    if "scale" in {p.strip() for p in args.phases.split(",")}:
+        bench_scale.prepare_environment()
     workdir = Path(tempfile.mkdtemp(prefix="jobscheduler-bench-"))
     stack = Stack(
         distributed=args.stack == "distributed", auth=args.auth, workdir=workdir, settings=settings

@@ -29,7 +29,7 @@ It prints each violation with the job's whole history and exits 1 if there is an
 """
 
 from .rules import History, Report, Reported, Rule, Violation, check
-from .run import describe, parse_reports, read_history
+from .run import check_store, describe, parse_reports, read_history
 
 __all__ = [
     "History",
@@ -38,6 +38,7 @@ __all__ = [
     "Rule",
     "Violation",
     "check",
+    "check_store",
     "describe",
     "parse_reports",
     "read_history",

@@ -11,8 +11,7 @@ import trio
 from jobscheduler.store import JobStore
 
 from . import __doc__ as package_doc
-from .rules import check
-from .run import describe, parse_reports, read_history
+from .run import check_store, parse_reports
 
 # --------------------------------------------------------------------------- command line
 
@@ -32,14 +31,7 @@ async def _main(args: argparse.Namespace) -> int:
         for path in args.log
         for report in parse_reports(await trio.Path(path).read_text(), path)
     ]
-    await store.start()
-    try:
-        history = await read_history(store, reports)
-    finally:
-        await store.close()
-    violations = check(history)
-    for violation in violations:
-        print(describe(history, violation))
+    history, violations = await check_store(store, reports)
     print(
         f"{len(history.jobs)} jobs, {sum(map(len, history.attempts.values()))} attempt records, "
         f"{len(history.reports)} reports: {len(violations)} violation(s)"

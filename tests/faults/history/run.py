@@ -11,8 +11,9 @@ from jobscheduler.domain.attempts import attempt_to_json
 from jobscheduler.domain.model import job_to_json
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
+from tests.support.stores import started
 
-from .rules import History, Report, Reported, Violation
+from .rules import History, Report, Reported, Violation, check
 
 # --------------------------------------------------------------------------- reading a run
 
@@ -89,3 +90,14 @@ def describe(history: History, violation: Violation) -> str:
             f" run={record.run_id} reason={record.reason}"
         )
     return "\n".join(lines)
+
+
+async def check_store(store: JobStore, reports: list[Report]) -> tuple[History, list[Violation]]:
+    """Start ``store``, read its history with ``reports`` and close it; check the history and
+    print each violation with the job's history. The history and its violations."""
+    async with started(store):
+        history = await read_history(store, reports)
+    violations = check(history)
+    for violation in violations:
+        print(describe(history, violation))
+    return history, violations

@@ -85,6 +85,18 @@
     return chart;
   }
 
+  function retentionLine(retention) {
+    if (!retention) return "";
+    const kept = Object.entries(retention.defaults).map(([s, d]) => `${s} ${d}`).join(", ");
+    const last = retention.lastPrune;
+    let text = `Finished jobs are kept ${kept} (by default).`;
+    if (last) {
+      const pruned = Object.values(last.pruned).reduce((a, b) => a + b, 0);
+      text += ` Last prune: ${pruned.toLocaleString("en")} jobs at ${last.at} in ${last.took} s.`;
+    }
+    return text;
+  }
+
   function workerName(worker) {
     return worker.id.replace(/^(scheduler|executor):/, "");
   }
@@ -102,6 +114,7 @@
     const dead = body.throughput.failed.reduce((a, b) => a + b, 0);
     document.getElementById("ov-throughput-sum").textContent =
       `${done} completed, ${dead} dead-lettered in the last hour.`;
+    document.getElementById("ov-retention").textContent = retentionLine(body.retention);
     const cluster = body.cluster;
     const leader = document.getElementById("ov-leader");
     if (!cluster) {

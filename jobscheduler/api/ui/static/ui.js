@@ -8,11 +8,10 @@ window.jobscheduler = (function () {
   const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content;
   const refreshMs = 1000 * Number(meta("js-refresh-seconds") || 5);
 
-  async function getJson(url) {
-    const response = await fetch(url, {
-      credentials: "same-origin",
-      headers: { Accept: "application/json" },
-    });
+  // A request to the JSON API, same origin: its response and its body (null when not JSON);
+  // an Error with the API's message, and the status, when it failed.
+  async function request(url, init) {
+    const response = await fetch(url, { credentials: "same-origin", ...init });
     let body = null;
     try {
       body = await response.json();
@@ -20,12 +19,15 @@ window.jobscheduler = (function () {
       body = null;
     }
     if (!response.ok) {
-      const message = body && body.error ? body.error : `HTTP ${response.status}`;
-      const error = new Error(message);
+      const error = new Error(body && body.error ? body.error : `HTTP ${response.status}`);
       error.status = response.status;
       throw error;
     }
-    return body;
+    return { response, body };
+  }
+
+  async function getJson(url) {
+    return (await request(url, { headers: { Accept: "application/json" } })).body;
   }
 
   // A write to the JSON API: same origin, the session's CSRF token in its header.
@@ -34,22 +36,8 @@ window.jobscheduler = (function () {
     const headers = { Accept: "application/json" };
     if (csrf && csrf.content) headers[csrf.dataset.header] = csrf.content;
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    const response = await fetch(url, {
-      method,
-      credentials: "same-origin",
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    let reply = null;
-    try {
-      reply = await response.json();
-    } catch (_) {
-      reply = null;
-    }
-    if (!response.ok) {
-      throw new Error(reply && reply.error ? reply.error : `HTTP ${response.status}`);
-    }
-    return reply;
+    const init = { method, headers, body: body === undefined ? undefined : JSON.stringify(body) };
+    return (await request(url, init)).body;
   }
 
   function el(tag, attrs, ...children) {
@@ -130,19 +118,7 @@ window.jobscheduler = (function () {
 
   // A page of GET /jobs: the rows and the cursor of the next page (from its Link header).
   async function getPage(url) {
-    const response = await fetch(url, {
-      credentials: "same-origin",
-      headers: { Accept: "application/json" },
-    });
-    let body = null;
-    try {
-      body = await response.json();
-    } catch (_) {
-      body = null;
-    }
-    if (!response.ok) {
-      throw new Error(body && body.error ? body.error : `HTTP ${response.status}`);
-    }
+    const { response, body } = await request(url, { headers: { Accept: "application/json" } });
     const link = response.headers.get("Link") || "";
     const match = link.match(/<([^>]+)>;\s*rel="next"/);
     const next = match ? new URL(match[1], location.href).searchParams.get("cursor") : null;

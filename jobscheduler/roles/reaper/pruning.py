@@ -1,0 +1,134 @@
+"""The reaper's prune of finished jobs, in bounded batches, and the counters' reconcile.
+
+Each sweep walks the counters of the prunable statuses (so it never scans the jobs to find
+what to prune): for each (tenant, status, job type) holding jobs, the retention that applies
+(:class:`~jobscheduler.domain.retention.Rules`), then batches of at most PRUNE_BATCH expired
+jobs, oldest first -- each archived first when ARCHIVE_DIR is set, then deleted -- with a
+PRUNE_PAUSE between two, so that a prune of millions leaves the store's writer to creates
+and claims most of the time. Freed space is then handed back in bounded steps. One summary
+line per sweep that pruned anything; ``reaper_pruned_jobs_total{status}`` counts the jobs;
+the store keeps the last sweep's summary for the Overview.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from datetime import timedelta
+
+import trio
+
+from jobscheduler.domain.model import Status
+from jobscheduler.domain.retention import PRUNABLE, PruneSummary
+from jobscheduler.errors import StoreError
+from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.retention import current_rules
+
+from .archive import Archive
+
+log = logging.getLogger(__name__)
+
+#: Most free pages one step hands back (SQLite's pages are 4 KiB: 4 MiB; the store stops a
+#: step sooner to leave its writer to others).
+RECLAIM_PAGES = 1024
+#: How often the counters are recounted and repaired (MongoDB's may drift after a cut-off
+#: write; the others' cannot, which the recount confirms).
+RECONCILE_INTERVAL = 3600.0
+
+
+class Pruner:
+    """Prunes by the current rules; archives first when an archive is given."""
+
+    def __init__(self, deps: Deps, archive: Archive | None = None) -> None:
+        self._deps = deps
+        self._archive = archive
+
+    async def sweep(self) -> PruneSummary:
+        """One sweep over every (tenant, status, type) that holds finished jobs."""
+        deps = self._deps
+        settings = deps.settings
+        started = time.monotonic()
+        now = deps.clock.now()
+        rules = await current_rules(deps)
+        counters = await deps.store.job_counters(PRUNABLE)
+        pruned: Counter[Status] = Counter()
+        archived = 0
+        for key in sorted(counters):
+            tenant, status, job_type = key
+            keep = rules.keep_for(tenant, job_type, status)
+            if keep is None:
+                continue
+            before = now - timedelta(seconds=keep)
+            while True:
+                if self._archive is None:
+                    # Fewer than a batch is no sign of the end (the store may stop early
+                    # to leave its writer to others): the end is a call that deletes none.
+                    deleted = await deps.store.prune_expired(key, before, settings.prune_batch)
+                    more = deleted > 0
+                else:
+                    batch = await deps.store.expired_jobs(key, before, settings.prune_batch)
+                    if batch:
+                        await self._archive.write(batch)
+                        archived += len(batch)
+                    deleted = await deps.store.delete_jobs(batch) if batch else 0
+                    more = len(batch) == settings.prune_batch
+                pruned[status] += deleted
+                deps.metrics.reaper_pruned.labels(status=status.value).inc(deleted)
+                if not more:
+                    break
+                await trio.sleep(settings.prune_pause)
+        pruned = +pruned  # the statuses that lost jobs only
+        if pruned:
+            await self._reclaim()
+        summary = PruneSummary(
+            at=now, took=time.monotonic() - started, pruned=dict(pruned), archived=archived
+        )
+        if pruned:
+            log.info(
+                "reaper pruned finished jobs",
+                extra={
+                    **{status.value: n for status, n in pruned.items()},
+                    "archived": archived,
+                    "took": round(summary.took, 3),
+                },
+            )
+            await deps.store.record_prune(summary)
+        return summary
+
+    async def _reclaim(self) -> None:
+        """Hand the pages the deletes freed back to the file system, a step at a time."""
+        while True:
+            if not await self._deps.store.reclaim_space(RECLAIM_PAGES):
+                return
+            await trio.sleep(self._deps.settings.prune_pause)
+
+
+async def run_pruner(
+    deps: Deps, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Prune every REAPER_INTERVAL (after the previous sweep ended), and reconcile the
+    counters every RECONCILE_INTERVAL, until cancelled. A store failure is logged and the
+    next sweep tries again; an archive that cannot be written stops the sweep (nothing is
+    deleted unarchived)."""
+    archive = Archive(deps.settings.archive_dir) if deps.settings.archive_dir else None
+    pruner = Pruner(deps, archive)
+    task_status.started()
+    reconciled_at = trio.current_time()
+    while True:
+        try:
+            await pruner.sweep()
+        except StoreError as exc:
+            log.warning("finished jobs not pruned", extra={"error": str(exc)})
+        except OSError as exc:
+            log.error("finished jobs not pruned: the archive cannot be written", exc_info=exc)
+        if trio.current_time() - reconciled_at >= RECONCILE_INTERVAL:
+            reconciled_at = trio.current_time()
+            try:
+                await deps.store.reconcile_counts()
+            except StoreError as exc:
+                log.warning("job counters not reconciled", extra={"error": str(exc)})
+        await trio.sleep(deps.settings.reaper_interval)
+
+
+__all__ = ["RECLAIM_PAGES", "Pruner", "run_pruner"]

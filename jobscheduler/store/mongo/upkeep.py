@@ -1,0 +1,207 @@
+"""The MongoDB store's upkeep: the counters' reads and reconcile, pruning, retention
+overrides (see :mod:`jobscheduler.store.upkeep`; the counters' writes are in
+:mod:`.counts`, called by every write of the jobs)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+import trio
+from bson import ObjectId
+from pymongo import ASCENDING, IndexModel, UpdateOne
+from pymongo.collection import Collection
+
+from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.retention import Override, PruneSummary, Scope
+from jobscheduler.domain.states import FINAL
+from jobscheduler.store.query import CountKey, Statuses
+
+from . import counts
+from .codec import FIELDS, Document, document_to_job
+from .seam import MongoSeam
+
+log = logging.getLogger(__name__)
+
+RETENTION_COLLECTION: Final = "retention"
+PRUNE_COLLECTION: Final = "prune_sweeps"
+
+#: Finished one-off jobs by (status, tenant, type), oldest finish first: the prune's reads.
+PRUNE_INDEX: Final = IndexModel(
+    [
+        (FIELDS["status"], ASCENDING),
+        (FIELDS["tenant_id"], ASCENDING),
+        (FIELDS["job_type"], ASCENDING),
+        (FIELDS["finished_at"], ASCENDING),
+    ],
+    name="status_tenant_jobType_finishedAt",
+)
+
+#: Seconds between the reconcile's two looks at the counters: longer than a counters'
+#: write takes to follow its jobs' write.
+RECONCILE_SETTLE = 2.0
+
+#: Documents one backfill statement batch sets ``finishedAt`` on.
+_BACKFILL_BATCH = 500
+
+
+def prepare_upkeep(jobs: Collection[Document], counters: Collection[Document]) -> None:
+    """At start (blocking): the pruning index; ``finishedAt`` on finished jobs written
+    before it existed; the counters, counted once if the collection has none yet."""
+    jobs.create_indexes([PRUNE_INDEX])
+    counters.create_indexes(counts.COUNTS_INDEXES)
+    status, finished, updated = FIELDS["status"], FIELDS["finished_at"], FIELDS["updated_at"]
+    missing = {status: {"$in": [s.value for s in FINAL]}, finished: None}
+    while True:
+        batch = list(jobs.find(missing, projection={updated: True}, limit=_BACKFILL_BATCH))
+        if not batch:
+            break
+        jobs.bulk_write(
+            [UpdateOne({"_id": d["_id"]}, {"$set": {finished: d[updated]}}) for d in batch],
+            ordered=False,
+        )
+    if counters.find_one({}) is None and jobs.find_one({}, projection={"_id": True}):
+        # Jobs written before the counters: counted once (a pair whose counters move
+        # meanwhile is left to the reaper's reconcile).
+        counts.correct(counters, counts.drifts(jobs, counters))
+
+
+class MongoUpkeepMixin(MongoSeam):
+    """Counters, pruning and retention overrides on the store's database."""
+
+    def _retention(self) -> Collection[Document]:
+        counters = self._counts()
+        return counters.database.get_collection(RETENTION_COLLECTION)
+
+    async def job_counters(self, statuses: Statuses = None) -> dict[CountKey, int]:
+        counters = self._counts()
+        return await self._call(lambda: counts.read(counters, statuses), "job_counters", read=True)
+
+    async def reconcile_counts(self) -> dict[CountKey, tuple[int, int]]:
+        """From the indexes, twice RECONCILE_SETTLE apart (:func:`.counts.drifts`): only a
+        counter off by the same amount both times is moved, by ``$inc``, so neither a
+        transition whose counters' write is still on its way nor one counted meanwhile is
+        mistaken for a drift."""
+        jobs, counters = self._collection(), self._counts()
+        first = await self._call(lambda: counts.drifts(jobs, counters), "reconcile_counts")
+        if not first:
+            return {}
+        await trio.sleep(RECONCILE_SETTLE)
+        second = await self._call(
+            lambda: counts.drifts(jobs, counters, first), "reconcile_counts", read=True
+        )
+        confirmed = counts.confirm(first, second)
+        if confirmed:
+            await self._call(lambda: counts.correct(counters, confirmed), "reconcile_counts")
+            log.warning(
+                "job counters repaired",
+                extra={"counters": sum(len(off) for off in confirmed.values())},
+            )
+        return {
+            (tenant, status, job_type): kept_actual
+            for (tenant, job_type), off in confirmed.items()
+            for status, kept_actual in off.items()
+        }
+
+    async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
+        tenant, status, job_type = key
+        query = {
+            FIELDS["status"]: Status(status).value,
+            FIELDS["tenant_id"]: tenant,
+            FIELDS["job_type"]: job_type,
+            FIELDS["finished_at"]: {"$lt": utc(before)},
+            FIELDS["cron"]: None,
+            FIELDS["workflow_id"]: None,  # steps are kept with their workflow
+        }
+        sort = [(FIELDS["finished_at"], ASCENDING)]
+        jobs = self._collection()
+
+        def op() -> list[Job]:
+            return [document_to_job(d) for d in jobs.find(query, sort=sort, limit=limit)]
+
+        return await self._call(op, "expired_jobs", read=True)
+
+    async def delete_jobs(self, jobs: Sequence[Job]) -> int:
+        """Per status, one ``delete_many`` of the ids still in it and finished no later
+        than the latest of them (a job retried and finished again since is later); then
+        which are gone, their attempt records, and the counters."""
+        if not jobs:
+            return 0
+        collection, counters, attempts = self._collection(), self._counts(), self._attempts
+
+        def op() -> int:
+            gone: list[Job] = []
+            for status in {job.status for job in jobs}:
+                batch = [job for job in jobs if job.status is status and job.finished_at]
+                if not batch:
+                    continue
+                ids = [ObjectId(job.id) for job in batch]
+                latest = max(utc(job.finished_at) for job in batch if job.finished_at)
+                collection.delete_many(
+                    {
+                        "_id": {"$in": ids},
+                        FIELDS["status"]: status.value,
+                        FIELDS["finished_at"]: {"$lte": latest},
+                    }
+                )
+                left = {d["_id"] for d in collection.find({"_id": {"$in": ids}}, {"_id": True})}
+                gone += [job for job in batch if ObjectId(job.id) not in left]
+            if gone and attempts is not None:
+                attempts.delete_many({"jobId": {"$in": [job.id for job in gone]}})
+            counts.write(counters, counts.added(gone, -1))
+            return len(gone)
+
+        return await self._call(op, "delete_jobs")
+
+    async def set_retention(self, override: Override) -> None:
+        retention = self._retention()
+        _id = json.dumps([override.scope.value, override.name], ensure_ascii=False)
+        doc = {
+            "scope": override.scope.value,
+            "name": override.name,
+            "keep": {status.value: seconds for status, seconds in override.keep.items()},
+            "updatedAt": utc(override.updated_at),
+        }
+
+        def op() -> None:
+            if override.keep:
+                retention.replace_one({"_id": _id}, doc, upsert=True)
+            else:
+                retention.delete_one({"_id": _id})
+
+        await self._call(op, "set_retention")
+
+    async def retention_overrides(self) -> list[Override]:
+        retention = self._retention()
+
+        def op() -> list[Override]:
+            return [
+                Override(
+                    scope=Scope(d["scope"]),
+                    name=d["name"],
+                    keep={Status(s): float(n) for s, n in d["keep"].items()},
+                    updated_at=d["updatedAt"].astimezone(UTC),
+                )
+                for d in retention.find({})
+            ]
+
+        found = await self._call(op, "retention_overrides", read=True)
+        return sorted(found, key=lambda o: (o.scope.value, o.name))
+
+    async def record_prune(self, summary: PruneSummary) -> None:
+        sweeps = self._counts().database.get_collection(PRUNE_COLLECTION)
+        doc = summary.to_json()
+        await self._call(
+            lambda: sweeps.replace_one({"_id": "last"}, doc, upsert=True), "record_prune"
+        )
+
+    async def last_prune(self) -> PruneSummary | None:
+        sweeps = self._counts().database.get_collection(PRUNE_COLLECTION)
+        doc = await self._call(lambda: sweeps.find_one({"_id": "last"}), "last_prune", read=True)
+        return None if doc is None else PruneSummary.from_json(doc)
+
+
+__all__ = ["PRUNE_INDEX", "MongoUpkeepMixin", "prepare_upkeep"]

@@ -1,0 +1,348 @@
+"""The SQLite store's upkeep: counters kept by triggers, pruning, retention overrides, and
+the file's free pages (see :mod:`jobscheduler.store.upkeep`).
+
+**Counters.** ``job_counts`` holds one row per (tenant, status, job type). Triggers on the
+jobs table add and take away in the statement's own transaction, so every write path --
+inserts, claims, transitions, bulk changes, deletes, and any written later -- keeps them
+exact with no code of its own. A file made before the counters gets them from one count at
+start.
+
+**Space.** A new file is made with ``auto_vacuum = INCREMENTAL``; an older one is converted
+at start (one ``VACUUM``). Deleted jobs leave free pages that :meth:`reclaim_space` hands
+back to the file system a bounded number at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.retention import Override, PruneSummary, Scope
+from jobscheduler.store.query import CountKey, Statuses
+
+from .codec import _SELECT, _from_row, _millis
+from .conn import SQLiteConnection
+from .where import status_condition
+
+#: The counters, their triggers, and the overrides. The update trigger fires only when a
+#: counted column changes (heartbeats and the like cost nothing).
+COUNTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS job_counts (
+    tenant_id TEXT NOT NULL,
+    status    TEXT NOT NULL,
+    job_type  TEXT NOT NULL,
+    n         INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, status, job_type)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS job_counts_insert AFTER INSERT ON jobs BEGIN
+    INSERT INTO job_counts VALUES (NEW.tenant_id, NEW.status, NEW.job_type, 1)
+        ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS job_counts_update AFTER UPDATE OF status, tenant_id, job_type
+    ON jobs WHEN OLD.status IS NOT NEW.status OR OLD.tenant_id IS NOT NEW.tenant_id
+        OR OLD.job_type IS NOT NEW.job_type BEGIN
+    UPDATE job_counts SET n = n - 1
+        WHERE tenant_id = OLD.tenant_id AND status = OLD.status AND job_type = OLD.job_type;
+    INSERT INTO job_counts VALUES (NEW.tenant_id, NEW.status, NEW.job_type, 1)
+        ON CONFLICT DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS job_counts_delete AFTER DELETE ON jobs BEGIN
+    UPDATE job_counts SET n = n - 1
+        WHERE tenant_id = OLD.tenant_id AND status = OLD.status AND job_type = OLD.job_type;
+END;
+CREATE TABLE IF NOT EXISTS prune_sweeps (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    summary TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS retention (
+    scope      TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    keep       TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, name)
+) WITHOUT ROWID;
+"""
+
+#: The pruning index: finished one-off jobs by (status, tenant, type), oldest finish first.
+#: Partial, so a transition of an unfinished job never touches it.
+PRUNE_WHERE = "finished_at IS NOT NULL AND cron IS NULL"
+#: Workflow steps are kept with their workflow (not pruned): a running workflow's later
+#: steps read their parents' results, and workflows themselves are not pruned yet.
+NOT_A_STEP = "workflow_id IS NULL"
+PRUNE_INDEX = (
+    "CREATE INDEX IF NOT EXISTS jobs_prune "
+    f"ON jobs (status, tenant_id, job_type, finished_at) WHERE {PRUNE_WHERE};"
+)
+
+#: Rows one statement of a prune deletes, and the time after which a prune (or a reclaim
+#: of free pages) leaves the writer to others: a create or a claim queued behind it waits
+#: for one slice at most.
+PRUNE_SLICE_ROWS = 100
+PRUNE_SLICE_SECONDS = 0.01
+
+_RECOUNT = "SELECT tenant_id, status, job_type, COUNT(*) FROM jobs GROUP BY 1, 2, 3"
+
+
+def make_incremental(conn: sqlite3.Connection) -> None:
+    """Set ``auto_vacuum = INCREMENTAL`` on the file: a new one at once, an older one by
+    one ``VACUUM`` (which rewrites it: seconds for a file of a few hundred MB, once)."""
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+        return
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+        # The file exists already (a WAL header is enough): only a VACUUM changes it.
+        conn.execute("VACUUM")
+
+
+def prepare_counts(conn: sqlite3.Connection) -> None:
+    """Create the counters, their triggers, the overrides and the pruning index; a file
+    made before the counters gets them counted once (in the triggers' transaction)."""
+    fresh = not conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_counts'"
+    ).fetchone()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _statements(COUNTS_SCHEMA + PRUNE_INDEX):
+            conn.execute(statement)
+        if fresh:
+            conn.execute(f"INSERT INTO job_counts {_RECOUNT}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    """``script``'s statements (a trigger's body kept whole)."""
+    out: list[str] = []
+    current = ""
+    for line in script.strip().splitlines():
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            out.append(current.strip())
+            current = ""
+    return out
+
+
+def _ms(value: datetime) -> int:
+    return round(value.timestamp() * 1000)
+
+
+class SQLiteUpkeepMixin(SQLiteConnection):
+    """Counters, pruning, overrides and free pages on the store's SQLite file."""
+
+    async def job_counters(self, statuses: Statuses = None) -> dict[CountKey, int]:
+        where = "" if statuses is None else f" AND {status_condition(statuses)}"
+        sql = f"SELECT tenant_id, status, job_type, n FROM job_counts WHERE n != 0{where}"
+        rows = await self._read(lambda conn: conn.execute(sql).fetchall())
+        return {(tenant, Status(status), job_type): n for tenant, status, job_type, n in rows}
+
+    async def reconcile_counts(self) -> dict[CountKey, tuple[int, int]]:
+        """The recount runs on a reader (no write waits on it). The triggers keep the
+        counters exact, so it finds nothing unless the file was edited by hand; a key it
+        finds wrong is counted again in the writer's transaction and set."""
+
+        def compare(conn: sqlite3.Connection) -> list[CountKey]:
+            conn.execute("BEGIN")  # one snapshot for both reads
+            try:
+                actual = {(t, s, j): n for t, s, j, n in conn.execute(_RECOUNT)}
+                kept = {
+                    (t, s, j): n
+                    for t, s, j, n in conn.execute(
+                        "SELECT tenant_id, status, job_type, n FROM job_counts"
+                    )
+                }
+            finally:
+                conn.execute("COMMIT")
+            return [
+                key for key in set(actual) | set(kept) if actual.get(key, 0) != kept.get(key, 0)
+            ]
+
+        suspects = await self._read(compare)
+        if not suspects:
+            return {}
+
+        def repair(conn: sqlite3.Connection) -> dict[CountKey, tuple[int, int]]:
+            wrong: dict[CountKey, tuple[int, int]] = {}
+            for tenant, status, job_type in suspects:
+                row = conn.execute(
+                    "SELECT n FROM job_counts WHERE tenant_id = ? AND status = ? AND job_type = ?",
+                    (tenant, status, job_type),
+                ).fetchone()
+                actual = conn.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE tenant_id = ? AND status = ? AND job_type = ?",
+                    (tenant, status, job_type),
+                ).fetchone()[0]
+                kept = 0 if row is None else row[0]
+                if kept != actual:
+                    conn.execute(
+                        "INSERT INTO job_counts VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT DO UPDATE SET n = excluded.n",
+                        (tenant, status, job_type, actual),
+                    )
+                    wrong[(tenant, Status(status), job_type)] = (kept, actual)
+            return wrong
+
+        return await self._write(repair)
+
+    async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
+        tenant, status, job_type = key
+        sql = (
+            f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_prune WHERE {PRUNE_WHERE} "
+            f"AND {NOT_A_STEP} AND status = ? AND tenant_id = ? AND job_type = ? "
+            "AND finished_at < ? "
+            "ORDER BY finished_at ASC LIMIT ?"
+        )
+        params = (Status(status).value, tenant, job_type, _millis(before), limit)
+        return await self._read(lambda conn: [_from_row(r) for r in conn.execute(sql, params)])
+
+    async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
+        """``DELETE ... WHERE id IN (<the oldest expired, by jobs_prune>) RETURNING id`` and
+        the records of those ids, in the writer's transaction: no row goes through Python.
+        The rows go in slices of PRUNE_SLICE_ROWS, and the operation stops after the slice
+        during which another write was queued, or PRUNE_SLICE_SECONDS in: the writer is
+        never held for long by a prune, whatever ``limit`` is (the caller calls again until
+        it deletes nothing)."""
+        tenant, status, job_type = key
+        sql = (
+            "DELETE FROM jobs WHERE id IN ("
+            f"  SELECT id FROM jobs INDEXED BY jobs_prune WHERE {PRUNE_WHERE} "
+            f"  AND {NOT_A_STEP} AND status = ? AND tenant_id = ? AND job_type = ? "
+            "  AND finished_at < ? "
+            "  ORDER BY finished_at ASC LIMIT ?"
+            ") RETURNING id"
+        )
+        params = (Status(status).value, tenant, job_type, _millis(before))
+        batches = self._batches
+
+        def op(conn: sqlite3.Connection) -> int:
+            deleted = 0
+            deadline = time.perf_counter() + PRUNE_SLICE_SECONDS
+            while deleted < limit:
+                rows = min(PRUNE_SLICE_ROWS, limit - deleted)
+                ids = conn.execute(sql, (*params, rows)).fetchall()
+                conn.executemany("DELETE FROM attempts WHERE job_id = ?", ids)
+                deleted += len(ids)
+                if len(ids) < rows or time.perf_counter() >= deadline:
+                    break
+                if batches is not None and batches.waiting():
+                    break
+            return deleted
+
+        return await self._write(op)
+
+    async def delete_jobs(self, jobs: Sequence[Job]) -> int:
+        """One write per PRUNE_SLICE_ROWS jobs (each a transaction of its own: a job's
+        delete is conditional on its own, so nothing needs them together), so that
+        a create or a claim waits for one slice at most."""
+        rows = [
+            (job.id, job.status.value, None if job.finished_at is None else _ms(job.finished_at))
+            for job in jobs
+        ]
+
+        def op(part: Sequence[tuple[str, str, int | None]]) -> Callable[[sqlite3.Connection], int]:
+            def delete(conn: sqlite3.Connection) -> int:
+                deleted = 0
+                for job_id, status, finished in part:
+                    if conn.execute(
+                        "DELETE FROM jobs WHERE id = ? AND status = ? AND finished_at IS ?",
+                        (job_id, status, finished),
+                    ).rowcount:
+                        conn.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
+                        deleted += 1
+                return deleted
+
+            return delete
+
+        deleted = 0
+        for start in range(0, len(rows), PRUNE_SLICE_ROWS):
+            deleted += await self._write(op(rows[start : start + PRUNE_SLICE_ROWS]))
+        return deleted
+
+    async def set_retention(self, override: Override) -> None:
+        key = (override.scope.value, override.name)
+        keep = json.dumps({status.value: seconds for status, seconds in override.keep.items()})
+        stamp = _ms(override.updated_at)
+
+        def op(conn: sqlite3.Connection) -> None:
+            if not override.keep:
+                conn.execute("DELETE FROM retention WHERE scope = ? AND name = ?", key)
+                return
+            conn.execute(
+                "INSERT INTO retention VALUES (?, ?, ?, ?) ON CONFLICT DO UPDATE SET "
+                "keep = excluded.keep, updated_at = excluded.updated_at",
+                (*key, keep, stamp),
+            )
+
+        await self._write(op)
+
+    async def retention_overrides(self) -> list[Override]:
+        sql = "SELECT scope, name, keep, updated_at FROM retention ORDER BY scope, name"
+        rows = await self._read(lambda conn: conn.execute(sql).fetchall())
+        return [_override(row) for row in rows]
+
+    async def record_prune(self, summary: PruneSummary) -> None:
+        text = json.dumps(summary.to_json())
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO prune_sweeps VALUES (1, ?) "
+                "ON CONFLICT DO UPDATE SET summary = excluded.summary",
+                (text,),
+            )
+
+        await self._write(op)
+
+    async def last_prune(self) -> PruneSummary | None:
+        sql = "SELECT summary FROM prune_sweeps WHERE id = 1"
+        row = await self._read(lambda conn: conn.execute(sql).fetchone())
+        return None if row is None else PruneSummary.from_json(json.loads(row[0]))
+
+    async def reclaim_space(self, max_pages: int) -> int:
+        """``PRAGMA incremental_vacuum`` a page at a time (Python's ``execute`` runs one step
+        of it, which frees one page, whatever the count asked) in the writer's batch, up to
+        ``max_pages``, stopping once another write is queued or PRUNE_SLICE_SECONDS in: each
+        call holds the writer for a bounded time (the caller calls again until it frees
+        nothing)."""
+        batches = self._batches
+
+        def op(conn: sqlite3.Connection) -> int:
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            deadline = time.perf_counter() + PRUNE_SLICE_SECONDS
+            freed = 0
+            while freed < min(free, max_pages):
+                conn.execute("PRAGMA incremental_vacuum(1)")
+                freed += 1
+                if freed % 16 == 0 and (
+                    time.perf_counter() >= deadline or (batches is not None and batches.waiting())
+                ):
+                    break
+            return int(free - conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+        if self._memory:
+            return 0
+        freed = await self._write(op)
+        if not freed:
+            # Done: the pages freed so far leave the file once the WAL's frames are copied
+            # back, so a passive checkpoint now (on a reader: no write waits on it) rather
+            # than at the next auto-checkpoint that finds no reader in the way.
+            await self._read(lambda conn: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+        return int(freed)
+
+
+def _override(row: Sequence[Any]) -> Override:
+    scope, name, keep, updated = row
+    return Override(
+        scope=Scope(scope),
+        name=name,
+        keep={Status(status): float(seconds) for status, seconds in json.loads(keep).items()},
+        updated_at=datetime.fromtimestamp(updated / 1000, UTC),
+    )
+
+
+__all__ = ["COUNTS_SCHEMA", "SQLiteUpkeepMixin", "make_incremental", "prepare_counts"]

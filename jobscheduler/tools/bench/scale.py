@@ -1,0 +1,331 @@
+"""The bench's scale phase: the same figures on an empty store and on one holding many
+finished jobs, in one run, then a prune of them all under the steady load.
+
+1. On the (nearly) empty store: burst drain rate, keep-alive create rate, steady start-delay
+   p99, ``GET /stats``, a filtered ``GET /jobs`` page and each dashboard page (and the data
+   reads their scripts make), each the median of a few requests.
+2. ``--scale-jobs`` finished jobs (completed, dead-lettered and cancelled, four job types,
+   finished 8 to 9 days ago; default 1,000,000 embedded, 100,000 on MongoDB) are written
+   straight into the stack's store through the store port, and the same figures are taken
+   again.
+3. A tenant override (``PUT /retention/{tenant}``, 1 day) makes them all expired: the
+   stack's reaper prunes them in its bounded batches while a steady load runs, whose p99 is
+   printed beside the one without a prune; then the prune's rate, and the SQLite file's size
+   before the fill, full, and after the prune gave its pages back.
+
+The stack runs with ``RETENTION_*`` of ten years (so nothing of the fill is pruned before
+step 3) and REAPER_INTERVAL 5 s. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from jobscheduler.domain.model import Job, Status, format_time, new_job_id, parse_time
+from jobscheduler.store import JobStore
+from jobscheduler.store.base import MAX_INSERT_MANY
+
+from . import enqueue as bench_enqueue
+from .http import Pool
+from .phases import _load, _paced
+from .stack import Stack
+
+#: The stack's settings for this phase (set before it starts).
+ENVIRONMENT = {
+    "RETENTION_COMPLETED": "3650d",
+    "RETENTION_CANCELLED": "3650d",
+    "RETENTION_DLQ": "3650d",
+    "REAPER_INTERVAL": "5s",
+}
+#: (status, job type, share): what the fill holds.
+MIX = [
+    (Status.COMPLETED, "noop", 0.80),
+    (Status.COMPLETED, "email", 0.08),
+    (Status.DLQ, "flaky", 0.05),
+    (Status.CANCELLED, "report", 0.07),
+]
+BURST = 5000
+CREATES = 3000
+STEADY_RATE = 200.0
+STEADY_SECONDS = 10.0
+ROUNDS = 5
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scale-jobs",
+        type=int,
+        help="finished jobs the scale phase fills in (1,000,000 embedded, 100,000 mongo)",
+    )
+
+
+def _pick(index: int) -> tuple[Status, str]:
+    point = (index * 0.618034) % 1.0
+    for status, job_type, share in MIX:
+        if point < share:
+            return status, job_type
+        point -= share
+    return MIX[-1][0], MIX[-1][1]
+
+
+def fill_jobs(tenant: str, start: int, count: int, now: datetime) -> list[Job]:
+    """``count`` finished jobs of ``tenant`` (the MIX), finished 8 to 9 days before ``now``."""
+    jobs = []
+    for index in range(start, start + count):
+        status, job_type = _pick(index)
+        finished = now - timedelta(days=8, seconds=index % 86400)
+        jobs.append(
+            Job(
+                id=new_job_id(),
+                idempotency_key=f"scale-{index}",
+                tenant_id=tenant,
+                job_type=job_type,
+                payload={"n": index, "note": "a finished job kept by the scale phase"},
+                status=status,
+                scheduled_at=finished - timedelta(seconds=1),
+                attempts=1,
+                max_attempts=1,
+                last_error="flaky: failed" if status is Status.DLQ else None,
+                created_at=finished - timedelta(seconds=2),
+                updated_at=finished,
+                finished_at=finished,
+            )
+        )
+    return jobs
+
+
+def open_store(stack: Stack) -> JobStore:
+    if stack.distributed:
+        from jobscheduler.store.mongo import MongoJobStore
+
+        return MongoJobStore(stack.settings.mongo_uri, stack.database)
+    from jobscheduler.store.sqlite import SQLiteJobStore
+
+    return SQLiteJobStore(stack.workdir / "bench.db")
+
+
+async def fill(stack: Stack, tenant: str, count: int) -> None:
+    store = open_store(stack)
+    await store.start()
+    now = datetime.now(UTC)
+    started = time.perf_counter()
+    try:
+        for start in range(0, count, MAX_INSERT_MANY):
+            batch = fill_jobs(tenant, start, min(MAX_INSERT_MANY, count - start), now)
+            await store.insert_many(batch)
+    finally:
+        await store.close()
+    took = time.perf_counter() - started
+    print(f"scale: {count:,} finished jobs stored in {took:.0f}s ({count / took:,.0f}/s)")
+
+
+def file_mb(stack: Stack) -> str:
+    if stack.distributed:
+        return "n/a (MongoDB)"
+    db = stack.workdir / "bench.db"
+    sizes = [Path(f"{db}{suffix}") for suffix in ("", "-wal")]
+    main, wal = (p.stat().st_size / 1e6 if p.exists() else 0.0 for p in sizes)
+    return f"{main:.1f} MB (+ WAL {wal:.1f} MB)"
+
+
+def file_bytes(stack: Stack) -> int:
+    db = stack.workdir / "bench.db"
+    return 0 if stack.distributed or not db.exists() else db.stat().st_size
+
+
+async def _median_ms(client: Pool, path: str) -> float:
+    times = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        status, _ = await client.request_bytes("GET", path)
+        times.append((time.perf_counter() - started) * 1000)
+        if status != 200:
+            raise RuntimeError(f"GET {path} -> {status}")
+    return statistics.median(times)
+
+
+async def drain_rate(stack: Stack, client: Pool, label: str) -> float:
+    """:data:`BURST` noop jobs due at one instant: jobs per second from it to the last."""
+    tenant = f"bench-scale-burst-{label}-{stack.run_id}"
+    due = (datetime.now(UTC) + timedelta(seconds=BURST / 300 + 3)).replace(microsecond=0)
+    bodies = [
+        {"idempotencyKey": f"{tenant}-{i}", "tenantId": tenant, "jobType": "noop",
+         "scheduledAt": format_time(due)}
+        for i in range(BURST)
+    ]  # fmt: skip
+    baseline = await stack.completed_total()
+    await bench_enqueue.send_singly(client, bodies, 32)
+    with trio.fail_after(600):
+        while await stack.completed_total() < baseline + BURST:  # noqa: ASYNC110
+            await trio.sleep(0.1)
+    last = await _last_update(client, tenant)
+    return BURST / max((last - due).total_seconds(), 1e-3)
+
+
+async def _last_update(client: Pool, tenant: str) -> datetime:
+    path = f"/jobs?tenantId={tenant}&limit=5000"
+    status, jobs = await client.request("GET", path)
+    if status != 200 or not jobs:
+        raise RuntimeError(f"GET {path} -> {status}")
+    return max(parse_time(job["updatedAt"], "updatedAt") for job in jobs)
+
+
+async def create_rate(client: Pool, tenant: str) -> float:
+    """:data:`CREATES` keep-alive ``POST /jobs`` (due tomorrow) over 32 connections."""
+    later = format_time(datetime.now(UTC) + timedelta(days=1))
+    bodies = [
+        {"idempotencyKey": f"{tenant}-{i}", "tenantId": tenant, "jobType": "noop",
+         "scheduledAt": later}
+        for i in range(CREATES)
+    ]  # fmt: skip
+    started = time.perf_counter()
+    await bench_enqueue.send_singly(client, bodies, 32)
+    return CREATES / (time.perf_counter() - started)
+
+
+async def steady_p99(stack: Stack, client: Pool, name: str) -> float:
+    total = int(STEADY_RATE * STEADY_SECONDS)
+    delays, _, _ = await _paced(stack, client, name, STEADY_RATE, total)
+    delays.sort()
+    return delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1000
+
+
+def pages(tenant: str, job_id: str | None) -> list[str]:
+    """The dashboard's pages and the reads their scripts make (tests/support/ui_bench)."""
+    paths = [
+        "/ui",
+        "/stats/overview",
+        f"/stats/overview?tenantId={tenant}",
+        f"/ui/jobs?tenantId={tenant}",
+        f"/jobs?tenantId={tenant}&limit=50",
+        f"/ui/dead-letters?tenantId={tenant}",
+        f"/jobs?tenantId={tenant}&status=dlq&limit=250",
+        f"/ui/cron?tenantId={tenant}",
+        f"/jobs?tenantId={tenant}&cron=true&limit=1000",
+        "/ui/jobs",
+        "/jobs?allTenants=true&limit=50",
+        "/jobs?allTenants=true&status=dlq&limit=250",
+        "/tenants",
+    ]
+    if job_id is not None:
+        paths += [f"/ui/jobs/{job_id}", f"/jobs/{job_id}", f"/jobs/{job_id}/attempts"]
+    return paths
+
+
+@attrs.define
+class Figures:
+    drain: float = 0.0
+    creates: float = 0.0
+    steady_p99_ms: float = 0.0
+    stats_ms: float = 0.0
+    jobs_page_ms: float = 0.0
+    pages_ms: dict[str, float] = attrs.field(factory=dict)
+
+
+async def measure(stack: Stack, client: Pool, tenant: str, label: str) -> Figures:
+    figures = Figures()
+    figures.drain = await drain_rate(stack, client, label)
+    figures.creates = await create_rate(client, f"bench-scale-create-{label}-{stack.run_id}")
+    figures.steady_p99_ms = await steady_p99(stack, client, f"scale-steady-{label}")
+    figures.stats_ms = await _median_ms(client, "/stats")
+    filtered = f"/jobs?tenantId={tenant}&status=dlq&jobType=flaky&limit=100"
+    figures.jobs_page_ms = await _median_ms(client, filtered)
+    _, found = await client.request("GET", f"/jobs?tenantId={tenant}&status=dlq&limit=1")
+    job_id = found[0]["id"] if found else None
+    for path in pages(tenant, job_id):
+        figures.pages_ms[path] = await _median_ms(client, path)
+    print(f"scale: measured {label} ({_load()})")
+    return figures
+
+
+def report(empty: Figures, full: Figures, kept: int) -> None:
+    def row(name: str, a: float, b: float, unit: str, target: str) -> None:
+        ratio = b / a if a else float("nan")
+        print(f"  {name:<44}{a:>10.1f}{b:>12.1f} {unit:<6}{ratio:>6.2f}x  {target}")
+
+    print(f"scale: empty store vs {kept:,} finished jobs kept")
+    print(f"  {'figure':<44}{'empty':>10}{'kept':>12} {'':<6}{'ratio':>7}  target")
+    row("burst drain", empty.drain, full.drain, "jobs/s", ">= 0.9x")
+    row("keep-alive creates", empty.creates, full.creates, "req/s", ">= 0.9x")
+    row("steady start delay p99", empty.steady_p99_ms, full.steady_p99_ms, "ms", "")
+    row("GET /stats", empty.stats_ms, full.stats_ms, "ms", "<= 20 ms")
+    row("GET /jobs (tenant, dlq, type; 100)", empty.jobs_page_ms, full.jobs_page_ms, "ms", "")
+    for path, ms in full.pages_ms.items():
+        row(path[:44], empty.pages_ms.get(path, 0.0), ms, "ms", "<= 200 ms")
+
+
+async def prune_under_load(stack: Stack, client: Pool, tenant: str, quiet_p99: float) -> None:
+    """Expire the fill (a 1-day tenant override), run the steady load while the reaper
+    prunes it, then wait for the last job to go and for the file's pages to come back."""
+    one_day = {"completed": "1d", "cancelled": "1d", "dlq": "1d"}
+    asked = datetime.now(UTC) - timedelta(seconds=2)
+    status, body = await client.request("PUT", f"/retention/{tenant}", one_day)
+    if status != 200:
+        raise RuntimeError(f"PUT /retention/{tenant} -> {status}: {body}")
+    started = time.perf_counter()
+    await trio.sleep(6)  # the reaper's next sweep (REAPER_INTERVAL 5 s) has begun
+    during = await steady_p99(stack, client, "scale-steady-prune")
+    left = await _left(client, tenant)
+    print(
+        f"scale: steady start delay p99 while pruning {during:.1f} ms vs {quiet_p99:.1f} ms "
+        f"without ({during / quiet_p99:.2f}x, target <= 1.5x); {left:,} jobs still to prune"
+    )
+    with trio.fail_after(3600):
+        # Polling another process's counts: there is no event to wait on.
+        while await _left(client, tenant):  # noqa: ASYNC110
+            await trio.sleep(2)
+    took = time.perf_counter() - started
+    print(f"scale: pruned in about {took:.0f}s ({_load()})")
+    with trio.fail_after(3600):
+        # The sweep records its summary once it has handed the freed pages back.
+        while (last := await _last_prune(client))["at"] < asked:  # noqa: ASYNC110
+            await trio.sleep(2)
+    print(f"scale: the reaper's sweep, pages handed back included: {last['summary']}")
+
+
+async def _last_prune(client: Pool) -> dict[str, Any]:
+    """The reaper's last prune sweep (GET /retention) and the jobs it pruned."""
+    status, rules = await client.request("GET", "/retention")
+    if status != 200:
+        raise RuntimeError(f"GET /retention -> {status}")
+    last = rules.get("lastPrune") or {}
+    at = parse_time(last["at"], "at") if last else datetime.min.replace(tzinfo=UTC)
+    return {"summary": last, "at": at}
+
+
+async def _left(client: Pool, tenant: str) -> int:
+    status, stats = await client.request("GET", f"/stats?tenantId={tenant}")
+    if status != 200:
+        raise RuntimeError(f"GET /stats -> {status}")
+    return sum(int(n) for n in stats["byStatus"].values())
+
+
+async def scale(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
+    kept = args.scale_jobs or (100_000 if stack.distributed else 1_000_000)
+    tenant = f"bench-scale-{stack.run_id}"
+    empty = await measure(stack, client, tenant, "empty")
+    before = file_bytes(stack)
+    print(f"scale: store file before the fill {file_mb(stack)}")
+    await fill(stack, tenant, kept)
+    print(f"scale: store file with the fill {file_mb(stack)}")
+    full = await measure(stack, client, tenant, "kept")
+    report(empty, full, kept)
+    await prune_under_load(stack, client, tenant, full.steady_p99_ms)
+    after = file_bytes(stack)
+    ratio = f" = {after / before:.2f}x the size before the fill" if before else ""
+    print(f"scale: store file after the prune {file_mb(stack)}{ratio} (target <= 2x)")
+
+
+def prepare_environment() -> None:
+    """The stack's settings for this phase (the caller's own win)."""
+    for name, value in ENVIRONMENT.items():
+        os.environ.setdefault(name, value)

@@ -1,0 +1,138 @@
+"""Files made before retention gain at start what pruning and the counters need; the space
+pruned jobs leave goes back to the file system; a prune holds the writer one slice at a
+time."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from jobscheduler.domain.model import Status
+from jobscheduler.store.sqlite import SQLiteJobStore, upkeep
+
+from .conftest import make_job
+
+
+def _drop_finished_at(path: Path) -> None:
+    """Make ``path`` look like a file from before ``finished_at``: no such column."""
+    conn = sqlite3.connect(path)
+    try:
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND sql LIKE '%finished_at%'"
+        ).fetchall():
+            conn.execute(f"DROP INDEX {name}")
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        ).fetchall():
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("ALTER TABLE jobs DROP COLUMN finished_at")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_an_old_files_finished_jobs_finished_when_last_updated(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    updated = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    store = SQLiteJobStore(path)
+    await store.start()
+    done = make_job(status=Status.COMPLETED)
+    waiting = make_job()
+    await store.insert(done)
+    await store.insert(waiting)
+    await store.close()
+    _drop_finished_at(path)
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE jobs SET updated_at = ?", (int(updated.timestamp() * 1000),))
+    conn.commit()
+    conn.close()
+
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        assert (await store.get(done.id)).finished_at == updated
+        assert (await store.get(waiting.id)).finished_at is None
+    finally:
+        await store.close()
+
+
+def _auto_vacuum(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA auto_vacuum").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _page_count(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_a_new_file_and_an_older_one_vacuum_incrementally(tmp_path: Path) -> None:
+    fresh = tmp_path / "new.db"
+    store = SQLiteJobStore(fresh)
+    await store.start()
+    await store.close()
+    assert _auto_vacuum(fresh) == 2  # INCREMENTAL
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.execute("CREATE TABLE keep (x)")  # a file made before: no auto_vacuum
+    conn.commit()
+    conn.close()
+    assert _auto_vacuum(old) == 0
+    store = SQLiteJobStore(old)
+    await store.start()
+    await store.close()
+    assert _auto_vacuum(old) == 2
+
+
+async def test_the_pages_pruned_jobs_leave_are_given_back(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    store = SQLiteJobStore(path)
+    await store.start()
+    try:
+        jobs = [make_job(status=Status.COMPLETED, payload={"pad": "x" * 2000}) for _ in range(500)]
+        await store.insert_many(jobs)
+        key = ("tenant-a", Status.COMPLETED, "noop")
+        future = datetime(2100, 1, 1, tzinfo=UTC)
+        pruned = 0
+        while step := await store.prune_expired(key, future, 1000):
+            pruned += step
+        assert pruned == 500
+        full = _page_count(path)
+        given = 0
+        while step := await store.reclaim_space(64):
+            given += step
+        assert given > 200  # 500 rows of 2 KB: hundreds of 4 KB pages
+        assert await store.reclaim_space(64) == 0
+    finally:
+        await store.close()
+    assert _page_count(path) <= full - given  # the file itself is that much shorter
+
+
+async def test_a_prune_leaves_the_writer_after_a_slice_and_is_called_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slice's time is up at once: each call deletes one slice of rows, oldest first.
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 0.0)
+    store = SQLiteJobStore(tmp_path / "jobs.db")
+    await store.start()
+    try:
+        await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
+        key = ("tenant-a", Status.COMPLETED, "noop")
+        future = datetime(2100, 1, 1, tzinfo=UTC)
+        calls = []
+        while step := await store.prune_expired(key, future, 1000):
+            calls.append(step)
+        assert calls == [10, 10, 5]
+        assert await store.job_counters() == {}
+    finally:
+        await store.close()
