@@ -139,6 +139,10 @@ class Job:
     #: counts from. Written by the transition that ends it (:class:`states.Change
     #: <jobscheduler.domain.states.Change>`), cleared by a retry.
     finished_at: datetime | None = attrs.field(default=None, validator=_aware)
+    #: The W3C ``traceparent`` of the trace the job belongs to (the create's span, or the
+    #: caller's header as received; a cron run's fire span): its claim and attempt spans
+    #: join that trace. Not part of the job's JSON (see ``domain/tracecontext.py``).
+    trace_parent: str | None = None
 
     @property
     def run(self) -> int:

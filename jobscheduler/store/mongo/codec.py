@@ -67,6 +67,7 @@ FIELDS: Final[Mapping[str, str]] = {
     "key_slot": "keySlot",
     "type_slot": "typeSlot",
     "finished_at": "finishedAt",
+    "trace_parent": "traceParent",
 }
 TIME_FIELDS: Final = frozenset(
     {

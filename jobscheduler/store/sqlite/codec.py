@@ -59,6 +59,7 @@ _COLUMNS: dict[str, str] = {
     "key_slot": "key_slot",
     "type_slot": "type_slot",
     "finished_at": "finished_at",
+    "trace_parent": "trace_parent",
 }
 _TIME_FIELDS = frozenset(
     {
@@ -144,8 +145,8 @@ def _to_db(field: str, value: Any) -> Any:
 
 #: Columns added after the first release: (column, definition), added to older files at start
 #: (and to new ones: ``cron_buffered``, ``cancel_requested_at``, ``replays``,
-#: ``managed_by``, the workflow and flow-control columns and ``finished_at`` exist only
-#: through this list).
+#: ``managed_by``, the workflow and flow-control columns, ``finished_at`` and ``trace_parent``
+#: exist only through this list).
 _ADDED_COLUMNS = (
     ("cron_policy", "TEXT"),
     ("result", "TEXT"),
@@ -164,6 +165,7 @@ _ADDED_COLUMNS = (
     ("key_slot", "TEXT"),
     ("type_slot", "TEXT"),
     ("finished_at", "INTEGER"),
+    ("trace_parent", "TEXT"),
 )
 
 
