@@ -141,7 +141,7 @@ class Job:
     finished_at: datetime | None = attrs.field(default=None, validator=_aware)
     #: The W3C ``traceparent`` of the trace the job belongs to (the create's span, or the
     #: caller's header as received; a cron run's fire span): its claim and attempt spans
-    #: join that trace. Not part of the job's JSON (see ``domain/tracecontext.py``).
+    #: join that trace. Not part of the job's JSON (see ``observability/tracecontext.py``).
     trace_parent: str | None = None
 
     @property

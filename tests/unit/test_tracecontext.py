@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobscheduler.domain.tracecontext import (
+from jobscheduler.observability.tracecontext import (
     TraceParent,
     format_traceparent,
     normalize_traceparent,
