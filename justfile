@@ -34,7 +34,7 @@ _install *EXTRAS:
     {{bin}}/python -m pip install --quiet -e ".${extras:+[$extras]}"
     mkdir -p "$stamps"
     # dev is every other extra.
-    for extra in run {{EXTRAS}} $([[ " {{EXTRAS}} " == *" dev "* ]] && echo lint test bench protos docs examples); do
+    for extra in run {{EXTRAS}} $([[ " {{EXTRAS}} " == *" dev "* ]] && echo lint test bench protos docs examples otel); do
         echo "$want" > "$stamps/$extra"
     done
 

@@ -134,6 +134,13 @@ def _allowlist(text: str) -> tuple[str, ...]:
     return entries
 
 
+def _url(text: str) -> str:
+    value = text.strip()
+    if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
+        raise ValueError(f"must be an http:// or https:// URL, got {text!r}")
+    return value
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
@@ -222,6 +229,16 @@ class Settings:
     archive_dir: str = ""
     #: A scheduler (or ``dev``) started with an app syncs its schedules at start.
     sync_schedules: bool = False
+    # OpenTelemetry (``pip install jobscheduler[otel]``; README "Tracing"): the standard
+    # variables that decide whether spans are made and where they go. The exporter reads
+    # the rest of its own (``OTEL_EXPORTER_OTLP_HEADERS``, timeouts, the batch processor).
+    otel_sdk_disabled: bool = False
+    #: ``otlp``, ``console`` or ``none``; empty: ``otlp`` if an OTLP endpoint is set, else none.
+    otel_traces_exporter: str = ""
+    otel_exporter_otlp_endpoint: str = ""
+    otel_exporter_otlp_traces_endpoint: str = ""
+    otel_exporter_otlp_protocol: str = "http/protobuf"
+    otel_service_name: str = "jobscheduler"
     #: The variables that were set in the environment (to tell "unset" from "the default").
     configured: frozenset[str] = frozenset()
 
@@ -283,6 +300,7 @@ _UNITS: dict[Callable[[str], Any], str] = {
     _bool: "true or false",
     app_spec: "MODULE[:ATTRIBUTE]",
     _topic_prefix: "text (A-Z a-z 0-9 . _ -)",
+    _url: "http:// or https:// URL",
 }
 
 # Every environment variable, once: Settings.from_env reads these, the docs' configuration
@@ -448,7 +466,7 @@ VARIABLES: tuple[Variable, ...] = (
         "http_allowlist",
         _allowlist,
         "internal destinations http jobs may reach; empty: public addresses only",
-        shown_default="(empty)",
+        shown_default="(none)",
     ),
     Variable(
         "HTTP_FOLLOW_REDIRECTS",
@@ -546,6 +564,41 @@ VARIABLES: tuple[Variable, ...] = (
         "the reaper writes each job it prunes to <dir>/<tenant>/<day>.jsonl.gz before deleting it",
         shown_default="none",
     ),
+    Variable(
+        "OTEL_SDK_DISABLED",
+        "otel_sdk_disabled",
+        _bool,
+        "true: no spans, whatever else is set (see Tracing)",
+    ),
+    Variable(
+        "OTEL_TRACES_EXPORTER",
+        "otel_traces_exporter",
+        _choice("otlp", "console", "none"),
+        "where spans go; empty: otlp when an OTLP endpoint is set, else no tracing",
+        shown_default="(none)",
+    ),
+    Variable(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "otel_exporter_otlp_endpoint",
+        _url,
+        "the OTLP collector (traces go to <endpoint>/v1/traces over HTTP); setting it turns "
+        "tracing on",
+        shown_default="(none)",
+    ),
+    Variable(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "otel_exporter_otlp_traces_endpoint",
+        _url,
+        "the traces endpoint itself (wins over OTEL_EXPORTER_OTLP_ENDPOINT)",
+        shown_default="(none)",
+    ),
+    Variable(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "otel_exporter_otlp_protocol",
+        _choice("http/protobuf", "grpc"),
+        "how spans are sent to the collector",
+    ),
+    Variable("OTEL_SERVICE_NAME", "otel_service_name", _non_empty, "the service.name of the spans"),
 )
 
 # Environment variable -> (Settings field, parser), as Settings.from_env reads them.

@@ -13,6 +13,7 @@ import httpx
 
 from jobscheduler.config import ClientSettings
 from jobscheduler.errors import JobNotFound
+from jobscheduler.observability.tracing import current_traceparent
 
 from ._errors import raise_for_status
 from ._types import Job
@@ -33,10 +34,14 @@ class Call(Generic[T]):
     creates: bool = False
     #: What a 404 raises (WorkflowNotFound for a workflow's calls).
     missing: type[JobNotFound] = JobNotFound
+    #: Sends the caller's current span as ``traceparent`` (creates: the jobs join its trace).
+    traced: bool = False
 
     def request(self) -> dict[str, Any]:
         """The keywords of ``httpx.Client.request`` (and ``AsyncClient.request``) for it."""
         options: dict[str, Any] = {"method": self.method, "url": self.path}
+        if self.traced and (traceparent := current_traceparent()) is not None:
+            options["headers"] = {"traceparent": traceparent}
         # No params at all, not an empty list: that would drop the query of a next-page URL.
         if self.params:
             options["params"] = list(self.params)

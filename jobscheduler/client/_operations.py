@@ -85,7 +85,7 @@ def create(
         max_attempts=max_attempts,
         **schedule,
     )
-    return Call("POST", "/jobs", job_of, body=body, creates=True)
+    return Call("POST", "/jobs", job_of, body=body, creates=True, traced=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -137,7 +137,9 @@ def create_many(bodies: Iterable[Mapping[str, Any]]) -> Call[list[BatchAnswer]]:
     def decode(response: httpx.Response) -> list[BatchAnswer]:
         return cast(list[BatchAnswer], response.json()["results"])
 
-    return Call("POST", "/jobs/batch", decode, body={"jobs": [dict(b) for b in bodies]})
+    return Call(
+        "POST", "/jobs/batch", decode, body={"jobs": [dict(b) for b in bodies]}, traced=True
+    )
 
 
 # ------------------------------------------------------------------ reading

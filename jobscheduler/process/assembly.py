@@ -26,6 +26,7 @@ from jobscheduler.errors import StoreError
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.handlers.loading import load_app, resolve_job_types
 from jobscheduler.observability.metrics import Metrics
+from jobscheduler.observability.tracing import configure_tracing
 from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.roles.executor.consume import run_executor
 from jobscheduler.roles.reaper.recovery import recover_in_flight
@@ -55,6 +56,7 @@ def embedded_deps(settings: Settings, registry: HandlerRegistry | None = None) -
         metrics=Metrics(),
         clock=clock,
         waker=Waker(clock),
+        tracing=configure_tracing(settings, role="dev"),
     )
 
 
@@ -118,6 +120,7 @@ def production_deps(
         metrics=metrics,
         clock=SystemClock(),
         waker=None,
+        tracing=configure_tracing(settings, role=role),
     )
     # Readiness of what this role talks to besides its store (registered by run_roles).
     probe_timeout = deps.health.timeout
@@ -148,6 +151,9 @@ async def started(deps: Deps) -> AsyncIterator[Deps]:
                     await close()
                 except Exception:
                     log.exception("error while closing an adapter")
+            if deps.tracing.enabled:
+                # The spans still buffered are exported (a blocking call of the SDK's).
+                await trio.to_thread.run_sync(deps.tracing.shutdown, abandon_on_cancel=True)
 
 
 async def _stop_on_signals(

@@ -14,6 +14,7 @@ from jobscheduler.election import Elector
 from jobscheduler.handlers import HandlerRegistry
 from jobscheduler.observability.health import Health
 from jobscheduler.observability.metrics import Metrics
+from jobscheduler.observability.tracing import DISABLED, Tracing
 from jobscheduler.store import JobStore
 
 
@@ -84,3 +85,5 @@ class Deps:
     waker: Waker | None = None
     #: Liveness/readiness checks served on the metrics listener (roles register theirs).
     health: Health = attrs.field(factory=Health)
+    #: Spans of the jobs' lives (:mod:`jobscheduler.observability.tracing`); off by default.
+    tracing: Tracing = DISABLED

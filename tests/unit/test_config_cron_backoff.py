@@ -147,6 +147,20 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "PRUNE_BATCH": ("500", "prune_batch", 500),
     "PRUNE_PAUSE": ("0", "prune_pause", 0.0),
     "ARCHIVE_DIR": (" /var/lib/jobs-archive ", "archive_dir", "/var/lib/jobs-archive"),
+    "OTEL_SDK_DISABLED": ("true", "otel_sdk_disabled", True),
+    "OTEL_TRACES_EXPORTER": ("CONSOLE", "otel_traces_exporter", "console"),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": (
+        "http://127.0.0.1:4318",
+        "otel_exporter_otlp_endpoint",
+        "http://127.0.0.1:4318",
+    ),
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": (
+        "http://127.0.0.1:4318/v1/traces",
+        "otel_exporter_otlp_traces_endpoint",
+        "http://127.0.0.1:4318/v1/traces",
+    ),
+    "OTEL_EXPORTER_OTLP_PROTOCOL": ("grpc", "otel_exporter_otlp_protocol", "grpc"),
+    "OTEL_SERVICE_NAME": ("billing-jobs", "otel_service_name", "billing-jobs"),
 }
 
 
@@ -229,6 +243,12 @@ BAD: list[tuple[str, str]] = [
     ("PRUNE_BATCH", "0"),
     ("PRUNE_PAUSE", "-5ms"),
     ("ARCHIVE_DIR", "   "),
+    ("OTEL_TRACES_EXPORTER", "zipkin"),
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+    ("OTEL_SDK_DISABLED", "maybe"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318"),
+    ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://collector/v1/traces"),
+    ("OTEL_SERVICE_NAME", "   "),
 ]
 
 

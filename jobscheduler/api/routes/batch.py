@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from jobscheduler.domain.model import Job, job_to_json
 from jobscheduler.domain.validation import PayloadValidator, parse_create_request
 from jobscheduler.errors import DuplicateJob, ValidationError
@@ -51,9 +53,11 @@ async def create_batch(
     now: datetime,
     job_types: Mapping[str, PayloadValidator | None],
     max_attempts_defaults: Mapping[str, int] | None = None,
+    trace_parent: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[Job]]:
     """Validate and store a batch with ``insert_many`` (the store's, bounded by the caller);
-    returns (one answer per item, in order; the jobs stored).
+    returns (one answer per item, in order; the jobs stored). Every job keeps
+    ``trace_parent`` (the batch request's trace).
 
     Raises StoreError when the store fails (the whole request is then a 503; any of its
     jobs may or may not be stored, and a retry of the same batch is safe: stored ones come
@@ -70,6 +74,8 @@ async def create_batch(
         except ValidationError as exc:
             answers[i] = {"status": 400, "error": str(exc)}
             continue
+        if trace_parent is not None:
+            job = attrs.evolve(job, trace_parent=trace_parent)
         valid.append(job)
         positions.append(i)
     created: list[Job] = []

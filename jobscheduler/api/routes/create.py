@@ -49,6 +49,8 @@ from jobscheduler.domain.keys import Principal, Role
 from jobscheduler.domain.model import Job, job_to_json
 from jobscheduler.domain.validation import PayloadValidator, loads_json_body, parse_create_request
 from jobscheduler.errors import DuplicateJob, JobSchedulerError
+from jobscheduler.observability.tracecontext import HEADER as TRACEPARENT
+from jobscheduler.observability.tracecontext import normalize_traceparent
 from jobscheduler.roles.deps import Deps
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,7 @@ ACTION = f"{METHOD} {ROUTE}"
 #: Scope key of the error the fast path met in the quota or the store (see the module doc).
 FAILED = "jobscheduler.create_failed"
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_TRACEPARENT = TRACEPARENT.encode()
 
 
 @attrs.frozen(kw_only=True)
@@ -71,20 +74,33 @@ class Creator:
     job_types: Mapping[str, PayloadValidator | None]
     max_attempts_defaults: Mapping[str, int]
 
-    def prepare(self, principal: Principal, body: Any) -> Job:
+    def prepare(self, principal: Principal, body: Any, traceparent: str | None = None) -> Job:
         """The job a validated create body asks for (403 for another tenant, 400 for what
-        validation.py refuses). No I/O."""
+        validation.py refuses), keeping the request's ``traceparent`` if it parses. No I/O."""
         claim_tenant(body, principal)
-        return parse_create_request(
+        job = parse_create_request(
             body,
             now=self.deps.clock.now(),
             job_types=self.job_types,
             max_attempts_defaults=self.max_attempts_defaults,
         )
+        if traceparent is not None:
+            job = attrs.evolve(job, trace_parent=normalize_traceparent(traceparent))
+        return job
 
     async def store(self, principal: Principal, job: Job) -> Job:
         """Admit ``job`` to the caller's quotas and insert it with its audit record (429,
-        409 with the holder of the key, 503)."""
+        409 with the holder of the key, 503); with tracing on, inside the ``job.create``
+        span, whose context the job keeps."""
+        tracing = self.deps.tracing
+        if not tracing.enabled:
+            return await self._store(principal, job)
+        with tracing.create(ROUTE, job.trace_parent) as span:
+            stored = await self._store(principal, attrs.evolve(job, trace_parent=span.traceparent))
+            span.describe([stored])
+            return stored
+
+    async def _store(self, principal: Principal, job: Job) -> Job:
         await self.tenancy.admit_creates(principal, job.tenant_id, 1)
         record = create_record(principal, job, now=self.deps.clock.now(), action=ACTION)
         try:
@@ -120,7 +136,7 @@ def register_create_route(routes: RouteTable, op: Operation, creator: Creator) -
     @routes.route(op)
     async def create(body: Any) -> Response:
         principal = current_principal()
-        job = creator.prepare(principal, body)
+        job = creator.prepare(principal, body, request.headers.get(TRACEPARENT))
         try:
             failed = cast("Exception | None", request.scope.get(FAILED))
             if failed is not None:
@@ -165,6 +181,7 @@ class FastCreate:
         if principal is None:
             await self.app(scope, receive, send)
             return
+        traceparent = _header(scope, _TRACEPARENT)
         data, complete = await _read_body(receive, self.max_body)
         replay = _replaying(data, complete, receive)
 
@@ -182,7 +199,7 @@ class FastCreate:
         try:
             body = loads_json_body(data)
             self.validate(body)
-            job = self.creator.prepare(principal, body)
+            job = self.creator.prepare(principal, body, traceparent)
         except Exception:
             # Quart answers the 400/403 itself (and an unexpected error with its JSON 500).
             await hand_over()
@@ -217,6 +234,14 @@ class FastCreate:
         if principal is None or principal.role.rank < self.needs.rank:
             return None
         return principal
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first value of the header ``name`` (lower case), or None."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:

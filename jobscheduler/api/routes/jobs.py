@@ -28,6 +28,8 @@ from jobscheduler.domain.attempts import attempt_to_json
 from jobscheduler.domain.model import Job, is_job_id, job_to_json
 from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import UnsupportedMediaType, ValidationError
+from jobscheduler.observability.tracecontext import HEADER as TRACEPARENT
+from jobscheduler.observability.tracecontext import normalize_traceparent
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.base import InsertOutcome
 
@@ -98,13 +100,24 @@ def register_job_routes(
         async def insert_many(jobs: Sequence[Job]) -> list[InsertOutcome]:
             return await calls.call(deps.store.insert_many, jobs)
 
-        answers, created = await create_batch(
-            insert_many,
-            items,
-            now=deps.clock.now(),
-            job_types=job_types,
-            max_attempts_defaults=max_attempts_defaults,
-        )
+        received = normalize_traceparent(request.headers.get(TRACEPARENT))
+
+        async def store(traceparent: str | None) -> tuple[list[dict[str, Any]], list[Job]]:
+            return await create_batch(
+                insert_many,
+                items,
+                now=deps.clock.now(),
+                job_types=job_types,
+                max_attempts_defaults=max_attempts_defaults,
+                trace_parent=traceparent,
+            )
+
+        if deps.tracing.enabled:
+            with deps.tracing.create(manage_ops.BATCH.rule, received) as span:
+                answers, created = await store(span.traceparent)
+                span.describe(created)
+        else:
+            answers, created = await store(received)
         tenancy.forget_batch(admitted, created)
         g.audit_detail = f"{len(created)} of {len(items)} jobs created"
         if created and deps.waker is not None:

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import trio
 
 from jobscheduler.domain.audit import AuditRecord
@@ -71,7 +72,14 @@ class AttemptEnqueuer:
     Enqueuer`). Pickled into a worker process it becomes the socket's address and this
     attempt's token."""
 
-    def __init__(self, children: Children, parent: Job, token: str, claim: str | None) -> None:
+    def __init__(
+        self,
+        children: Children,
+        parent: Job,
+        token: str,
+        claim: str | None,
+        trace_parent: str | None = None,
+    ) -> None:
         self._children = children
         self.parent = parent
         self.token = token
@@ -81,6 +89,8 @@ class AttemptEnqueuer:
         self.spawned = False
         #: One spawn at a time per attempt (the first one notes it on the step).
         self.spawning = trio.Lock()
+        #: The trace the jobs this attempt enqueues join (its span, or the parent's trace).
+        self.trace_parent = trace_parent
         self._order = itertools.count(1)
         self.active = True
 
@@ -145,13 +155,15 @@ class Children:
         """The executor's store (a step's ``ctx.parents`` are read from it)."""
         return self._deps.store
 
-    def open(self, parent: Job, claim: str | None = None) -> AttemptEnqueuer:
+    def open(
+        self, parent: Job, claim: str | None = None, *, trace_parent: str | None = None
+    ) -> AttemptEnqueuer:
         """The enqueuer of an attempt of ``parent`` (holding its claim token ``claim``)
-        starting now (close it when it ends)."""
+        starting now (close it when it ends); the jobs it stores keep ``trace_parent``."""
         if self.trio_token is None:
             self.trio_token = trio.lowlevel.current_trio_token()
         token = secrets.token_hex(16)
-        enqueuer = AttemptEnqueuer(self, parent, token, claim or parent.claim_token)
+        enqueuer = AttemptEnqueuer(self, parent, token, claim or parent.claim_token, trace_parent)
         self._attempts[token] = enqueuer
         return enqueuer
 
@@ -244,6 +256,8 @@ class Children:
             job_types=deps.registry.validators(),
             max_attempts_defaults=deps.registry.max_attempts_defaults(),
         )
+        if attempt.trace_parent is not None:
+            job = attrs.evolve(job, trace_parent=attempt.trace_parent)
         record = AuditRecord(
             at=utc(now),
             key_id=None,

@@ -47,7 +47,7 @@ from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
 from jobscheduler.roles.retention import publish_type_retention
 
-from .run import InFlight, run_handler
+from .run import InFlight, run_attempt
 from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
 from .settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
 from .settle import RETRY_DELAY_FIRST, Done, Finished, Settlement
@@ -326,8 +326,8 @@ class Executor(Settlement):
         ok = False
         started = time.perf_counter()
         try:
-            failure, result = await run_handler(
-                self._deps.registry, self._runner, job, entry, logger, self.children
+            failure, result, span = await run_attempt(
+                self._deps, self._runner, job, entry, logger, self.children
             )
             ok = True
         finally:
@@ -353,6 +353,7 @@ class Executor(Settlement):
             result=result,
             outcome=Outcome.TIMED_OUT if entry.timed_out else Outcome.FAILED,
             permanent=entry.permanent,
+            span=span,
         )
 
 

@@ -27,6 +27,8 @@ from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.handlers.registry import HANDLER_LOGGER
 from jobscheduler.handlers.runners import HandlerRunner
 from jobscheduler.observability.logs import FieldsAdapter
+from jobscheduler.observability.tracing import AttemptSpan
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.workflows.reads import CompletedJobs, parent_results
 from jobscheduler.store import Reporting
 
@@ -87,6 +89,8 @@ async def run_handler(
     entry: InFlight,
     logger: logging.LoggerAdapter[logging.Logger],
     children: Children | None = None,
+    *,
+    trace_parent: str | None = None,
 ) -> tuple[Failure | None, Any]:
     """Run the handler inside the entry's cancel scope; returns (failure, result) and
     marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
@@ -96,18 +100,46 @@ async def run_handler(
     that is not makes the attempt a failure. With ``children``, the handler's context can
     enqueue jobs (``ctx.enqueue``) and spawn a workflow step's children (``ctx.spawn``)
     while it runs, and a workflow step's context holds its parents' results
-    (``ctx.parents``): a step whose parents cannot be read is not run (a failed attempt)."""
+    (``ctx.parents``): a step whose parents cannot be read is not run (a failed attempt).
+    The jobs it enqueues keep ``trace_parent`` (the attempt's span), else the job's own."""
     parents: dict[str, Any] = {}
     if children is not None:
         parents, unread = await read_parents(children.store, job, children.completed_parents)
         if unread is not None:
             return unread, None
-    enqueuer = children.open(job) if children is not None else None
+    enqueuer = (
+        children.open(job, trace_parent=trace_parent or job.trace_parent)
+        if children is not None
+        else None
+    )
     try:
         return await _run(registry, runner, job, entry, logger, enqueuer, parents)
     finally:
         if children is not None and enqueuer is not None:
             children.close(enqueuer)
+
+
+async def run_attempt(
+    deps: Deps,
+    runner: HandlerRunner,
+    job: Job,
+    entry: InFlight,
+    logger: logging.LoggerAdapter[logging.Logger],
+    children: Children | None = None,
+) -> tuple[Failure | None, Any, AttemptSpan | None]:
+    """:func:`run_handler`, inside the attempt's span when tracing is on (jobs the handler
+    enqueues then join its trace). Returns the span too (the parent of the outcome's), or
+    None untraced."""
+    if not deps.tracing.enabled:
+        failure, result = await run_handler(deps.registry, runner, job, entry, logger, children)
+        return failure, result, None
+    with deps.tracing.attempt(job) as span:
+        failure, result = await run_handler(
+            deps.registry, runner, job, entry, logger, children, trace_parent=span.traceparent
+        )
+        if failure is not None:
+            span.failed(failure.type, failure.message)
+        return failure, result, span
 
 
 async def _run(

@@ -10,6 +10,7 @@ letters to a task of their own. :class:`~.slots.Slots` bounds what a consumer ho
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from jobscheduler.domain.attempts import Failure, Outcome
 from jobscheduler.domain.model import Job, Status, format_time, utc
 from jobscheduler.errors import JobNotFound, StoreError
 from jobscheduler.observability.logthrottle import LogThrottle
+from jobscheduler.observability.tracing import AttemptSpan
 from jobscheduler.roles.deps import Deps
 
 from .children import Children
@@ -44,9 +46,9 @@ RETRY_DELAY_MAX = 5.0
 
 class Done:
     """A handler has returned: the outcome to write for its job (its result, or why the
-    attempt failed, and how: ``failed`` or ``timed_out``)."""
+    attempt failed, and how: ``failed`` or ``timed_out``), and its span if traced."""
 
-    __slots__ = ("failure", "job", "logger", "outcome", "permanent", "result", "token")
+    __slots__ = ("failure", "job", "logger", "outcome", "permanent", "result", "span", "token")
 
     def __init__(
         self,
@@ -58,8 +60,10 @@ class Done:
         result: Any = None,
         outcome: Outcome = Outcome.FAILED,
         permanent: bool = False,
+        span: AttemptSpan | None = None,
     ) -> None:
         self.job = job
+        self.span = span
         self.token = token
         self.failure = failure
         self.logger = logger
@@ -285,6 +289,7 @@ class Settlement:
             changes = self._outcome_changes(outcomes)
         # A completion's row is not read back (only whether it applied); a failure's is.
         read_back = [o.failure is not None for o in outcomes]
+        started = time.time_ns() if deps.tracing.enabled else 0
         written = await deps.store.apply_many_lean(changes, read_back)
         if retry:
             for i, after in enumerate(written):
@@ -342,6 +347,9 @@ class Settlement:
                     deps.waker.notify(after.scheduled_at)
             self._count(job.job_type, result)
             results.append(result)
+        if deps.tracing.enabled:
+            spans = [(o.span, o.job, r) for o, r in zip(outcomes, results, strict=True)]
+            deps.tracing.outcomes(spans, started, time.time_ns())
         return results
 
     async def _landed(self, change: states.Change, want: bool) -> Job | bool:

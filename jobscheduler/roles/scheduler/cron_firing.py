@@ -239,7 +239,7 @@ class TemplateFiring:
 
     async def _spawn(self, template: Job, record: Occurrence, now: datetime) -> None:
         """Insert the run of one fire time with the ledger's run id (a no-op if it was
-        already spawned)."""
+        already spawned); with tracing on, the run starts a trace of its own (``cron.fire``)."""
         deps = self._deps
         fields = {"job_id": template.id, "tenant": template.tenant_id}
         policy = cron_policy_of(template)
@@ -248,31 +248,17 @@ class TemplateFiring:
         instance = states.spawn_instance(template, fire_at=fire_at, now=now, run_at=run_at)
         if record.run_id is not None:
             instance = attrs.evolve(instance, id=record.run_id)
-        try:
-            await deps.store.insert(instance)
-        except DuplicateJob:
-            # "Already spawned" only if the store holds this template's run of this fire time
-            # (the run identity is (template_id, fire_at), not the key): otherwise another
-            # job of the tenant holds the run's key, and the run is spawned anyway under a
-            # key of its own, so no client-chosen key can stop a template from firing.
-            if await deps.store.find_run(template.id, fire_at) is not None:
-                log.debug(
-                    "cron instance already spawned",
-                    extra={**fields, "key": instance.idempotency_key},
-                )
-                return
-            log.warning(
-                "cron run key held by another job; spawning the run under its own key",
-                extra={**fields, "key": instance.idempotency_key, "fire_at": fire_at.isoformat()},
-            )
-            instance = attrs.evolve(
-                instance, idempotency_key=f"{instance.idempotency_key}-{instance.id}"
-            )
-            try:
-                await deps.store.insert(instance)
-            except DuplicateJob:  # another leader spawned this run meanwhile
-                log.debug("cron instance already spawned", extra=fields)
-                return
+        stored: Job | None
+        if deps.tracing.enabled:
+            with deps.tracing.cron_fire(template, fire_at) as fire:
+                instance = attrs.evolve(instance, trace_parent=fire.traceparent)
+                stored = await self._insert(template, instance, fields)
+                if stored is None:
+                    fire.already_spawned()
+        else:
+            stored = await self._insert(template, instance, fields)
+        if stored is None:
+            return
         lag = max((now - fire_at).total_seconds(), 0.0)
         deps.metrics.scheduler_cron_spawned.inc()
         deps.metrics.scheduler_cron_lag.observe(lag)
@@ -280,13 +266,47 @@ class TemplateFiring:
             "cron instance spawned",
             extra={
                 **fields,
-                "instance_id": instance.id,
-                "key": instance.idempotency_key,
+                "instance_id": stored.id,
+                "key": stored.idempotency_key,
                 "fire_at": fire_at.isoformat(),
-                "run_at": instance.scheduled_at.isoformat(),
+                "run_at": stored.scheduled_at.isoformat(),
                 "lag_s": round(lag, 3),
             },
         )
+
+    async def _insert(self, template: Job, instance: Job, fields: dict[str, str]) -> Job | None:
+        """Insert a run; the run as stored, or None if this fire time's run already was."""
+        deps = self._deps
+        try:
+            return await deps.store.insert(instance)
+        except DuplicateJob:
+            # "Already spawned" only if the store holds this template's run of this fire time
+            # (the run identity is (template_id, fire_at), not the key): otherwise another
+            # job of the tenant holds the run's key, and the run is spawned anyway under a
+            # key of its own, so no client-chosen key can stop a template from firing.
+            assert instance.fire_at is not None
+            if await deps.store.find_run(template.id, instance.fire_at) is not None:
+                log.debug(
+                    "cron instance already spawned",
+                    extra={**fields, "key": instance.idempotency_key},
+                )
+                return None
+            log.warning(
+                "cron run key held by another job; spawning the run under its own key",
+                extra={
+                    **fields,
+                    "key": instance.idempotency_key,
+                    "fire_at": instance.fire_at.isoformat(),
+                },
+            )
+            instance = attrs.evolve(
+                instance, idempotency_key=f"{instance.idempotency_key}-{instance.id}"
+            )
+            try:
+                return await deps.store.insert(instance)
+            except DuplicateJob:  # another leader spawned this run meanwhile
+                log.debug("cron instance already spawned", extra=fields)
+                return None
 
     def _count_skip(self, template: Job, record: Occurrence) -> None:
         reason = record.reason.value if record.reason else "unknown"

@@ -152,6 +152,8 @@ class Scheduler:
         with trio.CancelScope(shield=True):
             # Due within the lead counts as due: queued_at is then the instant the job's
             # wake-up goes out (its due time), at most CLAIM_LEAD ahead of the claim.
+            tracing = deps.tracing
+            started = time.time_ns() if tracing.enabled else 0
             with trio.move_on_after(CLAIM_CALL_TIMEOUT) as claiming:
                 due_by = deps.clock.now() + self._lead
                 if self._flow is not None:
@@ -161,6 +163,8 @@ class Scheduler:
             if claiming.cancelled_caught:
                 raise StoreError(f"the claim did not answer within {CLAIM_CALL_TIMEOUT:g}s")
             if jobs:
+                if tracing.enabled:
+                    tracing.claimed(jobs, started, time.time_ns())
                 deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
                 with trio.move_on_after(PUBLISH_TIMEOUT) as publishing:
                     await self._publish_on_time(jobs)
