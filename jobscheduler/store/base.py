@@ -16,6 +16,8 @@ contract:
 :class:`WorkflowRecords`   workflow records and their steps (:mod:`.workflows`)
 :class:`FlowControl`       fair claims, limit slots, rate buckets, limits and weights
 :class:`Upkeep`            counters, pruning, retention overrides (:mod:`.upkeep`)
+:class:`Notifications`     webhooks, events and deliveries (``notifications.py``; the API,
+                           the notifier)
 ========================  ==============================================================
 
 Every adapter (SQLite embedded, MongoDB production, memory for tests) implements them all
@@ -53,6 +55,7 @@ from jobscheduler.domain.states import UNFINISHED, Change
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
 
+from .notifications import Notifications
 from .query import Cursor, Exclusions, JobCounts, JobQuery, JobStats, Pick, Statuses
 from .upkeep import Upkeep
 from .workflows import WorkflowRecords
@@ -457,6 +460,7 @@ class JobStore(
     WorkflowRecords,
     FlowControl,
     Upkeep,
+    Notifications,
     Protocol,
 ):
     """Every part of the store: what ``Deps`` holds and every adapter implements. Every

@@ -38,6 +38,7 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.flow import FlowReport, LimitOverride, TenantWeight
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.notifications import Delivery, Event, Webhook
 from jobscheduler.domain.overview import OverviewStats
 from jobscheduler.domain.retention import Override, PruneSummary
 from jobscheduler.domain.states import Change, WorkflowChange
@@ -330,6 +331,43 @@ class ProxyStore(JobStore):
 
     async def reclaim_space(self, max_pages: int) -> int:
         return await self.inner.reclaim_space(max_pages)
+
+    async def insert_webhook(self, webhook: Webhook) -> Webhook:
+        return await self.inner.insert_webhook(webhook)
+
+    async def list_webhooks(self, tenant_id: str | None) -> list[Webhook]:
+        return await self.inner.list_webhooks(tenant_id)
+
+    async def get_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
+        return await self.inner.get_webhook(webhook_id, tenant=tenant)
+
+    async def delete_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
+        return await self.inner.delete_webhook(webhook_id, tenant=tenant)
+
+    async def record_events(self, events: Sequence[Event]) -> None:
+        await self.inner.record_events(events)
+
+    async def pending_events(self, limit: int) -> list[Event]:
+        return await self.inner.pending_events(limit)
+
+    async def dispatch_event(self, event_id: str, deliveries: Sequence[Delivery]) -> None:
+        await self.inner.dispatch_event(event_id, deliveries)
+
+    async def claim_deliveries(
+        self, now: datetime, lease_until: datetime, limit: int
+    ) -> list[Delivery]:
+        return await self.inner.claim_deliveries(now, lease_until, limit)
+
+    async def settle_delivery(self, claimed: Delivery, after: Delivery) -> Delivery | None:
+        return await self.inner.settle_delivery(claimed, after)
+
+    async def list_deliveries(
+        self, webhook_id: str, *, limit: int, tenant: str | None = None
+    ) -> list[Delivery]:
+        return await self.inner.list_deliveries(webhook_id, limit=limit, tenant=tenant)
+
+    async def prune_notifications(self, before: datetime) -> int:
+        return await self.inner.prune_notifications(before)
 
 
 @attrs.define(kw_only=True)

@@ -16,6 +16,7 @@ import attrs
 from jobscheduler.domain.attempts import Attempt, Failure, Outcome
 from jobscheduler.domain.backoff import backoff_seconds
 from jobscheduler.domain.model import Job, Status, new_job_id, truncate_error, utc
+from jobscheduler.domain.notifications import Event, dlq_events
 
 from ._statuses import FINAL, HOLDING_SLOTS, IN_FLIGHT
 
@@ -42,7 +43,8 @@ class Change:
     ``expect`` maps a Job field name to the value it must currently hold (a tuple of Status
     values means "any of these"). ``set`` maps Job field names to their new values; ``inc``
     maps integer Job fields to an amount added to their current value. ``record`` is the
-    attempt record the store appends beside the job if, and only if, the change applies.
+    attempt record the store appends beside the job if, and only if, the change applies;
+    ``events`` the notification events it writes the same way (a job reaching dlq).
     """
 
     transition: str
@@ -51,6 +53,7 @@ class Change:
     set: Mapping[str, Any] = attrs.field(converter=_frees_slots)
     inc: Mapping[str, int] = attrs.field(factory=dict)
     record: Attempt | None = None
+    events: tuple[Event, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         # The one rule of ``finished_at``, for every transition (those to come included): a
@@ -197,6 +200,13 @@ def _failure_set(job: Job, *, now: datetime, error: str, permanent: bool = False
     return mark_settling(job, changes)
 
 
+def _events(job: Job, changes: Mapping[str, Any], now: datetime) -> tuple[Event, ...]:
+    """The events of a transition writing ``changes`` on ``job``: those of reaching dlq."""
+    if changes.get("status") is not Status.DLQ:
+        return ()
+    return dlq_events(attrs.evolve(job, **changes), now)
+
+
 def fail(
     job: Job,
     *,
@@ -215,6 +225,7 @@ def fail(
     now = utc(now)
     failure = error if isinstance(error, Failure) else Failure(type="Error", message=error)
     summary = error.summary() if isinstance(error, Failure) else error
+    changes = _failure_set(job, now=now, error=summary, permanent=permanent)
     return Change(
         transition="fail",
         job_id=job.id,
@@ -225,8 +236,9 @@ def fail(
             "attempts": job.attempts,
             "cancel_requested_at": None,
         },
-        set=_failure_set(job, now=now, error=summary, permanent=permanent),
+        set=changes,
         record=attempt_record(job, outcome=outcome, now=now, failure=failure),
+        events=_events(job, changes, now),
     )
 
 
@@ -320,6 +332,7 @@ def recover(job: Job, *, now: datetime, error: str | None = None) -> Change:
         record=attempt_record(
             job, outcome=Outcome.LOST, now=now, failure=Failure(type="Lost", message=error)
         ),
+        events=_events(job, changes, now),
     )
 
 
@@ -354,11 +367,13 @@ def dead_letter_template(template: Job, *, error: str, now: datetime) -> Change:
     """pending -> dlq for a template the scheduler cannot fire (an expression that no
     longer parses, a template it fails on), with the reason in ``lastError``."""
     now = utc(now)
+    changes = {"status": Status.DLQ, "last_error": truncate_error(error), "updated_at": now}
     return Change(
         transition="dead_letter_template",
         job_id=template.id,
         expect=_template_version(template),
-        set={"status": Status.DLQ, "last_error": truncate_error(error), "updated_at": now},
+        set=changes,
+        events=_events(template, changes, now),
     )
 
 

@@ -62,14 +62,8 @@ class Done:
         permanent: bool = False,
         span: AttemptSpan | None = None,
     ) -> None:
-        self.job = job
-        self.span = span
-        self.token = token
-        self.failure = failure
-        self.logger = logger
-        self.result = result
-        self.outcome = outcome
-        self.permanent = permanent
+        self.job, self.token, self.failure, self.logger = job, token, failure, logger
+        self.result, self.outcome, self.permanent, self.span = result, outcome, permanent, span
 
     @property
     def error(self) -> str | None:
@@ -361,10 +355,11 @@ class Settlement:
             return False
         if not change.landed_on(job):
             return False
+        # Its attempt record and events may not have landed with it (MongoDB writes them after).
         if change.record is not None:
-            # The earlier try's transition landed; its attempt record may not have (on
-            # MongoDB it is a second write, which the failure may have cut off).
             await self._deps.store.record_attempts([change.record])
+        if change.events:
+            await self._deps.store.record_events(change.events)
         log.info(
             "outcome found written by an earlier try",
             extra={"job_id": job.id, "tenant": job.tenant_id, "transition": change.transition},

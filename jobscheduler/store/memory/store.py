@@ -46,6 +46,7 @@ from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 from .codec import holds, job_in, job_out, of_tenant, value_in
 from .flow import MemoryFlowMixin
 from .ledger import MemoryLedgerMixin
+from .notifications import MemoryNotificationsMixin
 from .query import MemoryQueryMixin
 from .tenancy import MemoryTenancyMixin
 from .upkeep import MemoryUpkeepMixin
@@ -61,6 +62,7 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 class MemoryJobStore(
     MemoryWorkflowsMixin,
     MemoryFlowMixin,
+    MemoryNotificationsMixin,
     MemoryWorkersMixin,
     MemoryQueryMixin,
     MemoryTenancyMixin,
@@ -196,4 +198,6 @@ class MemoryJobStore(
             raise StoreError(f"{change.transition} of job {change.job_id} refused: {exc}") from None
         if change.record is not None:
             self._attempts.add(change.record)
+        if change.events:
+            self._events.add(change.events)
         return job_out(updated)

@@ -34,6 +34,7 @@ from .attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
 from .batch import BATCH_FIELD, CLAIM_FIELD
 from .codec import CLAIM_SORT, COLLECTION, FIELDS, Document
 from .flow import prepare_flow
+from .notifications import create_notification_indexes
 from .query import MANAGE_INDEXES
 from .seam import outcome_unknown as outcome_unknown
 from .tenancy import create_tenancy_indexes, drop_global_key_index
@@ -246,6 +247,7 @@ class MongoConnection(JobStore):
             prepare_flow(jobs)
             database = client.get_database(self._database)
             prepare_upkeep(jobs, database.get_collection(counts.COUNTS_COLLECTION))
+            create_notification_indexes(client, self._database)
         except BaseException:
             client.close()
             raise

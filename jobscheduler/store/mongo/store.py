@@ -95,6 +95,7 @@ from .codec import (
 from .conn import ATOMIC_FERRETDB_MARK, INDEXES, INVALID_DOCUMENT_CODES, outcome_unknown
 from .flow import MongoFlowMixin
 from .ledger import MongoLedgerMixin
+from .notifications import MongoNotificationsMixin
 from .query import MongoQueryMixin
 from .tenancy import MongoTenancyMixin
 from .upkeep import MongoUpkeepMixin
@@ -108,6 +109,7 @@ log = logging.getLogger(__name__)
 class MongoJobStore(
     MongoWorkflowsMixin,
     MongoFlowMixin,
+    MongoNotificationsMixin,
     MongoWorkersMixin,
     MongoQueryMixin,
     MongoTenancyMixin,

@@ -64,6 +64,7 @@ from .codec import (
     update_document,
 )
 from .conn import MongoConnection, outcome_unknown
+from .notifications import write_events
 from .query import ManageQueries, manage_queries
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,7 @@ class MongoWrites(MongoConnection):
     def _record_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
         if self._attempts is not None:
             write_records(self._attempts, changes, results)
+        write_events(self._client, self._database, changes, results)
 
     def _count_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
         counts.write(self._counts(), counts.moved(changes, results))

@@ -50,6 +50,12 @@ from .codec import (
 from .conn import SQLiteConnection
 from .flow import FLOW_SCHEMA, SQLiteFlowMixin
 from .ledger import SQLiteLedgerMixin
+from .notifications import (
+    INSERT_EVENT,
+    NOTIFICATIONS_SCHEMA,
+    SQLiteNotificationsMixin,
+    event_params,
+)
 from .query import MANAGE_INDEXES, SQLiteQueryMixin
 from .tenancy import (
     INSERT_AUDIT,
@@ -82,6 +88,7 @@ _STALE_INDEXES = {
 class SQLiteJobStore(
     SQLiteWorkflowsMixin,
     SQLiteFlowMixin,
+    SQLiteNotificationsMixin,
     SQLiteWorkersMixin,
     SQLiteQueryMixin,
     SQLiteTenancyMixin,
@@ -113,6 +120,7 @@ class SQLiteJobStore(
         migrate_workers(conn)
         conn.executescript(FLOW_SCHEMA)
         prepare_counts(conn)
+        conn.executescript(NOTIFICATIONS_SCHEMA)
 
     # ------------------------------------------------------------------ JobStore
 
@@ -309,6 +317,7 @@ class SQLiteJobStore(
         at once, or appended to ``records`` for the caller to write in the same transaction."""
         sql, params = cls._change_sql(change)
         record = None if change.record is None else attempt_params(change.record)
+        events = [event_params(event) for event in change.events]
 
         def op(conn: sqlite3.Connection) -> Job | None:
             row = conn.execute(sql, params).fetchone()
@@ -319,6 +328,8 @@ class SQLiteJobStore(
                     conn.execute(INSERT_ATTEMPT, record)
                 else:
                     records.append(record)
+            if events:  # the same: a job reaching dlq and its events land together
+                conn.executemany(INSERT_EVENT, events)
             return _from_row(row)
 
         return op
@@ -343,27 +354,32 @@ class SQLiteJobStore(
     ) -> list[Job | bool]:
         """One operation, like :meth:`apply_many`; the changes not read back are run without
         ``RETURNING`` (their row is neither fetched nor decoded)."""
-        plan: list[tuple[str, list[Any], bool, tuple[Any, ...] | None]] = []
+        plan: list[tuple[str, list[Any], bool, tuple[Any, ...] | None, Change]] = []
         for change, want in zip(changes, read_back, strict=True):
             sql, params = self._change_sql(change, returning=want)
             record = None if change.record is None else attempt_params(change.record)
-            plan.append((sql, params, want, record))
+            plan.append((sql, params, want, record, change))
 
         def op(conn: sqlite3.Connection) -> list[Job | bool]:
             records: list[tuple[Any, ...]] = []
+            events: list[tuple[Any, ...]] = []
             results: list[Job | bool] = []
-            for sql, params, want, record in plan:
+            for sql, params, want, record, change in plan:
                 cursor = conn.execute(sql, params)
                 if want:
                     row = cursor.fetchone()
                     result: Job | bool = False if row is None else _from_row(row)
                 else:
                     result = cursor.rowcount > 0
-                if result is not False and record is not None:
-                    records.append(record)
+                if result is not False:
+                    if record is not None:
+                        records.append(record)
+                    events.extend(event_params(event) for event in change.events)
                 results.append(result)
             if records:
                 conn.executemany(INSERT_ATTEMPT, records)
+            if events:
+                conn.executemany(INSERT_EVENT, events)
             return results
 
         return await self._write(op)
