@@ -229,6 +229,10 @@ class Settings:
     archive_dir: str = ""
     #: A scheduler (or ``dev``) started with an app syncs its schedules at start.
     sync_schedules: bool = False
+    #: How often the notifier (in the reaper's process and ``dev``) looks for webhook
+    #: deliveries to send; and how long finished deliveries are kept.
+    notify_interval: float = 1.0
+    notification_retention: float = 30 * 24 * 3600.0
     # OpenTelemetry (``pip install jobscheduler[otel]``; README "Tracing"): the standard
     # variables that decide whether spans are made and where they go. The exporter reads
     # the rest of its own (``OTEL_EXPORTER_OTLP_HEADERS``, timeouts, the batch processor).
@@ -563,6 +567,18 @@ VARIABLES: tuple[Variable, ...] = (
         _non_empty,
         "the reaper writes each job it prunes to <dir>/<tenant>/<day>.jsonl.gz before deleting it",
         shown_default="none",
+    ),
+    Variable(
+        "NOTIFY_INTERVAL",
+        "notify_interval",
+        _positive_duration,
+        "how often the notifier (reaper process, dev) sends due webhook deliveries",
+    ),
+    Variable(
+        "NOTIFICATION_RETENTION",
+        "notification_retention",
+        _positive_duration,
+        "finished webhook deliveries and their events older than this are pruned",
     ),
     Variable(
         "OTEL_SDK_DISABLED",

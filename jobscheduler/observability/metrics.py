@@ -176,7 +176,15 @@ class Metrics:
             "sampled by the reaper.",
             registry=r,
         )
+        self.notifier_deliveries = Counter(
+            "notifier_deliveries_total",
+            "Tries of webhook deliveries by result (delivered, retried, failed).",
+            ["result"],
+            registry=r,
+        )
         for sweep in ("queued", "claimed"):
             self.reaper_recovered.labels(sweep=sweep)
         for status in ("completed", "cancelled", "dlq"):
             self.reaper_pruned.labels(status=status)
+        for result in ("delivered", "retried", "failed"):
+            self.notifier_deliveries.labels(result=result)

@@ -29,6 +29,7 @@ from jobscheduler.observability.metrics import Metrics
 from jobscheduler.observability.tracing import configure_tracing
 from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.roles.executor.consume import run_executor
+from jobscheduler.roles.notifier.loop import run_notifier
 from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.roles.reaper.sweeps import run_reaper
 from jobscheduler.roles.scheduler.loop import run_scheduler
@@ -251,6 +252,8 @@ async def run_roles(
                         async with trio.open_nursery() as front_nursery:
                             if "reaper" in roles:
                                 await front_nursery.start(run_reaper, deps)
+                                # Webhook deliveries go out from the reaper's process.
+                                await front_nursery.start(run_notifier, deps)
                             if "scheduler" in roles:
                                 await front_nursery.start(run_scheduler, deps)
                             api_url = None

@@ -147,6 +147,8 @@ PARSED: dict[str, tuple[str, str, Any]] = {
     "PRUNE_BATCH": ("500", "prune_batch", 500),
     "PRUNE_PAUSE": ("0", "prune_pause", 0.0),
     "ARCHIVE_DIR": (" /var/lib/jobs-archive ", "archive_dir", "/var/lib/jobs-archive"),
+    "NOTIFY_INTERVAL": ("250ms", "notify_interval", 0.25),
+    "NOTIFICATION_RETENTION": ("24h", "notification_retention", 86400.0),
     "OTEL_SDK_DISABLED": ("true", "otel_sdk_disabled", True),
     "OTEL_TRACES_EXPORTER": ("CONSOLE", "otel_traces_exporter", "console"),
     "OTEL_EXPORTER_OTLP_ENDPOINT": (
@@ -243,6 +245,8 @@ BAD: list[tuple[str, str]] = [
     ("PRUNE_BATCH", "0"),
     ("PRUNE_PAUSE", "-5ms"),
     ("ARCHIVE_DIR", "   "),
+    ("NOTIFY_INTERVAL", "0s"),
+    ("NOTIFICATION_RETENTION", "forever"),
     ("OTEL_TRACES_EXPORTER", "zipkin"),
     ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
     ("OTEL_SDK_DISABLED", "maybe"),

@@ -1,0 +1,1 @@
+"""The notifier role: failure notifications sent to webhooks (:mod:`.loop`, :mod:`.sender`)."""
