@@ -84,25 +84,30 @@ def _integer(value: Any) -> int | None:
     return value
 
 
-def _validate_url(url: Any) -> httpx.URL:
+def validate_url(url: Any, field: str = "payload.url") -> httpx.URL:
+    """A URL an ``http`` job (or a webhook) may name: http(s), a host, no credentials, at
+    most 2048 characters; ValidationError naming ``field`` otherwise. Whether its address
+    may be reached is the guard's to say, when it is dialled."""
     if not isinstance(url, str) or not url:
-        raise ValidationError("payload.url: required string")
+        raise ValidationError(f"{field}: required string")
     if len(url) > MAX_URL_LENGTH:
-        raise ValidationError(f"payload.url: longer than {MAX_URL_LENGTH} characters")
+        raise ValidationError(f"{field}: longer than {MAX_URL_LENGTH} characters")
     if _CONTROL.search(url):
-        raise ValidationError("payload.url: must not contain spaces or control characters")
+        raise ValidationError(f"{field}: must not contain spaces or control characters")
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise ValidationError(f"payload.url: not a valid URL ({exc})") from None
+        raise ValidationError(f"{field}: not a valid URL ({exc})") from None
     if parsed.scheme not in ("http", "https"):
-        raise ValidationError("payload.url: only http and https URLs are allowed")
+        raise ValidationError(f"{field}: only http and https URLs are allowed")
     if not parsed.host:
-        raise ValidationError("payload.url: needs a host")
+        raise ValidationError(f"{field}: needs a host")
     if parsed.userinfo:
         raise ValidationError(
-            "payload.url: credentials in the URL (user:pass@) are not allowed; "
+            f"{field}: credentials in the URL (user:pass@) are not allowed; "
             "send them in payload.headers"
+            if field == "payload.url"
+            else f"{field}: credentials in the URL (user:pass@) are not allowed"
         )
     return parsed
 
@@ -145,7 +150,7 @@ def validate_http(payload: Mapping[str, Any]) -> None:
         raise ValidationError(
             f"payload: unknown field {unknown[0]!r} for http (allowed: {', '.join(FIELDS)})"
         )
-    _validate_url(payload.get("url"))
+    validate_url(payload.get("url"))
     method = payload.get("method", DEFAULT_METHOD)
     if not isinstance(method, str) or method.upper() not in METHODS:
         raise ValidationError(f"payload.method: one of {', '.join(METHODS)}")
