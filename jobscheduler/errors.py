@@ -131,6 +131,10 @@ class KeyNotFound(JobSchedulerError, LookupError):
     """No API key the caller may see has the requested id (answered 404)."""
 
 
+class WebhookNotFound(JobSchedulerError, LookupError):
+    """No webhook the caller may see has the requested id (answered 404)."""
+
+
 class QuotaExceeded(JobSchedulerError, RuntimeError):
     """A tenant's quota refuses this request (HTTP 429 with Retry-After)."""
 

@@ -30,6 +30,7 @@ from .routes.occurrences import register_occurrence_routes
 from .routes.overview import register_overview_route
 from .routes.retention import register_retention_routes
 from .routes.tenancy import register_tenancy_routes
+from .routes.webhooks import register_webhook_routes
 from .routes.workflows import register_workflow_routes
 from .schemas import jobs as ops
 from .serving.server import serve_asgi
@@ -79,6 +80,7 @@ def create_app(deps: Deps) -> QuartTrio:
     register_workflow_routes(routes, deps, tenancy, calls)
     register_flow_routes(routes, deps, calls)
     register_retention_routes(routes, deps, calls)
+    register_webhook_routes(routes, tenancy)
     # Sign-in only means something when keys are required (AUTH=off: pages open directly).
     verify_key = tenancy.verify_key if tenancy.auth_required else None
     register_ui_routes(routes, deps, verify_key=verify_key)

@@ -44,6 +44,7 @@ from jobscheduler.errors import (
     Unauthorized,
     UnsupportedMediaType,
     ValidationError,
+    WebhookNotFound,
     WorkflowNotFound,
 )
 
@@ -102,6 +103,7 @@ ERRORS: Mapping[type[JobSchedulerError], ErrorRule] = {
     JobNotFound: ErrorRule(status=404, reason="no such job (or one of another tenant)"),
     KeyNotFound: ErrorRule(status=404, reason="no such key (or one of another tenant)"),
     WorkflowNotFound: ErrorRule(status=404, reason="no such workflow (or one of another tenant)"),
+    WebhookNotFound: ErrorRule(status=404, reason="no such webhook (or one of another tenant)"),
     RouteNotFound: ErrorRule(status=404, reason="no such route"),
     MethodNotAllowed: ErrorRule(status=405, reason="method not allowed"),
     DuplicateJob: ErrorRule(

@@ -3,7 +3,7 @@ added later is covered without editing this file), called by tenant A against te
 objects, with no key, with a revoked key, and with a reader key on writes.
 
 For every (route, method, case) it proves: no read (nothing of B's in the reply), no change
-(B's jobs, keys and audit records are exactly as before), no existence leak (the reply is
+(B's jobs, keys, audit records and webhooks are exactly as before), no existence leak (the reply is
 a refusal, or a 2xx that names nothing of B's). Every route must also declare the role it
 needs in the route table (an operation's ``role``, a page's): an undeclared route fails
 here.
@@ -43,6 +43,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "scheduledAt": "2026-01-01T00:00:00Z",
     },
     ("POST", "/keys"): {"tenantId": B, "role": "admin"},
+    ("POST", "/webhooks"): {"tenantId": B, "url": "https://b.example/hook", "events": ["job.dlq"]},
     ("POST", "/jobs/batch"): {
         "jobs": [
             {
@@ -120,6 +121,7 @@ class World:
     b_template: dict[str, Any]
     b_key_id: str
     b_workflow: dict[str, Any]
+    b_webhook: dict[str, Any]
 
     def path(self, route: Route, *, missing: bool = False) -> tuple[str, list[str]]:
         """The route's path naming B's objects (or, ``missing``, ids nobody has), with the
@@ -134,6 +136,8 @@ class World:
                 chosen = "tenant-nobody" if missing else B
             elif name == "job_type":
                 chosen = "noop"
+            elif name == "webhook_id":
+                chosen = new_job_id() if missing else str(self.b_webhook["id"])
             elif missing:
                 chosen = new_job_id()
             elif name == "workflow_id":
@@ -159,6 +163,8 @@ class World:
             self.b_workflow["steps"][0]["jobId"],
             "b-workflow",
             B_SECRET_TYPE,
+            self.b_webhook["id"],
+            self.b_webhook["url"],
         ]
 
 
@@ -178,6 +184,7 @@ async def snapshot(api: AuthApi) -> tuple[Any, ...]:
     ]
     limits = [attrs.asdict(o) for o in await store.limit_overrides(B)]
     weights = [w for w in await store.tenant_weights() if w.tenant_id == B]
+    webhooks = [attrs.asdict(w) for w in await store.list_webhooks(B)]
     return (
         json.dumps(jobs, sort_keys=True, default=str),
         keys,
@@ -185,6 +192,7 @@ async def snapshot(api: AuthApi) -> tuple[Any, ...]:
         workflows,
         limits,
         weights,
+        webhooks,
     )
 
 
@@ -212,7 +220,16 @@ async def world(make_deps: DepsFactory) -> AsyncIterator[World]:
         await api.add_key("a-revoked", "tenant-a", Role.ADMIN)
         revoked = await api.call("DELETE", f"/keys/{api.key_ids['a-revoked']}", as_="admin")
         assert revoked.status == 200
-        yield World(api, job.json, template.json, api.key_ids["b-writer"], workflow.json)
+        webhook = await api.call(
+            "POST",
+            "/webhooks",
+            as_="b-admin",
+            json={"url": "https://b-only.example/hook", "events": ["job.dlq"]},
+        )
+        assert webhook.status == 201
+        yield World(
+            api, job.json, template.json, api.key_ids["b-writer"], workflow.json, webhook.json
+        )
 
 
 #: The callers of every case (None: no key at all).
