@@ -52,6 +52,7 @@ API_COMMANDS = {
     "schedules": "make the store's cron templates match the schedules an app declares",
     "workflows": "create, show, list, cancel and retry workflows over the HTTP API",
     "flow": "read and change flow control: limits per job type and tenant, weights, held jobs",
+    "webhooks": "add, list or remove failure-notification webhooks and read their deliveries",
 }
 
 log = logging.getLogger("jobscheduler")
@@ -70,6 +71,7 @@ COMMAND_MODULES = {
     "schedules": "jobscheduler.cli.schedules",
     "workflows": "jobscheduler.cli.workflows",
     "flow": "jobscheduler.cli.flow",
+    "webhooks": "jobscheduler.cli.webhooks",
 }
 
 

@@ -14,6 +14,7 @@ import httpx
 from jobscheduler.errors import DuplicateJob
 
 from . import _operations as operations
+from . import _webhooks as webhooks
 from . import _workflows as workflows
 from ._call import Call, Paged, connection
 from ._errors import unreachable
@@ -180,3 +181,7 @@ class AsyncClient:
     cancel_workflow = _awaiting(workflows.cancel_workflow)
     retry_workflow = _awaiting(workflows.retry_workflow)
     wait_workflow = _polling(workflows.wait_workflow)
+    create_webhook = _awaiting(webhooks.create_webhook)
+    list_webhooks = _awaiting(webhooks.list_webhooks)
+    delete_webhook = _awaiting(webhooks.delete_webhook)
+    webhook_deliveries = _awaiting(webhooks.webhook_deliveries)

@@ -13,6 +13,7 @@ import httpx
 from jobscheduler.errors import DuplicateJob
 
 from . import _operations as operations
+from . import _webhooks as webhooks
 from . import _workflows as workflows
 from ._call import Call, Paged, connection
 from ._errors import unreachable
@@ -175,3 +176,7 @@ class Client:
     cancel_workflow = _returning(workflows.cancel_workflow)
     retry_workflow = _returning(workflows.retry_workflow)
     wait_workflow = _polling(workflows.wait_workflow)
+    create_webhook = _returning(webhooks.create_webhook)
+    list_webhooks = _returning(webhooks.list_webhooks)
+    delete_webhook = _returning(webhooks.delete_webhook)
+    webhook_deliveries = _returning(webhooks.webhook_deliveries)
