@@ -1,0 +1,110 @@
+"""The README's "Tracing" and "Failure notifications" commands, run as pasted from a copy
+of the repository against a real ``dev`` (on free ports): the console trace of one request
+shows its create, claim, attempt and outcome in the request's trace; the webhook walk-through
+registers a webhook, a local receiver checks the signed delivery of a dead letter, and the
+delivery log says it was delivered."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from jobscheduler.config import ENVIRONMENT_VARIABLES
+from jobscheduler.testing import free_port
+
+from .test_own_jobs import REPO
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT = 90.0
+TRACE_ID = "0x4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def section_commands(title: str) -> str:
+    """The one ``sh`` block of the README section ``title``."""
+    text = (REPO / "README.md").read_text()
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    return str(block)
+
+
+async def run_pasted(tmp_path: Path, commands: str) -> tuple[Path, str]:
+    """Run ``commands`` in a copy of the repository (examples/ and the virtualenv), with
+    ``localhost:8080`` on a free port; the copy and what the commands printed."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copytree(
+        REPO / "examples", root / "examples", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (root / ".venv").symlink_to(Path(sys.prefix))
+    api = free_port()
+    commands = commands.replace("localhost:8080", f"127.0.0.1:{api}")
+    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
+    env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
+    env.update(
+        API_PORT=str(api),
+        METRICS_PORT=str(free_port()),
+        SQLITE_PATH=str(tmp_path / "jobs.db"),
+        LOG_LEVEL="WARNING",
+        JOBSCHEDULER_URL=f"http://127.0.0.1:{api}",
+    )
+    env.pop("JOBSCHEDULER_API_KEY", None)
+    log_path = tmp_path / "readme.out"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        with trio.move_on_after(TIMEOUT):
+            while proc.poll() is None:
+                await trio.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    output = log_path.read_text()
+    assert proc.returncode == 0, f"README commands failed ({proc.returncode}):\n{output}"
+    return root, output
+
+
+async def test_the_tracing_walk_through_prints_one_request_trace(tmp_path: Path) -> None:
+    _, output = await run_pasted(tmp_path, section_commands("Tracing (OpenTelemetry)"))
+    names = re.findall(
+        r'"name": "([^"]+)",\n\s+"context": \{\n\s+"trace_id": "(0x[0-9a-f]+)"',
+        (tmp_path / "repo" / "spans.txt").read_text(),
+    )
+    in_trace = {name for name, trace in names if trace == TRACE_ID}
+    assert {"job.create /jobs", "job.claim", "job.attempt", "job.outcome"} <= in_trace, output
+    assert f'"trace_id": "{TRACE_ID}"' in output
+    assert "Traceback" not in output
+
+
+async def test_the_webhook_walk_through_delivers_a_signed_dead_letter(tmp_path: Path) -> None:
+    commands = section_commands("Failure notifications (webhooks)").replace(
+        "9001", str(free_port())
+    )
+    _, output = await run_pasted(tmp_path, commands)
+    assert re.search(
+        r"job\.dlq [0-9a-f]{24} 'HandlerError: flaky: simulated failure \(failRate=1\.0\)': "
+        r"signature ok$",
+        output,
+        re.M,
+    ), output
+    assert "Traceback" not in output
+    assert "refused" not in output
+    table = output.strip().splitlines()[-2:]
+    assert table[0].split()[:4] == ["ID", "EVENT", "STATUS", "ATTEMPTS"], output
+    assert table[1].split()[1:3] == ["job.dlq", "delivered"], output
