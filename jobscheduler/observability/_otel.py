@@ -81,18 +81,25 @@ def _job_attributes(job: Job) -> dict[str, Any]:
 
 
 def exporter_of(settings: Settings) -> SpanExporter:
-    """The exporter ``OTEL_TRACES_EXPORTER`` / ``OTEL_EXPORTER_OTLP_PROTOCOL`` name."""
+    """The exporter ``OTEL_TRACES_EXPORTER`` / ``OTEL_EXPORTER_OTLP_PROTOCOL`` name, sending
+    to the endpoint the settings hold (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` as it is, else
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` plus ``/v1/traces`` over HTTP, as the specification
+    says); the exporter reads its other variables (headers, timeouts) itself."""
     if settings.otel_traces_exporter == "console":
         return ConsoleSpanExporter()
+    traces = settings.otel_exporter_otlp_traces_endpoint or None
+    base = settings.otel_exporter_otlp_endpoint or None
     if settings.otel_exporter_otlp_protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,
         )
 
-        return GrpcExporter()
+        return GrpcExporter(endpoint=traces or base)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    if traces is None and base is not None:
+        traces = base.rstrip("/") + "/v1/traces"
+    return OTLPSpanExporter(endpoint=traces)
 
 
 class _Create:

@@ -346,3 +346,29 @@ def test_the_client_sends_the_current_span_as_traceparent_on_creates_only(
     expected = f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
     assert sent == [None, expected, expected, None]
     assert trace.get_current_span().get_span_context().is_valid is False
+
+
+@pytest.mark.parametrize(
+    ("env", "endpoint"),
+    [
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"},
+            "http://collector:4318/v1/traces",
+        ),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces:9999/in",
+            },
+            "http://traces:9999/in",
+        ),
+    ],
+)
+def test_the_exporter_sends_where_the_settings_say(env: dict[str, str], endpoint: str) -> None:
+    from jobscheduler.observability._otel import exporter_of
+
+    exporter = exporter_of(Settings.from_env(env))
+    try:
+        assert exporter._endpoint == endpoint  # type: ignore[attr-defined]
+    finally:
+        exporter.shutdown()
