@@ -52,6 +52,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add.add_argument(
         "--event",
         dest="events",
+        metavar="EVENT",
         action="append",
         required=True,
         choices=[e.value for e in EventType],
