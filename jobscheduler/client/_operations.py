@@ -40,6 +40,10 @@ from ._requests import (
     list_params,
 )
 from ._types import FINAL_STATUSES, BatchAnswer, Filter, Job, ListOptions, Selection
+from ._webhooks import create_webhook as create_webhook
+from ._webhooks import delete_webhook as delete_webhook
+from ._webhooks import list_webhooks as list_webhooks
+from ._webhooks import webhook_deliveries as webhook_deliveries
 
 F = TypeVar("F", bound=Callable[..., Any])
 

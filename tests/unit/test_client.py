@@ -356,6 +356,9 @@ async def test_each_client_method_sends_the_api_operation_of_its_name_and_says_w
         "steps": [],
         "tenant_id": "acme",
         "weight": 2,
+        "url": "https://hooks.example.com/x",
+        "events": ["job.dlq"],
+        "webhook_id": JOB_ID,
     }
     methods = {n for n, m in vars(Client).items() if callable(m) and not n.startswith("_")}
     for name in sorted(methods - {"close"}):
@@ -374,7 +377,7 @@ async def test_each_client_method_sends_the_api_operation_of_its_name_and_says_w
         call = getattr(built, polls.get(name, ""), built)
         op = operations[NOT_AN_OPERATION.get(name, name)]
         path = op.path
-        for param in ("job_id", "workflow_id", "job_type", "tenant_id"):
+        for param in ("job_id", "workflow_id", "job_type", "tenant_id", "webhook_id"):
             path = path.replace(f"{{{param}}}", str(placeholders[param]))
         assert (call.method, call.path) == (op.method, path), name
         # The API answers an object around the array the method returns: its doc says so.
