@@ -188,6 +188,23 @@ async def test_a_notifier_that_dies_mid_send_leaves_the_delivery_to_the_next_one
     assert len(restarted.sent) == 1
 
 
+async def test_an_unexpected_error_in_a_try_is_a_failed_try_not_the_end_of_the_role(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    deps = make_deps()
+    hook = await register(store, "https://a.example/dlq")
+    await dead_letter(store)
+
+    class Broken(FakeSender):
+        async def send(self, webhook: Webhook, delivery: Delivery, *, now: int) -> TryResult:
+            raise UnicodeError("label too long")
+
+    assert await Notifier(deps, Broken()).run_pass() == 2  # one event, one delivery tried
+    [retried] = await store.list_deliveries(hook.id, limit=1)
+    assert (retried.status, retried.attempts) == (DeliveryStatus.PENDING, 1)
+    assert retried.last_error == "UnicodeError: label too long"
+
+
 # ----------------------------------------------------------------------- the real sender
 
 

@@ -38,7 +38,7 @@ from jobscheduler.domain.notifications import (
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
 
-from .sender import WebhookSender
+from .sender import TryResult, WebhookSender
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,15 @@ class Notifier:
                 status, error, permanent = None, "the webhook was deleted", True
             else:
                 sent_at = int(deps.clock.now().timestamp())
-                result = await self._sender.send(webhook, delivery, now=sent_at)
+                try:
+                    result = await self._sender.send(webhook, delivery, now=sent_at)
+                except Exception as exc:
+                    # A receiver's URL or answer no one foresaw is one failed try, retried
+                    # as any other, never the end of the role (and of the reaper with it).
+                    log.exception(
+                        "webhook try failed unexpectedly", extra={"delivery_id": delivery.id}
+                    )
+                    result = TryResult(None, f"{type(exc).__name__}: {exc}")
                 status, error, permanent = result.status, result.error, result.permanent
         after = after_try(
             delivery, now=deps.clock.now(), status=status, error=error, permanent=permanent
