@@ -233,7 +233,7 @@ class Settings:
     #: deliveries to send; and how long finished deliveries are kept.
     notify_interval: float = 1.0
     notification_retention: float = 30 * 24 * 3600.0
-    # OpenTelemetry (``pip install jobscheduler[otel]``; README "Tracing"): the standard
+    # OpenTelemetry (``pip install jobscheduler[otel]``; docs/how-to/tracing.md): the standard
     # variables that decide whether spans are made and where they go. The exporter reads
     # the rest of its own (``OTEL_EXPORTER_OTLP_HEADERS``, timeouts, the batch processor).
     otel_sdk_disabled: bool = False
@@ -584,7 +584,7 @@ VARIABLES: tuple[Variable, ...] = (
         "OTEL_SDK_DISABLED",
         "otel_sdk_disabled",
         _bool,
-        "true: no spans, whatever else is set (see Tracing)",
+        "true: no spans, whatever else is set (docs/how-to/tracing.md)",
     ),
     Variable(
         "OTEL_TRACES_EXPORTER",

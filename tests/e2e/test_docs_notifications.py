@@ -1,8 +1,9 @@
-"""The README's "Tracing" and "Failure notifications" commands, run as pasted from a copy
-of the repository against a real ``dev`` (on free ports): the console trace of one request
-shows its create, claim, attempt and outcome in the request's trace; the webhook walk-through
-registers a webhook, a local receiver checks the signed delivery of a dead letter, and the
-delivery log says it was delivered."""
+"""The commands of the tracing and failure-notification guides (docs/how-to/tracing.md,
+docs/how-to/notifications.md), run as pasted from a copy of the repository against a real
+``dev`` (on free ports): the console trace of one request shows its create, claim, attempt
+and outcome in the request's trace; the webhook walk-through registers a webhook, a local
+receiver checks the signed delivery of a dead letter, and the delivery log says it was
+delivered."""
 
 from __future__ import annotations
 
@@ -19,21 +20,20 @@ import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
-
-from .test_own_jobs import REPO
+from tests.support.docblocks import REPO, doc_blocks
 
 pytestmark = pytest.mark.e2e
 
 TIMEOUT = 90.0
+TRACING = "docs/how-to/tracing.md"
+NOTIFICATIONS = "docs/how-to/notifications.md"
 TRACE_ID = "0x4bf92f3577b34da6a3ce929d0e0e4736"
 
 
-def section_commands(title: str) -> str:
-    """The one ``sh`` block of the README section ``title``."""
-    text = (REPO / "README.md").read_text()
-    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-    [block] = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
-    return str(block)
+def page_commands(page: str) -> str:
+    """The one ``sh`` block of the guide ``page``."""
+    [block] = doc_blocks(page, "sh")
+    return block
 
 
 async def run_pasted(tmp_path: Path, commands: str) -> tuple[Path, str]:
@@ -76,12 +76,12 @@ async def run_pasted(tmp_path: Path, commands: str) -> tuple[Path, str]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     output = log_path.read_text()
-    assert proc.returncode == 0, f"README commands failed ({proc.returncode}):\n{output}"
+    assert proc.returncode == 0, f"the guide's commands failed ({proc.returncode}):\n{output}"
     return root, output
 
 
 async def test_the_tracing_walk_through_prints_one_request_trace(tmp_path: Path) -> None:
-    _, output = await run_pasted(tmp_path, section_commands("Tracing (OpenTelemetry)"))
+    _, output = await run_pasted(tmp_path, page_commands(TRACING))
     names = re.findall(
         r'"name": "([^"]+)",\n\s+"context": \{\n\s+"trace_id": "(0x[0-9a-f]+)"',
         (tmp_path / "repo" / "spans.txt").read_text(),
@@ -93,9 +93,7 @@ async def test_the_tracing_walk_through_prints_one_request_trace(tmp_path: Path)
 
 
 async def test_the_webhook_walk_through_delivers_a_signed_dead_letter(tmp_path: Path) -> None:
-    commands = section_commands("Failure notifications (webhooks)").replace(
-        "9001", str(free_port())
-    )
+    commands = page_commands(NOTIFICATIONS).replace("9001", str(free_port()))
     _, output = await run_pasted(tmp_path, commands)
     assert re.search(
         r"job\.dlq [0-9a-f]{24} 'HandlerError: flaky: simulated failure \(failRate=1\.0\)': "
