@@ -19,6 +19,7 @@ from . import _workflows as workflows
 from ._call import Call, Paged, connection
 from ._errors import unreachable
 from ._operations import CreateOrGet, Poll, as_method
+from ._transport import async_transport
 from ._types import Job
 
 P = ParamSpec("P")
@@ -116,8 +117,12 @@ class AsyncClient:
     ) -> None:
         url, headers = connection(base_url, api_key)
         self.base_url = url
+        # Without a transport of the caller's, httpx's own, each request in one write.
         self._http = httpx.AsyncClient(
-            base_url=url, headers=headers, timeout=timeout, transport=transport
+            base_url=url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport if transport is not None else async_transport(),
         )
 
     async def __aenter__(self) -> AsyncClient:

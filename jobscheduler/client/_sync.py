@@ -18,6 +18,7 @@ from . import _workflows as workflows
 from ._call import Call, Paged, connection
 from ._errors import unreachable
 from ._operations import CreateOrGet, Poll, as_method
+from ._transport import sync_transport
 from ._types import Job
 
 P = ParamSpec("P")
@@ -111,8 +112,12 @@ class Client:
     ) -> None:
         url, headers = connection(base_url, api_key)
         self.base_url = url
+        # Without a transport of the caller's, httpx's own, each request in one write.
         self._http = httpx.Client(
-            base_url=url, headers=headers, timeout=timeout, transport=transport
+            base_url=url,
+            headers=headers,
+            timeout=timeout,
+            transport=transport if transport is not None else sync_transport(),
         )
 
     def __enter__(self) -> Client:
