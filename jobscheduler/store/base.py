@@ -56,7 +56,16 @@ from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import DuplicateJob, ValidationError
 
 from .notifications import Notifications
-from .query import Cursor, Exclusions, JobCounts, JobQuery, JobStats, Pick, Statuses
+from .query import (
+    Cursor,
+    Exclusions,
+    JobCounts,
+    JobQuery,
+    JobStats,
+    PassReads,
+    Pick,
+    Statuses,
+)
 from .upkeep import Upkeep
 from .workflows import WorkflowRecords
 
@@ -465,3 +474,16 @@ class JobStore(
 ):
     """Every part of the store: what ``Deps`` holds and every adapter implements. Every
     state change is one atomic conditional update."""
+
+    async def pass_reads(self, now: datetime) -> PassReads:
+        """What a scheduler pass reads besides its claim: whether a template is due at
+        ``now`` (:meth:`Transitions.due_templates`), whether one holds a buffered fire time
+        (:meth:`CronLedger.buffered_templates`), and :meth:`Transitions.next_due_at`. The
+        scheduler asks for the templates themselves only when one is, so a pass that
+        finds none makes this one read. Here the three reads in turn; an adapter whose
+        round trips cost more than its queries answers them in one."""
+        return PassReads(
+            templates_due=bool(await self.due_templates(now, 1)),
+            buffers_held=bool(await self.buffered_templates(1)),
+            next_due_at=await self.next_due_at(),
+        )

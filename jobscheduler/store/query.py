@@ -180,6 +180,17 @@ def fair_group(job: Job) -> tuple[int, str, str]:
 
 
 @attrs.frozen(kw_only=True)
+class PassReads:
+    """What a scheduler pass reads besides its claim (:meth:`~jobscheduler.store.base.
+    JobStore.pass_reads`): whether any template is due, whether any holds a buffered fire
+    time, and the earliest due time of the pending jobs."""
+
+    templates_due: bool
+    buffers_held: bool
+    next_due_at: datetime | None
+
+
+@attrs.frozen(kw_only=True)
 class Cursor:
     """The position of a job in a listing's order: a page continues after it.
 

@@ -14,7 +14,7 @@ import attrs
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.store import JobStore
-from jobscheduler.store.query import BUFFERED, DUE_ONE_OFF, DUE_TEMPLATE, PENDING
+from jobscheduler.store.query import BUFFERED, DUE_ONE_OFF, DUE_TEMPLATE, PENDING, PassReads
 
 from .store_support import NOW, make_job
 
@@ -52,6 +52,23 @@ async def test_due_templates_next_due_and_buffered_templates_select_what_their_p
     assert await store.next_due_at() == min(j.scheduled_at for j in jobs if PENDING.matches(j))
     buffered = {j.id for j in jobs if BUFFERED.matches(j)}
     assert {j.id for j in await store.buffered_templates(1000)} == buffered
+
+
+async def test_pass_reads_answer_what_the_three_reads_of_a_pass_would(store: JobStore) -> None:
+    jobs = await stored_mix(store)
+    reads = await store.pass_reads(NOW)
+    assert reads.templates_due is any(DUE_TEMPLATE.due(NOW).matches(j) for j in jobs)
+    assert reads.templates_due
+    assert reads.buffers_held is any(BUFFERED.matches(j) for j in jobs)
+    assert reads.next_due_at == await store.next_due_at()
+    before = NOW - timedelta(days=1)
+    assert not (await store.pass_reads(before)).templates_due  # none due a day earlier
+
+
+async def test_pass_reads_of_an_empty_store_find_nothing(store: JobStore) -> None:
+    assert await store.pass_reads(NOW) == PassReads(
+        templates_due=False, buffers_held=False, next_due_at=None
+    )
 
 
 async def test_the_oldest_due_job_of_stats_and_overview_is_the_oldest_due_one_off(

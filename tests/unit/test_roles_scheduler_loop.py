@@ -16,7 +16,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
-from jobscheduler.store.query import Pick
+from jobscheduler.store.query import PassReads, Pick
 
 from .conftest import DepsFactory, ProxyStore, after, make_job, make_settings
 from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
@@ -147,3 +147,62 @@ async def test_bug_store_error_from_next_due_at_crashes_the_dispatch_loop(
             await bus.wait_for(lambda: bool(bus.published))
             nursery.cancel_scope.cancel()
     assert bus.published == [wake_up(job)]
+
+
+class CountingReads(ProxyStore):
+    """Counts the scheduler's separate reads; :meth:`pass_reads` goes to the inner store."""
+
+    def __init__(self, inner: JobStore) -> None:
+        super().__init__(inner)
+        self.calls: list[str] = []
+
+    async def pass_reads(self, now: datetime) -> PassReads:
+        self.calls.append("pass_reads")
+        return await self.inner.pass_reads(now)
+
+    async def due_templates(self, now: datetime, limit: int) -> list[Job]:
+        self.calls.append("due_templates")
+        return await self.inner.due_templates(now, limit)
+
+    async def buffered_templates(self, limit: int) -> list[Job]:
+        self.calls.append("buffered_templates")
+        return await self.inner.buffered_templates(limit)
+
+    async def next_due_at(self) -> datetime | None:
+        self.calls.append("next_due_at")
+        return await self.inner.next_due_at()
+
+
+async def test_a_pass_that_finds_no_template_makes_one_read_besides_its_claim(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    counting = CountingReads(store)
+    bus = ObservedBus()
+    deps = make_deps(store=counting, bus=bus)
+    job = make_job()
+    await store.insert(job)
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await bus.wait_for(lambda: bool(bus.published))
+            await trio.sleep(0.5)  # the pass's sleep has begun
+            nursery.cancel_scope.cancel()
+    assert bus.published == [wake_up(job)]
+    assert set(counting.calls) == {"pass_reads"}
+
+
+async def test_a_due_template_is_still_fired_after_the_one_read(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    counting = CountingReads(store)
+    bus = ObservedBus()
+    deps = make_deps(store=counting, bus=bus)
+    template = await store.insert(make_job(cron="* * * * *", scheduled_at=after(-1)))
+    with trio.fail_after(LOOP_BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
+            await bus.wait_for(lambda: bool(bus.published))
+            nursery.cancel_scope.cancel()
+    assert counting.calls[:2] == ["pass_reads", "due_templates"]
+    assert "next_due_at" in counting.calls  # read again after the template moved
+    assert (await store.get(template.id)).scheduled_at > template.scheduled_at

@@ -50,6 +50,7 @@ async def test_the_background_roles_statements_walk_their_own_indexes(
         deps = make_deps(store=store)
         await Scheduler(deps).tick()
         await store.next_due_at()
+        await store.pass_reads(deps.clock.now())
         await Reaper(deps).sweep()
         await recover_in_flight(deps)
         await sample_gauges(deps, set())

@@ -8,9 +8,11 @@ template moves are conditional on the old fire time.
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from datetime import datetime, timedelta
+from typing import Final, Literal
 
 import trio
 
@@ -58,6 +60,15 @@ SLOT_POLL = 0.05
 ROOM_POLL = 0.005
 
 
+class _Unread(enum.Enum):
+    UNREAD = enum.auto()
+
+
+#: A pass's next due time when the pass has not read it (None is "no job pending").
+UNREAD: Final = _Unread.UNREAD
+NextDue = datetime | None | Literal[_Unread.UNREAD]
+
+
 class Scheduler:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
@@ -86,8 +97,8 @@ class Scheduler:
                 # (``_sleep`` returns right away while something is due and progress is made).
                 progress = await self._claim_all()
                 await self._report_flow()
-                progress += await self._fire_templates()
-                await self._sleep(progress)
+                fired, next_due = await self._fire_due_templates()
+                await self._sleep(progress + fired, next_due)
             except StoreError as exc:
                 metrics.scheduler_pass_errors.labels(kind="store").inc()
                 log.error("scheduler pass failed", extra={"error": str(exc)})
@@ -222,11 +233,24 @@ class Scheduler:
                 extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
             )
 
-    async def _fire_templates(self) -> int:
+    async def _fire_due_templates(self) -> tuple[int, NextDue]:
+        """The templates' part of a pass, after one read of what it needs
+        (:meth:`~jobscheduler.store.base.JobStore.pass_reads`): release buffered fire times
+        and fire due templates only if there are any. Returns how many moved, and the next
+        due time as that read saw it, or :data:`UNREAD` once something moved (the pass's
+        sleep then reads it again)."""
+        deps = self._deps
+        reads = await deps.store.pass_reads(deps.clock.now())
+        fired = 0
+        if reads.buffers_held or reads.templates_due:
+            fired = await self._fire_templates(release=reads.buffers_held)
+        return fired, (UNREAD if fired else reads.next_due_at)
+
+    async def _fire_templates(self, *, release: bool = True) -> int:
         """Fire every due template once; returns how many moved (spawned buffered runs
         count too). A template that did not move is not fired again in this pass."""
         deps = self._deps
-        fired = await self._firing.release_buffers()
+        fired = await self._firing.release_buffers() if release else 0
         tried: set[str] = set()
         while True:
             now = deps.clock.now()
@@ -295,9 +319,10 @@ class Scheduler:
         )
         return True
 
-    async def _sleep(self, progress: int) -> None:
+    async def _sleep(self, progress: int, next_due: NextDue = UNREAD) -> None:
         """Sleep until the next job is due less the claim lead (at most one tick), or the
-        waker fires.
+        waker fires. ``next_due`` is the next due time if the pass has read it already (None:
+        no job is pending); :data:`UNREAD`, it is read here.
 
         A job already due (it came due, or was inserted, after the last claim's ``now``)
         means tick again at once — or, if the last tick made no progress, after a short
@@ -308,7 +333,8 @@ class Scheduler:
             self._stall = STALL_PAUSE
         now = deps.clock.now()
         deadline = now + self._tick
-        next_due = await deps.store.next_due_at()
+        if next_due is UNREAD:
+            next_due = await deps.store.next_due_at()
         if next_due is not None:
             next_due -= self._lead
         if next_due is not None and next_due < deadline:
