@@ -52,8 +52,8 @@ class EventType(enum.StrEnum):
     JOB_DLQ = "job.dlq"
     #: A run of a cron template reached ``dlq`` (sent besides ``job.dlq``).
     TEMPLATE_RUN_FAILED = "template.run_failed"
-    #: A workflow failed: one of its steps reached ``dlq``, so the steps after it never run.
-    #: Defined now, emitted by workflows once they exist (:func:`workflow_failed`).
+    #: A workflow failed: one of its steps reached ``dlq``, so the steps after it never run
+    #: (:func:`workflow_failed`, written when the workflow is finished as failed).
     WORKFLOW_FAILED = "workflow.failed"
 
 
@@ -140,12 +140,21 @@ def dlq_events(job: Job, now: datetime) -> tuple[Event, ...]:
 
 
 def workflow_failed(
-    *, workflow_id: str, tenant_id: str, failed_step: Job, now: datetime, name: str | None = None
+    *,
+    workflow_id: str,
+    tenant_id: str,
+    failed_step: Job,
+    now: datetime,
+    key: str | None = None,
+    template_id: str | None = None,
 ) -> Event:
-    """The ``workflow.failed`` event: the workflow, and the step whose failure ended it."""
+    """The ``workflow.failed`` event: the workflow (its id, idempotency key, and the cron
+    template that spawned it, if one did), and the step whose failure ended it."""
     workflow: dict[str, Any] = {"id": workflow_id}
-    if name is not None:
-        workflow["name"] = name
+    if key is not None:
+        workflow["idempotencyKey"] = key
+    if template_id is not None:
+        workflow["templateId"] = template_id
     return Event(
         id=new_job_id(),
         type=EventType.WORKFLOW_FAILED,

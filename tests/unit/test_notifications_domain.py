@@ -69,12 +69,12 @@ def test_a_lost_job_out_of_attempts_and_a_dead_template_report_job_dlq() -> None
 def test_the_workflow_failed_event_names_the_workflow_and_the_failed_step() -> None:
     step = attrs.evolve(make_job(), status=Status.DLQ, last_error="boom")
     event = workflow_failed(
-        workflow_id="w1", tenant_id="tenant-a", failed_step=step, now=NOW, name="nightly"
+        workflow_id="w1", tenant_id="tenant-a", failed_step=step, now=NOW, key="nightly"
     )
     body = json.loads(event.body())
     assert body["type"] == "workflow.failed"
     assert body["data"] == {
-        "workflow": {"id": "w1", "name": "nightly"},
+        "workflow": {"id": "w1", "idempotencyKey": "nightly"},
         "failedStep": {
             "id": step.id,
             "idempotencyKey": step.idempotency_key,

@@ -90,6 +90,17 @@ async def test_a_dead_lettered_step_cancels_its_descendants_and_the_workflow_fai
     }
     assert steps["c"].last_error == "b ended dlq"
     assert steps["d"].last_error == "c ended cancelled"
+    # The notifier's workflow.failed event, beside b's own job.dlq, names the step that failed.
+    events = {e.type.value: e for e in await store.pending_events(10)}
+    assert set(events) == {"job.dlq", "workflow.failed"}
+    failed = events["workflow.failed"]
+    assert failed.tenant_id == workflow.tenant_id
+    assert failed.data["workflow"] == {
+        "id": workflow.id,
+        "idempotencyKey": workflow.idempotency_key,
+    }
+    assert failed.data["failedStep"]["id"] == steps["b"].id
+    assert failed.data["failedStep"]["lastError"].endswith("b cannot succeed")
 
 
 async def test_a_clean_up_step_runs_after_its_parent_failed(

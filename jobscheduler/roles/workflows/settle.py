@@ -36,9 +36,10 @@ import attrs
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.notifications import workflow_failed
 from jobscheduler.domain.steps import OnParentFailure
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus, outcome_of
-from jobscheduler.errors import WorkflowNotFound
+from jobscheduler.errors import StoreError, WorkflowNotFound
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import JobQuery
 from jobscheduler.store.workflows import UNFINISHED_STEPS
@@ -299,7 +300,8 @@ class Settler:
         unfinished = JobQuery(tenant_id=None, workflow_id=record.id, statuses=UNFINISHED_STEPS)
         if await store.any_job(unfinished):
             return
-        outcome = outcome_of(job.status for job in await store.workflow_steps(record.id))
+        steps = await store.workflow_steps(record.id)
+        outcome = outcome_of(job.status for job in steps)
         if outcome is None:
             return
         change = states.finish_workflow(record, status=outcome, now=self._deps.clock.now())
@@ -316,6 +318,32 @@ class Settler:
                 "status": outcome.value,
             },
         )
+        if outcome is WorkflowStatus.FAILED:
+            await self._report_failure(finished, steps)
+
+    async def _report_failure(self, workflow: Workflow, steps: Sequence[Job]) -> None:
+        """Write the ``workflow.failed`` event, naming the step that failed first, for the
+        notifier to deliver. It is written right after the finish, not with it: a crash
+        between the two loses the event (the finish is not made again)."""
+        failed = [s for s in steps if s.status in (Status.DLQ, Status.FAILED)]
+        if not failed:
+            return
+        first = min(failed, key=lambda s: (s.finished_at or s.updated_at, s.id))
+        event = workflow_failed(
+            workflow_id=workflow.id,
+            tenant_id=workflow.tenant_id,
+            failed_step=first,
+            now=self._deps.clock.now(),
+            key=workflow.idempotency_key,
+            template_id=workflow.template_id,
+        )
+        try:
+            await self._deps.store.record_events([event])
+        except StoreError as exc:
+            log.warning(
+                "workflow.failed event not written",
+                extra={"workflow_id": workflow.id, "tenant": workflow.tenant_id, "error": str(exc)},
+            )
 
 
 def _name(job: Job) -> str:
