@@ -249,6 +249,19 @@ def test_every_exported_metric_has_a_dashboard_panel() -> None:
 # --------------------------------------------------------------------------- kubernetes
 
 
+def test_dashboard_panels_have_their_own_ids_and_places() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids)), "two panels share an id"
+    cells: dict[tuple[int, int], str] = {}
+    for panel in panels:
+        grid = panel["gridPos"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = panel["title"]
+
+
 def test_k8s_manifests_parse_and_cover_every_role() -> None:
     documents = k8s_all_documents()
     assert all("apiVersion" in doc and "kind" in doc for doc in documents)
