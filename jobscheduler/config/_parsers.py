@@ -1,0 +1,138 @@
+"""The readers of the environment variables' text: each turns one value into its setting or
+raises ValueError saying what it must be."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Callable
+from typing import TypeVar
+
+from jobscheduler.domain.addresses import Allowlist
+from jobscheduler.domain.durations import parse_duration
+
+T = TypeVar("T")
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
+
+
+def _positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise ValueError(f"must be greater than zero, got {text!r}")
+    return seconds
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"not a TCP port: {text!r}")
+    return port
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {text!r}")
+    return seconds
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"must be 0 or a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"must be 0 or a positive number, got {text!r}")
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip()
+        for choice in choices:
+            if value.upper() == choice.upper():
+                return choice
+        raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+
+    parse.choices = choices  # type: ignore[attr-defined]  # the docs' "unit"
+    return parse
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text.strip()
+
+
+_TOPIC_PREFIX = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+def _topic_prefix(text: str) -> str:
+    if _TOPIC_PREFIX.fullmatch(text) is None:
+        raise ValueError(
+            f"must be at most 100 of the characters Kafka allows in names (A-Z a-z 0-9 . _ -), "
+            f"got {text!r}"
+        )
+    return text
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    items = tuple(item.strip() for item in text.split(",") if item.strip())
+    if not items:
+        raise ValueError("must list at least one item")
+    return items
+
+
+_APP_SPEC = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*(:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*)?")
+
+
+def app_spec(text: str) -> str:
+    """``MODULE[:ATTRIBUTE]`` (dotted names), e.g. ``myjobs`` or ``myapp.jobs:registry``."""
+    value = text.strip()
+    if _APP_SPEC.fullmatch(value) is None:
+        raise ValueError(f"must be MODULE or MODULE:ATTRIBUTE (e.g. myjobs:registry), got {text!r}")
+    return value
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"must be true or false (or 1/0, yes/no, on/off), got {text!r}")
+
+
+def _allowlist(text: str) -> tuple[str, ...]:
+    entries = _csv(text)
+    Allowlist.parse(entries)  # raises ValueError naming a bad entry
+    return entries
+
+
+def _url(text: str) -> str:
+    value = text.strip()
+    if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
+        raise ValueError(f"must be an http:// or https:// URL, got {text!r}")
+    return value
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
