@@ -38,33 +38,27 @@ its workflow to act on::
     dlq/cancelled -retry_step-> waiting;  settle_step clears the mark
     workflow record: creating -open-> running -finish-> completed/failed/cancelled, ...
 
-The transitions live in three private modules, re-exported here: ``_lifecycle`` (the
-:class:`Change` and what the roles write), ``_user_actions`` (what a user asks for) and
-``_workflow`` (the steps' and the workflow records' moves); the status sets
-(:data:`UNFINISHED`, :data:`IN_FLIGHT`, :data:`FINAL`, :data:`CANCELLABLE`,
-:data:`RETRYABLE`) in ``_statuses``.
+The transitions live in four private modules, re-exported here: ``_lifecycle`` (the
+:class:`Change` and what the roles write), ``_templates`` (a cron template's moves as it
+fires), ``_user_actions`` (what a user asks for) and ``_workflow`` (the steps' and the
+workflow records' moves); the status sets (:data:`UNFINISHED`, :data:`IN_FLIGHT`,
+:data:`FINAL`, :data:`CANCELLABLE`, :data:`RETRYABLE`) in ``_statuses``.
 """
 
 from __future__ import annotations
 
 from ._lifecycle import SLOT_FIELDS as SLOT_FIELDS
 from ._lifecycle import Change as Change
-from ._lifecycle import advance_template as advance_template
-from ._lifecycle import advance_template_holding as advance_template_holding
 from ._lifecycle import attempt_record as attempt_record
 from ._lifecycle import claim_fields as claim_fields
 from ._lifecycle import complete as complete
-from ._lifecycle import dead_letter_template as dead_letter_template
 from ._lifecycle import fail as fail
 from ._lifecycle import heartbeat as heartbeat
-from ._lifecycle import instance_key as instance_key
 from ._lifecycle import mark_settling as mark_settling
 from ._lifecycle import pick as pick
 from ._lifecycle import recover as recover
 from ._lifecycle import release as release
-from ._lifecycle import release_buffered as release_buffered
 from ._lifecycle import requeue as requeue
-from ._lifecycle import spawn_instance as spawn_instance
 from ._lifecycle import start as start
 from ._statuses import CANCELLABLE as CANCELLABLE
 from ._statuses import FINAL as FINAL
@@ -72,6 +66,12 @@ from ._statuses import HOLDING_SLOTS as HOLDING_SLOTS
 from ._statuses import IN_FLIGHT as IN_FLIGHT
 from ._statuses import RETRYABLE as RETRYABLE
 from ._statuses import UNFINISHED as UNFINISHED
+from ._templates import advance_template as advance_template
+from ._templates import advance_template_holding as advance_template_holding
+from ._templates import dead_letter_template as dead_letter_template
+from ._templates import instance_key as instance_key
+from ._templates import release_buffered as release_buffered
+from ._templates import spawn_instance as spawn_instance
 from ._user_actions import cancel as cancel
 from ._user_actions import finish_cancel as finish_cancel
 from ._user_actions import pause as pause
