@@ -121,6 +121,11 @@ def _bool(text: str) -> bool:
     raise ValueError(f"must be true or false (or 1/0, yes/no, on/off), got {text!r}")
 
 
+def _bool_or_auto(text: str) -> bool | None:
+    """``auto`` (None: the component decides), else a boolean."""
+    return None if text.strip().lower() == "auto" else _bool(text)
+
+
 def _allowlist(text: str) -> tuple[str, ...]:
     entries = _csv(text)
     Allowlist.parse(entries)  # raises ValueError naming a bad entry

@@ -26,7 +26,7 @@ class Settings:
     scheduler_tick: float = 0.5
     claim_batch: int = 20
     #: Fair claims, per-key concurrency and rate limits (off: the plain priority claim).
-    flow_control: bool = True
+    flow_control: bool | None = None
     #: Most jobs of one type kept queued ahead of its executors when none reports its
     #: capacity (with executors: twice the slots they report, up to this).
     claim_ahead: int = 256

@@ -12,6 +12,7 @@ from ._parsers import (
     LOG_LEVELS,
     _allowlist,
     _bool,
+    _bool_or_auto,
     _choice,
     _csv,
     _non_empty,
@@ -57,6 +58,7 @@ _UNITS: dict[Callable[[str], Any], str] = {
     _csv: "comma-separated list",
     _allowlist: "comma-separated hosts, addresses, CIDR networks",
     _bool: "true or false",
+    _bool_or_auto: "true, false or auto",
     app_spec: "MODULE[:ATTRIBUTE]",
     _topic_prefix: "text (A-Z a-z 0-9 . _ -)",
     _url: "http:// or https:// URL",
@@ -96,9 +98,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "FLOW_CONTROL",
         "flow_control",
-        _bool,
+        _bool_or_auto,
         "fair claims across tenants, per-key concurrency and rate limits; 0: the plain "
-        "priority claim",
+        "priority claim; auto: on where the store serves the fair claim from its indexes "
+        "(SQLite, memory), off on MongoDB",
+        "auto",
     ),
     Variable(
         "CLAIM_AHEAD",

@@ -229,6 +229,12 @@ class FlowControl(Protocol):
     state is one instant per bucket, written conditionally (:meth:`put_bucket`).
     """
 
+    #: Whether :meth:`fair_candidates` is served from indexes (SQLite, memory): what
+    #: ``FLOW_CONTROL=auto`` turns flow control on for. On MongoDB each fairness group is
+    #: its own query (about a second each on FerretDB at a few thousand due jobs), so it is
+    #: off there unless asked for.
+    fair_claims_indexed: bool = True
+
     @abc.abstractmethod
     async def fair_candidates(
         self, now: datetime, per_group: int, exclude: Exclusions | None = None

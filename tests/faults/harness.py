@@ -79,10 +79,12 @@ class Harness(ScenarioChecks):
 
     # -- roles -----------------------------------------------------------------------------
 
-    async def start(self, *, schedulers: int = 1, noop: int = 2, slow: int = 1) -> None:
-        """Start the roles; all must be ready."""
+    async def start(
+        self, *, schedulers: int = 1, noop: int = 2, slow: int = 1, **scheduler_env: str
+    ) -> None:
+        """Start the roles (the schedulers with ``scheduler_env`` too); all must be ready."""
         specs: list[tuple[str, dict[str, str]]] = [("api", {}), ("reaper", DEBUG_ENV)]
-        specs += [("scheduler", DEBUG_ENV)] * schedulers
+        specs += [("scheduler", {**DEBUG_ENV, **scheduler_env})] * schedulers
         specs += [("executor", {"JOB_TYPE": "noop", **DEBUG_ENV})] * noop
         specs += [("executor", {"JOB_TYPE": "slow", **DEBUG_ENV})] * slow
         processes = await self.cluster.start_all(*specs)
@@ -92,9 +94,10 @@ class Harness(ScenarioChecks):
         self.slow = [p for p in processes if p.env.get("JOB_TYPE") == "slow"]
         self.load.api_url = self.api.url
 
-    async def add_scheduler(self) -> RoleProcess:
-        """One more scheduler (e.g. in place of a killed one), started and ready."""
-        (scheduler,) = await self.cluster.start_all(("scheduler", DEBUG_ENV))
+    async def add_scheduler(self, **env: str) -> RoleProcess:
+        """One more scheduler (e.g. in place of a killed one, with ``env`` too), started and
+        ready."""
+        (scheduler,) = await self.cluster.start_all(("scheduler", {**DEBUG_ENV, **env}))
         self.schedulers.append(scheduler)
         return scheduler
 

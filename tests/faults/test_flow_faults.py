@@ -30,7 +30,8 @@ ELECTION_TTL = 3
 async def test_a_per_key_limit_holds_across_a_leader_kill_and_an_executor_kill(
     harness: Harness,
 ) -> None:
-    await harness.start(schedulers=2, noop=1, slow=2)
+    # On MongoDB flow control is opt-in (FLOW_CONTROL=auto leaves it off there).
+    await harness.start(schedulers=2, noop=1, slow=2, FLOW_CONTROL="1")
     cluster, api = harness.cluster, harness.api
     assert api is not None
     put = await send(
@@ -60,7 +61,7 @@ async def test_a_per_key_limit_holds_across_a_leader_kill_and_an_executor_kill(
     leader, _ = await cluster.leader(harness.schedulers)
     async with harness.fault("leader SIGKILL", recovery_bound=ELECTION_TTL + 30):
         leader.kill()
-        await harness.add_scheduler()
+        await harness.add_scheduler(FLOW_CONTROL="1")
         await cluster.leader([s for s in harness.schedulers if not s.killed], timeout=30)
     # The reaper recovers the victim's job after CLAIM_TIMEOUT; every job then completes.
     query = {"_id": {"$in": [ObjectId(i) for i in ids]}, "status": Status.COMPLETED.value}

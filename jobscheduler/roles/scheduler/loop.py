@@ -69,13 +69,19 @@ UNREAD: Final = _Unread.UNREAD
 NextDue = datetime | None | Literal[_Unread.UNREAD]
 
 
+def flow_control_on(deps: Deps) -> bool:
+    """``FLOW_CONTROL``: on, off, or (auto) on where the store's fair claim is indexed."""
+    wanted = deps.settings.flow_control
+    return deps.store.fair_claims_indexed if wanted is None else wanted
+
+
 class Scheduler:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
         self._tick = timedelta(seconds=deps.settings.scheduler_tick)
         self._firing = TemplateFiring(deps)
         #: The fair, limited claim (None: FLOW_CONTROL off, the plain priority claim).
-        self._flow = FlowClaimer(deps) if deps.settings.flow_control else None
+        self._flow = FlowClaimer(deps) if flow_control_on(deps) else None
         #: Claim lead of the dispatch loop (``tick`` claims only what is due).
         self._lead = timedelta(0)
         self._stall = STALL_PAUSE

@@ -121,6 +121,10 @@ class MongoJobStore(
     """JobStore on a MongoDB (or MongoDB wire-protocol) server (settings: see
     :class:`~jobscheduler.store.mongo.conn.MongoConnection`)."""
 
+    #: Each fairness group is a query of its own (see
+    #: :class:`~jobscheduler.store.base.FlowControl`).
+    fair_claims_indexed = False
+
     async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
         """Insert; DuplicateJob if the idempotencyKey is used (see module doc for retries).
         Then ``audit``, in the same call; a failure to write it is logged, the job stays."""
