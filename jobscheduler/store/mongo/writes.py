@@ -275,6 +275,12 @@ class MongoWrites(MongoConnection):
         """Apply changes of distinct jobs as chunked unordered multi-statement updates, each
         statement marking its document; the job after each change, or None where it did
         not apply (runs in a worker thread)."""
+        return self._bulk_sync_counted(changes)[0]
+
+    def _bulk_sync_counted(self, changes: Sequence[Change]) -> tuple[list[Job | None], int | None]:
+        """:meth:`_bulk_sync`, and how many statements the server said matched (None when a
+        chunk's outcome was unknown). A change whose job moved on before the read-back (a
+        later batch re-marked it) reads as None although it matched."""
         jobs = self._collection()
         mark = new_mark()
         ids = [ObjectId(change.job_id) for change in changes]
@@ -317,7 +323,8 @@ class MongoWrites(MongoConnection):
                 doc = current.get(ids[i])
                 if doc is not None and holds(doc, set_document(changes[i].set)):
                     found[ids[i]] = doc
-        return [None if (doc := found.get(_id)) is None else document_to_job(doc) for _id in ids]
+        after = [None if (doc := found.get(_id)) is None else document_to_job(doc) for _id in ids]
+        return after, matched
 
     # ------------------------------------------------------------------ management
 
@@ -338,14 +345,22 @@ class MongoWrites(MongoConnection):
                 # What moved is counted, so which changes applied must be known: the
                 # batch's read-back (a job named twice: one change at a time).
                 narrowed = counts.narrow(jobs, changes)
+                bulk_matched: int | None = None
                 if len(narrowed) >= MIN_BULK and distinct_jobs(plan(narrowed)):
-                    results = self._bulk_sync(narrowed)
+                    results, bulk_matched = self._bulk_sync_counted(narrowed)
                 else:
                     results = [self._apply_sync(change) for change in narrowed]
                 self._renarrow_sync(changes, narrowed, results)
-                self._record_sync(narrowed, results)
-                self._count_sync(narrowed, results)
-                return sum(result is not None for result in results)
+                outcomes: list[Job | bool | None] = list(results)
+                if bulk_matched == len(narrowed):
+                    # Every statement matched: one read back as None had moved on already
+                    # (executors run retried jobs at once), not missed.
+                    for i, result in enumerate(results):
+                        if result is None:
+                            outcomes[i] = True
+                self._record_sync(narrowed, outcomes)
+                self._count_sync(narrowed, outcomes)
+                return sum(result is not None for result in outcomes)
             if any(change.record is not None for change in changes):
                 applied = manage.apply_bulk(changes)
                 self._record_sync(changes, applied)
