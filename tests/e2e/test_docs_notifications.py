@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import trio
 
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.testing import free_port
-from tests.support.docblocks import REPO, doc_blocks
+from tests.support.docblocks import copy_of_the_repo, doc_blocks, run_strict_bash
 
 pytestmark = pytest.mark.e2e
 
@@ -40,14 +35,9 @@ async def run_pasted(tmp_path: Path, commands: str) -> tuple[Path, str]:
     """Run ``commands`` in a copy of the repository (examples/ and the virtualenv), with
     ``localhost:8080`` on a free port; the copy and what the commands printed."""
     root = tmp_path / "repo"
-    root.mkdir()
-    shutil.copytree(
-        REPO / "examples", root / "examples", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    (root / ".venv").symlink_to(Path(sys.prefix))
+    copy_of_the_repo(root)
     api = free_port()
     commands = commands.replace("localhost:8080", f"127.0.0.1:{api}")
-    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
     env = {k: v for k, v in os.environ.items() if k not in ENVIRONMENT_VARIABLES}
     env.update(
         API_PORT=str(api),
@@ -57,26 +47,10 @@ async def run_pasted(tmp_path: Path, commands: str) -> tuple[Path, str]:
         JOBSCHEDULER_URL=f"http://127.0.0.1:{api}",
     )
     env.pop("JOBSCHEDULER_API_KEY", None)
-    log_path = tmp_path / "readme.out"
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            ["bash", "-c", script],
-            cwd=root,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        with trio.move_on_after(TIMEOUT):
-            while proc.poll() is None:
-                await trio.sleep(0.1)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-    output = log_path.read_text()
-    assert proc.returncode == 0, f"the guide's commands failed ({proc.returncode}):\n{output}"
+    returncode, output = await run_strict_bash(
+        commands, cwd=root, env=env, log_path=tmp_path / "readme.out", timeout=TIMEOUT
+    )
+    assert returncode == 0, f"the guide's commands failed ({returncode}):\n{output}"
     return root, output
 
 
