@@ -53,7 +53,7 @@ test *ARGS: (_install "dev")
     trap 'scripts/deps.sh down' EXIT
     just lint
     just docs
-    {{bin}}/python -m pytest {{ARGS}}
+    {{bin}}/python -m pytest --durations=30 {{ARGS}}
 
 # Tests that need no external server (fast inner loop).
 test-unit *ARGS: (_install "test")

@@ -1,4 +1,5 @@
-"""The built-in handlers: the seed's noop, log-message, flaky, slow, and http (webhooks)."""
+"""The built-in handlers: the seed's noop, log-message, flaky, slow, http (webhooks), and
+start-workflow (a workflow per run: :mod:`.workflow_job`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from jobscheduler.errors import HandlerError, ValidationError
 from .context import JobContext
 from .http import http_handler, validate_http
 from .registry import HandlerRegistry
+from .workflow_job import START_WORKFLOW, start_workflow, workflow_validator
 
 if TYPE_CHECKING:
     from jobscheduler.config import Settings
@@ -87,6 +89,7 @@ def register_builtins(
     registry.register("flaky", flaky, validate=validate_flaky)
     registry.register("slow", slow, validate=validate_slow)
     registry.register("http", http_handler(settings).run, validate=validate_http)
+    registry.register(START_WORKFLOW, start_workflow, validate=workflow_validator(registry))
     return registry
 
 

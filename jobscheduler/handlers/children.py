@@ -1,4 +1,5 @@
-"""``ctx.enqueue``: a handler enqueues jobs through its executor, never over HTTP.
+"""``ctx.enqueue``: a handler enqueues jobs (and starts workflows: ``ctx.start_workflow``)
+through its executor, never over HTTP.
 
 The executor stores a handler's new jobs itself, with its own store connection, in the
 handler's tenant, through the same validation and insert as ``POST /jobs``
@@ -67,6 +68,27 @@ class ChildRequest:
         return cls(**data)
 
 
+@attrs.frozen(kw_only=True)
+class WorkflowRequest:
+    """A workflow a handler asks its executor to start (``ctx.start_workflow``)."""
+
+    #: The steps, as in ``POST /workflows``.
+    steps: list[dict[str, Any]]
+    #: Names the workflow within its parent job (its key derives from it); None: the
+    #: call's order among the attempt's requests.
+    name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkflowRequest:
+        unknown = sorted(set(data) - {"steps", "name"})
+        if unknown:
+            raise ValidationError(f"unknown field(s): {', '.join(unknown)}")
+        return cls(**data)
+
+
 class Enqueuer(Protocol):
     """How a running handler's context reaches its executor (see the module doc)."""
 
@@ -81,6 +103,12 @@ class Enqueuer(Protocol):
         shows them, in order."""
 
     async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
+        """The same, awaited on the executor's trio loop."""
+
+    def start_workflow(self, request: WorkflowRequest) -> dict[str, Any]:
+        """Store the workflow and return it as the API shows it (blocking)."""
+
+    async def start_workflow_async(self, request: WorkflowRequest) -> dict[str, Any]:
         """The same, awaited on the executor's trio loop."""
 
 
@@ -112,12 +140,13 @@ def error_reply(exc: JobSchedulerError) -> dict[str, Any]:
     return {"error": str(exc), "type": name}
 
 
-def answer_of(reply: Mapping[str, Any]) -> dict[str, Any]:
-    """The job of an answer, or the error it carries, raised as its type."""
+def answer_of(reply: Mapping[str, Any], field: str = "job") -> dict[str, Any]:
+    """The job (or what ``field`` names) of an answer, or the error it carries, raised as
+    its type."""
     if "error" in reply:
         raise _ERRORS.get(str(reply.get("type")), JobSchedulerError)(str(reply["error"]))
-    job: dict[str, Any] = dict(reply["job"])
-    return job
+    answer: dict[str, Any] = dict(reply[field])
+    return answer
 
 
 def answers_of(reply: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -168,6 +197,14 @@ class RemoteEnqueuer:
     async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
         raise RuntimeError("ctx.spawn is for async def handlers; call ctx.spawn_sync")
 
+    def start_workflow(self, request: WorkflowRequest) -> dict[str, Any]:
+        return answer_of(self._ask({"workflow": request.to_json()}), "workflow")
+
+    async def start_workflow_async(self, request: WorkflowRequest) -> dict[str, Any]:
+        raise RuntimeError(
+            "ctx.start_workflow is for async def handlers; call ctx.start_workflow_sync"
+        )
+
 
 @attrs.frozen
 class NoEnqueuer:
@@ -187,5 +224,11 @@ class NoEnqueuer:
     async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
         raise RuntimeError(f"ctx.spawn is unavailable: {self.reason}")
 
+    def start_workflow(self, request: WorkflowRequest) -> dict[str, Any]:
+        raise RuntimeError(f"ctx.start_workflow is unavailable: {self.reason}")
 
-__all__ = ["ChildRequest", "Enqueuer", "NoEnqueuer", "RemoteEnqueuer"]
+    async def start_workflow_async(self, request: WorkflowRequest) -> dict[str, Any]:
+        raise RuntimeError(f"ctx.start_workflow is unavailable: {self.reason}")
+
+
+__all__ = ["ChildRequest", "Enqueuer", "NoEnqueuer", "RemoteEnqueuer", "WorkflowRequest"]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -13,7 +13,7 @@ import attrs
 from jobscheduler.domain.model import format_time
 from jobscheduler.errors import ValidationError
 
-from .children import MAX_NAME_LENGTH, ChildRequest, Enqueuer, NoEnqueuer
+from .children import MAX_NAME_LENGTH, ChildRequest, Enqueuer, NoEnqueuer, WorkflowRequest
 from .tasks import TaskHandle
 
 if TYPE_CHECKING:
@@ -175,6 +175,26 @@ class JobContext:
         ]
         return cast("list[Job]", self.enqueuer.spawn(requests) if requests else [])
 
+    async def start_workflow(
+        self, steps: Sequence[Mapping[str, Any]], *, name: str | None = None
+    ) -> dict[str, Any]:
+        """Start a workflow of ``steps`` (each as in ``POST /workflows``) in this job's
+        tenant, from an ``async def`` handler; returns it as ``GET /workflows/{id}`` shows it.
+
+        Its idempotency key derives from this job and ``name`` (by default the call's order
+        among this attempt's ``enqueue`` and ``start_workflow`` calls): an attempt that runs
+        again gets the workflow the first one started, never a second one. Started by a cron
+        template's run, the workflow names the template and the fire time (``templateId``,
+        ``fireAt``). Validated as ``POST /workflows`` would (ValidationError).
+        """
+        return await self.enqueuer.start_workflow_async(_workflow_request(steps, name))
+
+    def start_workflow_sync(
+        self, steps: Sequence[Mapping[str, Any]], *, name: str | None = None
+    ) -> dict[str, Any]:
+        """:meth:`start_workflow` from a ``def`` handler (it blocks until it is stored)."""
+        return self.enqueuer.start_workflow(_workflow_request(steps, name))
+
     def __reduce__(self) -> tuple[Any, ...]:
         fields = {
             a.name: getattr(self, a.name) for a in attrs.fields(type(self)) if a.name != "logger"
@@ -183,6 +203,13 @@ class JobContext:
         fields["parents"] = dict(self.parents)
         extra = dict(self.logger.extra or {})
         return (_rebuild_context, (fields, self.logger.logger.name, extra))
+
+
+def _check_name(name: str | None) -> None:
+    if name is not None and (
+        not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH
+    ):
+        raise ValidationError(f"name: a non-empty string of at most {MAX_NAME_LENGTH} characters")
 
 
 def _child_request(
@@ -195,10 +222,7 @@ def _child_request(
     max_attempts: int | None,
 ) -> ChildRequest:
     """The request of a ``ctx.enqueue`` call, its arguments checked."""
-    if name is not None and (
-        not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH
-    ):
-        raise ValidationError(f"name: a non-empty string of at most {MAX_NAME_LENGTH} characters")
+    _check_name(name)
     if at is not None and delay is not None:
         raise ValidationError("give at or delay, not both")
     if delay is not None and (
@@ -222,6 +246,16 @@ def _child_request(
         name=name,
         priority=priority,
         max_attempts=max_attempts,
+    )
+
+
+def _workflow_request(steps: Sequence[Mapping[str, Any]], name: str | None) -> WorkflowRequest:
+    """The request of a ``ctx.start_workflow`` call, its arguments checked."""
+    _check_name(name)
+    if isinstance(steps, str | bytes | Mapping) or not isinstance(steps, Sequence):
+        raise ValidationError("steps: a list of steps, each a dict as in POST /workflows")
+    return WorkflowRequest(
+        steps=[dict(step) if isinstance(step, Mapping) else step for step in steps], name=name
     )
 
 

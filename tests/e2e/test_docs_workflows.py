@@ -5,6 +5,7 @@ what they did is checked through the API, not only their output."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,15 @@ async def run(argv: list[str], server: DevServer, cwd: Path) -> str:
     return done.stdout
 
 
+def last_json(output: str) -> Any:
+    """The last of the JSON values ``output`` holds back to back (curl adds no newline)."""
+    decoder, at, value = json.JSONDecoder(), 0, None
+    while at < len(output.rstrip()):
+        value, at = decoder.raw_decode(output, at)
+        at += len(output[at:]) - len(output[at:].lstrip())
+    return value
+
+
 async def workflow(http: httpx.AsyncClient, server: DevServer, key: str) -> dict[str, Any]:
     """The tenant-a workflow of ``key``, with its steps and each step's job."""
     listed = await http.get(
@@ -61,7 +71,7 @@ async def test_the_workflows_page_works_as_pasted(
     )
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))  # what `. .venv/bin/activate` finds
     shell = doc_blocks(PAGE, "sh")
-    assert len(shell) == 6
+    assert len(shell) == 7
     outputs = []
     for block in shell:
         script = "set -euo pipefail\n" + pasted(block, server)
@@ -102,6 +112,16 @@ async def test_the_workflows_page_works_as_pasted(
             if len((await client.get(url)).json()["attempts"]) == 2:
                 break
             await trio.sleep(0.1)
+    # start-workflow: the template's triggered run started one workflow, linked to it.
+    [started] = last_json(outputs[6])
+    assert started["templateId"]
+    assert started["fireAt"]
+    with trio.fail_after(30):
+        while (found := await workflow(client, server, started["idempotencyKey"]))[
+            "status"
+        ] != "completed":
+            await trio.sleep(0.1)
+    assert [s["name"] for s in found["steps"]] == ["export", "load"]
     # The Python client's block.
     lines = printed.splitlines()
     assert lines[0] == "completed"

@@ -33,6 +33,29 @@ VALIDATION_FAILURES: list[tuple[str, dict[str, Any], str]] = [
     ("flaky-rate", create_body(jobType="flaky", payload={"failRate": 1.5}), "failRate"),
     ("flaky-bool", create_body(jobType="flaky", payload={"failRate": True}), "failRate"),
     ("slow-negative", create_body(jobType="slow", payload={"sleepMs": -1}), "sleepMs"),
+    (
+        "workflow-unknown-step-type",
+        create_body(jobType="start-workflow", payload={"steps": [{"name": "a", "jobType": "x"}]}),
+        "payload.steps[0] (a): jobType: unknown job type 'x'",
+    ),
+    (
+        "workflow-cycle",
+        create_body(
+            jobType="start-workflow",
+            payload={
+                "steps": [
+                    {"name": "a", "jobType": "noop", "dependsOn": ["b"]},
+                    {"name": "b", "jobType": "noop", "dependsOn": ["a"]},
+                ]
+            },
+        ),
+        "payload.steps: a cycle, each waiting for the next: a -> b -> a",
+    ),
+    (
+        "workflow-own-tenant",
+        create_body(jobType="start-workflow", payload={"tenantId": "other", "steps": []}),
+        "payload.tenantId: a start-workflow job starts its workflow in its own tenant",
+    ),
     ("priority-fraction", create_body(priority=1.5), "priority"),
     ("priority-bool", create_body(priority=True), "priority"),
     ("attempts-string", create_body(maxAttempts="3"), "maxAttempts"),

@@ -25,7 +25,7 @@ import logging
 import os
 import secrets
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -35,11 +35,13 @@ import trio
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, format_time, job_to_json, utc
 from jobscheduler.domain.validation import parse_create_request
+from jobscheduler.domain.workflows import workflow_to_json
 from jobscheduler.errors import DuplicateJob, JobSchedulerError, StoreError, ValidationError
 from jobscheduler.handlers.children import (
     ChildRequest,
     NoEnqueuer,
     RemoteEnqueuer,
+    WorkflowRequest,
     answer_of,
     answers_of,
     error_reply,
@@ -47,6 +49,7 @@ from jobscheduler.handlers.children import (
     frame_length,
 )
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.workflows.create import start_for_job
 from jobscheduler.roles.workflows.reads import CompletedJobs
 from jobscheduler.roles.workflows.spawn import spawn_children
 from jobscheduler.store import JobStore
@@ -57,6 +60,8 @@ log = logging.getLogger(__name__)
 AUDIT_ACTION = "ctx.enqueue"
 #: Bound of the store work of one ``ctx.enqueue`` (insert, and the read of a taken key).
 ENQUEUE_TIMEOUT = 10.0
+#: Bound of the store work of one ``ctx.start_workflow`` (up to 1,000 steps).
+WORKFLOW_TIMEOUT = 60.0
 #: Bound of reading one request from a worker process.
 READ_TIMEOUT = 10.0
 
@@ -129,6 +134,22 @@ class AttemptEnqueuer:
         )
         return answers_of(reply)
 
+    async def start_workflow_async(self, request: WorkflowRequest) -> dict[str, Any]:
+        if trio.lowlevel.current_trio_token() is not self._children.trio_token:
+            raise RuntimeError("ctx.start_workflow runs on its executor's trio loop only")
+        return await self._children.start_workflow(self, request)
+
+    def start_workflow(self, request: WorkflowRequest) -> dict[str, Any]:
+        if trio.lowlevel.in_trio_run():
+            raise RuntimeError(
+                "ctx.start_workflow_sync blocks until the workflow is stored: in an async def "
+                "handler, use await ctx.start_workflow(...)"
+            )
+        reply = trio.from_thread.run(
+            self._children.answer_workflow, self, request, trio_token=self._children.trio_token
+        )
+        return answer_of(reply, "workflow")
+
     def __reduce__(self) -> tuple[Any, ...]:
         path = self._children.path
         if path is None:
@@ -182,19 +203,46 @@ class Children:
 
     async def answer(self, attempt: AttemptEnqueuer, request: ChildRequest) -> dict[str, Any]:
         """:meth:`enqueue` as a reply: ``{"job": ...}`` or ``{"error": ..., "type": ...}``."""
-        try:
-            return {"job": await self.enqueue(attempt, request)}
-        except JobSchedulerError as exc:
-            return error_reply(exc)
+        return await _answered("job", self.enqueue, attempt, request)
 
     async def answer_spawn(
         self, attempt: AttemptEnqueuer, requests: Sequence[ChildRequest]
     ) -> dict[str, Any]:
         """:meth:`spawn` as a reply: ``{"jobs": [...]}`` or ``{"error": ..., "type": ...}``."""
+        return await _answered("jobs", self.spawn, attempt, requests)
+
+    async def answer_workflow(
+        self, attempt: AttemptEnqueuer, request: WorkflowRequest
+    ) -> dict[str, Any]:
+        """:meth:`start_workflow` as a reply: ``{"workflow": ...}`` or an error."""
+        return await _answered("workflow", self.start_workflow, attempt, request)
+
+    async def start_workflow(
+        self, attempt: AttemptEnqueuer, request: WorkflowRequest
+    ) -> dict[str, Any]:
+        """Store the workflow ``request`` asks for, in the parent's tenant, under a key
+        derived from the parent (:func:`~jobscheduler.roles.workflows.create.start_for_job`);
+        the workflow as the API shows it. Raises ValidationError or StoreError."""
+        if not attempt.active:
+            raise ValidationError(
+                "ctx.start_workflow: the attempt that made this context has ended"
+            )
+        parent = attempt.parent
+        name = request.name if request.name is not None else attempt.next_name()
         try:
-            return {"jobs": await self.spawn(attempt, requests)}
-        except JobSchedulerError as exc:
-            return error_reply(exc)
+            with trio.fail_after(WORKFLOW_TIMEOUT):
+                workflow, steps = await start_for_job(
+                    self._deps, parent, child_key(parent, name), request.steps
+                )
+        except trio.TooSlowError:
+            raise StoreError(
+                f"ctx.start_workflow: the store did not answer within {WORKFLOW_TIMEOUT:.0f}s"
+            ) from None
+        log.info(
+            "workflow started by a job",
+            extra={"workflow_id": workflow.id, "job_id": parent.id, "tenant": parent.tenant_id},
+        )
+        return workflow_to_json(workflow, steps)
 
     async def spawn(
         self, attempt: AttemptEnqueuer, requests: Sequence[ChildRequest]
@@ -334,6 +382,9 @@ class Children:
                 elif "spawn" in message:
                     requests = [ChildRequest.from_json(r) for r in message["spawn"]]
                     reply = await self.answer_spawn(attempt, requests)
+                elif "workflow" in message:
+                    request = WorkflowRequest.from_json(message["workflow"])
+                    reply = await self.answer_workflow(attempt, request)
                 else:
                     reply = await self.answer(attempt, ChildRequest.from_json(message["request"]))
             except (ValueError, KeyError, TypeError, trio.TooSlowError) as exc:
@@ -342,6 +393,14 @@ class Children:
                 await stream.send_all(frame(reply))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 log.debug("ctx.enqueue: the worker process went away before its answer")
+
+
+async def _answered(field: str, call: Callable[..., Awaitable[Any]], *args: Any) -> dict[str, Any]:
+    """``{field: await call(*args)}``, or the JobSchedulerError it raised as an error reply."""
+    try:
+        return {field: await call(*args)}
+    except JobSchedulerError as exc:
+        return error_reply(exc)
 
 
 async def _receive_exactly(stream: trio.SocketStream, n: int) -> bytes:

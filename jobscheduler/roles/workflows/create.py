@@ -90,6 +90,27 @@ async def create_workflow(
     return await open_and_release(deps, record, by=by)
 
 
+async def start_for_job(
+    deps: Deps, parent: Job, key: str, steps: Any
+) -> tuple[Workflow, list[Job]]:
+    """The workflow of ``steps`` a running job starts (``ctx.start_workflow``): in the job's
+    tenant under ``key``, linked to the template and fire time of a cron run. When ``key``
+    names a stored workflow (an earlier attempt of the job started it), that workflow."""
+    plan = plan_of(deps, {"tenantId": parent.tenant_id, "idempotencyKey": key, "steps": steps})
+    link = (
+        None
+        if parent.template_id is None
+        else {"template_id": parent.template_id, "fire_at": parent.fire_at}
+    )
+    try:
+        return await create_workflow(deps, plan, by="executor", link=link)
+    except DuplicateWorkflow as taken:
+        if taken.existing_id is None:
+            raise
+        workflow = await deps.store.get_workflow(taken.existing_id)
+        return workflow, await deps.store.workflow_steps(workflow.id)
+
+
 def _with_ids_of(record: Workflow, plan: WorkflowPlan) -> WorkflowPlan:
     """``plan`` under the ids ``record`` names (same shape: checked by the caller)."""
     ids = {step.name: step.job_id for step in record.steps}
