@@ -20,11 +20,8 @@ requests to, started by the executor when one of its job types runs in a process
 from __future__ import annotations
 
 import itertools
-import json
 import logging
-import os
 import secrets
-import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -45,14 +42,14 @@ from jobscheduler.handlers.children import (
     answer_of,
     answers_of,
     error_reply,
-    frame,
-    frame_length,
 )
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.workflows.create import start_for_job
 from jobscheduler.roles.workflows.reads import CompletedJobs
 from jobscheduler.roles.workflows.spawn import spawn_children
 from jobscheduler.store import JobStore
+
+from .enqueue_socket import serve_socket
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +59,6 @@ AUDIT_ACTION = "ctx.enqueue"
 ENQUEUE_TIMEOUT = 10.0
 #: Bound of the store work of one ``ctx.start_workflow`` (up to 1,000 steps).
 WORKFLOW_TIMEOUT = 60.0
-#: Bound of reading one request from a worker process.
-READ_TIMEOUT = 10.0
 
 
 def child_key(parent: Job, name: str) -> str:
@@ -345,54 +340,13 @@ class Children:
         )
         return job_to_json(stored)
 
-    # -- worker processes ------------------------------------------------------------------
+    def attempt(self, token: str) -> AttemptEnqueuer | None:
+        """The running attempt ``token`` names (None: unknown, or its attempt ended)."""
+        return self._attempts.get(token)
 
     async def serve(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve worker processes' requests on a Unix socket in a temporary directory
-        only this user can enter (mkdtemp's mode 0700), removed at the end; reports its
-        path when it listens."""
-        if self.trio_token is None:
-            self.trio_token = trio.lowlevel.current_trio_token()
-        with tempfile.TemporaryDirectory(prefix="jobscheduler-enqueue-") as directory:
-            path = os.path.join(directory, "enqueue.sock")
-            sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
-            try:
-                await sock.bind(path)
-                sock.listen(64)
-            except BaseException:
-                sock.close()
-                raise
-            self.path = path
-            try:
-                task_status.started(path)
-                await trio.serve_listeners(self._serve_one, [trio.SocketListener(sock)])
-            finally:
-                self.path = None
-
-    async def _serve_one(self, stream: trio.SocketStream) -> None:
-        async with stream:
-            try:
-                with trio.fail_after(READ_TIMEOUT):
-                    message = json.loads(await _receive_frame(stream))
-                attempt = self._attempts.get(str(message.get("token")))
-                if attempt is None:
-                    reply: dict[str, Any] = error_reply(
-                        ValidationError("ctx.enqueue: the attempt that made this context has ended")
-                    )
-                elif "spawn" in message:
-                    requests = [ChildRequest.from_json(r) for r in message["spawn"]]
-                    reply = await self.answer_spawn(attempt, requests)
-                elif "workflow" in message:
-                    request = WorkflowRequest.from_json(message["workflow"])
-                    reply = await self.answer_workflow(attempt, request)
-                else:
-                    reply = await self.answer(attempt, ChildRequest.from_json(message["request"]))
-            except (ValueError, KeyError, TypeError, trio.TooSlowError) as exc:
-                reply = error_reply(ValidationError(f"ctx.enqueue: bad request: {exc}"))
-            try:
-                await stream.send_all(frame(reply))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                log.debug("ctx.enqueue: the worker process went away before its answer")
+        """Serve worker processes' requests (:func:`~.enqueue_socket.serve_socket`)."""
+        await serve_socket(self, task_status=task_status)
 
 
 async def _answered(field: str, call: Callable[..., Awaitable[Any]], *args: Any) -> dict[str, Any]:
@@ -401,20 +355,6 @@ async def _answered(field: str, call: Callable[..., Awaitable[Any]], *args: Any)
         return {field: await call(*args)}
     except JobSchedulerError as exc:
         return error_reply(exc)
-
-
-async def _receive_exactly(stream: trio.SocketStream, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = await stream.receive_some(n - len(data))
-        if not chunk:
-            raise ValueError("connection closed mid-request")
-        data += chunk
-    return bytes(data)
-
-
-async def _receive_frame(stream: trio.SocketStream) -> bytes:
-    return await _receive_exactly(stream, frame_length(await _receive_exactly(stream, 4)))
 
 
 __all__ = ["AttemptEnqueuer", "Children", "child_key"]
