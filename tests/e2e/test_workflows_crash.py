@@ -6,15 +6,18 @@ finished its completed attempt."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.dev_server import DevServer
-from tests.support.jobs_api import send
-from tests.support.workflows_api import create_workflow, ended, wait_for_workflow
+from tests.support.workflows_api import (
+    assert_each_step_ran_once_after_its_parents,
+    completed_histories,
+    create_workflow,
+    ended,
+    wait_for_workflow,
+)
 
 from .dashboard_steps import TENANT, DevFactory
 
@@ -40,17 +43,6 @@ def dag() -> list[dict[str, Any]]:
         ),
         {"name": "sink", "jobType": "slow", "payload": {"sleepMs": 100}, "dependsOn": middle},
     ]
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-async def attempts(http: httpx.AsyncClient, server: DevServer, job_id: str) -> list[Any]:
-    reply = await send(http, "GET", f"{server.url}/jobs/{job_id}/attempts")
-    assert reply.status_code == 200, reply.text
-    records: list[Any] = reply.json()["attempts"]
-    return records
 
 
 async def test_a_dag_completes_each_step_once_after_its_parents_across_three_kill_9s(
@@ -79,15 +71,5 @@ async def test_a_dag_completes_each_step_once_after_its_parents_across_three_kil
     assert final["status"] == "completed", final["counts"]
     assert final["counts"] == {"completed": FAN + 2}
 
-    records = {name: await attempts(client, server, job_id) for name, job_id in ids.items()}
-    finished: dict[str, datetime] = {}
-    for name, history in records.items():
-        completed = [a for a in history if a["outcome"] == "completed"]
-        assert len(completed) == 1, (name, history)
-        finished[name] = at(completed[0]["finishedAt"])
-    parents = {step["name"]: step.get("dependsOn", []) for step in steps}
-    for name, history in records.items():
-        for record in history:
-            started = at(record["startedAt"])
-            early = [p for p in parents[name] if started < finished[p]]
-            assert not early, f"{name} attempt {record} started before {early} finished"
+    histories = await completed_histories(client, server, ids)
+    assert_each_step_ran_once_after_its_parents(histories, steps)

@@ -1,10 +1,12 @@
 """Workflows over the HTTP API in tests: create one (503s retried with the same key, a 409
-of its own key read back) and wait until it reaches a state."""
+of its own key read back), wait until it reaches a state, and check from the steps' attempt
+records that each ran once, after its parents (the crash tests)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -58,3 +60,46 @@ async def wait_for_workflow(
 def ended(workflow: dict[str, Any]) -> bool:
     """True once ``workflow`` is completed, failed or cancelled."""
     return workflow["status"] in ("completed", "failed", "cancelled")
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def completed_histories(
+    http: httpx.AsyncClient, api: Api, ids: Mapping[str, str], timeout: float = 10.0
+) -> dict[str, list[dict[str, Any]]]:
+    """Each step's attempt records (``ids``: step name -> job id), read once every step's
+    completed attempt is recorded: on MongoDB an outcome's record is written just after the
+    outcome (no transactions), so it may show up a moment after the status does."""
+    histories: dict[str, list[dict[str, Any]]] = {}
+    with trio.move_on_after(timeout):
+        while True:
+            for name, job_id in ids.items():
+                reply = await send(http, "GET", f"{api.url}/jobs/{job_id}/attempts")
+                assert reply.status_code == 200, reply.text
+                histories[name] = reply.json()["attempts"]
+            if all(any(a["outcome"] == "completed" for a in h) for h in histories.values()):
+                break
+            await trio.sleep(0.2)
+    return histories
+
+
+def assert_each_step_ran_once_after_its_parents(
+    histories: Mapping[str, list[dict[str, Any]]], steps: list[dict[str, Any]]
+) -> None:
+    """From the attempt records: every step completed exactly once, and no attempt of a step
+    started before each of its parents had finished its completed attempt."""
+    finished: dict[str, datetime] = {}
+    for name, history in histories.items():
+        completed = [a for a in history if a["outcome"] == "completed"]
+        assert len(completed) == 1, (name, history)
+        finished[name] = at(completed[0]["finishedAt"])
+    parents = {step["name"]: step.get("dependsOn", []) for step in steps}
+    for name, history in histories.items():
+        for record in history:
+            if record.get("startedAt") is None:
+                continue  # lost while only claimed: it never ran
+            started = at(record["startedAt"])
+            early = [p for p in parents[name] if started < finished[p]]
+            assert not early, f"{name} attempt {record} started before {early} finished"
