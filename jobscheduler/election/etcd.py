@@ -38,30 +38,19 @@ from typing import Any
 import grpc
 import trio
 
-from jobscheduler._etcdpb import rpc_pb2, rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
+from jobscheduler._etcdpb import rpc_pb2_grpc, v3election_pb2, v3election_pb2_grpc
 from jobscheduler._scopes import shielded
 from jobscheduler.clock import Clock, SystemClock
 from jobscheduler.errors import ConfigError, ElectionError
 
 from .base import Elector, Term
-from .etcd_grpc import (
-    channel_target,
-    deadline_exceeded,
-    grpc_code,
-    keep_alive,
-    server_busy,
-    start_call,
-    unary,
-)
+from .etcd_calls import REVOKE_TIMEOUT, EtcdCalls
+from .etcd_grpc import channel_target, deadline_exceeded, server_busy
 
 log = logging.getLogger(__name__)
 
 #: Threads this elector may occupy at once (stream reads, starting calls, closing).
 THREAD_TOKENS = 8
-#: Deadline of LeaseGrant and of the other short control calls.
-RPC_TIMEOUT = 5.0
-#: Deadline of each call that ends a candidacy or a term (Resign, LeaseRevoke).
-REVOKE_TIMEOUT = 2.0
 #: A waiting ``Campaign`` is abandoned with its lease and issued again on a fresh one after
 #: this long.
 CAMPAIGN_DEADLINE = 300.0
@@ -75,7 +64,7 @@ class _Reissue(Exception):
     """A campaign to issue again on a fresh lease (etcd did not answer it in time)."""
 
 
-class EtcdElector(Elector):
+class EtcdElector(EtcdCalls, Elector):
     """Leader election through etcd's ``v3electionpb.Election`` service.
 
     ``endpoints`` are ``host:port`` strings (an ``http://`` prefix is accepted; TLS is not
@@ -273,25 +262,7 @@ class EtcdElector(Elector):
             raise revoke_error
         log.info("resigned", extra=fields)
 
-    # -- building blocks ------------------------------------------------------------------
-
-    def _require_started(self) -> None:
-        if self._channel is None:
-            raise ElectionError("etcd elector is not started (or already closed)")
-
-    async def _grant(self) -> int:
-        """A fresh lease of ``ttl`` for one campaign, tracked until revoked."""
-        granted = await self._unary(
-            self._lease.LeaseGrant,
-            rpc_pb2.LeaseGrantRequest(TTL=self._ttl),
-            deadline=RPC_TIMEOUT,
-            what="LeaseGrant",
-        )
-        if granted.error or granted.ID == 0:
-            raise ElectionError(f"etcd LeaseGrant refused: {granted.error or 'no lease id'}")
-        lease_id = int(granted.ID)
-        self._leases.add(lease_id)
-        return lease_id
+    # -- the campaign's building blocks (the others: :class:`.etcd_calls.EtcdCalls`) -----
 
     async def _abandon(self, lease_id: int, fields: Mapping[str, Any]) -> None:
         """Revoke a campaign's lease (shielded, bounded): its candidate key goes with it."""
@@ -359,62 +330,3 @@ class EtcdElector(Elector):
         if failure is not None:
             raise failure
         return leader
-
-    async def _keep_alive(self, lease_id: int) -> str:
-        """:func:`.etcd_grpc.keep_alive` of ``lease_id`` on this elector's thread tokens:
-        the reason once the lease is gone (forgotten here then), ElectionError when a
-        refresh is unconfirmed."""
-        self._require_started()
-        reason = await keep_alive(
-            self._lease.LeaseKeepAlive,
-            lease_id,
-            interval=self._keepalive_interval,
-            limiter=self._limiter,
-        )
-        self._leases.discard(lease_id)
-        return reason
-
-    async def _confirm_leader_key(self, term: Term) -> str:
-        """Poll the leader key; return why once it no longer proves ``term``.
-
-        The election's leader is the key with the lowest creation revision under the
-        prefix, and revisions only grow: while our key exists with our creation revision
-        and lease, no other key can lead.
-        """
-        while True:
-            response = await self._unary(
-                self._kv.Range,
-                rpc_pb2.RangeRequest(key=term.key),
-                deadline=self._keepalive_interval,
-                what="Range",
-            )
-            if not response.kvs:
-                return "leader key deleted"
-            kv = response.kvs[0]
-            if kv.create_revision != term.token or kv.lease != term.lease:
-                return "leader key re-created"
-            await trio.sleep(self._poll_interval)
-
-    async def _revoke(self, lease_id: int) -> None:
-        """Revoke ``lease_id`` (deleting its keys); a lease already gone is success."""
-        try:
-            await self._unary(
-                self._lease.LeaseRevoke,
-                rpc_pb2.LeaseRevokeRequest(ID=lease_id),
-                deadline=REVOKE_TIMEOUT,
-                what="LeaseRevoke",
-            )
-        except ElectionError as exc:
-            if grpc_code(exc) is not grpc.StatusCode.NOT_FOUND:
-                raise
-        self._leases.discard(lease_id)
-
-    async def _start_call(self, start: Callable[[], Any], what: str) -> Any:
-        """:func:`.etcd_grpc.start_call` on this elector's thread tokens, once started."""
-        self._require_started()
-        return await start_call(start, what, limiter=self._limiter)
-
-    async def _unary(self, method: Any, request: object, *, deadline: float, what: str) -> Any:
-        """:func:`.etcd_grpc.unary` on this elector's thread tokens, once started."""
-        self._require_started()
-        return await unary(method, request, deadline=deadline, what=what, limiter=self._limiter)
