@@ -28,7 +28,7 @@ from jobscheduler.handlers.loading import load_app, resolve_job_types
 from jobscheduler.observability.metrics import Metrics
 from jobscheduler.observability.tracing import configure_tracing
 from jobscheduler.roles.deps import Deps, Waker
-from jobscheduler.roles.executor.consume import run_executor
+from jobscheduler.roles.executor.role import run_executor
 from jobscheduler.roles.notifier.loop import run_notifier
 from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.roles.reaper.sweeps import run_reaper

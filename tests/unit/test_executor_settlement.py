@@ -30,8 +30,8 @@ from jobscheduler.roles.executor.consume import (
     OUTCOME_RETRY_FOR,
     OUTCOME_TIMEOUT,
     Executor,
-    run_executor,
 )
+from jobscheduler.roles.executor.role import run_executor
 from jobscheduler.store.base import JobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, make_settings

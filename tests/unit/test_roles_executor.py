@@ -15,7 +15,8 @@ from jobscheduler.bus.base import DeadLetter
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Status
 from jobscheduler.handlers import JobContext, default_registry
-from jobscheduler.roles.executor.consume import Executor, run_executor
+from jobscheduler.roles.executor.consume import Executor
+from jobscheduler.roles.executor.role import run_executor
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.base import JobStore
 

@@ -32,7 +32,8 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.handlers.runners import HandlerRunner, open_runner
 from jobscheduler.roles.deps import Deps
-from jobscheduler.roles.executor.consume import Executor, run_executor
+from jobscheduler.roles.executor.consume import Executor
+from jobscheduler.roles.executor.role import run_executor
 from jobscheduler.roles.executor.run import handler_logger
 from jobscheduler.store import JobStore
 from tests.support.processes import alive, pid_from

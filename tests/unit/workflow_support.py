@@ -13,7 +13,7 @@ import trio
 from jobscheduler.domain.model import Job
 from jobscheduler.domain.workflows import FINISHED, Workflow
 from jobscheduler.roles.deps import Deps
-from jobscheduler.roles.executor.consume import run_executor
+from jobscheduler.roles.executor.role import run_executor
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.roles.workflows.create import create_workflow, plan_of
