@@ -22,8 +22,6 @@ from pymongo.errors import (
     PyMongoError,
 )
 from pymongo.monitoring import CommandListener
-from pymongo.read_concern import ReadConcern
-from pymongo.write_concern import WriteConcern
 
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.base import JobStore
@@ -36,6 +34,7 @@ from .codec import CLAIM_SORT, COLLECTION, FIELDS, Document
 from .flow import prepare_flow
 from .notifications import create_notification_indexes
 from .query import MANAGE_INDEXES
+from .seam import durable_collection
 from .seam import outcome_unknown as outcome_unknown
 from .tenancy import create_tenancy_indexes, drop_global_key_index
 from .upkeep import prepare_upkeep
@@ -254,21 +253,13 @@ class MongoConnection(JobStore):
         return client, info
 
     def _jobs_of(self, client: MongoClient[Document]) -> Collection[Document]:
-        return client.get_database(self._database).get_collection(
-            COLLECTION,
-            write_concern=WriteConcern(w="majority", j=True),
-            read_concern=ReadConcern("majority"),
-        )
+        return durable_collection(client.get_database(self._database), COLLECTION)
 
     def _ledger_of(self, client: MongoClient[Document]) -> Collection[Document]:
         return mongo_ledger.ledger_collection(client.get_database(self._database))
 
     def _attempts_of(self, client: MongoClient[Document]) -> Collection[Document]:
-        return client.get_database(self._database).get_collection(
-            ATTEMPTS_COLLECTION,
-            write_concern=WriteConcern(w="majority", j=True),
-            read_concern=ReadConcern("majority"),
-        )
+        return durable_collection(client.get_database(self._database), ATTEMPTS_COLLECTION)
 
     async def _start(self) -> None:
         client, info = await self._call(self._connect_sync, "start")

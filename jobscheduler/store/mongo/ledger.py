@@ -16,8 +16,6 @@ from pymongo import ASCENDING, DESCENDING, IndexModel
 from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import BulkWriteError
-from pymongo.read_concern import ReadConcern
-from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
 from jobscheduler.domain.model import Job, utc
@@ -25,7 +23,7 @@ from jobscheduler.errors import StoreError
 from jobscheduler.store.query import BUFFERED
 
 from .codec import FIELDS, Document, document_to_job, job_filter
-from .seam import MongoSeam
+from .seam import MongoSeam, durable_collection
 
 LEDGER_COLLECTION: Final = "occurrences"
 
@@ -42,11 +40,7 @@ _DUPLICATE_KEY = 11000
 
 
 def ledger_collection(database: Database[Document]) -> Collection[Document]:
-    return database.get_collection(
-        LEDGER_COLLECTION,
-        write_concern=WriteConcern(w="majority", j=True),
-        read_concern=ReadConcern("majority"),
-    )
+    return durable_collection(database, LEDGER_COLLECTION)
 
 
 def create_ledger_indexes(collection: Collection[Document]) -> None:

@@ -16,8 +16,6 @@ from typing import Any, Final
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.errors import BulkWriteError, DuplicateKeyError
-from pymongo.read_concern import ReadConcern
-from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.model import utc
 from jobscheduler.domain.notifications import (
@@ -183,17 +181,8 @@ def create_notification_indexes(client: MongoClient[Document], database: str) ->
 class MongoNotificationsMixin(MongoSeam):
     """Webhooks, events and deliveries in the store's database."""
 
-    def _notifications(self, name: str) -> Collection[Document]:
-        if self._client is None:
-            raise StoreError("MongoDB store is not started")
-        return self._client.get_database(self._database).get_collection(
-            name,
-            write_concern=WriteConcern(w="majority", j=True),
-            read_concern=ReadConcern("majority"),
-        )
-
     async def insert_webhook(self, webhook: Webhook) -> Webhook:
-        hooks = self._notifications(WEBHOOKS)
+        hooks = self._durable(WEBHOOKS)
 
         def op() -> Webhook:
             try:
@@ -205,7 +194,7 @@ class MongoNotificationsMixin(MongoSeam):
         return await self._call(op, "insert_webhook")
 
     async def list_webhooks(self, tenant_id: str | None) -> list[Webhook]:
-        hooks = self._notifications(WEBHOOKS)
+        hooks = self._durable(WEBHOOKS)
         query: Document = {} if tenant_id is None else {"tenantId": tenant_id}
         sort = [("createdAt", ASCENDING), ("_id", ASCENDING)]
         return await self._call(
@@ -213,24 +202,24 @@ class MongoNotificationsMixin(MongoSeam):
         )
 
     async def get_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
-        hooks = self._notifications(WEBHOOKS)
+        hooks = self._durable(WEBHOOKS)
         query = {"_id": webhook_id} if tenant is None else {"_id": webhook_id, "tenantId": tenant}
         doc = await self._call(lambda: hooks.find_one(query), "get_webhook", read=True)
         return None if doc is None else _webhook(doc)
 
     async def delete_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
-        hooks = self._notifications(WEBHOOKS)
+        hooks = self._durable(WEBHOOKS)
         query = {"_id": webhook_id} if tenant is None else {"_id": webhook_id, "tenantId": tenant}
         doc = await self._call(lambda: hooks.find_one_and_delete(query), "delete_webhook")
         return None if doc is None else _webhook(doc)
 
     async def record_events(self, events: Sequence[Event]) -> None:
-        log = self._notifications(EVENTS)
+        log = self._durable(EVENTS)
         docs = [event_to_document(e) for e in events]
         await self._call(lambda: _insert_ignoring_duplicates(log, docs), "record_events")
 
     async def pending_events(self, limit: int) -> list[Event]:
-        log = self._notifications(EVENTS)
+        log = self._durable(EVENTS)
         sort = [("at", ASCENDING), ("_id", ASCENDING)]
 
         def op() -> list[Event]:
@@ -239,8 +228,8 @@ class MongoNotificationsMixin(MongoSeam):
         return await self._call(op, "pending_events", read=True)
 
     async def dispatch_event(self, event_id: str, deliveries: Sequence[Delivery]) -> None:
-        log = self._notifications(EVENTS)
-        table = self._notifications(DELIVERIES)
+        log = self._durable(EVENTS)
+        table = self._durable(DELIVERIES)
         docs = [_delivery_doc(d) for d in deliveries]
 
         def op() -> None:
@@ -257,7 +246,7 @@ class MongoNotificationsMixin(MongoSeam):
     async def claim_deliveries(
         self, now: datetime, lease_until: datetime, limit: int
     ) -> list[Delivery]:
-        table = self._notifications(DELIVERIES)
+        table = self._durable(DELIVERIES)
         due = {"status": DeliveryStatus.PENDING.value, "nextAttemptAt": {"$lte": utc(now)}}
         sort = [("nextAttemptAt", ASCENDING), ("_id", ASCENDING)]
 
@@ -280,7 +269,7 @@ class MongoNotificationsMixin(MongoSeam):
         return await self._call(op, "claim_deliveries")
 
     async def settle_delivery(self, claimed: Delivery, after: Delivery) -> Delivery | None:
-        table = self._notifications(DELIVERIES)
+        table = self._durable(DELIVERIES)
         query = {
             "_id": claimed.id,
             "status": DeliveryStatus.PENDING.value,
@@ -298,7 +287,7 @@ class MongoNotificationsMixin(MongoSeam):
     async def list_deliveries(
         self, webhook_id: str, *, limit: int, tenant: str | None = None
     ) -> list[Delivery]:
-        table = self._notifications(DELIVERIES)
+        table = self._durable(DELIVERIES)
         query: Document = {"webhookId": webhook_id}
         if tenant is not None:
             query["tenantId"] = tenant
@@ -310,8 +299,8 @@ class MongoNotificationsMixin(MongoSeam):
         return await self._call(op, "list_deliveries", read=True)
 
     async def prune_notifications(self, before: datetime) -> int:
-        log = self._notifications(EVENTS)
-        table = self._notifications(DELIVERIES)
+        log = self._durable(EVENTS)
+        table = self._durable(DELIVERIES)
         cutoff = utc(before)
 
         def op() -> int:

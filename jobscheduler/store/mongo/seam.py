@@ -19,6 +19,10 @@ from pymongo.errors import (
     PyMongoError,
     ServerSelectionTimeoutError,
 )
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from jobscheduler.errors import StoreError
 
 from .codec import Document
 
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 
     from pymongo import MongoClient
     from pymongo.collection import Collection
+    from pymongo.database import Database
 
 T = TypeVar("T")
 
@@ -47,6 +52,22 @@ class MongoSeam:
 
         def _conditional_write(self) -> _AsyncGeneratorContextManager[None]:
             """Runs a conditional write alone where the server's own are not atomic."""
+
+    def _durable(self, name: str) -> Collection[Document]:
+        """The collection ``name`` in the store's database (:func:`durable_collection`).
+        Raises StoreError before the store is started."""
+        if self._client is None:
+            raise StoreError("MongoDB store is not started")
+        return durable_collection(self._client.get_database(self._database), name)
+
+
+def durable_collection(database: Database[Document], name: str) -> Collection[Document]:
+    """``name`` with the store's durability: majority, journaled writes; majority reads."""
+    return database.get_collection(
+        name,
+        write_concern=WriteConcern(w="majority", j=True),
+        read_concern=ReadConcern("majority"),
+    )
 
 
 #: Errors after which a write may or may not have been applied.

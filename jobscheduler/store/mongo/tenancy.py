@@ -17,8 +17,6 @@ from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError
-from pymongo.read_concern import ReadConcern
-from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
@@ -140,17 +138,8 @@ def create_tenancy_indexes(client: MongoClient[Document], database: str) -> None
 class MongoTenancyMixin(MongoSeam):
     """Keys and audit records in the store's database."""
 
-    def _tenancy(self, name: str) -> Collection[Document]:
-        if self._client is None:
-            raise StoreError("MongoDB store is not started")
-        return self._client.get_database(self._database).get_collection(
-            name,
-            write_concern=WriteConcern(w="majority", j=True),
-            read_concern=ReadConcern("majority"),
-        )
-
     async def insert_key(self, key: ApiKey) -> ApiKey:
-        keys = self._tenancy(KEYS_COLLECTION)
+        keys = self._durable(KEYS_COLLECTION)
 
         def op() -> ApiKey:
             try:
@@ -162,13 +151,13 @@ class MongoTenancyMixin(MongoSeam):
         return await self._call(op, "insert_key")
 
     async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
-        keys = self._tenancy(KEYS_COLLECTION)
+        keys = self._durable(KEYS_COLLECTION)
         query = {"_id": key_id} if tenant is None else {"_id": key_id, "tenantId": tenant}
         doc = await self._call(lambda: keys.find_one(query), "get_key", read=True)
         return None if doc is None else document_to_key(doc)
 
     async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
-        keys = self._tenancy(KEYS_COLLECTION)
+        keys = self._durable(KEYS_COLLECTION)
         query: Document = {} if tenant_id is None else {"tenantId": tenant_id}
         sort = [("createdAt", ASCENDING), ("_id", ASCENDING)]
 
@@ -178,7 +167,7 @@ class MongoTenancyMixin(MongoSeam):
         return await self._call(op, "list_keys", read=True)
 
     async def revoke_key(self, key_id: str, now: datetime) -> ApiKey | None:
-        keys = self._tenancy(KEYS_COLLECTION)
+        keys = self._durable(KEYS_COLLECTION)
 
         def op() -> ApiKey | None:
             doc = keys.find_one_and_update(
@@ -199,10 +188,10 @@ class MongoTenancyMixin(MongoSeam):
         """Insert ``record`` (blocking; in the caller's thread)."""
         # A duplicate is a retried insert whose first attempt landed.
         with contextlib.suppress(DuplicateKeyError):
-            self._tenancy(AUDIT_COLLECTION).insert_one(audit_to_document(record))
+            self._durable(AUDIT_COLLECTION).insert_one(audit_to_document(record))
 
     async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        audit = self._tenancy(AUDIT_COLLECTION)
+        audit = self._durable(AUDIT_COLLECTION)
         filt = audit_filter(query)
 
         def op() -> list[AuditRecord]:
@@ -212,7 +201,7 @@ class MongoTenancyMixin(MongoSeam):
         return await self._call(op, "list_audit", read=True)
 
     async def prune_audit(self, before: datetime, limit: int) -> int:
-        audit = self._tenancy(AUDIT_COLLECTION)
+        audit = self._durable(AUDIT_COLLECTION)
 
         def op() -> int:
             ids = [

@@ -20,10 +20,7 @@ from typing import Any, Final
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
-from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError, PyMongoError
-from pymongo.read_concern import ReadConcern
-from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.domain.states import WorkflowChange
@@ -142,17 +139,8 @@ def _change_filter(change: WorkflowChange) -> Document:
 class MongoWorkflowsMixin(MongoSeam):
     """Workflow records and step reads (a mixin of the Mongo store)."""
 
-    def _workflows(self) -> Collection[Document]:
-        if self._client is None:
-            raise StoreError("MongoDB store is not started")
-        return self._client.get_database(self._database).get_collection(
-            WORKFLOWS_COLLECTION,
-            write_concern=WriteConcern(w="majority", j=True),
-            read_concern=ReadConcern("majority"),
-        )
-
     async def insert_workflow(self, workflow: Workflow) -> Workflow:
-        records = self._workflows()
+        records = self._durable(WORKFLOWS_COLLECTION)
         doc = workflow_to_document(workflow)
 
         def duplicate(retried: bool) -> Workflow:
@@ -191,7 +179,7 @@ class MongoWorkflowsMixin(MongoSeam):
     ) -> Workflow:
         if not ObjectId.is_valid(workflow_id):
             raise WorkflowNotFound(f"workflow {workflow_id} not found")
-        records = self._workflows()
+        records = self._durable(WORKFLOWS_COLLECTION)
         query: Document = {"_id": ObjectId(workflow_id)}
         if tenant is not None:
             query["tenantId"] = tenant
@@ -206,7 +194,7 @@ class MongoWorkflowsMixin(MongoSeam):
     async def find_workflows(
         self, query: WorkflowQuery, limit: int, after: Cursor | None = None
     ) -> list[Workflow]:
-        records = self._workflows()
+        records = self._durable(WORKFLOWS_COLLECTION)
         where: Document = {}
         for field in ("tenant_id", "template_id"):
             if (value := getattr(query, field)) is not None:
@@ -241,7 +229,7 @@ class MongoWorkflowsMixin(MongoSeam):
         return await self._call(op, "find_workflows", read=True)
 
     async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
-        records = self._workflows()
+        records = self._durable(WORKFLOWS_COLLECTION)
         where = _change_filter(change)
         values = {_FIELDS[f]: _to_doc(f, v) for f, v in change.set.items()}
 
