@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
 from pymongo.collection import Collection
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError
 
 from jobscheduler.domain.model import utc
 from jobscheduler.domain.notifications import (
@@ -26,7 +26,6 @@ from jobscheduler.domain.notifications import (
     Webhook,
 )
 from jobscheduler.domain.states import Change
-from jobscheduler.errors import StoreError
 
 from .codec import Document
 from .seam import MongoSeam
@@ -182,16 +181,8 @@ class MongoNotificationsMixin(MongoSeam):
     """Webhooks, events and deliveries in the store's database."""
 
     async def insert_webhook(self, webhook: Webhook) -> Webhook:
-        hooks = self._durable(WEBHOOKS)
-
-        def op() -> Webhook:
-            try:
-                hooks.insert_one(_webhook_doc(webhook))
-            except DuplicateKeyError as exc:
-                raise StoreError(f"webhook id clash: {exc}") from None
-            return webhook
-
-        return await self._call(op, "insert_webhook")
+        await self._insert_new(WEBHOOKS, _webhook_doc(webhook), "webhook")
+        return webhook
 
     async def list_webhooks(self, tenant_id: str | None) -> list[Webhook]:
         hooks = self._durable(WEBHOOKS)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pymongo.errors import (
     AutoReconnect,
     ConnectionFailure,
+    DuplicateKeyError,
     NetworkTimeout,
     PyMongoError,
     ServerSelectionTimeoutError,
@@ -59,6 +60,19 @@ class MongoSeam:
         if self._client is None:
             raise StoreError("MongoDB store is not started")
         return durable_collection(self._client.get_database(self._database), name)
+
+    async def _insert_new(self, name: str, doc: Document, what: str) -> None:
+        """Insert ``doc`` into the collection ``name`` (the call ``insert_<what>``); a taken
+        id is a StoreError ("<what> id clash")."""
+        collection = self._durable(name)
+
+        def op() -> None:
+            try:
+                collection.insert_one(doc)
+            except DuplicateKeyError as exc:
+                raise StoreError(f"{what} id clash: {exc}") from None
+
+        await self._call(op, f"insert_{what}")
 
 
 def durable_collection(database: Database[Document], name: str) -> Collection[Document]:

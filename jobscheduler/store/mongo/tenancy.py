@@ -21,7 +21,6 @@ from pymongo.errors import DuplicateKeyError
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.domain.model import utc
-from jobscheduler.errors import StoreError
 
 from .codec import Document
 from .seam import MongoSeam
@@ -139,16 +138,8 @@ class MongoTenancyMixin(MongoSeam):
     """Keys and audit records in the store's database."""
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
-        keys = self._durable(KEYS_COLLECTION)
-
-        def op() -> ApiKey:
-            try:
-                keys.insert_one(key_to_document(key))
-            except DuplicateKeyError as exc:
-                raise StoreError(f"key id clash: {exc}") from None
-            return key
-
-        return await self._call(op, "insert_key")
+        await self._insert_new(KEYS_COLLECTION, key_to_document(key), "key")
+        return key
 
     async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
         keys = self._durable(KEYS_COLLECTION)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -30,11 +30,22 @@ from jobscheduler.errors import StoreError
 
 from .writer import BatchWriter
 
+#: Values bound in one ``IN (...)`` list, well under SQLite's limit of a statement's parameters.
+IN_LIST_SIZE = 500
+
 T = TypeVar("T")
+V = TypeVar("V")
 
 MEMORY = ":memory:"
 #: Bytes the WAL file is truncated to after a checkpoint that emptied it.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
+
+
+def in_lists(values: Sequence[V]) -> Iterator[tuple[Sequence[V], str]]:
+    """``values`` in slices of :data:`IN_LIST_SIZE`, each with its ``(?, ...)`` list."""
+    for start in range(0, len(values), IN_LIST_SIZE):
+        chunk = values[start : start + IN_LIST_SIZE]
+        yield chunk, f"({', '.join('?' * len(chunk))})"
 
 
 class SQLiteConnection:
@@ -110,6 +121,17 @@ class SQLiteConnection:
         if self._batches is None:
             raise StoreError("store is closed")
         return await self._batches.write(op, abandon_on_cancel=abandon_on_cancel)
+
+    async def _insert_new(self, sql: str, params: Sequence[Any], what: str) -> None:
+        """Run the INSERT ``sql``; a taken id is a StoreError ("<what> id clash")."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(sql, params)
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"{what} id clash: {exc}") from None
+
+        await self._write(op)
 
     def _read_sync(self, op: Callable[[sqlite3.Connection], T]) -> T:
         with self._pool_lock:

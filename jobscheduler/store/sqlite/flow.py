@@ -15,7 +15,7 @@ from jobscheduler.domain.states import claim_fields
 from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, JobQuery, Pick
 
 from .codec import _COLUMNS, _EPOCH, _SELECT, _from_row, _millis, _to_db
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, in_lists
 from .where import QUEUED, index_where
 
 #: The slots' unique indexes (SQLite's UNIQUE lets any number of NULLs through) and the
@@ -125,10 +125,9 @@ class SQLiteFlowMixin(SQLiteConnection):
 
         def op(conn: sqlite3.Connection) -> list[Job]:
             claimed: dict[str, Job] = {}
-            for start in range(0, len(free), 500):
-                chunk = free[start : start + 500]
+            for chunk, marks in in_lists(free):
                 many = (
-                    f"UPDATE jobs SET {assignments} WHERE id IN ({', '.join('?' * len(chunk))}) "
+                    f"UPDATE jobs SET {assignments} WHERE id IN {marks} "
                     f"AND {_BY_ID_DUE} RETURNING {_SELECT}"
                 )
                 for row in conn.execute(many, [*values, *chunk, due_by]):

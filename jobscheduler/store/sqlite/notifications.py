@@ -21,7 +21,6 @@ from jobscheduler.domain.notifications import (
     EventType,
     Webhook,
 )
-from jobscheduler.errors import StoreError
 
 from .conn import SQLiteConnection
 
@@ -166,16 +165,9 @@ class SQLiteNotificationsMixin(SQLiteConnection):
             _ms(webhook.created_at),
         )
 
-        def op(conn: sqlite3.Connection) -> Webhook:
-            try:
-                conn.execute(
-                    f"INSERT INTO webhooks ({_WEBHOOK_COLUMNS}) VALUES (?,?,?,?,?,?,?)", params
-                )
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"webhook id clash: {exc}") from None
-            return webhook
-
-        return await self._write(op)
+        sql = f"INSERT INTO webhooks ({_WEBHOOK_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
+        await self._insert_new(sql, params, "webhook")
+        return webhook
 
     async def list_webhooks(self, tenant_id: str | None) -> list[Webhook]:
         mine, params = ("", ()) if tenant_id is None else (" WHERE tenant_id = ?", (tenant_id,))

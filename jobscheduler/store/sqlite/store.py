@@ -29,7 +29,7 @@ from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_o
 from . import ledger as sqlite_ledger
 from .attempts import ATTEMPTS_SCHEMA, SQLiteAttemptsMixin, migrate_attempt_runs
 from .codec import _COLUMNS, _SCHEMA, _SELECT, _from_row, _migrate, _millis, _to_db
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, in_lists
 from .flow import FLOW_SCHEMA, SQLiteFlowMixin
 from .ledger import SQLiteLedgerMixin
 from .notifications import NOTIFICATIONS_SCHEMA, SQLiteNotificationsMixin
@@ -138,11 +138,10 @@ class SQLiteJobStore(
             # Keys are unique per tenant: the holder of a taken key is looked up in its tenant.
             holders: dict[tuple[str, str], str] = {}
             keys = [unique[i].idempotency_key for i in taken]
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
+            for chunk, marks in in_lists(keys):
                 for tenant, key, holder in conn.execute(
                     "SELECT tenant_id, idempotency_key, id FROM jobs "
-                    f"WHERE idempotency_key IN ({', '.join('?' * len(chunk))})",
+                    f"WHERE idempotency_key IN {marks}",
                     chunk,
                 ):
                     holders[(tenant, key)] = holder
@@ -160,12 +159,9 @@ class SQLiteJobStore(
         their id is missing (or, never in practice, another job's)."""
         stored: dict[str, tuple[str, str]] = {}
         ids = [job.id for job in jobs]
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
+        for chunk, marks in in_lists(ids):
             for job_id, tenant, key in conn.execute(
-                "SELECT id, tenant_id, idempotency_key FROM jobs "
-                f"WHERE id IN ({', '.join('?' * len(chunk))})",
-                chunk,
+                f"SELECT id, tenant_id, idempotency_key FROM jobs WHERE id IN {marks}", chunk
             ):
                 stored[job_id] = (tenant, key)
         return [

@@ -15,7 +15,6 @@ from typing import Any
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
-from jobscheduler.errors import StoreError
 
 from .conn import SQLiteConnection
 from .where import given
@@ -155,16 +154,9 @@ class SQLiteTenancyMixin(SQLiteConnection):
             None if key.revoked_at is None else _ms(key.revoked_at),
         )
 
-        def op(conn: sqlite3.Connection) -> ApiKey:
-            try:
-                conn.execute(
-                    f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?)", params
-                )
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"key id clash: {exc}") from None
-            return key
-
-        return await self._write(op)
+        sql = f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
+        await self._insert_new(sql, params, "key")
+        return key
 
     async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
         mine = "" if tenant is None else " AND tenant_id = ?"
