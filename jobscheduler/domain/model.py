@@ -12,7 +12,7 @@ import enum
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import attrs
 from bson import ObjectId
@@ -153,6 +153,23 @@ class Job:
             return 0
         last = self.replays[-1].run
         return last if last is not None else len(self.replays)
+
+
+#: The :class:`Job` fields that hold a time.
+JOB_TIME_FIELDS: Final = frozenset(
+    {
+        "scheduled_at",
+        "claimed_at",
+        "heartbeat_at",
+        "queued_at",
+        "created_at",
+        "updated_at",
+        "fire_at",
+        "cancel_requested_at",
+        "cron_buffered",
+        "finished_at",
+    }
+)
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -104,6 +104,12 @@ class Workflow:
 
     def declared(self, name: str) -> DeclaredStep | None:
         return next((step for step in self.steps if step.name == name), None)
+
+
+#: The :class:`Workflow` fields that hold a time.
+WORKFLOW_TIME_FIELDS: Final = frozenset(
+    {"created_at", "updated_at", "finished_at", "cancel_requested_at", "fire_at"}
+)
 
 
 def outcome_of(statuses: Iterable[Status]) -> WorkflowStatus | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from bson import ObjectId
@@ -25,7 +25,7 @@ from jobscheduler.domain.model import Job, utc
 from jobscheduler.domain.states import Change
 from jobscheduler.errors import StoreError
 
-from .codec import Document
+from .codec import Document, stored_time
 from .seam import MongoSeam
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def document_to_attempt(doc: Mapping[str, Any]) -> Attempt:
     def aware(value: datetime | None) -> datetime | None:
         if value is None:
             return None
-        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        return stored_time(value)
 
     finished = aware(doc["finishedAt"])
     assert finished is not None

@@ -9,7 +9,7 @@ timezone-aware UTC. A Change becomes a filter (``_id`` plus its expectations) an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -18,7 +18,7 @@ from pymongo import ASCENDING, DESCENDING
 
 from jobscheduler.domain.attempts import decode_result, encode_result
 from jobscheduler.domain.cron import CronPolicy
-from jobscheduler.domain.model import Job, Replay, Status, utc
+from jobscheduler.domain.model import JOB_TIME_FIELDS, Job, Replay, Status, utc
 from jobscheduler.domain.states import Change
 from jobscheduler.domain.steps import Step
 from jobscheduler.store.query import JobQuery
@@ -69,20 +69,6 @@ FIELDS: Final[Mapping[str, str]] = {
     "finished_at": "finishedAt",
     "trace_parent": "traceParent",
 }
-TIME_FIELDS: Final = frozenset(
-    {
-        "scheduled_at",
-        "claimed_at",
-        "heartbeat_at",
-        "queued_at",
-        "created_at",
-        "updated_at",
-        "fire_at",
-        "cancel_requested_at",
-        "cron_buffered",
-        "finished_at",
-    }
-)
 STALE_FIELDS: Final = frozenset({"queued_at", "heartbeat_at"})
 #: Left out of a document unless set (see the sparse ``run_unique`` index).
 RUN_FIELDS: Final = ("template_id", "fire_at")
@@ -98,25 +84,28 @@ CLAIM_SORT: Final = [
 ]
 
 
+def encoded(field: str, value: Any, encoders: Mapping[str, Callable[[Any], Any]]) -> Any:
+    """``value`` of the attribute ``field`` as stored: through its encoder if it has one;
+    None stays None."""
+    encode = encoders.get(field)
+    return value if value is None or encode is None else encode(value)
+
+
+#: How a Job field is stored in its document (the others are stored as they are).
+_JOB_ENCODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "id": ObjectId,
+    **dict.fromkeys(JOB_TIME_FIELDS, utc),
+    "status": lambda status: Status(status).value,
+    "cron_policy": lambda policy: policy.to_storage(),
+    "result": encode_result,
+    "replays": lambda replays: [replay.to_json() for replay in replays],
+    "step": lambda step: step.to_json(),
+}
+
+
 def to_doc(field: str, value: Any) -> Any:
     """A Job field value as stored in the document."""
-    if value is None:
-        return None
-    if field == "id":
-        return ObjectId(value)
-    if field in TIME_FIELDS:
-        return utc(value)
-    if field == "status":
-        return Status(value).value
-    if field == "cron_policy":
-        return value.to_storage()
-    if field == "result":
-        return encode_result(value)
-    if field == "replays":
-        return [replay.to_json() for replay in value]
-    if field == "step":
-        return value.to_json()
-    return value
+    return encoded(field, value, _JOB_ENCODERS)
 
 
 def job_to_document(job: Job) -> Document:
@@ -129,29 +118,43 @@ def job_to_document(job: Job) -> Document:
     return doc
 
 
+def stored_time(value: datetime) -> datetime:
+    """A time read back from a document, aware and in UTC (the driver hands out naive UTC)."""
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def decoded(
+    doc: Mapping[str, Any],
+    fields: Mapping[str, str],
+    decoders: Mapping[str, Callable[[Any], Any]],
+) -> dict[str, Any]:
+    """The attribute values ``doc`` holds, by attribute name (``fields``: attribute ->
+    document field), each through its decoder if it has one; a missing or null field is
+    left out (its attribute keeps its default)."""
+    values: dict[str, Any] = {}
+    for field, doc_field in fields.items():
+        value = doc.get(doc_field)
+        if value is not None:
+            decode = decoders.get(field)
+            values[field] = value if decode is None else decode(value)
+    return values
+
+
+#: How a Job field is read back from its document (the others are taken as they are).
+_JOB_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "id": str,
+    **dict.fromkeys(JOB_TIME_FIELDS, stored_time),
+    "status": Status,
+    "cron_policy": CronPolicy.from_storage,
+    "result": decode_result,
+    "replays": lambda stored: tuple(Replay.from_json(r) for r in stored),
+    "step": Step.from_json,
+}
+
+
 def document_to_job(doc: Mapping[str, Any]) -> Job:
     """The Job a stored document describes (a missing optional field reads as None)."""
-    values: dict[str, Any] = {}
-    for field, doc_field in FIELDS.items():
-        value = doc.get(doc_field)
-        if value is None:
-            continue
-        if field == "id":
-            value = str(value)
-        elif field in TIME_FIELDS:
-            value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-        elif field == "status":
-            value = Status(value)
-        elif field == "cron_policy":
-            value = CronPolicy.from_storage(value)
-        elif field == "result":
-            value = decode_result(value)
-        elif field == "replays":
-            value = tuple(Replay.from_json(r) for r in value)
-        elif field == "step":
-            value = Step.from_json(value)
-        values[field] = value
-    return Job(**values)
+    return Job(**decoded(doc, FIELDS, _JOB_DECODERS))
 
 
 def set_document(values: Mapping[str, Any]) -> Document:

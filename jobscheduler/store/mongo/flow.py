@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, UpdateOne
@@ -26,7 +26,7 @@ from jobscheduler.errors import StoreError
 from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, Pick
 
 from .batch import CLAIM_FIELD, chunks, new_mark, statement_size
-from .codec import FIELDS, Document, document_to_job, job_filter, set_document, to_doc
+from .codec import FIELDS, Document, document_to_job, job_filter, set_document, stored_time, to_doc
 from .seam import MongoSeam
 
 BUCKETS: Final = "flowBuckets"
@@ -74,10 +74,6 @@ def prepare_flow(jobs: Collection[Document]) -> None:
     jobs.update_many(
         {FIELDS["fairness_key"]: {"$exists": False}}, {"$set": {FIELDS["fairness_key"]: ""}}
     )
-
-
-def _time(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def distinct_values(jobs: Collection[Document], field: str, within: Document) -> list[Any]:
@@ -229,7 +225,7 @@ class MongoFlowMixin(MongoSeam):
 
         def op() -> dict[str, datetime]:
             found = buckets.find({"_id": {"$in": list(scopes)}})
-            return {str(doc["_id"]): _time(doc["tat"]) for doc in found}
+            return {str(doc["_id"]): stored_time(doc["tat"]) for doc in found}
 
         return await self._call(op, "buckets", read=True)
 

@@ -9,7 +9,7 @@ mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from pymongo import ASCENDING, DESCENDING, IndexModel
@@ -22,7 +22,7 @@ from jobscheduler.domain.model import Job, utc
 from jobscheduler.errors import StoreError
 from jobscheduler.store.query import BUFFERED
 
-from .codec import FIELDS, Document, document_to_job, job_filter
+from .codec import FIELDS, Document, document_to_job, job_filter, stored_time
 from .seam import MongoSeam, durable_collection
 
 LEDGER_COLLECTION: Final = "occurrences"
@@ -66,20 +66,16 @@ def to_document(record: Occurrence) -> Document:
     }
 
 
-def _aware(value: datetime) -> datetime:
-    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def from_document(doc: Mapping[str, Any]) -> Occurrence:
     reason = doc.get("reason")
     return Occurrence(
         template_id=doc["templateId"],
         tenant_id=doc["tenantId"],
-        fire_at=_aware(doc["fireAt"]),
+        fire_at=stored_time(doc["fireAt"]),
         status=OccurrenceStatus(doc["status"]),
         reason=None if reason is None else SkipReason(reason),
         run_id=doc.get("runId"),
-        recorded_at=_aware(doc["recordedAt"]),
+        recorded_at=stored_time(doc["recordedAt"]),
         cancelled_run_id=doc.get("cancelledRunId"),
     )
 

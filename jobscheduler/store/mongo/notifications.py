@@ -10,7 +10,7 @@ records). A delivery is claimed by a conditional update of its ``nextAttemptAt``
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
@@ -27,7 +27,7 @@ from jobscheduler.domain.notifications import (
 )
 from jobscheduler.domain.states import Change
 
-from .codec import Document
+from .codec import Document, stored_time
 from .seam import MongoSeam
 
 WEBHOOKS: Final = "webhooks"
@@ -42,10 +42,6 @@ _INDEXES: Final = {
         IndexModel([("status", ASCENDING), ("updatedAt", ASCENDING)], name="finished"),
     ],
 }
-
-
-def _aware(value: datetime) -> datetime:
-    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def event_to_document(event: Event) -> Document:
@@ -64,7 +60,7 @@ def _event(doc: Mapping[str, Any]) -> Event:
         id=doc["_id"],
         type=EventType(doc["type"]),
         tenant_id=doc["tenantId"],
-        at=_aware(doc["at"]),
+        at=stored_time(doc["at"]),
         data=doc["data"],
     )
 
@@ -89,7 +85,7 @@ def _webhook(doc: Mapping[str, Any]) -> Webhook:
         events=tuple(EventType(e) for e in doc["events"]),
         secret=doc["secret"],
         name=doc.get("name") or "",
-        created_at=_aware(doc["createdAt"]),
+        created_at=stored_time(doc["createdAt"]),
     )
 
 
@@ -130,12 +126,12 @@ def _delivery(doc: Mapping[str, Any]) -> Delivery:
         body=doc["body"],
         status=DeliveryStatus(doc["status"]),
         attempts=int(doc["attempts"]),
-        next_attempt_at=_aware(doc["nextAttemptAt"]),
-        created_at=_aware(doc["createdAt"]),
-        updated_at=_aware(doc["updatedAt"]),
+        next_attempt_at=stored_time(doc["nextAttemptAt"]),
+        created_at=stored_time(doc["createdAt"]),
+        updated_at=stored_time(doc["updatedAt"]),
         last_error=doc.get("lastError"),
         last_status=doc.get("lastStatus"),
-        delivered_at=None if delivered is None else _aware(delivered),
+        delivered_at=None if delivered is None else stored_time(delivered),
     )
 
 

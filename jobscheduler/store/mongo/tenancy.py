@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from bson import ObjectId
@@ -22,7 +22,7 @@ from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.domain.model import utc
 
-from .codec import Document
+from .codec import Document, stored_time
 from .seam import MongoSeam
 
 KEYS_COLLECTION: Final = "api_keys"
@@ -37,7 +37,7 @@ AUDIT_INDEXES: Final = [
 def _aware(value: datetime | None) -> datetime | None:
     if value is None:
         return None
-    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    return stored_time(value)
 
 
 def key_to_document(key: ApiKey) -> Document:

@@ -18,7 +18,7 @@ on top-level fields):
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from pymongo import ASCENDING, IndexModel, MongoClient
@@ -32,7 +32,7 @@ from jobscheduler.errors import StoreError
 from jobscheduler.store.query import counts_from
 
 from . import counts as job_counts
-from .codec import Document
+from .codec import Document, stored_time
 from .query import count_command, ended_in, oldest_due
 from .seam import MongoSeam
 
@@ -63,10 +63,6 @@ def beat_to_document(beat: WorkerBeat) -> Document:
     }
 
 
-def _time(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 def document_to_beat(doc: Document) -> WorkerBeat:
     return WorkerBeat(
         id=str(doc["_id"]),
@@ -77,9 +73,9 @@ def document_to_beat(doc: Document) -> WorkerBeat:
         in_flight=int(doc.get("inFlight") or 0),
         capacity=int(doc.get("capacity") or 0),
         leader=bool(doc.get("leader")),
-        started_at=_time(doc["startedAt"]),
-        seen_at=_time(doc["seenAt"]),
-        expires_at=_time(doc["expiresAt"]),
+        started_at=stored_time(doc["startedAt"]),
+        seen_at=stored_time(doc["seenAt"]),
+        expires_at=stored_time(doc["expiresAt"]),
     )
 
 

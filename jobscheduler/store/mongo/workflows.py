@@ -14,8 +14,8 @@ their workflow, by age.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from bson import ObjectId
@@ -24,12 +24,17 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.domain.states import WorkflowChange
-from jobscheduler.domain.workflows import DeclaredStep, Workflow, WorkflowStatus
+from jobscheduler.domain.workflows import (
+    WORKFLOW_TIME_FIELDS,
+    DeclaredStep,
+    Workflow,
+    WorkflowStatus,
+)
 from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
 
-from .codec import FIELDS, Document, document_to_job, job_filter
+from .codec import FIELDS, Document, decoded, document_to_job, encoded, job_filter, stored_time
 from .seam import MongoSeam, outcome_unknown
 
 log = logging.getLogger(__name__)
@@ -52,9 +57,6 @@ _FIELDS: Final[Mapping[str, str]] = {
     "fire_at": "fireAt",
     "last_error": "lastError",
 }
-_TIMES: Final = frozenset(
-    {"created_at", "updated_at", "finished_at", "cancel_requested_at", "fire_at"}
-)
 
 WORKFLOW_INDEXES: Final = [
     IndexModel(
@@ -90,40 +92,34 @@ def create_workflow_indexes(client: MongoClient[Document], database: str, jobs: 
         db.get_collection(jobs).create_indexes([index])
 
 
+#: How a Workflow field is stored in its document (the others are stored as they are).
+_WORKFLOW_ENCODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "id": ObjectId,
+    **dict.fromkeys(WORKFLOW_TIME_FIELDS, utc),
+    "status": lambda status: WorkflowStatus(status).value,
+    "steps": lambda steps: [step.to_json() for step in steps],
+}
+
+
 def _to_doc(field: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if field == "id":
-        return ObjectId(value)
-    if field in _TIMES:
-        return utc(value)
-    if field == "status":
-        return WorkflowStatus(value).value
-    if field == "steps":
-        return [step.to_json() for step in value]
-    return value
+    return encoded(field, value, _WORKFLOW_ENCODERS)
 
 
 def workflow_to_document(workflow: Workflow) -> Document:
     return {doc: _to_doc(field, getattr(workflow, field)) for field, doc in _FIELDS.items()}
 
 
+#: How a Workflow field is read back from its document (the others are taken as they are).
+_WORKFLOW_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
+    "id": str,
+    **dict.fromkeys(WORKFLOW_TIME_FIELDS, stored_time),
+    "status": WorkflowStatus,
+    "steps": lambda stored: tuple(DeclaredStep.from_json(step) for step in stored),
+}
+
+
 def document_to_workflow(doc: Mapping[str, Any]) -> Workflow:
-    values: dict[str, Any] = {}
-    for field, doc_field in _FIELDS.items():
-        value = doc.get(doc_field)
-        if value is None:
-            continue
-        if field == "id":
-            value = str(value)
-        elif field in _TIMES:
-            value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-        elif field == "status":
-            value = WorkflowStatus(value)
-        elif field == "steps":
-            value = tuple(DeclaredStep.from_json(step) for step in value)
-        values[field] = value
-    return Workflow(**values)
+    return Workflow(**decoded(doc, _FIELDS, _WORKFLOW_DECODERS))
 
 
 def _change_filter(change: WorkflowChange) -> Document:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobscheduler.domain.cron import CronPolicy
-from jobscheduler.domain.model import Job, Replay, Status
+from jobscheduler.domain.model import JOB_TIME_FIELDS, Job, Replay, Status
 from jobscheduler.domain.states import FINAL
 from jobscheduler.domain.steps import Step
 
@@ -61,20 +61,6 @@ _COLUMNS: dict[str, str] = {
     "finished_at": "finished_at",
     "trace_parent": "trace_parent",
 }
-_TIME_FIELDS = frozenset(
-    {
-        "scheduled_at",
-        "claimed_at",
-        "heartbeat_at",
-        "queued_at",
-        "created_at",
-        "updated_at",
-        "fire_at",
-        "cancel_requested_at",
-        "cron_buffered",
-        "finished_at",
-    }
-)
 _SELECT = ", ".join(_COLUMNS.values())
 
 _SCHEMA = """
@@ -125,7 +111,7 @@ def _replays_of(value: Any) -> str | None:
 #: Job field -> how its (non-None) value is stored; fields not named are stored as they are.
 #: A table, not a chain of tests: every transition encodes several fields on the hot path.
 _ENCODERS: dict[str, Callable[[Any], Any]] = {
-    **dict.fromkeys(_TIME_FIELDS, _millis_of),
+    **dict.fromkeys(JOB_TIME_FIELDS, _millis_of),
     "payload": _json_of,
     "result": _json_of,
     "status": lambda value: value.value if type(value) is Status else Status(value).value,
@@ -182,7 +168,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 _FIELDS = tuple(_COLUMNS)
-_TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in _TIME_FIELDS)
+_TIME_INDEXES = tuple(i for i, field in enumerate(_FIELDS) if field in JOB_TIME_FIELDS)
 _PAYLOAD_INDEX = _FIELDS.index("payload")
 _STATUS_INDEX = _FIELDS.index("status")
 _CRON_POLICY_INDEX = _FIELDS.index("cron_policy")

@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.model import JOB_TIME_FIELDS, Job, Status
 from jobscheduler.domain.states import IN_FLIGHT, Change, claim_fields
 from jobscheduler.store.query import BUFFERED, DUE_ONE_OFF, DUE_TEMPLATE, PENDING, PassReads
 
 from .attempts import INSERT_ATTEMPT, attempt_params
-from .codec import _COLUMNS, _EPOCH, _SELECT, _TIME_FIELDS, _from_row, _millis, _to_db, _update_sql
+from .codec import _COLUMNS, _EPOCH, _SELECT, _from_row, _millis, _to_db, _update_sql
 from .conn import SQLiteConnection
 from .notifications import INSERT_EVENT, event_params
 from .where import QUEUED, index_where, status_condition, where_clause
@@ -212,7 +212,7 @@ class SQLiteTransitionsMixin(SQLiteConnection):
         self, statuses: Sequence[Status], field: str, before: datetime, limit: int
     ) -> list[Job]:
         column = _COLUMNS[field]
-        if field not in _TIME_FIELDS:
+        if field not in JOB_TIME_FIELDS:
             raise ValueError(f"not a time field: {field}")
         # The status condition reads as the partial index's WHERE (see where.py).
         index = _STALE_INDEXES.get((frozenset(Status(s) for s in statuses), field))

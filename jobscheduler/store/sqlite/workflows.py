@@ -16,7 +16,12 @@ from typing import Any
 
 from jobscheduler.domain.model import Job
 from jobscheduler.domain.states import WorkflowChange
-from jobscheduler.domain.workflows import DeclaredStep, Workflow, WorkflowStatus
+from jobscheduler.domain.workflows import (
+    WORKFLOW_TIME_FIELDS,
+    DeclaredStep,
+    Workflow,
+    WorkflowStatus,
+)
 from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
@@ -67,14 +72,13 @@ _FIELDS = (
     "fire_at",
     "last_error",
 )
-_TIMES = frozenset({"created_at", "updated_at", "finished_at", "cancel_requested_at", "fire_at"})
 _WF_SELECT = ", ".join(_FIELDS)
 
 
 def _to_db(field: str, value: Any) -> Any:
     if value is None:
         return None
-    if field in _TIMES:
+    if field in WORKFLOW_TIME_FIELDS:
         return _millis(value)
     if field == "status":
         return WorkflowStatus(value).value
@@ -85,7 +89,7 @@ def _to_db(field: str, value: Any) -> Any:
 
 def _workflow(row: tuple[Any, ...]) -> Workflow:
     values = dict(zip(_FIELDS, row, strict=True))
-    for field in _TIMES:
+    for field in WORKFLOW_TIME_FIELDS:
         if values[field] is not None:
             values[field] = datetime.fromtimestamp(values[field] / 1000, UTC)
     values["status"] = WorkflowStatus(values["status"])
