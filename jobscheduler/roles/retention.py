@@ -5,7 +5,8 @@ prunes by are read back from it (:class:`~jobscheduler.domain.retention.Rules`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 
 import trio
 
@@ -35,6 +36,21 @@ async def current_rules(deps: Deps) -> Rules:
     """The defaults and every override the store holds (StoreError if it cannot say)."""
     overrides = await deps.store.retention_overrides()
     return Rules.of(default_keep(deps.settings), overrides)
+
+
+async def prune_older_than(
+    deps: Deps, retention: float, prune: Callable[[datetime], Awaitable[int]], what: str
+) -> None:
+    """Delete ``what`` older than ``retention`` seconds through ``prune`` (a store method
+    taking the cutoff). A failure is only logged: the next pass tries again."""
+    cutoff = deps.clock.now() - timedelta(seconds=retention)
+    try:
+        pruned = await prune(cutoff)
+    except StoreError as exc:
+        log.warning(f"{what} not pruned", extra={"error": str(exc)})
+        return
+    if pruned:
+        log.info(f"pruned old {what}", extra={"records": pruned})
 
 
 async def publish_type_retention(deps: Deps, job_types: Sequence[str]) -> None:

@@ -37,6 +37,7 @@ from jobscheduler.domain.notifications import (
 )
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.retention import prune_older_than
 
 from .sender import TryResult, WebhookSender
 
@@ -168,14 +169,12 @@ class Notifier:
             return
         self._pruned_at = now
         deps = self._deps
-        cutoff = deps.clock.now() - timedelta(seconds=deps.settings.notification_retention)
-        try:
-            pruned = await deps.store.prune_notifications(cutoff)
-        except StoreError as exc:
-            log.warning("notifications not pruned", extra={"error": str(exc)})
-            return
-        if pruned:
-            log.info("pruned old notifications", extra={"records": pruned})
+        await prune_older_than(
+            deps,
+            deps.settings.notification_retention,
+            deps.store.prune_notifications,
+            "notifications",
+        )
 
     async def run_pass(self) -> int:
         """One pass (expand, send, prune); returns how much it did."""

@@ -19,6 +19,7 @@ import trio
 
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.retention import prune_older_than
 from jobscheduler.roles.workflows.sweep import SETTLE_GRACE, finish_creates, settle_marked
 
 from .pruning import run_pruner
@@ -54,16 +55,15 @@ class Reaper:
         )
         recovered = {"queued": requeued, "claimed": lost.jobs}
         await self.sweep_workflows(settle_grace=settle_grace)
-        try:
-            pruned = await deps.store.prune_attempts(
-                deps.clock.now() - timedelta(seconds=settings.attempt_retention)
-            )
-        except StoreError as exc:
-            log.warning("attempt records not pruned", extra={"error": str(exc)})
-        else:
-            if pruned:
-                log.info("pruned old attempt records", extra={"records": pruned})
-        await self._prune_ledger()
+        await prune_older_than(
+            deps, settings.attempt_retention, deps.store.prune_attempts, "attempt records"
+        )
+        await prune_older_than(
+            deps,
+            settings.cron_ledger_retention,
+            deps.store.prune_occurrences,
+            "cron ledger records",
+        )
         for sweep, count in recovered.items():
             if count:
                 deps.metrics.reaper_recovered.labels(sweep=sweep).inc(count)
@@ -105,19 +105,6 @@ class Reaper:
         if pruned:
             log.info("pruned old audit records", extra={"records": pruned})
         return pruned
-
-    async def _prune_ledger(self) -> None:
-        """Delete cron ledger records older than CRON_LEDGER_RETENTION (a failure is only
-        logged: the next sweep tries again)."""
-        deps = self._deps
-        cutoff = deps.clock.now() - timedelta(seconds=deps.settings.cron_ledger_retention)
-        try:
-            pruned = await deps.store.prune_occurrences(cutoff)
-        except StoreError as exc:
-            log.warning("cron ledger not pruned", extra={"error": str(exc)})
-            return
-        if pruned:
-            log.info("pruned old cron ledger records", extra={"records": pruned})
 
 
 async def sample_gauges(deps: Deps, seen: set[tuple[str, str]]) -> bool:
