@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlencode
 
-from quart import Response
+from quart import Response, request
 
 
 def json_response(body: Any, status: int, headers: Mapping[str, str] | None = None) -> Response:
@@ -17,6 +18,14 @@ def json_response(body: Any, status: int, headers: Mapping[str, str] | None = No
         content_type="application/json",
         headers=dict(headers or {}),
     )
+
+
+def link_next_page(response: Response, cursor: str) -> None:
+    """Set ``response``'s ``Link: rel="next"`` header: this request again, with ``cursor``
+    in place of its own."""
+    pairs = [(k, v) for k, v in request.args.items(multi=True) if k != "cursor"]
+    pairs.append(("cursor", cursor))
+    response.headers["Link"] = f'<{request.path}?{urlencode(pairs)}>; rel="next"'
 
 
 def error_response(message: str, status: int) -> Response:

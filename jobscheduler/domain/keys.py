@@ -57,6 +57,13 @@ class Principal:
         if self.role.rank < role.rank:
             raise Forbidden(f"this key's role ({self.role}) may not do this; needs {role}")
 
+    def require_every_tenant(self) -> None:
+        """Raise Forbidden unless this principal is an admin of every tenant (as a listing
+        with ``allTenants=true`` needs)."""
+        self.require(Role.ADMIN)
+        if self.tenant is not None:
+            raise Forbidden("allTenants=true needs a key of every tenant; this one is bound")
+
     def scope(self, requested: str | None) -> str | None:
         """The tenant a request acts on: the one it names (checked), else the principal's own.
 

@@ -11,7 +11,6 @@ dead-lettered in the last 1, 5 and 15 minutes.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from quart import Response, request
 
@@ -23,14 +22,12 @@ from jobscheduler.api.job_filters import (
     parse_tenant_query,
     wants_all_tenants,
 )
-from jobscheduler.api.replies import json_response
+from jobscheduler.api.replies import json_response, link_next_page
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import manage as manage_ops
 from jobscheduler.api.schemas import stats as stats_ops
 from jobscheduler.api.tenancy import tenant_args
-from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import format_time, job_to_json
-from jobscheduler.errors import Forbidden
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Cursor, JobStats
 
@@ -70,10 +67,7 @@ def register_listing_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls)
         args = request.args
         principal = current_principal()
         if wants_all_tenants(args):
-            # Every tenant's jobs: only for a principal that sees every tenant.
-            principal.require(Role.ADMIN)
-            if principal.tenant is not None:
-                raise Forbidden("allTenants=true needs a key of every tenant; this one is bound")
+            principal.require_every_tenant()
             query, limit, cursor = parse_list_request(args.to_dict(), args.getlist("status"))
         else:
             # tenantId defaults to a tenant-bound key's tenant (another one is a 403).
@@ -88,9 +82,7 @@ def register_listing_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls)
         jobs = await bounded(deps.store.find_jobs, query, limit, cursor)
         response = json_response([job_to_json(job) for job in jobs], 200)
         if len(jobs) == limit:
-            pairs = [(k, v) for k, v in args.items(multi=True) if k != "cursor"]
-            pairs.append(("cursor", encode_cursor(Cursor.after(jobs[-1], query.sort))))
-            response.headers["Link"] = f'<{request.path}?{urlencode(pairs)}>; rel="next"'
+            link_next_page(response, encode_cursor(Cursor.after(jobs[-1], query.sort)))
         return response
 
     @routes.route(stats_ops.STATS_OP)

@@ -12,21 +12,19 @@ action's store work is bounded by API_STORE_TIMEOUT like the job actions'.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.job_filters import decode_cursor, encode_cursor, wants_all_tenants
-from jobscheduler.api.replies import json_response
+from jobscheduler.api.replies import json_response, link_next_page
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import workflows as ops
 from jobscheduler.api.tenancy import Tenancy, claim_tenant, tenant_args
-from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import is_job_id
 from jobscheduler.domain.workflows import LISTED, Workflow, WorkflowStatus, workflow_to_json
-from jobscheduler.errors import DuplicateJob, Forbidden, ValidationError, WorkflowNotFound
+from jobscheduler.errors import DuplicateJob, ValidationError, WorkflowNotFound
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.workflows import actions
 from jobscheduler.roles.workflows.create import create_workflow, plan_of
@@ -119,9 +117,7 @@ def register_workflow_routes(
         args = request.args
         principal = current_principal()
         if wants_all_tenants(args):
-            principal.require(Role.ADMIN)
-            if principal.tenant is not None:
-                raise Forbidden("allTenants=true needs a key of every tenant; this one is bound")
+            principal.require_every_tenant()
             values = args.to_dict()
         else:
             values = tenant_args(args.to_dict())
@@ -134,9 +130,7 @@ def register_workflow_routes(
         found = await bounded(deps.store.find_workflows, query, limit, cursor)
         response = json_response([workflow_to_json(w) for w in found], 200)
         if len(found) == limit:
-            pairs = [(k, v) for k, v in args.items(multi=True) if k != "cursor"]
-            pairs.append(("cursor", encode_cursor(cursor_after(found[-1]))))
-            response.headers["Link"] = f'<{request.path}?{urlencode(pairs)}>; rel="next"'
+            link_next_page(response, encode_cursor(cursor_after(found[-1])))
         return response
 
     @routes.route(ops.CANCEL)
