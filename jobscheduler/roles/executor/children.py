@@ -23,15 +23,13 @@ import itertools
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
 from typing import Any
 
 import attrs
 import trio
 
 from jobscheduler.domain.audit import AuditRecord
-from jobscheduler.domain.model import Job, format_time, job_to_json, utc
-from jobscheduler.domain.validation import parse_create_request
+from jobscheduler.domain.model import Job, job_to_json, utc
 from jobscheduler.domain.workflows import workflow_to_json
 from jobscheduler.errors import DuplicateJob, JobSchedulerError, StoreError, ValidationError
 from jobscheduler.handlers.children import (
@@ -43,6 +41,7 @@ from jobscheduler.handlers.children import (
     answers_of,
     error_reply,
 )
+from jobscheduler.roles.child_jobs import requested_job
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.workflows.create import start_for_job
 from jobscheduler.roles.workflows.reads import CompletedJobs
@@ -283,22 +282,7 @@ class Children:
         parent = attempt.parent
         name = request.name if request.name is not None else attempt.next_name()
         now = deps.clock.now()
-        body: dict[str, Any] = {
-            "idempotencyKey": child_key(parent, name),
-            "tenantId": parent.tenant_id,
-            "jobType": request.job_type,
-            "payload": request.payload,
-            "scheduledAt": request.scheduled_at
-            or format_time(now + timedelta(seconds=request.delay or 0.0)),
-            "priority": request.priority,
-            "maxAttempts": request.max_attempts,
-        }
-        job = parse_create_request(
-            {k: v for k, v in body.items() if v is not None},
-            now=now,
-            job_types=deps.registry.validators(),
-            max_attempts_defaults=deps.registry.max_attempts_defaults(),
-        )
+        job = requested_job(deps, parent, request, idempotency_key=child_key(parent, name), now=now)
         if attempt.trace_parent is not None:
             job = attrs.evolve(job, trace_parent=attempt.trace_parent)
         record = AuditRecord(

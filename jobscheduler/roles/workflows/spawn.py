@@ -19,17 +19,16 @@ child stored then still waits for the step and runs after it.) Each child is sto
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 import attrs
 
 from jobscheduler.domain import states
-from jobscheduler.domain.model import Job, Status, format_time, job_to_json
+from jobscheduler.domain.model import Job, Status, job_to_json
 from jobscheduler.domain.steps import Step
-from jobscheduler.domain.validation import parse_create_request
 from jobscheduler.errors import DuplicateJob, ValidationError
 from jobscheduler.handlers.children import ChildRequest
+from jobscheduler.roles.child_jobs import requested_job
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.base import MAX_INSERT_MANY
 
@@ -43,23 +42,13 @@ def child_of(deps: Deps, parent: Job, request: ChildRequest) -> Job:
     key = request.name
     if not key:
         raise ValidationError("ctx.spawn: key is required")
-    now = deps.clock.now()
-    body: dict[str, Any] = {
-        "idempotencyKey": f"{parent.idempotency_key}/{key}",
-        "tenantId": parent.tenant_id,
-        "jobType": request.job_type,
-        "payload": request.payload,
-        "scheduledAt": request.scheduled_at
-        or format_time(now + timedelta(seconds=request.delay or 0.0)),
-        "priority": request.priority,
-        "maxAttempts": request.max_attempts,
-    }
     try:
-        job = parse_create_request(
-            {k: v for k, v in body.items() if v is not None},
-            now=now,
-            job_types=deps.registry.validators(),
-            max_attempts_defaults=deps.registry.max_attempts_defaults(),
+        job = requested_job(
+            deps,
+            parent,
+            request,
+            idempotency_key=f"{parent.idempotency_key}/{key}",
+            now=deps.clock.now(),
         )
     except ValidationError as exc:
         raise ValidationError(f"ctx.spawn {key!r}: {exc}") from None
