@@ -79,6 +79,22 @@ def retry(
     (the last MAX_REPLAYS). Conditioned on the exact version read (``updated_at``), so two
     racing retries replay once."""
     now = utc(now)
+    return Change(
+        transition="retry",
+        job_id=job.id,
+        expect={"status": job.status, "updated_at": job.updated_at},
+        set={
+            "status": Status.PENDING,
+            "scheduled_at": utc(scheduled_at or now),
+            **replayed(job, now=now, payload=payload),
+        },
+    )
+
+
+def replayed(job: Job, *, now: datetime, payload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What every retry of ``job`` sets besides its status and due time: attempts reset,
+    its error, claim and requests cleared, a :class:`Replay` of what it left behind kept
+    (the last MAX_REPLAYS), and ``payload`` when given. (``now``: in UTC already.)"""
     replay = Replay(
         at=now,
         previous_status=job.status,
@@ -87,8 +103,6 @@ def retry(
         run=job.run + 1,
     )
     changes: dict[str, Any] = {
-        "status": Status.PENDING,
-        "scheduled_at": utc(scheduled_at or now),
         "attempts": 0,
         "last_error": None,
         "claim_token": None,
@@ -99,12 +113,7 @@ def retry(
     }
     if payload is not None:
         changes["payload"] = dict(payload)
-    return Change(
-        transition="retry",
-        job_id=job.id,
-        expect={"status": job.status, "updated_at": job.updated_at},
-        set=changes,
-    )
+    return changes
 
 
 def pause(template: Job, *, now: datetime) -> Change:

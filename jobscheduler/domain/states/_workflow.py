@@ -35,10 +35,11 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.domain.model import MAX_REPLAYS, Job, Replay, Status, truncate_error, utc
+from jobscheduler.domain.model import Job, Status, truncate_error, utc
 from jobscheduler.domain.workflows import FINISHED, Workflow, WorkflowStatus
 
 from ._lifecycle import Change
+from ._user_actions import replayed
 
 
 def _version(step: Job) -> dict[str, Any]:
@@ -92,26 +93,11 @@ def retry_step(
     given), which then waits for its parents again; marked, so it is released at once if
     they have completed."""
     now = utc(now)
-    replay = Replay(
-        at=now,
-        previous_status=step.status,
-        previous_error=step.last_error,
-        previous_attempts=step.attempts,
-        run=step.run + 1,
-    )
     changes: dict[str, Any] = {
         "status": Status.WAITING,
-        "attempts": 0,
-        "last_error": None,
-        "claim_token": None,
-        "queued_at": None,
-        "cancel_requested_at": None,
-        "replays": (*step.replays, replay)[-MAX_REPLAYS:],
+        **replayed(step, now=now, payload=payload),
         "step_dirty": True,
-        "updated_at": now,
     }
-    if payload is not None:
-        changes["payload"] = dict(payload)
     if scheduled_at is not None:
         changes["scheduled_at"] = utc(scheduled_at)
     return Change(transition="retry_step", job_id=step.id, expect=_version(step), set=changes)
