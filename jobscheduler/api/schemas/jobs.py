@@ -189,6 +189,24 @@ JOB_ID_PARAM = Param(name="job_id", where="path", schema=JOB_ID, description="th
 TENANT_PARAM = Param(name="tenantId", where="query", schema=TEXT, description="one tenant")
 
 
+def tenant_params(items: str, item: str) -> tuple[Param, Param]:
+    """``tenantId`` and ``allTenants`` of a listing of ``items`` (each an ``item``)."""
+    return (
+        attrs.evolve(
+            TENANT_PARAM,
+            description="the tenant: required, unless allTenants=true (a key bound to a tenant "
+            "lists its own by default)",
+        ),
+        Param(
+            name="allTenants",
+            where="query",
+            schema={"type": "boolean"},
+            description=f"true: every tenant's {items}, instead of tenantId (admin keys of every "
+            f"tenant only; each {item} names its tenantId)",
+        ),
+    )
+
+
 def page_params(maximum: int, *, size: str, cursor: str) -> tuple[Param, Param]:
     """``limit`` (1..``maximum``) and the opaque ``cursor`` of a paged listing; ``size``
     and ``cursor`` describe them."""
@@ -200,6 +218,16 @@ def page_params(maximum: int, *, size: str, cursor: str) -> tuple[Param, Param]:
             description=size,
         ),
         Param(name="cursor", where="query", schema={"type": "string"}, description=cursor),
+    )
+
+
+def page_reply(description: str, items: Schema) -> Reply:
+    """An answer that is one page of a listing: an array of ``items``, with a
+    ``Link: rel="next"`` header unless it is the last page."""
+    return Reply(
+        description=description,
+        schema={"type": "array", "items": items},
+        headers={"Link": 'the next page: <url>; rel="next" (absent on the last page)'},
     )
 
 

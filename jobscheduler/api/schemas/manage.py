@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import attrs
-
 from jobscheduler.api.route_table import Operation, Param, Reply
 from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema
 from jobscheduler.domain.keys import Role
@@ -31,10 +29,11 @@ from .jobs import (
     JOB,
     PRIORITY,
     SCHEDULE_FIELDS,
-    TENANT_PARAM,
     job_operation,
     job_reply,
     page_params,
+    page_reply,
+    tenant_params,
 )
 
 NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
@@ -265,18 +264,7 @@ LIST_FILTERED = Operation(
     tag="jobs",
     role=Role.READER,
     params=(
-        attrs.evolve(
-            TENANT_PARAM,
-            description="the tenant: required, unless allTenants=true (a key bound to a tenant "
-            "lists its own by default)",
-        ),
-        Param(
-            name="allTenants",
-            where="query",
-            schema={"type": "boolean"},
-            description="true: every tenant's jobs, instead of tenantId (admin keys of every "
-            "tenant only; each job names its tenantId)",
-        ),
+        *tenant_params("jobs", "job"),
         Param(name="status", where="query", schema=STATUS_LIST, description="any of these"),
         *CONDITIONS,
         Param(
@@ -291,13 +279,7 @@ LIST_FILTERED = Operation(
             cursor="opaque: from the Link header",
         ),
     ),
-    responses={
-        200: Reply(
-            description="the jobs",
-            schema={"type": "array", "items": JOB},
-            headers={"Link": 'the next page: <url>; rel="next" (absent on the last page)'},
-        )
-    },
+    responses={200: page_reply("the jobs", JOB)},
 )
 
 BATCH = Operation(

@@ -9,8 +9,6 @@ the domain, so the document and the checks cannot drift apart.
 
 from __future__ import annotations
 
-import attrs
-
 from jobscheduler.api.route_table import Operation, Param, Reply
 from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema, nullable
 from jobscheduler.domain.keys import Role
@@ -24,7 +22,7 @@ from jobscheduler.errors import (
     WorkflowNotFound,
 )
 
-from .jobs import PRIORITY, TENANT_PARAM, page_params
+from .jobs import PRIORITY, page_params, page_reply, tenant_params
 
 #: Most workflows one page of ``GET /workflows`` lists, and its default.
 MAX_WORKFLOW_PAGE = 500
@@ -188,18 +186,7 @@ LIST = Operation(
     tag="workflows",
     role=Role.READER,
     params=(
-        attrs.evolve(
-            TENANT_PARAM,
-            description="the tenant: required, unless allTenants=true (a key bound to a tenant "
-            "lists its own by default)",
-        ),
-        Param(
-            name="allTenants",
-            where="query",
-            schema={"type": "boolean"},
-            description="true: every tenant's workflows, instead of tenantId (admin keys of "
-            "every tenant only; each workflow names its tenantId)",
-        ),
+        *tenant_params("workflows", "workflow"),
         Param(
             name="status",
             where="query",
@@ -220,11 +207,7 @@ LIST = Operation(
         ),
     ),
     responses={
-        200: Reply(
-            description="the workflows (a full page has a Link: rel=next header)",
-            schema={"type": "array", "items": WORKFLOW_SUMMARY},
-            headers={"Link": 'the next page: <url>; rel="next"'},
-        )
+        200: page_reply("the workflows (a full page has a Link: rel=next header)", WORKFLOW_SUMMARY)
     },
 )
 
