@@ -5,24 +5,11 @@
 
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
-  const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content;
-  const refreshMs = 1000 * Number(meta("js-refresh-seconds") || 5);
+  const { el, refreshMs } = window.jobscheduler;
 
   function svg(tag, attrs) {
     const node = document.createElementNS(SVG, tag);
     for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
-    return node;
-  }
-
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [key, value] of Object.entries(attrs || {})) {
-      if (key === "class") node.className = value;
-      else node.setAttribute(key, value);
-    }
-    for (const child of children) {
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-    }
     return node;
   }
 
