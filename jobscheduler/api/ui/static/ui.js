@@ -116,6 +116,21 @@ window.jobscheduler = (function () {
     return tick;
   }
 
+  // What `read()` reads, once `line` no longer shows an earlier failure; on a failure,
+  // undefined, and `line` says (marked bad) that `what` could not be loaded.
+  async function loaded(line, what, read) {
+    let result;
+    try {
+      result = await read();
+    } catch (error) {
+      line.textContent = `Could not load ${what}: ${error.message}`;
+      line.classList.add("bad");
+      return undefined;
+    }
+    line.classList.remove("bad");
+    return result;
+  }
+
   // A page of GET /jobs: the rows and the cursor of the next page (from its Link header).
   async function getPage(url) {
     const { response, body } = await request(url, { headers: { Accept: "application/json" } });
@@ -185,6 +200,6 @@ window.jobscheduler = (function () {
   document.addEventListener("DOMContentLoaded", () => views.forEach((view) => view()));
   return {
     meta, refreshMs, getJson, send, el, when, time, tenantQuery, tenantCell, badge, every,
-    getPage, bulk, confirmCount, views,
+    loaded, getPage, bulk, confirmCount, views,
   };
 })();

@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { meta, getJson, send, el, time, tenantQuery, tenantCell, badge, every } = window.jobscheduler;
+  const { meta, getJson, send, el, time, tenantQuery, tenantCell, badge, every, loaded } = window.jobscheduler;
 
   // ---- Cron: a tenant's templates (GET /jobs?cron=true; every tenant's for a principal
   // that sees them all), their schedule in words, next fire time (in UTC and in the
@@ -113,15 +113,8 @@
       return el("td", { class: "actions-cell" }, cell);
     }
     const refreshNow = every(async () => {
-      let rows;
-      try {
-        rows = await getJson(`/jobs?${query}`);
-      } catch (error) {
-        line.textContent = `Could not load templates: ${error.message}`;
-        line.classList.add("bad");
-        return;
-      }
-      line.classList.remove("bad");
+      const rows = await loaded(line, "templates", () => getJson(`/jobs?${query}`));
+      if (rows === undefined) return;
       const runs = await readLastRuns(rows);
       const body = el("tbody");
       for (const [index, job] of rows.entries()) {

@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { meta, send, el, time, tenantQuery, tenantCell, every, getPage, confirmCount } =
+  const { meta, send, el, time, tenantQuery, tenantCell, every, loaded, getPage, confirmCount } =
     window.jobscheduler;
 
   // ---- Dead letters: a tenant's dlq jobs grouped by job type and error message (every
@@ -35,15 +35,9 @@
     // The ids of each group as last shown ("retry this group" retries exactly those).
     let members = new Map();
     const refreshNow = every(async () => {
-      let rows, older;
-      try {
-        ({ rows, older } = await load());
-      } catch (error) {
-        line.textContent = `Could not load dead letters: ${error.message}`;
-        line.classList.add("bad");
-        return;
-      }
-      line.classList.remove("bad");
+      const page = await loaded(line, "dead letters", load);
+      if (page === undefined) return;
+      const { rows, older } = page;
       const groups = new Map();
       for (const job of rows) {
         const error = (job.lastError || "(no error recorded)").split("\n")[0];

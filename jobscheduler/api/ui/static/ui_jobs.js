@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { el, time, tenantCell, badge, every, getPage, bulk } = window.jobscheduler;
+  const { el, time, tenantCell, badge, every, loaded, getPage, bulk } = window.jobscheduler;
 
   // The Type cell: a template is marked as one (its expression in the title).
   function typeCell(job) {
@@ -50,15 +50,8 @@
     const refreshNow = every(async () => {
       const query = new URLSearchParams(table.dataset.query);
       if (cursor) query.set("cursor", cursor);
-      let page;
-      try {
-        page = await getPage(`/jobs?${query}`);
-      } catch (error) {
-        line.textContent = `Could not load jobs: ${error.message}`;
-        line.classList.add("bad");
-        return;
-      }
-      line.classList.remove("bad");
+      const page = await loaded(line, "jobs", () => getPage(`/jobs?${query}`));
+      if (page === undefined) return;
       next = page.next;
       shown = page.rows.map((job) => job.id);
       const body = el("tbody");

@@ -3,7 +3,7 @@
 "use strict";
 
 (function () {
-  const { getJson, el, time, tenantQuery, tenantCell, badge, every } = window.jobscheduler;
+  const { getJson, el, time, tenantQuery, tenantCell, badge, every, loaded } = window.jobscheduler;
 
   // ---- Workflows: a tenant's workflows (GET /workflows; every tenant's for a principal
   // that sees them all), newest first, filtered by status and key prefix, refreshed live.
@@ -22,15 +22,8 @@
     }
     const query = tenantQuery(tenant, fields);
     every(async () => {
-      let rows;
-      try {
-        rows = await getJson(`/workflows?${query}`);
-      } catch (error) {
-        line.textContent = `Could not load workflows: ${error.message}`;
-        line.classList.add("bad");
-        return;
-      }
-      line.classList.remove("bad");
+      const rows = await loaded(line, "workflows", () => getJson(`/workflows?${query}`));
+      if (rows === undefined) return;
       const scan = Number(table.dataset.scan);
       line.textContent = !rows.length
         ? "No workflow yet."
