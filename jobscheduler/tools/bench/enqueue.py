@@ -55,17 +55,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _bodies(tenant: str, n: int) -> list[dict[str, Any]]:
-    due = format_time(datetime.now(UTC) - timedelta(seconds=1))
+def noop_bodies(tenant: str, n: int, due: datetime, **extra: Any) -> list[dict[str, Any]]:
+    """``n`` create bodies of noop jobs of ``tenant`` (keys ``<tenant>-<i>``) due at ``due``;
+    each ``extra`` field is a value, or a function of ``i``."""
+    at = format_time(due)
     return [
         {
             "idempotencyKey": f"{tenant}-{i}",
             "tenantId": tenant,
             "jobType": "noop",
-            "scheduledAt": due,
+            "scheduledAt": at,
+            **{k: (v(i) if callable(v) else v) for k, v in extra.items()},
         }
         for i in range(n)
     ]
+
+
+def whole_second_after(seconds: float) -> datetime:
+    """The first whole second at least ``seconds`` from now, past a second boundary (the
+    instant a burst is due)."""
+    due = datetime.now(UTC) + timedelta(seconds=seconds)
+    return due.replace(microsecond=0) + timedelta(seconds=1)
 
 
 async def _drain(completed_total: Callable[[], Awaitable[float]], target: float) -> float:
@@ -143,7 +153,9 @@ async def enqueue_drain(
     for mode, count in (("batch", n), ("single", n_single)):
         if count <= 0:
             continue
-        bodies = _bodies(f"bench-enqueue-{mode}-{run_id}", count)
+        bodies = noop_bodies(
+            f"bench-enqueue-{mode}-{run_id}", count, datetime.now(UTC) - timedelta(seconds=1)
+        )
         baseline = await completed_total()
         cpu_before = cpu_seconds() if cpu_seconds is not None else 0.0
         started = time.perf_counter()

@@ -27,9 +27,10 @@ from typing import Any
 
 import trio
 
-from jobscheduler.domain.model import format_time, parse_time
+from jobscheduler.domain.model import parse_time
 
 from . import enqueue as bench_enqueue
+from .enqueue import noop_bodies, whole_second_after
 from .http import Pool
 from .phases import _jobs, _load, _summary
 from .stack import STARTUP_TIMEOUT, Stack
@@ -43,20 +44,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fair-backlog", type=int, default=100_000, help="tenant A's due jobs (100000)"
     )
-
-
-def _bodies(tenant: str, n: int, due: datetime, **extra: Any) -> list[dict[str, Any]]:
-    at = format_time(due)
-    return [
-        {
-            "idempotencyKey": f"{tenant}-{i}",
-            "tenantId": tenant,
-            "jobType": "noop",
-            "scheduledAt": at,
-            **{k: (v(i) if callable(v) else v) for k, v in extra.items()},
-        }
-        for i in range(n)
-    ]
 
 
 async def _completed(server: Any, target: float) -> float:
@@ -82,16 +69,15 @@ async def _fair_run(
         client = stack.pool(server.url, args.concurrency, None)
         n = args.fair_backlog
         tag = f"{stack.run_id}-{int(flow)}"
-        probe = _bodies(f"probe-{tag}", 2000, datetime.now(UTC) + timedelta(days=1))
+        probe = noop_bodies(f"probe-{tag}", 2000, datetime.now(UTC) + timedelta(days=1))
         started = time.perf_counter()
         await bench_enqueue.send_batches(client, probe, args.batch_size)
         rate = len(probe) / (time.perf_counter() - started)
-        due = datetime.now(UTC) + timedelta(seconds=n / rate * 2.5 + 5)
-        due = due.replace(microsecond=0) + timedelta(seconds=1)
+        due = whole_second_after(n / rate * 2.5 + 5)
         a, b = f"fair-a-{tag}", f"fair-b-{tag}"
-        await bench_enqueue.send_batches(client, _bodies(a, n, due), args.batch_size)
+        await bench_enqueue.send_batches(client, noop_bodies(a, n, due), args.batch_size)
         late = due + timedelta(seconds=LATE_BY)
-        await bench_enqueue.send_batches(client, _bodies(b, LATE_JOBS, late), args.batch_size)
+        await bench_enqueue.send_batches(client, noop_bodies(b, LATE_JOBS, late), args.batch_size)
         if datetime.now(UTC) >= due:
             raise RuntimeError("submission overran the due instant; use a smaller --fair-backlog")
         baseline = await server.completed()
@@ -156,7 +142,7 @@ async def keyed(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
                 raise RuntimeError(f"PUT /flow/limits -> {status}: {body}")
             await trio.sleep(1.5)  # the leader reads overrides every second
         due = datetime.now(UTC) + timedelta(seconds=2)
-        bodies = _bodies(tenant, n, due, concurrencyKey=lambda i: f"key-{i % keys}")
+        bodies = noop_bodies(tenant, n, due, concurrencyKey=lambda i: f"key-{i % keys}")
         await bench_enqueue.send_batches(client, bodies, args.batch_size)
         baseline = await stack.completed_total()
         await trio.sleep(max((due - datetime.now(UTC)).total_seconds(), 0.0))
@@ -196,7 +182,7 @@ async def rated(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
         raise RuntimeError(f"PUT /flow/limits -> {status}: {body}")
     await trio.sleep(1.5)
     due = datetime.now(UTC) + timedelta(seconds=2)
-    await bench_enqueue.send_batches(client, _bodies(tenant, n, due), args.batch_size)
+    await bench_enqueue.send_batches(client, noop_bodies(tenant, n, due), args.batch_size)
     baseline = await stack.completed_total()
     killed_at = None
     if stack.distributed:

@@ -89,17 +89,8 @@ async def burst(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
     await bench_enqueue.send_singly(client, probe, args.concurrency)
     rate = len(probe) / (time.perf_counter() - probe_started)
     print(f"probe: {rate:.0f} req/s")
-    due = datetime.now(UTC) + timedelta(seconds=n / rate * 2.5 + 3)
-    due = due.replace(microsecond=0) + timedelta(seconds=1)
-    bodies = [
-        {
-            "idempotencyKey": f"{tenant}-{i}",
-            "tenantId": tenant,
-            "jobType": "noop",
-            "scheduledAt": format_time(due),
-        }
-        for i in range(n)
-    ]
+    due = bench_enqueue.whole_second_after(n / rate * 2.5 + 3)
+    bodies = bench_enqueue.noop_bodies(tenant, n, due)
     baseline = await stack.completed_total()
     started = time.perf_counter()
     await bench_enqueue.send_singly(client, bodies, args.concurrency)

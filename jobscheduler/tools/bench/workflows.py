@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import trio
 
 from jobscheduler.api.routes.batch import MAX_BATCH
-from jobscheduler.domain.model import format_time, parse_time
+from jobscheduler.domain.model import parse_time
 
 from . import enqueue as bench_enqueue
 from .http import Pool
@@ -104,17 +104,8 @@ async def chain(stack: Stack, client: Pool, n: int) -> None:
 async def independent_burst(stack: Stack, client: Pool, n: int) -> float:
     """The drain rate (jobs/s) of ``n`` independent noop jobs all due at one instant."""
     tenant = f"bench-wf-burst-{stack.run_id}"
-    due = datetime.now(UTC) + timedelta(seconds=3 + SEND_MARGIN * n / 1000)
-    due = due.replace(microsecond=0) + timedelta(seconds=1)
-    bodies = [
-        {
-            "idempotencyKey": f"{tenant}-{i}",
-            "tenantId": tenant,
-            "jobType": "noop",
-            "scheduledAt": format_time(due),
-        }
-        for i in range(n)
-    ]
+    due = bench_enqueue.whole_second_after(3 + SEND_MARGIN * n / 1000)
+    bodies = bench_enqueue.noop_bodies(tenant, n, due)
     baseline = await stack.completed_total()
     await bench_enqueue.send_batches(client, bodies, MAX_BATCH)
     if datetime.now(UTC) >= due:
