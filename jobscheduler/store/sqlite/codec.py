@@ -95,9 +95,15 @@ CREATE INDEX IF NOT EXISTS jobs_tenant_status ON jobs (tenant_id, status, create
 """
 
 
-def _millis_of(value: datetime) -> int:
-    # Values come from model.utc (whole milliseconds), so rounding is exact.
+def to_millis(value: datetime) -> int:
+    """A time as stored: milliseconds since the epoch. (Values come from model.utc, whole
+    milliseconds, so rounding is exact.)"""
     return round(value.timestamp() * 1000)
+
+
+def from_millis(value: int) -> datetime:
+    """A stored time read back, in UTC."""
+    return datetime.fromtimestamp(value / 1000, UTC)
 
 
 def _json_of(value: Any) -> str:
@@ -111,7 +117,7 @@ def _replays_of(value: Any) -> str | None:
 #: Job field -> how its (non-None) value is stored; fields not named are stored as they are.
 #: A table, not a chain of tests: every transition encodes several fields on the hot path.
 _ENCODERS: dict[str, Callable[[Any], Any]] = {
-    **dict.fromkeys(JOB_TIME_FIELDS, _millis_of),
+    **dict.fromkeys(JOB_TIME_FIELDS, to_millis),
     "payload": _json_of,
     "result": _json_of,
     "status": lambda value: value.value if type(value) is Status else Status(value).value,
@@ -186,7 +192,7 @@ def _from_row(row: Sequence[Any]) -> Job:
         millis = values[i]
         if millis is not None:
             # Exact: a float of whole milliseconds rounds back to the same microsecond.
-            values[i] = datetime.fromtimestamp(millis / 1000, UTC)
+            values[i] = from_millis(millis)
     payload = values[_PAYLOAD_INDEX]
     values[_PAYLOAD_INDEX] = {} if payload == "{}" else json.loads(payload)
     values[_STATUS_INDEX] = _STATUSES[values[_STATUS_INDEX]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
@@ -20,6 +20,7 @@ from jobscheduler.store.query import BUFFERED
 from .codec import _SELECT as _JOB_SELECT
 from .codec import _from_row as _job_from_row
 from .codec import _millis as _job_millis
+from .codec import from_millis, to_millis
 from .conn import SQLiteConnection
 from .where import where_clause
 
@@ -54,23 +55,15 @@ _SELECT = ", ".join(_COLUMNS)
 _INSERT = f"INSERT OR IGNORE INTO occurrences ({_SELECT}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 
 
-def _millis(value: datetime) -> int:
-    return round(value.timestamp() * 1000)
-
-
-def _time(value: int) -> datetime:
-    return datetime.fromtimestamp(value / 1000, UTC)
-
-
 def _params(record: Occurrence) -> tuple[Any, ...]:
     return (
         record.template_id,
-        _millis(record.fire_at),
+        to_millis(record.fire_at),
         record.tenant_id,
         record.status.value,
         None if record.reason is None else record.reason.value,
         record.run_id,
-        _millis(record.recorded_at),
+        to_millis(record.recorded_at),
         record.cancelled_run_id,
     )
 
@@ -78,12 +71,12 @@ def _params(record: Occurrence) -> tuple[Any, ...]:
 def _from_row(row: Sequence[Any]) -> Occurrence:
     return Occurrence(
         template_id=row[0],
-        fire_at=_time(row[1]),
+        fire_at=from_millis(row[1]),
         tenant_id=row[2],
         status=OccurrenceStatus(row[3]),
         reason=None if row[4] is None else SkipReason(row[4]),
         run_id=row[5],
-        recorded_at=_time(row[6]),
+        recorded_at=from_millis(row[6]),
         cancelled_run_id=row[7],
     )
 
@@ -107,7 +100,7 @@ def record(
         written = conn.execute(_INSERT, _params(r)).rowcount == 1
         row = conn.execute(
             f"SELECT {_SELECT} FROM occurrences WHERE template_id = ? AND fire_at = ?",
-            (r.template_id, _millis(r.fire_at)),
+            (r.template_id, to_millis(r.fire_at)),
         ).fetchone()
         stored.append((_from_row(row), written))
     return stored
@@ -130,7 +123,7 @@ def select(
         params.append(tenant)
     if before is not None:
         conditions.append("fire_at < ?")
-        params.append(_millis(before))
+        params.append(to_millis(before))
     if statuses is not None:
         conditions.append(f"status IN ({', '.join('?' * len(statuses))})")
         params.extend(s.value for s in statuses)
@@ -145,7 +138,7 @@ def select(
 def prune(conn: sqlite3.Connection, before: datetime) -> int:
     """Delete records written before ``before``; how many."""
     return conn.execute(
-        "DELETE FROM occurrences WHERE recorded_at < ?", (_millis(before),)
+        "DELETE FROM occurrences WHERE recorded_at < ?", (to_millis(before),)
     ).rowcount
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.notifications import (
@@ -22,6 +22,7 @@ from jobscheduler.domain.notifications import (
     Webhook,
 )
 
+from .codec import from_millis, to_millis
 from .conn import SQLiteConnection
 
 NOTIFICATIONS_SCHEMA = """
@@ -77,18 +78,10 @@ _DELIVERY_COLUMNS = (
 )
 
 
-def _ms(value: datetime) -> int:
-    return round(value.timestamp() * 1000)
-
-
-def _time(value: int) -> datetime:
-    return datetime.fromtimestamp(value / 1000, UTC)
-
-
 def event_params(event: Event) -> tuple[Any, ...]:
     """The parameters of :data:`INSERT_EVENT` for ``event``."""
     data = json.dumps(dict(event.data), separators=(",", ":"), ensure_ascii=False)
-    return (event.id, event.type.value, event.tenant_id, _ms(event.at), data)
+    return (event.id, event.type.value, event.tenant_id, to_millis(event.at), data)
 
 
 def _event_from_row(row: Sequence[Any]) -> Event:
@@ -96,7 +89,7 @@ def _event_from_row(row: Sequence[Any]) -> Event:
         id=row[0],
         type=EventType(row[1]),
         tenant_id=row[2],
-        at=_time(row[3]),
+        at=from_millis(row[3]),
         data=json.loads(row[4]),
     )
 
@@ -109,7 +102,7 @@ def _webhook_from_row(row: Sequence[Any]) -> Webhook:
         events=tuple(EventType(e) for e in json.loads(row[3])),
         secret=row[4],
         name=row[5],
-        created_at=_time(row[6]),
+        created_at=from_millis(row[6]),
     )
 
 
@@ -123,12 +116,12 @@ def _delivery_params(d: Delivery) -> tuple[Any, ...]:
         d.body,
         d.status.value,
         d.attempts,
-        _ms(d.next_attempt_at),
-        _ms(d.created_at),
-        _ms(d.updated_at),
+        to_millis(d.next_attempt_at),
+        to_millis(d.created_at),
+        to_millis(d.updated_at),
         d.last_error,
         d.last_status,
-        None if d.delivered_at is None else _ms(d.delivered_at),
+        None if d.delivered_at is None else to_millis(d.delivered_at),
     )
 
 
@@ -142,12 +135,12 @@ def _delivery_from_row(row: Sequence[Any]) -> Delivery:
         body=row[5],
         status=DeliveryStatus(row[6]),
         attempts=row[7],
-        next_attempt_at=_time(row[8]),
-        created_at=_time(row[9]),
-        updated_at=_time(row[10]),
+        next_attempt_at=from_millis(row[8]),
+        created_at=from_millis(row[9]),
+        updated_at=from_millis(row[10]),
         last_error=row[11],
         last_status=row[12],
-        delivered_at=None if row[13] is None else _time(row[13]),
+        delivered_at=None if row[13] is None else from_millis(row[13]),
     )
 
 
@@ -162,7 +155,7 @@ class SQLiteNotificationsMixin(SQLiteConnection):
             json.dumps([e.value for e in webhook.events]),
             webhook.secret,
             webhook.name,
-            _ms(webhook.created_at),
+            to_millis(webhook.created_at),
         )
 
         sql = f"INSERT INTO webhooks ({_WEBHOOK_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
@@ -236,7 +229,7 @@ class SQLiteNotificationsMixin(SQLiteConnection):
             f"WHERE status = 'pending' AND next_attempt_at <= ? "
             f"ORDER BY next_attempt_at, id LIMIT ?) RETURNING {_DELIVERY_COLUMNS}"
         )
-        params = (_ms(lease_until), _ms(now), limit)
+        params = (to_millis(lease_until), to_millis(now), limit)
 
         def op(conn: sqlite3.Connection) -> list[Delivery]:
             rows = [_delivery_from_row(r) for r in conn.execute(sql, params)]
@@ -252,7 +245,7 @@ class SQLiteNotificationsMixin(SQLiteConnection):
             "WHERE id = ? AND status = 'pending' AND next_attempt_at = ? "
             f"RETURNING {_DELIVERY_COLUMNS}"
         )
-        params = (*values[6:9], *values[10:14], claimed.id, _ms(claimed.next_attempt_at))
+        params = (*values[6:9], *values[10:14], claimed.id, to_millis(claimed.next_attempt_at))
 
         def op(conn: sqlite3.Connection) -> Delivery | None:
             row = conn.execute(sql, params).fetchone()
@@ -274,7 +267,7 @@ class SQLiteNotificationsMixin(SQLiteConnection):
         )
 
     async def prune_notifications(self, before: datetime) -> int:
-        cutoff = _ms(before)
+        cutoff = to_millis(before)
 
         def op(conn: sqlite3.Connection) -> int:
             events = conn.execute(

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 
+from .codec import from_millis, to_millis
 from .conn import SQLiteConnection
 from .where import given
 
@@ -84,12 +85,8 @@ def migrate_run_index(conn: sqlite3.Connection) -> None:
         conn.execute("DROP INDEX jobs_run")
 
 
-def _ms(value: datetime) -> int:
-    return round(value.timestamp() * 1000)
-
-
 def _time(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
+    return None if value is None else from_millis(value)
 
 
 def _key_from_row(row: Sequence[Any]) -> ApiKey:
@@ -130,7 +127,7 @@ def audit_params(record: AuditRecord) -> tuple[Any, ...]:
     """The parameters of :data:`INSERT_AUDIT` for ``record``."""
     return (
         record.id,
-        _ms(record.at),
+        to_millis(record.at),
         record.key_id,
         record.tenant,
         record.action,
@@ -150,8 +147,8 @@ class SQLiteTenancyMixin(SQLiteConnection):
             key.tenant,
             key.role.value,
             key.name,
-            _ms(key.created_at),
-            None if key.revoked_at is None else _ms(key.revoked_at),
+            to_millis(key.created_at),
+            None if key.revoked_at is None else to_millis(key.revoked_at),
         )
 
         sql = f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
@@ -181,7 +178,7 @@ class SQLiteTenancyMixin(SQLiteConnection):
         def op(conn: sqlite3.Connection) -> ApiKey | None:
             conn.execute(
                 "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (_ms(now), key_id),
+                (to_millis(now), key_id),
             )
             row = conn.execute(
                 f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)
@@ -205,8 +202,8 @@ class SQLiteTenancyMixin(SQLiteConnection):
                 ("key_id = ?", query.key_id),
                 ("action = ?", query.action),
                 ("job_id = ?", query.job_id),
-                ("at >= ?", None if query.since is None else _ms(query.since)),
-                ("at < ?", None if query.until is None else _ms(query.until)),
+                ("at >= ?", None if query.since is None else to_millis(query.since)),
+                ("at < ?", None if query.until is None else to_millis(query.until)),
                 ("id < ?", query.before),
             ]
         )
@@ -221,6 +218,6 @@ class SQLiteTenancyMixin(SQLiteConnection):
         sql = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? LIMIT ?)"
 
         def op(conn: sqlite3.Connection) -> int:
-            return conn.execute(sql, (_ms(before), limit)).rowcount
+            return conn.execute(sql, (to_millis(before), limit)).rowcount
 
         return await self._write(op)

@@ -18,14 +18,14 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.store.query import CountKey, Statuses
 
-from .codec import _SELECT, _from_row, _millis
+from .codec import _SELECT, _from_row, _millis, from_millis, to_millis
 from .conn import SQLiteConnection
 from .where import status_condition
 
@@ -127,10 +127,6 @@ def _statements(script: str) -> list[str]:
             out.append(current.strip())
             current = ""
     return out
-
-
-def _ms(value: datetime) -> int:
-    return round(value.timestamp() * 1000)
 
 
 class SQLiteUpkeepMixin(SQLiteConnection):
@@ -241,7 +237,11 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         delete is conditional on its own, so nothing needs them together), so that
         a create or a claim waits for one slice at most."""
         rows = [
-            (job.id, job.status.value, None if job.finished_at is None else _ms(job.finished_at))
+            (
+                job.id,
+                job.status.value,
+                None if job.finished_at is None else to_millis(job.finished_at),
+            )
             for job in jobs
         ]
 
@@ -267,7 +267,7 @@ class SQLiteUpkeepMixin(SQLiteConnection):
     async def set_retention(self, override: Override) -> None:
         key = (override.scope.value, override.name)
         keep = json.dumps({status.value: seconds for status, seconds in override.keep.items()})
-        stamp = _ms(override.updated_at)
+        stamp = to_millis(override.updated_at)
 
         def op(conn: sqlite3.Connection) -> None:
             if not override.keep:
@@ -341,7 +341,7 @@ def _override(row: Sequence[Any]) -> Override:
         scope=Scope(scope),
         name=name,
         keep={Status(status): float(seconds) for status, seconds in json.loads(keep).items()},
-        updated_at=datetime.fromtimestamp(updated / 1000, UTC),
+        updated_at=from_millis(updated),
     )
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.model import Status
 from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
 
+from .codec import from_millis, to_millis
 from .conn import SQLiteConnection
 from .query import count_sql, counts_of, finished_sql, oldest_due_sql
 
@@ -51,14 +52,6 @@ def migrate_workers(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE workers ADD COLUMN capacity INTEGER NOT NULL DEFAULT 0")
 
 
-def _ms(value: datetime) -> int:
-    return round(value.timestamp() * 1000)
-
-
-def _time(value: int) -> datetime:
-    return datetime.fromtimestamp(value / 1000, UTC)
-
-
 def _beat_from_row(row: Sequence[Any]) -> WorkerBeat:
     return WorkerBeat(
         id=row[0],
@@ -68,9 +61,9 @@ def _beat_from_row(row: Sequence[Any]) -> WorkerBeat:
         job_types=tuple(json.loads(row[4])),
         in_flight=int(row[5]),
         leader=bool(row[6]),
-        started_at=_time(row[7]),
-        seen_at=_time(row[8]),
-        expires_at=_time(row[9]),
+        started_at=from_millis(row[7]),
+        seen_at=from_millis(row[8]),
+        expires_at=from_millis(row[9]),
         capacity=int(row[10]),
     )
 
@@ -86,7 +79,7 @@ def overview_sql(
     finished = []
     for status in (Status.COMPLETED, Status.DLQ):
         sql, params = finished_sql(tenant_id, (status,), "updated_at")
-        finished.append((sql, [*params, _ms(start)]))
+        finished.append((sql, [*params, to_millis(start)]))
     return [counts, oldest, *finished]
 
 
@@ -102,9 +95,9 @@ class SQLiteWorkersMixin(SQLiteConnection):
             json.dumps(list(beat.job_types)),
             beat.in_flight,
             int(beat.leader),
-            _ms(beat.started_at),
-            _ms(beat.seen_at),
-            _ms(beat.expires_at),
+            to_millis(beat.started_at),
+            to_millis(beat.seen_at),
+            to_millis(beat.expires_at),
             beat.capacity,
         )
         sql = (
@@ -124,7 +117,7 @@ class SQLiteWorkersMixin(SQLiteConnection):
     async def live_workers(self, now: datetime) -> list[WorkerBeat]:
         sql = f"SELECT {_COLUMNS} FROM workers WHERE expires_at > ? ORDER BY role, id"
         return await self._read(
-            lambda conn: [_beat_from_row(r) for r in conn.execute(sql, (_ms(now),))]
+            lambda conn: [_beat_from_row(r) for r in conn.execute(sql, (to_millis(now),))]
         )
 
     async def forget_worker(self, worker_id: str) -> None:
@@ -135,7 +128,9 @@ class SQLiteWorkersMixin(SQLiteConnection):
 
     async def prune_workers(self, now: datetime) -> int:
         def op(conn: sqlite3.Connection) -> int:
-            return conn.execute("DELETE FROM workers WHERE expires_at <= ?", (_ms(now),)).rowcount
+            return conn.execute(
+                "DELETE FROM workers WHERE expires_at <= ?", (to_millis(now),)
+            ).rowcount
 
         return await self._write(op)
 
@@ -147,7 +142,7 @@ class SQLiteWorkersMixin(SQLiteConnection):
             return [conn.execute(sql, params).fetchall() for sql, params in queries]
 
         counts_rows, oldest_rows, completed_rows, failed_rows = await self._read(op)
-        start_ms = _ms(start)
+        start_ms = to_millis(start)
 
         def series(rows: list[Any]) -> tuple[int, ...]:
             buckets = [0] * SERIES_MINUTES
@@ -159,7 +154,7 @@ class SQLiteWorkersMixin(SQLiteConnection):
 
         return OverviewStats(
             counts=counts_of(counts_rows, None, by_type=False).by_status,
-            oldest_due_at=_time(oldest_rows[0][0]) if oldest_rows else None,
+            oldest_due_at=from_millis(oldest_rows[0][0]) if oldest_rows else None,
             start=start,
             completed=series(completed_rows),
             failed=series(failed_rows),

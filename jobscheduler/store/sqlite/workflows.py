@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.model import Job
@@ -26,7 +26,7 @@ from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
 
-from .codec import _SELECT, _from_row, _millis
+from .codec import _SELECT, _from_row, _millis, from_millis
 from .conn import SQLiteConnection
 from .where import index_where, where_clause
 
@@ -91,7 +91,7 @@ def _workflow(row: tuple[Any, ...]) -> Workflow:
     values = dict(zip(_FIELDS, row, strict=True))
     for field in WORKFLOW_TIME_FIELDS:
         if values[field] is not None:
-            values[field] = datetime.fromtimestamp(values[field] / 1000, UTC)
+            values[field] = from_millis(values[field])
     values["status"] = WorkflowStatus(values["status"])
     values["steps"] = tuple(DeclaredStep.from_json(s) for s in json.loads(values["steps"]))
     return Workflow(**values)
