@@ -31,6 +31,23 @@ def compile_body_validator(schema: Schema) -> Callable[[Any], None]:
     return validate
 
 
+async def any_json_body() -> Any:
+    """This request's body parsed as JSON, whatever its Content-Type (ValidationError when
+    it is not JSON); :func:`read_json_body` is the strict reading."""
+    raw = await request.get_data(cache=False)
+    return loads_json_body(raw.encode() if isinstance(raw, str) else raw)
+
+
+def json_object(body: Any, fields: frozenset[str]) -> dict[str, Any]:
+    """``body``, if it is a JSON object of only ``fields``; else ValidationError."""
+    if not isinstance(body, dict):
+        raise ValidationError("request body must be a JSON object")
+    unknown = sorted(set(body) - fields)
+    if unknown:
+        raise ValidationError(f"unknown field(s): {', '.join(unknown)}")
+    return body
+
+
 def describe_violation(exc: fastjsonschema.JsonSchemaValueException) -> str:
     """One client-safe sentence for a schema violation (the field, then what is wrong)."""
     path = [str(part) for part in (exc.path or [])[1:]]

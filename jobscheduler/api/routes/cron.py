@@ -19,6 +19,7 @@ from typing import Any
 
 from quart import Response, request
 
+from jobscheduler.api.bodies import json_object
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
@@ -85,11 +86,7 @@ def parse_preview_request(
     body: Any, *, now: datetime
 ) -> tuple[str, cron.CronPolicy, int, datetime]:
     """Validate a ``POST /cron/preview`` body into (expression, policy, count, from)."""
-    if not isinstance(body, dict):
-        raise ValidationError("request body must be a JSON object")
-    unknown = sorted(set(body) - PREVIEW_FIELDS)
-    if unknown:
-        raise ValidationError(f"unknown field(s): {', '.join(unknown)}")
+    body = json_object(body, PREVIEW_FIELDS)
     expression = body.get("cron")
     if not isinstance(expression, str) or not expression.strip():
         raise ValidationError("cron is required (a 5-field expression)")

@@ -17,6 +17,7 @@ from typing import Any
 from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
+from jobscheduler.api.bodies import any_json_body
 from jobscheduler.api.bounded import BoundedCalls
 from jobscheduler.api.openapi import openapi_document
 from jobscheduler.api.replies import json_response
@@ -26,7 +27,6 @@ from jobscheduler.api.schemas import manage as manage_ops
 from jobscheduler.api.tenancy import Tenancy, claim_tenant
 from jobscheduler.domain.attempts import attempt_to_json
 from jobscheduler.domain.model import Job, is_job_id, job_to_json
-from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import UnsupportedMediaType, ValidationError
 from jobscheduler.observability.tracecontext import HEADER as TRACEPARENT
 from jobscheduler.observability.tracecontext import normalize_traceparent
@@ -90,8 +90,7 @@ def register_job_routes(
         mimetype = request.mimetype
         if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
             raise UnsupportedMediaType("Content-Type must be application/json")
-        raw = await request.get_data(cache=False)
-        items = parse_batch_request(loads_json_body(raw.encode() if isinstance(raw, str) else raw))
+        items = parse_batch_request(await any_json_body())
         principal = current_principal()
         for item in items:
             claim_tenant(item, principal)  # 403 for the whole batch if one names another tenant

@@ -20,6 +20,7 @@ import attrs
 from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
+from jobscheduler.api.bodies import any_json_body, json_object
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import admin as ops
@@ -33,7 +34,6 @@ from jobscheduler.domain.keys import (
     new_key,
     parse_role,
 )
-from jobscheduler.domain.validation import loads_json_body
 from jobscheduler.errors import Forbidden, KeyNotFound, ValidationError
 
 log = logging.getLogger(__name__)
@@ -59,13 +59,7 @@ def register_tenancy_routes(routes: RouteTable, tenancy: Tenancy) -> None:
     @routes.route(ops.CREATE_KEY)
     async def create_key() -> Response:
         principal = current_principal()
-        raw = await request.get_data(cache=False)
-        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
-        if not isinstance(body, dict):
-            raise ValidationError("request body must be a JSON object")
-        unknown = sorted(set(body) - KEY_FIELDS)
-        if unknown:
-            raise ValidationError(f"unknown field(s): {', '.join(unknown)}")
+        body = json_object(await any_json_body(), KEY_FIELDS)
         all_tenants = body.get("allTenants", False)
         if not isinstance(all_tenants, bool):
             raise ValidationError("allTenants: must be true or false")

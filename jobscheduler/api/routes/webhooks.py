@@ -19,6 +19,7 @@ from typing import Any
 from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
+from jobscheduler.api.bodies import any_json_body, json_object
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import webhooks as ops
@@ -31,7 +32,7 @@ from jobscheduler.domain.notifications import (
     Webhook,
     new_webhook,
 )
-from jobscheduler.domain.validation import is_valid_unicode, loads_json_body
+from jobscheduler.domain.validation import is_valid_unicode
 from jobscheduler.errors import ValidationError, WebhookNotFound
 from jobscheduler.handlers.http import validate_url
 
@@ -78,13 +79,7 @@ def register_webhook_routes(routes: RouteTable, tenancy: Tenancy) -> None:
     @routes.route(ops.CREATE_WEBHOOK)
     async def create_webhook() -> Response:
         principal = current_principal()
-        raw = await request.get_data(cache=False)
-        body = loads_json_body(raw.encode() if isinstance(raw, str) else raw)
-        if not isinstance(body, dict):
-            raise ValidationError("request body must be a JSON object")
-        unknown = sorted(set(body) - FIELDS)
-        if unknown:
-            raise ValidationError(f"unknown field(s): {', '.join(unknown)}")
+        body = json_object(await any_json_body(), FIELDS)
         raw_tenant = body.get("tenantId", principal.tenant)
         if raw_tenant is None:
             raise ValidationError("tenantId is required")
