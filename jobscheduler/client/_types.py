@@ -94,6 +94,16 @@ class Selection(TypedDict, total=False):
     idempotency_key_prefix: str | None
 
 
+class WorkflowListOptions(TypedDict, total=False):
+    """The keywords of ``list_workflows``/``workflow_pages``."""
+
+    #: running, completed, failed or cancelled (one, or several).
+    status: str | Sequence[str] | None
+    idempotency_key_prefix: str | None
+    template_id: str | None
+    page_size: int | None
+
+
 class ListOptions(Selection, total=False):
     """The keywords of ``list``/``pages``: a :class:`Selection`, the order and page size."""
 

@@ -6,7 +6,7 @@ each of them as a method of the same name. No I/O happens here."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import attrs
 import httpx
@@ -16,7 +16,7 @@ from jobscheduler.errors import WaitTimeout, WorkflowNotFound
 from ._call import Call, Paged, paged
 from ._operations import Poll
 from ._requests import given, job_id_of
-from ._types import FINAL_STATUSES, Job, Workflow
+from ._types import FINAL_STATUSES, Job, Workflow, WorkflowListOptions
 
 
 def _workflow_of(response: httpx.Response) -> Workflow:
@@ -50,22 +50,19 @@ def get_workflow(workflow_id: str) -> Call[Workflow]:
 
 
 def workflow_pages(
-    tenant_id: str | None = None,
-    *,
-    status: str | Sequence[str] | None = None,
-    idempotency_key_prefix: str | None = None,
-    template_id: str | None = None,
-    page_size: int | None = None,
+    tenant_id: str | None = None, **options: Unpack[WorkflowListOptions]
 ) -> Call[Paged[Workflow]]:
     """Pages of a tenant's workflows (without their steps), newest first, following the
     ``Link: rel="next"`` cursor; filters: ``status`` (running, completed, failed,
     cancelled), ``idempotency_key_prefix``, ``template_id``."""
+    status = options.get("status")
     statuses = [status] if isinstance(status, str) else list(status or ())
+    page_size = options.get("page_size")
     values = given(
         {
             "tenantId": tenant_id,
-            "idempotencyKeyPrefix": idempotency_key_prefix,
-            "templateId": template_id,
+            "idempotencyKeyPrefix": options.get("idempotency_key_prefix"),
+            "templateId": options.get("template_id"),
             "limit": None if page_size is None else str(page_size),
         }
     )
@@ -74,21 +71,10 @@ def workflow_pages(
 
 
 def list_workflows(
-    tenant_id: str | None = None,
-    *,
-    status: str | Sequence[str] | None = None,
-    idempotency_key_prefix: str | None = None,
-    template_id: str | None = None,
-    page_size: int | None = None,
+    tenant_id: str | None = None, **options: Unpack[WorkflowListOptions]
 ) -> Call[Paged[Workflow]]:
     """Every matching workflow (the keywords of :meth:`workflow_pages`), a page at a time."""
-    return workflow_pages(
-        tenant_id,
-        status=status,
-        idempotency_key_prefix=idempotency_key_prefix,
-        template_id=template_id,
-        page_size=page_size,
-    )
+    return workflow_pages(tenant_id, **options)
 
 
 def cancel_workflow(workflow_id: str) -> Call[Workflow]:
