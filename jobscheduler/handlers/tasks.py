@@ -25,7 +25,7 @@ import functools
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack
 
 from jobscheduler.domain.durations import parse_duration
 from jobscheduler.domain.validation import parse_create_request
@@ -68,6 +68,18 @@ _ANY_TENANT = "tenant"
 
 When = datetime | str
 Delay = float | int | timedelta | str
+
+
+class SpecOptions(TypedDict, total=False):
+    """The keywords of :meth:`TaskHandle.spec` after the payload (``enqueue`` and
+    ``enqueue_many`` take them too)."""
+
+    at: When | None
+    delay: Delay | None
+    key: str | None
+    priority: int | None
+    max_attempts: int | None
+    tenant_id: str | None
 
 
 def _seconds(delay: Delay) -> float:
@@ -175,13 +187,7 @@ class TaskHandle:
     def enqueue(
         self,
         payload: Mapping[str, Any] | None = None,
-        *,
-        at: When | None = None,
-        delay: Delay | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        tenant_id: str | None = None,
+        **options: Unpack[SpecOptions],
     ) -> Job:
         """Store a job of this type and return it as the API shows it (``GET /jobs/{id}``).
 
@@ -189,45 +195,25 @@ class TaskHandle:
         request is invalid; DuplicateJob if ``key`` is already used (on the first try);
         ServiceUnavailable or ApiUnreachable once retries ran out (``retry_for``).
         """
-        spec = self.spec(
-            payload,
-            at=at,
-            delay=delay,
-            key=key,
-            priority=priority,
-            max_attempts=max_attempts,
-            tenant_id=tenant_id,
-        )
+        spec = self.spec(payload, **options)
         return create_retrying(self.connection.client(), spec, self.connection.retry_for)
 
     async def enqueue_async(
         self,
         payload: Mapping[str, Any] | None = None,
-        *,
-        at: When | None = None,
-        delay: Delay | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
-        tenant_id: str | None = None,
+        **options: Unpack[SpecOptions],
     ) -> Job:
         """:meth:`enqueue` as a coroutine (trio or asyncio)."""
-        spec = self.spec(
-            payload,
-            at=at,
-            delay=delay,
-            key=key,
-            priority=priority,
-            max_attempts=max_attempts,
-            tenant_id=tenant_id,
-        )
+        spec = self.spec(payload, **options)
         return await create_retrying_async(
             self.connection.async_client(), spec, self.connection.retry_for
         )
 
     # -- many jobs -----------------------------------------------------------------------
 
-    def _specs(self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Any) -> list[JobSpec]:
+    def _specs(
+        self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Unpack[SpecOptions]
+    ) -> list[JobSpec]:
         specs: list[JobSpec] = []
         for i, item in enumerate(items):
             if isinstance(item, JobSpec):
@@ -244,7 +230,7 @@ class TaskHandle:
         return specs
 
     def enqueue_many(
-        self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Any
+        self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Unpack[SpecOptions]
     ) -> list[BatchAnswer]:
         """Store many jobs of this type through ``POST /jobs/batch`` (1,000 per request);
         one answer per item, in order: ``{"status": 201, "job": ...}``, ``{"status": 409,
@@ -262,7 +248,7 @@ class TaskHandle:
         return answers
 
     async def enqueue_many_async(
-        self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Any
+        self, items: Iterable[Mapping[str, Any] | JobSpec], **options: Unpack[SpecOptions]
     ) -> list[BatchAnswer]:
         """:meth:`enqueue_many` as a coroutine."""
         answers: list[BatchAnswer] = []
