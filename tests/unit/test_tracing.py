@@ -191,18 +191,36 @@ async def test_with_tracing_off_the_received_traceparent_is_kept_and_a_bad_one_i
 # ----------------------------------------------------------------------- the roles
 
 
-def traced_deps(make_deps: DepsFactory, tracing: Tracing, **kwargs: Any) -> Deps:
-    return attrs.evolve(make_deps(**kwargs), tracing=tracing)
+@attrs.frozen
+class TracedRoles:
+    """The roles' set-up: the store and Deps that trace into ``exporter`` (a test asks for
+    ``autojump_clock`` itself: pytest-trio runs in virtual time only on a clock the test
+    function requests)."""
+
+    store: JobStore
+    exporter: InMemorySpanExporter
+    make_deps: DepsFactory
+    tracing: Tracing
+
+    def deps(self, **kwargs: Any) -> Deps:
+        return attrs.evolve(self.make_deps(**kwargs), tracing=self.tracing)
 
 
-async def test_the_claim_span_joins_the_jobs_trace(
-    autojump_clock: trio.testing.MockClock,
+@pytest.fixture
+def traced(
     make_deps: DepsFactory,
     store: JobStore,
     tracing: Tracing,
     exporter: InMemorySpanExporter,
+) -> TracedRoles:
+    return TracedRoles(store=store, exporter=exporter, make_deps=make_deps, tracing=tracing)
+
+
+async def test_the_claim_span_joins_the_jobs_trace(
+    autojump_clock: trio.testing.MockClock, traced: TracedRoles
 ) -> None:
-    deps = traced_deps(make_deps, tracing)
+    store, exporter = traced.store, traced.exporter
+    deps = traced.deps()
     job = attrs.evolve(make_job(), trace_parent=CALLER)
     await store.insert(job)
     assert await Scheduler(deps).tick() == 1
@@ -213,18 +231,16 @@ async def test_the_claim_span_joins_the_jobs_trace(
 
 
 async def test_attempts_and_their_outcomes_join_the_jobs_trace(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    tracing: Tracing,
-    exporter: InMemorySpanExporter,
+    autojump_clock: trio.testing.MockClock, traced: TracedRoles
 ) -> None:
+    store, exporter = traced.store, traced.exporter
+
     async def flaky_once(ctx: JobContext) -> None:
         await trio.lowlevel.checkpoint()
         if ctx.attempt == 1:
             raise RuntimeError("first try fails")
 
-    deps = traced_deps(make_deps, tracing, registry=registry_with(flaky_once=flaky_once))
+    deps = traced.deps(registry=registry_with(flaky_once=flaky_once))
     job = attrs.evolve(make_job(job_type="flaky-once", tenant="tenant-t"), trace_parent=CALLER)
     await queue(deps, store, job)
     executor = Executor(deps)
@@ -251,19 +267,16 @@ async def test_attempts_and_their_outcomes_join_the_jobs_trace(
 
 
 async def test_jobs_a_handler_enqueues_join_its_attempts_trace(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    tracing: Tracing,
-    exporter: InMemorySpanExporter,
+    autojump_clock: trio.testing.MockClock, traced: TracedRoles
 ) -> None:
+    store, exporter = traced.store, traced.exporter
     children: list[str] = []
 
     async def parent(ctx: JobContext) -> None:
         child = await ctx.enqueue_async("noop", {})
         children.append(child["id"])
 
-    deps = traced_deps(make_deps, tracing, registry=registry_with(parent=parent))
+    deps = traced.deps(registry=registry_with(parent=parent))
     job = attrs.evolve(make_job(job_type="parent"), trace_parent=CALLER)
     await queue(deps, store, job)
     assert await Executor(deps).run(wake_up(job)) == "completed"
@@ -288,13 +301,10 @@ async def test_untraced_executors_pass_the_parents_trace_on_to_enqueued_jobs(
 
 
 async def test_each_cron_fire_time_starts_a_trace_linked_to_the_templates_creation(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    tracing: Tracing,
-    exporter: InMemorySpanExporter,
+    autojump_clock: trio.testing.MockClock, traced: TracedRoles
 ) -> None:
-    deps = traced_deps(make_deps, tracing)
+    store, exporter = traced.store, traced.exporter
+    deps = traced.deps()
     template = attrs.evolve(
         make_job(key="every-5", cron="*/5 * * * *", scheduled_at=BASE), trace_parent=CALLER
     )
