@@ -69,6 +69,34 @@ async def register(
     return await store.insert_webhook(hook)
 
 
+async def dead_letter_for_one_webhook(store: JobStore) -> Webhook:
+    """One webhook of tenant-a on job.dlq, and then a job of tenant-a that reaches dlq."""
+    hook = await register(store, "https://a.example/dlq")
+    await dead_letter(store)
+    return hook
+
+
+async def the_delivery(store: JobStore, hook: Webhook) -> Delivery:
+    """The webhook's one delivery as the store holds it now."""
+    [delivery] = await store.list_deliveries(hook.id, limit=1)
+    return delivery
+
+
+class HangingSender(FakeSender):
+    """Its try never ends (a notifier killed mid-send)."""
+
+    async def send(self, webhook: Webhook, delivery: Delivery, *, now: int) -> TryResult:
+        await trio.sleep_forever()
+        raise AssertionError
+
+
+class BrokenSender(FakeSender):
+    """Its try raises what no sender expects."""
+
+    async def send(self, webhook: Webhook, delivery: Delivery, *, now: int) -> TryResult:
+        raise UnicodeError("label too long")
+
+
 async def test_a_dead_letter_is_delivered_once_to_each_subscribed_webhook_of_its_tenant(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
@@ -104,24 +132,23 @@ async def test_a_failed_try_is_retried_after_its_backoff_until_it_is_delivered(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    hook = await register(store, "https://a.example/dlq")
-    await dead_letter(store)
+    hook = await dead_letter_for_one_webhook(store)
     sender = FakeSender(TryResult(503, "answered 503"), TryResult(None, "connection refused"))
     notifier = Notifier(deps, sender)
 
     await notifier.run_pass()
-    [first] = await store.list_deliveries(hook.id, limit=1)
+    first = await the_delivery(store, hook)
     assert (first.status, first.attempts, first.last_status) == (DeliveryStatus.PENDING, 1, 503)
     await trio.sleep(4.9)
     await notifier.run_pass()
     assert len(sender.sent) == 1  # not before its backoff
     await trio.sleep(0.2)
     await notifier.run_pass()
-    [second] = await store.list_deliveries(hook.id, limit=1)
+    second = await the_delivery(store, hook)
     assert (second.attempts, second.last_error) == (2, "connection refused")
     await trio.sleep(10)
     await notifier.run_pass()
-    [done] = await store.list_deliveries(hook.id, limit=1)
+    done = await the_delivery(store, hook)
     assert (done.status, done.attempts) == (DeliveryStatus.DELIVERED, 3)
     assert [d.id for _, d, _ in sender.sent] == [done.id] * 3  # the same delivery id each time
     assert sample(deps.metrics, "notifier_deliveries_total", {"result": "retried"}) == 2
@@ -130,14 +157,13 @@ async def test_a_failed_try_is_retried_after_its_backoff_until_it_is_delivered(
 async def test_a_delivery_is_given_up_when_its_tries_run_out(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    hook = await register(store, "https://a.example/dlq")
-    await dead_letter(store)
+    hook = await dead_letter_for_one_webhook(store)
     sender = FakeSender(*[TryResult(500, "answered 500")] * MAX_DELIVERY_ATTEMPTS)
     notifier = Notifier(make_deps(), sender)
     for _ in range(MAX_DELIVERY_ATTEMPTS + 2):
         await notifier.run_pass()
         await trio.sleep(3600)
-    [failed] = await store.list_deliveries(hook.id, limit=1)
+    failed = await the_delivery(store, hook)
     assert (failed.status, failed.attempts) == (DeliveryStatus.FAILED, MAX_DELIVERY_ATTEMPTS)
     assert len(sender.sent) == MAX_DELIVERY_ATTEMPTS
 
@@ -145,15 +171,14 @@ async def test_a_delivery_is_given_up_when_its_tries_run_out(
 async def test_a_deleted_webhooks_pending_deliveries_are_given_up_unsent(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    hook = await register(store, "https://a.example/dlq")
-    await dead_letter(store)
+    hook = await dead_letter_for_one_webhook(store)
     sender = FakeSender(TryResult(500, "answered 500"))
     notifier = Notifier(make_deps(), sender)
     await notifier.run_pass()
     await store.delete_webhook(hook.id)
     await trio.sleep(60)
     await notifier.run_pass()
-    [given_up] = await store.list_deliveries(hook.id, limit=1)
+    given_up = await the_delivery(store, hook)
     assert (given_up.status, given_up.last_error) == (
         DeliveryStatus.FAILED,
         "the webhook was deleted",
@@ -165,17 +190,10 @@ async def test_a_notifier_that_dies_mid_send_leaves_the_delivery_to_the_next_one
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    hook = await register(store, "https://a.example/dlq")
-    await dead_letter(store)
-
-    class Hanging(FakeSender):
-        async def send(self, webhook: Webhook, delivery: Delivery, *, now: int) -> TryResult:
-            await trio.sleep_forever()
-            raise AssertionError
-
+    hook = await dead_letter_for_one_webhook(store)
     with trio.move_on_after(5):  # "killed" while its try hangs, nothing written
-        await Notifier(deps, Hanging()).run_pass()
-    [claimed] = await store.list_deliveries(hook.id, limit=1)
+        await Notifier(deps, HangingSender()).run_pass()
+    claimed = await the_delivery(store, hook)
     assert (claimed.status, claimed.attempts) == (DeliveryStatus.PENDING, 0)
 
     restarted = FakeSender()
@@ -183,7 +201,7 @@ async def test_a_notifier_that_dies_mid_send_leaves_the_delivery_to_the_next_one
     assert restarted.sent == []  # still under the dead one's lease
     await trio.sleep(LEASE.total_seconds())
     await Notifier(deps, restarted).run_pass()
-    [delivered] = await store.list_deliveries(hook.id, limit=1)
+    delivered = await the_delivery(store, hook)
     assert delivered.status is DeliveryStatus.DELIVERED
     assert len(restarted.sent) == 1
 
@@ -192,15 +210,9 @@ async def test_an_unexpected_error_in_a_try_is_a_failed_try_not_the_end_of_the_r
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    hook = await register(store, "https://a.example/dlq")
-    await dead_letter(store)
-
-    class Broken(FakeSender):
-        async def send(self, webhook: Webhook, delivery: Delivery, *, now: int) -> TryResult:
-            raise UnicodeError("label too long")
-
-    assert await Notifier(deps, Broken()).run_pass() == 2  # one event, one delivery tried
-    [retried] = await store.list_deliveries(hook.id, limit=1)
+    hook = await dead_letter_for_one_webhook(store)
+    assert await Notifier(deps, BrokenSender()).run_pass() == 2  # one event, one delivery tried
+    retried = await the_delivery(store, hook)
     assert (retried.status, retried.attempts) == (DeliveryStatus.PENDING, 1)
     assert retried.last_error == "UnicodeError: label too long"
 
@@ -228,7 +240,7 @@ async def test_a_delivery_is_a_signed_json_post_to_an_allowlisted_local_receiver
     sender = WebhookSender.from_allowlist(("127.0.0.1",))
     await Notifier(deps, sender).run_pass()
     [request] = local.requests
-    [delivery] = await store.list_deliveries(hook.id, limit=1)
+    delivery = await the_delivery(store, hook)
     assert delivery.status is DeliveryStatus.DELIVERED
     assert (request.method, request.path) == ("POST", "/hooks/dlq")
     assert request.headers["content-type"] == "application/json"
@@ -247,7 +259,7 @@ async def test_an_internal_address_not_allowlisted_is_refused_unsent_and_given_u
     deps, hook = await one_delivery(make_deps, store, f"{local.base}/hooks/dlq")
     await Notifier(deps, WebhookSender.from_allowlist(())).run_pass()
     assert local.requests == []
-    [refused] = await store.list_deliveries(hook.id, limit=1)
+    refused = await the_delivery(store, hook)
     assert refused.status is DeliveryStatus.FAILED
     assert refused.attempts == 1
     assert refused.last_error is not None
@@ -260,7 +272,7 @@ async def test_cloud_metadata_is_refused_even_with_loopback_allowlisted(
 ) -> None:
     deps, hook = await one_delivery(make_deps, store, "http://169.254.169.254/latest/meta-data/")
     await Notifier(deps, WebhookSender.from_allowlist(("127.0.0.1",))).run_pass()
-    [refused] = await store.list_deliveries(hook.id, limit=1)
+    refused = await the_delivery(store, hook)
     assert refused.status is DeliveryStatus.FAILED
     assert "link-local" in (refused.last_error or "")
 
@@ -271,6 +283,6 @@ async def test_a_non_2xx_answer_is_a_failed_try_to_retry(
     local.statuses = [500]
     deps, hook = await one_delivery(make_deps, store, f"{local.base}/hooks/dlq")
     await Notifier(deps, WebhookSender.from_allowlist(("127.0.0.1",))).run_pass()
-    [retried] = await store.list_deliveries(hook.id, limit=1)
+    retried = await the_delivery(store, hook)
     assert (retried.status, retried.last_status) == (DeliveryStatus.PENDING, 500)
     assert retried.last_error == f"{local.base}/hooks/dlq answered 500"
