@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 
+import attrs
 import trio
 import trio.testing
 
@@ -22,7 +23,7 @@ from jobscheduler.bus.local import LocalBus
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.election import Elector, Term
-from jobscheduler.errors import BusError
+from jobscheduler.errors import BusError, PermanentError
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor
@@ -248,6 +249,22 @@ def hanging_handler() -> tuple[Callable[[JobContext], Awaitable[None]], trio.Eve
             ended.append(ctx.job_id)
 
     return hang, started, ended
+
+
+@attrs.define
+class StepRecorder:
+    """A workflow step's handler (``run``): appends the name of each step it runs to ``ran``,
+    in order, and fails permanently at a step named in ``failing``, with the message mapped
+    to it."""
+
+    failing: dict[str, str] = attrs.field(factory=dict)
+    ran: list[str] = attrs.field(factory=list)
+
+    async def run(self, ctx: JobContext) -> None:
+        assert ctx.step is not None
+        self.ran.append(ctx.step)
+        if ctx.step in self.failing:
+            raise PermanentError(self.failing[ctx.step])
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ from jobscheduler.roles.workflows.actions import cancel_workflow, retry_workflow
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory
-from .roles_support import registry_with
+from .roles_support import StepRecorder, registry_with
 from .workflow_support import by_name, chain, create, finished, roles, workflow_body
 
 
@@ -88,13 +88,8 @@ async def test_retrying_the_failed_step_resumes_without_rerunning_what_completed
 async def test_retrying_a_cancelled_workflow_runs_what_it_had_not_run(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    runs: list[str] = []
-
-    async def work(ctx: JobContext) -> None:
-        assert ctx.step is not None
-        runs.append(ctx.step)
-
-    deps = make_deps(registry=registry_with(work=work))
+    work = StepRecorder()
+    deps = make_deps(registry=registry_with(work=work.run))
     body = workflow_body(
         [
             {"name": "a", "jobType": "work", "scheduledAt": "2026-01-01T01:00:00Z"},
@@ -109,4 +104,4 @@ async def test_retrying_a_cancelled_workflow_runs_what_it_had_not_run(
         await retry_workflow(deps, cancelled, by="api")
         done = await finished(deps, workflow.id, bound=7200, poll=10)
     assert done.status is WorkflowStatus.COMPLETED
-    assert runs == ["a", "b", "c"]
+    assert work.ran == ["a", "b", "c"]

@@ -12,12 +12,11 @@ import trio.testing
 
 from jobscheduler.domain.model import Status, format_time
 from jobscheduler.domain.workflows import WorkflowStatus
-from jobscheduler.errors import PermanentError
 from jobscheduler.handlers import JobContext
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory
-from .roles_support import registry_with
+from .roles_support import StepRecorder, registry_with
 from .workflow_support import by_name, chain, create, finished, roles, workflow_body
 
 DIAMOND = [
@@ -67,20 +66,13 @@ async def test_a_diamond_runs_each_step_after_its_parents_with_their_results(
 async def test_a_dead_lettered_step_cancels_its_descendants_and_the_workflow_fails(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    ran: list[str] = []
-
-    async def work(ctx: JobContext) -> None:
-        assert ctx.step is not None
-        ran.append(ctx.step)
-        if ctx.step == "b":
-            raise PermanentError("b cannot succeed")
-
-    deps = make_deps(registry=registry_with(work=work))
+    work = StepRecorder(failing={"b": "b cannot succeed"})
+    deps = make_deps(registry=registry_with(work=work.run))
     workflow, _ = await create(deps, workflow_body(chain("abcd", "work")))
     async with roles(deps, ["work"]):
         done = await finished(deps, workflow.id)
     assert done.status is WorkflowStatus.FAILED
-    assert ran == ["a", "b"]
+    assert work.ran == ["a", "b"]
     steps = by_name(await store.workflow_steps(workflow.id))
     assert {n: s.status for n, s in steps.items()} == {
         "a": Status.COMPLETED,
@@ -106,15 +98,8 @@ async def test_a_dead_lettered_step_cancels_its_descendants_and_the_workflow_fai
 async def test_a_clean_up_step_runs_after_its_parent_failed(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    ran: list[str] = []
-
-    async def work(ctx: JobContext) -> None:
-        assert ctx.step is not None
-        ran.append(ctx.step)
-        if ctx.step == "load":
-            raise PermanentError("disk full")
-
-    deps = make_deps(registry=registry_with(work=work))
+    work = StepRecorder(failing={"load": "disk full"})
+    deps = make_deps(registry=registry_with(work=work.run))
     body = workflow_body(
         [
             {"name": "load", "jobType": "work"},
@@ -125,7 +110,7 @@ async def test_a_clean_up_step_runs_after_its_parent_failed(
     workflow, _ = await create(deps, body)
     async with roles(deps, ["work"]):
         done = await finished(deps, workflow.id)
-    assert ran == ["load", "tidy"]
+    assert work.ran == ["load", "tidy"]
     assert done.status is WorkflowStatus.FAILED
     steps = by_name(await store.workflow_steps(workflow.id))
     assert steps["report"].status is Status.CANCELLED
