@@ -5,13 +5,11 @@ accepts and to read what it answers."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-import trio
 
 from jobscheduler.api.schemas.manage import SORTS as API_SORTS
 from jobscheduler.client import MAX_BULK_IDS, SORTS, AsyncClient, Client
@@ -19,60 +17,14 @@ from jobscheduler.domain.model import Status
 from jobscheduler.errors import ValidationError
 from jobscheduler.store import JobStore
 
-from .api_support import Api, api_deps, serve
-from .conftest import BASE, DepsFactory, make_job
+from .api_support import fast_api  # noqa: F401  (registers the ``api`` fixture)
+from .client_support import (
+    URL,
+    Call,
+    client_call,  # noqa: F401  (registers the ``call`` fixture)
+)
+from .conftest import BASE, make_job
 from .test_api_manage import dead
-
-URL = "http://app.test"
-
-
-class ThreadToTrio(httpx.BaseTransport):
-    """The blocking client's requests, sent from a worker thread, answered by an async
-    transport on the test's trio loop."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        async def answer() -> httpx.Response:
-            response = await self._inner.handle_async_request(request)
-            body = await response.aread()
-            return httpx.Response(response.status_code, headers=response.headers, content=body)
-
-        return trio.from_thread.run(answer)
-
-
-Call = Callable[..., Any]
-
-
-@pytest.fixture
-async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
-    async with serve(api_deps(make_deps)) as served:
-        yield served
-
-
-@pytest.fixture(params=["sync", "async"])
-def call(request: pytest.FixtureRequest, api: Api) -> Call:
-    """``await call("method", *args, **kwargs)``: the method of a fresh Client or AsyncClient
-    on the app (``list`` answers a list)."""
-    asgi = httpx.ASGITransport(app=api.client.app)
-
-    async def with_async(method: str, *args: Any, **kwargs: Any) -> Any:
-        async with AsyncClient(URL, api_key=api.token, transport=asgi) as client:
-            result = getattr(client, method)(*args, **kwargs)
-            if method == "list":
-                return [job async for job in result]
-            return await result
-
-    def blocking(method: str, *args: Any, **kwargs: Any) -> Any:
-        with Client(URL, api_key=api.token, transport=ThreadToTrio(asgi)) as client:
-            result = getattr(client, method)(*args, **kwargs)
-            return list(result) if method == "list" else result
-
-    async def with_sync(method: str, *args: Any, **kwargs: Any) -> Any:
-        return await trio.to_thread.run_sync(lambda: blocking(method, *args, **kwargs))
-
-    return with_async if request.param == "async" else with_sync
 
 
 def test_the_clients_sort_names_are_the_apis() -> None:

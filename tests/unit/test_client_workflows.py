@@ -3,15 +3,8 @@ blocking and the async client alike (each bound from the one operation table).""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncIterator, Callable
-from typing import Any
-
-import httpx
 import pytest
-import trio
 
-from jobscheduler.client import AsyncClient, Client
 from jobscheduler.errors import (
     DuplicateWorkflow,
     InvalidTransition,
@@ -19,46 +12,16 @@ from jobscheduler.errors import (
     WorkflowNotFound,
 )
 
-from .api_support import Api, api_deps, serve
-from .conftest import DepsFactory
-from .test_client_listing import URL, ThreadToTrio
+from .api_support import fast_api  # noqa: F401  (registers the ``api`` fixture)
+from .client_support import (
+    Call,
+    client_call,  # noqa: F401  (registers the ``call`` fixture)
+)
 
 STEPS = [
     {"name": "export", "jobType": "noop"},
     {"name": "transform", "jobType": "noop", "dependsOn": ["export"]},
 ]
-
-Call = Callable[..., Any]
-
-
-@pytest.fixture
-async def api(make_deps: DepsFactory) -> AsyncIterator[Api]:
-    async with serve(api_deps(make_deps)) as served:
-        yield served
-
-
-@pytest.fixture(params=["sync", "async"])
-def call(request: pytest.FixtureRequest, api: Api) -> Call:
-    """``await call("method", *args, **kwargs)`` on a fresh Client or AsyncClient; a
-    listing answers a list."""
-    asgi = httpx.ASGITransport(app=api.client.app)
-
-    async def with_async(method: str, *args: Any, **kwargs: Any) -> Any:
-        async with AsyncClient(URL, api_key=api.token, transport=asgi) as client:
-            result = getattr(client, method)(*args, **kwargs)
-            if inspect.isasyncgen(result):
-                return [item async for item in result]
-            return await result
-
-    def blocking(method: str, *args: Any, **kwargs: Any) -> Any:
-        with Client(URL, api_key=api.token, transport=ThreadToTrio(asgi)) as client:
-            result = getattr(client, method)(*args, **kwargs)
-            return list(result) if inspect.isgenerator(result) else result
-
-    async def with_sync(method: str, *args: Any, **kwargs: Any) -> Any:
-        return await trio.to_thread.run_sync(lambda: blocking(method, *args, **kwargs))
-
-    return with_async if request.param == "async" else with_sync
 
 
 async def test_a_workflow_is_created_read_listed_and_cancelled(call: Call) -> None:
