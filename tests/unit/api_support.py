@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any, cast
 
 import attrs
@@ -27,7 +28,7 @@ from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store import JobStore
 
-from .conftest import BASE, DepsFactory
+from .conftest import BASE, DepsFactory, make_job
 
 JSON = "application/json"
 
@@ -45,6 +46,28 @@ def create_body(**overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return {k: v for k, v in body.items() if v is not None}
+
+
+async def jobs_in_every_sort(store: JobStore) -> dict[str, list[str]]:
+    """Five jobs of tenant-a stored, created a second apart and due in an order of their own:
+    their ids in the order of each sort of the listing (``-createdAt`` is the default)."""
+    jobs = [
+        await store.insert(
+            make_job(
+                created_at=BASE + timedelta(seconds=i),
+                scheduled_at=BASE + timedelta(minutes=(i * 7) % 5),
+            )
+        )
+        for i in range(5)
+    ]
+    newest = [j.id for j in sorted(jobs, key=lambda j: j.created_at, reverse=True)]
+    due = [j.id for j in sorted(jobs, key=lambda j: (j.scheduled_at, j.id))]
+    return {
+        "-createdAt": newest,
+        "createdAt": newest[::-1],
+        "scheduledAt": due,
+        "-scheduledAt": due[::-1],
+    }
 
 
 @attrs.define

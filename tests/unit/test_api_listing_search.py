@@ -23,7 +23,7 @@ from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.codec import _SELECT, _millis
 from jobscheduler.store.sqlite.query import find_sql
 
-from .api_support import Api, api_deps, post, serve
+from .api_support import Api, api_deps, jobs_in_every_sort, post, serve
 from .conftest import BASE, DepsFactory, make_job
 from .test_api_manage import dead
 
@@ -53,22 +53,10 @@ async def walk(api: Api, **query: str) -> list[str]:
 
 
 async def test_each_sort_order_pages_through_every_job_once(api: Api, store: JobStore) -> None:
-    jobs = [
-        await store.insert(
-            make_job(
-                created_at=BASE + timedelta(seconds=i),
-                scheduled_at=BASE + timedelta(minutes=(i * 7) % 5),
-            )
-        )
-        for i in range(5)
-    ]
-    newest = [j.id for j in sorted(jobs, key=lambda j: j.created_at, reverse=True)]
-    assert await walk(api) == newest
-    assert await walk(api, sort="-createdAt") == newest
-    assert await walk(api, sort="createdAt") == newest[::-1]
-    due = [j.id for j in sorted(jobs, key=lambda j: (j.scheduled_at, j.id))]
-    assert await walk(api, sort="scheduledAt") == due
-    assert await walk(api, sort="-scheduledAt") == due[::-1]
+    orders = await jobs_in_every_sort(store)
+    assert await walk(api) == orders["-createdAt"]
+    for sort, order in orders.items():
+        assert await walk(api, sort=sort) == order, sort
 
 
 async def test_a_cursor_is_refused_under_another_sort(api: Api, store: JobStore) -> None:
