@@ -1,11 +1,13 @@
-"""What the tests of the clients against the API app in process share: a ``call`` fixture
-that runs each test body with the blocking and the async client alike (a module imports
-:func:`client_call`, and :func:`~.api_support.fast_api` for the app it calls)."""
+"""What the tests of the clients share: a ``call`` fixture that runs each test body with the
+blocking and the async client alike against the API app in process (a module imports
+:func:`client_call`, and :func:`~.api_support.fast_api` for the app it calls); and the check
+of the one create a client sent to a mock transport."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -60,3 +62,13 @@ def client_call(request: pytest.FixtureRequest, api: Api) -> Call:
         return await trio.to_thread.run_sync(lambda: blocking(method, *args, **kwargs))
 
     return with_async if request.param == "async" else with_sync
+
+
+def assert_sent_one_create_due_now(seen: Sequence[httpx.Request], fields: dict[str, Any]) -> None:
+    """``seen`` is one ``POST /jobs`` with a fresh client key, due now, and ``fields``."""
+    (request,) = seen
+    assert (request.method, request.url.path) == ("POST", "/jobs")
+    body = json.loads(request.content)
+    assert body["idempotencyKey"].startswith("client-")
+    assert body["scheduledAt"].endswith("Z")
+    assert {k: body[k] for k in fields} == fields

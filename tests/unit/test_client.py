@@ -29,6 +29,7 @@ from jobscheduler.errors import (
     WaitTimeout,
 )
 
+from .client_support import assert_sent_one_create_due_now
 from .conftest import DepsFactory
 
 URL = "http://jobs.test"
@@ -55,17 +56,10 @@ def test_create_sends_a_due_now_job_with_a_fresh_key_and_returns_the_stored_job(
     with Client(URL, transport=transport) as client:
         created = client.create("noop", tenant_id="acme", payload={"n": 1}, priority=3)
     assert created["id"] == JOB_ID
-    (request,) = seen
-    assert (request.method, request.url.path) == ("POST", "/jobs")
-    body = json.loads(request.content)
-    assert body["idempotencyKey"].startswith("client-")
-    assert body["scheduledAt"].endswith("Z")
-    assert {k: body[k] for k in ("tenantId", "jobType", "payload", "priority")} == {
-        "tenantId": "acme",
-        "jobType": "noop",
-        "payload": {"n": 1},
-        "priority": 3,
-    }
+    assert_sent_one_create_due_now(
+        seen,
+        {"tenantId": "acme", "jobType": "noop", "payload": {"n": 1}, "priority": 3},
+    )
 
 
 def test_job_body_of_a_template_has_cron_and_its_schedule_settings_but_no_scheduled_at() -> None:

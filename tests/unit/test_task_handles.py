@@ -16,6 +16,8 @@ from jobscheduler.errors import ApiUnreachable, DuplicateJob, ServiceUnavailable
 from jobscheduler.handlers import HandlerRegistry, JobContext
 from jobscheduler.handlers.tasks import MAX_BATCH, TaskHandle
 
+from .client_support import assert_sent_one_create_due_now
+
 URL = "http://jobs.test"
 JOB_ID = "65f0a1b2c3d4e5f6a7b8c9d0"
 SCHEMA = {
@@ -76,17 +78,15 @@ def test_enqueue_posts_the_job_due_now_with_a_fresh_key_and_returns_the_stored_j
     seen, mine = connected(stored)
     job = handle_of(mine).enqueue({"to": "ada@example.com"}, tenant_id="acme", priority=2)
     assert job["id"] == JOB_ID
-    (request,) = seen
-    assert (request.method, request.url.path) == ("POST", "/jobs")
-    body = json.loads(request.content)
-    assert body["idempotencyKey"].startswith("client-")
-    assert body["scheduledAt"].endswith("Z")
-    assert {k: body[k] for k in ("tenantId", "jobType", "payload", "priority")} == {
-        "tenantId": "acme",
-        "jobType": "send-email",
-        "payload": {"to": "ada@example.com"},
-        "priority": 2,
-    }
+    assert_sent_one_create_due_now(
+        seen,
+        {
+            "tenantId": "acme",
+            "jobType": "send-email",
+            "payload": {"to": "ada@example.com"},
+            "priority": 2,
+        },
+    )
 
 
 def test_a_bad_payload_is_refused_locally_with_the_apis_message_and_nothing_is_sent() -> None:
