@@ -46,6 +46,7 @@ from .store_double import ProxyStore as ProxyStore
 
 if TYPE_CHECKING:
     from .api_support import Api
+    from .roles_support import ObservedBus
 
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -159,6 +160,16 @@ async def api(make_deps: DepsFactory, request: pytest.FixtureRequest) -> AsyncIt
 
     async with serve(api_deps(make_deps), request.param) as served:
         yield served
+
+
+@pytest.fixture
+def long_tick(make_deps: DepsFactory, tmp_path: Path) -> tuple[Deps, ObservedBus]:
+    """Deps on an observed bus whose scheduler ticks hourly: only the planned wake-ups of the
+    dispatch loop publish within a test."""
+    from .roles_support import ObservedBus  # roles_support imports this module
+
+    bus = ObservedBus()
+    return make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0)), bus
 
 
 def after(seconds: float) -> datetime:

@@ -6,43 +6,37 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
 from jobscheduler.api import create_app
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import PassReads, Pick
 
-from .conftest import DepsFactory, ProxyStore, after, make_job, make_settings
-from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of, wake_up
+from .conftest import DepsFactory, ProxyStore, after, make_job
+from .roles_support import LOOP_BOUND, TERM, ObservedBus, dispatching, status_of, wake_up
 
 
 async def test_job_due_in_the_future_is_dispatched_when_due_and_not_before(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock, long_tick: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
     # A tick far longer than the wait: the scheduler must plan its wake-up for the due time.
-    bus = ObservedBus()
-    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    deps, bus = long_tick
     job = make_job(scheduled_at=after(60))
     await store.insert(job)
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            await trio.sleep(59)
-            assert bus.published == []
-            assert await status_of(store, job) is Status.PENDING
-            await bus.wait_for(lambda: bool(bus.published))
-            published_at = deps.clock.now()
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        await trio.sleep(59)
+        assert bus.published == []
+        assert await status_of(store, job) is Status.PENDING
+        await bus.wait_for(lambda: bool(bus.published))
+        published_at = deps.clock.now()
 
     assert bus.published == [wake_up(job)]
     stored = await store.get(job.id)
@@ -52,14 +46,10 @@ async def test_job_due_in_the_future_is_dispatched_when_due_and_not_before(
 
 
 async def test_job_created_through_the_api_wakes_a_sleeping_scheduler(
-    autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
-    store: JobStore,
-    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock, long_tick: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
     # With nothing stored the scheduler plans to sleep through a whole hour-long tick.
-    bus = ObservedBus()
-    deps = make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0))
+    deps, bus = long_tick
     app = create_app(deps)
     # The nursery is left (cancelled) before the test app: quart-trio's test app enters
     # its own nursery by hand and must not be cancelled from outside.
@@ -109,11 +99,8 @@ async def test_dispatch_loop_backs_off_and_continues_after_a_store_error_in_a_ti
     deps = make_deps(store=FlakyClaims(store), bus=bus)
     job = make_job()
     await store.insert(job)
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            await bus.wait_for(lambda: bool(bus.published))
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        await bus.wait_for(lambda: bool(bus.published))
     assert failures == []
     assert bus.published == [wake_up(job)]
     assert await status_of(store, job) is Status.QUEUED
@@ -139,13 +126,10 @@ async def test_bug_store_error_from_next_due_at_crashes_the_dispatch_loop(
     bus = ObservedBus()
     deps = make_deps(store=FlakyNextDue(store), bus=bus)
     job = make_job()
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            await failed.wait()
-            await store.insert(job)
-            await bus.wait_for(lambda: bool(bus.published))
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        await failed.wait()
+        await store.insert(job)
+        await bus.wait_for(lambda: bool(bus.published))
     assert bus.published == [wake_up(job)]
 
 
@@ -173,36 +157,36 @@ class CountingReads(ProxyStore):
         return await self.inner.next_due_at()
 
 
-async def test_a_pass_that_finds_no_template_makes_one_read_besides_its_claim(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
-) -> None:
+@pytest.fixture
+def counted(make_deps: DepsFactory, store: JobStore) -> tuple[Deps, ObservedBus, CountingReads]:
+    """Deps on an observed bus and a store that counts the scheduler's reads."""
     counting = CountingReads(store)
     bus = ObservedBus()
-    deps = make_deps(store=counting, bus=bus)
+    return make_deps(store=counting, bus=bus), bus, counting
+
+
+async def test_a_pass_that_finds_no_template_makes_one_read_besides_its_claim(
+    autojump_clock: trio.testing.MockClock, counted: tuple[Deps, ObservedBus, CountingReads]
+) -> None:
+    deps, bus, counting = counted
+    store = counting.inner  # the store itself, its writes uncounted
     job = make_job()
     await store.insert(job)
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            await bus.wait_for(lambda: bool(bus.published))
-            await trio.sleep(0.5)  # the pass's sleep has begun
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        await bus.wait_for(lambda: bool(bus.published))
+        await trio.sleep(0.5)  # the pass's sleep has begun
     assert bus.published == [wake_up(job)]
     assert set(counting.calls) == {"pass_reads"}
 
 
 async def test_a_due_template_is_still_fired_after_the_one_read(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, counted: tuple[Deps, ObservedBus, CountingReads]
 ) -> None:
-    counting = CountingReads(store)
-    bus = ObservedBus()
-    deps = make_deps(store=counting, bus=bus)
+    deps, bus, counting = counted
+    store = counting.inner  # the store itself, its writes uncounted
     template = await store.insert(make_job(cron="* * * * *", scheduled_at=after(-1)))
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            await bus.wait_for(lambda: bool(bus.published))
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        await bus.wait_for(lambda: bool(bus.published))
     assert counting.calls[:2] == ["pass_reads", "due_templates"]
     assert "next_due_at" in counting.calls  # read again after the template moved
     assert (await store.get(template.id)).scheduled_at > template.scheduled_at

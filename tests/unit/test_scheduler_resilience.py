@@ -19,7 +19,7 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.query import Pick
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
-from .roles_support import LOOP_BOUND, TERM, ObservedBus, status_of
+from .roles_support import TERM, ObservedBus, dispatching, status_of
 
 EVERY_MINUTE = "* * * * *"
 
@@ -134,11 +134,8 @@ async def test_the_dispatch_loop_survives_an_unexpected_error_and_dispatches_aft
     job = await store.insert(make_job())
     started = trio.current_time()
 
-    with trio.fail_after(LOOP_BOUND):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(Scheduler(deps).dispatch_loop, TERM)
-            await bus.wait_for(lambda: bool(bus.published))
-            nursery.cancel_scope.cancel()
+    async with dispatching(deps):
+        await bus.wait_for(lambda: bool(bus.published))
 
     assert bus.published_ids() == [job.id]
     assert trio.current_time() - started >= ERROR_BACKOFF

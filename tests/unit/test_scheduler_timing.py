@@ -7,9 +7,7 @@ start path; the wake-up still goes out at the due instant, never before it.
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
-import pytest
 import trio
 import trio.testing
 
@@ -18,16 +16,8 @@ from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler.loop import CLAIM_LEAD
 from jobscheduler.store import JobStore
 
-from .conftest import DepsFactory, after, make_job, make_settings
+from .conftest import after, make_job
 from .roles_support import ObservedBus, dispatching, status_of, wake_up
-
-
-@pytest.fixture
-def long_tick(make_deps: DepsFactory, tmp_path: Path) -> tuple[Deps, ObservedBus]:
-    """Deps on an observed bus whose scheduler ticks hourly: only the planned wake-ups of the
-    dispatch loop publish within these tests."""
-    bus = ObservedBus()
-    return make_deps(bus=bus, settings=make_settings(tmp_path, scheduler_tick=3600.0)), bus
 
 
 async def test_a_future_job_is_claimed_ahead_and_published_at_its_due_time(
