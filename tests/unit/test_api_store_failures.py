@@ -5,7 +5,7 @@ for a create, a get and a list alike.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -16,7 +16,7 @@ from jobscheduler.errors import StoreError
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
 
-from .api_support import JSON, api_deps, create_body, serve
+from .api_support import JSON, Reply, api_deps, create_body, serve
 from .conftest import DepsFactory, ProxyStore
 
 #: A store error whose text must never reach a client (it names a host and a password).
@@ -59,38 +59,37 @@ class BrokenStore(ProxyStore):
         raise RuntimeError("secret detail")
 
 
-REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
-    ("POST", "/jobs", {"json": create_body()}),
-    ("GET", f"/jobs/{'a' * 24}", {}),
-    ("GET", "/jobs", {"query_string": {"tenantId": "tenant-a"}}),
-]
+#: Sends the request to the API on the test's store behind the given wrapper.
+SendTo = Callable[[type[ProxyStore]], Awaitable[Reply]]
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), REQUESTS, ids=["create", "get", "list"])
-async def test_store_error_is_503_json_without_internals(
-    make_deps: DepsFactory,
-    store: JobStore,
-    method: str,
-    path: str,
-    kwargs: dict[str, Any],
-) -> None:
-    async with serve(api_deps(make_deps, UnavailableStore(store))) as api:
-        reply = await api.request(method, path, **kwargs)
-    message = reply.assert_error(503)
+@pytest.fixture(
+    params=[
+        ("POST", "/jobs", {"json": create_body()}),
+        ("GET", f"/jobs/{'a' * 24}", {}),
+        ("GET", "/jobs", {"query_string": {"tenantId": "tenant-a"}}),
+    ],
+    ids=["create", "get", "list"],
+)
+def sent_to(request: pytest.FixtureRequest, make_deps: DepsFactory, store: JobStore) -> SendTo:
+    """A create, a get and a list in turn."""
+    method, path, kwargs = request.param
+
+    async def send(wrapper: type[ProxyStore]) -> Reply:
+        async with serve(api_deps(make_deps, wrapper(store))) as api:
+            return await api.request(method, path, **kwargs)
+
+    return send
+
+
+async def test_store_error_is_503_json_without_internals(sent_to: SendTo) -> None:
+    message = (await sent_to(UnavailableStore)).assert_error(503)
     assert "hunter2" not in message
     assert "mongodb://" not in message
 
 
-@pytest.mark.parametrize(("method", "path", "kwargs"), REQUESTS, ids=["create", "get", "list"])
-async def test_unexpected_exception_is_500_internal_error(
-    make_deps: DepsFactory,
-    store: JobStore,
-    method: str,
-    path: str,
-    kwargs: dict[str, Any],
-) -> None:
-    async with serve(api_deps(make_deps, BrokenStore(store))) as api:
-        reply = await api.request(method, path, **kwargs)
+async def test_unexpected_exception_is_500_internal_error(sent_to: SendTo) -> None:
+    reply = await sent_to(BrokenStore)
     assert reply.status == 500
     assert reply.content_type == JSON
     assert reply.json == {"error": "internal error"}
