@@ -14,7 +14,7 @@ which Host header) the server was reached.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 from functools import partial
 from typing import Any
@@ -26,10 +26,7 @@ import trustme
 from hypercorn.trio import serve
 
 from jobscheduler.api.serving.server import hypercorn_config
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+from tests.support.asgi_app import Receive, Scope, Send, answer_lifespan, read_request
 
 #: /big's body: 4095 ASCII bytes, then "é" (2 bytes: 4095-4096), then more ASCII.
 BIG_BODY = ("a" * 4095 + "é" + "b" * 5903).encode()
@@ -47,20 +44,9 @@ class EchoServer:
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            await answer_lifespan(receive, send)
+            return
+        headers, body = await read_request(scope, receive)
         seen = {
             "method": scope["method"],
             "path": scope["path"],

@@ -8,7 +8,7 @@ the statuses to answer in turn (then 200 for good), so a test can fail the first
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -18,10 +18,7 @@ import trio
 from hypercorn.trio import serve
 
 from jobscheduler.api.serving.server import hypercorn_config
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+from tests.support.asgi_app import Receive, Scope, Send, answer_lifespan, read_request
 
 
 @attrs.frozen
@@ -48,19 +45,9 @@ class Receiver:
 
     async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                kind = message["type"].removeprefix("lifespan.")
-                await send({"type": f"lifespan.{kind}.complete"})
-                if kind == "shutdown":
-                    return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            await answer_lifespan(receive, send)
+            return
+        headers, body = await read_request(scope, receive)
         self.requests.append(Received(scope["method"], scope["path"], headers, body))
         status = self.statuses.pop(0) if self.statuses else 200
         await send(
