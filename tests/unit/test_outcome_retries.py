@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import attrs
 import trio
@@ -53,6 +54,15 @@ class LandsButTimesOut(ProxyStore):
         return written
 
 
+def losing_a_reply(
+    make_deps: DepsFactory, store: JobStore, transition: str, **kwargs: Any
+) -> tuple[LandsButTimesOut, ObservedBus, Deps]:
+    """Deps on an observed bus and on ``store`` behind :class:`LandsButTimesOut`."""
+    flaky = LandsButTimesOut(store, transition)
+    bus = ObservedBus()
+    return flaky, bus, make_deps(store=flaky, bus=bus, **kwargs)
+
+
 def failing() -> HandlerRegistry:
     async def fail(ctx: JobContext) -> None:
         raise RuntimeError("boom")
@@ -73,9 +83,7 @@ async def run_one(
 async def test_a_dead_letter_whose_write_landed_before_its_retry_is_still_announced(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    flaky = LandsButTimesOut(store, "fail")
-    bus = ObservedBus()
-    deps = make_deps(store=flaky, bus=bus, registry=failing())
+    flaky, bus, deps = losing_a_reply(make_deps, store, "fail", registry=failing())
     job = make_job(job_type="fails", max_attempts=1)
 
     await run_one(deps, store, job, bus, lambda: bool(bus.dead_letters))
@@ -91,9 +99,7 @@ async def test_a_dead_letter_whose_write_landed_before_its_retry_is_still_announ
 async def test_a_failed_attempt_whose_write_landed_before_its_retry_still_wakes_the_scheduler(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    flaky = LandsButTimesOut(store, "fail")
-    bus = ObservedBus()
-    deps = make_deps(store=flaky, bus=bus, registry=failing())
+    _, bus, deps = losing_a_reply(make_deps, store, "fail", registry=failing())
     woken: list[datetime] = []
 
     class RecordingWaker(Waker):
@@ -115,9 +121,7 @@ async def test_a_failed_attempt_whose_write_landed_before_its_retry_still_wakes_
 async def test_a_completion_whose_write_landed_before_its_retry_counts_as_completed(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    flaky = LandsButTimesOut(store, "complete")
-    bus = ObservedBus()
-    deps = make_deps(store=flaky, bus=bus)
+    _, bus, deps = losing_a_reply(make_deps, store, "complete")
     job = make_job()
 
     await run_one(deps, store, job, bus, lambda: bool(bus.acked))
