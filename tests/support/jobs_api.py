@@ -49,6 +49,38 @@ class Api(Protocol):
     def url(self) -> str: ...
 
 
+async def wait_for_state(
+    http: httpx.AsyncClient,
+    url: str,
+    predicate: Callable[[dict[str, Any]], bool],
+    *,
+    what: str,
+    timeout: float,
+    interval: float,
+    check: Callable[[], None] | None = None,
+    shown: Callable[[dict[str, Any]], dict[str, Any]] = lambda state: state,
+) -> dict[str, Any]:
+    """Poll ``GET url`` until ``predicate(state)``; fail naming ``what``, with the last state
+    seen (as ``shown`` puts it). ``check`` runs before each poll."""
+    last: dict[str, Any] = {}
+    try:
+        with trio.fail_after(timeout):
+            while True:
+                if check is not None:
+                    check()
+                response = await send(http, "GET", url)
+                assert response.status_code == 200, response.text
+                last = response.json()
+                if predicate(last):
+                    return last
+                await trio.sleep(interval)
+    except trio.TooSlowError:
+        raise AssertionError(
+            f"{what} never satisfied the condition within {timeout}s; "
+            f"last state: {json.dumps(shown(last))}"
+        ) from None
+
+
 async def wait_for_job(
     http: httpx.AsyncClient,
     api: Api,
@@ -60,20 +92,7 @@ async def wait_for_job(
 ) -> dict[str, Any]:
     """Poll ``GET /jobs/{id}`` until ``predicate(job)``; fail with the last state seen.
     ``check`` runs before each poll (e.g. a check that no process died unasked)."""
-    last: dict[str, Any] = {}
-    try:
-        with trio.fail_after(timeout):
-            while True:
-                if check is not None:
-                    check()
-                response = await send(http, "GET", f"{api.url}/jobs/{job_id}")
-                assert response.status_code == 200, response.text
-                last = response.json()
-                if predicate(last):
-                    return last
-                await trio.sleep(interval)
-    except trio.TooSlowError:
-        raise AssertionError(
-            f"job {job_id} never satisfied the condition within {timeout}s; "
-            f"last state: {json.dumps(last)}"
-        ) from None
+    url = f"{api.url}/jobs/{job_id}"
+    return await wait_for_state(
+        http, url, predicate, what=f"job {job_id}", timeout=timeout, interval=interval, check=check
+    )

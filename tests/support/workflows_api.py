@@ -4,7 +4,6 @@ records that each ran once, after its parents (the crash tests)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import httpx
 import trio
 
-from tests.support.jobs_api import Api, send
+from tests.support.jobs_api import Api, send, wait_for_state
 
 
 async def create_workflow(
@@ -38,23 +37,17 @@ async def wait_for_workflow(
     timeout: float = 30.0,
     interval: float = 0.1,
 ) -> dict[str, Any]:
-    """Poll ``GET /workflows/{id}`` until ``predicate(workflow)``; fail with the last state."""
-    last: dict[str, Any] = {}
-    try:
-        with trio.fail_after(timeout):
-            while True:
-                response = await send(http, "GET", f"{api.url}/workflows/{workflow_id}")
-                assert response.status_code == 200, response.text
-                last = response.json()
-                if predicate(last):
-                    return last
-                await trio.sleep(interval)
-    except trio.TooSlowError:
-        summary = {k: v for k, v in last.items() if k != "steps"}
-        raise AssertionError(
-            f"workflow {workflow_id} never satisfied the condition within {timeout}s; "
-            f"last state: {json.dumps(summary)}"
-        ) from None
+    """Poll ``GET /workflows/{id}`` until ``predicate(workflow)``; fail with the last state
+    (without its steps)."""
+    return await wait_for_state(
+        http,
+        f"{api.url}/workflows/{workflow_id}",
+        predicate,
+        what=f"workflow {workflow_id}",
+        timeout=timeout,
+        interval=interval,
+        shown=lambda last: {k: v for k, v in last.items() if k != "steps"},
+    )
 
 
 def ended(workflow: dict[str, Any]) -> bool:
