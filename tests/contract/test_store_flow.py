@@ -12,8 +12,6 @@ import trio
 from jobscheduler.domain import states
 from jobscheduler.domain.flow import (
     FlowReport,
-    Hold,
-    HoldReason,
     LimitOverride,
     Limits,
     TenantWeight,
@@ -21,6 +19,7 @@ from jobscheduler.domain.flow import (
 from jobscheduler.domain.model import Status
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Exclusions, Pick
+from tests.support.flow_holds import key_hold
 
 from .store_support import NOW, make_job
 
@@ -161,15 +160,7 @@ async def test_limit_overrides_and_weights_are_replaced_and_deleted(store: JobSt
 
 async def test_the_flow_report_round_trips(store: JobStore) -> None:
     assert await store.flow_report() is None
-    hold = Hold(
-        scope="k:a/mail/customer-42",
-        reason=HoldReason.CONCURRENCY,
-        tenant_id="a",
-        job_type="mail",
-        key="customer-42",
-        text="waiting: customer-42 has 1 of 1 running",
-        waiting=7,
-    )
+    hold = key_hold("a", "customer-42", waiting=7, scope="k:a/mail/customer-42")
     await store.put_flow_report(FlowReport(at=NOW, holds=(hold,)))
     assert await store.flow_report() == FlowReport(at=NOW, holds=(hold,))
 

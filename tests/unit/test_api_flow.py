@@ -8,9 +8,10 @@ from datetime import timedelta
 import attrs
 
 from jobscheduler.clock import ManualClock
-from jobscheduler.domain.flow import FlowReport, Hold, HoldReason, TenantWeight, key_scope
+from jobscheduler.domain.flow import FlowReport, TenantWeight
 from jobscheduler.handlers import JobContext, default_registry
 from jobscheduler.roles.deps import Deps
+from tests.support.flow_holds import key_hold
 
 from .conftest import BASE, DepsFactory, make_job
 from .tenancy_support import auth_deps, serve_auth
@@ -99,24 +100,8 @@ async def test_a_held_job_says_why_and_the_held_list_is_the_tenants_own(
                 scheduled_at=BASE - timedelta(seconds=1),
             )
         )
-        hold = Hold(
-            scope=key_scope("tenant-a", "mail", "customer-42"),
-            reason=HoldReason.CONCURRENCY,
-            tenant_id="tenant-a",
-            job_type="mail",
-            key="customer-42",
-            text="waiting: customer-42 has 1 of 1 running",
-            waiting=4,
-        )
-        other = Hold(
-            scope=key_scope("tenant-b", "mail", "x"),
-            reason=HoldReason.CONCURRENCY,
-            tenant_id="tenant-b",
-            job_type="mail",
-            key="x",
-            text="waiting: x has 1 of 1 running",
-            waiting=9,
-        )
+        hold = key_hold("tenant-a", "customer-42", waiting=4)
+        other = key_hold("tenant-b", "x", waiting=9)
         await store.put_flow_report(FlowReport(at=BASE, holds=(hold, other)))
         page = await api.call("GET", f"/jobs/{job.id}", as_="a-reader")
         assert page.json["held"] == "waiting: customer-42 has 1 of 1 running"
