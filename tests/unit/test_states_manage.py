@@ -4,17 +4,29 @@ writes."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import attrs
 
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
-from jobscheduler.domain.model import MAX_REPLAYS, Replay, Status
+from jobscheduler.domain.model import MAX_REPLAYS, Job, Replay, Status
 
 from .conftest import make_job
 
 NOW = datetime(2026, 9, 29, 18, 0, 0, 123456, tzinfo=UTC)
 NOW_MS = datetime(2026, 9, 29, 18, 0, 0, 123000, tzinfo=UTC)
+
+
+def cancel_requested(*, attempts: int, **fields: Any) -> Job:
+    """A running job (claimed with token ``tok``, 5 attempts allowed) whose cancel was
+    requested at ``NOW``."""
+    return attrs.evolve(
+        make_job(status=Status.RUNNING, attempts=attempts, max_attempts=5),
+        claim_token="tok",
+        cancel_requested_at=NOW_MS,
+        **fields,
+    )
 
 
 def test_cancel_applies_from_any_status_no_executor_runs_yet() -> None:
@@ -43,11 +55,7 @@ def test_request_cancel_is_fenced_by_the_running_attempts_token() -> None:
 
 
 def test_recovering_a_lost_job_whose_cancel_was_requested_cancels_it() -> None:
-    job = attrs.evolve(
-        make_job(status=Status.RUNNING, attempts=0, max_attempts=5),
-        claim_token="tok",
-        cancel_requested_at=NOW_MS,
-    )
+    job = cancel_requested(attempts=0)
     change = states.recover(job, now=NOW)
     assert change.set["status"] is Status.CANCELLED
     plain = states.recover(attrs.evolve(job, cancel_requested_at=None), now=NOW)
@@ -120,12 +128,7 @@ def test_a_spawned_run_names_its_template() -> None:
 
 
 def test_finish_cancel_ends_the_started_attempt_with_a_cancelled_record() -> None:
-    job = attrs.evolve(
-        make_job(status=Status.RUNNING, attempts=2, max_attempts=5),
-        claim_token="tok",
-        claimed_by="w1",
-        cancel_requested_at=NOW_MS,
-    )
+    job = cancel_requested(attempts=2, claimed_by="w1")
     change = states.finish_cancel(job, token="tok", now=NOW)
     assert "attempts" not in change.set  # start counted it; a cancel neither adds nor takes back
     assert change.inc == {}
@@ -151,11 +154,7 @@ def test_fail_and_release_need_no_cancel_request_beside_the_attempts_they_read()
 
 
 def test_recovering_a_lost_cancel_requested_job_keeps_its_count_and_records_it_lost() -> None:
-    job = attrs.evolve(
-        make_job(status=Status.RUNNING, attempts=1, max_attempts=5),
-        claim_token="tok",
-        cancel_requested_at=NOW_MS,
-    )
+    job = cancel_requested(attempts=1)
     change = states.recover(job, now=NOW)
     assert change.set["status"] is Status.CANCELLED
     assert "attempts" not in change.set
