@@ -138,12 +138,18 @@ async def store() -> AsyncIterator[MemoryJobStore]:
 async def sqlite_store(tmp_path: Path) -> AsyncIterator[SQLiteJobStore]:
     """A started SQLite store on a fresh file, closed after the test: for the tests of what
     SQLite itself does."""
-    sqlite = SQLiteJobStore(tmp_path / "jobs.db")
-    await sqlite.start()
+    sqlite = await started_sqlite(tmp_path / "jobs.db")
     try:
         yield sqlite
     finally:
         await sqlite.close()
+
+
+async def started_sqlite(path: str | Path) -> SQLiteJobStore:
+    """A SQLite store on ``path``, started (the caller closes it)."""
+    sqlite = SQLiteJobStore(path)
+    await sqlite.start()
+    return sqlite
 
 
 @pytest.fixture

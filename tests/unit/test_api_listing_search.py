@@ -19,12 +19,11 @@ import pytest
 from jobscheduler.domain.model import Status
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery, Sort
-from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.codec import _SELECT, _millis
 from jobscheduler.store.sqlite.query import find_sql
 
 from .api_support import Api, api_deps, jobs_in_every_sort, post, serve
-from .conftest import BASE, DepsFactory, make_job
+from .conftest import BASE, DepsFactory, make_job, started_sqlite
 from .test_api_manage import dead
 
 
@@ -148,8 +147,7 @@ async def test_bulk_ids_and_dry_run_are_validated(api: Api, body: Any, fragment:
 async def test_sqlite_listing_plans_walk_an_index_in_order(
     tmp_path: Path, sort: Sort, statuses: tuple[Status, ...]
 ) -> None:
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     try:
         query = JobQuery(tenant_id="t", statuses=statuses, sort=sort)
         conn = sqlite3.connect(tmp_path / "jobs.db")
@@ -164,8 +162,7 @@ async def test_sqlite_listing_plans_walk_an_index_in_order(
 
 
 async def test_sqlite_lists_a_tenants_templates_from_their_own_index(tmp_path: Path) -> None:
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     try:
         query = JobQuery(tenant_id="t", cron=True)
         sql, params = find_sql(query, 1000, None, select=_SELECT, millis=_millis)

@@ -11,9 +11,9 @@ import attrs
 
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import cron_policy_of, job_to_json
-from jobscheduler.store.sqlite.store import _SCHEMA, SQLiteJobStore
+from jobscheduler.store.sqlite.store import _SCHEMA
 
-from .conftest import BASE, make_job
+from .conftest import BASE, make_job, started_sqlite
 
 # The jobs table as it was before cron policies: every column from cron_policy on removed.
 OLD_SCHEMA = re.sub(r",\n    cron_policy[^)]*\n\)", "\n)", _SCHEMA)
@@ -31,8 +31,7 @@ async def test_a_file_from_before_cron_policies_is_migrated_on_start(tmp_path: P
             "1767225600000, '0 * * * *', 0, 3, 1767225600000, 1767225600000)"
         )
     conn.close()
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         old = await store.get("6b0d2ee639c1219066d05a0c")
         assert old.cron_policy is None
@@ -51,6 +50,5 @@ async def test_a_file_from_before_cron_policies_is_migrated_on_start(tmp_path: P
     finally:
         await store.close()
     # Starting again on the migrated file is a no-op.
-    again = SQLiteJobStore(path)
-    await again.start()
+    again = await started_sqlite(path)
     await again.close()

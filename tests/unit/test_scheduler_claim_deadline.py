@@ -18,9 +18,8 @@ from jobscheduler.errors import StoreError
 from jobscheduler.roles.scheduler.loop import CLAIM_CALL_TIMEOUT, Scheduler
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Pick
-from jobscheduler.store.sqlite import SQLiteJobStore
 
-from .conftest import DepsFactory, ProxyStore, make_job
+from .conftest import DepsFactory, ProxyStore, make_job, started_sqlite
 from .roles_support import ObservedBus
 
 
@@ -96,8 +95,7 @@ class Stall:
 async def test_a_sqlite_claim_taken_by_a_stalled_writer_stops_waiting_when_cancelled(
     tmp_path: Path,
 ) -> None:
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     stall = Stall()
     gave_up = trio.Event()
 

@@ -18,6 +18,8 @@ from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.stores import started
 
+from .conftest import started_sqlite
+
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -71,14 +73,12 @@ async def test_full_database_fails_inserts_and_transitions_as_store_error_then_r
 
 async def test_database_refusing_writes_fails_them_as_store_error(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
-    writable = SQLiteJobStore(path)
-    await writable.start()
+    writable = await started_sqlite(path)
     await writable.insert(job("kept"))
     await writable.close()
     # Bug: an error raised inside an operation (here "attempt to write a readonly
     # database", as a read-only file or mount gives) escaped as a raw sqlite3 error.
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         assert store._writer is not None
         store._writer.execute("PRAGMA query_only = ON")
@@ -104,8 +104,7 @@ async def test_string_sqlite_cannot_encode_is_a_validation_error_not_a_driver_er
 async def test_memory_store_is_one_database_shared_by_the_writer_and_every_reader() -> None:
     # Bug: SQLiteJobStore(":memory:") opened a new, empty database for each reader
     # connection, so a job just inserted could not be read back.
-    store = SQLiteJobStore(":memory:")
-    await store.start()
+    store = await started_sqlite(":memory:")
     try:
         inserted = [await store.insert(job(f"k{n}")) for n in range(3)]
         assert await store.get(inserted[0].id) == inserted[0]
@@ -115,8 +114,7 @@ async def test_memory_store_is_one_database_shared_by_the_writer_and_every_reade
         await store.ping()
     finally:
         await store.close()
-    other = SQLiteJobStore(":memory:")
-    await other.start()
+    other = await started_sqlite(":memory:")
     try:
         assert await other.list_jobs("t", None, 10) == []  # private to its store
     finally:

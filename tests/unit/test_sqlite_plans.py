@@ -21,7 +21,7 @@ from jobscheduler.roles.reaper.sweeps import Reaper, sample_gauges
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store.sqlite import SQLiteJobStore
 
-from .conftest import BASE, DepsFactory, after, make_job
+from .conftest import BASE, DepsFactory, after, make_job, started_sqlite
 
 #: The job gauges and the Overview count every job by status on purpose (the Overview's
 #: from the covering jobs_status_created).
@@ -40,8 +40,7 @@ async def test_the_background_roles_statements_walk_their_own_indexes(
         return conn
 
     monkeypatch.setattr(SQLiteJobStore, "_connect", traced)
-    store = SQLiteJobStore(tmp_path / "traced.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "traced.db")
     try:
         for i in range(5):
             await store.insert(make_job(scheduled_at=after(3600 + i)))

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from jobscheduler.domain.model import Status
-from jobscheduler.store.sqlite import SQLiteJobStore, upkeep
+from jobscheduler.store.sqlite import upkeep
 
-from .conftest import make_job
+from .conftest import make_job, started_sqlite
 
 
 def _drop_finished_at(path: Path) -> None:
@@ -37,8 +37,7 @@ def _drop_finished_at(path: Path) -> None:
 async def test_an_old_files_finished_jobs_finished_when_last_updated(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     updated = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     done = make_job(status=Status.COMPLETED)
     waiting = make_job()
     await store.insert(done)
@@ -50,8 +49,7 @@ async def test_an_old_files_finished_jobs_finished_when_last_updated(tmp_path: P
     conn.commit()
     conn.close()
 
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         assert (await store.get(done.id)).finished_at == updated
         assert (await store.get(waiting.id)).finished_at is None
@@ -59,26 +57,25 @@ async def test_an_old_files_finished_jobs_finished_when_last_updated(tmp_path: P
         await store.close()
 
 
-def _auto_vacuum(path: Path) -> int:
+def _pragma(path: Path, name: str) -> int:
     conn = sqlite3.connect(path)
     try:
-        return int(conn.execute("PRAGMA auto_vacuum").fetchone()[0])
+        return int(conn.execute(f"PRAGMA {name}").fetchone()[0])
     finally:
         conn.close()
+
+
+def _auto_vacuum(path: Path) -> int:
+    return _pragma(path, "auto_vacuum")
 
 
 def _page_count(path: Path) -> int:
-    conn = sqlite3.connect(path)
-    try:
-        return int(conn.execute("PRAGMA page_count").fetchone()[0])
-    finally:
-        conn.close()
+    return _pragma(path, "page_count")
 
 
 async def test_a_new_file_and_an_older_one_vacuum_incrementally(tmp_path: Path) -> None:
     fresh = tmp_path / "new.db"
-    store = SQLiteJobStore(fresh)
-    await store.start()
+    store = await started_sqlite(fresh)
     await store.close()
     assert _auto_vacuum(fresh) == 2  # INCREMENTAL
     old = tmp_path / "old.db"
@@ -87,16 +84,14 @@ async def test_a_new_file_and_an_older_one_vacuum_incrementally(tmp_path: Path) 
     conn.commit()
     conn.close()
     assert _auto_vacuum(old) == 0
-    store = SQLiteJobStore(old)
-    await store.start()
+    store = await started_sqlite(old)
     await store.close()
     assert _auto_vacuum(old) == 2
 
 
 async def test_the_pages_pruned_jobs_leave_are_given_back(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         jobs = [make_job(status=Status.COMPLETED, payload={"pad": "x" * 2000}) for _ in range(500)]
         await store.insert_many(jobs)
@@ -123,8 +118,7 @@ async def test_a_prune_leaves_the_writer_after_a_slice_and_is_called_again(
     # A slice's time is up at once: each call deletes one slice of rows, oldest first.
     monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
     monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 0.0)
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     try:
         await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
         key = ("tenant-a", Status.COMPLETED, "noop")

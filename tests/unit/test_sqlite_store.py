@@ -21,6 +21,8 @@ from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite import writer as sqlite_writer
 from jobscheduler.store.sqlite.attempts import INSERT_ATTEMPT, attempt_params
 
+from .conftest import started_sqlite
+
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 REPLAY = Replay(at=NOW, previous_status=Status.DLQ, run=1)
 
@@ -63,8 +65,7 @@ async def test_bug_a_writer_cancelled_after_taking_a_batch_orphaned_the_other_wr
     # never ran, and the other callers got None back — the scheduler crashed on a claim that
     # returned None. Now the writer thread runs batches: a cancelled caller withdraws only
     # its own write, whoever handed the queue over.
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     first, second = job("first"), job("second")
     results: dict[str, Job] = {}
     leader = trio.CancelScope()
@@ -101,8 +102,7 @@ async def test_a_caller_cancelled_after_its_write_was_taken_waits_for_its_outcom
     # Once the writer thread has taken a write, the caller waits for it as for a thread
     # call and gets its result; the cancellation comes at its next checkpoint. (Request
     # handlers bound the wait with BoundedCalls, which detaches the call instead.)
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     ahead, behind = Stall(), Stall()
     taken = job("taken")
     results: list[Job] = []
@@ -135,8 +135,7 @@ async def test_close_runs_the_queued_writes_and_later_writes_fail_as_store_error
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "jobs.db"
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     stall = Stall()
     queued = job("queued")
     async with trio.open_nursery() as nursery:
@@ -148,8 +147,7 @@ async def test_close_runs_the_queued_writes_and_later_writes_fail_as_store_error
         stall.release.set()
     with pytest.raises(StoreError, match="closed"):
         await store.insert(job("late"))
-    again = SQLiteJobStore(path)
-    await again.start()
+    again = await started_sqlite(path)
     try:
         assert await again.get(queued.id) == queued
     finally:
@@ -181,8 +179,7 @@ async def test_a_file_from_the_first_release_gains_the_new_columns_and_keeps_its
             " NULL, NULL, NULL, NULL, NULL, NULL, ?, ?)",
             ("a" * 24, millis, millis, millis),
         )
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         old = await store.get("a" * 24)
         assert (old.idempotency_key, old.result, old.template_id) == ("old", None, None)
@@ -196,8 +193,7 @@ async def test_a_file_from_the_first_release_gains_the_new_columns_and_keeps_its
         assert len(await store.attempts(old.id)) == 1
     finally:
         await store.close()
-    again = SQLiteJobStore(path)  # a second start finds the columns already there
-    await again.start()
+    again = await started_sqlite(path)  # a second start finds the columns already there
     try:
         assert (await again.get("a" * 24)).result == [1]
     finally:
@@ -207,8 +203,7 @@ async def test_a_file_from_the_first_release_gains_the_new_columns_and_keeps_its
 async def test_a_close_that_gives_up_on_a_stalled_writer_returns(tmp_path: Path) -> None:
     # A shutdown bounds its close (CLOSE_TIMEOUT): a writer stuck on a stalled disk must
     # not hold the process past it.
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     stall = Stall()
     async with trio.open_nursery() as nursery:
         await stall.hold(store, nursery)
@@ -223,8 +218,7 @@ async def test_an_attempts_table_from_before_runs_is_rebuilt_keeping_its_records
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     kept = await store.insert(job("kept"))
     await store.close()
     with sqlite3.connect(path) as conn:  # the attempts table as it was: no run in its key
@@ -239,8 +233,7 @@ async def test_an_attempts_table_from_before_runs_is_rebuilt_keeping_its_records
             "INSERT INTO attempts VALUES (?, 1, 'failed', 'w', NULL, ?, NULL, 'old', NULL)",
             (kept.id, int(NOW.timestamp() * 1000)),
         )
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         [old] = await store.attempts(kept.id)
         assert (old.run, old.number, old.error_message) == (0, 1, "old")
@@ -254,8 +247,7 @@ async def test_an_attempts_table_from_before_runs_is_rebuilt_keeping_its_records
         ]
     finally:
         await store.close()
-    again = SQLiteJobStore(path)  # a second start finds the table rebuilt already
-    await again.start()
+    again = await started_sqlite(path)  # a second start finds the table rebuilt already
     try:
         assert len(await again.attempts(kept.id)) == 2
     finally:
@@ -268,8 +260,7 @@ async def test_writes_started_together_share_one_transaction(
     # Writers made runnable in the same scheduling round (an executor's outcomes and its
     # next pick) are all queued by the time the first one hands the queue to the writer
     # thread (each yields once first): one batch, one commit.
-    store = SQLiteJobStore(tmp_path / "jobs.db")
-    await store.start()
+    store = await started_sqlite(tmp_path / "jobs.db")
     batches: list[int] = []
     run_batch = sqlite_writer.run_batch
 

@@ -12,7 +12,7 @@ import trio
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.writer import THREAD_NAME
 
-from .conftest import make_job
+from .conftest import make_job, started_sqlite
 
 
 def serving(thread: threading.Thread) -> bool:
@@ -31,8 +31,7 @@ def ends_within(thread: threading.Thread, seconds: float) -> bool:
 
 async def open_store(path: Path) -> tuple[SQLiteJobStore, threading.Thread]:
     """A started store and its writer thread."""
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     await store.insert(make_job())  # a write: the thread has served a batch
     assert store._batches is not None
     thread = store._batches.thread

@@ -17,11 +17,10 @@ from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.store.mongo.codec import job_filter
 from jobscheduler.store.query import BUFFERED, DUE_ONE_OFF, DUE_TEMPLATE, PENDING, JobQuery
-from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.codec import _millis
 from jobscheduler.store.sqlite.where import PARTIAL_INDEXES, conditions, index_where
 
-from .conftest import BASE, after, make_job
+from .conftest import BASE, after, make_job, started_sqlite
 
 
 @pytest.mark.parametrize(
@@ -85,8 +84,7 @@ async def test_a_partial_index_made_under_another_where_is_rebuilt_at_start(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     await store.close()
     # An older release wrote the queued sweep's index as ``IN ('queued')``: SQLite does not
     # use it for a query that says ``status = 'queued'`` (nor the other way round).
@@ -95,8 +93,7 @@ async def test_a_partial_index_made_under_another_where_is_rebuilt_at_start(
         conn.execute("CREATE INDEX jobs_queued ON jobs (queued_at) WHERE status IN ('queued')")
     conn.close()
 
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         await store.insert(attrs.evolve(make_job(status=Status.QUEUED), queued_at=BASE))
         stale = await store.find_stale([Status.QUEUED], "queued_at", after(60), 10)

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from jobscheduler.errors import DuplicateJob
-from jobscheduler.store.sqlite import SQLiteJobStore
 
-from .conftest import make_job
+from .conftest import make_job, started_sqlite
 
 #: The jobs table as releases before tenancy created it (keys unique across tenants).
 OLD_JOBS_TABLE = """
@@ -46,8 +45,7 @@ async def test_an_old_sqlite_file_gets_per_tenant_keys_and_keeps_its_jobs(
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as conn:
         conn.executescript(OLD_JOBS_TABLE)
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         kept = await store.get("65f0c0ffee0123456789abcd")
         assert (kept.idempotency_key, kept.tenant_id) == ("shared", "acme")
@@ -57,8 +55,7 @@ async def test_an_old_sqlite_file_gets_per_tenant_keys_and_keeps_its_jobs(
     finally:
         await store.close()
     # A second start finds nothing left to migrate.
-    again = SQLiteJobStore(path)
-    await again.start()
+    again = await started_sqlite(path)
     try:
         assert len(await again.list_jobs("other", None, 10)) == 1
     finally:
@@ -67,8 +64,7 @@ async def test_an_old_sqlite_file_gets_per_tenant_keys_and_keeps_its_jobs(
 
 async def test_a_file_with_the_full_run_index_gets_the_partial_one(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     await store.close()
     conn = sqlite3.connect(path)
     conn.executescript(
@@ -76,8 +72,7 @@ async def test_a_file_with_the_full_run_index_gets_the_partial_one(tmp_path: Pat
     )
     conn.close()
 
-    store = SQLiteJobStore(path)
-    await store.start()
+    store = await started_sqlite(path)
     try:
         conn = sqlite3.connect(path)
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs_run'").fetchone()
