@@ -108,24 +108,31 @@ async def test_tokens_increase_across_terms(elector_factory: ElectorFactory) -> 
         assert second.token > first.token
 
 
+async def lead_until_term(elector: Elector, terms: int) -> list[Term]:
+    """``lead`` on ``elector`` with work that records its term and returns, ending the term,
+    until the ``terms``-th, which it holds until cancelled; then cancelled. The terms seen."""
+    seen: list[Term] = []
+    reached = trio.Event()
+
+    async def work(term: Term) -> None:
+        seen.append(term)
+        if len(seen) == terms:
+            reached.set()
+            await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lead, elector, work)
+        await reached.wait()
+        nursery.cancel_scope.cancel()
+    return seen
+
+
 async def test_lead_runs_work_with_the_term_and_resigns_when_cancelled(
     elector_factory: ElectorFactory,
 ) -> None:
     with trio.fail_after(TEST_BOUND):
         elector = RecordingElector(await elector_factory("a"))
-        working = trio.Event()
-        seen: list[Term] = []
-
-        async def work(term: Term) -> None:
-            seen.append(term)
-            working.set()
-            await trio.sleep_forever()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(lead, elector, work)
-            await working.wait()
-            nursery.cancel_scope.cancel()
-
+        seen = await lead_until_term(elector, 1)
         campaigned = [t for call, t in elector.calls if call == "campaign"]
         assert seen == campaigned
         assert elector.calls[-1] == ("resign", seen[0])
@@ -136,20 +143,7 @@ async def test_work_returning_ends_the_term_and_lead_campaigns_again(
 ) -> None:
     with trio.fail_after(TEST_BOUND):
         elector = RecordingElector(await elector_factory("a"))
-        seen: list[Term] = []
-        second_term = trio.Event()
-
-        async def work(term: Term) -> None:
-            seen.append(term)
-            if len(seen) == 2:
-                second_term.set()
-                await trio.sleep_forever()
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(lead, elector, work)
-            await second_term.wait()
-            nursery.cancel_scope.cancel()
-
+        seen = await lead_until_term(elector, 2)
         assert seen[1].token > seen[0].token
         assert ("resign", seen[0]) in elector.calls
 
