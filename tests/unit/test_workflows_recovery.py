@@ -5,6 +5,7 @@ lets the reaper (or a repeated create) finish the work."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import attrs
 import pytest
@@ -13,7 +14,7 @@ import trio.testing
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.domain.workflows import WorkflowStatus
+from jobscheduler.domain.workflows import WorkflowPlan, WorkflowStatus
 from jobscheduler.errors import DuplicateJob, DuplicateWorkflow
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.workflows.create import CREATE_GRACE, create_workflow, plan_of
@@ -23,6 +24,16 @@ from jobscheduler.store.workflows import WorkflowQuery
 
 from .conftest import DepsFactory, make_job
 from .workflow_support import by_name, chain, create, sweep, workflow_body
+
+
+async def cut_off(deps: Deps, body: dict[str, Any], stored: int | None = None) -> WorkflowPlan:
+    """The plan of a create of ``body`` that stopped after storing its record and its first
+    ``stored`` steps (every step when None), never opened."""
+    plan = plan_of(deps, body)
+    await deps.store.insert_workflow(plan.workflow)
+    if stored != 0:
+        await deps.store.insert_many(plan.jobs[:stored])
+    return plan
 
 
 async def run_to_end(deps: Deps, store: JobStore, step: Job) -> Job:
@@ -80,9 +91,7 @@ async def test_a_create_cut_off_after_its_record_is_finished_by_the_same_key(
 ) -> None:
     deps = make_deps()
     body = workflow_body(chain("abc"))
-    first = plan_of(deps, body)
-    await store.insert_workflow(first.workflow)
-    await store.insert_many(first.jobs[:1])  # the crash: b and c never stored
+    first = await cut_off(deps, body, stored=1)  # the crash: b and c never stored
     assert await store.claim_due(deps.clock.now() + timedelta(hours=1), 10) == []
     workflow, steps = await create(deps, body)  # the client's retry, same key
     assert workflow.id == first.workflow.id
@@ -98,8 +107,7 @@ async def test_a_create_retried_with_other_steps_under_its_key_is_refused(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    first = plan_of(deps, workflow_body(chain("ab")))
-    await store.insert_workflow(first.workflow)
+    await cut_off(deps, workflow_body(chain("ab")), stored=0)
     with pytest.raises(DuplicateWorkflow):
         await create(deps, workflow_body(chain("abc")))
 
@@ -108,9 +116,7 @@ async def test_the_reaper_opens_a_create_cut_off_once_every_step_was_stored(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    plan = plan_of(deps, workflow_body(chain("ab")))
-    await store.insert_workflow(plan.workflow)
-    await store.insert_many(plan.jobs)  # the crash: the record never opened
+    plan = await cut_off(deps, workflow_body(chain("ab")))  # the record never opened
     await sweep(deps)
     assert (await store.get_workflow(plan.workflow.id)).status is WorkflowStatus.CREATING
     await trio.sleep(CREATE_GRACE + 1)
@@ -124,9 +130,7 @@ async def test_the_reaper_gives_up_a_create_cut_off_before_its_steps_were_stored
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     deps = make_deps()
-    plan = plan_of(deps, workflow_body(chain("abc")))
-    await store.insert_workflow(plan.workflow)
-    await store.insert_many(plan.jobs[:2])
+    plan = await cut_off(deps, workflow_body(chain("abc")), stored=2)
     await trio.sleep(CREATE_GRACE + 1)
     await sweep(deps)
     record = await store.get_workflow(plan.workflow.id)
