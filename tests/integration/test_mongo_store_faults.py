@@ -176,12 +176,18 @@ async def test_claim_whose_request_was_lost_claims_nothing_and_leaves_the_jobs_d
     assert [j.id for j in await store.claim_due(NOW, 10)] == [j.id for j in jobs]
 
 
+async def queued(store: MongoJobStore, *priorities: int) -> list[Job]:
+    """A job of each priority, inserted and then claimed (queued)."""
+    jobs = [await store.insert(make_job(priority=p)) for p in priorities]
+    await store.claim_due(NOW, 10)
+    return jobs
+
+
 async def test_a_batch_whose_reply_was_lost_reports_each_job_it_changed(
     proxied_store: tuple[MongoJobStore, FaultProxy],
 ) -> None:
     store, fault_proxy = proxied_store
-    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
-    await store.claim_due(NOW, 10)
+    jobs = await queued(store, 3, 2, 1)
     await store.apply(states.pick(jobs[2].id, worker="other", token="taken", now=NOW))
     fault_proxy.lose_next(UPDATE, "reply")
     picks = [states.pick(j.id, worker="w", token=f"t{i}", now=NOW) for i, j in enumerate(jobs)]
@@ -195,8 +201,7 @@ async def test_a_batch_whose_request_was_lost_is_sent_again_once(
     proxied_store: tuple[MongoJobStore, FaultProxy],
 ) -> None:
     store, fault_proxy = proxied_store
-    jobs = [await store.insert(make_job(priority=p)) for p in (3, 2, 1)]
-    await store.claim_due(NOW, 10)
+    jobs = await queued(store, 3, 2, 1)
     fault_proxy.lose_next(UPDATE, "request")
     changes: list[states.Change] = []
     for i, job in enumerate(jobs):
