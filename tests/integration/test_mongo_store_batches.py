@@ -170,6 +170,17 @@ async def running_jobs(store: MongoJobStore, count: int) -> list[Job]:
     return [job for job in running[1::2] if job is not None]
 
 
+#: When :func:`beating`'s heartbeats are sent.
+BEAT_AT = NOW + timedelta(seconds=5)
+
+
+async def beating(store: MongoJobStore, count: int) -> tuple[list[Job], list[states.Change]]:
+    """``count`` running jobs, and a heartbeat of each at :data:`BEAT_AT`."""
+    running = await running_jobs(store, count)
+    beats = [states.heartbeat(j.id, token=j.claim_token or "", now=BEAT_AT) for j in running]
+    return running, beats
+
+
 def rewrite_before_read_back(store: MongoJobStore, later: list[states.Change]) -> None:
     """Let another writer's batch land on this store's documents between a batch's writes
     and its read-back by mark (the window the judge by values exists for)."""
@@ -201,12 +212,10 @@ async def test_a_change_re_marked_by_a_later_batch_but_holding_its_values_counts
     # The judge of a batch: what carries its mark applied; a document that matched but was
     # re-marked by another batch before the read-back is judged by whether it still holds
     # what this batch's change wrote.
-    running = await running_jobs(store, 3)
-    beat_at = NOW + timedelta(seconds=5)
-    beats = [states.heartbeat(j.id, token=j.claim_token or "", now=beat_at) for j in running]
+    _, beats = await beating(store, 3)
     rewrite_before_read_back(store, [beats[0]])  # the same values, another mark
     results = await store.apply_many(beats)
-    assert [r.heartbeat_at if r else None for r in results] == [beat_at] * 3
+    assert [r.heartbeat_at if r else None for r in results] == [BEAT_AT] * 3
 
 
 async def test_a_change_overwritten_before_its_read_back_is_reported_as_not_applied(
@@ -215,10 +224,8 @@ async def test_a_change_overwritten_before_its_read_back_is_reported_as_not_appl
     # The other side of the judge: a document that another batch changed to other values
     # before the read-back is reported as not applied (the caller treats it as a lost race;
     # every transition after it is conditional, so nothing acts on a stale belief).
-    running = await running_jobs(store, 3)
-    beat_at = NOW + timedelta(seconds=5)
-    beats = [states.heartbeat(j.id, token=j.claim_token or "", now=beat_at) for j in running]
-    later = beat_at + timedelta(seconds=1)
+    running, beats = await beating(store, 3)
+    later = BEAT_AT + timedelta(seconds=1)
     done = states.complete(running[0], token=running[0].claim_token or "", now=later)
     rewrite_before_read_back(store, [done])
     results = await store.apply_many(beats)
