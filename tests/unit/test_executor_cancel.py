@@ -18,11 +18,11 @@ from jobscheduler.handlers import JobContext
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store import JobStore
-from tests.support.processes import alive, pid_from
+from tests.support.processes import alive
 
 from .conftest import DepsFactory, make_job
 from .roles_support import REAL_BOUND, executor_running, processed, queue, wake_up
-from .test_runners import queued_sleeper, registry_of
+from .test_runners import registry_of, sleeper_running
 
 
 async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> Job:
@@ -109,11 +109,8 @@ async def test_a_failure_racing_a_cancel_request_ends_cancelled_not_retried(
 async def test_process_handler_is_killed_and_the_job_ends_cancelled(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    deps, job, pid_file = await queued_sleeper(make_deps, store, tmp_path)
-    with trio.fail_after(REAL_BOUND):
-        async with executor_running(Executor(deps), job) as results:
-            pid = await pid_from(pid_file, REAL_BOUND)  # the handler really runs in its process
-            await request_cancel_when_running(deps, store, job)
-    assert results == ["cancelled"]
-    assert not alive(pid)
-    assert (await store.get(job.id)).status is Status.CANCELLED
+    async with sleeper_running(make_deps, store, tmp_path) as sleeper:  # it runs in its process
+        await request_cancel_when_running(sleeper.deps, store, sleeper.job)
+    assert sleeper.results == ["cancelled"]
+    assert not alive(sleeper.pid)
+    assert (await store.get(sleeper.job.id)).status is Status.CANCELLED

@@ -17,10 +17,13 @@ import os
 import signal
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 import trio.testing
 import trio_parallel
@@ -107,11 +110,24 @@ def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
     return registry
 
 
-async def queued_sleeper(
+@attrs.frozen
+class Sleeper:
+    """A job of :func:`sleep_in_process` running: its Deps, its pid, and the list its
+    executor's result is appended to."""
+
+    deps: Deps
+    job: Job
+    pid: int
+    results: list[str]
+
+
+@asynccontextmanager
+async def sleeper_running(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
-) -> tuple[Deps, Job, Path]:
-    """Deps whose executor heartbeats every 0.1 s, and a queued job of
-    :func:`sleep_in_process` with the file its pid goes to."""
+) -> AsyncIterator[Sleeper]:
+    """A job of :func:`sleep_in_process` queued and run by an executor that heartbeats every
+    0.1 s, the block entered once the handler runs in its process (its pid written); on
+    leaving, the executor's result is waited for (all bounded by :data:`REAL_BOUND`)."""
     deps = make_deps(
         registry=registry_of("sleepy", sleep_in_process),
         settings=make_settings(tmp_path, heartbeat_interval=0.1),
@@ -119,7 +135,10 @@ async def queued_sleeper(
     pid_file = tmp_path / "pid"
     job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
     await queue(deps, store, job)
-    return deps, job, pid_file
+    with trio.fail_after(REAL_BOUND):
+        async with executor_running(Executor(deps), job) as results:
+            pid = await pid_from(pid_file, REAL_BOUND)
+            yield Sleeper(deps=deps, job=job, pid=pid, results=results)
 
 
 # ------------------------------------------------------------- trio and threads (virtual time)
@@ -348,16 +367,13 @@ async def test_process_handler_raising_permanent_error_dead_letters_at_once(
 async def test_process_handler_whose_claim_is_lost_is_killed_and_its_outcome_discarded(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    deps, job, pid_file = await queued_sleeper(make_deps, store, tmp_path)
-    with trio.fail_after(REAL_BOUND):
-        async with executor_running(Executor(deps), job) as results:
-            pid = await pid_from(pid_file, REAL_BOUND)
-            # The reaper takes the job back, as if the heartbeats had stopped arriving.
-            recovered = await recover_running(deps, store, job)
+    async with sleeper_running(make_deps, store, tmp_path) as sleeper:
+        # The reaper takes the job back, as if the heartbeats had stopped arriving.
+        recovered = await recover_running(sleeper.deps, store, sleeper.job)
 
-    assert results == ["stale"]
-    assert not alive(pid)
-    assert await store.get(job.id) == recovered  # the killed attempt wrote nothing
+    assert sleeper.results == ["stale"]
+    assert not alive(sleeper.pid)
+    assert await store.get(sleeper.job.id) == recovered  # the killed attempt wrote nothing
 
 
 async def test_draining_executor_kills_a_process_handler_at_the_grace_and_hands_its_job_back(
