@@ -169,6 +169,15 @@ async def api(make_deps: DepsFactory, request: pytest.FixtureRequest) -> AsyncIt
 
 
 @pytest.fixture
+def observed(make_deps: DepsFactory) -> tuple[Deps, ObservedBus]:
+    """Deps on an observed bus (``roles_support.ObservedBus``)."""
+    from .roles_support import ObservedBus  # roles_support imports this module
+
+    bus = ObservedBus()
+    return make_deps(bus=bus), bus
+
+
+@pytest.fixture
 def long_tick(make_deps: DepsFactory, tmp_path: Path) -> tuple[Deps, ObservedBus]:
     """Deps on an observed bus whose scheduler ticks hourly: only the planned wake-ups of the
     dispatch loop publish within a test."""

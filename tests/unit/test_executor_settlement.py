@@ -226,10 +226,9 @@ async def test_a_dead_letter_stuck_on_the_bus_never_holds_up_settlement(
 
 
 async def test_liveness_problem_reports_a_subscription_that_is_not_consuming(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory
+    autojump_clock: trio.testing.MockClock, observed: tuple[Deps, ObservedBus]
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus)
+    deps, _ = observed
     executor = Executor(deps)
     assert executor.liveness_problem() is None
 

@@ -14,6 +14,7 @@ from jobscheduler.bus import WakeUp
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
+from jobscheduler.roles.deps import Deps
 from jobscheduler.store.base import JobStore
 
 from .conftest import DepsFactory, ProxyStore, make_job, sample
@@ -28,10 +29,9 @@ from .roles_support import (
 
 
 async def test_unknown_and_duplicate_wake_ups_are_acked_and_counted_stale(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, observed: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus)
+    deps, bus = observed
     job = make_job()
     await queue(deps, store, job)
     unknown = WakeUp(job_id="0123456789abcdef01234567", job_type="noop", priority=0)

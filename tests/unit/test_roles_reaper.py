@@ -13,6 +13,7 @@ import trio.testing
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import Status
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.store import JobStore
@@ -22,10 +23,9 @@ from .roles_support import ObservedBus, pick_and_start, queue, status_of, wake_u
 
 
 async def test_reaper_recovers_stale_claimed_and_running_jobs_and_leaves_live_ones(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, observed: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus)
+    deps, bus = observed
     running_stale = make_job()
     claimed_stale = make_job()
     last_attempt = make_job(attempts=2, max_attempts=3)

@@ -16,6 +16,7 @@ import trio.testing
 from jobscheduler.clock import ManualClock
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
@@ -58,10 +59,9 @@ async def test_tick_claims_due_jobs_by_priority_then_age_and_publishes_a_wake_up
 
 
 async def test_tick_with_nothing_due_claims_and_publishes_nothing(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, observed: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus)
+    deps, bus = observed
     await store.insert(make_job(scheduled_at=after(1)))
     await store.insert(make_job(status=Status.DLQ))
     assert await Scheduler(deps).tick() == 0
@@ -70,10 +70,9 @@ async def test_tick_with_nothing_due_claims_and_publishes_nothing(
 
 
 async def test_cron_template_spawns_an_instance_and_moves_to_its_next_fire_time(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, observed: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus)
+    deps, bus = observed
     template = make_job(
         key="every-5",
         cron="*/5 * * * *",

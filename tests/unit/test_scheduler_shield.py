@@ -13,6 +13,7 @@ import trio.testing
 
 from jobscheduler.bus import WakeUp
 from jobscheduler.domain.model import Job, Status
+from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler.loop import PUBLISH_TIMEOUT, Scheduler
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Pick
@@ -52,10 +53,9 @@ async def test_leadership_lost_between_claim_and_publish_still_publishes_every_w
 
 
 async def test_scheduler_that_lost_leadership_before_a_claim_claims_nothing(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+    autojump_clock: trio.testing.MockClock, observed: tuple[Deps, ObservedBus], store: JobStore
 ) -> None:
-    bus = ObservedBus()
-    deps = make_deps(bus=bus)
+    deps, bus = observed
     due = make_job()
     await store.insert(due)
 
