@@ -3,7 +3,7 @@ the cancel-vs-complete race. One suite, run against every adapter."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import trio
@@ -16,6 +16,14 @@ from jobscheduler.store import JobStore
 from .store_support import NOW, dead, make_job, running_job
 
 LATER = NOW + timedelta(minutes=1)
+
+
+async def cancel_requested(store: JobStore, *, at: datetime) -> tuple[Job, Job]:
+    """A running job, and the job as stored once its cancel was requested ``at``."""
+    running = await running_job(store)
+    requested = await store.apply(states.request_cancel(running, now=at))
+    assert requested is not None
+    return running, requested
 
 
 # ----------------------------------------------------------------------- transitions
@@ -58,9 +66,7 @@ async def test_cancel_does_not_apply_to_running_or_finished_jobs(store: JobStore
 async def test_a_cancel_request_rides_on_the_next_heartbeat_and_blocks_a_retry(
     store: JobStore,
 ) -> None:
-    running = await running_job(store)
-    requested = await store.apply(states.request_cancel(running, now=LATER))
-    assert requested is not None
+    running, requested = await cancel_requested(store, at=LATER)
     assert (requested.status, requested.cancel_requested_at) == (Status.RUNNING, LATER)
     beat = await store.apply(states.heartbeat(running.id, token="tok-1", now=LATER))
     assert beat is not None
@@ -81,9 +87,7 @@ async def test_a_cancel_request_rides_on_the_next_heartbeat_and_blocks_a_retry(
 async def test_a_lost_job_whose_cancel_was_requested_is_recovered_as_cancelled(
     store: JobStore,
 ) -> None:
-    running = await running_job(store)
-    requested = await store.apply(states.request_cancel(running, now=NOW))
-    assert requested is not None
+    running, requested = await cancel_requested(store, at=NOW)
     recovered = await store.apply(states.recover(requested, now=LATER))
     assert recovered is not None
     assert (recovered.status, recovered.attempts) == (Status.CANCELLED, 1)
