@@ -110,6 +110,12 @@ def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
     return registry
 
 
+async def run_queued(deps: Deps, store: JobStore, job: Job) -> str:
+    """Queue ``job`` and run it once on an executor; its result."""
+    await queue(deps, store, job)
+    return await Executor(deps).run(wake_up(job))
+
+
 @attrs.frozen
 class Sleeper:
     """A job of :func:`sleep_in_process` running: its Deps, its pid, and the list its
@@ -160,9 +166,7 @@ async def test_async_handler_past_its_timeout_is_cancelled_and_the_attempt_fails
 
     deps = make_deps(registry=registry_of("hang", hang, timeout="30s"))
     job = make_job(job_type="hang")
-    await queue(deps, store, job)
-
-    assert await Executor(deps).run(wake_up(job)) == "retried"
+    assert await run_queued(deps, store, job) == "retried"
 
     failed = await store.get(job.id)
     assert failed.status is Status.PENDING
@@ -186,8 +190,7 @@ async def test_async_handler_within_its_timeout_completes(
 
     deps = make_deps(registry=registry_of("quick", quick, timeout="30s"))
     job = make_job(job_type="quick")
-    await queue(deps, store, job)
-    assert await Executor(deps).run(wake_up(job)) == "completed"
+    assert await run_queued(deps, store, job) == "completed"
 
 
 async def test_thread_handler_past_its_timeout_is_abandoned_and_its_job_fails(
@@ -227,9 +230,7 @@ async def test_permanent_error_dead_letters_after_one_attempt(
     bus = LocalBus()
     deps = make_deps(bus=bus, registry=registry_of("gone", gone))
     job = make_job(job_type="gone", max_attempts=5)
-    await queue(deps, store, job)
-
-    assert await Executor(deps).run(wake_up(job)) == "dlq"
+    assert await run_queued(deps, store, job) == "dlq"
 
     dead = await store.get(job.id)
     assert (dead.status, dead.attempts) == (Status.DLQ, 1)
@@ -322,10 +323,8 @@ async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
     deps = make_deps(registry=registry_of("sleepy", sleep_in_process, timeout="1s"))
     pid_file = tmp_path / "pid"
     job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
-    await queue(deps, store, job)
-
     with trio.fail_after(REAL_BOUND):
-        assert await Executor(deps).run(wake_up(job)) == "retried"
+        assert await run_queued(deps, store, job) == "retried"
 
     failed = await store.get(job.id)
     assert (failed.status, failed.attempts) == (Status.PENDING, 1)
@@ -356,9 +355,8 @@ async def test_process_handler_raising_permanent_error_dead_letters_at_once(
 ) -> None:
     deps = make_deps(registry=registry_of("permanent", permanent_in_process))
     job = make_job(job_type="permanent", max_attempts=4, payload={"user": "ada"})
-    await queue(deps, store, job)
     with trio.fail_after(REAL_BOUND):
-        assert await Executor(deps).run(wake_up(job)) == "dlq"
+        assert await run_queued(deps, store, job) == "dlq"
     dead = await store.get(job.id)
     assert (dead.status, dead.attempts) == (Status.DLQ, 1)
     assert dead.last_error == "PermanentError: no such user 'ada'"
