@@ -108,9 +108,13 @@ async def test_tokens_increase_across_terms(elector_factory: ElectorFactory) -> 
         assert second.token > first.token
 
 
-async def lead_until_term(elector: Elector, terms: int) -> list[Term]:
-    """``lead`` on ``elector`` with work that records its term and returns, ending the term,
-    until the ``terms``-th, which it holds until cancelled; then cancelled. The terms seen."""
+async def lead_until_term(
+    factory: ElectorFactory, terms: int
+) -> tuple[RecordingElector, list[Term]]:
+    """``lead`` on candidate "a" (recording its calls) with work that records its term and
+    returns, ending the term, until the ``terms``-th, which it holds until cancelled; then
+    cancelled. The elector and the terms seen."""
+    elector = RecordingElector(await factory("a"))
     seen: list[Term] = []
     reached = trio.Event()
 
@@ -124,15 +128,14 @@ async def lead_until_term(elector: Elector, terms: int) -> list[Term]:
         nursery.start_soon(lead, elector, work)
         await reached.wait()
         nursery.cancel_scope.cancel()
-    return seen
+    return elector, seen
 
 
 async def test_lead_runs_work_with_the_term_and_resigns_when_cancelled(
     elector_factory: ElectorFactory,
 ) -> None:
     with trio.fail_after(TEST_BOUND):
-        elector = RecordingElector(await elector_factory("a"))
-        seen = await lead_until_term(elector, 1)
+        elector, seen = await lead_until_term(elector_factory, 1)
         campaigned = [t for call, t in elector.calls if call == "campaign"]
         assert seen == campaigned
         assert elector.calls[-1] == ("resign", seen[0])
@@ -142,8 +145,7 @@ async def test_work_returning_ends_the_term_and_lead_campaigns_again(
     elector_factory: ElectorFactory,
 ) -> None:
     with trio.fail_after(TEST_BOUND):
-        elector = RecordingElector(await elector_factory("a"))
-        seen = await lead_until_term(elector, 2)
+        elector, seen = await lead_until_term(elector_factory, 2)
         assert seen[1].token > seen[0].token
         assert ("resign", seen[0]) in elector.calls
 
