@@ -209,9 +209,8 @@ async def test_a_notifier_that_dies_mid_send_leaves_the_delivery_to_the_next_one
 async def test_an_unexpected_error_in_a_try_is_a_failed_try_not_the_end_of_the_role(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    deps = make_deps()
     hook = await dead_letter_for_one_webhook(store)
-    assert await Notifier(deps, BrokenSender()).run_pass() == 2  # one event, one delivery tried
+    assert await Notifier(make_deps(), BrokenSender()).run_pass() == 2  # an event, a delivery tried
     retried = await the_delivery(store, hook)
     assert (retried.status, retried.attempts) == (DeliveryStatus.PENDING, 1)
     assert retried.last_error == "UnicodeError: label too long"
