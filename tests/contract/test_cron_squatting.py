@@ -44,30 +44,47 @@ async def template_of(store: JobStore, tenant: str = "victim") -> tuple[str, str
     return template.id, states.instance_key(template, FIRST)
 
 
+@attrs.frozen
+class Squatted:
+    """The first run of the victim's template, spawned while ``squatter`` held its key."""
+
+    template_id: str
+    run_key: str
+    squatter: Job
+    clock: ManualClock
+    run: Job
+
+
+async def first_run_beside_a_squatter(store: JobStore, tmp_path: Path, tenant: str) -> Squatted:
+    """The victim's template stored, a job of ``tenant`` holding the key of its first run,
+    then a scheduler's tick at the first fire time."""
+    template_id, run_key = await template_of(store)
+    squatter = await store.insert(make_job(key=run_key, tenant=tenant))
+    clock = ManualClock(FIRST)
+    run = await run_after_a_tick(store, clock, tmp_path, template_id, FIRST)
+    return Squatted(template_id, run_key, squatter, clock, run)
+
+
 async def test_another_tenants_job_with_the_run_key_does_not_stop_the_run(
     store: JobStore, tmp_path: Path
 ) -> None:
-    template_id, run_key = await template_of(store)
-    squatter = await store.insert(make_job(key=run_key, tenant="attacker"))
-    clock = ManualClock(FIRST)
-    run = await run_after_a_tick(store, clock, tmp_path, template_id, FIRST)
+    squatted = await first_run_beside_a_squatter(store, tmp_path, "attacker")
+    run, template_id = squatted.run, squatted.template_id
     assert (run.tenant_id, run.template_id, run.fire_at) == ("victim", template_id, FIRST)
-    assert run.id != squatter.id
-    assert (await store.get(squatter.id)).tenant_id == "attacker"
+    assert run.id != squatted.squatter.id
+    assert (await store.get(squatted.squatter.id)).tenant_id == "attacker"
 
 
 async def test_the_tenants_own_job_holding_the_run_key_gets_the_run_spawned_anyway(
     store: JobStore, tmp_path: Path
 ) -> None:
-    template_id, run_key = await template_of(store)
-    squatter = await store.insert(make_job(key=run_key, tenant="victim"))
-    clock = ManualClock(FIRST)
-    run = await run_after_a_tick(store, clock, tmp_path, template_id, FIRST)
-    assert run.id != squatter.id
+    squatted = await first_run_beside_a_squatter(store, tmp_path, "victim")
+    run, run_key = squatted.run, squatted.run_key
+    assert run.id != squatted.squatter.id
     assert run.idempotency_key.startswith(run_key)
     # The template moved on and its next fire time spawns normally.
-    clock.advance((SECOND - FIRST).total_seconds())
-    second = await run_after_a_tick(store, clock, tmp_path, template_id, SECOND)
+    squatted.clock.advance((SECOND - FIRST).total_seconds())
+    second = await run_after_a_tick(store, squatted.clock, tmp_path, squatted.template_id, SECOND)
     assert second.idempotency_key == run_key.replace(
         str(int(FIRST.timestamp() * 1e9)), str(int(SECOND.timestamp() * 1e9))
     )
