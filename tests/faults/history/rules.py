@@ -242,27 +242,25 @@ def _run_of(attempts: Sequence[Attempt], report: Report) -> int:
 
 def _check_template(history: History, template: Job) -> list[Violation]:
     found: list[Violation] = []
+
+    def violation(rule: Rule, detail: str) -> None:
+        found.append(Violation(rule=rule, job_id=template.id, detail=detail))
+
     runs = [job for job in history.jobs.values() if job.template_id == template.id]
     per_fire = Counter(job.fire_at for job in runs if job.fire_at is not None)
     for fire_at, count in sorted(per_fire.items()):
         if count > 1:
-            found.append(
-                Violation(
-                    rule=Rule.DOUBLE_RUN,
-                    job_id=template.id,
-                    detail=f"{count} runs for the fire time {fire_at.isoformat()}",
-                )
+            violation(
+                Rule.DOUBLE_RUN,
+                f"{count} runs for the fire time {fire_at.isoformat()}",
             )
     records = {record.fire_at: record for record in history.ledger.get(template.id, [])}
     for record in records.values():
         if record.status is OccurrenceStatus.SPAWNED and record.run_id not in history.jobs:
-            found.append(
-                Violation(
-                    rule=Rule.MISSING_RUN,
-                    job_id=template.id,
-                    detail=f"the ledger says {record.fire_at.isoformat()} spawned "
-                    f"{record.run_id}, which does not exist",
-                )
+            violation(
+                Rule.MISSING_RUN,
+                f"the ledger says {record.fire_at.isoformat()} spawned "
+                f"{record.run_id}, which does not exist",
             )
     assert template.cron is not None
     policy = cron_policy_of(template)
@@ -275,12 +273,9 @@ def _check_template(history: History, template: Job) -> list[Violation]:
         record = records.get(fire.at)
         ran = per_fire.get(fire.at, 0) > 0
         if record is None and not ran:
-            found.append(
-                Violation(
-                    rule=Rule.MISSING_RUN,
-                    job_id=template.id,
-                    detail=f"no run and no ledger record for the fire time {fire.at.isoformat()}",
-                )
+            violation(
+                Rule.MISSING_RUN,
+                f"no run and no ledger record for the fire time {fire.at.isoformat()}",
             )
         elif (
             policy.catch_up is CatchUp.ALL
@@ -289,12 +284,8 @@ def _check_template(history: History, template: Job) -> list[Violation]:
             and (record is None or record.reason not in EXCUSED)
         ):
             reason = record.reason if record is not None else "nothing"
-            found.append(
-                Violation(
-                    rule=Rule.MISSING_RUN,
-                    job_id=template.id,
-                    detail=f"catchUp=all, but the fire time {fire.at.isoformat()} has no run "
-                    f"({reason})",
-                )
+            violation(
+                Rule.MISSING_RUN,
+                f"catchUp=all, but the fire time {fire.at.isoformat()} has no run ({reason})",
             )
     return found
