@@ -286,6 +286,25 @@ async def executor_running(executor: Executor, job: Job) -> AsyncIterator[list[s
         nursery.cancel_scope.cancel()
 
 
+async def run_on_worker_processes(deps: Deps, job: Job) -> str:
+    """Run ``job`` once on an executor whose ``def`` handlers run in real worker processes,
+    which reach it through its socket (bounded by :data:`REAL_BOUND`); its result."""
+    import trio_parallel
+
+    from jobscheduler.handlers.runners import HandlerRunner
+
+    with trio.fail_after(REAL_BOUND):
+        async with (
+            trio_parallel.open_worker_context() as workers,
+            trio.open_nursery() as nursery,
+        ):
+            executor = Executor(deps, HandlerRunner(now=deps.clock.now, workers=workers))
+            await nursery.start(executor.children.serve)
+            result = await executor.run(wake_up(job))
+            nursery.cancel_scope.cancel()
+    return result
+
+
 async def recover_running(deps: Deps, store: JobStore, job: Job) -> Job:
     """What the reaper does when a running job's heartbeats stop arriving: takes it back
     (retrying while a heartbeat moves it between the read and the write)."""

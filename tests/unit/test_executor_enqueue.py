@@ -24,7 +24,7 @@ from jobscheduler.store.base import JobStore
 from jobscheduler.store.query import JobQuery
 
 from .conftest import DepsFactory, make_job
-from .roles_support import REAL_BOUND, queue, registry_with, wake_up
+from .roles_support import REAL_BOUND, queue, registry_with, run_on_worker_processes, wake_up
 
 SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}
 
@@ -138,24 +138,12 @@ def crunch_and_enqueue(ctx: JobContext) -> str:
 async def test_a_def_handler_in_a_worker_process_enqueues_through_the_executors_socket(
     make_deps: DepsFactory, store: JobStore
 ) -> None:
-    import trio_parallel
-
-    from jobscheduler.handlers.runners import HandlerRunner
-
     registry = default_registry()
     registry.register("crunch", crunch_and_enqueue)
     deps = make_deps(registry=registry)
     parent = make_job(job_type="crunch", tenant="acme")
     await queue(deps, store, parent)
-    with trio.fail_after(REAL_BOUND):
-        async with (
-            trio_parallel.open_worker_context() as workers,
-            trio.open_nursery() as nursery,
-        ):
-            executor = Executor(deps, HandlerRunner(now=deps.clock.now, workers=workers))
-            await nursery.start(executor.children.serve)
-            assert await executor.run(wake_up(parent)) == "completed"
-            nursery.cancel_scope.cancel()
+    assert await run_on_worker_processes(deps, parent) == "completed"
     done = await store.get(parent.id)
     (child,) = [j for j in await jobs_of(store, "acme") if j.id != parent.id]
     assert done.result == child.id

@@ -16,13 +16,11 @@ from jobscheduler.domain.model import Status
 from jobscheduler.domain.workflows import WorkflowStatus
 from jobscheduler.errors import HandlerError
 from jobscheduler.handlers import JobContext, default_registry
-from jobscheduler.handlers.runners import HandlerRunner
-from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store import JobStore
 from jobscheduler.store.workflows import WorkflowQuery
 
 from .conftest import BASE, DepsFactory, after, make_job
-from .roles_support import REAL_BOUND, queue, registry_with, wake_up
+from .roles_support import queue, registry_with, run_on_worker_processes
 from .workflow_support import by_name, chain, finished, roles
 
 TEMPLATE_STEPS = chain("ab")
@@ -108,22 +106,12 @@ async def test_a_def_handler_starts_one_with_start_workflow_sync(
 ) -> None:
     # Real time: the handler runs in a real thread, or a worker process that reaches the
     # executor through its socket.
-    import trio_parallel
-
     registry = default_registry()
     registry.register("starter", start_from_def, run_in=run_in)
     deps = make_deps(registry=registry)
     job = make_job(job_type="starter", tenant="acme")
     await queue(deps, store, job)
-    with trio.fail_after(REAL_BOUND):
-        async with (
-            trio_parallel.open_worker_context() as workers,
-            trio.open_nursery() as nursery,
-        ):
-            executor = Executor(deps, HandlerRunner(now=deps.clock.now, workers=workers))
-            await nursery.start(executor.children.serve)
-            assert await executor.run(wake_up(job)) == "completed"
-            nursery.cancel_scope.cancel()
+    assert await run_on_worker_processes(deps, job) == "completed"
     started = (await store.get(job.id)).result
     workflow = await store.get_workflow(str(started))
     assert workflow.tenant_id == "acme"
