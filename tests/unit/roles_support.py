@@ -212,6 +212,16 @@ async def status_of(store: JobStore, job: Job) -> Status:
     return (await store.get(job.id)).status
 
 
+async def reached(store: JobStore, job_id: str, status: Status, *, poll: float = 1.0) -> None:
+    """Once the job is in ``status``, polled every ``poll`` seconds (nothing else wakes the
+    test) within :data:`LOOP_BOUND`."""
+    with trio.fail_after(LOOP_BOUND):
+        while True:
+            if (await store.get(job_id)).status is status:
+                return
+            await trio.sleep(poll)
+
+
 async def queue(deps: Deps, store: JobStore, *jobs: Job) -> None:
     """Insert ``jobs`` (due now) and claim them: queued, as after a tick."""
     for job in jobs:

@@ -19,7 +19,7 @@ from jobscheduler.api import actions
 from jobscheduler.clock import TrioClock
 from jobscheduler.domain import cron, states
 from jobscheduler.domain.cron import CatchUp, Overlap
-from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.model import Status
 from jobscheduler.handlers import JobContext
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.scheduler.loop import Scheduler
@@ -29,19 +29,11 @@ from tests.support.stores import started
 
 from .conftest import BASE, DepsFactory, after, sample
 from .cron_ledger_support import finish, ledger, summary, tick_at
-from .roles_support import Barrier, SplitBrainStore, wake_up
+from .roles_support import Barrier, SplitBrainStore, reached, wake_up
 from .test_cron_scheduler import EVERY_5, keys, runs_of, template
 from .test_runners import registry_of
 
 CANCEL = Overlap.CANCEL_PREVIOUS
-
-
-async def until_running(store: JobStore, job: Job) -> None:
-    """Wait (polling the store: nothing else wakes the test) until the executor starts it."""
-    while True:
-        if (await store.get(job.id)).status is Status.RUNNING:
-            return
-        await trio.sleep(0.01)
 
 
 # ------------------------------------------------------------------------- paused
@@ -151,7 +143,7 @@ async def test_a_running_previous_run_is_asked_to_stop_and_its_executor_cancels_
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(run)
-        await until_running(store, first)
+        await reached(store, first.id, Status.RUNNING, poll=0.01)  # the executor started it
 
         await tick_at(scheduler, 301)
         requested = await store.get(first.id)

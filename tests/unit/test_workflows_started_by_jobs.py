@@ -20,19 +20,10 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.workflows import WorkflowQuery
 
 from .conftest import BASE, DepsFactory, after, make_job
-from .roles_support import queue, registry_with, run_on_worker_processes
+from .roles_support import queue, reached, registry_with, run_on_worker_processes
 from .workflow_support import by_name, chain, finished, roles
 
 TEMPLATE_STEPS = chain("ab")
-
-
-async def reached(store: JobStore, job_id: str, status: Status) -> None:
-    """Once the job is in ``status`` (polled each virtual second, within ten minutes)."""
-    with trio.fail_after(600):
-        while True:
-            if (await store.get(job_id)).status is status:
-                return
-            await trio.sleep(1)
 
 
 async def test_a_start_workflow_template_starts_one_workflow_per_fire_time(
