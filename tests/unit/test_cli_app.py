@@ -69,13 +69,18 @@ def write_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str]
     return write
 
 
+@pytest.fixture
+def good_app(write_app: Callable[[str], str]) -> str:
+    """The module name of :data:`GOOD_APP`, written in the fresh directory."""
+    return write_app(GOOD_APP)
+
+
 def test_check_lists_every_job_type_with_its_options_and_exits_0(
-    write_app: Callable[[str], str], capsys: pytest.CaptureFixture[str]
+    good_app: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    module = write_app(GOOD_APP)
-    assert main(["check", "--app", module]) == 0
+    assert main(["check", "--app", good_app]) == 0
     out = capsys.readouterr().out
-    assert f"app {module}" in out
+    assert f"app {good_app}" in out
     assert re.search(
         r"^  send-email +run_in=trio timeout=30s max_attempts=5 validate=json-schema$", out, re.M
     )
@@ -97,24 +102,18 @@ def test_check_exits_1_when_a_process_handler_cannot_be_imported_by_a_worker(
 
 
 def test_check_exits_1_when_job_type_names_an_unknown_type(
-    write_app: Callable[[str], str],
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    good_app: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = write_app(GOOD_APP)
     monkeypatch.setenv("JOB_TYPE", "send-email,send-sms")
-    assert main(["check", "--app", module]) == 1
+    assert main(["check", "--app", good_app]) == 1
     assert "unknown job type(s) 'send-sms'" in capsys.readouterr().out
 
 
 def test_the_app_flag_wins_over_the_environment(
-    write_app: Callable[[str], str],
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    good_app: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = write_app(GOOD_APP)
     monkeypatch.setenv("JOBSCHEDULER_APP", "no_such_module_for_cli")
-    assert main(["check", "--app", module]) == 0
+    assert main(["check", "--app", good_app]) == 0
     with pytest.raises(SystemExit) as caught:
         main(["check"])
     assert caught.value.code == 2
@@ -131,20 +130,19 @@ def test_the_app_flag_wins_over_the_environment(
     ],
 )
 def test_an_app_that_does_not_load_stops_start_up_with_one_line_and_exit_2(
-    write_app: Callable[[str], str],
+    good_app: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     argv: list[str],
 ) -> None:
-    module = write_app(GOOD_APP)
     monkeypatch.setenv("JOB_TYPE", "*")
     with pytest.raises(SystemExit) as caught:
-        main([arg.format(module=module) for arg in argv])
+        main([arg.format(module=good_app) for arg in argv])
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert err == (
-        f"jobscheduler: app '{module}:nothing': module '{module}' has no attribute 'nothing'; "
-        f"its HandlerRegistry is 'registry': use {module}:registry\n"
+        f"jobscheduler: app '{good_app}:nothing': module '{good_app}' has no attribute 'nothing'; "
+        f"its HandlerRegistry is 'registry': use {good_app}:registry\n"
     )
 
 
@@ -180,13 +178,10 @@ def test_an_app_without_a_registry_attribute_suggests_module_colon_attr(
 
 
 def test_run_executor_refuses_an_unknown_job_type_listing_the_known_ones(
-    write_app: Callable[[str], str],
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    good_app: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    module = write_app(GOOD_APP)
     monkeypatch.setenv("JOB_TYPE", "resize,send-fax")
-    assert main(["run-executor", "--app", module]) == 2
+    assert main(["run-executor", "--app", good_app]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     known = ", ".join(sorted([*default_registry().names(), "resize", "send-email"]))
