@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from typing import Any
 
 import attrs
 import trio
@@ -353,3 +354,15 @@ def processed(deps: Deps, job_type: str, result: str) -> float:
     (``executor_jobs_processed_total``)."""
     labels = {"job_type": job_type, "result": result}
     return sample(deps.metrics, "executor_jobs_processed_total", labels)
+
+
+def registry_of(name: str, func: Any, **options: Any) -> HandlerRegistry:
+    registry = default_registry()
+    registry.register(name, func, **options)
+    return registry
+
+
+async def run_queued(deps: Deps, store: JobStore, job: Job) -> str:
+    """Queue ``job`` and run it once on an executor; its result."""
+    await queue(deps, store, job)
+    return await Executor(deps).run(wake_up(job))

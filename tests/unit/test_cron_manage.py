@@ -29,9 +29,8 @@ from tests.support.stores import started
 
 from .conftest import BASE, DepsFactory, after, sample
 from .cron_ledger_support import finish, ledger, summary, tick_at
-from .roles_support import Barrier, SplitBrainStore, reached, wake_up
+from .roles_support import Barrier, SplitBrainStore, reached, registry_of, wake_up
 from .test_cron_scheduler import EVERY_5, keys, runs_of, template
-from .test_runners import registry_of
 
 CANCEL = Overlap.CANCEL_PREVIOUS
 

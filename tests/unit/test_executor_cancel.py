@@ -1,7 +1,7 @@
 """Cancelling a running job: the executor's heartbeat reply carries the request, the handler
 is stopped in every runner (an ``async def`` cancelled, a worker process killed, a thread
 abandoned) and the job ends ``cancelled``, token-fenced. Virtual time for trio and threads;
-real time, bounded, for worker processes (see test_runners)."""
+real time, bounded, for worker processes (see test_runners_processes)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from jobscheduler.store import JobStore
 from tests.support.processes import alive
 
 from .conftest import DepsFactory, make_job
-from .roles_support import REAL_BOUND, executor_running, processed, queue, wake_up
-from .test_runners import registry_of, sleeper_running
+from .roles_support import REAL_BOUND, executor_running, processed, queue, registry_of, wake_up
+from .test_runners_processes import sleeper_running
 
 
 async def request_cancel_when_running(deps: Deps, store: JobStore, job: Job) -> Job:
