@@ -6,16 +6,15 @@ finished its completed attempt."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 import pytest
 
 from tests.support.workflows_api import (
+    FAST_RECOVERY,
     assert_each_step_ran_once_after_its_parents,
-    completed_histories,
     create_workflow,
     ended,
+    fan_dag,
     wait_for_workflow,
 )
 
@@ -23,33 +22,16 @@ from .dashboard_steps import TENANT, DevFactory
 
 pytestmark = pytest.mark.e2e
 
-#: Fast recovery, so a killed dev's running steps are taken back within seconds.
-RECOVERY = {
-    "CLAIM_TIMEOUT": "2s",
-    "HEARTBEAT_INTERVAL": "500ms",
-    "REAPER_INTERVAL": "200ms",
-    "QUEUED_TIMEOUT": "2s",
-}
 FAN = 98
-
-
-def dag() -> list[dict[str, Any]]:
-    middle = [f"part-{i:02d}" for i in range(FAN)]
-    return [
-        {"name": "root", "jobType": "slow", "payload": {"sleepMs": 300}},
-        *(
-            {"name": name, "jobType": "slow", "payload": {"sleepMs": 1000}, "dependsOn": ["root"]}
-            for name in middle
-        ),
-        {"name": "sink", "jobType": "slow", "payload": {"sleepMs": 100}, "dependsOn": middle},
-    ]
 
 
 async def test_a_dag_completes_each_step_once_after_its_parents_across_three_kill_9s(
     dev_factory: DevFactory, client: httpx.AsyncClient
 ) -> None:
-    server = await dev_factory(**RECOVERY)
-    steps = dag()
+    server = await dev_factory(**FAST_RECOVERY)
+    steps = fan_dag(
+        FAN, root_ms=300, middle_ms=1000, sink={"jobType": "slow", "payload": {"sleepMs": 100}}
+    )
     created = await create_workflow(
         client, server, {"tenantId": TENANT, "idempotencyKey": "crash-dag", "steps": steps}
     )
@@ -66,10 +48,9 @@ async def test_a_dag_completes_each_step_once_after_its_parents_across_three_kil
         # Every kill lands while the workflow runs.
         assert progress["counts"].get("completed", 0) < FAN + 2, progress["counts"]
         server.kill()
-        server = await dev_factory(SQLITE_PATH=str(server.db_path), **RECOVERY)
+        server = await dev_factory(SQLITE_PATH=str(server.db_path), **FAST_RECOVERY)
     final = await wait_for_workflow(client, server, created["id"], ended, timeout=120)
     assert final["status"] == "completed", final["counts"]
     assert final["counts"] == {"completed": FAN + 2}
 
-    histories = await completed_histories(client, server, ids)
-    assert_each_step_ran_once_after_its_parents(histories, steps)
+    await assert_each_step_ran_once_after_its_parents(client, server, ids, steps)

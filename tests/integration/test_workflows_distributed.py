@@ -5,45 +5,25 @@ the built-in ``start-workflow`` type starts a workflow linked to it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
 
 from tests.integration.conftest import Cluster
 from tests.support.jobs_api import send
 from tests.support.workflows_api import (
+    FAST_RECOVERY,
     assert_each_step_ran_once_after_its_parents,
-    completed_histories,
     create_workflow,
     ended,
+    fan_dag,
     wait_for_workflow,
 )
 
 pytestmark = pytest.mark.integration
 
 #: Fast failover and recovery, so the test sees both within seconds.
-FAST = {
-    "HEARTBEAT_INTERVAL": "500ms",
-    "CLAIM_TIMEOUT": "3s",
-    "QUEUED_TIMEOUT": "3s",
-    "REAPER_INTERVAL": "300ms",
-    "SCHEDULER_TICK": "200ms",
-    "ELECTION_TTL": "3",
-}
+FAST = {**FAST_RECOVERY, "SCHEDULER_TICK": "200ms", "ELECTION_TTL": "3"}
 FAN = 16
-
-
-def dag() -> list[dict[str, Any]]:
-    middle = [f"part-{i:02d}" for i in range(FAN)]
-    return [
-        {"name": "root", "jobType": "slow", "payload": {"sleepMs": 200}},
-        *(
-            {"name": name, "jobType": "slow", "payload": {"sleepMs": 1500}, "dependsOn": ["root"]}
-            for name in middle
-        ),
-        {"name": "sink", "jobType": "noop", "dependsOn": middle},
-    ]
 
 
 async def test_a_dag_runs_each_step_once_after_its_parents_across_leader_and_executor_kills(
@@ -59,7 +39,7 @@ async def test_a_dag_runs_each_step_once_after_its_parents_across_leader_and_exe
         ("reaper", FAST),
     )
     leader, _ = await cluster.leader([first, second])
-    steps = dag()
+    steps = fan_dag(FAN, root_ms=200, middle_ms=1500, sink={"jobType": "noop"})
     body = {"tenantId": cluster.tenant, "idempotencyKey": f"dag-{cluster.suffix}", "steps": steps}
     created = await create_workflow(cluster.http, api, body)
     ids = {step["name"]: step["jobId"] for step in created["steps"]}
@@ -84,8 +64,7 @@ async def test_a_dag_runs_each_step_once_after_its_parents_across_leader_and_exe
     final = await wait_for_workflow(cluster.http, api, created["id"], ended, timeout=180)
     assert final["status"] == "completed", final["counts"]
     assert final["counts"] == {"completed": FAN + 2}
-    histories = await completed_histories(cluster.http, api, ids)
-    assert_each_step_ran_once_after_its_parents(histories, steps)
+    histories = await assert_each_step_ran_once_after_its_parents(cluster.http, api, ids, steps)
     lost = [
         name for name, history in histories.items() if any(a["outcome"] == "lost" for a in history)
     ]

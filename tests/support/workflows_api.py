@@ -13,6 +13,36 @@ import trio
 
 from tests.support.jobs_api import Api, send, wait_for_state
 
+#: Role settings of the crash tests: a killed process's running steps are taken back within
+#: seconds.
+FAST_RECOVERY = {
+    "CLAIM_TIMEOUT": "2s",
+    "HEARTBEAT_INTERVAL": "500ms",
+    "REAPER_INTERVAL": "200ms",
+    "QUEUED_TIMEOUT": "2s",
+}
+
+
+def fan_dag(
+    fan: int, *, root_ms: int, middle_ms: int, sink: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """A DAG of ``slow`` steps: a root (``root_ms``), ``fan`` steps after it
+    (``middle_ms`` each), and the ``sink`` step (its body) after all of those."""
+    middle = [f"part-{i:02d}" for i in range(fan)]
+    return [
+        {"name": "root", "jobType": "slow", "payload": {"sleepMs": root_ms}},
+        *(
+            {
+                "name": name,
+                "jobType": "slow",
+                "payload": {"sleepMs": middle_ms},
+                "dependsOn": ["root"],
+            }
+            for name in middle
+        ),
+        {"name": "sink", **sink, "dependsOn": middle},
+    ]
+
 
 async def create_workflow(
     http: httpx.AsyncClient, api: Api, body: dict[str, Any]
@@ -78,11 +108,13 @@ async def completed_histories(
     return histories
 
 
-def assert_each_step_ran_once_after_its_parents(
-    histories: Mapping[str, list[dict[str, Any]]], steps: list[dict[str, Any]]
-) -> None:
-    """From the attempt records: every step completed exactly once, and no attempt of a step
-    started before each of its parents had finished its completed attempt."""
+async def assert_each_step_ran_once_after_its_parents(
+    http: httpx.AsyncClient, api: Api, ids: Mapping[str, str], steps: list[dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """From the attempt records of the ``steps`` (``ids``: name -> job id): every step
+    completed exactly once, and no attempt of a step started before each of its parents had
+    finished its completed attempt. Returns the records, by step name."""
+    histories = await completed_histories(http, api, ids)
     finished: dict[str, datetime] = {}
     for name, history in histories.items():
         completed = [a for a in history if a["outcome"] == "completed"]
@@ -96,3 +128,4 @@ def assert_each_step_ran_once_after_its_parents(
             started = at(record["startedAt"])
             early = [p for p in parents[name] if started < finished[p]]
             assert not early, f"{name} attempt {record} started before {early} finished"
+    return histories

@@ -24,14 +24,7 @@ from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job
-from .roles_support import (
-    REAL_BOUND,
-    processed,
-    queue,
-    registry_of,
-    run_queued,
-    wake_up,
-)
+from .roles_support import REAL_BOUND, processed, queue, registry_of, run_queued, wake_up
 
 # ------------------------------------------------------------- trio and threads (virtual time)
 
