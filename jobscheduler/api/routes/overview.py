@@ -6,7 +6,8 @@ names none. The cluster (the leader, schedulers and executors with their hosts, 
 types and jobs in flight) is a fact about every tenant's work, so only a principal that sees
 every tenant gets it; a tenant-bound key gets ``"cluster": null``
 (see the docs, "Keys and tenants").
-``retention`` is how long finished jobs are kept by default and the reaper's last prune.
+``retention`` is how long finished jobs are kept by default and the reaper's last prune;
+``held`` the busiest scopes flow control holds back (the leader's latest report, in scope).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from jobscheduler.api.job_filters import parse_tenant_query
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas.stats import OVERVIEW_OP
+from jobscheduler.domain.model import format_time
 from jobscheduler.domain.overview import overview_to_json
 from jobscheduler.domain.retention import format_keep
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.retention import default_keep
+
+#: Held scopes the Overview lists, busiest first.
+BUSIEST = 5
 
 
 def register_overview_route(routes: RouteTable, deps: Deps, calls: BoundedCalls) -> None:
@@ -45,4 +50,13 @@ def register_overview_route(routes: RouteTable, deps: Deps, calls: BoundedCalls)
             "defaults": format_keep(default_keep(deps.settings)),
             "lastPrune": None if last is None else last.to_json(),
         }
+        report = await bounded(deps.store.flow_report)
+        body["held"] = (
+            {"holds": []}
+            if report is None
+            else {
+                "at": format_time(report.at),
+                "holds": [h.to_json() for h in report.busiest(tenant, BUSIEST)],
+            }
+        )
         return json_response(body, 200)

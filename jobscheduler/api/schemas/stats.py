@@ -8,6 +8,7 @@ from jobscheduler.api.route_table import Operation, Reply
 from jobscheduler.api.shapes import TIME, Schema
 from jobscheduler.domain.keys import Role
 
+from .flow import HOLD
 from .jobs import TENANT_PARAM
 
 STATS: Schema = {
@@ -82,6 +83,16 @@ OVERVIEW: Schema = {
             "properties": {
                 "defaults": {"type": "object", "additionalProperties": {"type": "string"}},
                 "lastPrune": {"type": ["object", "null"]},
+            },
+        },
+        "held": {
+            "type": "object",
+            "description": "the busiest scopes the scheduler leader's latest claims held back "
+            "(flow control), of the tenant in scope; empty when nothing is held",
+            "required": ["holds"],
+            "properties": {
+                "at": {**TIME, "description": "when the leader wrote its report"},
+                "holds": {"type": "array", "items": HOLD},
             },
         },
         "cluster": {

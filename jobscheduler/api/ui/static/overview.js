@@ -88,6 +88,25 @@
     return worker.id.replace(/^(scheduler|executor):/, "");
   }
 
+  // The busiest scopes the leader's latest claims held back (concurrency, rate limits).
+  function fillHeld(held) {
+    const rows = held.holds.map((h) =>
+      el(
+        "tr",
+        { "data-scope": `${h.tenantId}/${h.jobType}/${h.key ?? ""}` },
+        el("td", {}, h.tenantId),
+        el("td", {}, h.jobType),
+        el("td", { class: "mono" }, h.key ?? "(every key)"),
+        el("td", {}, h.text),
+        el("td", { class: "num" }, h.waiting)
+      )
+    );
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "5", class: "muted" }, "Nothing held back.")));
+    document.querySelector("#ov-held tbody").replaceChildren(...rows);
+    document.getElementById("ov-held-at").textContent =
+      held.at ? `as of ${window.jobscheduler.when(held.at)}` : "";
+  }
+
   function fill(body) {
     document.getElementById("ov-total").textContent = body.total.toLocaleString("en");
     document.getElementById("ov-lag").textContent = seconds(body.queueLagSeconds);
@@ -102,6 +121,7 @@
     document.getElementById("ov-throughput-sum").textContent =
       `${done} completed, ${dead} dead-lettered in the last hour.`;
     document.getElementById("ov-retention").textContent = retentionLine(body.retention);
+    fillHeld(body.held);
     const cluster = body.cluster;
     const leader = document.getElementById("ov-leader");
     if (!cluster) {
