@@ -96,51 +96,57 @@ class AttemptEnqueuer:
     def next_name(self) -> str:
         return str(next(self._order))
 
-    async def enqueue_async(self, request: ChildRequest) -> dict[str, Any]:
+    def _on_loop(self, call: str) -> None:
+        """Raise unless on the executor's trio loop (where ``call`` awaits the store)."""
         if trio.lowlevel.current_trio_token() is not self._children.trio_token:
-            raise RuntimeError("ctx.enqueue_async runs on its executor's trio loop only")
+            raise RuntimeError(f"{call} runs on its executor's trio loop only")
+
+    def _from_thread(
+        self, call: str, what: str, instead: str, answer: Callable[..., Awaitable[Any]], arg: Any
+    ) -> Any:
+        """``answer(self, arg)`` run on the executor's loop from a handler's thread, its
+        reply; ``call`` blocks until ``what`` is stored, so not from trio (use ``instead``)."""
+        if trio.lowlevel.in_trio_run():
+            raise RuntimeError(
+                f"{call} blocks until {what} stored: in an async def handler, "
+                f"use await {instead}(...)"
+            )
+        return trio.from_thread.run(answer, self, arg, trio_token=self._children.trio_token)
+
+    async def enqueue_async(self, request: ChildRequest) -> dict[str, Any]:
+        self._on_loop("ctx.enqueue_async")
         return await self._children.enqueue(self, request)
 
     def enqueue(self, request: ChildRequest) -> dict[str, Any]:
-        if trio.lowlevel.in_trio_run():
-            raise RuntimeError(
-                "ctx.enqueue blocks until the job is stored: in an async def handler, "
-                "use await ctx.enqueue_async(...)"
-            )
-        reply = trio.from_thread.run(
-            self._children.answer, self, request, trio_token=self._children.trio_token
+        children = self._children
+        reply = self._from_thread(
+            "ctx.enqueue", "the job is", "ctx.enqueue_async", children.answer, request
         )
         return answer_of(reply)
 
     async def spawn_async(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
-        if trio.lowlevel.current_trio_token() is not self._children.trio_token:
-            raise RuntimeError("ctx.spawn runs on its executor's trio loop only")
+        self._on_loop("ctx.spawn")
         return await self._children.spawn(self, requests)
 
     def spawn(self, requests: Sequence[ChildRequest]) -> list[dict[str, Any]]:
-        if trio.lowlevel.in_trio_run():
-            raise RuntimeError(
-                "ctx.spawn_sync blocks until the children are stored: in an async def "
-                "handler, use await ctx.spawn(...)"
-            )
-        reply = trio.from_thread.run(
-            self._children.answer_spawn, self, requests, trio_token=self._children.trio_token
+        children = self._children
+        reply = self._from_thread(
+            "ctx.spawn_sync", "the children are", "ctx.spawn", children.answer_spawn, requests
         )
         return answers_of(reply)
 
     async def start_workflow_async(self, request: WorkflowRequest) -> dict[str, Any]:
-        if trio.lowlevel.current_trio_token() is not self._children.trio_token:
-            raise RuntimeError("ctx.start_workflow runs on its executor's trio loop only")
+        self._on_loop("ctx.start_workflow")
         return await self._children.start_workflow(self, request)
 
     def start_workflow(self, request: WorkflowRequest) -> dict[str, Any]:
-        if trio.lowlevel.in_trio_run():
-            raise RuntimeError(
-                "ctx.start_workflow_sync blocks until the workflow is stored: in an async def "
-                "handler, use await ctx.start_workflow(...)"
-            )
-        reply = trio.from_thread.run(
-            self._children.answer_workflow, self, request, trio_token=self._children.trio_token
+        children = self._children
+        reply = self._from_thread(
+            "ctx.start_workflow_sync",
+            "the workflow is",
+            "ctx.start_workflow",
+            children.answer_workflow,
+            request,
         )
         return answer_of(reply, "workflow")
 
