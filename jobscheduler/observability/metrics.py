@@ -105,6 +105,13 @@ class Metrics:
             ["status"],
             registry=r,
         )
+        self.reaper_pruned_workflows = Counter(
+            "reaper_pruned_workflows_total",
+            "Finished workflows deleted by the reaper (with their steps) once their retention "
+            "passed, by status.",
+            ["status"],
+            registry=r,
+        )
         self.reaper_recovered = Counter(
             "reaper_recovered_jobs_total",
             "Stuck jobs returned to pending (or dead-lettered), by sweep (queued, claimed).",
@@ -186,5 +193,7 @@ class Metrics:
             self.reaper_recovered.labels(sweep=sweep)
         for status in ("completed", "cancelled", "dlq"):
             self.reaper_pruned.labels(status=status)
+        for status in ("completed", "failed", "cancelled"):
+            self.reaper_pruned_workflows.labels(status=status)
         for result in ("delivered", "retried", "failed"):
             self.notifier_deliveries.labels(result=result)

@@ -14,6 +14,7 @@ in between leaves a record a repeated create (or the reaper) finishes or gives u
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection
 from datetime import datetime
 from typing import Protocol
 
@@ -111,3 +112,25 @@ class WorkflowRecords(Protocol):
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
         """Steps marked ``step_dirty`` (:data:`STEPS_TO_SETTLE`) whose ``updated_at`` is
         older than ``before``, oldest first, at most ``limit`` (the reaper's sweep)."""
+
+    @abc.abstractmethod
+    async def expired_workflows(
+        self,
+        status: WorkflowStatus,
+        before: datetime,
+        limit: int,
+        *,
+        tenant: str | None = None,
+        skip_tenants: Collection[str] = (),
+    ) -> list[Workflow]:
+        """Up to ``limit`` workflows in ``status`` (a final one) that finished before
+        ``before`` -- of ``tenant`` when given, of none of ``skip_tenants`` -- oldest
+        ``finished_at`` first, without their declared steps (the reaper's prune)."""
+
+    @abc.abstractmethod
+    async def delete_workflow_record(self, workflow: Workflow) -> bool:
+        """Delete ``workflow``'s record if it still holds the status and ``finished_at`` it
+        was read with (a retried workflow moved on and is kept); whether the record is gone
+        (deleted now, or already: a repeated call is harmless). Its step jobs are the
+        caller's to delete after (``delete_jobs``): once the record is gone, nothing can
+        retry them."""

@@ -4,7 +4,7 @@ calls)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from jobscheduler.domain.attempts import Attempt
@@ -18,7 +18,7 @@ from jobscheduler.domain.overview import OverviewStats
 from jobscheduler.domain.retention import Override, PruneSummary
 from jobscheduler.domain.states import Change, WorkflowChange
 from jobscheduler.domain.workers import WorkerBeat
-from jobscheduler.domain.workflows import Workflow
+from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.query import (
@@ -160,6 +160,22 @@ class ProxyStore(JobStore):
 
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
         return await self.inner.steps_to_settle(before, limit)
+
+    async def expired_workflows(
+        self,
+        status: WorkflowStatus,
+        before: datetime,
+        limit: int,
+        *,
+        tenant: str | None = None,
+        skip_tenants: Collection[str] = (),
+    ) -> list[Workflow]:
+        return await self.inner.expired_workflows(
+            status, before, limit, tenant=tenant, skip_tenants=skip_tenants
+        )
+
+    async def delete_workflow_record(self, workflow: Workflow) -> bool:
+        return await self.inner.delete_workflow_record(workflow)
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         return await self.inner.insert_key(key)

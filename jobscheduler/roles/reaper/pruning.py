@@ -7,7 +7,8 @@ jobs, oldest first -- each archived first when ARCHIVE_DIR is set, then deleted 
 PRUNE_PAUSE between two, so that a prune of millions leaves the store's writer to creates
 and claims most of the time. Freed space is then handed back in bounded steps. One summary
 line per sweep that pruned anything; ``reaper_pruned_jobs_total{status}`` counts the jobs;
-the store keeps the last sweep's summary for the Overview.
+the store keeps the last sweep's summary for the Overview. Finished workflows go the same
+way, each with its steps (:meth:`Pruner._prune_workflows`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import trio
 
 from jobscheduler.domain.model import Status
-from jobscheduler.domain.retention import PRUNABLE, PruneSummary
+from jobscheduler.domain.retention import PRUNABLE, PruneSummary, Rules
+from jobscheduler.domain.workflows import WorkflowStatus
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.retention import current_rules
@@ -28,6 +30,13 @@ from jobscheduler.roles.retention import current_rules
 from .archive import Archive
 
 log = logging.getLogger(__name__)
+
+#: The job status whose retention a finished workflow of each outcome is kept by.
+WORKFLOW_KEEP: dict[WorkflowStatus, Status] = {
+    WorkflowStatus.COMPLETED: Status.COMPLETED,
+    WorkflowStatus.FAILED: Status.DLQ,
+    WorkflowStatus.CANCELLED: Status.CANCELLED,
+}
 
 #: Most free pages one step hands back (SQLite's pages are 4 KiB: 4 MiB; the store stops a
 #: step sooner to leave its writer to others).
@@ -78,23 +87,61 @@ class Pruner:
                 if not more:
                     break
                 await trio.sleep(settings.prune_pause)
+        workflows = await self._prune_workflows(rules, now)
         pruned = +pruned  # the statuses that lost jobs only
-        if pruned:
+        if pruned or workflows:
             await self._reclaim()
         summary = PruneSummary(
             at=now, took=time.monotonic() - started, pruned=dict(pruned), archived=archived
         )
-        if pruned:
+        if pruned or workflows:
             log.info(
                 "reaper pruned finished jobs",
                 extra={
                     **{status.value: n for status, n in pruned.items()},
+                    "workflows": workflows,
                     "archived": archived,
                     "took": round(summary.took, 3),
                 },
             )
             await deps.store.record_prune(summary)
         return summary
+
+    async def _prune_workflows(self, rules: Rules, now: datetime) -> int:
+        """Delete the finished workflows past the retention of their outcome in their
+        tenant (see :data:`WORKFLOW_KEEP`; a tenant's own retention of that status wins,
+        the job types' do not apply: a workflow's steps are of many types), each with its
+        steps and their attempt records; how many. The steps are archived first when there
+        is an archive; then the record is deleted (so nothing can retry the workflow any
+        more), then its steps."""
+        deps = self._deps
+        batch = deps.settings.prune_batch
+        deleted = 0
+        for status, like in WORKFLOW_KEEP.items():
+            own = {t: keep[like] for t, keep in rules.by_tenant.items() if like in keep}
+            scopes: list[tuple[str | None, float | None, tuple[str, ...]]]
+            scopes = [(None, rules.defaults.get(like), tuple(own))]
+            scopes += [(tenant, keep, ()) for tenant, keep in own.items()]
+            for tenant, keep, skip in scopes:
+                if keep is None:
+                    continue
+                before = now - timedelta(seconds=keep)
+                while True:
+                    found = await deps.store.expired_workflows(
+                        status, before, batch, tenant=tenant, skip_tenants=skip
+                    )
+                    for workflow in found:
+                        steps = await deps.store.workflow_steps(workflow.id)
+                        if self._archive is not None and steps:
+                            await self._archive.write(steps)
+                        if await deps.store.delete_workflow_record(workflow):
+                            await deps.store.delete_jobs(steps)
+                            deleted += 1
+                            deps.metrics.reaper_pruned_workflows.labels(status=status.value).inc()
+                    if len(found) < batch:
+                        break
+                    await trio.sleep(deps.settings.prune_pause)
+        return deleted
 
     async def _reclaim(self) -> None:
         """Hand the pages the deletes freed back to the file system, a step at a time."""

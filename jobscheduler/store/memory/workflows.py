@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ import attrs
 
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.domain.states import WorkflowChange
-from jobscheduler.domain.workflows import Workflow
+from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 from jobscheduler.errors import DuplicateWorkflow, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
@@ -100,3 +101,38 @@ class MemoryWorkflowsMixin(MemoryConnection):
         found = [j for j in self._jobs if STEPS_TO_SETTLE.matches(j) and j.updated_at < cutoff]
         found.sort(key=lambda job: (job.updated_at, job.id))
         return [job_out(job) for job in found[:limit]]
+
+    async def expired_workflows(
+        self,
+        status: WorkflowStatus,
+        before: datetime,
+        limit: int,
+        *,
+        tenant: str | None = None,
+        skip_tenants: Collection[str] = (),
+    ) -> list[Workflow]:
+        await self._enter()
+        cutoff = utc(before)
+        found = [
+            w
+            for w in self._workflows.values()
+            if w.status is status
+            and w.finished_at is not None
+            and w.finished_at < cutoff
+            and (tenant is None or w.tenant_id == tenant)
+            and w.tenant_id not in skip_tenants
+        ]
+        found.sort(key=lambda w: (w.finished_at, w.id))
+        return [attrs.evolve(w, steps=()) for w in found[:limit]]
+
+    async def delete_workflow_record(self, workflow: Workflow) -> bool:
+        await self._enter()
+        current = self._workflows.get(workflow.id)
+        finished = None if workflow.finished_at is None else utc(workflow.finished_at)
+        if current is None:
+            return True
+        if (current.status, current.finished_at) != (workflow.status, finished):
+            return False
+        del self._workflows[workflow.id]
+        del self._workflow_keys[(current.tenant_id, current.idempotency_key)]
+        return True

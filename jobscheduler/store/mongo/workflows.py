@@ -14,7 +14,7 @@ their workflow, by age.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -69,6 +69,7 @@ WORKFLOW_INDEXES: Final = [
         name="tenant_createdAt",
     ),
     IndexModel([("status", ASCENDING), ("createdAt", DESCENDING)], name="status_createdAt"),
+    IndexModel([("status", ASCENDING), ("finishedAt", ASCENDING)], name="status_finishedAt"),
 ]
 #: The jobs' indexes of the steps' reads.
 STEP_INDEXES: Final = [
@@ -276,6 +277,47 @@ class MongoWorkflowsMixin(MongoSeam):
             return [document_to_job(d) for d in jobs.find(where, sort=sort, limit=limit)]
 
         return await self._call(op, "steps_to_settle", read=True)
+
+    async def expired_workflows(
+        self,
+        status: WorkflowStatus,
+        before: datetime,
+        limit: int,
+        *,
+        tenant: str | None = None,
+        skip_tenants: Collection[str] = (),
+    ) -> list[Workflow]:
+        records = self._durable(WORKFLOWS_COLLECTION)
+        where: Document = {"status": status.value, "finishedAt": {"$lt": utc(before)}}
+        if tenant is not None:
+            where["tenantId"] = tenant
+        elif skip_tenants:
+            where["tenantId"] = {"$nin": list(skip_tenants)}
+
+        def op() -> list[Workflow]:
+            found = records.find(where, projection={"steps": False})
+            ordered = found.sort([("finishedAt", ASCENDING), ("_id", ASCENDING)]).limit(limit)
+            return [document_to_workflow({"steps": [], **doc}) for doc in ordered]
+
+        return await self._call(op, "expired_workflows", read=True)
+
+    async def delete_workflow_record(self, workflow: Workflow) -> bool:
+        records = self._durable(WORKFLOWS_COLLECTION)
+        _id = ObjectId(workflow.id)
+        where = {
+            "_id": _id,
+            "status": workflow.status.value,
+            "finishedAt": None if workflow.finished_at is None else utc(workflow.finished_at),
+        }
+
+        def op() -> bool:
+            if records.delete_one(where).deleted_count:
+                return True
+            # Nothing deleted: moved on (kept), or gone already (a resend after an unknown
+            # outcome finds its own delete done).
+            return records.find_one({"_id": _id}, projection={"_id": True}) is None
+
+        return await self._call(op, "delete_workflow_record")
 
 
 __all__ = ["WORKFLOWS_COLLECTION", "MongoWorkflowsMixin", "create_workflow_indexes"]

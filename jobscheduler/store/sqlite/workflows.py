@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
+
+import attrs
 
 from jobscheduler.domain.model import Job
 from jobscheduler.domain.states import WorkflowChange
@@ -51,6 +53,8 @@ CREATE INDEX IF NOT EXISTS workflows_tenant_created
     ON workflows (tenant_id, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS workflows_status_created
     ON workflows (status, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS workflows_finished ON workflows (status, finished_at, id)
+    WHERE finished_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_workflow ON jobs (workflow_id, status)
     WHERE workflow_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_spawned ON jobs (spawned_by, status, created_at DESC, id DESC)
@@ -215,3 +219,41 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         params = (_millis(before), limit)
         rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
         return [_from_row(row) for row in rows]
+
+    async def expired_workflows(
+        self,
+        status: WorkflowStatus,
+        before: datetime,
+        limit: int,
+        *,
+        tenant: str | None = None,
+        skip_tenants: Collection[str] = (),
+    ) -> list[Workflow]:
+        terms = ["status = ?", "finished_at IS NOT NULL", "finished_at < ?"]
+        params: list[Any] = [status.value, _millis(before)]
+        if tenant is not None:
+            terms.append("tenant_id = ?")
+            params.append(tenant)
+        if skip_tenants:
+            terms.append(f"tenant_id NOT IN ({', '.join('?' * len(skip_tenants))})")
+            params += list(skip_tenants)
+        sql = (
+            f"SELECT {_WF_SELECT} FROM workflows INDEXED BY workflows_finished "
+            f"WHERE {' AND '.join(terms)} ORDER BY finished_at, id LIMIT ?"
+        )
+        params.append(limit)
+        rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return [attrs.evolve(_workflow(row), steps=()) for row in rows]
+
+    async def delete_workflow_record(self, workflow: Workflow) -> bool:
+        finished = None if workflow.finished_at is None else _millis(workflow.finished_at)
+        params = (workflow.id, workflow.status.value, finished)
+
+        def op(conn: sqlite3.Connection) -> bool:
+            sql = "DELETE FROM workflows WHERE id = ? AND status = ? AND finished_at IS ?"
+            if conn.execute(sql, params).rowcount:
+                return True
+            kept = conn.execute("SELECT 1 FROM workflows WHERE id = ?", (workflow.id,))
+            return kept.fetchone() is None
+
+        return await self._write(op)
