@@ -48,8 +48,10 @@ async def test_the_flow_control_page_runs_as_pasted(
     out = done.stdout
     assert done.returncode == 0, f"{out}\n{done.stderr}"
     # check: the limits declared in code
-    assert "sync-crm     run_in=trio concurrency=1 rateLimit=100/s burst=10" in out, out
-    assert "send-sms     run_in=trio maxRunning=5 keyRateLimit=10/m" in out, out
+    assert re.search(
+        r"^  sync-crm +run_in=trio concurrency=1 rateLimit=100/s burst=10$", out, re.M
+    ), out
+    assert re.search(r"^  send-sms +run_in=trio maxRunning=5 keyRateLimit=10/m$", out, re.M), out
     # one at a time per customer: one running, two pending, and the held job says why
     listed = [line.split() for line in out.splitlines() if " slow " in line]
     statuses = [row[3] for row in listed[-3:]]
