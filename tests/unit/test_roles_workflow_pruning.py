@@ -79,13 +79,9 @@ async def test_each_outcome_keeps_its_statuss_retention_and_goes_with_its_steps(
 async def test_a_tenants_own_retention_wins_and_a_retried_workflow_is_kept(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
+    month = {Status.COMPLETED: (30 * DAY).total_seconds()}
     await store.set_retention(
-        Override(
-            scope=Scope.TENANT,
-            name="tenant-b",
-            keep={Status.COMPLETED: 30 * 86400.0},
-            updated_at=BASE,
-        )
+        Override(scope=Scope.TENANT, name="tenant-b", keep=month, updated_at=BASE)
     )
     await finished(store, make_deps, "b-old", WorkflowStatus.COMPLETED, 8 * DAY, "tenant-b")
     await finished(store, make_deps, "b-older", WorkflowStatus.COMPLETED, 31 * DAY, "tenant-b")
