@@ -26,6 +26,7 @@ from jobscheduler.domain.flow import (
     LimitOverride,
     Limits,
     TenantWeight,
+    busiest_to_json,
     check_weight,
     scopes_of,
 )
@@ -117,7 +118,4 @@ def register_flow_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls) ->
         if not raw.isdigit() or not 1 <= int(raw) <= 100:
             raise ValidationError("limit: an integer from 1 to 100")
         report = await calls.call(deps.store.flow_report)
-        if report is None:
-            return json_response({"holds": []}, 200)
-        holds = [h.to_json() for h in report.busiest(tenant, int(raw))]
-        return json_response({"at": report.to_json()["at"], "holds": holds}, 200)
+        return json_response(busiest_to_json(report, tenant, int(raw)), 200)

@@ -20,7 +20,7 @@ from jobscheduler.api.job_filters import parse_tenant_query
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas.stats import OVERVIEW_OP
-from jobscheduler.domain.model import format_time
+from jobscheduler.domain.flow import busiest_to_json
 from jobscheduler.domain.overview import overview_to_json
 from jobscheduler.domain.retention import format_keep
 from jobscheduler.roles.deps import Deps
@@ -50,13 +50,5 @@ def register_overview_route(routes: RouteTable, deps: Deps, calls: BoundedCalls)
             "defaults": format_keep(default_keep(deps.settings)),
             "lastPrune": None if last is None else last.to_json(),
         }
-        report = await bounded(deps.store.flow_report)
-        body["held"] = (
-            {"holds": []}
-            if report is None
-            else {
-                "at": format_time(report.at),
-                "holds": [h.to_json() for h in report.busiest(tenant, BUSIEST)],
-            }
-        )
+        body["held"] = busiest_to_json(await bounded(deps.store.flow_report), tenant, BUSIEST)
         return json_response(body, 200)

@@ -8,6 +8,7 @@ from ._fair import fair_order as fair_order
 from ._held import FlowReport as FlowReport
 from ._held import Hold as Hold
 from ._held import HoldReason as HoldReason
+from ._held import busiest_to_json as busiest_to_json
 from ._held import hold_text as hold_text
 from ._limits import LIMIT_FIELDS as LIMIT_FIELDS
 from ._limits import MAX_SLOTS as MAX_SLOTS

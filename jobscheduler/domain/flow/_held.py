@@ -111,3 +111,13 @@ class FlowReport:
         """The holds with the most waiting jobs (of ``tenant_id``, when given)."""
         mine = [h for h in self.holds if tenant_id is None or h.tenant_id == tenant_id]
         return sorted(mine, key=lambda h: (-h.waiting, h.scope))[:limit]
+
+
+def busiest_to_json(report: FlowReport | None, tenant_id: str | None, limit: int) -> dict[str, Any]:
+    """``GET /flow/held``'s answer (and the Overview's ``held``): the report's time and its
+    ``limit`` busiest holds of ``tenant_id`` (every tenant's for None); no holds without a
+    report."""
+    if report is None:
+        return {"holds": []}
+    holds = [h.to_json() for h in report.busiest(tenant_id, limit)]
+    return {"at": format_time(report.at), "holds": holds}
