@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from jobscheduler.domain.addresses import Allowlist
 from jobscheduler.domain.durations import parse_duration
+from jobscheduler.domain.retention import MAX_KEEP
 
 T = TypeVar("T")
 
@@ -22,6 +23,13 @@ def _positive_duration(text: str) -> float:
     seconds = parse_duration(text)
     if seconds <= 0:
         raise ValueError(f"must be greater than zero, got {text!r}")
+    return seconds
+
+
+def _retention(text: str) -> float:
+    seconds = _positive_duration(text)
+    if seconds > MAX_KEEP:
+        raise ValueError(f"must be at most 100 years, got {text!r}")
     return seconds
 
 

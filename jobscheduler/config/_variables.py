@@ -22,6 +22,7 @@ from ._parsers import (
     _port,
     _positive_duration,
     _positive_int,
+    _retention,
     _topic_prefix,
     _url,
     app_spec,
@@ -51,6 +52,7 @@ class Variable:
 _UNITS: dict[Callable[[str], Any], str] = {
     _positive_duration: "duration (500ms, 30s, 5m, 1h, 7d)",
     _non_negative_duration: "duration, 0 or more",
+    _retention: "duration (500ms, 30s, 5m, 1h, 7d), at most 100 years",
     _port: "TCP port",
     _positive_int: "integer, 1 or more",
     _non_negative_int: "integer, 0 or more",
@@ -297,20 +299,20 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "RETENTION_COMPLETED",
         "retention_completed",
-        _positive_duration,
+        _retention,
         "completed jobs are kept this long after they finished, then pruned by the reaper "
         "with their attempt records (a handler's retention= and a tenant's override win)",
     ),
     Variable(
         "RETENTION_CANCELLED",
         "retention_cancelled",
-        _positive_duration,
+        _retention,
         "cancelled jobs are kept this long after they finished (templates are never pruned)",
     ),
     Variable(
         "RETENTION_DLQ",
         "retention_dlq",
-        _positive_duration,
+        _retention,
         "dead-lettered jobs are kept this long after they finished",
     ),
     Variable("PRUNE_BATCH", "prune_batch", _positive_int, "most jobs one prune statement deletes"),

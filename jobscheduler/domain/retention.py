@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -27,6 +27,9 @@ from jobscheduler.domain.model import Status, format_time, parse_time
 
 #: The statuses whose jobs are pruned once their retention has passed.
 PRUNABLE: tuple[Status, ...] = (Status.COMPLETED, Status.CANCELLED, Status.DLQ)
+
+#: The longest retention (100 years, in seconds): longer is refused, not kept forever.
+MAX_KEEP = 100 * 365 * 86400.0
 
 #: Status -> seconds a finished job of that status is kept.
 Keep = Mapping[Status, float]
@@ -47,7 +50,7 @@ def parse_keep(
     """``{"completed": "1h", "dlq": "90d"}`` -> ``{Status.COMPLETED: 3600.0, ...}``.
 
     Keys are statuses of :data:`PRUNABLE`; values durations (``500ms`` ... ``7d``) or
-    seconds, more than zero. ValueError names what is wrong."""
+    seconds, more than zero and at most :data:`MAX_KEEP`. ValueError names what is wrong."""
     if not isinstance(value, Mapping):
         raise ValueError(f"{what} must map statuses to durations, e.g. {{'completed': '1h'}}")
     keep: dict[Status, float] = {}
@@ -60,8 +63,19 @@ def parse_keep(
         seconds = parse_duration(duration) if isinstance(duration, str) else float(duration)
         if not 0 < seconds < float("inf"):
             raise ValueError(f"{what}.{name}: must be more than zero, got {duration!r}")
+        if seconds > MAX_KEEP:
+            raise ValueError(f"{what}.{name}: must be at most 100 years, got {duration!r}")
         keep[Status(name)] = seconds
     return keep
+
+
+def expired_before(now: datetime, keep: float) -> datetime | None:
+    """The finish time before which a job kept ``keep`` seconds has expired at ``now``;
+    None when that is before the calendar's first day (nothing is that old)."""
+    try:
+        return now - timedelta(seconds=keep)
+    except OverflowError:
+        return None
 
 
 def format_keep(keep: Keep) -> dict[str, str]:
@@ -159,12 +173,14 @@ class PruneSummary:
 
 
 __all__ = [
+    "MAX_KEEP",
     "PRUNABLE",
     "Keep",
     "Override",
     "PruneSummary",
     "Rules",
     "Scope",
+    "expired_before",
     "format_duration",
     "format_keep",
     "parse_keep",

@@ -63,6 +63,8 @@ async def test_a_tenant_admin_sees_job_types_and_its_own_override_only(api: Auth
         ("admin", "/retention/tenant-a", {"running": "1d"}, 400, "running"),
         ("admin", "/retention/tenant-a", {"completed": "soon"}, 400, "duration"),
         ("admin", "/retention/tenant-a", {"completed": "0s"}, 400, "more than zero"),
+        ("admin", "/retention/tenant-a", {"completed": 1e12}, 400, "at most 100 years"),
+        ("admin", "/retention/tenant-a", {"dlq": "40000d"}, 400, "at most 100 years"),
     ],
 )
 async def test_a_bad_or_unauthorised_override_is_refused(

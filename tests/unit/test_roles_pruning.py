@@ -94,6 +94,25 @@ async def test_a_job_types_retention_and_a_tenants_override_take_precedence(
     assert await ids(store) == {long.id, kept_by_tenant.id}
 
 
+async def test_a_retention_longer_than_the_calendar_prunes_nothing_and_breaks_no_sweep(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    # Refused by the API now, but a store may hold one written before it was.
+    for name in ("ancient", "beyond"):
+        keep = {Status.COMPLETED: 1e12 if name == "ancient" else 1e300}
+        await store.set_retention(
+            Override(scope=Scope.TENANT, name=name, keep=keep, updated_at=BASE)
+        )
+    kept = [finished(Status.COMPLETED, 30 * DAY, tenant=t) for t in ("ancient", "beyond")]
+    pruned = finished(Status.COMPLETED, 30 * DAY)
+    await store.insert_many([*kept, pruned])
+
+    summary = await Pruner(make_deps()).sweep()
+
+    assert await ids(store) == {job.id for job in kept}
+    assert summary.pruned == {Status.COMPLETED: 1}
+
+
 async def test_a_large_prune_goes_in_bounded_batches_with_a_pause_between(
     autojump_clock: trio.testing.MockClock,
     make_deps: DepsFactory,

@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import trio
 
 from jobscheduler.domain.model import Status
-from jobscheduler.domain.retention import PRUNABLE, PruneSummary, Rules
+from jobscheduler.domain.retention import PRUNABLE, PruneSummary, Rules, expired_before
 from jobscheduler.domain.workflows import WorkflowStatus
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
@@ -66,9 +66,9 @@ class Pruner:
         for key in sorted(counters):
             tenant, status, job_type = key
             keep = rules.keep_for(tenant, job_type, status)
-            if keep is None:
+            before = None if keep is None else expired_before(now, keep)
+            if before is None:
                 continue
-            before = now - timedelta(seconds=keep)
             while True:
                 if self._archive is None:
                     # Fewer than a batch is no sign of the end (the store may stop early
@@ -123,9 +123,9 @@ class Pruner:
             scopes = [(None, rules.defaults.get(like), tuple(own))]
             scopes += [(tenant, keep, ()) for tenant, keep in own.items()]
             for tenant, keep, skip in scopes:
-                if keep is None:
+                before = None if keep is None else expired_before(now, keep)
+                if before is None:
                     continue
-                before = now - timedelta(seconds=keep)
                 while True:
                     found = await deps.store.expired_workflows(
                         status, before, batch, tenant=tenant, skip_tenants=skip
