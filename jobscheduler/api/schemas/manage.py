@@ -19,6 +19,7 @@ from jobscheduler.domain.model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MA
 from jobscheduler.errors import (
     DuplicateJob,
     InvalidTransition,
+    JobNotFound,
     JobSchedulerError,
     QuotaExceeded,
     UnsupportedMediaType,
@@ -280,6 +281,7 @@ LIST_FILTERED = Operation(
         ),
     ),
     responses={200: page_reply("the jobs", JOB)},
+    errors={JobNotFound: "templateId names no template the caller can read"},
 )
 
 BATCH = Operation(
