@@ -5,6 +5,7 @@ test_roles_executor_settling.py (see ``roles_support`` for the clocks)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import trio.testing
 
 from jobscheduler.bus.base import DeadLetter
 from jobscheduler.domain.attempts import Outcome
-from jobscheduler.domain.model import Status
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.states import Change
 from jobscheduler.handlers import JobContext, default_registry
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.executor.role import run_executor
@@ -35,6 +37,7 @@ from .roles_support import (
     status_of,
     wake_up,
 )
+from .store_double import ProxyStore
 
 
 async def test_failing_handler_retries_with_backoff_then_dead_letters(
@@ -121,8 +124,39 @@ async def test_successful_handler_completes_the_job_and_drops_the_token(
         Outcome.COMPLETED,
         "worker-test",
     )
-    assert attempt.started_at == done.claimed_at
+    assert attempt.started_at == done.claimed_at  # no time passed during the pick
     assert processed(deps, "record", "completed") == 1
+
+
+class SlowWrites(ProxyStore):
+    """Each batch of writes waits ``delay`` seconds before it is applied (behind others)."""
+
+    def __init__(self, inner: JobStore, delay: float) -> None:
+        super().__init__(inner)
+        self.delay = delay
+
+    async def apply_many(self, changes: Sequence[Change]) -> list[Job | None]:
+        await trio.sleep(self.delay)
+        return await self.inner.apply_many(changes)
+
+
+async def test_a_stale_wake_up_whose_pick_lands_late_records_the_attempt_when_it_began(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
+) -> None:
+    # A duplicate wake-up of a job waiting for its retry; its pick waits behind other
+    # writes until the job is due and queued again, then takes it: the attempt began then.
+    deps = make_deps(store=SlowWrites(store, delay=5.0))
+    job = make_job(scheduled_at=BASE + timedelta(seconds=2))
+    await store.insert(job)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(Executor(deps).run, wake_up(job))
+        await trio.sleep(3)
+        assert [j.id for j in await store.claim_due(deps.clock.now(), 10)] == [job.id]
+    done = await store.get(job.id)
+    [attempt] = await store.attempts(job.id)
+    assert (done.status, attempt.outcome) == (Status.COMPLETED, Outcome.COMPLETED)
+    assert attempt.started_at is not None
+    assert attempt.started_at >= done.scheduled_at + timedelta(seconds=3)
 
 
 async def test_sync_handlers_with_run_in_thread_run_in_a_worker_thread(

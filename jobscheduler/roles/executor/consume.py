@@ -32,6 +32,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
+import attrs
 import trio
 
 from jobscheduler._scopes import shielded
@@ -220,6 +221,11 @@ class Executor(Settlement):
             changes.append(states.start(message.job_id, token=token, now=now))
         # Only the start's row is read back (the job to run); the pick's is not needed.
         results = await self._deps.store.apply_many_lean(changes, (False, True) * len(messages))
+        # The attempts start now, once the picks are back. ``now`` was read before a round
+        # trip that may have waited behind other writes: a stale message's pick could then
+        # land after the job had failed and been queued again, and an attempt record saying
+        # it began at ``now`` would have begun before the job was due.
+        begun = utc(self._deps.clock.now())
         if self._deps.waker is not None:
             self._deps.waker.room_made()  # queued jobs left the queue: room to claim more
         started: list[tuple[Job, str] | None] = []
@@ -232,7 +238,7 @@ class Executor(Settlement):
                 self._count_lost(message.job_type, "start", message.job_id)
                 started.append(None)
             else:
-                started.append((running, token))
+                started.append((attrs.evolve(running, claimed_at=begun), token))
         return started
 
     async def _start_batch(
