@@ -163,7 +163,8 @@ class ServerProcess:
         proc = self._started()
         if self.exited_on_its_own():
             raise ProcessFailed(
-                f"{self.name} had already exited on its own with code {proc.returncode}"
+                f"{self.name} had already exited on its own with code {proc.returncode}:\n"
+                f"{self.tail()}"
             )
         self.signalled = True
         if proc.poll() is None:
