@@ -31,33 +31,55 @@ import httpx
 FLUSH_AT = 64 * 1024
 
 
+class _Held:
+    """The bytes a stream keeps until they are sent in one call: the bookkeeping the sync
+    and the async stream share (only their sending differs)."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+        #: The timeout of the latest write, the one the held bytes are sent with.
+        self.timeout: float | None = None
+
+    def add(self, buffer: bytes, timeout: float | None) -> bool:
+        """Keep ``buffer`` (an empty one is ignored); True when :data:`FLUSH_AT` bytes are
+        waiting, to be sent now."""
+        if not buffer:
+            return False
+        self._parts.append(buffer)
+        self._size += len(buffer)
+        self.timeout = timeout
+        return self._size >= FLUSH_AT
+
+    def take(self) -> bytes:
+        """All the bytes held, joined (empty if none), and forget them."""
+        parts = self._parts
+        self.clear()
+        return b"".join(parts) if len(parts) > 1 else (parts[0] if parts else b"")
+
+    def clear(self) -> None:
+        self._parts, self._size = [], 0
+
+
 class _Stream(httpcore.NetworkStream):
     def __init__(self, stream: httpcore.NetworkStream) -> None:
         self._stream = stream
-        self._held: list[bytes] = []
-        self._size = 0
-        self._timeout: float | None = None
+        self._held = _Held()
 
     def _flush(self) -> None:
-        if self._held:
-            data = b"".join(self._held) if len(self._held) > 1 else self._held[0]
-            self._held, self._size = [], 0
-            self._stream.write(data, self._timeout)
+        if data := self._held.take():
+            self._stream.write(data, self._held.timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if buffer:
-            self._held.append(buffer)
-            self._size += len(buffer)
-            self._timeout = timeout
-            if self._size >= FLUSH_AT:
-                self._flush()
+        if self._held.add(buffer, timeout):
+            self._flush()
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         self._flush()
         return self._stream.read(max_bytes, timeout)
 
     def close(self) -> None:
-        self._held, self._size = [], 0
+        self._held.clear()
         self._stream.close()
 
     def start_tls(
@@ -101,30 +123,22 @@ class _Backend(httpcore.NetworkBackend):
 class _AsyncStream(httpcore.AsyncNetworkStream):
     def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
         self._stream = stream
-        self._held: list[bytes] = []
-        self._size = 0
-        self._timeout: float | None = None
+        self._held = _Held()
 
     async def _flush(self) -> None:
-        if self._held:
-            data = b"".join(self._held) if len(self._held) > 1 else self._held[0]
-            self._held, self._size = [], 0
-            await self._stream.write(data, self._timeout)
+        if data := self._held.take():
+            await self._stream.write(data, self._held.timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if buffer:
-            self._held.append(buffer)
-            self._size += len(buffer)
-            self._timeout = timeout
-            if self._size >= FLUSH_AT:
-                await self._flush()
+        if self._held.add(buffer, timeout):
+            await self._flush()
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         await self._flush()
         return await self._stream.read(max_bytes, timeout)
 
     async def aclose(self) -> None:
-        self._held, self._size = [], 0
+        self._held.clear()
         await self._stream.aclose()
 
     async def start_tls(
