@@ -136,10 +136,7 @@ class JobContext:
     ) -> list[Job]:
         """:meth:`spawn` of one child per key of ``payloads`` (its payload the value), in a
         few round trips: a fan-out of thousands."""
-        requests = [
-            _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
-            for key, payload in payloads.items()
-        ]
+        requests = _spawn_requests(job_type, payloads, at, delay, priority, max_attempts)
         return cast("list[Job]", await self.enqueuer.spawn_async(requests) if requests else [])
 
     def spawn_sync(
@@ -169,10 +166,7 @@ class JobContext:
         max_attempts: int | None = None,
     ) -> list[Job]:
         """:meth:`spawn_many` from a ``def`` handler."""
-        requests = [
-            _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
-            for key, payload in payloads.items()
-        ]
+        requests = _spawn_requests(job_type, payloads, at, delay, priority, max_attempts)
         return cast("list[Job]", self.enqueuer.spawn(requests) if requests else [])
 
     async def start_workflow(
@@ -273,3 +267,18 @@ def _spawn_request(
         raise ValidationError(f"key: a non-empty string of at most {MAX_NAME_LENGTH} characters")
     request = _child_request(job_type, payload, key, at, delay, priority, max_attempts)
     return attrs.evolve(request, spawn=True)
+
+
+def _spawn_requests(
+    job_type: str | TaskHandle,
+    payloads: Mapping[str, Mapping[str, Any]],
+    at: datetime | str | None,
+    delay: float | None,
+    priority: int | None,
+    max_attempts: int | None,
+) -> list[ChildRequest]:
+    """The requests of a ``ctx.spawn_many`` call: one child per key of ``payloads``."""
+    return [
+        _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
+        for key, payload in payloads.items()
+    ]
