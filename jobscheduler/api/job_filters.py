@@ -24,7 +24,7 @@ import attrs
 from jobscheduler.api.route_table import check_parameters
 from jobscheduler.api.schemas.manage import FILTER, LIST_FILTERED, SORTS
 from jobscheduler.domain.model import MAX_STRING_LENGTH, Status, is_job_id, parse_time
-from jobscheduler.domain.validation import is_valid_unicode, parse_list_limit, parse_list_query
+from jobscheduler.domain.validation import check_text, parse_list_limit, parse_list_query
 from jobscheduler.errors import ValidationError
 from jobscheduler.store.query import MAX_QUERY_IDS, Cursor, JobQuery, Sort
 
@@ -59,13 +59,9 @@ def parse_statuses(values: Iterable[str], field: str = "status") -> tuple[Status
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{field}: must be a non-empty string")
-    if len(value) > MAX_STRING_LENGTH:
-        raise ValidationError(f"{field}: longer than {MAX_STRING_LENGTH} characters")
-    if any(ord(ch) < 32 for ch in value):
-        raise ValidationError(f"{field}: must not contain control characters")
-    if not is_valid_unicode(value):
-        raise ValidationError(f"{field}: must be valid Unicode (no lone UTF-16 surrogates)")
-    return value
+    return check_text(
+        value, field, unicode_message="must be valid Unicode (no lone UTF-16 surrogates)"
+    )
 
 
 def _flag(value: Any, field: str) -> bool:

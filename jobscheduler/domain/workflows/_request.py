@@ -21,7 +21,7 @@ import attrs
 
 from jobscheduler.domain.model import Job, Status, format_time, new_job_id, utc
 from jobscheduler.domain.steps import MAX_STEPS, OnParentFailure, Step
-from jobscheduler.domain.validation import PayloadValidator, parse_create_request
+from jobscheduler.domain.validation import PayloadValidator, check_text, parse_create_request
 from jobscheduler.errors import ValidationError
 
 from ._record import DeclaredStep, Workflow, WorkflowStatus
@@ -277,15 +277,7 @@ def _text(value: Any, field: str, limit: int) -> str:
         raise ValidationError(f"{field} is required")
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{field}: must be a non-empty string")
-    if len(value) > limit:
-        raise ValidationError(f"{field}: longer than {limit} characters")
-    if any(ord(ch) < 32 for ch in value):
-        raise ValidationError(f"{field}: must not contain control characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(f"{field}: must be valid Unicode") from None
-    return value
+    return check_text(value, field, limit=limit, unicode_message="must be valid Unicode")
 
 
 def _unique(values: Sequence[str]) -> list[str]:
