@@ -93,6 +93,16 @@ async def with_store(store: JobStore, fn: Callable[[JobStore], Awaitable[T]]) ->
             await store.close()
 
 
+async def append_cli_audit(
+    store: JobStore, *, now: datetime, tenant: str | None, action: str, status: int, detail: str
+) -> None:
+    """Record in the audit log what an operator's command did to the store directly (no API
+    key made the change, so the record names none)."""
+    await store.append_audit(
+        new_record(now=now, key_id=None, tenant=tenant, action=action, status=status, detail=detail)
+    )
+
+
 def open_store(args: argparse.Namespace) -> tuple[JobStore, str]:
     settings = Settings.from_env()
     kind: str = args.store or ("mongo" if "MONGO_URI" in settings.configured else "sqlite")
@@ -120,15 +130,13 @@ def run(args: argparse.Namespace) -> int:
 
             async def create(s: JobStore) -> None:
                 await s.insert_key(record)
-                await s.append_audit(
-                    new_record(
-                        now=now,
-                        key_id=None,
-                        tenant=tenant,
-                        action="cli keys create",
-                        status=201,
-                        detail=f"key {record.id} created ({record.role.value})",
-                    )
+                await append_cli_audit(
+                    s,
+                    now=now,
+                    tenant=tenant,
+                    action="cli keys create",
+                    status=201,
+                    detail=f"key {record.id} created ({record.role.value})",
                 )
 
             trio.run(with_store, store, create)
@@ -154,15 +162,13 @@ def run(args: argparse.Namespace) -> int:
             async def revoke(s: JobStore) -> ApiKey | None:
                 key = await s.revoke_key(args.key_id, now)
                 if key is not None:
-                    await s.append_audit(
-                        new_record(
-                            now=now,
-                            key_id=None,
-                            tenant=key.tenant,
-                            action="cli keys revoke",
-                            status=200,
-                            detail=f"key {key.id} revoked",
-                        )
+                    await append_cli_audit(
+                        s,
+                        now=now,
+                        tenant=key.tenant,
+                        action="cli keys revoke",
+                        status=200,
+                        detail=f"key {key.id} revoked",
                     )
                 return key
 

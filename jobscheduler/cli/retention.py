@@ -14,14 +14,13 @@ from typing import Any
 import trio
 
 from jobscheduler.config import Settings
-from jobscheduler.domain.audit import new_record
 from jobscheduler.domain.keys import check_tenant
 from jobscheduler.domain.retention import Override, Scope, format_keep, parse_keep
 from jobscheduler.errors import JobSchedulerError, ValidationError
 from jobscheduler.roles.retention import default_keep
 from jobscheduler.store import JobStore
 
-from .keys import add_store_option, failed, open_store, with_store
+from .keys import add_store_option, append_cli_audit, failed, open_store, with_store
 
 EPILOG = """\
 Examples:
@@ -100,15 +99,13 @@ def run(args: argparse.Namespace) -> int:
 
         async def write(s: JobStore) -> None:
             await s.set_retention(override)
-            await s.append_audit(
-                new_record(
-                    now=now,
-                    key_id=None,
-                    tenant=tenant,
-                    action=f"cli retention {args.retention_command}",
-                    status=200,
-                    detail=detail,
-                )
+            await append_cli_audit(
+                s,
+                now=now,
+                tenant=tenant,
+                action=f"cli retention {args.retention_command}",
+                status=200,
+                detail=detail,
             )
 
         trio.run(with_store, store, write)
