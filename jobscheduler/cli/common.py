@@ -26,6 +26,17 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_actions(
+    parser: argparse.ArgumentParser, epilog: str
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """Set up a command whose first argument names its action (``jobs list``, ``cron
+    pause``): its ``epilog`` printed as written after the help, and the sub-parsers to add
+    each action to (one is required; ``args.action`` names it)."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = epilog
+    return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+
 #: A request field -> the command line's name for it (``tenantId`` -> ``--tenant``).
 Flags = Mapping[str, str]
 

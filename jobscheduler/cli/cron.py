@@ -61,9 +61,7 @@ EPILOG = """examples:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub = common.add_actions(parser, EPILOG)
 
     listing = sub.add_parser("list", help="a tenant's cron templates")
     tenants = listing.add_mutually_exclusive_group()

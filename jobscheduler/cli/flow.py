@@ -42,9 +42,7 @@ Examples:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub = common.add_actions(parser, EPILOG)
     limits = sub.add_parser("limits", help="the job types' limits and the tenants' overrides")
     limits.add_argument("--tenant", help="one tenant's overrides (default: the key's)")
     common.add_common(limits)

@@ -126,9 +126,7 @@ def _filtered(args: argparse.Namespace) -> bool:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub = common.add_actions(parser, EPILOG)
 
     listing = sub.add_parser("list", help="list jobs, newest first (follows pages)")
     _filters(listing, all_tenants=True)

@@ -23,9 +23,7 @@ EPILOG = """examples:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub = common.add_actions(parser, EPILOG)
     sync = sub.add_parser(
         "sync",
         help="create, update and retire templates so the store matches the app's schedules",

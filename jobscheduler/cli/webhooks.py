@@ -43,9 +43,7 @@ v1=<hex HMAC-SHA256 of "<t>.<body>">.
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub = common.add_actions(parser, EPILOG)
 
     add = sub.add_parser("add", help="register a webhook; prints its secret once")
     add.add_argument("target", metavar="URL", help="where deliveries are POSTed")

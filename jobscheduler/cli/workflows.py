@@ -78,9 +78,7 @@ def _steps_file(path: str) -> list[dict[str, Any]]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    sub = common.add_actions(parser, EPILOG)
 
     create = sub.add_parser("create", help="create a workflow from its steps (JSON)")
     create.add_argument("--tenant", required=True, help="the tenant (tenantId)")
