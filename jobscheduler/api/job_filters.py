@@ -59,9 +59,7 @@ def parse_statuses(values: Iterable[str], field: str = "status") -> tuple[Status
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{field}: must be a non-empty string")
-    return check_text(
-        value, field, unicode_message="must be valid Unicode (no lone UTF-16 surrogates)"
-    )
+    return check_text(value, field)
 
 
 def _flag(value: Any, field: str) -> bool:

@@ -65,22 +65,16 @@ def _string(body: Mapping[str, Any], field: str, *, required: bool) -> str | Non
 _SURROGATE_MESSAGE = "must be valid Unicode (a lone UTF-16 surrogate like \\ud800 is not)"
 
 
-def check_text(
-    value: str,
-    field: str,
-    *,
-    limit: int = MAX_STRING_LENGTH,
-    unicode_message: str = _SURROGATE_MESSAGE,
-) -> str:
+def check_text(value: str, field: str, *, limit: int = MAX_STRING_LENGTH) -> str:
     """``value``, a request's free-text ``field`` already known to be a non-empty string,
     if it is at most ``limit`` characters, without control characters and valid Unicode (no
-    lone UTF-16 surrogate); else ValidationError (``unicode_message`` saying the last)."""
+    lone UTF-16 surrogate); else ValidationError saying which."""
     if len(value) > limit:
         raise ValidationError(f"{field}: longer than {limit} characters")
     if any(ord(ch) < 32 for ch in value):
         raise ValidationError(f"{field}: must not contain control characters")
     if not is_valid_unicode(value):
-        raise ValidationError(f"{field}: {unicode_message}")
+        raise ValidationError(f"{field}: {_SURROGATE_MESSAGE}")
     return value
 
 

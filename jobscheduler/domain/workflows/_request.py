@@ -277,7 +277,7 @@ def _text(value: Any, field: str, limit: int) -> str:
         raise ValidationError(f"{field} is required")
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{field}: must be a non-empty string")
-    return check_text(value, field, limit=limit, unicode_message="must be valid Unicode")
+    return check_text(value, field, limit=limit)
 
 
 def _unique(values: Sequence[str]) -> list[str]:
