@@ -14,7 +14,6 @@ in between leaves a record a repeated create (or the reaper) finishes or gives u
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection
 from datetime import datetime
 from typing import Protocol
 
@@ -61,6 +60,26 @@ class WorkflowQuery:
             and (self.template_id is None or workflow.template_id == self.template_id)
             and (self.created_before is None or workflow.created_at < self.created_before)
         )
+
+
+@attrs.frozen(kw_only=True)
+class TenantScope:
+    """The tenants whose records a sweep reads: ``tenant``'s when given, and none of
+    ``skip_tenants``' (the tenants with a rule of their own, swept apart); with neither,
+    every tenant's (:data:`ALL_TENANTS`)."""
+
+    tenant: str | None = None
+    skip_tenants: tuple[str, ...] = ()
+
+    def admits(self, tenant_id: str) -> bool:
+        """Whether a record of ``tenant_id`` is in the scope (the memory store, and tests)."""
+        return (self.tenant is None or tenant_id == self.tenant) and (
+            tenant_id not in self.skip_tenants
+        )
+
+
+#: Every tenant's records.
+ALL_TENANTS = TenantScope()
 
 
 def cursor_after(workflow: Workflow) -> Cursor:
@@ -115,17 +134,11 @@ class WorkflowRecords(Protocol):
 
     @abc.abstractmethod
     async def expired_workflows(
-        self,
-        status: WorkflowStatus,
-        before: datetime,
-        limit: int,
-        *,
-        tenant: str | None = None,
-        skip_tenants: Collection[str] = (),
+        self, status: WorkflowStatus, before: datetime, limit: int, scope: TenantScope
     ) -> list[Workflow]:
         """Up to ``limit`` workflows in ``status`` (a final one) that finished before
-        ``before`` -- of ``tenant`` when given, of none of ``skip_tenants`` -- oldest
-        ``finished_at`` first, without their declared steps (the reaper's prune)."""
+        ``before``, of the tenants ``scope`` admits, oldest ``finished_at`` first, without
+        their declared steps (the reaper's prune)."""
 
     @abc.abstractmethod
     async def delete_workflow_record(self, workflow: Workflow) -> bool:

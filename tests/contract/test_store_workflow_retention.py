@@ -12,6 +12,7 @@ from jobscheduler.domain import states
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 from jobscheduler.errors import WorkflowNotFound
 from jobscheduler.store import JobStore
+from jobscheduler.store.workflows import ALL_TENANTS, TenantScope
 
 from .store_support import NOW
 from .test_store_workflows import plan, stored
@@ -44,19 +45,20 @@ async def test_expired_workflows_are_those_of_the_status_finished_before_oldest_
     other = await finished(store, "other", WorkflowStatus.COMPLETED, 15, tenant="tenant-b")
     before = NOW + timedelta(seconds=30)
 
-    found = await store.expired_workflows(WorkflowStatus.COMPLETED, before, 10)
+    found = await store.expired_workflows(WorkflowStatus.COMPLETED, before, 10, ALL_TENANTS)
     assert [w.id for w in found] == [first.id, other.id, second.id]
     assert all(w.steps == () for w in found)
-    assert [w.id for w in await store.expired_workflows(WorkflowStatus.COMPLETED, before, 1)] == [
-        first.id
-    ]
-    mine = await store.expired_workflows(WorkflowStatus.COMPLETED, before, 10, tenant="tenant-b")
+    oldest = await store.expired_workflows(WorkflowStatus.COMPLETED, before, 1, ALL_TENANTS)
+    assert [w.id for w in oldest] == [first.id]
+    mine = await store.expired_workflows(
+        WorkflowStatus.COMPLETED, before, 10, TenantScope(tenant="tenant-b")
+    )
     assert [w.id for w in mine] == [other.id]
     rest = await store.expired_workflows(
-        WorkflowStatus.COMPLETED, before, 10, skip_tenants=["tenant-b"]
+        WorkflowStatus.COMPLETED, before, 10, TenantScope(skip_tenants=("tenant-b",))
     )
     assert [w.id for w in rest] == [first.id, second.id]
-    failed = await store.expired_workflows(WorkflowStatus.FAILED, before, 10)
+    failed = await store.expired_workflows(WorkflowStatus.FAILED, before, 10, ALL_TENANTS)
     assert [w.idempotency_key for w in failed] == ["failed"]
 
 

@@ -4,7 +4,7 @@ calls)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from jobscheduler.domain.attempts import Attempt
@@ -31,7 +31,7 @@ from jobscheduler.store.query import (
     Pick,
     Statuses,
 )
-from jobscheduler.store.workflows import WorkflowQuery
+from jobscheduler.store.workflows import TenantScope, WorkflowQuery
 
 
 class ProxyStore(JobStore):
@@ -162,17 +162,9 @@ class ProxyStore(JobStore):
         return await self.inner.steps_to_settle(before, limit)
 
     async def expired_workflows(
-        self,
-        status: WorkflowStatus,
-        before: datetime,
-        limit: int,
-        *,
-        tenant: str | None = None,
-        skip_tenants: Collection[str] = (),
+        self, status: WorkflowStatus, before: datetime, limit: int, scope: TenantScope
     ) -> list[Workflow]:
-        return await self.inner.expired_workflows(
-            status, before, limit, tenant=tenant, skip_tenants=skip_tenants
-        )
+        return await self.inner.expired_workflows(status, before, limit, scope)
 
     async def delete_workflow_record(self, workflow: Workflow) -> bool:
         return await self.inner.delete_workflow_record(workflow)

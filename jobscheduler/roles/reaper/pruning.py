@@ -26,6 +26,7 @@ from jobscheduler.domain.workflows import WorkflowStatus
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.retention import current_rules
+from jobscheduler.store.workflows import TenantScope
 
 from .archive import Archive
 
@@ -119,17 +120,14 @@ class Pruner:
         deleted = 0
         for status, like in WORKFLOW_KEEP.items():
             own = {t: keep[like] for t, keep in rules.by_tenant.items() if like in keep}
-            scopes: list[tuple[str | None, float | None, tuple[str, ...]]]
-            scopes = [(None, rules.defaults.get(like), tuple(own))]
-            scopes += [(tenant, keep, ()) for tenant, keep in own.items()]
-            for tenant, keep, skip in scopes:
+            scopes = [(TenantScope(skip_tenants=tuple(own)), rules.defaults.get(like))]
+            scopes += [(TenantScope(tenant=tenant), keep) for tenant, keep in own.items()]
+            for scope, keep in scopes:
                 before = None if keep is None else expired_before(now, keep)
                 if before is None:
                     continue
                 while True:
-                    found = await deps.store.expired_workflows(
-                        status, before, batch, tenant=tenant, skip_tenants=skip
-                    )
+                    found = await deps.store.expired_workflows(status, before, batch, scope)
                     for workflow in found:
                         steps = await deps.store.workflow_steps(workflow.id)
                         if self._archive is not None and steps:

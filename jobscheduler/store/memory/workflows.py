@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +12,7 @@ from jobscheduler.domain.states import WorkflowChange
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 from jobscheduler.errors import DuplicateWorkflow, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery
-from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
+from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
 from .codec import job_out, keep
 from .conn import MemoryConnection
@@ -103,13 +102,7 @@ class MemoryWorkflowsMixin(MemoryConnection):
         return [job_out(job) for job in found[:limit]]
 
     async def expired_workflows(
-        self,
-        status: WorkflowStatus,
-        before: datetime,
-        limit: int,
-        *,
-        tenant: str | None = None,
-        skip_tenants: Collection[str] = (),
+        self, status: WorkflowStatus, before: datetime, limit: int, scope: TenantScope
     ) -> list[Workflow]:
         await self._enter()
         cutoff = utc(before)
@@ -119,8 +112,7 @@ class MemoryWorkflowsMixin(MemoryConnection):
             if w.status is status
             and w.finished_at is not None
             and w.finished_at < cutoff
-            and (tenant is None or w.tenant_id == tenant)
-            and w.tenant_id not in skip_tenants
+            and scope.admits(w.tenant_id)
         ]
         found.sort(key=lambda w: (w.finished_at, w.id))
         return [attrs.evolve(w, steps=()) for w in found[:limit]]

@@ -14,7 +14,7 @@ their workflow, by age.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -32,7 +32,7 @@ from jobscheduler.domain.workflows import (
 )
 from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery
-from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
+from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
 from .codec import FIELDS, Document, decoded, document_to_job, encoded, job_filter, stored_time
 from .seam import MongoSeam, outcome_unknown
@@ -279,20 +279,14 @@ class MongoWorkflowsMixin(MongoSeam):
         return await self._call(op, "steps_to_settle", read=True)
 
     async def expired_workflows(
-        self,
-        status: WorkflowStatus,
-        before: datetime,
-        limit: int,
-        *,
-        tenant: str | None = None,
-        skip_tenants: Collection[str] = (),
+        self, status: WorkflowStatus, before: datetime, limit: int, scope: TenantScope
     ) -> list[Workflow]:
         records = self._durable(WORKFLOWS_COLLECTION)
         where: Document = {"status": status.value, "finishedAt": {"$lt": utc(before)}}
-        if tenant is not None:
-            where["tenantId"] = tenant
-        elif skip_tenants:
-            where["tenantId"] = {"$nin": list(skip_tenants)}
+        if scope.tenant is not None:
+            where["tenantId"] = scope.tenant
+        elif scope.skip_tenants:
+            where["tenantId"] = {"$nin": list(scope.skip_tenants)}
 
         def op() -> list[Workflow]:
             found = records.find(where, projection={"steps": False})

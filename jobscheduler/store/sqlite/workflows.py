@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ from jobscheduler.domain.workflows import (
 )
 from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery
-from jobscheduler.store.workflows import STEPS_TO_SETTLE, WorkflowQuery
+from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
 from .codec import _SELECT, _from_row, _millis, from_millis
 from .conn import SQLiteConnection
@@ -221,22 +221,16 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         return [_from_row(row) for row in rows]
 
     async def expired_workflows(
-        self,
-        status: WorkflowStatus,
-        before: datetime,
-        limit: int,
-        *,
-        tenant: str | None = None,
-        skip_tenants: Collection[str] = (),
+        self, status: WorkflowStatus, before: datetime, limit: int, scope: TenantScope
     ) -> list[Workflow]:
         terms = ["status = ?", "finished_at IS NOT NULL", "finished_at < ?"]
         params: list[Any] = [status.value, _millis(before)]
-        if tenant is not None:
+        if scope.tenant is not None:
             terms.append("tenant_id = ?")
-            params.append(tenant)
-        if skip_tenants:
-            terms.append(f"tenant_id NOT IN ({', '.join('?' * len(skip_tenants))})")
-            params += list(skip_tenants)
+            params.append(scope.tenant)
+        if scope.skip_tenants:
+            terms.append(f"tenant_id NOT IN ({', '.join('?' * len(scope.skip_tenants))})")
+            params += scope.skip_tenants
         sql = (
             f"SELECT {_WF_SELECT} FROM workflows INDEXED BY workflows_finished "
             f"WHERE {' AND '.join(terms)} ORDER BY finished_at, id LIMIT ?"
