@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+import attrs
+
 from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
@@ -140,6 +142,20 @@ class Transitions(Protocol):
         ``heartbeat_at``) is older than ``before`` (read only; the reaper's query)."""
 
 
+@attrs.frozen
+class OccurrenceQuery:
+    """A cron template's ledger records matching every given condition (None: no
+    condition)."""
+
+    template_id: str
+    #: Fire times older than this.
+    before: datetime | None = None
+    #: Records in one of these statuses.
+    statuses: Sequence[OccurrenceStatus] | None = None
+    #: The template's tenant: another tenant's template has no records, as an unknown one.
+    tenant: str | None = None
+
+
 class CronLedger(Protocol):
     """The per-fire-time ledger of cron templates, beside the jobs, and the templates that
     hold a buffered fire time."""
@@ -154,19 +170,9 @@ class CronLedger(Protocol):
         call wrote it."""
 
     @abc.abstractmethod
-    async def occurrences(
-        self,
-        template_id: str,
-        *,
-        limit: int,
-        before: datetime | None = None,
-        statuses: Sequence[OccurrenceStatus] | None = None,
-        tenant: str | None = None,
-    ) -> list[Occurrence]:
-        """A template's ledger records, newest fire time first, at most ``limit``; only
-        those whose fire time is older than ``before``, whose status is one of
-        ``statuses`` and whose template is ``tenant``'s, when given (another tenant's
-        template has none, as an unknown one)."""
+    async def occurrences(self, query: OccurrenceQuery, *, limit: int) -> list[Occurrence]:
+        """The ledger records ``query`` selects, newest fire time first, at most
+        ``limit``."""
 
     @abc.abstractmethod
     async def prune_occurrences(self, before: datetime) -> int:

@@ -17,6 +17,7 @@ from jobscheduler.domain.model import Status, new_job_id
 from jobscheduler.domain.states import Change
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.jobs import OccurrenceQuery
 
 from .store_support import make_job, scheduler_deps
 from .test_cron_store import _runs
@@ -55,7 +56,7 @@ async def test_records_round_trip_newest_fire_time_first(store: JobStore) -> Non
     replacing = attrs.evolve(spawned(3), cancelled_run_id=new_job_id())  # cancel_previous
     records = [spawned(0), skipped(1, SkipReason.DST_GAP), spawned(2, late=75.25), replacing]
     assert await store.record_occurrences(records) == [(r, True) for r in records]
-    listed = await store.occurrences(TEMPLATE, limit=10)
+    listed = await store.occurrences(OccurrenceQuery(TEMPLATE), limit=10)
     assert listed == records[::-1]
     assert listed[0].cancelled_run_id == replacing.cancelled_run_id
     assert listed[1].cancelled_run_id is None
@@ -70,7 +71,7 @@ async def test_a_recorded_fire_time_keeps_its_first_record(store: JobStore) -> N
     # stands and is what the second one is told.
     again = await store.record_occurrences([skipped(5), skipped(6)])
     assert again == [(first, False), (skipped(6), True)]
-    assert await store.occurrences(TEMPLATE, limit=10) == [skipped(6), first]
+    assert await store.occurrences(OccurrenceQuery(TEMPLATE), limit=10) == [skipped(6), first]
     # The very same record again (a repeated pass at the same instant) is not written again.
     assert await store.record_occurrences([skipped(6)]) == [(skipped(6), False)]
     # A key twice in one call: its first record is written.
@@ -92,29 +93,30 @@ async def test_concurrent_writers_of_one_fire_time_are_told_the_same_record(
     assert len(answers) == 3
     assert answers[0][0] == answers[1][0] == answers[2][0]
     assert sorted(written for _, written in answers) == [False, False, True]
-    assert await store.occurrences(TEMPLATE, limit=10) == [answers[0][0]]
+    assert await store.occurrences(OccurrenceQuery(TEMPLATE), limit=10) == [answers[0][0]]
 
 
 async def test_cursor_status_filter_and_templates_apart(store: JobStore) -> None:
     await store.record_occurrences(
         [spawned(m) if m % 2 else skipped(m) for m in range(10)] + [spawned(3, template="b" * 24)]
     )
-    page = await store.occurrences(TEMPLATE, limit=4)
+    page = await store.occurrences(OccurrenceQuery(TEMPLATE), limit=4)
     assert [o.fire_at for o in page] == [T0 + timedelta(minutes=m) for m in (9, 8, 7, 6)]
-    following = await store.occurrences(TEMPLATE, limit=4, before=page[-1].fire_at)
+    following = await store.occurrences(OccurrenceQuery(TEMPLATE, before=page[-1].fire_at), limit=4)
     assert [o.fire_at for o in following] == [T0 + timedelta(minutes=m) for m in (5, 4, 3, 2)]
     latest_run = await store.occurrences(
-        TEMPLATE, limit=1, statuses=[OccurrenceStatus.SPAWNED, OccurrenceStatus.BUFFERED]
+        OccurrenceQuery(TEMPLATE, statuses=[OccurrenceStatus.SPAWNED, OccurrenceStatus.BUFFERED]),
+        limit=1,
     )
     assert [o.fire_at for o in latest_run] == [T0 + timedelta(minutes=9)]
-    assert len(await store.occurrences("b" * 24, limit=10)) == 1
-    assert await store.occurrences("c" * 24, limit=10) == []
+    assert len(await store.occurrences(OccurrenceQuery("b" * 24), limit=10)) == 1
+    assert await store.occurrences(OccurrenceQuery("c" * 24), limit=10) == []
 
 
 async def test_prune_deletes_records_written_before_the_cutoff(store: JobStore) -> None:
     await store.record_occurrences([spawned(m) for m in range(6)])
     assert await store.prune_occurrences(T0 + timedelta(minutes=3)) == 3
-    left = await store.occurrences(TEMPLATE, limit=10)
+    left = await store.occurrences(OccurrenceQuery(TEMPLATE), limit=10)
     assert [o.fire_at for o in left] == [T0 + timedelta(minutes=m) for m in (5, 4, 3)]
     assert await store.prune_occurrences(T0) == 0
 
@@ -151,7 +153,7 @@ async def test_buffer_one_through_the_scheduler_records_and_releases_on_every_st
     clock.advance(60)
     await scheduler.tick()
 
-    records = (await store.occurrences(template.id, limit=10))[::-1]
+    records = (await store.occurrences(OccurrenceQuery(template.id), limit=10))[::-1]
     assert [(r.status.value, r.reason) for r in records] == [
         ("spawned", None),
         ("buffered", None),

@@ -14,6 +14,7 @@ from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.domain.model import new_job_id
 from jobscheduler.errors import JobNotFound
 from jobscheduler.store import JobStore
+from jobscheduler.store.jobs import OccurrenceQuery
 
 from .store_support import NOW, make_job, running_job
 
@@ -68,9 +69,9 @@ async def test_occurrences_with_a_tenant_are_those_of_a_template_of_that_tenant_
         run_id=new_job_id(),
     )
     await store.record_occurrences([record])
-    assert await store.occurrences(template.id, limit=10) == [record]
-    assert await store.occurrences(template.id, limit=10, tenant=B) == [record]
-    assert await store.occurrences(template.id, limit=10, tenant=A) == []
+    assert await store.occurrences(OccurrenceQuery(template.id), limit=10) == [record]
+    assert await store.occurrences(OccurrenceQuery(template.id, tenant=B), limit=10) == [record]
+    assert await store.occurrences(OccurrenceQuery(template.id, tenant=A), limit=10) == []
 
 
 async def test_get_key_with_a_tenant_finds_only_a_key_bound_to_it(store: JobStore) -> None:

@@ -12,11 +12,12 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.jobs import OccurrenceQuery
 
 
 async def ledger(store: JobStore, tmpl: Job) -> list[Occurrence]:
     """The template's ledger, oldest fire time first."""
-    return (await store.occurrences(tmpl.id, limit=1000))[::-1]
+    return (await store.occurrences(OccurrenceQuery(tmpl.id), limit=1000))[::-1]
 
 
 def summary(records: list[Occurrence]) -> list[tuple[datetime, str, str | None]]:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
-from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.cron import Occurrence
 from jobscheduler.domain.flow import FlowReport, LimitOverride, TenantWeight
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import Job, Status
@@ -21,6 +21,7 @@ from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
+from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.query import (
     CountKey,
     Cursor,
@@ -89,18 +90,8 @@ class ProxyStore(JobStore):
     ) -> list[tuple[Occurrence, bool]]:
         return await self.inner.record_occurrences(records)
 
-    async def occurrences(
-        self,
-        template_id: str,
-        *,
-        limit: int,
-        before: datetime | None = None,
-        statuses: Sequence[OccurrenceStatus] | None = None,
-        tenant: str | None = None,
-    ) -> list[Occurrence]:
-        return await self.inner.occurrences(
-            template_id, limit=limit, before=before, statuses=statuses, tenant=tenant
-        )
+    async def occurrences(self, query: OccurrenceQuery, *, limit: int) -> list[Occurrence]:
+        return await self.inner.occurrences(query, limit=limit)
 
     async def prune_occurrences(self, before: datetime) -> int:
         return await self.inner.prune_occurrences(before)

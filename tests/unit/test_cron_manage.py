@@ -24,6 +24,7 @@ from jobscheduler.handlers import JobContext
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.sqlite import SQLiteJobStore
 from tests.support.stores import started
 
@@ -228,6 +229,6 @@ async def test_a_ledger_table_from_before_cancel_previous_gains_its_column_on_st
     conn.close()
     for _ in range(2):  # starting again on the migrated file is a no-op
         async with started(SQLiteJobStore(path)) as store:
-            [old] = await store.occurrences("t", limit=5)
+            [old] = await store.occurrences(OccurrenceQuery("t"), limit=5)
         assert (old.reason, old.cancelled_run_id) == (cron.SkipReason.MISSED, None)
         assert old.recorded_at - old.fire_at == timedelta(milliseconds=5)

@@ -11,6 +11,7 @@ import attrs
 
 from jobscheduler.domain.cron import CronPolicy
 from jobscheduler.domain.model import cron_policy_of, job_to_json
+from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.sqlite.store import _SCHEMA
 
 from .conftest import BASE, make_job, started_sqlite
@@ -40,7 +41,7 @@ async def test_a_file_from_before_cron_policies_is_migrated_on_start(tmp_path: P
         # It gained the buffered-fire-time column (and its index) and the ledger table.
         assert old.cron_buffered is None
         assert await store.buffered_templates(10) == []
-        assert await store.occurrences(old.id, limit=10) == []
+        assert await store.occurrences(OccurrenceQuery(old.id), limit=10) == []
         policy = CronPolicy(timezone="Asia/Kolkata")
         new = attrs.evolve(
             make_job(key="new", cron="0 * * * *", scheduled_at=BASE), cron_policy=policy

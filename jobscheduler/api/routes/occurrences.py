@@ -34,6 +34,7 @@ from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.model import Job, cron_policy_of, format_time
 from jobscheduler.errors import JobNotFound, ValidationError
 from jobscheduler.roles.deps import Deps
+from jobscheduler.store.jobs import OccurrenceQuery
 
 from .jobs import parse_job_id, visible_job
 
@@ -144,13 +145,8 @@ def register_occurrence_routes(routes: RouteTable, deps: Deps, calls: BoundedCal
         tenant = current_principal().tenant
         if template.cron is None:
             raise ValidationError(f"job {template.id} is not a cron template")
-        records = await calls.call(
-            deps.store.occurrences,
-            template.id,
-            limit=limit + 1,
-            before=before,
-            tenant=tenant,
-        )
+        wanted = OccurrenceQuery(template.id, before=before, tenant=tenant)
+        records = await calls.call(deps.store.occurrences, wanted, limit=limit + 1)
         more = len(records) > limit
         records = records[:limit]
         runs = await _runs(deps, records, calls, tenant)

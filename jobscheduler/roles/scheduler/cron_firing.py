@@ -31,6 +31,7 @@ from jobscheduler.domain.model import Job, Status, cron_policy_of, utc
 from jobscheduler.domain.model import new_job_id as new_run_id
 from jobscheduler.errors import DuplicateJob, JobNotFound, ValidationError
 from jobscheduler.roles.deps import Deps
+from jobscheduler.store.jobs import OccurrenceQuery
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +124,8 @@ class TemplateFiring:
         for template in await deps.store.buffered_templates(BUFFER_BATCH):
             held = template.cron_buffered
             assert held is not None
-            records = await deps.store.occurrences(
-                template.id, limit=2, before=_after(held), statuses=RUN_STATUSES
-            )
+            query = OccurrenceQuery(template.id, before=_after(held), statuses=RUN_STATUSES)
+            records = await deps.store.occurrences(query, limit=2)
             mine = next((r for r in records if r.fire_at == held), None)
             previous = next((r for r in records if r.fire_at < held), None)
             if previous is not None and await self._unfinished(previous):
@@ -181,12 +181,12 @@ class TemplateFiring:
         """Whether the template's previous run has not finished (or a fire time is held)."""
         if template.cron_buffered is not None:
             return True
-        latest = await self._deps.store.occurrences(template.id, limit=1, statuses=RUN_STATUSES)
+        latest = await self._deps.store.occurrences(_runs_of(template), limit=1)
         return bool(latest) and await self._unfinished(latest[0])
 
     async def _unfinished_run(self, template: Job) -> str | None:
         """The id of the template's previous run if it has not finished, else None."""
-        latest = await self._deps.store.occurrences(template.id, limit=1, statuses=RUN_STATUSES)
+        latest = await self._deps.store.occurrences(_runs_of(template), limit=1)
         if latest and await self._unfinished(latest[0]):
             return latest[0].run_id
         return None
@@ -343,6 +343,11 @@ async def record_paused(deps: Deps, template: Job, *, until: datetime) -> int:
             extra={"job_id": template.id, "tenant": template.tenant_id, "skipped": len(new)},
         )
     return len(new)
+
+
+def _runs_of(template: Job) -> OccurrenceQuery:
+    """The template's ledger records that name a run (spawned or buffered)."""
+    return OccurrenceQuery(template.id, statuses=RUN_STATUSES)
 
 
 def _after(at: datetime) -> datetime:

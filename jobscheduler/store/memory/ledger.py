@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
+from jobscheduler.domain.cron import Occurrence
 from jobscheduler.domain.model import Job, utc
+from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.query import BUFFERED
 
 from .codec import job_out, keep
@@ -33,24 +34,16 @@ class Ledger:
                 answers.append((stored, False))
         return answers
 
-    def select(
-        self,
-        template_id: str,
-        before: datetime | None,
-        limit: int,
-        statuses: Sequence[OccurrenceStatus] | None,
-        tenant: str | None = None,
-    ) -> list[Occurrence]:
-        """A template's records, newest fire time first, older than ``before``, in
-        ``statuses`` and of ``tenant``, when given."""
-        cutoff = None if before is None else utc(before)
+    def select(self, query: OccurrenceQuery, limit: int) -> list[Occurrence]:
+        """The records ``query`` selects, newest fire time first, at most ``limit``."""
+        cutoff = None if query.before is None else utc(query.before)
         found = [
             record
             for (template, fire_at), record in self._records.items()
-            if template == template_id
+            if template == query.template_id
             and (cutoff is None or fire_at < cutoff)
-            and (statuses is None or record.status in statuses)
-            and (tenant is None or record.tenant_id == tenant)
+            and (query.statuses is None or record.status in query.statuses)
+            and (query.tenant is None or record.tenant_id == query.tenant)
         ]
         found.sort(key=lambda r: r.fire_at, reverse=True)
         return found[:limit]
@@ -77,17 +70,9 @@ class MemoryLedgerMixin(MemoryConnection):
         await self._enter()
         return self._ledger.record(records)
 
-    async def occurrences(
-        self,
-        template_id: str,
-        *,
-        limit: int,
-        before: datetime | None = None,
-        statuses: Sequence[OccurrenceStatus] | None = None,
-        tenant: str | None = None,
-    ) -> list[Occurrence]:
+    async def occurrences(self, query: OccurrenceQuery, *, limit: int) -> list[Occurrence]:
         await self._enter()
-        return self._ledger.select(template_id, before, limit, statuses, tenant)
+        return self._ledger.select(query, limit)
 
     async def prune_occurrences(self, before: datetime) -> int:
         await self._enter()

@@ -20,6 +20,7 @@ from pymongo.errors import BulkWriteError
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
 from jobscheduler.domain.model import Job, utc
 from jobscheduler.errors import StoreError
+from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.query import BUFFERED
 
 from .codec import FIELDS, Document, document_to_job, job_filter, stored_time
@@ -104,21 +105,16 @@ def record(
 
 
 def select(
-    collection: Collection[Document],
-    template_id: str,
-    before: datetime | None,
-    limit: int,
-    statuses: Sequence[OccurrenceStatus] | None,
-    tenant: str | None = None,
+    collection: Collection[Document], query: OccurrenceQuery, limit: int
 ) -> list[Occurrence]:
-    query: Document = {"templateId": template_id}
-    if tenant is not None:
-        query["tenantId"] = tenant
-    if before is not None:
-        query["fireAt"] = {"$lt": utc(before)}
-    if statuses is not None:
-        query["status"] = {"$in": [s.value for s in statuses]}
-    cursor = collection.find(query, sort=[("fireAt", DESCENDING)], limit=limit)
+    where: Document = {"templateId": query.template_id}
+    if query.tenant is not None:
+        where["tenantId"] = query.tenant
+    if query.before is not None:
+        where["fireAt"] = {"$lt": utc(query.before)}
+    if query.statuses is not None:
+        where["status"] = {"$in": [s.value for s in query.statuses]}
+    cursor = collection.find(where, sort=[("fireAt", DESCENDING)], limit=limit)
     return [from_document(d) for d in cursor]
 
 
@@ -142,18 +138,10 @@ class MongoLedgerMixin(MongoSeam):
         ledger = self._ledger()
         return await self._call(lambda: record(ledger, records), "record_occurrences")
 
-    async def occurrences(
-        self,
-        template_id: str,
-        *,
-        limit: int,
-        before: datetime | None = None,
-        statuses: Sequence[OccurrenceStatus] | None = None,
-        tenant: str | None = None,
-    ) -> list[Occurrence]:
+    async def occurrences(self, query: OccurrenceQuery, *, limit: int) -> list[Occurrence]:
         ledger = self._ledger()
         return await self._call(
-            lambda: select(ledger, template_id, before, limit, statuses, tenant),
+            lambda: select(ledger, query, limit),
             "occurrences",
             read=True,
         )

@@ -15,6 +15,7 @@ from typing import Any
 
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus, SkipReason
 from jobscheduler.domain.model import Job
+from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.query import BUFFERED
 
 from .codec import _SELECT as _JOB_SELECT
@@ -106,27 +107,19 @@ def record(
     return stored
 
 
-def select(
-    conn: sqlite3.Connection,
-    template_id: str,
-    before: datetime | None,
-    limit: int,
-    statuses: Sequence[OccurrenceStatus] | None,
-    tenant: str | None = None,
-) -> list[Occurrence]:
-    """A template's records, newest fire time first, older than ``before``, in
-    ``statuses`` and of ``tenant``, when given."""
+def select(conn: sqlite3.Connection, query: OccurrenceQuery, limit: int) -> list[Occurrence]:
+    """The records ``query`` selects, newest fire time first, at most ``limit``."""
     conditions = ["template_id = ?"]
-    params: list[Any] = [template_id]
-    if tenant is not None:
+    params: list[Any] = [query.template_id]
+    if query.tenant is not None:
         conditions.append("tenant_id = ?")
-        params.append(tenant)
-    if before is not None:
+        params.append(query.tenant)
+    if query.before is not None:
         conditions.append("fire_at < ?")
-        params.append(to_millis(before))
-    if statuses is not None:
-        conditions.append(f"status IN ({', '.join('?' * len(statuses))})")
-        params.extend(s.value for s in statuses)
+        params.append(to_millis(query.before))
+    if query.statuses is not None:
+        conditions.append(f"status IN ({', '.join('?' * len(query.statuses))})")
+        params.extend(s.value for s in query.statuses)
     sql = (
         f"SELECT {_SELECT} FROM occurrences WHERE {' AND '.join(conditions)} "
         "ORDER BY fire_at DESC LIMIT ?"
@@ -152,18 +145,8 @@ class SQLiteLedgerMixin(SQLiteConnection):
             return []
         return await self._write(lambda conn: record(conn, records))
 
-    async def occurrences(
-        self,
-        template_id: str,
-        *,
-        limit: int,
-        before: datetime | None = None,
-        statuses: Sequence[OccurrenceStatus] | None = None,
-        tenant: str | None = None,
-    ) -> list[Occurrence]:
-        return await self._read(
-            lambda conn: select(conn, template_id, before, limit, statuses, tenant)
-        )
+    async def occurrences(self, query: OccurrenceQuery, *, limit: int) -> list[Occurrence]:
+        return await self._read(lambda conn: select(conn, query, limit))
 
     async def prune_occurrences(self, before: datetime) -> int:
         return await self._write(lambda conn: prune(conn, before))

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from jobscheduler.domain.attempts import attempt_to_json
 from jobscheduler.domain.model import job_to_json
 from jobscheduler.store import JobStore
+from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.query import Cursor, JobQuery
 from tests.support.stores import started
 
@@ -68,7 +69,7 @@ async def read_history(
     for job in history.jobs.values():
         history.attempts[job.id] = await store.attempts(job.id)
         if job.cron is not None:
-            history.ledger[job.id] = await store.occurrences(job.id, limit=100_000)
+            history.ledger[job.id] = await store.occurrences(OccurrenceQuery(job.id), limit=100_000)
     return history
 
 
