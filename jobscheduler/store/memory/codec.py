@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import attrs
 
 from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.errors import StoreError
 
 T = TypeVar("T", bound=attrs.AttrsInstance)
 
@@ -47,6 +48,16 @@ def keep(value: T) -> T:
             changes[field.name] = kept
     # The attrs plugin of mypy wants a concrete class for evolve, not a bound TypeVar.
     return attrs.evolve(value, **changes) if changes else value  # type: ignore[misc]
+
+
+def insert_new(table: dict[str, T], key: str, value: T, what: str) -> T:
+    """Store ``value`` (as :func:`keep` keeps it) under ``key``, a key ``table`` must not
+    hold yet, and return it as stored; a taken key is a StoreError ("<what> id clash"), as
+    a primary key is in the other adapters."""
+    if key in table:
+        raise StoreError(f"{what} id clash: {key}")
+    table[key] = stored = keep(value)
+    return stored
 
 
 def job_in(job: Job) -> Job:

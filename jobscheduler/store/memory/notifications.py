@@ -10,9 +10,8 @@ import attrs
 
 from jobscheduler.domain.model import utc
 from jobscheduler.domain.notifications import Delivery, DeliveryStatus, Event, Webhook
-from jobscheduler.errors import StoreError
 
-from .codec import keep
+from .codec import insert_new, keep
 from .conn import MemoryConnection
 
 
@@ -39,10 +38,7 @@ class MemoryNotificationsMixin(MemoryConnection):
 
     async def insert_webhook(self, webhook: Webhook) -> Webhook:
         await self._enter()
-        if webhook.id in self._webhooks:
-            raise StoreError(f"webhook id clash: {webhook.id}")
-        self._webhooks[webhook.id] = keep(webhook)
-        return self._webhooks[webhook.id]
+        return insert_new(self._webhooks, webhook.id, webhook, "webhook")
 
     async def list_webhooks(self, tenant_id: str | None) -> list[Webhook]:
         await self._enter()

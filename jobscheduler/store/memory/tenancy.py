@@ -9,9 +9,8 @@ import attrs
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey
 from jobscheduler.domain.model import utc
-from jobscheduler.errors import StoreError
 
-from .codec import keep
+from .codec import insert_new
 from .conn import MemoryConnection
 
 
@@ -24,9 +23,7 @@ class AuditTrail:
         self._records: dict[str, AuditRecord] = {}
 
     def append(self, record: AuditRecord) -> None:
-        if record.id in self._records:
-            raise StoreError(f"audit record id clash: {record.id}")
-        self._records[record.id] = keep(record)
+        insert_new(self._records, record.id, record, "audit record")
 
     def select(self, query: AuditQuery) -> list[AuditRecord]:
         """What ``query`` selects, newest id first, at most ``query.limit``."""
@@ -53,10 +50,7 @@ class MemoryTenancyMixin(MemoryConnection):
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
         await self._enter()
-        if key.id in self._keys:
-            raise StoreError(f"key id clash: {key.id}")
-        self._keys[key.id] = keep(key)
-        return self._keys[key.id]
+        return insert_new(self._keys, key.id, key, "key")
 
     async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
         await self._enter()
