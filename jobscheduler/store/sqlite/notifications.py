@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -106,6 +106,27 @@ def _webhook_from_row(row: Sequence[Any]) -> Webhook:
     )
 
 
+def _webhook_by_id(webhook_id: str, tenant: str | None) -> tuple[str, tuple[str, ...]]:
+    """The condition selecting one webhook by id (and of ``tenant``, when given), and its
+    parameters."""
+    if tenant is None:
+        return "id = ?", (webhook_id,)
+    return "id = ? AND tenant_id = ?", (webhook_id, tenant)
+
+
+def _one_webhook(
+    sql: str, params: tuple[str, ...]
+) -> Callable[[sqlite3.Connection], Webhook | None]:
+    """The operation running ``sql`` (a SELECT, or a DELETE ... RETURNING, of webhook
+    columns): the first webhook it returns, or None."""
+
+    def op(conn: sqlite3.Connection) -> Webhook | None:
+        row = conn.execute(sql, params).fetchone()
+        return None if row is None else _webhook_from_row(row)
+
+    return op
+
+
 def _delivery_params(d: Delivery) -> tuple[Any, ...]:
     return (
         d.id,
@@ -170,26 +191,14 @@ class SQLiteNotificationsMixin(SQLiteConnection):
         )
 
     async def get_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
-        mine = "" if tenant is None else " AND tenant_id = ?"
-        params = (webhook_id,) if tenant is None else (webhook_id, tenant)
-        sql = f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?{mine}"
-
-        def op(conn: sqlite3.Connection) -> Webhook | None:
-            row = conn.execute(sql, params).fetchone()
-            return None if row is None else _webhook_from_row(row)
-
-        return await self._read(op)
+        where, params = _webhook_by_id(webhook_id, tenant)
+        sql = f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE {where}"
+        return await self._read(_one_webhook(sql, params))
 
     async def delete_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
-        mine = "" if tenant is None else " AND tenant_id = ?"
-        params = (webhook_id,) if tenant is None else (webhook_id, tenant)
-        sql = f"DELETE FROM webhooks WHERE id = ?{mine} RETURNING {_WEBHOOK_COLUMNS}"
-
-        def op(conn: sqlite3.Connection) -> Webhook | None:
-            row = conn.execute(sql, params).fetchone()
-            return None if row is None else _webhook_from_row(row)
-
-        return await self._write(op)
+        where, params = _webhook_by_id(webhook_id, tenant)
+        sql = f"DELETE FROM webhooks WHERE {where} RETURNING {_WEBHOOK_COLUMNS}"
+        return await self._write(_one_webhook(sql, params))
 
     async def record_events(self, events: Sequence[Event]) -> None:
         rows = [event_params(e) for e in events]
