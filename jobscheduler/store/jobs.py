@@ -193,6 +193,12 @@ class AttemptLog(Protocol):
         empty for an unknown job, and, when ``tenant`` is given, for another tenant's."""
 
     @abc.abstractmethod
+    async def attempts_of(self, job_ids: Sequence[str]) -> dict[str, list[Attempt]]:
+        """The attempt records of these jobs (of any tenant), by job id, each job's oldest
+        first as :meth:`attempts` gives them; a job without a record is left out. For the
+        reaper's archive, a batch of pruned jobs at a time."""
+
+    @abc.abstractmethod
     async def record_attempts(self, records: Sequence[Attempt]) -> None:
         """Append these records unless their key (job, run, number, outcome) is recorded
         already (the first record is kept): for a writer that learns only afterwards that

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import attrs
+
 from jobscheduler.domain import states
 from jobscheduler.domain.attempts import Attempt, Failure, Outcome
 from jobscheduler.domain.model import Job, Status, new_job_id
@@ -171,6 +173,18 @@ async def test_records_written_after_their_transition_are_kept_once_each(
 
 async def test_attempts_of_an_unknown_job_are_empty(store: JobStore) -> None:
     assert await store.attempts(new_job_id()) == []
+
+
+async def test_attempts_of_many_jobs_come_by_job_oldest_first(store: JobStore) -> None:
+    first = Attempt(job_id=new_job_id(), number=1, outcome=Outcome.FAILED, finished_at=NOW)
+    retry = attrs.evolve(first, number=2, outcome=Outcome.COMPLETED)
+    rerun = attrs.evolve(first, run=1, number=1, finished_at=NOW - timedelta(days=1))
+    other = Attempt(job_id=new_job_id(), number=1, outcome=Outcome.LOST, finished_at=NOW)
+    await store.record_attempts([rerun, other, retry, first])
+    many = [new_job_id() for _ in range(1200)]  # more than one read's worth of ids
+    found = await store.attempts_of([first.job_id, *many, other.job_id])
+    assert found == {first.job_id: [first, retry, rerun], other.job_id: [other]}
+    assert await store.attempts_of([]) == {}
 
 
 async def test_prune_attempts_deletes_records_finished_before_the_cutoff(store: JobStore) -> None:

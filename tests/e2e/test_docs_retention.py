@@ -190,3 +190,5 @@ async def test_the_reaper_archives_what_it_prunes_per_tenant_and_day(
     jobs: list[dict[str, Any]] = [json.loads(line) for line in lines]
     assert {job["id"] for job in jobs} == set(ids)
     assert all(job["status"] == "completed" and job["finishedAt"] for job in jobs)
+    # Each with the record of the attempt that completed it.
+    assert all([a["outcome"] for a in job["attempts"]] == ["completed"] for job in jobs)

@@ -113,6 +113,9 @@ class ProxyStore(JobStore):
     async def attempts(self, job_id: str, *, tenant: str | None = None) -> list[Attempt]:
         return await self.inner.attempts(job_id, tenant=tenant)
 
+    async def attempts_of(self, job_ids: Sequence[str]) -> dict[str, list[Attempt]]:
+        return await self.inner.attempts_of(job_ids)
+
     async def record_attempts(self, records: Sequence[Attempt]) -> None:
         await self.inner.record_attempts(records)
 

@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Attempt, Outcome, attempt_to_json
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.retention import Override, Scope
 from jobscheduler.handlers import HandlerRegistry
@@ -160,14 +161,28 @@ async def test_pruned_jobs_are_archived_per_tenant_and_day_before_they_are_delet
     a = finished(Status.COMPLETED, 9 * DAY)
     b = finished(Status.DLQ, 40 * DAY, tenant="other/tenant")
     await store.insert_many([a, b])
+    failed = Attempt(
+        job_id=b.id,
+        number=1,
+        outcome=Outcome.FAILED,
+        finished_at=BASE - 40 * DAY,
+        error_type="ValueError",
+        error_message="no such user",
+    )
+    await store.record_attempts([failed])
     summary = await Pruner(make_deps(), Archive(tmp_path)).sweep()
     assert summary.archived == 2
     day_a = (BASE - 9 * DAY).date().isoformat()
     [line] = read_archive(tmp_path / "tenant-a" / f"{day_a}.jsonl.gz")
     assert line["id"] == a.id
     assert line["status"] == "completed"
+    assert line["attempts"] == []
     other = list((tmp_path / "other%2Ftenant").glob("*.jsonl.gz"))
-    assert [row["id"] for row in read_archive(other[0])] == [b.id]
+    [row] = read_archive(other[0])
+    assert row["id"] == b.id
+    assert row["attempts"] == [attempt_to_json(failed)]  # as GET /jobs/{id}/attempts showed
+    assert row["attempts"][0]["errorMessage"] == "no such user"
+    assert await store.attempts(b.id) == []  # deleted with the job, once archived
     with gzip.open(other[0], "rt") as plain:  # readable by any gzip reader
         assert json.loads(plain.readline())["id"] == b.id
 
@@ -205,8 +220,8 @@ async def test_a_job_retried_while_it_was_archived_is_kept(
     await store.insert(dead)
 
     class RetryingArchive(Archive):
-        async def write(self, jobs: object) -> None:
-            await super().write(jobs)  # type: ignore[arg-type]
+        async def write(self, jobs: object, attempts: object = None) -> None:
+            await super().write(jobs, attempts)  # type: ignore[arg-type]
             await store.apply(states.retry(dead, now=BASE))
 
     summary = await Pruner(make_deps(), RetryingArchive(tmp_path)).sweep()

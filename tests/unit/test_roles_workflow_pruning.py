@@ -12,6 +12,7 @@ from pathlib import Path
 import trio.testing
 
 from jobscheduler.domain import states
+from jobscheduler.domain.attempts import Attempt, Outcome, attempt_to_json
 from jobscheduler.domain.model import Status
 from jobscheduler.domain.retention import Override, Scope
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus
@@ -107,10 +108,15 @@ async def test_an_archive_gets_the_steps_before_they_are_deleted(
 ) -> None:
     old = await finished(store, make_deps, "old", WorkflowStatus.COMPLETED, 8 * DAY)
     steps = await store.workflow_steps(old.id)
+    lost = Attempt(job_id=steps[0].id, number=1, outcome=Outcome.LOST, finished_at=BASE - 9 * DAY)
+    await store.record_attempts([lost])
 
     await Pruner(make_deps(), Archive(tmp_path)).sweep()
 
     day = (BASE - 8 * DAY).date().isoformat()
-    archived = read_archive(tmp_path / "tenant-a" / f"{day}.jsonl.gz")
-    assert sorted(str(row["id"]) for row in archived) == sorted(s.id for s in steps)
+    archived = {row["id"]: row for row in read_archive(tmp_path / "tenant-a" / f"{day}.jsonl.gz")}
+    assert sorted(archived) == sorted(s.id for s in steps)
+    assert archived[steps[0].id]["attempts"] == [attempt_to_json(lost)]
+    assert archived[steps[1].id]["attempts"] == []
     assert await keys(store) == set()
+    assert await store.attempts(steps[0].id) == []

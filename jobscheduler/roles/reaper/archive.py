@@ -1,6 +1,7 @@
 """The archive of pruned jobs (``ARCHIVE_DIR``): one gzip JSON Lines file per day and
 tenant, ``<dir>/<tenant>/<YYYY-MM-DD>.jsonl.gz`` (the day the job finished, UTC; the tenant
-percent-encoded), each line a job as ``GET /jobs/{id}`` shows it.
+percent-encoded), each line a job as ``GET /jobs/{id}`` shows it, with its attempt records
+as ``GET /jobs/{id}/attempts`` lists them (``"attempts"``, oldest first).
 
 Crash safety: the reaper deletes a batch only after :meth:`Archive.write` returned, and that
 returns only once every line is on disk. Each write appends one gzip member (a file is a
@@ -17,12 +18,13 @@ import gzip
 import json
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
 import trio
 
+from jobscheduler.domain.attempts import Attempt, attempt_to_json
 from jobscheduler.domain.model import Job, job_to_json
 
 
@@ -90,11 +92,17 @@ class Archive:
         self.root = Path(root)
         self._limiter = trio.CapacityLimiter(1)
 
-    async def write(self, jobs: Sequence[Job]) -> None:
-        """Every job's line on disk, grouped by file, when this returns (OSError if not)."""
+    async def write(
+        self, jobs: Sequence[Job], attempts: Mapping[str, Sequence[Attempt]] | None = None
+    ) -> None:
+        """Every job's line, with its records from ``attempts`` (by job id), on disk, grouped
+        by file, when this returns (OSError if not)."""
+        attempts = attempts or {}
         files: dict[Path, list[str]] = defaultdict(list)
         for job in jobs:
-            line = json.dumps(job_to_json(job), separators=(",", ":"), ensure_ascii=False)
+            shown = job_to_json(job)
+            shown["attempts"] = [attempt_to_json(a) for a in attempts.get(job.id, ())]
+            line = json.dumps(shown, separators=(",", ":"), ensure_ascii=False)
             files[archive_path(self.root, job)].append(line)
 
         def write_all() -> None:

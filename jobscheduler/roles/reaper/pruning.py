@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 
 import trio
 
-from jobscheduler.domain.model import Status
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.retention import PRUNABLE, PruneSummary, Rules, expired_before
 from jobscheduler.domain.workflows import WorkflowStatus
 from jobscheduler.errors import StoreError
@@ -79,7 +80,7 @@ class Pruner:
                 else:
                     batch = await deps.store.expired_jobs(key, before, settings.prune_batch)
                     if batch:
-                        await self._archive.write(batch)
+                        await self._archive_jobs(self._archive, batch)
                         archived += len(batch)
                     deleted = await deps.store.delete_jobs(batch) if batch else 0
                     more = len(batch) == settings.prune_batch
@@ -108,6 +109,11 @@ class Pruner:
             await deps.store.record_prune(summary)
         return summary
 
+    async def _archive_jobs(self, archive: Archive, jobs: Sequence[Job]) -> None:
+        """Write ``jobs`` with their attempt records to the archive (before their delete)."""
+        records = await self._deps.store.attempts_of([job.id for job in jobs])
+        await archive.write(jobs, records)
+
     async def _prune_workflows(self, rules: Rules, now: datetime) -> int:
         """Delete the finished workflows past the retention of their outcome in their
         tenant (see :data:`WORKFLOW_KEEP`; a tenant's own retention of that status wins,
@@ -131,7 +137,7 @@ class Pruner:
                     for workflow in found:
                         steps = await deps.store.workflow_steps(workflow.id)
                         if self._archive is not None and steps:
-                            await self._archive.write(steps)
+                            await self._archive_jobs(self._archive, steps)
                         if await deps.store.delete_workflow_record(workflow):
                             await deps.store.delete_jobs(steps)
                             deleted += 1

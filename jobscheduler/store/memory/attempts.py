@@ -66,6 +66,10 @@ class MemoryAttemptsMixin(MemoryConnection):
             return []
         return self._attempts.of(job_id)
 
+    async def attempts_of(self, job_ids: Sequence[str]) -> dict[str, list[Attempt]]:
+        await self._enter()
+        return {job_id: found for job_id in job_ids if (found := self._attempts.of(job_id))}
+
     async def record_attempts(self, records: Sequence[Attempt]) -> None:
         await self._enter()
         for record in records:

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 #: Attempt records, beside the jobs: ``_id`` is ``<job id>:<number>:<outcome>`` in a job's
 #: first run, ``<job id>:<run>:<number>:<outcome>`` in the runs its retries start.
 ATTEMPTS_COLLECTION: Final = "attempts"
+#: Most job ids one ``$in`` read of their records names.
+IDS_PER_FIND: Final = 500
 
 #: Indexes of the attempts collection (its ``_id`` is the unique per-record key).
 ATTEMPT_INDEXES: Final = [
@@ -144,6 +146,22 @@ class MongoAttemptsMixin(MongoSeam):
             return sorted(found, key=lambda r: (r.run, r.number, r.finished_at))
 
         return await self._call(op, "attempts", read=True)
+
+    async def attempts_of(self, job_ids: Sequence[str]) -> dict[str, list[Attempt]]:
+        records = self._attempts_collection()
+
+        def op() -> dict[str, list[Attempt]]:
+            found: dict[str, list[Attempt]] = {}
+            for start in range(0, len(job_ids), IDS_PER_FIND):
+                ids = list(job_ids[start : start + IDS_PER_FIND])
+                for doc in records.find({"jobId": {"$in": ids}}):
+                    record = document_to_attempt(doc)
+                    found.setdefault(record.job_id, []).append(record)
+            for job_records in found.values():  # sorted here, as in attempts()
+                job_records.sort(key=lambda r: (r.run, r.number, r.finished_at))
+            return found
+
+        return await self._call(op, "attempts_of", read=True)
 
     async def record_attempts(self, records: Sequence[Attempt]) -> None:
         if not records:

@@ -13,7 +13,7 @@ from typing import Any
 
 from jobscheduler.domain.attempts import Attempt, Outcome
 
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, in_lists
 
 #: One row per (job, run, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
 ATTEMPTS_SCHEMA = """
@@ -125,6 +125,21 @@ class SQLiteAttemptsMixin(SQLiteConnection):
         return await self._read(
             lambda conn: [attempt_from_row(r) for r in conn.execute(sql, params)]
         )
+
+    async def attempts_of(self, job_ids: Sequence[str]) -> dict[str, list[Attempt]]:
+        def op(conn: sqlite3.Connection) -> dict[str, list[Attempt]]:
+            found: dict[str, list[Attempt]] = {}
+            for ids, marks in in_lists(job_ids):
+                sql = (
+                    f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id IN {marks} "
+                    "ORDER BY job_id, run ASC, number ASC, finished_at ASC"
+                )
+                for row in conn.execute(sql, list(ids)):
+                    record = attempt_from_row(row)
+                    found.setdefault(record.job_id, []).append(record)
+            return found
+
+        return await self._read(op)
 
     async def record_attempts(self, records: Sequence[Attempt]) -> None:
         if not records:
