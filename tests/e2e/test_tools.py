@@ -17,7 +17,6 @@ from jobscheduler.cli.seed import TENANTS, kind_counts
 from jobscheduler.domain.model import Job
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.testing import free_port
-from jobscheduler.tools.stats import percentile, percentiles
 from tests.support.dev_server import DevServer
 
 Factory = Callable[..., Awaitable[DevServer]]
@@ -151,26 +150,6 @@ async def test_loadtest_exits_1_when_the_api_is_unreachable() -> None:
     result = await run_tool("loadtest", "--url", url, "-duration", "1s")
     assert result.returncode == 1
     assert f"cannot reach the API at {url}" in result.stderr.decode()
-
-
-# --------------------------------------------------------------------------- stats
-
-
-def test_percentile_interpolates_linearly_between_ranks() -> None:
-    values = [4.0, 1.0, 3.0, 2.0]
-    assert percentile(values, 0) == 1.0
-    assert percentile(values, 100) == 4.0
-    assert percentile(values, 50) == 2.5
-    assert percentile(values, 25) == pytest.approx(1.75)
-    assert percentile([7.0], 99) == 7.0
-    assert percentiles(values, (50, 100)) == {50: 2.5, 100: 4.0}
-
-
-def test_percentile_rejects_empty_input_and_out_of_range_p() -> None:
-    with pytest.raises(ValueError, match="empty"):
-        percentile([], 50)
-    with pytest.raises(ValueError, match="between 0 and 100"):
-        percentile([1.0], 101)
 
 
 @pytest.mark.e2e
