@@ -10,6 +10,7 @@ import itertools
 from collections import defaultdict
 from datetime import datetime
 
+import pytest
 import trio
 from bson import ObjectId
 
@@ -18,6 +19,8 @@ from tests.support.cluster import parse_time
 from tests.support.jobs_api import send
 
 from .harness import Harness
+
+pytestmark = pytest.mark.faults
 
 KEYS = 4
 PER_KEY = 8
