@@ -4,6 +4,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 venv := ".venv"
 bin := venv / "bin"
+# The tests that need no external server.
+unit := "not integration and not e2e and not faults"
 
 # Show the recipes.
 default:
@@ -53,11 +55,21 @@ test *ARGS: (_install "dev")
     trap 'scripts/deps.sh down' EXIT
     just lint
     just docs
-    {{bin}}/python -m pytest --durations=30 {{ARGS}}
+    args=({{ARGS}})
+    status=0
+    if [ ${#args[@]} -gt 0 ]; then
+        {{bin}}/python -m pytest --durations=30 "${args[@]}" || status=$?
+    else
+        # The tests that need no server run on every core; then the others one at a time
+        # (they share the servers and time what they do), even if the first part failed.
+        {{bin}}/python -m pytest -n auto -m "{{unit}}" || status=$?
+        {{bin}}/python -m pytest --durations=30 -m "not ({{unit}})" || status=$?
+    fi
+    exit $status
 
-# Tests that need no external server (fast inner loop).
+# Tests that need no external server (fast inner loop), on every core.
 test-unit *ARGS: (_install "test")
-    {{bin}}/python -m pytest -m "not integration and not e2e and not faults" {{ARGS}}
+    {{bin}}/python -m pytest -n auto -m "{{unit}}" {{ARGS}}
 
 # ruff, mypy and the import contracts (layers, no cycles; pyproject's [tool.importlinter]).
 lint: (_install "lint")
