@@ -58,6 +58,9 @@ async def test_expired_workflows_are_those_of_the_status_finished_before_oldest_
         WorkflowStatus.COMPLETED, before, 10, TenantScope(skip_tenants=("tenant-b",))
     )
     assert [w.id for w in rest] == [first.id, second.id]
+    # Both conditions hold at once: a tenant that is also skipped admits nothing.
+    neither = TenantScope(tenant="tenant-b", skip_tenants=("tenant-b",))
+    assert await store.expired_workflows(WorkflowStatus.COMPLETED, before, 10, neither) == []
     failed = await store.expired_workflows(WorkflowStatus.FAILED, before, 10, ALL_TENANTS)
     assert [w.idempotency_key for w in failed] == ["failed"]
 

@@ -283,10 +283,13 @@ class MongoWorkflowsMixin(MongoSeam):
     ) -> list[Workflow]:
         records = self._durable(WORKFLOWS_COLLECTION)
         where: Document = {"status": status.value, "finishedAt": {"$lt": utc(before)}}
+        tenants: Document = {}
         if scope.tenant is not None:
-            where["tenantId"] = scope.tenant
-        elif scope.skip_tenants:
-            where["tenantId"] = {"$nin": list(scope.skip_tenants)}
+            tenants["$eq"] = scope.tenant
+        if scope.skip_tenants:
+            tenants["$nin"] = list(scope.skip_tenants)
+        if tenants:
+            where["tenantId"] = tenants
 
         def op() -> list[Workflow]:
             found = records.find(where, projection={"steps": False})
