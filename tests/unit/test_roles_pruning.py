@@ -99,12 +99,13 @@ async def test_a_retention_longer_than_the_calendar_prunes_nothing_and_breaks_no
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
     # Refused by the API now, but a store may hold one written before it was.
-    for name in ("ancient", "beyond"):
-        keep = {Status.COMPLETED: 1e12 if name == "ancient" else 1e300}
+    too_long = {"ancient": 1e12, "beyond": 1e300}  # seconds
+    for name, seconds in too_long.items():
+        keep = {Status.COMPLETED: seconds}
         await store.set_retention(
             Override(scope=Scope.TENANT, name=name, keep=keep, updated_at=BASE)
         )
-    kept = [finished(Status.COMPLETED, 30 * DAY, tenant=t) for t in ("ancient", "beyond")]
+    kept = [finished(Status.COMPLETED, 30 * DAY, tenant=t) for t in too_long]
     pruned = finished(Status.COMPLETED, 30 * DAY)
     await store.insert_many([*kept, pruned])
 
