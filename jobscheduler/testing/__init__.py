@@ -12,6 +12,7 @@ from .jobs import make_job as make_job
 from .keys import insert_admin_key as insert_admin_key
 from .metrics import metric_samples as metric_samples
 from .metrics import metric_value as metric_value
+from .ports import bindable as bindable
 from .ports import free_port as free_port
 from .process import READY_LINE as READY_LINE
 from .process import STARTUP_TIMEOUT as STARTUP_TIMEOUT

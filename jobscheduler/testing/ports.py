@@ -2,13 +2,46 @@
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
+
+#: Where the kernel keeps the range it picks outgoing connections' local ports from.
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: The lowest port handed out: above the well-known and most registered services' ports.
+LOWEST = 20_000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def bindable(port: int) -> bool:
+    """Whether a server could bind ``port`` on 127.0.0.1 now."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port() -> int:
-    """A port nothing listens on now (the OS's pick; a race with other processes is possible,
-    but the servers are started at once)."""
+    """A port nothing listens on now, below the kernel's ephemeral range: a port picked from
+    that range can be taken, between the pick and the server's bind, as the local end of any
+    outgoing connection on the machine (a busy machine makes thousands), while a port below it
+    is only ever taken by a bind. A race with another process binding it is still possible,
+    but the servers are started at once."""
+    low = _ephemeral_low()
+    if low - LOWEST >= 1_000:
+        for _ in range(100):
+            port = random.randrange(LOWEST, low)
+            if bindable(port):
+                return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        chosen: int = sock.getsockname()[1]
+        return chosen

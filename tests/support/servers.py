@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 import httpx
 import trio
 
-from jobscheduler.testing import at_normal_priority, free_port
+from jobscheduler.testing import at_normal_priority, bindable, free_port
 
 from .endpoints import Servers
 from .toxiproxy import Link, Toxiproxy
@@ -43,22 +42,13 @@ UP_TIMEOUT = 180.0
 DOWN_TIMEOUT = 90.0
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port_pair(taken: set[int]) -> int:
     """A port ``p`` such that ``p`` and ``p + 1`` are free (deps.sh uses ``p + 1`` for etcd's
     peer and Kafka's controller listener), clear of ``taken`` and of the default ports."""
     for _ in range(200):
         port = free_port()
         pair = {port, port + 1}
-        if port + 1 < 65536 and not pair & taken and all(_free(p) for p in pair):
+        if port + 1 < 65536 and not pair & taken and all(bindable(p) for p in pair):
             taken |= pair
             return port
     raise RuntimeError("no two consecutive free ports found")
@@ -130,10 +120,16 @@ class PrivateServers:
 
     def up(self) -> str:
         """Start the proxy and its links (once), then whatever server is not running, and
-        wait until every server answers through its link."""
-        if self._proxy_process is None:
-            self._start_proxy()
-        return self._deps("up", UP_TIMEOUT)
+        wait until every server answers through its link. If any of them fails to start,
+        whatever did start is stopped before the error is raised (a session whose set-up
+        failed runs no teardown)."""
+        try:
+            if self._proxy_process is None:
+                self._start_proxy()
+            return self._deps("up", UP_TIMEOUT)
+        except BaseException:
+            self.down()
+            raise
 
     def down(self) -> str:
         """Stop all three (a frozen one is thawed first so that it can stop), and the proxy."""
