@@ -3,6 +3,11 @@ handle's ``.enqueue()`` from one separate Python process (as an app would: one c
 kept alive), against the stack under test; the rate from the first enqueue to the last
 completion. Each ``.enqueue()`` returns only once its job is stored, so the loop is one
 round trip per job.
+
+Beside it, the floor any one-at-a-time client meets: the create phase's echo route (a
+quart-trio route on hypercorn that does nothing but parse and echo its body, served as the
+API is) answering N requests one after another from the leanest Python client there is
+(``http.client`` on one kept-alive connection). No ``.enqueue()`` over HTTP can go faster.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 import trio
+
+from .stack import Stack
 
 #: The enqueuing process: a registry with ``noop``, its handle, a loop of ``.enqueue()``.
 SCRIPT = """
@@ -32,6 +39,48 @@ for _ in range(n):
     handle.enqueue(tenant_id=tenant)
 print(started, time.time(), flush=True)
 """
+
+
+#: The floor's client: ``http.client``, one connection, one request at a time.
+FLOOR_SCRIPT = """
+import http.client, json, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+conn = http.client.HTTPConnection("127.0.0.1", port)
+headers = {"content-type": "application/json"}
+
+def post(i):
+    conn.request("POST", "/echo", json.dumps({"i": i}), headers)
+    reply = conn.getresponse()
+    reply.read()
+    if reply.status != 201:
+        raise SystemExit(f"POST /echo -> {reply.status}")
+
+post(-1)  # the connection opened before the clock starts
+started = time.perf_counter()
+for i in range(n):
+    post(i)
+print(n / (time.perf_counter() - started), flush=True)
+"""
+
+
+async def sequential_floor(stack: Stack, n: int) -> float:
+    """Requests/s of the echo route, one at a time from ``http.client`` (see the module doc);
+    printed and returned."""
+    server = await stack.start_server("enqueue-floor-echo", echo=True)
+    try:
+        port = server.url.rsplit(":", 1)[1]
+        argv = [sys.executable, "-c", FLOOR_SCRIPT, port, str(n)]
+        result = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"the floor's client failed:\n{result.stderr.decode()[-2000:]}")
+    finally:
+        await server.stop()
+    rate = float(result.stdout)
+    print(
+        f"  the floor: the echo route (does nothing) answers {rate:.0f} requests/s one at a "
+        f"time from http.client on one kept-alive connection ({n} requests)"
+    )
+    return rate
 
 
 async def enqueue_code(

@@ -125,6 +125,7 @@ async def _run(stack: Stack, args: argparse.Namespace) -> None:
                 await bench_enqueue_code.enqueue_code(
                     stack.api, stack.key, stack.completed_total, args.enqueue_code, stack.run_id
                 )
+                await bench_enqueue_code.sequential_floor(stack, args.enqueue_code)
             if "fairness" in phases:
                 await bench_flow.fairness(stack, args)
             if "keyed" in phases:
