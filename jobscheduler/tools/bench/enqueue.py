@@ -120,8 +120,15 @@ async def send_batches(client: Client, bodies: list[dict[str, Any]], size: int) 
             nursery.start_soon(worker)
 
 
+#: Tries of one create answered 503 (the store busy), a second apart, before the bench fails.
+TRIES_ON_503 = 30
+
+
 async def send_singly(client: Client, bodies: list[dict[str, Any]], concurrency: int) -> None:
-    """``POST /jobs`` each body over ``concurrency`` workers; a refusal (not 201) raises."""
+    """``POST /jobs`` each body over ``concurrency`` workers. A 503 is sent again with the
+    same key after its ``Retry-After`` second, as the docs tell clients (a busy store, e.g.
+    FerretDB on a small machine, answers some), and a 409 to such a retry means the first
+    try was stored after all; any other refusal raises."""
     send, receive = trio.open_memory_channel[dict[str, Any]](len(bodies))
     for body in bodies:
         send.send_nowait(body)
@@ -129,8 +136,14 @@ async def send_singly(client: Client, bodies: list[dict[str, Any]], concurrency:
 
     async def worker() -> None:
         async for body in receive:
-            status, reply = await client.request("POST", "/jobs", body)
-            if status != 201:
+            retried = False
+            for _ in range(TRIES_ON_503):
+                status, reply = await client.request("POST", "/jobs", body)
+                if status != 503:
+                    break
+                retried = True
+                await trio.sleep(1.0)
+            if status != 201 and not (status == 409 and retried):
                 raise RuntimeError(f"POST /jobs -> {status}: {reply}")
 
     async with trio.open_nursery() as nursery:
