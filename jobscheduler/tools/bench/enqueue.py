@@ -124,11 +124,27 @@ async def send_batches(client: Client, bodies: list[dict[str, Any]], size: int) 
 TRIES_ON_503 = 30
 
 
+async def post_job(client: Client, body: dict[str, Any]) -> str:
+    """``POST /jobs`` ``body``; the stored job's id. A 503 is sent again with the same key
+    after its ``Retry-After`` second, as the docs tell clients (a busy store, e.g. FerretDB
+    on a small machine, answers some), and a 409 to such a retry means the first try was
+    stored after all (its ``jobId``); any other refusal raises."""
+    retried = False
+    for _ in range(TRIES_ON_503):
+        status, reply = await client.request("POST", "/jobs", body)
+        if status != 503:
+            break
+        retried = True
+        await trio.sleep(1.0)
+    if status == 201:
+        return str(reply["id"])
+    if status == 409 and retried and isinstance(reply, dict) and reply.get("jobId"):
+        return str(reply["jobId"])
+    raise RuntimeError(f"POST /jobs -> {status}: {reply}")
+
+
 async def send_singly(client: Client, bodies: list[dict[str, Any]], concurrency: int) -> None:
-    """``POST /jobs`` each body over ``concurrency`` workers. A 503 is sent again with the
-    same key after its ``Retry-After`` second, as the docs tell clients (a busy store, e.g.
-    FerretDB on a small machine, answers some), and a 409 to such a retry means the first
-    try was stored after all; any other refusal raises."""
+    """``POST /jobs`` each body over ``concurrency`` workers (:func:`post_job`)."""
     send, receive = trio.open_memory_channel[dict[str, Any]](len(bodies))
     for body in bodies:
         send.send_nowait(body)
@@ -136,15 +152,7 @@ async def send_singly(client: Client, bodies: list[dict[str, Any]], concurrency:
 
     async def worker() -> None:
         async for body in receive:
-            retried = False
-            for _ in range(TRIES_ON_503):
-                status, reply = await client.request("POST", "/jobs", body)
-                if status != 503:
-                    break
-                retried = True
-                await trio.sleep(1.0)
-            if status != 201 and not (status == 409 and retried):
-                raise RuntimeError(f"POST /jobs -> {status}: {reply}")
+            await post_job(client, body)
 
     async with trio.open_nursery() as nursery:
         for _ in range(concurrency):

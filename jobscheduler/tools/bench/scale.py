@@ -56,6 +56,7 @@ MIX = [
 BURST = 5000
 CREATES = 3000
 STEADY_RATE = 200.0
+STEADY_RATE_DISTRIBUTED = 20.0
 STEADY_SECONDS = 10.0
 ROUNDS = 5
 
@@ -193,8 +194,12 @@ async def create_rate(client: Pool, tenant: str) -> float:
 
 
 async def steady_p99(stack: Stack, client: Pool, name: str) -> float:
-    total = int(STEADY_RATE * STEADY_SECONDS)
-    delays, _, _ = await _paced(stack, client, name, STEADY_RATE, total)
+    """The start delay p99 of a steady load: :data:`STEADY_RATE` creates a second
+    (:data:`STEADY_RATE_DISTRIBUTED` on MongoDB, which a small machine cannot take at the
+    embedded rate) for :data:`STEADY_SECONDS`, each due a second after its create."""
+    rate = STEADY_RATE_DISTRIBUTED if stack.distributed else STEADY_RATE
+    total = int(rate * STEADY_SECONDS)
+    delays, _, _ = await _paced(stack, client, name, rate, total)
     delays.sort()
     return delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1000
 
