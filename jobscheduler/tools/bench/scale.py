@@ -332,6 +332,8 @@ async def scale(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
     after = file_bytes(stack)
     ratio = f" = {after / before:.2f}x the size before the fill" if before else ""
     print(f"scale: store file after the prune {file_mb(stack)}{ratio} (target <= 2x)")
+    if not before:
+        return  # MongoDB: no file to weigh
     # The bench's own phases after the fill (each in a tenant of its own) stored jobs too,
     # which no retention expires yet: what they take, at the fill's bytes a job.
     later = await _left(client, "") - jobs_before
