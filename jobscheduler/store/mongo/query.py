@@ -187,7 +187,7 @@ class ManageQueries:
         for minutes in STATS_WINDOWS:
             since = {f["updated_at"]: {"$gte": now - timedelta(minutes=minutes)}}
             finished = {
-                status: self._jobs.count_documents({**ended_in(tenant_id, status), **since})
+                status: count_command(self._jobs, {**ended_in(tenant_id, status), **since})
                 for status in (Status.COMPLETED, Status.DLQ)
             }
             windows.append(
