@@ -10,6 +10,9 @@ from pathlib import Path
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 #: The lowest port handed out: above the well-known and most registered services' ports.
 LOWEST = 20_000
+#: The picks' source: the operating system's, never the ``random`` module's state, which a
+#: test may seed (two processes seeded alike would pick alike).
+_PICK = random.SystemRandom()
 
 
 def _ephemeral_low() -> int:
@@ -38,7 +41,7 @@ def free_port() -> int:
     low = _ephemeral_low()
     if low - LOWEST >= 1_000:
         for _ in range(100):
-            port = random.randrange(LOWEST, low)
+            port = _PICK.randrange(LOWEST, low)
             if bindable(port):
                 return port
     with socket.socket() as sock:
