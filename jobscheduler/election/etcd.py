@@ -58,6 +58,13 @@ CAMPAIGN_DEADLINE = 300.0
 MAX_POLL_INTERVAL = 0.5
 #: Pause before a campaign is re-issued after etcd answered that it was too busy.
 BUSY_PAUSE = 0.5
+#: The channel's reconnect backoff: after a network fault heals, the next try comes within a
+#: second (gRPC's own backoff grows to two minutes, so a long fault delayed the recovery).
+CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
 
 
 class _Reissue(Exception):
@@ -124,7 +131,8 @@ class EtcdElector(EtcdCalls, Elector):
             await trio.lowlevel.checkpoint()
             return
         channel = await trio.to_thread.run_sync(
-            grpc.insecure_channel, self._target, limiter=self._limiter
+            functools.partial(grpc.insecure_channel, self._target, options=CHANNEL_OPTIONS),
+            limiter=self._limiter,
         )
         self._channel = channel
         self._kv = rpc_pb2_grpc.KVStub(channel)

@@ -31,6 +31,11 @@ from .producer import Record, flush_and_close, produce
 
 log = logging.getLogger(__name__)
 
+#: Longest pause between librdkafka's reconnects to a broker: after a network fault heals, the
+#: next try comes within a second (its default grows to 10 s, so a long fault delayed the
+#: recovery).
+RECONNECT_BACKOFF_MAX_MS = 1000
+
 
 class KafkaBus(Bus):
     """The Bus port on Kafka. See the module docstring for the threading/commit design.
@@ -111,6 +116,7 @@ class KafkaBus(Bus):
         admin_config: dict[str, str | int | float | bool] = {
             "bootstrap.servers": self._brokers,
             "client.id": self._client_id,
+            "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS,
         }
         producer_config: dict[str, Any] = {
             **admin_config,
@@ -277,6 +283,7 @@ class KafkaBus(Bus):
             **self._group_protocol_config(),
             # Bounds how long a resumed partition waits behind an in-flight long-poll fetch.
             "fetch.wait.max.ms": 100,
+            "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS,
             "logger": rdkafka_log,
         }
         subscription = KafkaSubscription(
