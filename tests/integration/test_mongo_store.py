@@ -10,7 +10,6 @@ test_mongo_store_faults.py; the ``database`` and ``store`` fixtures are in conft
 from __future__ import annotations
 
 import random
-import socket
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +28,7 @@ from jobscheduler.store.mongo.attempts import ATTEMPTS_COLLECTION, attempt_to_do
 from jobscheduler.store.mongo.codec import job_filter
 from jobscheduler.store.mongo.store import CLAIM_FIELD, FIELDS, INDEXES, Document, MongoJobStore
 from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE
+from jobscheduler.testing import free_port
 from tests.contract.store_fixtures import mongo_uri, unique_database_name
 from tests.contract.store_support import NOW, make_job
 from tests.support.mongo import raw
@@ -82,9 +82,7 @@ async def test_start_is_idempotent_on_one_store_and_across_stores(
 
 
 async def test_unreachable_server_fails_with_store_error_within_the_timeout() -> None:
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # nothing listens on it
     store = MongoJobStore(f"mongodb://127.0.0.1:{port}", "unused", server_selection_timeout=0.5)
     started = trio.current_time()
     with trio.fail_after(5), pytest.raises(StoreError) as info:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import socket
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +19,7 @@ from jobscheduler.errors import ResolveError
 from jobscheduler.handlers import JobContext
 from jobscheduler.handlers.http import HttpHandler
 from jobscheduler.handlers.netguard import AddressGuard
+from jobscheduler.testing import free_port
 from tests.support.http_echo import EchoServer, echo_server
 
 
@@ -109,10 +109,8 @@ def backend_fixture() -> RecordingBackend:
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+    """A port nothing listens on."""
+    return free_port()
 
 
 def redirect(server: EchoServer, to: str) -> str:
