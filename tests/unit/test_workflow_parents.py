@@ -1,6 +1,7 @@
 """``ctx.parents`` read through the executor's cache of completed parents: the children of
-one spawner read it once, not once each; a parent not completed (a clean-up step's dlq
-parent, which may be retried) is read every time; the cache keeps only the newest."""
+one spawner read it once, not once each; a step the executor completed itself is not read
+at all; a parent not completed (a clean-up step's dlq parent, which may be retried) is read
+every time; the cache keeps only the newest."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import attrs
 
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.steps import Step
+from jobscheduler.roles.executor.children import Children
+from jobscheduler.roles.executor.steps import StepEnds
 from jobscheduler.roles.workflows.reads import CompletedJobs, parent_results
 from jobscheduler.store.query import JobQuery
 
-from .conftest import make_job
+from .conftest import DepsFactory, make_job
 
 
 class CountingStore:
@@ -43,6 +46,20 @@ async def test_the_children_of_one_spawner_read_it_once() -> None:
     for child in children:
         assert await parent_results(store, child, cache) == {"fan": {"n": 3}}
     assert store.reads == 1
+
+
+async def test_a_step_the_executor_completed_is_read_by_its_children_from_memory(
+    make_deps: DepsFactory,
+) -> None:
+    children = Children(make_deps())
+    export = step("export", status=Status.COMPLETED, result={"rows": 3})
+    StepEnds(make_deps(), children).ended(export)
+    store = CountingStore()
+    transform = step("transform", export)
+    assert await parent_results(store, transform, children.completed_parents) == {
+        "export": {"rows": 3}
+    }
+    assert store.reads == 0
 
 
 async def test_a_parent_not_completed_is_read_each_time_and_the_oldest_is_forgotten() -> None:

@@ -42,12 +42,15 @@ class StepEnds:
         self._throttled = LogThrottle(log)
 
     def ended(self, job: Job) -> None:
-        """``job`` (as its end wrote it) ended: settle it soon, if it is a workflow step."""
+        """``job`` (as its end wrote it) ended: settle it soon, if it is a workflow step.
+        A completed step is kept as a parent: the steps it frees, run next, read its result
+        from memory (a completed job never changes)."""
         if job.step is None:
             return
         if self._children.took_spawns(job.id):
             # The attempt spawned after the executor read the step: its end looks them up.
             job = attrs.evolve(job, step=attrs.evolve(job.step, spawns=True))
+        self._children.completed_parents.add(job)
         if self._running and job.workflow_id is not None:
             self._send.send_nowait(job)
 
