@@ -237,14 +237,25 @@ class Settler:
             # on so far go in the same round trip (else after the finish: step 5).
             clears = [states.settle_step(step) for step in to_clear]
             to_clear.clear()
-        results = (await deps.store.apply_many([*changes, *clears]))[: len(changes)]
+        # A release's row is not read back (the step as released is the step as read with
+        # the change's fields: nothing else moves a waiting step); a cancel's is.
+        read_back = [change.transition != "release_step" for change in changes]
+        results = await deps.store.apply_many_lean(
+            [*changes, *clears], [*read_back, *(False for _ in clears)]
+        )
+        results = results[: len(changes)]
         cancelled: list[tuple[_Decision, Job]] = []
         due: list[datetime] = []
-        for decision, after in zip(acting, results, strict=True):
+        for decision, result in zip(acting, results, strict=True):
             assert decision.change is not None
-            if after is None:
+            if result is False:
                 deps.metrics.transitions_lost.labels(transition=decision.change.transition).inc()
                 continue
+            after = (
+                result
+                if isinstance(result, Job)
+                else attrs.evolve(decision.step, **decision.change.set)
+            )
             known[after.id] = after
             if after.status is Status.PENDING:
                 done.released += 1
