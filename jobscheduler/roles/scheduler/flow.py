@@ -96,6 +96,9 @@ class FlowClaimer:
         self._reported: datetime | None = None
         self._report_dirty = False
         self._turn = 0
+        #: Per job type, the most jobs that can be queued: the last count read plus what
+        #: this leader claimed since (executors only take queued jobs away). None: read it.
+        self._queued_at_most: Counter[str] | None = None
         #: When a start held back by a rate may go (None: nothing is held by a rate).
         self.wake_at: datetime | None = None
         #: The last claim held jobs for slots: a finishing job frees them.
@@ -153,15 +156,22 @@ class FlowClaimer:
             for slot in await store.held_slots():
                 scope, index = slot_scope(slot)
                 taken[scope].add(index)
-        room: dict[str, int] = defaultdict(int)
-        for job_type, n in (await store.queued_by_type()).items():
-            room[job_type] -= n
-        plan = _Plan(taken=taken, room=room, tats=dict(self._tats))
+        queued = self._queued_at_most
+        if refreshed or queued is None or self._near_room(queued, dict.fromkeys(queued, batch)):
+            queued = self._queued_at_most = Counter(await store.queued_by_type())
+            counted = True
+        else:
+            counted = False
+        plan = _Plan(taken=taken, room=_room(queued), tats=dict(self._tats))
         # Once a refresh, nothing is left out of the read: a job that came due while its
         # key, type or rate was full is seen and held with its reason (the job's page and
-        # the held list say why within a second), not only once a slot frees.
-        exclude = Exclusions() if refreshed else self._exclusions(now, plan)
+        # the held list say why within a second), not only once a slot frees. (Nor is a
+        # type whose room is only a bound.)
+        exclude = Exclusions() if refreshed else self._exclusions(now, plan, by_room=counted)
         candidates = await store.fair_candidates(now, batch, exclude)
+        if not counted and self._near_room(queued, Counter(j.job_type for j in candidates)):
+            queued = self._queued_at_most = Counter(await store.queued_by_type())
+            plan.room = _room(queued)
         await self._read_buckets(candidates, plan)
         self._turn += 1
         for job in fair_order(candidates, self._weights, turn=self._turn):
@@ -169,15 +179,27 @@ class FlowClaimer:
                 break
             self._place(job, now, plan)
         claimed = await self._commit(now, plan)
+        queued.update(job.job_type for job in claimed)
         self._finish(now, plan, exclude)
         return claimed
 
-    def _exclusions(self, now: datetime, plan: _Plan) -> Exclusions:
-        """What cannot take a job now, by what is known before reading candidates."""
+    def _near_room(self, queued: Mapping[str, int], more: Mapping[str, int]) -> bool:
+        """Whether ``more`` jobs of a type on top of the bound ``queued`` could reach its
+        room ahead of the executors: the counts must then be read (a claim far from the
+        room needs no count to stay within it)."""
+        return any(
+            queued.get(job_type, 0) + n > self._ahead(job_type) for job_type, n in more.items()
+        )
+
+    def _exclusions(self, now: datetime, plan: _Plan, *, by_room: bool) -> Exclusions:
+        """What cannot take a job now, by what is known before reading candidates (the
+        types whose room is full only ``by_room``: when the queued counts were read)."""
         types: set[tuple[str, str]] = set()
         keys: set[tuple[str, str, str]] = set()
         job_types = {
-            job_type for job_type, delta in plan.room.items() if self._ahead(job_type) + delta <= 0
+            job_type
+            for job_type, delta in plan.room.items()
+            if by_room and self._ahead(job_type) + delta <= 0
         }
         for scope, held in plan.taken.items():
             kind, parts = scope_parts(scope)
@@ -379,6 +401,14 @@ class FlowClaimer:
             return None
         self._reported, self._report_dirty = now, False
         return FlowReport(at=now, holds=tuple(sorted(self._holds.values(), key=lambda h: h.scope)))
+
+
+def _room(queued: Mapping[str, int]) -> dict[str, int]:
+    """A plan's room per job type: minus what is queued (the room ahead is added on use)."""
+    room: dict[str, int] = defaultdict(int)
+    for job_type, n in queued.items():
+        room[job_type] -= n
+    return room
 
 
 def _free(taken: set[int], slots: int) -> int | None:
