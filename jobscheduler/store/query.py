@@ -151,24 +151,22 @@ class Pick:
 @attrs.frozen(kw_only=True)
 class Exclusions:
     """Due jobs a fair claim does not read: their tenant's type, or key of a type, is held
-    back as a whole (its slots taken, its rate spent, its executors full)."""
+    back as a whole (its slots taken, its rate spent)."""
 
     #: (tenant, job type)
     types: frozenset[tuple[str, str]] = frozenset()
     #: (tenant, job type, concurrency key)
     keys: frozenset[tuple[str, str, str]] = frozenset()
-    #: Job types excluded in every tenant.
-    job_types: frozenset[str] = frozenset()
 
     def of_tenant(self, tenant_id: str) -> tuple[list[str], list[tuple[str, str]]]:
         """The excluded types, and (type, key) pairs, of one tenant (sorted)."""
-        types = sorted({t for tenant, t in self.types if tenant == tenant_id} | self.job_types)
+        types = sorted({t for tenant, t in self.types if tenant == tenant_id})
         keys = sorted((t, k) for tenant, t, k in self.keys if tenant == tenant_id)
         return types, keys
 
     def excludes(self, job: Job) -> bool:
         """The same in Python (the memory store, and tests)."""
-        if job.job_type in self.job_types or (job.tenant_id, job.job_type) in self.types:
+        if (job.tenant_id, job.job_type) in self.types:
             return True
         key = job.concurrency_key
         return key is not None and (job.tenant_id, job.job_type, key) in self.keys

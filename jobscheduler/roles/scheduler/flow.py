@@ -156,22 +156,16 @@ class FlowClaimer:
             for slot in await store.held_slots():
                 scope, index = slot_scope(slot)
                 taken[scope].add(index)
-        queued = self._queued_at_most
-        if refreshed or queued is None or self._near_room(queued, dict.fromkeys(queued, batch)):
-            queued = self._queued_at_most = Counter(await store.queued_by_type())
-            counted = True
-        else:
-            counted = False
-        plan = _Plan(taken=taken, room=_room(queued), tats=dict(self._tats))
+        plan = _Plan(taken=taken, room={}, tats=dict(self._tats))
         # Once a refresh, nothing is left out of the read: a job that came due while its
         # key, type or rate was full is seen and held with its reason (the job's page and
-        # the held list say why within a second), not only once a slot frees. (Nor is a
-        # type whose room is only a bound.)
-        exclude = Exclusions() if refreshed else self._exclusions(now, plan, by_room=counted)
+        # the held list say why within a second), not only once a slot frees.
+        exclude = Exclusions() if refreshed else self._exclusions(now, plan)
         candidates = await store.fair_candidates(now, batch, exclude)
-        if not counted and self._near_room(queued, Counter(j.job_type for j in candidates)):
+        queued = self._queued_at_most
+        if refreshed or queued is None or self._near_room(queued, candidates):
             queued = self._queued_at_most = Counter(await store.queued_by_type())
-            plan.room = _room(queued)
+        plan.room = _room(queued)
         await self._read_buckets(candidates, plan)
         self._turn += 1
         for job in fair_order(candidates, self._weights, turn=self._turn):
@@ -183,24 +177,19 @@ class FlowClaimer:
         self._finish(now, plan, exclude)
         return claimed
 
-    def _near_room(self, queued: Mapping[str, int], more: Mapping[str, int]) -> bool:
-        """Whether ``more`` jobs of a type on top of the bound ``queued`` could reach its
-        room ahead of the executors: the counts must then be read (a claim far from the
-        room needs no count to stay within it)."""
-        return any(
-            queued.get(job_type, 0) + n > self._ahead(job_type) for job_type, n in more.items()
-        )
+    def _near_room(self, queued: Mapping[str, int], candidates: Iterable[Job]) -> bool:
+        """Whether claiming every candidate on top of the bound ``queued`` could pass a
+        type's room ahead of the executors: the counts must then be read (a claim far from
+        the room needs no count to stay within it)."""
+        wanted = Counter(job.job_type for job in candidates)
+        return any(queued.get(t, 0) + n > self._ahead(t) for t, n in wanted.items())
 
-    def _exclusions(self, now: datetime, plan: _Plan, *, by_room: bool) -> Exclusions:
-        """What cannot take a job now, by what is known before reading candidates (the
-        types whose room is full only ``by_room``: when the queued counts were read)."""
+    def _exclusions(self, now: datetime, plan: _Plan) -> Exclusions:
+        """What cannot take a job now, by what is known before reading candidates. (Not a
+        type whose executors have no room: excluding it from the read would make the store
+        walk that type's whole backlog to find none; its jobs are read and held.)"""
         types: set[tuple[str, str]] = set()
         keys: set[tuple[str, str, str]] = set()
-        job_types = {
-            job_type
-            for job_type, delta in plan.room.items()
-            if by_room and self._ahead(job_type) + delta <= 0
-        }
         for scope, held in plan.taken.items():
             kind, parts = scope_parts(scope)
             limits = self.limits_of(parts[0], parts[1])
@@ -220,9 +209,7 @@ class FlowClaimer:
                     types.add((parts[0], parts[1]))
                 else:
                     keys.add((parts[0], parts[1], parts[2]))
-        return Exclusions(
-            types=frozenset(types), keys=frozenset(keys), job_types=frozenset(job_types)
-        )
+        return Exclusions(types=frozenset(types), keys=frozenset(keys))
 
     async def _read_buckets(self, candidates: Iterable[Job], plan: _Plan) -> None:
         scopes: set[str] = set()
@@ -380,7 +367,7 @@ class FlowClaimer:
         # Kept holds count too: a scope left out of the read still waits for its slots.
         reasons = {h.reason for h in holds.values()}
         self.waiting_for_slots = bool(reasons & {HoldReason.CONCURRENCY, HoldReason.MAX_RUNNING})
-        self.waiting_for_room = bool(exclude.job_types) or HoldReason.CAPACITY in reasons
+        self.waiting_for_room = HoldReason.CAPACITY in reasons
         starts = [
             next_start(self._rate_of(h.scope), self._burst_of(h.scope), self._tats.get(h.scope))
             for h in holds.values()
@@ -421,7 +408,7 @@ def _free(taken: set[int], slots: int) -> int | None:
 
 def _still_excluded(hold: Hold, exclude: Exclusions) -> bool:
     if hold.reason is HoldReason.CAPACITY:
-        return hold.job_type in exclude.job_types
+        return False  # never left out of the read: held again, or not, by each claim
     if hold.key is not None:
         return (hold.tenant_id, hold.job_type, hold.key) in exclude.keys
     return (hold.tenant_id, hold.job_type) in exclude.types
