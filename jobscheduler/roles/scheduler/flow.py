@@ -54,6 +54,8 @@ from jobscheduler.domain.model import Job
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Exclusions, Pick
 
+from .room import Room
+
 log = logging.getLogger(__name__)
 
 #: Seconds between two reads of the overrides, weights and executors' capacity.
@@ -89,16 +91,13 @@ class FlowClaimer:
         #: limits_of's answers since the overrides were last read.
         self._limits: dict[tuple[str, str], Limits] = {}
         self._weights: dict[str, int] = {}
-        self._capacity: dict[str, int] = {}
+        self._room = Room(deps.settings.claim_ahead)
         self._refreshed: datetime | None = None
         self._tats: dict[str, datetime | None] = {}
         self._holds: dict[str, Hold] = {}
         self._reported: datetime | None = None
         self._report_dirty = False
         self._turn = 0
-        #: Per job type, the most jobs that can be queued: the last count read plus what
-        #: this leader claimed since (executors only take queued jobs away). None: read it.
-        self._queued_at_most: Counter[str] | None = None
         #: When a start held back by a rate may go (None: nothing is held by a rate).
         self.wake_at: datetime | None = None
         #: The last claim held jobs for slots: a finishing job frees them.
@@ -121,11 +120,6 @@ class FlowClaimer:
     def _limited(self) -> bool:
         return bool(self._defaults or self._overrides)
 
-    def _ahead(self, job_type: str) -> int:
-        cap = self._deps.settings.claim_ahead
-        slots = self._capacity.get(job_type)
-        return cap if slots is None else max(1, min(cap, 2 * slots))
-
     async def _refresh(self, now: datetime) -> bool:
         """Read the overrides, weights and capacity again if :data:`REFRESH` has passed
         (True: it did)."""
@@ -141,7 +135,7 @@ class FlowClaimer:
         for beat in await store.live_workers(now):
             for job_type in beat.job_types if beat.capacity else ():
                 capacity[job_type] += beat.capacity
-        self._capacity = dict(capacity)
+        self._room.capacity = dict(capacity)
         self._refreshed = now
         return True
 
@@ -162,10 +156,7 @@ class FlowClaimer:
         # the held list say why within a second), not only once a slot frees.
         exclude = Exclusions() if refreshed else self._exclusions(now, plan)
         candidates = await store.fair_candidates(now, batch, exclude)
-        queued = self._queued_at_most
-        if refreshed or queued is None or self._near_room(queued, candidates):
-            queued = self._queued_at_most = Counter(await store.queued_by_type())
-        plan.room = _room(queued)
+        plan.room = await self._room.left(store, candidates, recount=refreshed)
         await self._read_buckets(candidates, plan)
         self._turn += 1
         for job in fair_order(candidates, self._weights, turn=self._turn):
@@ -173,16 +164,9 @@ class FlowClaimer:
                 break
             self._place(job, now, plan)
         claimed = await self._commit(now, plan)
-        queued.update(job.job_type for job in claimed)
+        self._room.claimed(claimed)
         self._finish(now, plan, exclude)
         return claimed
-
-    def _near_room(self, queued: Mapping[str, int], candidates: Iterable[Job]) -> bool:
-        """Whether claiming every candidate on top of the bound ``queued`` could pass a
-        type's room ahead of the executors: the counts must then be read (a claim far from
-        the room needs no count to stay within it)."""
-        wanted = Counter(job.job_type for job in candidates)
-        return any(queued.get(t, 0) + n > self._ahead(t) for t, n in wanted.items())
 
     def _exclusions(self, now: datetime, plan: _Plan) -> Exclusions:
         """What cannot take a job now, by what is known before reading candidates. (Not a
@@ -228,7 +212,7 @@ class FlowClaimer:
         """Pick ``job`` if every limit has room for it; else record why it is held."""
         tenant, job_type, key = job.tenant_id, job.job_type, job.concurrency_key
         limits = self.limits_of(tenant, job_type)
-        ahead = self._ahead(job_type)
+        ahead = self._room.ahead(job_type)
         if ahead + plan.room[job_type] <= 0:
             # room is minus what is queued (and picked in this claim)
             self._hold(plan, room_scope(job_type), HoldReason.CAPACITY, job, -plan.room[job_type])
@@ -388,14 +372,6 @@ class FlowClaimer:
             return None
         self._reported, self._report_dirty = now, False
         return FlowReport(at=now, holds=tuple(sorted(self._holds.values(), key=lambda h: h.scope)))
-
-
-def _room(queued: Mapping[str, int]) -> dict[str, int]:
-    """A plan's room per job type: minus what is queued (the room ahead is added on use)."""
-    room: dict[str, int] = defaultdict(int)
-    for job_type, n in queued.items():
-        room[job_type] -= n
-    return room
 
 
 def _free(taken: set[int], slots: int) -> int | None:
