@@ -1,14 +1,18 @@
-"""``FLOW_CONTROL``: on, off, or auto (on where the store's fair claim is indexed)."""
+"""``FLOW_CONTROL``: on, off, or auto (on where the store's fair claim is indexed); a
+leader without it says which declared limits it does not enforce."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import attrs
 import pytest
 
 from jobscheduler.config import Settings
-from jobscheduler.roles.scheduler.loop import flow_control_on
+from jobscheduler.domain.flow import LimitOverride, Limits
+from jobscheduler.handlers import JobContext, default_registry
+from jobscheduler.roles.scheduler.mode import flow_control_on, warn_unenforced_limits
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_settings
@@ -40,3 +44,25 @@ async def test_flow_control_is_on_when_asked_or_when_auto_finds_the_fair_claim_i
 
 def test_flow_control_defaults_to_auto() -> None:
     assert attrs.fields_dict(Settings)["flow_control"].default is None
+
+
+async def _send(ctx: JobContext) -> None:
+    return None
+
+
+async def test_a_leader_without_flow_control_names_the_types_whose_limits_it_ignores(
+    tmp_path: Path, store: JobStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings: Settings = attrs.evolve(make_settings(tmp_path), flow_control=False)
+    caplog.set_level(logging.WARNING, logger="jobscheduler.roles.scheduler.mode")
+    await warn_unenforced_limits(DepsFactory(settings=settings, store=store)())
+    assert caplog.records == []  # nothing declared, nothing to say
+    registry = default_registry()
+    registry.register("mail", _send, rate_limit="10/s")
+    await store.put_limit_override(
+        LimitOverride(tenant_id="a", job_type="noop", limits=Limits.of(concurrency=1))
+    )
+    await warn_unenforced_limits(DepsFactory(settings=settings, store=store)(registry=registry))
+    (record,) = caplog.records
+    assert "limits are not enforced" in record.getMessage()
+    assert record.job_types == ["mail", "noop"]  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ from jobscheduler.roles.presence import Presence
 
 from .cron_firing import TemplateFiring
 from .flow import FlowClaimer
+from .mode import flow_control_on, warn_unenforced_limits
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,6 @@ UNREAD: Final = _Unread.UNREAD
 NextDue = datetime | None | Literal[_Unread.UNREAD]
 
 
-def flow_control_on(deps: Deps) -> bool:
-    """``FLOW_CONTROL``: on, off, or (auto) on where the store's fair claim is indexed."""
-    wanted = deps.settings.flow_control
-    return deps.store.fair_claims_indexed if wanted is None else wanted
-
-
 class Scheduler:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
@@ -93,6 +88,8 @@ class Scheduler:
         """Tick until cancelled: spawn due cron instances, claim and publish every due job,
         then sleep until the next job is due, the tick elapses, or the waker fires."""
         log.info("dispatching", extra={"term": term.token, "leader_id": term.leader_id})
+        if self._flow is None:
+            await warn_unenforced_limits(self._deps)
         metrics = self._deps.metrics
         self._lead = timedelta(seconds=CLAIM_LEAD)
         while True:

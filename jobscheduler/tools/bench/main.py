@@ -160,8 +160,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.store is not None:
         args.stack = "distributed" if args.store == "mongo" else "embedded"
-    if "scale" in {p.strip() for p in args.phases.split(",")}:
+    phases = {p.strip() for p in args.phases.split(",")}
+    if "scale" in phases:
         bench_scale.prepare_environment()
+    if (
+        args.stack == "distributed"
+        and phases & {"keyed", "rated"}
+        and "FLOW_CONTROL" not in os.environ
+    ):
+        # Their limits are enforced only with flow control, which MongoDB leaves off by default.
+        os.environ["FLOW_CONTROL"] = "1"
+        print("FLOW_CONTROL=1 for this run (the keyed and rated phases measure limits)")
     workdir = Path(tempfile.mkdtemp(prefix="jobscheduler-bench-"))
     stack = Stack(
         distributed=args.stack == "distributed", auth=args.auth, workdir=workdir, settings=settings
