@@ -2,14 +2,15 @@
 
 One claim (:meth:`FlowClaimer.claim`):
 
-1. reads the slots held (jobs' ``key_slot`` / ``type_slot``) and how many jobs of each type
-   are queued, and leaves out of the read the types and keys that cannot take a job now
-   (slots full, rate spent, as many queued as their executors can start soon) — except
-   once every :data:`REFRESH` seconds, when a full read records why each is held;
+1. reads the slots held (jobs' ``key_slot`` / ``type_slot``), and leaves out of the read
+   the types and keys that cannot take a job now (slots full, rate spent) — except once
+   every :data:`REFRESH` seconds, when a full read records why each is held;
 2. reads the fair candidates (each (priority, tenant, fairness key) group's oldest) and
    orders them: priority, then weighted round-robin across tenants, then fairness keys;
-3. walks that order, giving each job a free slot of its key and of its type and a start
-   of its rates, and records why the others are held;
+   and, when they could fill a type's room ahead of its executors, how many jobs of each
+   type are queued (:class:`~.room.Room`);
+3. walks that order, giving each job a free slot of its key and of its type, a start of
+   its rates and a place in its type's room, and records why the others are held;
 4. spends the rates (one conditional write per bucket, expecting the instant read: a
    bucket another leader wrote meanwhile drops this claim's jobs of it), claims the picks
    (each a conditional update whose slot is unique in the store), and takes back the

@@ -240,10 +240,11 @@ class Settler:
         # A release's row is not read back (the step as released is the step as read with
         # the change's fields: nothing else moves a waiting step); a cancel's is.
         read_back = [change.transition != "release_step" for change in changes]
-        results = await deps.store.apply_many_lean(
-            [*changes, *clears], [*read_back, *(False for _ in clears)]
-        )
-        results = results[: len(changes)]
+        results = (
+            await deps.store.apply_many_lean(
+                [*changes, *clears], [*read_back, *(False for _ in clears)]
+            )
+        )[: len(changes)]
         cancelled: list[tuple[_Decision, Job]] = []
         due: list[datetime] = []
         for decision, result in zip(acting, results, strict=True):
