@@ -51,9 +51,10 @@ async def test_the_children_of_one_spawner_read_it_once() -> None:
 async def test_a_step_the_executor_completed_is_read_by_its_children_from_memory(
     make_deps: DepsFactory,
 ) -> None:
-    children = Children(make_deps())
+    deps = make_deps()
+    children = Children(deps)
     export = step("export", status=Status.COMPLETED, result={"rows": 3})
-    StepEnds(make_deps(), children).ended(export)
+    StepEnds(deps, children).ended(export)
     store = CountingStore()
     transform = step("transform", export)
     assert await parent_results(store, transform, children.completed_parents) == {

@@ -151,13 +151,13 @@ class FlowClaimer:
             for slot in await store.held_slots():
                 scope, index = slot_scope(slot)
                 taken[scope].add(index)
-        plan = _Plan(taken=taken, room={}, tats=dict(self._tats))
         # Once a refresh, nothing is left out of the read: a job that came due while its
         # key, type or rate was full is seen and held with its reason (the job's page and
         # the held list say why within a second), not only once a slot frees.
-        exclude = Exclusions() if refreshed else self._exclusions(now, plan)
+        exclude = Exclusions() if refreshed else self._exclusions(now, taken)
         candidates = await store.fair_candidates(now, batch, exclude)
-        plan.room = await self._room.left(store, candidates, recount=refreshed)
+        room = await self._room.left(store, candidates, recount=refreshed)
+        plan = _Plan(taken=taken, room=room, tats=dict(self._tats))
         await self._read_buckets(candidates, plan)
         self._turn += 1
         for job in fair_order(candidates, self._weights, turn=self._turn):
@@ -169,13 +169,13 @@ class FlowClaimer:
         self._finish(now, plan, exclude)
         return claimed
 
-    def _exclusions(self, now: datetime, plan: _Plan) -> Exclusions:
+    def _exclusions(self, now: datetime, taken: Mapping[str, set[int]]) -> Exclusions:
         """What cannot take a job now, by what is known before reading candidates. (Not a
         type whose executors have no room: excluding it from the read would make the store
         walk that type's whole backlog to find none; its jobs are read and held.)"""
         types: set[tuple[str, str]] = set()
         keys: set[tuple[str, str, str]] = set()
-        for scope, held in plan.taken.items():
+        for scope, held in taken.items():
             kind, parts = scope_parts(scope)
             limits = self.limits_of(parts[0], parts[1])
             full = limits.max_running if kind == "t" else limits.concurrency
