@@ -16,7 +16,7 @@ from jobscheduler.domain.flow import (
     Limits,
     TenantWeight,
 )
-from jobscheduler.domain.model import Status
+from jobscheduler.domain.model import Job, Status
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Exclusions, Pick
 from tests.support.flow_holds import key_hold
@@ -65,6 +65,20 @@ async def test_fair_candidates_leave_out_the_excluded_types_and_keys(store: JobS
     )
     found = await store.fair_candidates(NOW, 10, exclude)
     assert {j.id for j in found} == {other_tenant.id, free_key.id, no_key.id}
+
+
+async def test_fair_candidates_with_a_type_left_out_take_each_groups_oldest_of_the_others(
+    store: JobStore,
+) -> None:
+    def due(job_type: str, ago: int) -> Job:
+        return make_job(tenant="a", job_type=job_type, scheduled_at=NOW - timedelta(seconds=ago))
+
+    held = [due("mail", 100 - i) for i in range(5)]  # the oldest of the group
+    report = [due("report", 50), due("report", 20), due("report", 10)]
+    resize = [due("resize", 40), due("resize", 30), due("resize", 5)]
+    await store.insert_many([*held, *report, *resize])
+    found = await store.fair_candidates(NOW, 3, Exclusions(types=frozenset({("a", "mail")})))
+    assert {j.id for j in found} == {report[0].id, resize[0].id, resize[1].id}
 
 
 async def test_a_slot_is_held_by_one_job_and_freed_by_the_transition_that_ends_its_run(

@@ -19,6 +19,7 @@ from jobscheduler.domain.model import Status
 from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.roles.reaper.sweeps import Reaper, sample_gauges
 from jobscheduler.roles.scheduler.loop import Scheduler
+from jobscheduler.store.query import Exclusions
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import BASE, DepsFactory, after, make_job, started_sqlite
@@ -73,3 +74,39 @@ async def test_the_background_roles_statements_walk_their_own_indexes(
                 assert "jobs_status_created" not in plan, (sql, plan)
     finally:
         check.close()
+
+
+async def test_a_fair_read_seeks_past_a_held_types_backlog_instead_of_walking_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A type held back (its slots full, its rate spent) can be all of a group's backlog;
+    the claims while it is held read the group's other types without stepping through it.
+    Counted in SQLite's virtual-machine steps, which do not depend on the machine's speed."""
+    steps = [0]
+    connect = SQLiteJobStore._connect
+
+    def counted(self: SQLiteJobStore) -> sqlite3.Connection:
+        conn = connect(self)
+
+        def step() -> int:
+            steps[0] += 1
+            return 0
+
+        conn.set_progress_handler(step, 10)
+        return conn
+
+    monkeypatch.setattr(SQLiteJobStore, "_connect", counted)
+    held = Exclusions(types=frozenset({("tenant-a", "mail")}))
+    cost: dict[int, int] = {}
+    for backlog in (10, 2000):
+        store = await started_sqlite(tmp_path / f"backlog-{backlog}.db")
+        try:
+            mail = [make_job(job_type="mail", scheduled_at=after(-100)) for _ in range(backlog)]
+            await store.insert_many([*mail, make_job(job_type="report", scheduled_at=after(-1))])
+            steps[0] = 0
+            found = await store.fair_candidates(after(0), 50, held)
+            cost[backlog] = steps[0]
+        finally:
+            await store.close()
+        assert [j.job_type for j in found] == ["report"]
+    assert cost[2000] < 2 * cost[10] + 10, cost

@@ -59,18 +59,56 @@ assert _DUE.startswith("status = "), _DUE
 _BY_ID_DUE = f"+{_DUE} AND +scheduled_at <= ?"
 _GROUP = (
     f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
-    "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND scheduled_at <= ?"
+    "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND scheduled_at <= ? "
+    "ORDER BY scheduled_at, id LIMIT ?"
+)
+# A group with types or keys held back is read type by type: a skip-scan of its types, then
+# each type not held back, its held keys left out (only that type's jobs are walked for them).
+_NEXT_TYPE = (
+    f"SELECT job_type FROM jobs INDEXED BY jobs_fair_type WHERE {_DUE} "
+    "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND job_type > ? "
+    "ORDER BY job_type LIMIT 1"
+)
+_TYPE_GROUP = (
+    f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_fair_type WHERE {_DUE} "
+    "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND job_type = ? "
+    "AND scheduled_at <= ?"
 )
 
 
-def _group_sql(types: list[str], keys: list[tuple[str, str]]) -> str:
-    sql = _GROUP
-    if types:
-        sql += f" AND job_type NOT IN ({', '.join('?' * len(types))})"
+def _type_group_sql(keys: int) -> str:
+    sql = _TYPE_GROUP
     if keys:
-        pairs = ", ".join("(?, ?)" for _ in keys)
-        sql += f" AND (job_type, IFNULL(concurrency_key, '')) NOT IN (VALUES {pairs})"
+        sql += f" AND IFNULL(concurrency_key, '') NOT IN ({', '.join('?' * keys)})"
     return sql + " ORDER BY scheduled_at, id LIMIT ?"
+
+
+def _group(
+    conn: sqlite3.Connection,
+    group: tuple[int, str, str],
+    due_by: int,
+    per_group: int,
+    exclude: Exclusions,
+) -> list[Job]:
+    """One (priority, tenant, fairness key) group's oldest ``per_group`` due jobs that
+    ``exclude`` does not name."""
+    types, keys = exclude.of_tenant(group[1])
+    if not types and not keys:
+        return [_from_row(row) for row in conn.execute(_GROUP, [*group, due_by, per_group])]
+    held_keys: dict[str, list[str]] = {}
+    for job_type, key in keys:
+        held_keys.setdefault(job_type, []).append(key)
+    out: list[Job] = []
+    job_type = ""  # "" sorts before every type (none is empty)
+    while (row := conn.execute(_NEXT_TYPE, [*group, job_type]).fetchone()) is not None:
+        job_type = row[0]
+        if job_type in types:
+            continue
+        skip = held_keys.get(job_type, [])
+        params = [*group, job_type, due_by, *skip, per_group]
+        out.extend(_from_row(row) for row in conn.execute(_type_group_sql(len(skip)), params))
+    out.sort(key=lambda job: (job.scheduled_at, job.id))
+    return out[:per_group]
 
 
 class SQLiteFlowMixin(SQLiteConnection):
@@ -90,13 +128,7 @@ class SQLiteFlowMixin(SQLiteConnection):
                 group = conn.execute(_NEXT_TENANT, (level, "")).fetchone()
                 while group is not None:
                     tenant, fairness = group
-                    types, keys = exclude.of_tenant(tenant)
-                    params: list[Any] = [level, tenant, fairness, due_by, *types]
-                    for pair in keys:
-                        params.extend(pair)
-                    params.append(per_group)
-                    rows = conn.execute(_group_sql(types, keys), params)
-                    out.extend(_from_row(row) for row in rows)
+                    out.extend(_group(conn, (level, tenant, fairness), due_by, per_group, exclude))
                     key = conn.execute(_NEXT_KEY, (level, tenant, fairness)).fetchone()
                     if key is not None:
                         group = (tenant, key[0])

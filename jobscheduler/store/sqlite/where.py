@@ -121,6 +121,12 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     "jobs_claim": ("priority, scheduled_at, id", DUE_ONE_OFF),
     # The fair claim walks it by level, then (tenant, fairness key) group, then due time.
     "jobs_fair": ("priority, tenant_id, fairness_key, scheduled_at, id", DUE_ONE_OFF),
+    # ... and, in a group where some types or keys are held back, type by type: the held
+    # types are skipped by a seek, not walked (a backlog of one type can be all of a group).
+    "jobs_fair_type": (
+        "priority, tenant_id, fairness_key, job_type, scheduled_at, id",
+        DUE_ONE_OFF,
+    ),
     "jobs_templates_due": ("scheduled_at, id", DUE_TEMPLATE),
     # The reaper's sweeps (find_stale).
     "jobs_queued": ("queued_at", JobQuery(tenant_id=None, statuses=QUEUED)),
