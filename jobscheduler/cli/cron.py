@@ -89,7 +89,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     update = sub.add_parser("update", help="change a template's cron, payload, priority")
     update.add_argument("id")
     update.add_argument("--cron", help="a new 5-field expression")
-    update.add_argument("--payload", type=common.json_arg, help="a new JSON object")
+    update.add_argument("--payload", type=common.json_object, help="a new JSON object")
     update.add_argument("--priority", type=int)
     update.add_argument("--max-attempts", type=int)
     common.add_common(update)

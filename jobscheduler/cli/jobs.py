@@ -151,7 +151,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     create = sub.add_parser("create", help="create a job (due now unless --at) or a template")
     create.add_argument("job_type", metavar="TYPE")
     create.add_argument("--tenant", required=True, help="the tenant (tenantId)")
-    create.add_argument("--payload", type=common.json_arg, help="a JSON object")
+    create.add_argument("--payload", type=common.json_object, help="a JSON object")
     create.add_argument("--at", help="when it is due (RFC3339); default now")
     create.add_argument("--cron", help="a 5-field expression: create a cron template")
     create.add_argument("--timezone", help="the template's IANA time zone")
@@ -171,7 +171,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "retry", help="retry dlq/cancelled jobs by id, or every job matching the filters"
     )
     retry.add_argument("ids", nargs="*", metavar="ID")
-    retry.add_argument("--payload", type=common.json_arg, help="a replacement payload")
+    retry.add_argument("--payload", type=common.json_object, help="a replacement payload")
     retry.add_argument("--at", help="when it is due again (RFC3339); default now")
     _filters(retry)
     _dry_run(retry)
