@@ -120,3 +120,10 @@ def show(args: argparse.Namespace, value: Any, human: Callable[[Any], None]) -> 
         human(value)
     sys.stdout.flush()
     return 0
+
+
+def show_table(
+    args: argparse.Namespace, rows: Sequence[Row], columns: Sequence[tuple[str, str]]
+) -> int:
+    """:func:`show` of a list of resources: as JSON with ``--json``, else a :func:`table`."""
+    return show(args, rows, lambda value: table(value, columns))

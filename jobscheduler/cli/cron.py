@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             templates = list(itertools.islice(every, args.limit))
             # A server without the cron filter lists one-off jobs too: show templates only.
             templates = [t for t in templates if t.get("cron")]
-            return common.show(args, templates, lambda r: common.table(r, TEMPLATE_COLUMNS))
+            return common.show_table(args, templates, TEMPLATE_COLUMNS)
         if args.action in ("pause", "resume", "trigger", "delete"):
             job = getattr(client, args.action)(args.id)
             return common.show(args, job, common.fields)

@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                 args.tenant, sort=args.sort, all_tenants=args.all_tenants, **_selection(args)
             )
             page = list(itertools.islice(jobs, args.limit))
-            return common.show(args, page, lambda rows: common.table(rows, JOB_COLUMNS))
+            return common.show_table(args, page, JOB_COLUMNS)
         if args.action == "export":
             return export(client, args, _selection(args))
         if args.action == "get":
@@ -239,7 +239,7 @@ def _act(client: Any, args: argparse.Namespace) -> int:
                 done.append(client.cancel(job_id))
             else:
                 done.append(client.retry(job_id, payload=payload, scheduled_at=args.at))
-        return common.show(args, done, lambda rows: common.table(rows, JOB_COLUMNS))
+        return common.show_table(args, done, JOB_COLUMNS)
     result = _bulk(client, args, list(dict.fromkeys(args.ids)) or [None])
     return common.show(args, result, common.fields)
 

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                 template_id=args.template,
             )
             page = list(itertools.islice(found, args.limit))
-            return common.show(args, page, lambda rows: common.table(rows, WORKFLOW_COLUMNS))
+            return common.show_table(args, page, WORKFLOW_COLUMNS)
         if args.action == "cancel":
             return common.show(args, client.cancel_workflow(args.id), _human)
         return common.show(args, client.retry_workflow(args.id, step=args.step), _human)
