@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from jobscheduler._argtypes import integer
+from jobscheduler._argtypes import json_object as json_object
 from jobscheduler.client._sync import Client
 
 Row = Mapping[str, Any]
@@ -73,22 +75,8 @@ def client_of(args: argparse.Namespace) -> Client:
     return Client(args.url, api_key=args.api_key)
 
 
-def json_arg(text: str) -> dict[str, Any]:
-    """An argparse type: a JSON object (``'{"url": "..."}'``)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -132,3 +120,10 @@ def show(args: argparse.Namespace, value: Any, human: Callable[[Any], None]) -> 
         human(value)
     sys.stdout.flush()
     return 0
+
+
+def show_table(
+    args: argparse.Namespace, rows: Sequence[Row], columns: Sequence[tuple[str, str]]
+) -> int:
+    """:func:`show` of a list of resources: as JSON with ``--json``, else a :func:`table`."""
+    return show(args, rows, lambda value: table(value, columns))

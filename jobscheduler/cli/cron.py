@@ -89,7 +89,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     update = sub.add_parser("update", help="change a template's cron, payload, priority")
     update.add_argument("id")
     update.add_argument("--cron", help="a new 5-field expression")
-    update.add_argument("--payload", type=common.json_arg, help="a new JSON object")
+    update.add_argument("--payload", type=common.json_object, help="a new JSON object")
     update.add_argument("--priority", type=int)
     update.add_argument("--max-attempts", type=int)
     common.add_common(update)
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             templates = list(itertools.islice(every, args.limit))
             # A server without the cron filter lists one-off jobs too: show templates only.
             templates = [t for t in templates if t.get("cron")]
-            return common.show(args, templates, lambda r: common.table(r, TEMPLATE_COLUMNS))
+            return common.show_table(args, templates, TEMPLATE_COLUMNS)
         if args.action in ("pause", "resume", "trigger", "delete"):
             job = getattr(client, args.action)(args.id)
             return common.show(args, job, common.fields)

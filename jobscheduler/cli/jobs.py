@@ -151,7 +151,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     create = sub.add_parser("create", help="create a job (due now unless --at) or a template")
     create.add_argument("job_type", metavar="TYPE")
     create.add_argument("--tenant", required=True, help="the tenant (tenantId)")
-    create.add_argument("--payload", type=common.json_arg, help="a JSON object")
+    create.add_argument("--payload", type=common.json_object, help="a JSON object")
     create.add_argument("--at", help="when it is due (RFC3339); default now")
     create.add_argument("--cron", help="a 5-field expression: create a cron template")
     create.add_argument("--timezone", help="the template's IANA time zone")
@@ -171,7 +171,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "retry", help="retry dlq/cancelled jobs by id, or every job matching the filters"
     )
     retry.add_argument("ids", nargs="*", metavar="ID")
-    retry.add_argument("--payload", type=common.json_arg, help="a replacement payload")
+    retry.add_argument("--payload", type=common.json_object, help="a replacement payload")
     retry.add_argument("--at", help="when it is due again (RFC3339); default now")
     _filters(retry)
     _dry_run(retry)
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
                 args.tenant, sort=args.sort, all_tenants=args.all_tenants, **_selection(args)
             )
             page = list(itertools.islice(jobs, args.limit))
-            return common.show(args, page, lambda rows: common.table(rows, JOB_COLUMNS))
+            return common.show_table(args, page, JOB_COLUMNS)
         if args.action == "export":
             return export(client, args, _selection(args))
         if args.action == "get":
@@ -239,7 +239,7 @@ def _act(client: Any, args: argparse.Namespace) -> int:
                 done.append(client.cancel(job_id))
             else:
                 done.append(client.retry(job_id, payload=payload, scheduled_at=args.at))
-        return common.show(args, done, lambda rows: common.table(rows, JOB_COLUMNS))
+        return common.show_table(args, done, JOB_COLUMNS)
     result = _bulk(client, args, list(dict.fromkeys(args.ids)) or [None])
     return common.show(args, result, common.fields)
 

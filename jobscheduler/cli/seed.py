@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 import trio
 
+from jobscheduler._argtypes import integer
 from jobscheduler._scopes import shielded
 from jobscheduler.config import Settings
 from jobscheduler.domain.model import Job, format_time
@@ -130,10 +131,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be zero or more, got {value}")
     return value

@@ -88,12 +88,10 @@ def run(args: argparse.Namespace) -> int:
             return common.show(args, hook, _created)
         if args.action == "list":
             hooks = client.list_webhooks(args.tenant)
-            return common.show(args, hooks, lambda r: common.table(r, WEBHOOK_COLUMNS))
+            return common.show_table(args, hooks, WEBHOOK_COLUMNS)
         if args.action == "remove":
             return common.show(args, client.delete_webhook(args.id), common.fields)
         if args.action == "deliveries":
             reply = client.webhook_deliveries(args.id, args.limit)
-            return common.show(
-                args, reply["deliveries"], lambda r: common.table(r, DELIVERY_COLUMNS)
-            )
+            return common.show_table(args, reply["deliveries"], DELIVERY_COLUMNS)
     raise AssertionError(args.action)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from jobscheduler._argtypes import json_value
 
 from . import common as common
 
@@ -57,10 +58,7 @@ EPILOG = """examples:
 
 def _steps(text: str) -> list[dict[str, Any]]:
     """An argparse type: a JSON list of steps, or an object holding one under ``steps``."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    value = json_value(text)
     if isinstance(value, dict) and isinstance(value.get("steps"), list):
         value = value["steps"]
     if not isinstance(value, list) or not all(isinstance(s, dict) for s in value):
@@ -145,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                 template_id=args.template,
             )
             page = list(itertools.islice(found, args.limit))
-            return common.show(args, page, lambda rows: common.table(rows, WORKFLOW_COLUMNS))
+            return common.show_table(args, page, WORKFLOW_COLUMNS)
         if args.action == "cancel":
             return common.show(args, client.cancel_workflow(args.id), _human)
         return common.show(args, client.retry_workflow(args.id, step=args.step), _human)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar, Unpack, cast
+from typing import Any, ClassVar, TypeVar, Unpack, cast
 
 import attrs
 import httpx
@@ -230,6 +230,9 @@ class Poll:
     """What ``wait`` does: GET the job (:attr:`call`) until it is final, ``interval`` seconds
     apart, for at most ``timeout`` seconds (each client keeps the time with its own clock)."""
 
+    #: What is polled, in the WaitTimeout message.
+    what: ClassVar[str] = "job"
+
     job_id: str
     timeout: float
     interval: float
@@ -245,7 +248,7 @@ class Poll:
         if status in FINAL_STATUSES:
             return None
         if left <= 0:
-            raise WaitTimeout(f"job {self.job_id} still {status} after {self.timeout:g}s")
+            raise WaitTimeout(f"{self.what} {self.job_id} still {status} after {self.timeout:g}s")
         return min(self.interval, left)
 
 

@@ -6,17 +6,17 @@ each of them as a method of the same name. No I/O happens here."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Unpack, cast
+from typing import Any, ClassVar, Unpack, cast
 
 import attrs
 import httpx
 
-from jobscheduler.errors import WaitTimeout, WorkflowNotFound
+from jobscheduler.errors import WorkflowNotFound
 
 from ._call import Call, Paged, paged
 from ._operations import Poll
 from ._requests import given, job_id_of
-from ._types import FINAL_STATUSES, Job, Workflow, WorkflowListOptions
+from ._types import Job, Workflow, WorkflowListOptions
 
 
 def _workflow_of(response: httpx.Response) -> Workflow:
@@ -96,17 +96,11 @@ def retry_workflow(workflow_id: str, *, step: str | None = None) -> Call[Workflo
 class WorkflowPoll(Poll):
     """What ``wait_workflow`` does: GET the workflow until it has ended."""
 
+    what: ClassVar[str] = "workflow"
+
     @property
     def call(self) -> Call[Job]:
         return cast(Call[Job], get_workflow(self.job_id))
-
-    def pause(self, job: Job, *, left: float) -> float | None:
-        status = job.get("status")
-        if status in FINAL_STATUSES:
-            return None
-        if left <= 0:
-            raise WaitTimeout(f"workflow {self.job_id} still {status} after {self.timeout:g}s")
-        return min(self.interval, left)
 
 
 def wait_workflow(workflow_id: str, timeout: float = 60.0, *, interval: float = 0.5) -> Poll:

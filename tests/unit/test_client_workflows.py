@@ -9,6 +9,7 @@ from jobscheduler.errors import (
     DuplicateWorkflow,
     InvalidTransition,
     ValidationError,
+    WaitTimeout,
     WorkflowNotFound,
 )
 
@@ -39,6 +40,12 @@ async def test_a_workflow_is_created_read_listed_and_cancelled(call: Call) -> No
     assert await call("wait_workflow", made["id"], timeout=1) == await call(
         "get_workflow", made["id"]
     )
+
+
+async def test_waiting_for_a_running_workflow_times_out_naming_it(call: Call) -> None:
+    made = await call("create_workflow", STEPS, tenant_id="t", idempotency_key="etl-wait")
+    with pytest.raises(WaitTimeout, match=f"^workflow {made['id']} still running after 0s$"):
+        await call("wait_workflow", made["id"], timeout=0)
 
 
 async def test_the_clients_raise_the_workflow_errors(call: Call) -> None:

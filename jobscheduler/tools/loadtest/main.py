@@ -29,7 +29,6 @@ This module is the command (its options, the payload check, the run); the run's 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import secrets
 import sys
@@ -39,6 +38,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from jobscheduler._argtypes import json_object
 from jobscheduler.domain.durations import parse_duration
 from jobscheduler.errors import ValidationError
 from jobscheduler.handlers import default_registry
@@ -91,16 +91,6 @@ _positive_float = _positive(float, "a number")
 _positive_int = _positive(int, "an integer")
 
 
-def _payload(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object")
-    return value
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
@@ -134,7 +124,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add(
         "--payload",
         "-payload",
-        type=_payload,
+        type=json_object,
         default=None,
         metavar="JSON",
         help="payload of every job (default: {} -- log-message gets a message)",
