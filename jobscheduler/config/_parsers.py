@@ -14,23 +14,34 @@ from jobscheduler.domain.durations import parse_duration
 from jobscheduler.domain.retention import MAX_KEEP
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 
 
-def _positive_duration(text: str) -> float:
-    seconds = parse_duration(text)
-    if seconds <= 0:
-        raise ValueError(f"must be greater than zero, got {text!r}")
-    return seconds
+def _bounded(
+    parse: Callable[[str], N], holds: Callable[[N], bool], must: str
+) -> Callable[[str], N]:
+    """A reader: ``parse``, then ValueError ``"<must>, got <text>"`` unless ``holds``."""
+
+    def read(text: str) -> N:
+        value = parse(text)
+        if not holds(value):
+            raise ValueError(f"{must}, got {text!r}")
+        return value
+
+    return read
 
 
-def _retention(text: str) -> float:
-    seconds = _positive_duration(text)
-    if seconds > MAX_KEEP:
-        raise ValueError(f"must be at most 100 years, got {text!r}")
-    return seconds
+_positive_duration = _bounded(parse_duration, lambda s: s > 0, "must be greater than zero")
+_retention = _bounded(_positive_duration, lambda s: s <= MAX_KEEP, "must be at most 100 years")
+_non_negative_duration = _bounded(parse_duration, lambda s: s >= 0, "must not be negative")
+_positive_int = _bounded(int, lambda v: v > 0, "must be a positive integer")
+_non_negative_int = _bounded(int, lambda v: v >= 0, "must be 0 or a positive integer")
+_non_negative_float = _bounded(
+    float, lambda v: v >= 0 and v != float("inf"), "must be 0 or a positive number"
+)
 
 
 def _port(text: str) -> int:
@@ -38,34 +49,6 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise ValueError(f"not a TCP port: {text!r}")
     return port
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative_duration(text: str) -> float:
-    seconds = parse_duration(text)
-    if seconds < 0:
-        raise ValueError(f"must not be negative, got {text!r}")
-    return seconds
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError(f"must be 0 or a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0 or value == float("inf"):
-        raise ValueError(f"must be 0 or a positive number, got {text!r}")
-    return value
 
 
 def _choice(*choices: str) -> Callable[[str], str]:

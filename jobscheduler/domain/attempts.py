@@ -25,7 +25,7 @@ import attrs
 
 from jobscheduler.errors import ResultError
 
-from .model import format_time
+from .model import format_time, optional_time, present
 
 #: A handler's return value, JSON-encoded, may be at most this many bytes.
 MAX_RESULT_BYTES = 64 * 1024
@@ -113,23 +113,18 @@ class Attempt:
 
 def attempt_to_json(attempt: Attempt) -> dict[str, Any]:
     """The HTTP shape of an attempt record (absent optional fields are omitted)."""
-    out: dict[str, Any] = {
+    return {
         "run": attempt.run,
         "number": attempt.number,
         "outcome": attempt.outcome.value,
+        **present(worker=attempt.worker, startedAt=optional_time(attempt.started_at)),
+        "finishedAt": format_time(attempt.finished_at),
+        **present(
+            errorType=attempt.error_type,
+            errorMessage=attempt.error_message,
+            traceback=attempt.traceback,
+        ),
     }
-    if attempt.worker is not None:
-        out["worker"] = attempt.worker
-    if attempt.started_at is not None:
-        out["startedAt"] = format_time(attempt.started_at)
-    out["finishedAt"] = format_time(attempt.finished_at)
-    if attempt.error_type is not None:
-        out["errorType"] = attempt.error_type
-    if attempt.error_message is not None:
-        out["errorMessage"] = attempt.error_message
-    if attempt.traceback is not None:
-        out["traceback"] = attempt.traceback
-    return out
 
 
 def encode_result(value: Any) -> str | None:

@@ -247,6 +247,17 @@ def format_time(dt: datetime) -> str:
     return text + "Z"
 
 
+def optional_time(dt: datetime | None) -> str | None:
+    """:func:`format_time`, or None for no time."""
+    return None if dt is None else format_time(dt)
+
+
+def present(**fields: Any) -> dict[str, Any]:
+    """The fields whose value is not None, in their order: how the JSON shapes leave an
+    absent optional field out."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 _RFC3339 = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?"
     r"(Z|z|[+-][0-9]{2}:[0-9]{2})"
@@ -302,42 +313,35 @@ def job_to_json(job: Job, *, held: str | None = None) -> dict[str, Any]:
     if job.cron is not None:
         out["cron"] = job.cron
         out.update(cron_template_json(job))
-        if job.cron_buffered is not None:
-            out["bufferedFireAt"] = format_time(job.cron_buffered)
-        if job.managed_by is not None:
-            out["managedBy"] = job.managed_by
-    if job.template_id is not None:
-        out["templateId"] = job.template_id
-    if job.workflow_id is not None:
-        out["workflowId"] = job.workflow_id
-    if job.step is not None:
-        out["step"] = job.step.name
-    if job.spawned_by is not None:
-        out["spawnedBy"] = job.spawned_by
-    if job.fairness_key:
-        out["fairnessKey"] = job.fairness_key
-    if job.concurrency_key is not None:
-        out["concurrencyKey"] = job.concurrency_key
-    if job.claimed_by is not None:
-        out["claimedBy"] = job.claimed_by
-    if job.claimed_at is not None:
-        out["claimedAt"] = format_time(job.claimed_at)
+        out.update(
+            present(bufferedFireAt=optional_time(job.cron_buffered), managedBy=job.managed_by)
+        )
+    out.update(
+        present(
+            templateId=job.template_id,
+            workflowId=job.workflow_id,
+            step=None if job.step is None else job.step.name,
+            spawnedBy=job.spawned_by,
+            fairnessKey=job.fairness_key or None,
+            concurrencyKey=job.concurrency_key,
+            claimedBy=job.claimed_by,
+            claimedAt=optional_time(job.claimed_at),
+        )
+    )
     out["attempts"] = job.attempts
     out["maxAttempts"] = job.max_attempts
-    if job.last_error is not None:
-        out["lastError"] = job.last_error
-    if job.result is not None:
-        out["result"] = job.result
-    if job.cancel_requested_at is not None:
-        out["cancelRequestedAt"] = format_time(job.cancel_requested_at)
-    if job.replays:
-        out["replays"] = [replay.to_json() for replay in job.replays]
-    if held is not None:
-        out["held"] = held
+    out.update(
+        present(
+            lastError=job.last_error,
+            result=job.result,
+            cancelRequestedAt=optional_time(job.cancel_requested_at),
+            replays=[replay.to_json() for replay in job.replays] or None,
+            held=held,
+        )
+    )
     out["createdAt"] = format_time(job.created_at)
     out["updatedAt"] = format_time(job.updated_at)
-    if job.finished_at is not None:
-        out["finishedAt"] = format_time(job.finished_at)
+    out.update(present(finishedAt=optional_time(job.finished_at)))
     return out
 
 

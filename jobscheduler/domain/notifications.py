@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from .model import Job, format_time, new_job_id, utc
+from .model import Job, format_time, new_job_id, optional_time, present, utc
 
 #: The signature header of every delivery.
 SIGNATURE_HEADER = "X-Jobscheduler-Signature"
@@ -93,23 +93,20 @@ class Event:
 
 def job_summary(job: Job) -> dict[str, Any]:
     """What an event says of a job: who, what, and why it failed (not its payload)."""
-    out: dict[str, Any] = {
+    return {
         "id": job.id,
         "idempotencyKey": job.idempotency_key,
         "jobType": job.job_type,
         "status": job.status.value,
         "attempts": job.attempts,
         "maxAttempts": job.max_attempts,
+        **present(
+            lastError=job.last_error,
+            templateId=job.template_id,
+            fireAt=optional_time(job.fire_at),
+            cron=job.cron,
+        ),
     }
-    if job.last_error is not None:
-        out["lastError"] = job.last_error
-    if job.template_id is not None:
-        out["templateId"] = job.template_id
-    if job.fire_at is not None:
-        out["fireAt"] = format_time(job.fire_at)
-    if job.cron is not None:
-        out["cron"] = job.cron
-    return out
 
 
 def dlq_events(job: Job, now: datetime) -> tuple[Event, ...]:
@@ -238,12 +235,13 @@ class Delivery:
         }
         if self.status is DeliveryStatus.PENDING:
             out["nextAttemptAt"] = format_time(self.next_attempt_at)
-        if self.last_error is not None:
-            out["lastError"] = self.last_error
-        if self.last_status is not None:
-            out["lastStatus"] = self.last_status
-        if self.delivered_at is not None:
-            out["deliveredAt"] = format_time(self.delivered_at)
+        out.update(
+            present(
+                lastError=self.last_error,
+                lastStatus=self.last_status,
+                deliveredAt=optional_time(self.delivered_at),
+            )
+        )
         return out
 
 

@@ -78,6 +78,13 @@ class Change:
         return all(getattr(job, field) == value for field, value in self.set.items())
 
 
+def as_read(job: Job, *, status: Status | None = None) -> dict[str, Any]:
+    """The condition of a move decided on this read of ``job``: its status (``status``
+    instead, when the move leaves only that one) and its version (``updated_at``), so a
+    change made since the read wins and two actors that read the same job move it once."""
+    return {"status": job.status if status is None else status, "updated_at": job.updated_at}
+
+
 def mark_settling(job: Job, changes: dict[str, Any]) -> dict[str, Any]:
     """``changes`` (a transition's writes), marked ``step_dirty`` when ``job`` is a workflow
     step that they end: its workflow must act on its end (release or cancel the steps waiting

@@ -13,7 +13,7 @@ from typing import Any
 from jobscheduler.domain.attempts import Outcome
 from jobscheduler.domain.model import MAX_REPLAYS, Job, Replay, Status, utc
 
-from ._lifecycle import Change, attempt_record, mark_settling
+from ._lifecycle import Change, as_read, attempt_record, mark_settling
 from ._statuses import CANCELLABLE
 
 
@@ -82,7 +82,7 @@ def retry(
     return Change(
         transition="retry",
         job_id=job.id,
-        expect={"status": job.status, "updated_at": job.updated_at},
+        expect=as_read(job),
         set={
             "status": Status.PENDING,
             "scheduled_at": utc(scheduled_at or now),
@@ -158,6 +158,6 @@ def update_template(template: Job, *, fields: Mapping[str, Any], now: datetime) 
     return Change(
         transition="update_template",
         job_id=template.id,
-        expect={"status": template.status, "updated_at": template.updated_at},
+        expect=as_read(template),
         set={**fields, "updated_at": now},
     )

@@ -38,12 +38,8 @@ import attrs
 from jobscheduler.domain.model import Job, Status, truncate_error, utc
 from jobscheduler.domain.workflows import FINISHED, Workflow, WorkflowStatus
 
-from ._lifecycle import Change
+from ._lifecycle import Change, as_read
 from ._user_actions import replayed
-
-
-def _version(step: Job) -> dict[str, Any]:
-    return {"status": step.status, "updated_at": step.updated_at}
 
 
 def release_step(step: Job, *, now: datetime) -> Change:
@@ -53,7 +49,7 @@ def release_step(step: Job, *, now: datetime) -> Change:
     return Change(
         transition="release_step",
         job_id=step.id,
-        expect={"status": Status.WAITING, "updated_at": step.updated_at},
+        expect=as_read(step, status=Status.WAITING),
         set={
             "status": Status.PENDING,
             "scheduled_at": max(utc(step.scheduled_at), now),
@@ -70,7 +66,7 @@ def cancel_step(step: Job, *, now: datetime, reason: str) -> Change:
     return Change(
         transition="cancel_step",
         job_id=step.id,
-        expect={"status": Status.WAITING, "updated_at": step.updated_at},
+        expect=as_read(step, status=Status.WAITING),
         set={
             "status": Status.CANCELLED,
             "last_error": truncate_error(reason),
@@ -100,7 +96,7 @@ def retry_step(
     }
     if scheduled_at is not None:
         changes["scheduled_at"] = utc(scheduled_at)
-    return Change(transition="retry_step", job_id=step.id, expect=_version(step), set=changes)
+    return Change(transition="retry_step", job_id=step.id, expect=as_read(step), set=changes)
 
 
 def settle_step(step: Job) -> Change:
@@ -110,7 +106,7 @@ def settle_step(step: Job) -> Change:
     return Change(
         transition="settle_step",
         job_id=step.id,
-        expect={**_version(step), "step_dirty": True},
+        expect={**as_read(step), "step_dirty": True},
         set={"step_dirty": False},
     )
 

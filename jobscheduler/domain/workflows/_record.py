@@ -16,7 +16,14 @@ from typing import Any, Final
 
 import attrs
 
-from jobscheduler.domain.model import Job, Status, _aware, format_time
+from jobscheduler.domain.model import (
+    Job,
+    Status,
+    _aware,
+    format_time,
+    optional_time,
+    present,
+)
 from jobscheduler.domain.steps import OnParentFailure
 
 
@@ -143,16 +150,15 @@ def workflow_to_json(workflow: Workflow, steps: Sequence[Job] | None = None) -> 
         "createdAt": format_time(workflow.created_at),
         "updatedAt": format_time(workflow.updated_at),
     }
-    if workflow.finished_at is not None:
-        out["finishedAt"] = format_time(workflow.finished_at)
-    if workflow.cancel_requested_at is not None:
-        out["cancelRequestedAt"] = format_time(workflow.cancel_requested_at)
-    if workflow.template_id is not None:
-        out["templateId"] = workflow.template_id
-    if workflow.fire_at is not None:
-        out["fireAt"] = format_time(workflow.fire_at)
-    if workflow.last_error is not None:
-        out["lastError"] = workflow.last_error
+    out.update(
+        present(
+            finishedAt=optional_time(workflow.finished_at),
+            cancelRequestedAt=optional_time(workflow.cancel_requested_at),
+            templateId=workflow.template_id,
+            fireAt=optional_time(workflow.fire_at),
+            lastError=workflow.last_error,
+        )
+    )
     if steps is not None:
         out["steps"] = steps_to_json(workflow, steps)
         counts: dict[str, int] = {}

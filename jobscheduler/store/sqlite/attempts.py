@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.attempts import Attempt, Outcome
 
+from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
 from .conn import SQLiteConnection, in_lists
 
 #: One row per (job, run, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
@@ -51,22 +52,14 @@ INSERT_ATTEMPT = (
 )
 
 
-def millis(value: datetime | None) -> int | None:
-    return None if value is None else round(value.timestamp() * 1000)
-
-
-def from_millis(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, UTC)
-
-
 def attempt_params(record: Attempt) -> tuple[Any, ...]:
     return (
         record.job_id,
         record.number,
         record.outcome.value,
         record.worker,
-        millis(record.started_at),
-        millis(record.finished_at),
+        to_nullable_millis(record.started_at),
+        to_millis(record.finished_at),
         record.error_type,
         record.error_message,
         record.traceback,
@@ -75,16 +68,14 @@ def attempt_params(record: Attempt) -> tuple[Any, ...]:
 
 
 def attempt_from_row(row: Sequence[Any]) -> Attempt:
-    finished = from_millis(row[5])
-    assert finished is not None
     return Attempt(
         job_id=row[0],
         run=row[9],
         number=row[1],
         outcome=Outcome(row[2]),
         worker=row[3],
-        started_at=from_millis(row[4]),
-        finished_at=finished,
+        started_at=from_nullable_millis(row[4]),
+        finished_at=from_millis(row[5]),
         error_type=row[6],
         error_message=row[7],
         traceback=row[8],
@@ -148,7 +139,7 @@ class SQLiteAttemptsMixin(SQLiteConnection):
         await self._write(lambda conn: conn.executemany(INSERT_ATTEMPT, params))
 
     async def prune_attempts(self, before: datetime) -> int:
-        cutoff = millis(before)
+        cutoff = to_millis(before)
         return await self._write(
             lambda conn: (
                 conn.execute("DELETE FROM attempts WHERE finished_at < ?", (cutoff,)).rowcount

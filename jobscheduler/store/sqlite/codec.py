@@ -106,6 +106,16 @@ def from_millis(value: int) -> datetime:
     return datetime.fromtimestamp(value / 1000, UTC)
 
 
+def to_nullable_millis(value: datetime | None) -> int | None:
+    """:func:`to_millis` for a nullable column: no time is NULL."""
+    return None if value is None else to_millis(value)
+
+
+def from_nullable_millis(value: int | None) -> datetime | None:
+    """:func:`from_millis` of a nullable column: NULL is no time."""
+    return None if value is None else from_millis(value)
+
+
 def _json_of(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 

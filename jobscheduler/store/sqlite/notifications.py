@@ -22,7 +22,7 @@ from jobscheduler.domain.notifications import (
     Webhook,
 )
 
-from .codec import from_millis, to_millis
+from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
 from .conn import SQLiteConnection
 
 NOTIFICATIONS_SCHEMA = """
@@ -142,7 +142,7 @@ def _delivery_params(d: Delivery) -> tuple[Any, ...]:
         to_millis(d.updated_at),
         d.last_error,
         d.last_status,
-        None if d.delivered_at is None else to_millis(d.delivered_at),
+        to_nullable_millis(d.delivered_at),
     )
 
 
@@ -161,7 +161,7 @@ def _delivery_from_row(row: Sequence[Any]) -> Delivery:
         updated_at=from_millis(row[10]),
         last_error=row[11],
         last_status=row[12],
-        delivered_at=None if row[13] is None else from_millis(row[13]),
+        delivered_at=from_nullable_millis(row[13]),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 
-from .codec import from_millis, to_millis
+from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
 from .conn import SQLiteConnection
 from .where import given
 
@@ -85,30 +85,22 @@ def migrate_run_index(conn: sqlite3.Connection) -> None:
         conn.execute("DROP INDEX jobs_run")
 
 
-def _time(value: int | None) -> datetime | None:
-    return None if value is None else from_millis(value)
-
-
 def _key_from_row(row: Sequence[Any]) -> ApiKey:
-    created = _time(row[5])
-    assert created is not None
     return ApiKey(
         id=row[0],
         secret_hash=row[1],
         tenant=row[2],
         role=Role(row[3]),
         name=row[4],
-        created_at=created,
-        revoked_at=_time(row[6]),
+        created_at=from_millis(row[5]),
+        revoked_at=from_nullable_millis(row[6]),
     )
 
 
 def _audit_from_row(row: Sequence[Any]) -> AuditRecord:
-    at = _time(row[1])
-    assert at is not None
     return AuditRecord(
         id=row[0],
-        at=at,
+        at=from_millis(row[1]),
         key_id=row[2],
         tenant=row[3],
         action=row[4],
@@ -148,7 +140,7 @@ class SQLiteTenancyMixin(SQLiteConnection):
             key.role.value,
             key.name,
             to_millis(key.created_at),
-            None if key.revoked_at is None else to_millis(key.revoked_at),
+            to_nullable_millis(key.revoked_at),
         )
 
         sql = f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
@@ -202,8 +194,8 @@ class SQLiteTenancyMixin(SQLiteConnection):
                 ("key_id = ?", query.key_id),
                 ("action = ?", query.action),
                 ("job_id = ?", query.job_id),
-                ("at >= ?", None if query.since is None else to_millis(query.since)),
-                ("at < ?", None if query.until is None else to_millis(query.until)),
+                ("at >= ?", to_nullable_millis(query.since)),
+                ("at < ?", to_nullable_millis(query.until)),
                 ("id < ?", query.before),
             ]
         )

@@ -25,7 +25,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.store.query import CountKey, Statuses
 
-from .codec import _SELECT, _from_row, _millis, from_millis, to_millis
+from .codec import _SELECT, _from_row, _millis, from_millis, to_millis, to_nullable_millis
 from .conn import SQLiteConnection
 from .where import status_condition
 
@@ -240,7 +240,7 @@ class SQLiteUpkeepMixin(SQLiteConnection):
             (
                 job.id,
                 job.status.value,
-                None if job.finished_at is None else to_millis(job.finished_at),
+                to_nullable_millis(job.finished_at),
             )
             for job in jobs
         ]
