@@ -162,10 +162,6 @@ WORKFLOW_ID_PARAM = path_param("workflow_id", WORKFLOW_ID, "the workflow's id")
 workflow_operation = ItemOperations("/workflows", WORKFLOW_ID_PARAM, WorkflowNotFound)
 
 
-def _workflow_reply(description: str) -> Reply:
-    return Reply(description, WORKFLOW)
-
-
 CREATE = Operation(
     id="create_workflow",
     method="POST",
@@ -175,7 +171,7 @@ CREATE = Operation(
     role=Role.WRITER,
     unknown_params="ignore",
     body=CREATE_WORKFLOW,
-    responses={201: _workflow_reply("the workflow, its roots pending, the others waiting")},
+    responses={201: Reply("the workflow, its roots pending, the others waiting", WORKFLOW)},
     errors={
         DuplicateJob: "the idempotencyKey names another workflow (workflowId), or a step's "
         "key is held by another job (jobId)",
@@ -189,7 +185,7 @@ GET = workflow_operation(
     "A workflow with every step and its status",
     tag="workflows",
     role=Role.READER,
-    responses={200: _workflow_reply("the workflow")},
+    responses={200: Reply("the workflow", WORKFLOW)},
 )
 
 LIST = Operation(
@@ -228,7 +224,7 @@ CANCEL = workflow_operation(
     path="/cancel",
     body=NO_BODY,
     body_required=False,
-    responses={200: _workflow_reply("the workflow after the cancel")},
+    responses={200: Reply("the workflow after the cancel", WORKFLOW)},
     errors={InvalidTransition: "the workflow completed or failed"},
 )
 
@@ -243,7 +239,7 @@ RETRY = workflow_operation(
         closed_object({"step": {**TEXT, "description": "only this step (and what it cancelled)"}})
     ),
     body_required=False,
-    responses={200: _workflow_reply("the workflow, running again")},
+    responses={200: Reply("the workflow, running again", WORKFLOW)},
     errors={InvalidTransition: "no step to retry"},
 )
 
