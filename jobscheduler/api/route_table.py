@@ -66,15 +66,15 @@ class Param:
     required: bool = False
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class Reply:
     """One documented reply: its body schema (None: no JSON body) and headers."""
 
     description: str
     schema: Schema | None = None
-    content_type: str = "application/json"
+    content_type: str = attrs.field(default="application/json", kw_only=True)
     #: Header name -> description (the value is a string).
-    headers: Mapping[str, str] = attrs.field(factory=dict)
+    headers: Mapping[str, str] = attrs.field(factory=dict, kw_only=True)
 
 
 @attrs.frozen(kw_only=True)

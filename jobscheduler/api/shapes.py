@@ -7,6 +7,7 @@ validation and in ``/openapi.json`` at once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobscheduler.domain.model import MAX_STRING_LENGTH, Status
@@ -29,6 +30,33 @@ def nullable(schema: Schema) -> Schema:
     return schema
 
 
+def array_of(items: Schema) -> Schema:
+    """An array of ``items``."""
+    return {"type": "array", "items": items}
+
+
+def closed_object(properties: Mapping[str, Schema], *, required: Sequence[str] = ()) -> Schema:
+    """An object of these ``properties`` and no others (a request body: a misspelt field is a
+    400, not ignored); ``required`` are the ones it must have."""
+    out: Schema = {"type": "object"}
+    if required:
+        out["required"] = list(required)
+    return {**out, "additionalProperties": False, "properties": dict(properties)}
+
+
+#: The body of an action that takes none: nothing, ``null`` or ``{}``.
+NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
+
+
+def error_naming(**fields: Schema) -> Schema:
+    """The body of an error that names what it is about (``fields``) beside the message."""
+    return {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "string"}, **fields},
+    }
+
+
 #: The body of every error response.
 ERROR: Schema = {
     "type": "object",
@@ -37,32 +65,16 @@ ERROR: Schema = {
 }
 
 #: A 409 naming the job that holds an idempotencyKey (or a template's fire time).
-DUPLICATE: Schema = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {"type": "string"},
-        "jobId": {**JOB_ID, "description": "the job that holds the idempotencyKey"},
-    },
-}
+DUPLICATE: Schema = error_naming(
+    jobId={**JOB_ID, "description": "the job that holds the idempotencyKey"}
+)
 
 #: A 409 naming the workflow that holds an idempotencyKey.
-DUPLICATE_WORKFLOW: Schema = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {"type": "string"},
-        "workflowId": {**JOB_ID, "description": "the workflow that holds the idempotencyKey"},
-    },
-}
+DUPLICATE_WORKFLOW: Schema = error_naming(
+    workflowId={**JOB_ID, "description": "the workflow that holds the idempotencyKey"}
+)
 
 #: A 409 naming the job whose status forbids an action, and that status.
-CONFLICT: Schema = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {"type": "string"},
-        "jobId": JOB_ID,
-        "status": {**STATUS, "description": "the job's status, which forbids the action"},
-    },
-}
+CONFLICT: Schema = error_naming(
+    jobId=JOB_ID, status={**STATUS, "description": "the job's status, which forbids the action"}
+)

@@ -15,6 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import attrs
 import trio
+from werkzeug.datastructures import MultiDict
 
 from jobscheduler.domain.keys import ApiKey, Principal
 from jobscheduler.domain.model import Job
@@ -23,6 +24,7 @@ from jobscheduler.roles.deps import Deps
 
 from .auth import Authenticator, Gate, current_principal
 from .bounded import BoundedCalls
+from .job_filters import wants_all_tenants
 from .quotas import Quotas
 
 P = ParamSpec("P")
@@ -152,6 +154,16 @@ def tenant_args(args: Mapping[str, str]) -> dict[str, str]:
     elif requested is not None:
         principal.scope(requested)
     return out
+
+
+def listing_args(args: MultiDict[str, str]) -> tuple[dict[str, str], bool]:
+    """The query of a listing that may span tenants, and whether it asks for every tenant
+    (``allTenants=true``: 403 unless the key may read them all). Otherwise ``tenantId``
+    defaults to a tenant-bound key's tenant (another one is a 403)."""
+    if wants_all_tenants(args):
+        current_principal().require_every_tenant()
+        return args.to_dict(), True
+    return tenant_args(args.to_dict()), False
 
 
 @attrs.frozen

@@ -149,28 +149,18 @@ def register_create_route(routes: RouteTable, op: Operation, creator: Creator) -
         return json_response(job_to_json(stored), 201)
 
 
+@attrs.define(eq=False)
 class FastCreate:
     """ASGI middleware serving ``POST /jobs`` creates that succeed (see the module doc)."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        creator: Creator,
-        validate: Callable[[Any], None],
-        gate: Gate,
-        needs: Role,
-        metrics: RequestMetrics,
-        max_body: int,
-    ) -> None:
-        self.app = app
-        self.creator = creator
-        self.validate = validate
-        self.gate = gate
-        #: The role the create's declaration asks for.
-        self.needs = needs
-        self.metrics = metrics
-        self.max_body = max_body
+    app: ASGIApp
+    creator: Creator = attrs.field(kw_only=True)
+    validate: Callable[[Any], None] = attrs.field(kw_only=True)
+    gate: Gate = attrs.field(kw_only=True)
+    #: The role the create's declaration asks for.
+    needs: Role = attrs.field(kw_only=True)
+    metrics: RequestMetrics = attrs.field(kw_only=True)
+    max_body: int = attrs.field(kw_only=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] != ROUTE or scope["method"] != METHOD:

@@ -20,13 +20,12 @@ from jobscheduler.api.job_filters import (
     encode_cursor,
     parse_list_request,
     parse_tenant_query,
-    wants_all_tenants,
 )
 from jobscheduler.api.replies import json_response, link_next_page
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import manage as manage_ops
 from jobscheduler.api.schemas import stats as stats_ops
-from jobscheduler.api.tenancy import tenant_args
+from jobscheduler.api.tenancy import listing_args
 from jobscheduler.domain.model import format_time, job_to_json
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Cursor, JobStats
@@ -66,14 +65,9 @@ def register_listing_routes(routes: RouteTable, deps: Deps, calls: BoundedCalls)
     async def list_jobs() -> Response:
         args = request.args
         principal = current_principal()
-        if wants_all_tenants(args):
-            principal.require_every_tenant()
-            query, limit, cursor = parse_list_request(args.to_dict(), args.getlist("status"))
-        else:
-            # tenantId defaults to a tenant-bound key's tenant (another one is a 403).
-            query, limit, cursor = parse_list_request(
-                tenant_args(args.to_dict()), args.getlist("status")
-            )
+        values, every_tenant = listing_args(args)
+        query, limit, cursor = parse_list_request(values, args.getlist("status"))
+        if not every_tenant:
             principal.scope(query.tenant_id)
         if query.template_id is not None:
             # An unknown template and another tenant's are the same 404, as when reading

@@ -23,6 +23,7 @@ from quart import Response, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
+from jobscheduler.api.job_filters import parse_limit
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas.admin import (
@@ -64,15 +65,9 @@ def decode_cursor(text: str) -> datetime:
 
 def parse_occurrence_query(args: Mapping[str, str]) -> tuple[int, datetime | None]:
     """``limit`` (1..MAX_OCCURRENCE_LIMIT) and ``cursor`` of the query string."""
-    limit = DEFAULT_OCCURRENCE_LIMIT
-    raw = args.get("limit")
-    if raw is not None:
-        try:
-            limit = int(raw.strip())
-        except ValueError:
-            raise ValidationError("limit: must be an integer") from None
-        if not 1 <= limit <= MAX_OCCURRENCE_LIMIT:
-            raise ValidationError(f"limit: must be between 1 and {MAX_OCCURRENCE_LIMIT}")
+    limit = parse_limit(
+        args.get("limit"), default=DEFAULT_OCCURRENCE_LIMIT, maximum=MAX_OCCURRENCE_LIMIT
+    )
     cursor = args.get("cursor")
     return limit, None if cursor is None else decode_cursor(cursor)
 

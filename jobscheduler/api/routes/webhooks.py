@@ -20,6 +20,7 @@ from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bodies import any_json_body, json_object
+from jobscheduler.api.job_filters import parse_limit
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import webhooks as ops
@@ -133,22 +134,14 @@ def register_webhook_routes(routes: RouteTable, tenancy: Tenancy) -> None:
     @routes.route(ops.DELIVERIES)
     async def webhook_deliveries(webhook_id: str) -> Response:
         hook = await visible(webhook_id)
-        limit = _limit(request.args.get("limit"))
+        limit = parse_limit(
+            request.args.get("limit") or None,
+            default=ops.DEFAULT_DELIVERY_LIMIT,
+            maximum=ops.MAX_DELIVERY_LIMIT,
+        )
         deliveries = await tenancy.call(
             deps.store.list_deliveries, hook.id, limit=limit, tenant=hook.tenant_id
         )
         return json_response(
             {"webhookId": hook.id, "deliveries": [d.to_json() for d in deliveries]}, 200
         )
-
-
-def _limit(raw: str | None) -> int:
-    if raw is None or raw == "":
-        return ops.DEFAULT_DELIVERY_LIMIT
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError("limit: must be an integer") from None
-    if not 1 <= value <= ops.MAX_DELIVERY_LIMIT:
-        raise ValidationError(f"limit: must be between 1 and {ops.MAX_DELIVERY_LIMIT}")
-    return value

@@ -17,11 +17,11 @@ from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
-from jobscheduler.api.job_filters import decode_cursor, encode_cursor, wants_all_tenants
+from jobscheduler.api.job_filters import decode_cursor, encode_cursor, parse_limit
 from jobscheduler.api.replies import json_response, link_next_page
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import workflows as ops
-from jobscheduler.api.tenancy import Tenancy, claim_tenant, tenant_args
+from jobscheduler.api.tenancy import Tenancy, claim_tenant, listing_args
 from jobscheduler.domain.model import is_job_id
 from jobscheduler.domain.workflows import LISTED, Workflow, WorkflowStatus, workflow_to_json
 from jobscheduler.errors import DuplicateJob, ValidationError, WorkflowNotFound
@@ -71,18 +71,6 @@ def parse_workflow_query(args: dict[str, str], statuses: list[str]) -> WorkflowQ
     )
 
 
-def _limit(raw: str | None) -> int:
-    if raw is None:
-        return ops.DEFAULT_WORKFLOW_PAGE
-    try:
-        limit = int(raw)
-    except ValueError:
-        raise ValidationError("limit: must be an integer") from None
-    if not 1 <= limit <= ops.MAX_WORKFLOW_PAGE:
-        raise ValidationError(f"limit: must be between 1 and {ops.MAX_WORKFLOW_PAGE}")
-    return limit
-
-
 def register_workflow_routes(
     routes: RouteTable, deps: Deps, tenancy: Tenancy, calls: BoundedCalls
 ) -> None:
@@ -115,17 +103,15 @@ def register_workflow_routes(
     @routes.route(ops.LIST)
     async def list_workflows() -> Response:
         args = request.args
-        principal = current_principal()
-        if wants_all_tenants(args):
-            principal.require_every_tenant()
-            values = args.to_dict()
-        else:
-            values = tenant_args(args.to_dict())
+        values, every_tenant = listing_args(args)
+        if not every_tenant:
             if values.get("tenantId") is None:
                 raise ValidationError("tenantId is required (or allTenants=true)")
-            principal.scope(values["tenantId"])
+            current_principal().scope(values["tenantId"])
         query = parse_workflow_query(values, args.getlist("status"))
-        limit = _limit(values.get("limit"))
+        limit = parse_limit(
+            values.get("limit"), default=ops.DEFAULT_WORKFLOW_PAGE, maximum=ops.MAX_WORKFLOW_PAGE
+        )
         cursor = decode_cursor(values["cursor"]) if values.get("cursor") else None
         found = await bounded(deps.store.find_workflows, query, limit, cursor)
         response = json_response([workflow_to_json(w) for w in found], 200)

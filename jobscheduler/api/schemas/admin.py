@@ -4,12 +4,13 @@ routes, ``POST /keys`` reads and checks its body itself (``view_reads_body``).""
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Param, Reply
-from jobscheduler.api.shapes import JOB_ID, TEXT, TIME, Schema
+from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.shapes import JOB_ID, TEXT, TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.errors import KeyNotFound
 
-from .jobs import TENANT_PARAM, job_operation, page_params
+from ._common import TENANT_PARAM, limit_param, page_params, path_param, query_param
+from .jobs import job_operation
 
 #: Items of one page of a template's ledger: by default, and at most.
 DEFAULT_OCCURRENCE_LIMIT = 50
@@ -43,17 +44,15 @@ CREATE_KEY = Operation(
     role=Role.ADMIN,
     unknown_params="ignore",
     view_reads_body=True,
-    body={
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
+    body=closed_object(
+        {
             "tenantId": {"type": ["string", "null"]},
             "allTenants": {"type": "boolean"},
             "role": ROLE,
             "name": {"type": ["string", "null"]},
-        },
-    },
-    responses={201: Reply(description="the key, with its secret", schema=KEY)},
+        }
+    ),
+    responses={201: Reply("the key, with its secret", KEY)},
 )
 
 LIST_KEYS = Operation(
@@ -65,7 +64,7 @@ LIST_KEYS = Operation(
     role=Role.ADMIN,
     params=(TENANT_PARAM,),
     unknown_params="ignore",
-    responses={200: Reply(description="the keys", schema={"type": "array", "items": KEY})},
+    responses={200: Reply("the keys", array_of(KEY))},
 )
 
 REVOKE_KEY = Operation(
@@ -75,9 +74,9 @@ REVOKE_KEY = Operation(
     summary="Revoke a key",
     tag="keys",
     role=Role.ADMIN,
-    params=(Param(name="key_id", where="path", schema={"type": "string"}, description="the key"),),
+    params=(path_param("key_id", {"type": "string"}, "the key"),),
     unknown_params="ignore",
-    responses={200: Reply(description="the key, revoked", schema=KEY)},
+    responses={200: Reply("the key, revoked", KEY)},
     errors={KeyNotFound: ""},
 )
 
@@ -91,22 +90,15 @@ TENANTS = Operation(
     summary="The tenants that hold jobs, in order (admin; a key bound to a tenant sees its own)",
     tag="keys",
     role=Role.ADMIN,
-    params=(
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": MAX_TENANTS},
-            description=f"at most this many (default and maximum {MAX_TENANTS})",
-        ),
-    ),
+    params=(limit_param(MAX_TENANTS, f"at most this many (default and maximum {MAX_TENANTS})"),),
     responses={
         200: Reply(
-            description="the tenants",
-            schema={
+            "the tenants",
+            {
                 "type": "object",
                 "required": ["tenants", "truncated"],
                 "properties": {
-                    "tenants": {"type": "array", "items": {"type": "string"}},
+                    "tenants": array_of({"type": "string"}),
                     "truncated": {
                         "type": "boolean",
                         "description": "true: more tenants hold jobs than were listed",
@@ -142,27 +134,22 @@ AUDIT = Operation(
     role=Role.ADMIN,
     params=(
         TENANT_PARAM,
-        Param(name="keyId", where="query", schema=TEXT, description="one key"),
-        Param(name="action", where="query", schema=TEXT, description="one action"),
-        Param(name="jobId", where="query", schema=JOB_ID, description="one job"),
-        Param(name="since", where="query", schema=TIME, description="at or after"),
-        Param(name="until", where="query", schema=TIME, description="before"),
-        Param(name="before", where="query", schema=JOB_ID, description="cursor: nextBefore"),
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1},
-            description="page size",
-        ),
+        query_param("keyId", TEXT, "one key"),
+        query_param("action", TEXT, "one action"),
+        query_param("jobId", JOB_ID, "one job"),
+        query_param("since", TIME, "at or after"),
+        query_param("until", TIME, "before"),
+        query_param("before", JOB_ID, "cursor: nextBefore"),
+        limit_param(None, "page size"),
     ),
     responses={
         200: Reply(
-            description="one page of records",
-            schema={
+            "one page of records",
+            {
                 "type": "object",
                 "required": ["records"],
                 "properties": {
-                    "records": {"type": "array", "items": AUDIT_RECORD},
+                    "records": array_of(AUDIT_RECORD),
                     "nextBefore": {"type": ["string", "null"]},
                 },
             },
@@ -200,13 +187,13 @@ OCCURRENCES = job_operation(
     ),
     responses={
         200: Reply(
-            description="one page of the ledger",
-            schema={
+            "one page of the ledger",
+            {
                 "type": "object",
                 "required": ["id", "occurrences"],
                 "properties": {
                     "id": JOB_ID,
-                    "occurrences": {"type": "array", "items": OCCURRENCE},
+                    "occurrences": array_of(OCCURRENCE),
                     "nextCursor": {"type": "string"},
                 },
             },

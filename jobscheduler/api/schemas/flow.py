@@ -3,28 +3,28 @@ an admin's per-tenant overrides), the tenants' weights, and what the leader hold
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Param, Reply
-from jobscheduler.api.shapes import TEXT, TIME, Schema
+from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.shapes import TEXT, TIME, Schema, array_of, closed_object
 from jobscheduler.domain.flow import MAX_SLOTS, MAX_WEIGHT
 from jobscheduler.domain.keys import Role
 from jobscheduler.errors import Forbidden
 
-from .jobs import TENANT_PARAM
+from ._common import TENANT_PARAM, limit_param, path_param
 
 RATE: Schema = {"type": "string", "description": "starts per period: 100/s, 10/m, 5/10s"}
 SLOTS: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_SLOTS}
 
 LIMITS: Schema = {
     "title": "Limits",
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "concurrency": {**SLOTS, "description": "jobs at once per concurrencyKey"},
-        "maxRunning": {**SLOTS, "description": "jobs of the type at once in the tenant"},
-        "rateLimit": {**RATE, "description": "starts of the type in the tenant"},
-        "keyRateLimit": {**RATE, "description": "starts per concurrencyKey"},
-        "burst": {**SLOTS, "description": "starts a rate lets through at once"},
-    },
+    **closed_object(
+        {
+            "concurrency": {**SLOTS, "description": "jobs at once per concurrencyKey"},
+            "maxRunning": {**SLOTS, "description": "jobs of the type at once in the tenant"},
+            "rateLimit": {**RATE, "description": "starts of the type in the tenant"},
+            "keyRateLimit": {**RATE, "description": "starts per concurrencyKey"},
+            "burst": {**SLOTS, "description": "starts a rate lets through at once"},
+        }
+    ),
 }
 
 #: The body of ``PUT /flow/limits/{jobType}``: every field nullable (null, or left out:
@@ -73,8 +73,8 @@ HOLD: Schema = {
     },
 }
 
-JOB_TYPE_PARAM = Param(name="job_type", where="path", schema=TEXT, description="a job type")
-TENANT_PATH = Param(name="tenant_id", where="path", schema=TEXT, description="a tenant")
+JOB_TYPE_PARAM = path_param("job_type", TEXT, "a job type")
+TENANT_PATH = path_param("tenant_id", TEXT, "a tenant")
 
 LIMITS_LIST = Operation(
     id="flow_limits",
@@ -86,13 +86,13 @@ LIMITS_LIST = Operation(
     params=(TENANT_PARAM,),
     responses={
         200: Reply(
-            description="the handlers' limits by job type, and the overrides",
-            schema={
+            "the handlers' limits by job type, and the overrides",
+            {
                 "type": "object",
                 "required": ["defaults", "overrides"],
                 "properties": {
                     "defaults": {"type": "object", "additionalProperties": LIMITS},
-                    "overrides": {"type": "array", "items": OVERRIDE},
+                    "overrides": array_of(OVERRIDE),
                 },
             },
         )
@@ -108,7 +108,7 @@ PUT_LIMITS = Operation(
     role=Role.ADMIN,
     params=(JOB_TYPE_PARAM, TENANT_PARAM),
     body=LIMITS_BODY,
-    responses={200: Reply(description="the override as stored", schema=OVERRIDE)},
+    responses={200: Reply("the override as stored", OVERRIDE)},
 )
 
 WEIGHTS = Operation(
@@ -120,11 +120,11 @@ WEIGHTS = Operation(
     role=Role.ADMIN,
     responses={
         200: Reply(
-            description="the weights",
-            schema={
+            "the weights",
+            {
                 "type": "object",
                 "required": ["weights"],
-                "properties": {"weights": {"type": "array", "items": WEIGHT}},
+                "properties": {"weights": array_of(WEIGHT)},
             },
         )
     },
@@ -138,13 +138,8 @@ PUT_WEIGHT = Operation(
     tag="flow",
     role=Role.ADMIN,
     params=(TENANT_PATH,),
-    body={
-        "type": "object",
-        "required": ["weight"],
-        "additionalProperties": False,
-        "properties": {"weight": WEIGHT["properties"]["weight"]},
-    },
-    responses={200: Reply(description="the weight as stored", schema=WEIGHT)},
+    body=closed_object(required=["weight"], properties={"weight": WEIGHT["properties"]["weight"]}),
+    responses={200: Reply("the weight as stored", WEIGHT)},
     errors={Forbidden: "a key bound to a tenant cannot change the shares of the tenants"},
 )
 
@@ -157,22 +152,17 @@ HELD = Operation(
     role=Role.READER,
     params=(
         TENANT_PARAM,
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": 100},
-            description="most holds listed (10)",
-        ),
+        limit_param(100, "most holds listed (10)"),
     ),
     responses={
         200: Reply(
-            description="the leader's report",
-            schema={
+            "the leader's report",
+            {
                 "type": "object",
                 "required": ["holds"],
                 "properties": {
                     "at": {**TIME, "description": "when the leader wrote it"},
-                    "holds": {"type": "array", "items": HOLD},
+                    "holds": array_of(HOLD),
                 },
             },
         )

@@ -11,17 +11,27 @@ fields (``additionalProperties``) so a field added by one change does not break 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Literal
+from collections.abc import Iterable
 
 import attrs
 
-from jobscheduler.api.route_table import PUBLIC, Access, Operation, Param, Reply
-from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema, nullable
+from jobscheduler.api.route_table import PUBLIC, Operation, Reply
+from jobscheduler.api.shapes import (
+    JOB_ID,
+    STATUS,
+    TEXT,
+    TIME,
+    Schema,
+    array_of,
+    closed_object,
+    nullable,
+)
 from jobscheduler.domain import cron
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY
-from jobscheduler.errors import DuplicateJob, JobNotFound, JobSchedulerError, QuotaExceeded
+from jobscheduler.errors import DuplicateJob, JobNotFound, QuotaExceeded
+
+from ._common import ItemOperations, path_param, query_param
 
 DURATION: Schema = {
     "type": ["string", "number", "null"],
@@ -46,11 +56,9 @@ PRIORITY: Schema = {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_
 FIRE_COUNT: Schema = {"type": "integer", "minimum": 1, "maximum": 100}
 
 # tenantId is checked by the model, not here: the caller's key may supply it.
-CREATE_JOB: Schema = {
-    "type": "object",
-    "required": ["idempotencyKey", "jobType"],
-    "additionalProperties": False,
-    "properties": {
+CREATE_JOB: Schema = closed_object(
+    required=["idempotencyKey", "jobType"],
+    properties={
         "idempotencyKey": TEXT,
         "tenantId": nullable(TEXT),
         "jobType": TEXT,
@@ -82,7 +90,7 @@ CREATE_JOB: Schema = {
         ),
         **SCHEDULE_FIELDS,
     },
-}
+)
 
 JOB: Schema = {
     "title": "Job",
@@ -155,14 +163,12 @@ _SCHEDULE_REPLY: dict[str, Schema] = {
     "timezone": {"type": "string"},
     "dstGap": {"type": "string"},
     "dstFold": {"type": "string"},
-    "fireTimes": {"type": "array", "items": FIRE_TIME},
+    "fireTimes": array_of(FIRE_TIME),
 }
 
-PREVIEW_REQUEST: Schema = {
-    "type": "object",
-    "required": ["cron"],
-    "additionalProperties": False,
-    "properties": {
+PREVIEW_REQUEST: Schema = closed_object(
+    required=["cron"],
+    properties={
         "cron": TEXT,
         "timezone": SCHEDULE_FIELDS["timezone"],
         "dstGap": SCHEDULE_FIELDS["dstGap"],
@@ -170,7 +176,7 @@ PREVIEW_REQUEST: Schema = {
         "count": nullable(FIRE_COUNT),
         "from": nullable(TIME),
     },
-}
+)
 
 PREVIEW: Schema = {
     "type": "object",
@@ -184,92 +190,15 @@ NEXT_FIRES: Schema = {
     "properties": {"id": JOB_ID, **_SCHEDULE_REPLY},
 }
 
-JOB_ID_PARAM = Param(name="job_id", where="path", schema=JOB_ID, description="the job's id")
-#: The tenant filter of the listings and figures that may span tenants.
-TENANT_PARAM = Param(name="tenantId", where="query", schema=TEXT, description="one tenant")
+JOB_ID_PARAM = path_param("job_id", JOB_ID, "the job's id")
 
-
-def tenant_params(items: str, item: str) -> tuple[Param, Param]:
-    """``tenantId`` and ``allTenants`` of a listing of ``items`` (each an ``item``)."""
-    return (
-        attrs.evolve(
-            TENANT_PARAM,
-            description="the tenant: required, unless allTenants=true (a key bound to a tenant "
-            "lists its own by default)",
-        ),
-        Param(
-            name="allTenants",
-            where="query",
-            schema={"type": "boolean"},
-            description=f"true: every tenant's {items}, instead of tenantId (admin keys of every "
-            f"tenant only; each {item} names its tenantId)",
-        ),
-    )
-
-
-def page_params(maximum: int, *, size: str, cursor: str) -> tuple[Param, Param]:
-    """``limit`` (1..``maximum``) and the opaque ``cursor`` of a paged listing; ``size``
-    and ``cursor`` describe them."""
-    return (
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": maximum},
-            description=size,
-        ),
-        Param(name="cursor", where="query", schema={"type": "string"}, description=cursor),
-    )
-
-
-def page_reply(description: str, items: Schema) -> Reply:
-    """An answer that is one page of a listing: an array of ``items``, with a
-    ``Link: rel="next"`` header unless it is the last page."""
-    return Reply(
-        description=description,
-        schema={"type": "array", "items": items},
-        headers={"Link": 'the next page: <url>; rel="next" (absent on the last page)'},
-    )
+#: An operation on one job (``/jobs/<job_id>`` + ``path``); an unknown job is a 404.
+job_operation = ItemOperations("/jobs", JOB_ID_PARAM, JobNotFound)
 
 
 def job_reply(description: str) -> Reply:
     """An answer that is one job (:data:`JOB`)."""
-    return Reply(description=description, schema=JOB)
-
-
-def job_operation(
-    id: str,
-    method: Literal["GET", "POST", "PATCH", "DELETE"],
-    summary: str,
-    *,
-    tag: str,
-    role: Access,
-    path: str = "",
-    params: tuple[Param, ...] = (),
-    unknown_params: Literal["refuse", "ignore"] = "ignore",
-    body: Schema | None = None,
-    body_required: bool = True,
-    view_reads_body: bool = False,
-    responses: Mapping[int, Reply],
-    errors: Mapping[type[JobSchedulerError], str] | None = None,
-) -> Operation:
-    """An operation on one job: rule ``/jobs/<job_id>`` + ``path``, the job id its first
-    parameter, then ``params``; an unknown or another tenant's job is a 404. Unknown query
-    parameters are ignored unless ``unknown_params`` says otherwise."""
-    return Operation(
-        id=id,
-        method=method,
-        rule=f"/jobs/<job_id>{path}",
-        summary=summary,
-        tag=tag,
-        role=role,
-        params=(JOB_ID_PARAM, *params),
-        unknown_params=unknown_params,
-        body=body,
-        body_required=body_required,
-        view_reads_body=view_reads_body,
-        responses=responses,
-        errors={JobNotFound: "", **(errors or {})},
-    )
+    return Reply(description, JOB)
 
 
 # ---------------------------------------------------------------- the operations
@@ -282,13 +211,7 @@ HEALTHZ = Operation(
     tag="health",
     role=PUBLIC,
     unknown_params="ignore",
-    responses={
-        200: Reply(
-            description="ok",
-            schema={"type": "string"},
-            content_type="text/plain",
-        )
-    },
+    responses={200: Reply("ok", {"type": "string"}, content_type="text/plain")},
 )
 
 OPENAPI = Operation(
@@ -299,7 +222,7 @@ OPENAPI = Operation(
     tag="health",
     role=PUBLIC,
     unknown_params="ignore",
-    responses={200: Reply(description="the OpenAPI 3.1 document", schema={"type": "object"})},
+    responses={200: Reply("the OpenAPI 3.1 document", {"type": "object"})},
 )
 
 
@@ -343,10 +266,8 @@ NEXT = job_operation(
     tag="cron",
     role=Role.READER,
     path="/next",
-    params=(
-        Param(name="count", where="query", schema=FIRE_COUNT, description="how many (default 10)"),
-    ),
-    responses={200: Reply(description="the fire times", schema=NEXT_FIRES)},
+    params=(query_param("count", FIRE_COUNT, "how many (default 10)"),),
+    responses={200: Reply("the fire times", NEXT_FIRES)},
 )
 
 PREVIEW_OP = Operation(
@@ -358,7 +279,7 @@ PREVIEW_OP = Operation(
     role=Role.READER,
     unknown_params="ignore",
     body=PREVIEW_REQUEST,
-    responses={200: Reply(description="the fire times", schema=PREVIEW)},
+    responses={200: Reply("the fire times", PREVIEW)},
 )
 
 DESCRIBE_CRON = Operation(
@@ -369,24 +290,17 @@ DESCRIBE_CRON = Operation(
     tag="cron",
     role=Role.READER,
     params=(
-        Param(name="cron", where="query", schema=TEXT, description="the expression", required=True),
-        Param(
-            name="timezone",
-            where="query",
-            schema={"type": "string"},
-            description="the zone its wall times are read in (default UTC)",
+        query_param("cron", TEXT, "the expression", required=True),
+        query_param(
+            "timezone", {"type": "string"}, "the zone its wall times are read in (default UTC)"
         ),
     ),
     unknown_params="ignore",
     responses={
         200: Reply(
-            description="the expression in English",
-            schema={
-                "type": "object",
-                "required": ["text"],
-                "properties": {"text": {"type": "string"}},
-            },
+            "the expression in English",
+            {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
         ),
-        303: Reply(description="no valid key: to the dashboard's sign-in page"),
+        303: Reply("no valid key: to the dashboard's sign-in page"),
     },
 )

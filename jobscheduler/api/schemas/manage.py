@@ -12,8 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jobscheduler.api.route_table import Operation, Param, Reply
-from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema
+from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.shapes import (
+    JOB_ID,
+    NO_BODY,
+    STATUS,
+    TEXT,
+    TIME,
+    Schema,
+    array_of,
+    closed_object,
+    nullable,
+)
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import DEFAULT_LIST_LIMIT, MAX_ATTEMPTS_LIMIT, MAX_LIST_LIMIT
 from jobscheduler.errors import (
@@ -26,18 +36,8 @@ from jobscheduler.errors import (
 )
 from jobscheduler.store.query import MAX_QUERY_IDS, Sort
 
-from .jobs import (
-    JOB,
-    PRIORITY,
-    SCHEDULE_FIELDS,
-    job_operation,
-    job_reply,
-    page_params,
-    page_reply,
-    tenant_params,
-)
-
-NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
+from ._common import page_params, page_reply, query_param, tenant_params
+from .jobs import JOB, PRIORITY, SCHEDULE_FIELDS, job_operation, job_reply
 
 #: The conditions ``GET /jobs`` takes in its query and a bulk action in its ``filter``
 #: (both read by ``listing._filter``); tenantId and status are spelled apart.
@@ -45,41 +45,28 @@ NO_BODY: Schema = {"type": ["object", "null"], "additionalProperties": False}
 SORTS = tuple(s.value for s in Sort)
 
 CONDITIONS = (
-    Param(name="jobType", where="query", schema=TEXT, description="only this type"),
-    Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
-    Param(
-        name="cron",
-        where="query",
-        schema={"type": "boolean"},
-        description="true: templates only; false: no templates",
-    ),
-    Param(name="createdAfter", where="query", schema=TIME, description="created after"),
-    Param(name="createdBefore", where="query", schema=TIME, description="created before"),
-    Param(
-        name="finishedBefore",
-        where="query",
-        schema=TIME,
-        description="finished (completed, dlq, cancelled) before",
-    ),
-    Param(name="idempotencyKey", where="query", schema=TEXT, description="exactly this key"),
-    Param(
-        name="idempotencyKeyPrefix",
-        where="query",
-        schema=TEXT,
-        description="keys starting with this text",
-    ),
+    query_param("jobType", TEXT, "only this type"),
+    query_param("templateId", JOB_ID, "a template's runs"),
+    query_param("cron", {"type": "boolean"}, "true: templates only; false: no templates"),
+    query_param("createdAfter", TIME, "created after"),
+    query_param("createdBefore", TIME, "created before"),
+    query_param("finishedBefore", TIME, "finished (completed, dlq, cancelled) before"),
+    query_param("idempotencyKey", TEXT, "exactly this key"),
+    query_param("idempotencyKeyPrefix", TEXT, "keys starting with this text"),
 )
 
-FILTER: Schema = {
-    "type": ["object", "null"],
-    "additionalProperties": False,
-    "properties": {
-        "tenantId": TEXT,
-        "status": {"oneOf": [STATUS, {"type": "array", "items": STATUS}]},
-        **{condition.name: condition.schema for condition in CONDITIONS},
-        "ids": {"type": "array", "items": JOB_ID, "minItems": 1, "maxItems": MAX_QUERY_IDS},
-    },
-}
+STATUS_LIST: Schema = array_of(STATUS)
+
+FILTER: Schema = nullable(
+    closed_object(
+        {
+            "tenantId": TEXT,
+            "status": {"oneOf": [STATUS, STATUS_LIST]},
+            **{condition.name: condition.schema for condition in CONDITIONS},
+            "ids": {"type": "array", "items": JOB_ID, "minItems": 1, "maxItems": MAX_QUERY_IDS},
+        }
+    )
+)
 
 DRY_RUN: Schema = {"type": "boolean", "description": "true: only count the matches"}
 #: A retry's new due time (null or absent: now).
@@ -172,11 +159,9 @@ CANCEL = _action(
 RETRY = _action(
     "retry",
     "Run a dlq or cancelled job again, optionally later or with a new payload",
-    body={
-        "type": ["object", "null"],
-        "additionalProperties": False,
-        "properties": {"scheduledAt": RETRY_AT, "payload": {"type": ["object", "null"]}},
-    },
+    body=nullable(
+        closed_object({"scheduledAt": RETRY_AT, "payload": {"type": ["object", "null"]}})
+    ),
     responses={200: job_reply("the job, pending again")},
     errors={InvalidTransition: "the job is not dlq or cancelled"},
 )
@@ -207,13 +192,10 @@ def _bulk(name: str, summary: str, **fields: Schema) -> Operation:
         role=Role.WRITER,
         unknown_params="ignore",
         view_reads_body=True,
-        body={
-            "type": "object",
-            "required": ["filter"],
-            "additionalProperties": False,
-            "properties": {"filter": FILTER, **fields, "dryRun": DRY_RUN},
-        },
-        responses={200: Reply(description="how many matched and changed", schema=BULK_RESULT)},
+        body=closed_object(
+            required=["filter"], properties={"filter": FILTER, **fields, "dryRun": DRY_RUN}
+        ),
+        responses={200: Reply("how many matched and changed", BULK_RESULT)},
     )
 
 
@@ -255,8 +237,6 @@ DELETE = job_operation(
     errors={InvalidTransition: "not a template"},
 )
 
-STATUS_LIST: Schema = {"type": "array", "items": STATUS}
-
 LIST_FILTERED = Operation(
     id="list",
     method="GET",
@@ -266,13 +246,12 @@ LIST_FILTERED = Operation(
     role=Role.READER,
     params=(
         *tenant_params("jobs", "job"),
-        Param(name="status", where="query", schema=STATUS_LIST, description="any of these"),
+        query_param("status", STATUS_LIST, "any of these"),
         *CONDITIONS,
-        Param(
-            name="sort",
-            where="query",
-            schema={"type": "string", "enum": list(SORTS)},
-            description="-createdAt (default, newest first), createdAt, scheduledAt, -scheduledAt",
+        query_param(
+            "sort",
+            {"type": "string", "enum": list(SORTS)},
+            "-createdAt (default, newest first), createdAt, scheduledAt, -scheduledAt",
         ),
         *page_params(
             MAX_LIST_LIMIT,
@@ -293,25 +272,23 @@ BATCH = Operation(
     role=Role.WRITER,
     unknown_params="ignore",
     view_reads_body=True,
-    body={
-        "type": "object",
-        "required": ["jobs"],
-        "additionalProperties": False,
-        "properties": {
+    body=closed_object(
+        required=["jobs"],
+        properties={
             "jobs": {
                 "type": "array",
                 "maxItems": 1000,
                 "items": {"description": "a POST /jobs body, validated on its own"},
             }
         },
-    },
+    ),
     responses={
         200: Reply(
-            description="the answers",
-            schema={
+            "the answers",
+            {
                 "type": "object",
                 "required": ["results"],
-                "properties": {"results": {"type": "array", "items": BATCH_ANSWER}},
+                "properties": {"results": array_of(BATCH_ANSWER)},
             },
         )
     },
@@ -327,11 +304,11 @@ ATTEMPTS = job_operation(
     path="/attempts",
     responses={
         200: Reply(
-            description="the attempts",
-            schema={
+            "the attempts",
+            {
                 "type": "object",
                 "required": ["jobId", "attempts"],
-                "properties": {"jobId": JOB_ID, "attempts": {"type": "array", "items": ATTEMPT}},
+                "properties": {"jobId": JOB_ID, "attempts": array_of(ATTEMPT)},
             },
         )
     },

@@ -3,18 +3,17 @@ override set by an admin (``GET /retention``, ``PUT|DELETE /retention/{tenant_id
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Param, Reply
-from jobscheduler.api.shapes import TIME, Schema
+from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.shapes import TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.retention import PRUNABLE
 
+from ._common import path_param
 from .jobs import DURATION
 
 #: Status -> duration, for the statuses that are pruned.
 KEEP: Schema = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {status.value: DURATION for status in PRUNABLE},
+    **closed_object({status.value: DURATION for status in PRUNABLE}),
     "description": 'how long finished jobs are kept, per status (e.g. {"completed": "7d"})',
 }
 
@@ -36,14 +35,12 @@ RULES: Schema = {
     "required": ["defaults", "overrides"],
     "properties": {
         "defaults": KEEP,
-        "overrides": {"type": "array", "items": OVERRIDE},
+        "overrides": array_of(OVERRIDE),
         "lastPrune": {"type": ["object", "null"]},
     },
 }
 
-TENANT_PATH = Param(
-    name="tenant_id", where="path", schema={"type": "string"}, description="the tenant"
-)
+TENANT_PATH = path_param("tenant_id", {"type": "string"}, "the tenant")
 
 GET_RETENTION = Operation(
     id="get_retention",
@@ -52,7 +49,7 @@ GET_RETENTION = Operation(
     summary="The retention the reaper prunes by: defaults, job types' and tenants' overrides",
     tag="retention",
     role=Role.ADMIN,
-    responses={200: Reply(description="the rules and the last prune sweep", schema=RULES)},
+    responses={200: Reply("the rules and the last prune sweep", RULES)},
 )
 
 SET_RETENTION = Operation(
@@ -64,7 +61,7 @@ SET_RETENTION = Operation(
     role=Role.ADMIN,
     params=(TENANT_PATH,),
     body=KEEP,
-    responses={200: Reply(description="the override as stored", schema=OVERRIDE)},
+    responses={200: Reply("the override as stored", OVERRIDE)},
 )
 
 CLEAR_RETENTION = Operation(
@@ -75,5 +72,5 @@ CLEAR_RETENTION = Operation(
     tag="retention",
     role=Role.ADMIN,
     params=(TENANT_PATH,),
-    responses={200: Reply(description="the rules, without the override", schema=RULES)},
+    responses={200: Reply("the rules, without the override", RULES)},
 )

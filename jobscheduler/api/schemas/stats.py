@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 from jobscheduler.api.route_table import Operation, Reply
-from jobscheduler.api.shapes import TIME, Schema
+from jobscheduler.api.shapes import TIME, Schema, array_of
 from jobscheduler.domain.keys import Role
 
+from ._common import TENANT_PARAM
 from .flow import HOLD
-from .jobs import TENANT_PARAM
 
 STATS: Schema = {
     "type": "object",
@@ -34,7 +34,7 @@ STATS_OP = Operation(
     tag="jobs",
     role=Role.READER,
     params=(TENANT_PARAM,),
-    responses={200: Reply(description="the figures", schema=STATS)},
+    responses={200: Reply("the figures", STATS)},
 )
 
 _COUNT: Schema = {"type": "integer", "minimum": 0}
@@ -46,7 +46,7 @@ _WORKER: Schema = {
         "role": {"enum": ["scheduler", "executor"]},
         "host": {"type": "string"},
         "pid": {"type": "integer"},
-        "jobTypes": {"type": "array", "items": {"type": "string"}},
+        "jobTypes": array_of({"type": "string"}),
         "inFlight": _COUNT,
         "leader": {"type": "boolean"},
         "startedAt": TIME,
@@ -54,7 +54,7 @@ _WORKER: Schema = {
         "secondsSinceSeen": {"type": "number", "minimum": 0},
     },
 }
-_SERIES: Schema = {"type": "array", "items": _COUNT}
+_SERIES: Schema = array_of(_COUNT)
 
 OVERVIEW: Schema = {
     "type": "object",
@@ -92,7 +92,7 @@ OVERVIEW: Schema = {
             "required": ["holds"],
             "properties": {
                 "at": {**TIME, "description": "when the leader wrote its report"},
-                "holds": {"type": "array", "items": HOLD},
+                "holds": array_of(HOLD),
             },
         },
         "cluster": {
@@ -101,8 +101,8 @@ OVERVIEW: Schema = {
             "properties": {
                 "leader": {"oneOf": [_WORKER, {"type": "null"}]},
                 "leaders": _COUNT,
-                "schedulers": {"type": "array", "items": _WORKER},
-                "executors": {"type": "array", "items": _WORKER},
+                "schedulers": array_of(_WORKER),
+                "executors": array_of(_WORKER),
             },
         },
     },
@@ -117,5 +117,5 @@ OVERVIEW_OP = Operation(
     tag="jobs",
     role=Role.READER,
     params=(TENANT_PARAM,),
-    responses={200: Reply(description="the figures", schema=OVERVIEW)},
+    responses={200: Reply("the figures", OVERVIEW)},
 )

@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Param, Reply
-from jobscheduler.api.shapes import TIME, Schema
+from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.shapes import TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.notifications import DeliveryStatus, EventType
 from jobscheduler.errors import WebhookNotFound
 
-from .jobs import TENANT_PARAM
+from ._common import TENANT_PARAM, ItemOperations, limit_param, path_param
 
 #: Deliveries one ``GET /webhooks/{id}/deliveries`` answers: by default, and at most.
 DEFAULT_DELIVERY_LIMIT = 50
@@ -26,7 +26,7 @@ WEBHOOK: Schema = {
         "id": {"type": "string"},
         "tenantId": {"type": "string"},
         "url": {"type": "string"},
-        "events": {"type": "array", "items": EVENT_TYPE},
+        "events": array_of(EVENT_TYPE),
         "name": {"type": "string"},
         "createdAt": TIME,
         "secret": {
@@ -55,9 +55,10 @@ DELIVERY: Schema = {
     },
 }
 
-WEBHOOK_ID = Param(
-    name="webhook_id", where="path", schema={"type": "string"}, description="one webhook"
-)
+WEBHOOK_ID = path_param("webhook_id", {"type": "string"}, "one webhook")
+
+#: An operation on one webhook (``/webhooks/<webhook_id>`` + ``path``); an unknown one is a 404.
+webhook_operation = ItemOperations("/webhooks", WEBHOOK_ID, WebhookNotFound)
 
 CREATE_WEBHOOK = Operation(
     id="create_webhook",
@@ -69,18 +70,16 @@ CREATE_WEBHOOK = Operation(
     role=Role.ADMIN,
     unknown_params="ignore",
     view_reads_body=True,
-    body={
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["url", "events"],
-        "properties": {
+    body=closed_object(
+        required=["url", "events"],
+        properties={
             "tenantId": {"type": ["string", "null"]},
             "url": {"type": "string"},
             "events": {"type": "array", "items": EVENT_TYPE, "minItems": 1},
             "name": {"type": ["string", "null"]},
         },
-    },
-    responses={201: Reply(description="the webhook, with its secret", schema=WEBHOOK)},
+    ),
+    responses={201: Reply("the webhook, with its secret", WEBHOOK)},
 )
 
 LIST_WEBHOOKS = Operation(
@@ -92,51 +91,37 @@ LIST_WEBHOOKS = Operation(
     role=Role.ADMIN,
     params=(TENANT_PARAM,),
     unknown_params="ignore",
-    responses={200: Reply(description="the webhooks", schema={"type": "array", "items": WEBHOOK})},
+    responses={200: Reply("the webhooks", array_of(WEBHOOK))},
 )
 
-DELETE_WEBHOOK = Operation(
-    id="delete_webhook",
-    method="DELETE",
-    rule="/webhooks/<webhook_id>",
-    summary="Delete a webhook (its pending deliveries are given up, its log stays)",
+DELETE_WEBHOOK = webhook_operation(
+    "delete_webhook",
+    "DELETE",
+    "Delete a webhook (its pending deliveries are given up, its log stays)",
     tag="webhooks",
     role=Role.ADMIN,
-    params=(WEBHOOK_ID,),
-    unknown_params="ignore",
-    responses={200: Reply(description="the webhook, deleted", schema=WEBHOOK)},
-    errors={WebhookNotFound: ""},
+    responses={200: Reply("the webhook, deleted", WEBHOOK)},
 )
 
-DELIVERIES = Operation(
-    id="webhook_deliveries",
-    method="GET",
-    rule="/webhooks/<webhook_id>/deliveries",
-    summary="A webhook's deliveries, newest first: status, attempts, last error",
+DELIVERIES = webhook_operation(
+    "webhook_deliveries",
+    "GET",
+    "A webhook's deliveries, newest first: status, attempts, last error",
     tag="webhooks",
     role=Role.ADMIN,
-    params=(
-        WEBHOOK_ID,
-        Param(
-            name="limit",
-            where="query",
-            schema={"type": "integer", "minimum": 1, "maximum": MAX_DELIVERY_LIMIT},
-            description=f"how many (default {DEFAULT_DELIVERY_LIMIT})",
-        ),
-    ),
-    unknown_params="ignore",
+    path="/deliveries",
+    params=(limit_param(MAX_DELIVERY_LIMIT, f"how many (default {DEFAULT_DELIVERY_LIMIT})"),),
     responses={
         200: Reply(
-            description="the deliveries",
-            schema={
+            "the deliveries",
+            {
                 "type": "object",
                 "required": ["webhookId", "deliveries"],
                 "properties": {
                     "webhookId": {"type": "string"},
-                    "deliveries": {"type": "array", "items": DELIVERY},
+                    "deliveries": array_of(DELIVERY),
                 },
             },
         )
     },
-    errors={WebhookNotFound: ""},
 )

@@ -9,8 +9,18 @@ the domain, so the document and the checks cannot drift apart.
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Param, Reply
-from jobscheduler.api.shapes import JOB_ID, STATUS, TEXT, TIME, Schema, nullable
+from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.shapes import (
+    JOB_ID,
+    NO_BODY,
+    STATUS,
+    TEXT,
+    TIME,
+    Schema,
+    array_of,
+    closed_object,
+    nullable,
+)
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT
 from jobscheduler.domain.steps import MAX_STEPS, OnParentFailure
@@ -22,7 +32,8 @@ from jobscheduler.errors import (
     WorkflowNotFound,
 )
 
-from .jobs import PRIORITY, page_params, page_reply, tenant_params
+from ._common import ItemOperations, page_params, page_reply, path_param, query_param, tenant_params
+from .jobs import PRIORITY
 
 #: Most workflows one page of ``GET /workflows`` lists, and its default.
 MAX_WORKFLOW_PAGE = 500
@@ -36,48 +47,53 @@ STEP_NAME: Schema = {
     "pattern": "^[^/]+$",
     "description": "unique in its workflow; no '/'",
 }
-NAMES: Schema = {"type": "array", "items": STEP_NAME}
+NAMES: Schema = array_of(STEP_NAME)
 
 STEP_REQUEST: Schema = {
     "title": "Step request",
-    "type": "object",
-    "required": ["name", "jobType"],
-    "additionalProperties": False,
-    "properties": {
-        "name": STEP_NAME,
-        "jobType": TEXT,
-        "payload": nullable({"type": "object"}),
-        "priority": nullable(PRIORITY),
-        "scheduledAt": nullable({**TIME, "description": "not before (default: now)"}),
-        "maxAttempts": nullable({"type": "integer", "maximum": MAX_ATTEMPTS_LIMIT}),
-        "dependsOn": nullable({**NAMES, "description": "steps it runs after (all completed)"}),
-        "afterChildrenOf": nullable(
-            {
-                **NAMES,
-                "description": "steps it runs after, and after every child they spawn",
-            }
-        ),
-        "onParentFailure": nullable(
-            {
-                "type": "string",
-                "enum": [v.value for v in OnParentFailure],
-                "description": "cancel (default): cancelled when a step it waits for fails; "
-                "run: runs once they have all ended (a clean-up step)",
-            }
-        ),
-    },
+    **closed_object(
+        required=["name", "jobType"],
+        properties={
+            "name": STEP_NAME,
+            "jobType": TEXT,
+            "payload": nullable({"type": "object"}),
+            "priority": nullable(PRIORITY),
+            "scheduledAt": nullable({**TIME, "description": "not before (default: now)"}),
+            "maxAttempts": nullable({"type": "integer", "maximum": MAX_ATTEMPTS_LIMIT}),
+            "dependsOn": nullable({**NAMES, "description": "steps it runs after (all completed)"}),
+            "afterChildrenOf": nullable(
+                {
+                    **NAMES,
+                    "description": "steps it runs after, and after every child they spawn",
+                }
+            ),
+            "onParentFailure": nullable(
+                {
+                    "type": "string",
+                    "enum": [v.value for v in OnParentFailure],
+                    "description": "cancel (default): cancelled when a step it waits for fails; "
+                    "run: runs once they have all ended (a clean-up step)",
+                }
+            ),
+        },
+    ),
 }
 
 CREATE_WORKFLOW: Schema = {
     "title": "Workflow request",
-    "type": "object",
-    "required": ["idempotencyKey", "steps"],
-    "additionalProperties": False,
-    "properties": {
-        "idempotencyKey": {**TEXT, "maxLength": MAX_WORKFLOW_KEY},
-        "tenantId": nullable(TEXT),
-        "steps": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": STEP_REQUEST},
-    },
+    **closed_object(
+        required=["idempotencyKey", "steps"],
+        properties={
+            "idempotencyKey": {**TEXT, "maxLength": MAX_WORKFLOW_KEY},
+            "tenantId": nullable(TEXT),
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_STEPS,
+                "items": STEP_REQUEST,
+            },
+        },
+    ),
 }
 
 WORKFLOW_STATUS: Schema = {"type": "string", "enum": [s.value for s in LISTED]}
@@ -91,8 +107,8 @@ STEP: Schema = {
         "jobId": JOB_ID,
         "jobType": {"type": "string"},
         "status": STATUS,
-        "dependsOn": {"type": "array", "items": {"type": "string"}},
-        "afterChildrenOf": {"type": "array", "items": {"type": "string"}},
+        "dependsOn": array_of({"type": "string"}),
+        "afterChildrenOf": array_of({"type": "string"}),
         "onParentFailure": {"type": "string"},
         "spawnedBy": {"type": "string", "description": "the step that spawned it"},
         "attempts": {"type": "integer", "minimum": 0},
@@ -130,7 +146,7 @@ WORKFLOW: Schema = {
     "required": [*WORKFLOW_SUMMARY["required"], "steps", "counts"],
     "properties": {
         **_WORKFLOW_FIELDS,
-        "steps": {"type": "array", "items": STEP},
+        "steps": array_of(STEP),
         "counts": {
             "type": "object",
             "additionalProperties": {"type": "integer"},
@@ -139,13 +155,11 @@ WORKFLOW: Schema = {
     },
 }
 
-WORKFLOW_ID_PARAM = Param(
-    name="workflow_id", where="path", schema=WORKFLOW_ID, description="the workflow's id"
-)
+WORKFLOW_ID_PARAM = path_param("workflow_id", WORKFLOW_ID, "the workflow's id")
 
-
-def _workflow_reply(description: str) -> Reply:
-    return Reply(description=description, schema=WORKFLOW)
+#: An operation on one workflow (``/workflows/<workflow_id>`` + ``path``); an unknown
+#: workflow is a 404.
+workflow_operation = ItemOperations("/workflows", WORKFLOW_ID_PARAM, WorkflowNotFound)
 
 
 CREATE = Operation(
@@ -157,7 +171,7 @@ CREATE = Operation(
     role=Role.WRITER,
     unknown_params="ignore",
     body=CREATE_WORKFLOW,
-    responses={201: _workflow_reply("the workflow, its roots pending, the others waiting")},
+    responses={201: Reply("the workflow, its roots pending, the others waiting", WORKFLOW)},
     errors={
         DuplicateJob: "the idempotencyKey names another workflow (workflowId), or a step's "
         "key is held by another job (jobId)",
@@ -165,17 +179,13 @@ CREATE = Operation(
     },
 )
 
-GET = Operation(
-    id="get_workflow",
-    method="GET",
-    rule="/workflows/<workflow_id>",
-    summary="A workflow with every step and its status",
+GET = workflow_operation(
+    "get_workflow",
+    "GET",
+    "A workflow with every step and its status",
     tag="workflows",
     role=Role.READER,
-    params=(WORKFLOW_ID_PARAM,),
-    unknown_params="ignore",
-    responses={200: _workflow_reply("the workflow")},
-    errors={WorkflowNotFound: ""},
+    responses={200: Reply("the workflow", WORKFLOW)},
 )
 
 LIST = Operation(
@@ -187,19 +197,13 @@ LIST = Operation(
     role=Role.READER,
     params=(
         *tenant_params("workflows", "workflow"),
-        Param(
-            name="status",
-            where="query",
-            schema={"oneOf": [WORKFLOW_STATUS, {"type": "array", "items": WORKFLOW_STATUS}]},
-            description="only these statuses (repeat, or comma-separated)",
+        query_param(
+            "status",
+            {"oneOf": [WORKFLOW_STATUS, array_of(WORKFLOW_STATUS)]},
+            "only these statuses (repeat, or comma-separated)",
         ),
-        Param(
-            name="idempotencyKeyPrefix",
-            where="query",
-            schema=TEXT,
-            description="keys starting with this text",
-        ),
-        Param(name="templateId", where="query", schema=JOB_ID, description="a template's runs"),
+        query_param("idempotencyKeyPrefix", TEXT, "keys starting with this text"),
+        query_param("templateId", JOB_ID, "a template's runs"),
         *page_params(
             MAX_WORKFLOW_PAGE,
             size=f"page size (default {DEFAULT_WORKFLOW_PAGE})",
@@ -211,38 +215,32 @@ LIST = Operation(
     },
 )
 
-CANCEL = Operation(
-    id="cancel_workflow",
-    method="POST",
-    rule="/workflows/<workflow_id>/cancel",
-    summary="Cancel every unfinished step of a workflow (running ones get a cancel request)",
+CANCEL = workflow_operation(
+    "cancel_workflow",
+    "POST",
+    "Cancel every unfinished step of a workflow (running ones get a cancel request)",
     tag="workflows",
     role=Role.WRITER,
-    params=(WORKFLOW_ID_PARAM,),
-    unknown_params="ignore",
-    body={"type": ["object", "null"], "additionalProperties": False},
+    path="/cancel",
+    body=NO_BODY,
     body_required=False,
-    responses={200: _workflow_reply("the workflow after the cancel")},
-    errors={WorkflowNotFound: "", InvalidTransition: "the workflow completed or failed"},
+    responses={200: Reply("the workflow after the cancel", WORKFLOW)},
+    errors={InvalidTransition: "the workflow completed or failed"},
 )
 
-RETRY = Operation(
-    id="retry_workflow",
-    method="POST",
-    rule="/workflows/<workflow_id>/retry",
-    summary="Resume a workflow: retry its failed or cancelled steps (or one, by name)",
+RETRY = workflow_operation(
+    "retry_workflow",
+    "POST",
+    "Resume a workflow: retry its failed or cancelled steps (or one, by name)",
     tag="workflows",
     role=Role.WRITER,
-    params=(WORKFLOW_ID_PARAM,),
-    unknown_params="ignore",
-    body={
-        "type": ["object", "null"],
-        "additionalProperties": False,
-        "properties": {"step": {**TEXT, "description": "only this step (and what it cancelled)"}},
-    },
+    path="/retry",
+    body=nullable(
+        closed_object({"step": {**TEXT, "description": "only this step (and what it cancelled)"}})
+    ),
     body_required=False,
-    responses={200: _workflow_reply("the workflow, running again")},
-    errors={WorkflowNotFound: "", InvalidTransition: "no step to retry"},
+    responses={200: Reply("the workflow, running again", WORKFLOW)},
+    errors={InvalidTransition: "no step to retry"},
 )
 
 OPERATIONS = (CREATE, GET, LIST, CANCEL, RETRY)

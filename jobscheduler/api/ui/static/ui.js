@@ -131,6 +131,21 @@ window.jobscheduler = (function () {
     return result;
   }
 
+  // The item of the API at `url` (a job, a workflow), once `problem` is hidden again; on a
+  // failure, undefined, and `problem` shows why: "No such <noun>." for a 404.
+  async function loadedItem(problem, noun, url) {
+    let item;
+    try {
+      item = await getJson(url);
+    } catch (error) {
+      problem.textContent = error.status === 404 ? `No such ${noun}.` : `Could not load: ${error.message}`;
+      problem.hidden = false;
+      return undefined;
+    }
+    problem.hidden = true;
+    return item;
+  }
+
   // A page of GET /jobs: the rows and the cursor of the next page (from its Link header).
   async function getPage(url) {
     const { response, body } = await request(url, { headers: { Accept: "application/json" } });
@@ -200,6 +215,6 @@ window.jobscheduler = (function () {
   document.addEventListener("DOMContentLoaded", () => views.forEach((view) => view()));
   return {
     meta, refreshMs, getJson, send, el, when, time, tenantQuery, tenantCell, badge, every,
-    loaded, getPage, bulk, confirmCount, views,
+    loaded, loadedItem, getPage, bulk, confirmCount, views,
   };
 })();

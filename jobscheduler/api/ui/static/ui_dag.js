@@ -3,7 +3,7 @@
 "use strict";
 
 (function () {
-  const { meta, getJson, send, el, time, badge, every } = window.jobscheduler;
+  const { meta, send, el, time, badge, every, loadedItem } = window.jobscheduler;
   const SVG = "http://www.w3.org/2000/svg";
 
   // The drawing's measures, in SVG units (1 unit = 1 CSS pixel).
@@ -239,15 +239,8 @@
     let shown = "";
     let latest = null;
     const refresh = every(async () => {
-      let workflow;
-      try {
-        workflow = await getJson(`/workflows/${id}`);
-      } catch (error) {
-        problem.textContent = error.status === 404 ? "No such workflow." : `Could not load: ${error.message}`;
-        problem.hidden = false;
-        return;
-      }
-      problem.hidden = true;
+      const workflow = await loadedItem(problem, "workflow", `/workflows/${id}`);
+      if (workflow === undefined) return;
       latest = workflow;
       document.getElementById("wf-key").textContent = workflow.idempotencyKey;
       document.getElementById("wf-status").replaceWith(Object.assign(badge(workflow.status), { id: "wf-status" }));

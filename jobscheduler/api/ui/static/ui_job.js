@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { getJson, send, el, when, badge, every } = window.jobscheduler;
+  const { getJson, send, el, when, badge, every, loadedItem } = window.jobscheduler;
 
   // ---- Job detail: every field, the payload, a template's next fire times.
   const FIELDS = [
@@ -108,15 +108,8 @@
       templateEditor(id, () => refreshNow());
     }
     refreshNow = every(async () => {
-      let job;
-      try {
-        job = await getJson(`/jobs/${id}`);
-      } catch (error) {
-        problem.textContent = error.status === 404 ? "No such job." : `Could not load: ${error.message}`;
-        problem.hidden = false;
-        return;
-      }
-      problem.hidden = true;
+      const job = await loadedItem(problem, "job", `/jobs/${id}`);
+      if (job === undefined) return;
       // Offer only what the job's status allows (the API re-checks it).
       const template = Boolean(job.cron);
       const offers = template
