@@ -18,6 +18,7 @@ from ._limits import Limits as Limits
 from ._limits import Rate as Rate
 from ._limits import TenantWeight as TenantWeight
 from ._limits import check_weight as check_weight
+from ._limits import free_slot as free_slot
 from ._limits import key_scope as key_scope
 from ._limits import rate_scope as rate_scope
 from ._limits import room_scope as room_scope

@@ -244,3 +244,11 @@ def slot_scope(slot: str) -> tuple[str, int]:
     """``(scope, index)`` of a slot name."""
     scope, _, index = slot.rpartition("#")
     return scope, int(index)
+
+
+def free_slot(taken: set[int], slots: int) -> int | None:
+    """The lowest free slot index below ``slots``, or None (also when more are taken than
+    there are slots: a limit lowered while its jobs ran)."""
+    if len(taken) >= slots:
+        return None
+    return next((i for i in range(slots) if i not in taken), None)

@@ -39,6 +39,7 @@ from jobscheduler.domain.flow import (
     Rate,
     allowance,
     fair_order,
+    free_slot,
     hold_text,
     key_scope,
     next_start,
@@ -226,14 +227,14 @@ class FlowClaimer:
         type_index = key_index = None
         if limits.max_running is not None:
             scope = type_scope(tenant, job_type)
-            type_index = _free(plan.taken[scope], limits.max_running)
+            type_index = free_slot(plan.taken[scope], limits.max_running)
             if type_index is None:
                 used = len(plan.taken[scope])
                 self._hold(plan, scope, HoldReason.MAX_RUNNING, job, used, limits.max_running)
                 return
         if limits.concurrency is not None and key is not None:
             scope = key_scope(tenant, job_type, key)
-            key_index = _free(plan.taken[scope], limits.concurrency)
+            key_index = free_slot(plan.taken[scope], limits.concurrency)
             if key_index is None:
                 used = len(plan.taken[scope])
                 self._hold(plan, scope, HoldReason.CONCURRENCY, job, used, limits.concurrency)
@@ -373,14 +374,6 @@ class FlowClaimer:
             return None
         self._reported, self._report_dirty = now, False
         return FlowReport(at=now, holds=tuple(sorted(self._holds.values(), key=lambda h: h.scope)))
-
-
-def _free(taken: set[int], slots: int) -> int | None:
-    """The lowest free slot index below ``slots``, or None (also when more are taken than
-    there are slots: a limit lowered while its jobs ran)."""
-    if len(taken) >= slots:
-        return None
-    return next((i for i in range(slots) if i not in taken), None)
 
 
 def _still_excluded(hold: Hold, exclude: Exclusions) -> bool:
