@@ -157,6 +157,10 @@ class Exclusions:
     types: frozenset[tuple[str, str]] = frozenset()
     #: (tenant, job type, concurrency key)
     keys: frozenset[tuple[str, str, str]] = frozenset()
+    #: A store that steps over the jobs of the keys left out (it cannot seek past them) may
+    #: stop after this many of a type's oldest due jobs in a group: the others of that type
+    #: are read by a claim without this bound (None: read them all).
+    walk: int | None = None
 
     def of_tenant(self, tenant_id: str) -> tuple[list[str], list[tuple[str, str]]]:
         """The excluded types, and (type, key) pairs, of one tenant (sorted)."""

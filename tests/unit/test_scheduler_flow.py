@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -17,9 +18,11 @@ from jobscheduler.domain.flow import LimitOverride, Limits, TenantWeight
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.scheduler import flow
 from jobscheduler.roles.scheduler.flow import REFRESH, FlowClaimer
 from jobscheduler.roles.scheduler.loop import Scheduler
 from jobscheduler.store import JobStore
+from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings, sample
 
@@ -260,3 +263,26 @@ async def test_claims_far_from_the_room_ahead_count_the_queued_jobs_only_near_it
     assert await claim() == 5
     assert counted == 3
     assert len(await store.list_jobs("a", Status.QUEUED, 1000)) == 30
+
+
+async def test_a_job_behind_a_full_keys_long_backlog_waits_at_most_for_the_next_full_walk(
+    make_deps: DepsFactory,
+    sqlite_store: SQLiteJobStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQLite steps over a full key's due jobs to reach the others; most claims step over
+    a few only, and the first after each refresh over all of them."""
+    monkeypatch.setattr(flow, "HELD_KEY_WALK", 5)
+    settings = make_settings(tmp_path, claim_batch=10)
+    deps = make_deps(store=sqlite_store, registry=registry(concurrency=1), settings=settings)
+    hot = [mail(concurrency_key="hot", scheduled_at=after(-100 + i)) for i in range(20)]
+    await sqlite_store.insert_many(hot)
+    claimer = FlowClaimer(deps)
+    assert [j.id for j in await claimer.claim(after(0), 10)] == [hot[0].id]
+    assert await claimer.claim(after(0), 10) == []  # a full walk: nothing else is due
+    cold = mail(concurrency_key="cold", scheduled_at=after(-1))
+    await sqlite_store.insert(cold)
+    assert await claimer.claim(after(0.5), 10) == []  # behind 19 of the full key's jobs
+    assert await claimer.claim(after(REFRESH), 10) == []  # a refresh: the oldest, held
+    assert [j.id for j in await claimer.claim(after(REFRESH), 10)] == [cold.id]

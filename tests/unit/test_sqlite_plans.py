@@ -76,12 +76,17 @@ async def test_the_background_roles_statements_walk_their_own_indexes(
         check.close()
 
 
-async def test_a_fair_read_seeks_past_a_held_types_backlog_instead_of_walking_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A type held back (its slots full, its rate spent) can be all of a group's backlog;
-    the claims while it is held read the group's other types without stepping through it.
-    Counted in SQLite's virtual-machine steps, which do not depend on the machine's speed."""
+async def _read_steps(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    held: Exclusions,
+    backlog: int,
+    job_type: str,
+    key: str | None = None,
+) -> tuple[int, list[str]]:
+    """SQLite's virtual-machine steps (which do not depend on the machine's speed) of one
+    fair read over a group of ``backlog`` due jobs of ``job_type`` and ``key`` and, after
+    them, one ``report`` job; and the types it read."""
     steps = [0]
     connect = SQLiteJobStore._connect
 
@@ -96,17 +101,47 @@ async def test_a_fair_read_seeks_past_a_held_types_backlog_instead_of_walking_it
         return conn
 
     monkeypatch.setattr(SQLiteJobStore, "_connect", counted)
+    store = await started_sqlite(tmp_path / f"backlog-{backlog}-{held.walk}.db")
+    try:
+        jobs = [
+            make_job(job_type=job_type, concurrency_key=key, scheduled_at=after(-100))
+            for _ in range(backlog)
+        ]
+        await store.insert_many([*jobs, make_job(job_type="report", scheduled_at=after(-1))])
+        steps[0] = 0
+        found = await store.fair_candidates(after(0), 50, held)
+    finally:
+        await store.close()
+    return steps[0], [job.job_type for job in found]
+
+
+async def test_a_fair_read_seeks_past_a_held_types_backlog_instead_of_walking_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A type held back (its slots full, its rate spent) can be all of a group's backlog;
+    the claims while it is held read the group's other types without stepping through it."""
     held = Exclusions(types=frozenset({("tenant-a", "mail")}))
-    cost: dict[int, int] = {}
-    for backlog in (10, 2000):
-        store = await started_sqlite(tmp_path / f"backlog-{backlog}.db")
-        try:
-            mail = [make_job(job_type="mail", scheduled_at=after(-100)) for _ in range(backlog)]
-            await store.insert_many([*mail, make_job(job_type="report", scheduled_at=after(-1))])
-            steps[0] = 0
-            found = await store.fair_candidates(after(0), 50, held)
-            cost[backlog] = steps[0]
-        finally:
-            await store.close()
-        assert [j.job_type for j in found] == ["report"]
-    assert cost[2000] < 2 * cost[10] + 10, cost
+    small, found = await _read_steps(tmp_path, monkeypatch, held, 10, "mail")
+    assert found == ["report"]
+    large, found = await _read_steps(tmp_path, monkeypatch, held, 2000, "mail")
+    assert found == ["report"]
+    assert large < 2 * small + 10, (small, large)
+
+
+async def test_a_fair_read_steps_over_a_held_keys_backlog_only_as_far_as_its_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full key has no index to seek past: its due jobs are stepped over, at most ``walk``
+    of them (the claims between two full walks); a full walk reaches the jobs behind."""
+    keys = frozenset({("tenant-a", "report", "hot")})
+    bounded = Exclusions(keys=keys, walk=20)
+    small, found = await _read_steps(tmp_path, monkeypatch, bounded, 10, "report", "hot")
+    assert found == ["report"]  # within the walk: the job behind the key is read
+    large, found = await _read_steps(tmp_path, monkeypatch, bounded, 2000, "report", "hot")
+    assert found == []  # beyond it: left to a full walk
+    assert large < 3 * small + 10, (small, large)
+    full, found = await _read_steps(
+        tmp_path, monkeypatch, Exclusions(keys=keys), 2000, "report", "hot"
+    )
+    assert found == ["report"]
+    assert full > 10 * large, (large, full)

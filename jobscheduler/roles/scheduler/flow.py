@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 REFRESH = 1.0
 #: Seconds between two writes of the leader's report (when something is held).
 REPORT_EVERY = 1.0
+#: A full key's due jobs a claim steps over, per type, to find the others (the first claim
+#: after each :data:`REFRESH` steps over all of them).
+HELD_KEY_WALK = 1000
 _NO_LIMITS = Limits()
 
 
@@ -95,6 +98,7 @@ class FlowClaimer:
         self._weights: dict[str, int] = {}
         self._room = Room(deps.settings.claim_ahead)
         self._refreshed: datetime | None = None
+        self._walked: datetime | None = None
         self._tats: dict[str, datetime | None] = {}
         self._holds: dict[str, Hold] = {}
         self._reported: datetime | None = None
@@ -155,7 +159,12 @@ class FlowClaimer:
         # Once a refresh, nothing is left out of the read: a job that came due while its
         # key, type or rate was full is seen and held with its reason (the job's page and
         # the held list say why within a second), not only once a slot frees.
-        exclude = Exclusions() if refreshed else self._exclusions(now, taken)
+        if refreshed:
+            exclude = Exclusions()
+        else:
+            deep = self._walked is None or now - self._walked >= timedelta(seconds=REFRESH)
+            self._walked = now if deep else self._walked
+            exclude = self._exclusions(now, taken, walk=None if deep else HELD_KEY_WALK)
         candidates = await store.fair_candidates(now, batch, exclude)
         room = await self._room.left(store, candidates, recount=refreshed)
         plan = _Plan(taken=taken, room=room, tats=dict(self._tats))
@@ -170,7 +179,9 @@ class FlowClaimer:
         self._finish(now, plan, exclude)
         return claimed
 
-    def _exclusions(self, now: datetime, taken: Mapping[str, set[int]]) -> Exclusions:
+    def _exclusions(
+        self, now: datetime, taken: Mapping[str, set[int]], *, walk: int | None
+    ) -> Exclusions:
         """What cannot take a job now, by what is known before reading candidates. (Not a
         type whose executors have no room: excluding it from the read would make the store
         walk that type's whole backlog to find none; its jobs are read and held.)"""
@@ -195,7 +206,7 @@ class FlowClaimer:
                     types.add((parts[0], parts[1]))
                 else:
                     keys.add((parts[0], parts[1], parts[2]))
-        return Exclusions(types=frozenset(types), keys=frozenset(keys))
+        return Exclusions(types=frozenset(types), keys=frozenset(keys), walk=walk)
 
     async def _read_buckets(self, candidates: Iterable[Job], plan: _Plan) -> None:
         scopes: set[str] = set()

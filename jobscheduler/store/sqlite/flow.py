@@ -76,11 +76,18 @@ _TYPE_GROUP = (
 )
 
 
-def _type_group_sql(keys: int) -> str:
-    sql = _TYPE_GROUP
-    if keys:
-        sql += f" AND IFNULL(concurrency_key, '') NOT IN ({', '.join('?' * keys)})"
-    return sql + " ORDER BY scheduled_at, id LIMIT ?"
+_ORDER = " ORDER BY scheduled_at, id LIMIT ?"
+
+
+def _type_group_sql(keys: int, walk: int | None) -> str:
+    """A type's oldest due jobs of a group, but those of ``keys`` keys left out: stepped
+    over (no index seeks past a key), among the type's oldest ``walk`` (None: all)."""
+    if not keys:
+        return _TYPE_GROUP + _ORDER
+    held = f"IFNULL(concurrency_key, '') NOT IN ({', '.join('?' * keys)})"
+    if walk is None:
+        return f"{_TYPE_GROUP} AND {held}{_ORDER}"
+    return f"SELECT * FROM ({_TYPE_GROUP}{_ORDER}) WHERE {held}{_ORDER}"
 
 
 def _group(
@@ -105,8 +112,10 @@ def _group(
         if job_type in types:
             continue
         skip = held_keys.get(job_type, [])
-        params = [*group, job_type, due_by, *skip, per_group]
-        out.extend(_from_row(row) for row in conn.execute(_type_group_sql(len(skip)), params))
+        walk = exclude.walk if skip else None
+        params = [*group, job_type, due_by, *([] if walk is None else [walk]), *skip, per_group]
+        sql = _type_group_sql(len(skip), walk)
+        out.extend(_from_row(row) for row in conn.execute(sql, params))
     out.sort(key=lambda job: (job.scheduled_at, job.id))
     return out[:per_group]
 
