@@ -3,7 +3,8 @@
 Writes go through the group commit of :mod:`~jobscheduler.store.sqlite.writer`: one thread
 owns the single writer connection and runs the queued operations batch by batch, one
 transaction each. Reads use a small pool of separate connections in trio's worker threads
-(WAL lets them run beside the writer).
+(WAL lets them run beside the writer). A third connection checkpoints the WAL
+(:mod:`~jobscheduler.store.sqlite.checkpoints`), so the writer's commits never do.
 
 ``":memory:"`` is one private in-memory database: everything, reads included, runs on the
 writer's connection, in its batches (separate connections would each open their own empty
@@ -28,6 +29,7 @@ import trio
 
 from jobscheduler.errors import StoreError
 
+from .checkpoints import WAL_SIZE_LIMIT, Checkpointer
 from .writer import BatchWriter
 
 #: Values bound in one ``IN (...)`` list, well under SQLite's limit of a statement's parameters.
@@ -37,8 +39,6 @@ T = TypeVar("T")
 V = TypeVar("V")
 
 MEMORY = ":memory:"
-#: Bytes the WAL file is truncated to after a checkpoint that emptied it.
-WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 def in_lists(values: Sequence[V]) -> Iterator[tuple[Sequence[V], str]]:
@@ -64,6 +64,7 @@ class SQLiteConnection:
         self._pool_lock = threading.Lock()
         self._read_limiter = trio.CapacityLimiter(readers)
         self._batches: BatchWriter | None = None
+        self._checkpoints: Checkpointer | None = None
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -84,18 +85,29 @@ class SQLiteConnection:
         if self._writer is not None:
             return
 
-        def open_writer() -> sqlite3.Connection:
+        def open_writer() -> tuple[sqlite3.Connection, sqlite3.Connection | None]:
             if not self._memory:
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
             self._prepare(conn)
-            return conn
+            if self._memory:
+                return conn, None
+            # Checkpoints are the checkpointer's (checkpoints.py); the commits' only past
+            # WAL_SIZE_LIMIT, to start the WAL over.
+            pages = WAL_SIZE_LIMIT // conn.execute("PRAGMA page_size").fetchone()[0]
+            conn.execute(f"PRAGMA wal_autocheckpoint={pages}")
+            return conn, self._connect()
 
         try:
-            self._writer = await trio.to_thread.run_sync(open_writer)
+            writer, checkpoints = await trio.to_thread.run_sync(open_writer)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store at {self._path}: {exc}") from exc
-        self._batches = BatchWriter(self._writer)
+        self._writer = writer
+        if checkpoints is not None:
+            self._checkpoints = Checkpointer(checkpoints)
+            trio.lowlevel.spawn_system_task(self._checkpoints.serve, name="sqlite-checkpoints")
+        on_changes = None if self._checkpoints is None else self._checkpoints.changed
+        self._batches = BatchWriter(writer, on_changes)
         # The writer thread's owner: a system task, so the trio run's end cancels it.
         trio.lowlevel.spawn_system_task(self._batches.serve, name="sqlite-writer")
 
@@ -108,6 +120,9 @@ class SQLiteConnection:
         batches, self._batches = self._batches, None  # later writes: "store is closed"
         if batches is not None:
             await batches.stop()
+        checkpoints, self._checkpoints = self._checkpoints, None
+        if checkpoints is not None:
+            await checkpoints.stop()
         writer, self._writer = self._writer, None
         with self._pool_lock:
             readers, self._all_readers, self._read_pool = self._all_readers, [], []

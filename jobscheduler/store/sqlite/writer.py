@@ -112,8 +112,12 @@ class BatchWriter:
     """The writer thread of one connection, serving the trio run that started it; its owner
     runs :meth:`serve`."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, on_changes: Callable[[int], None] | None = None
+    ) -> None:
         self.conn = conn
+        #: Told (trio side) how many rows each batch changed.
+        self._on_changes = on_changes
         self._token = trio.lowlevel.current_trio_token()
         #: Writes waiting for the next batch (trio side: only the trio run touches it).
         self._pending: list[_Slot[Any]] = []
@@ -215,9 +219,11 @@ class BatchWriter:
             self._handed = batch
             self._ready.notify()
 
-    def _finished(self, batch: list[_Slot[Any]]) -> None:
+    def _finished(self, batch: list[_Slot[Any]], changes: int) -> None:
         """A batch is done (trio side): wake its callers, hand over the next one."""
         self._busy = False
+        if self._on_changes is not None:
+            self._on_changes(changes)
         for slot in batch:
             slot.done = True
             task, slot.task = slot.task, None
@@ -243,6 +249,7 @@ class BatchWriter:
                 batch, self._handed = self._handed, None
             if batch is None:
                 return
+            before = self.conn.total_changes
             try:
                 run_batch(self.conn, batch)
             except BaseException:  # every slot has its error; the thread serves on
@@ -250,4 +257,5 @@ class BatchWriter:
             finally:
                 # A run that has ended has no caller left to wake.
                 with contextlib.suppress(trio.RunFinishedError):
-                    self._token.run_sync_soon(self._finished, batch)
+                    changes = self.conn.total_changes - before
+                    self._token.run_sync_soon(self._finished, batch, changes)
