@@ -4,7 +4,7 @@ Writes go through the group commit of :mod:`~jobscheduler.store.sqlite.writer`: 
 owns the single writer connection and runs the queued operations batch by batch, one
 transaction each. Reads use a small pool of separate connections in trio's worker threads
 (WAL lets them run beside the writer). A third connection checkpoints the WAL
-(:mod:`~jobscheduler.store.sqlite.checkpoints`), so the writer's commits never do.
+(:mod:`~jobscheduler.store.sqlite.checkpoints`), so the writer's commits seldom do.
 
 ``":memory:"`` is one private in-memory database: everything, reads included, runs on the
 writer's connection, in its batches (separate connections would each open their own empty
