@@ -68,6 +68,19 @@ def rows(driver: WebDriver, table: str, *fields: str) -> list[dict[str, str]]:
     return found
 
 
+def element(driver: WebDriver, css: str, *attributes: str) -> dict[str, str]:
+    """The first element ``css`` selects, read in one step (a refresh may replace it between
+    two): its ``text`` and the ``attributes`` named."""
+    found: dict[str, str] = driver.execute_script(
+        "const [css, names] = arguments; const e = document.querySelector(css);"
+        "return Object.assign(Object.fromEntries(names.map(n => [n, e.getAttribute(n)])),"
+        "  {text: e.textContent.trim()})",
+        css,
+        list(attributes),
+    )
+    return found
+
+
 def table_ids(driver: WebDriver) -> list[str]:
     """The job ids in the Jobs table, in order."""
     return [row["jobId"] for row in rows(driver, "jobs", "jobId")]

@@ -30,6 +30,7 @@ from .dashboard_steps import (
     click_action,
     create,
     create_template,
+    element,
     listed,
     rows,
     shown,
@@ -213,8 +214,8 @@ async def test_cron_view_lists_templates_in_words_and_acts_on_them_from_the_list
             lambda d: row(d)["cells"].split(" | ")[4] == f"completed {shown(run['updatedAt'])}",
             "the last run's outcome",
         )
-        link = driver.find_element(By.CSS_SELECTOR, f"{scope} td.last-run a")
-        assert link.get_attribute("href") == f"{server.url}/ui/jobs/{run['id']}"
+        link = element(driver, f"{scope} td.last-run a", "href")
+        assert link["href"] == f"/ui/jobs/{run['id']}"
 
         click_action(driver, "delete", scope)
         assert answer_confirmation(driver) == "Delete this template? Its past runs stay."

@@ -28,6 +28,7 @@ from .dashboard_steps import (
     create,
     create_template,
     dead_letters,
+    element,
     rows,
     table_ids,
     text_of,
@@ -86,8 +87,8 @@ async def test_with_auth_off_all_tenants_shows_every_tenants_jobs_and_the_dlq_li
         wait_until(driver, lambda d: len(table_ids(d)) == len(every), "every job")
         assert table_ids(driver) == [job["id"] for job in every]
         assert tenants_of(driver, "jobs") == Counter(job["tenantId"] for job in every)
-        tag = driver.find_element(By.CSS_SELECTOR, f'#jobs tr[data-job-id="{template}"] .tag')
-        assert (tag.text, tag.get_attribute("title")) == ("template", "0 9 * * 1-5")
+        tag = element(driver, f'#jobs tr[data-job-id="{template}"] .tag', "title")
+        assert tag == {"text": "template", "title": "0 9 * * 1-5"}
 
         # The Overview's Dead letters tile: grouped per tenant.
         driver.get(f"{server.url}/ui")
