@@ -26,6 +26,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 import trio
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
@@ -43,23 +44,14 @@ from .polling import final_commit_and_close, poll_cycle
 log = logging.getLogger(__name__)
 
 
+@attrs.define(eq=False)
 class KafkaDelivery(Delivery):
-    __slots__ = ("_offset", "_partition", "_settled", "_state", "_subscription", "message")
-
-    def __init__(
-        self,
-        subscription: KafkaSubscription,
-        tp: TP,
-        state: PartitionState,
-        offset: int,
-        message: WakeUp,
-    ) -> None:
-        self.message = message
-        self._subscription = subscription
-        self._partition = tp
-        self._state = state
-        self._offset = offset
-        self._settled = False
+    _subscription: KafkaSubscription
+    _partition: TP = attrs.field(alias="tp")
+    _state: PartitionState
+    _offset: int
+    message: WakeUp
+    _settled: bool = attrs.field(default=False, init=False)
 
     @property
     def stale(self) -> bool:

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import trio
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -54,27 +55,19 @@ def to_tps(offsets: Sequence[TPO]) -> list[TopicPartition]:
     return [TopicPartition(topic, partition, offset) for topic, partition, offset in offsets]
 
 
+@attrs.define(kw_only=True, eq=False)
 class GroupEvents:
     """The group side of one subscription: opens its consumers with librdkafka's callbacks
     and applies what they report to the offset book and the membership watch."""
 
-    def __init__(
-        self,
-        *,
-        job_type: str,
-        group: str,
-        book: OffsetBook,
-        watch: MembershipWatch,
-        throttled: LogThrottle,
-    ) -> None:
-        self._job_type = job_type
-        self._group = group
-        self._book = book
-        #: Membership evidence (trio time); the subscription replaces it when it opens.
-        self.watch = watch
-        self._throttled = throttled
-        #: Which consumer instance callbacks belong to; older ones are ignored.
-        self.generation = 0
+    _job_type: str
+    _group: str
+    _book: OffsetBook
+    #: Membership evidence (trio time); the subscription replaces it when it opens.
+    watch: MembershipWatch
+    _throttled: LogThrottle
+    #: Which consumer instance callbacks belong to; older ones are ignored.
+    generation: int = attrs.field(default=0, init=False)
 
     def open_consumer(self, config: dict[str, Any], topic: str, generation: int) -> Consumer:
         """Create and subscribe a consumer of ``generation`` (blocking; a worker thread)."""
