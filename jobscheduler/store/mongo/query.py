@@ -80,24 +80,16 @@ MANAGE_INDEXES: Final = [
 ]
 
 
+@attrs.define(eq=False)
 class ManageQueries:
     """Blocking queries on the ``jobs`` collection (run in the store's worker threads)."""
 
-    def __init__(
-        self,
-        jobs: Collection[Document],
-        fields: Mapping[str, str],
-        decode: Callable[[Mapping[str, Any]], Job],
-        change_filter: Callable[[Change], Document],
-        to_doc: Callable[[str, Any], Any],
-        update_document: Callable[[Change], Document],
-    ) -> None:
-        self._jobs = jobs
-        self._fields = fields
-        self._decode = decode
-        self._change_filter = change_filter
-        self._to_doc = to_doc
-        self._update_document = update_document
+    _jobs: Collection[Document]
+    _fields: Mapping[str, str]
+    _decode: Callable[[Mapping[str, Any]], Job]
+    _change_filter: Callable[[Change], Document]
+    _to_doc: Callable[[str, Any], Any]
+    _update_document: Callable[[Change], Document]
 
     def _order(self, sort: Sort) -> list[tuple[str, int]]:
         direction = DESCENDING if sort.descending else ASCENDING
