@@ -66,32 +66,25 @@ def child_key(parent: Job, name: str) -> str:
     return f"{parent.id}{run}.{name}"
 
 
+@attrs.define(eq=False)
 class AttemptEnqueuer:
     """The enqueuer on one attempt's context (a :class:`~jobscheduler.handlers.children.
     Enqueuer`). Pickled into a worker process it becomes the socket's address and this
     attempt's token."""
 
-    def __init__(
-        self,
-        children: Children,
-        parent: Job,
-        token: str,
-        claim: str | None,
-        trace_parent: str | None = None,
-    ) -> None:
-        self._children = children
-        self.parent = parent
-        self.token = token
-        #: The attempt's claim token (``ctx.spawn`` is fenced on it).
-        self.claim = claim
-        #: Whether this attempt has spawned (its first spawn notes it on the step).
-        self.spawned = False
-        #: One spawn at a time per attempt (the first one notes it on the step).
-        self.spawning = trio.Lock()
-        #: The trace the jobs this attempt enqueues join (its span, or the parent's trace).
-        self.trace_parent = trace_parent
-        self._order = itertools.count(1)
-        self.active = True
+    _children: Children
+    parent: Job
+    token: str
+    #: The attempt's claim token (``ctx.spawn`` is fenced on it).
+    claim: str | None
+    #: The trace the jobs this attempt enqueues join (its span, or the parent's trace).
+    trace_parent: str | None = None
+    #: Whether this attempt has spawned (its first spawn notes it on the step).
+    spawned: bool = attrs.field(default=False, init=False)
+    #: One spawn at a time per attempt (the first one notes it on the step).
+    spawning: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _order: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
+    active: bool = attrs.field(default=True, init=False)
 
     def next_name(self) -> str:
         return str(next(self._order))
