@@ -4,6 +4,7 @@ lets the reaper (or a repeated create) finish the work."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.workflows import WorkflowPlan, WorkflowStatus
 from jobscheduler.errors import DuplicateJob, DuplicateWorkflow
 from jobscheduler.roles.deps import Deps
+from jobscheduler.roles.workflows import settle
 from jobscheduler.roles.workflows.create import CREATE_GRACE, create_workflow, plan_of
 from jobscheduler.roles.workflows.settle import Settler
 from jobscheduler.store import JobStore
@@ -166,3 +168,42 @@ async def test_a_step_key_held_by_another_job_gives_the_workflow_up(
     assert "step b" in str(taken.value)
     records = await store.find_workflows(WorkflowQuery(tenant_id="tenant-a"), 10)
     assert [w.status for w in records] == [WorkflowStatus.CANCELLED]
+
+
+async def test_a_large_release_is_written_in_chunks_waking_the_scheduler_after_each(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: JobStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(settle, "RELEASE_CHUNK", 2)
+    deps = make_deps()
+    root = {"name": "root", "jobType": "noop"}
+    children = [{"name": f"c{i}", "jobType": "noop", "dependsOn": ["root"]} for i in range(5)]
+    workflow, steps = await create(deps, workflow_body([root, *children]))
+    done = await run_to_end(deps, store, by_name(steps)["root"])
+    events: list[str] = []
+    write = store.apply_many_lean
+
+    async def recorded(changes: Sequence[states.Change], read_back: Sequence[bool]) -> Any:
+        events.append(" ".join(change.transition for change in changes))
+        return await write(changes, read_back)
+
+    assert deps.waker is not None
+    notify = deps.waker.notify
+    monkeypatch.setattr(store, "apply_many_lean", recorded)
+    monkeypatch.setattr(deps.waker, "notify", lambda due: (events.append("wake"), notify(due)))
+    settled = await Settler(deps, by="executor").settle([done])
+    assert settled.released == 5
+    # The root's mark is cleared with the last releases: a crash before leaves it marked.
+    assert events == [
+        "release_step release_step",
+        "wake",
+        "release_step release_step",
+        "wake",
+        "release_step settle_step",
+        "wake",
+    ]
+    after = await store.workflow_steps(workflow.id)
+    assert {j.status for j in after if j.id != done.id} == {Status.PENDING}
+    assert not by_name(after)["root"].step_dirty

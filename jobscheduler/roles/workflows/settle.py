@@ -11,8 +11,9 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
 3. decides each: **release** (every parent completed -- and the children spawned by each
    step in its ``afterChildrenOf``; or, with ``onParentFailure: "run"``, every one ended),
    **cancel** (one ended in dlq or cancelled), or leave it waiting; and writes the
-   releases and cancels in one batch. A cancelled step ends too: its own children are
-   decided next, so a failure cascades through every descendant in one call;
+   releases and cancels in batches of 500 (a fan-out's first children start while the
+   rest are written). A cancelled step ends too: its own children are decided next, so a
+   failure cascades through every descendant in one call;
 4. if nothing was released (nor left waiting), finishes the record once no step is unfinished
    (:func:`~jobscheduler.domain.workflows.outcome_of`), conditioned on the version read;
 5. only then clears the marks of the steps it acted on (:func:`states.settle_step
@@ -53,6 +54,9 @@ FAILED_ENDS: tuple[Status, ...] = (Status.DLQ, Status.CANCELLED, Status.FAILED)
 _ENDED = frozenset({Status.COMPLETED, *FAILED_ENDS})
 #: Bound of one settle's rounds (each a level of a cascade): more than any workflow's depth.
 MAX_ROUNDS = 10_000
+#: Decisions written per round trip: the first children of a large fan-out are claimed
+#: while the rest are still being released.
+RELEASE_CHUNK = 500
 
 
 @attrs.define
@@ -224,19 +228,38 @@ class Settler:
         to_clear: list[Job],
     ) -> list[Job]:
         """Write the decisions; returns what they cancelled (ended: next round's ends) and
-        the cancelled steps put back to waiting because their failed parent was retried."""
-        deps = self._deps
+        the cancelled steps put back to waiting because their failed parent was retried.
+        Written RELEASE_CHUNK at a time; the marks with the last (a crash between leaves
+        them for the sweep, which settles the rest: the written ones no longer apply)."""
         acting = [d for d in decisions if d.change is not None]
         to_clear += [d.step for d in decisions if d.change is None and d.step.step_dirty]
         if not acting:
             return []
-        changes = [d.change for d in acting if d.change is not None]
         clears: list[states.Change] = []
-        if any(change.transition == "release_step" for change in changes):
+        if any(d.change is not None and d.change.transition == "release_step" for d in acting):
             # A release: the workflow does not finish in this settle, so the marks acted
-            # on so far go in the same round trip (else after the finish: step 5).
+            # on so far go in the same round trip as the last releases (else after the
+            # finish: step 5).
             clears = [states.settle_step(step) for step in to_clear]
             to_clear.clear()
+        cancelled: list[tuple[_Decision, Job]] = []
+        for start in range(0, len(acting), RELEASE_CHUNK):
+            chunk = acting[start : start + RELEASE_CHUNK]
+            last = start + RELEASE_CHUNK >= len(acting)
+            cancelled += await self._write(chunk, clears if last else [], known, done)
+        return await self._undo_stale_cancels(cancelled, known)
+
+    async def _write(
+        self,
+        acting: Sequence[_Decision],
+        clears: Sequence[states.Change],
+        known: dict[str, Job],
+        done: Settled,
+    ) -> list[tuple[_Decision, Job]]:
+        """Write ``acting``'s changes (and ``clears``) in one round trip, waking the
+        scheduler for what it released; returns what it cancelled."""
+        deps = self._deps
+        changes = [d.change for d in acting if d.change is not None]
         # A release's row is not read back (the step as released is the step as read with
         # the change's fields: nothing else moves a waiting step); a cancel's is.
         read_back = [change.transition != "release_step" for change in changes]
@@ -277,6 +300,7 @@ class Settler:
             )
         if due and deps.waker is not None:
             deps.waker.notify(min(due))
+        return cancelled
         return await self._undo_stale_cancels(cancelled, known)
 
     async def _undo_stale_cancels(
