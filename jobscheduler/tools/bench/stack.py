@@ -46,8 +46,9 @@ def rss_mb(pid: int) -> float:
 
 class Process(ServerProcess):
     """One ``jobscheduler`` subprocess of the stack under test (or the create phase's echo
-    app: ``module``), ready once its metrics listener's ``/healthz`` answers 200; read
-    through that listener."""
+    app: ``module``), ready once its metrics listener's ``/healthz`` answers 200 -- and
+    the API's (``api_port``), which a process binds after its metrics listener; read
+    through the metrics listener."""
 
     def __init__(
         self,
@@ -58,14 +59,16 @@ class Process(ServerProcess):
         *,
         module: str = "jobscheduler",
         metrics_port: int | None = None,
+        api_port: str | None = None,
     ) -> None:
         self.metrics_port = metrics_port or free_port()
+        ports = [str(self.metrics_port), *([api_port] if api_port else [])]
         super().__init__(
             name,
             [sys.executable, "-m", module, *argv],
             {**env, "METRICS_PORT": str(self.metrics_port)},
             log,
-            health_urls=[f"http://127.0.0.1:{self.metrics_port}/healthz"],
+            health_urls=[f"http://127.0.0.1:{port}/healthz" for port in ports],
         )
 
     async def metrics(self) -> str:
@@ -141,6 +144,7 @@ class Stack:
             self.workdir / f"{name}.log",
             module=module,
             metrics_port=metrics_port,
+            api_port=env.get("API_PORT"),
         )
         self.processes.append(process)
         return process
