@@ -301,7 +301,6 @@ class Settler:
         if due and deps.waker is not None:
             deps.waker.notify(min(due))
         return cancelled
-        return await self._undo_stale_cancels(cancelled, known)
 
     async def _undo_stale_cancels(
         self, cancelled: list[tuple[_Decision, Job]], known: dict[str, Job]
