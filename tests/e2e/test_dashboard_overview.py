@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trio
 from selenium.common.exceptions import NoSuchElementException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -189,6 +190,8 @@ async def test_overview_lists_the_keys_flow_control_holds_back(
         f"{server.url}/flow/limits/slow", params={"tenantId": TENANT}, json={"concurrency": 1}
     )
     assert limit.status_code == 200, limit.text
+    # The leader reads the overrides every second: jobs created sooner may run unlimited.
+    await trio.sleep(1.5)
     with chromium() as driver:
         sign_in(driver, server)
         wait_until(
