@@ -19,6 +19,8 @@ import trio
 from jobscheduler.api.routes.batch import MAX_BATCH
 from jobscheduler.domain.model import format_time
 
+from .wait import until_completed
+
 #: How many batch requests are in flight at once.
 BATCH_CONCURRENCY = 4
 
@@ -81,9 +83,7 @@ def whole_second_after(seconds: float) -> datetime:
 async def _drain(completed_total: Callable[[], Awaitable[float]], target: float) -> float:
     """Wait until ``target`` jobs completed in all; returns when (perf_counter)."""
     with trio.fail_after(600):
-        # Polling another process's metrics: there is no event to wait on.
-        while await completed_total() < target:  # noqa: ASYNC110
-            await trio.sleep(0.02)
+        await until_completed(completed_total, target)
     return time.perf_counter()
 
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from .stack import Stack
+from .wait import until_completed
 
 #: The enqueuing process: a registry with ``noop``, its handle, a loop of ``.enqueue()``.
 SCRIPT = """
@@ -99,9 +100,7 @@ async def enqueue_code(
         raise RuntimeError(f"the enqueuing process failed:\\n{result.stderr.decode()[-2000:]}")
     started, sent = (float(x) for x in result.stdout.split())
     with trio.fail_after(600):
-        # Polling another process's metrics: there is no event to wait on.
-        while await completed_total() < baseline + n + 1:  # noqa: ASYNC110
-            await trio.sleep(0.02)
+        await until_completed(completed_total, baseline + n + 1)
     done = time.time()
     rate = n / (done - started)
     print(

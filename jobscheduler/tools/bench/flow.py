@@ -34,6 +34,7 @@ from .enqueue import noop_bodies, whole_second_after
 from .http import Pool
 from .phases import _jobs, _load, _summary
 from .stack import STARTUP_TIMEOUT, Stack
+from .wait import until_completed
 
 #: B's jobs, and how long after A's due instant they are due.
 LATE_JOBS = 20
@@ -49,9 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 async def _completed(server: Any, target: float) -> float:
     """Wait until the server's executor completed ``target`` jobs; returns when."""
     with trio.fail_after(900):
-        # Polling another process's metrics: there is no event to wait on.
-        while await server.completed() < target:  # noqa: ASYNC110
-            await trio.sleep(0.02)
+        await until_completed(server.completed, target)
     return time.time()
 
 
@@ -147,8 +146,7 @@ async def keyed(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
         baseline = await stack.completed_total()
         await trio.sleep(max((due - datetime.now(UTC)).total_seconds(), 0.0))
         with trio.fail_after(600):
-            while await stack.completed_total() < baseline + n:  # noqa: ASYNC110
-                await trio.sleep(0.02)
+            await until_completed(stack.completed_total, baseline + n)
         jobs = await _jobs(client, tenant)
         last = max(parse_time(j["updatedAt"], "u") for j in jobs)
         rates[limited] = n / (last - due).total_seconds()
@@ -196,8 +194,7 @@ async def rated(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
             await stack.leader([p for p in stack.schedulers if p.running()])
         print(f"rated: SIGKILLed {leader.name}; {standby.name} started as the new standby")
     with trio.fail_after(n / per_second * 3 + 120):
-        while await stack.completed_total() < baseline + n:  # noqa: ASYNC110
-            await trio.sleep(0.1)
+        await until_completed(stack.completed_total, baseline + n)
     starts = sorted(
         parse_time(j["claimedAt"], "c").timestamp() for j in await _jobs(client, tenant)
     )

@@ -24,6 +24,7 @@ from jobscheduler.tools.stats import format_seconds, percentiles
 from . import enqueue as bench_enqueue
 from .http import Pool
 from .stack import STARTUP_TIMEOUT, Stack
+from .wait import until_completed
 
 PCTS = (50, 95, 99)
 #: The timer-precision workload: jobs, and creations per second.
@@ -62,9 +63,7 @@ async def _jobs(client: Pool, tenant: str, status: str | None = None) -> list[di
 
 async def _wait_completed(stack: Stack, target: float) -> None:
     with trio.fail_after(300):
-        # Polling another process's metrics: there is no event to wait on.
-        while await stack.completed_total() < target:  # noqa: ASYNC110
-            await trio.sleep(0.1)
+        await until_completed(stack.completed_total, target)
 
 
 async def burst(stack: Stack, client: Pool, args: argparse.Namespace) -> None:

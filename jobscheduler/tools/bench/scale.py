@@ -38,6 +38,7 @@ from . import enqueue as bench_enqueue
 from .http import Pool
 from .phases import _load, _paced
 from .stack import Stack
+from .wait import until_completed
 
 #: The stack's settings for this phase (set before it starts).
 ENVIRONMENT = {
@@ -170,9 +171,7 @@ async def drain_rate(stack: Stack, client: Pool, label: str) -> float:
     baseline = await stack.completed_total()
     await bench_enqueue.send_singly(client, bodies, 32)
     with trio.fail_after(600):
-        # Polling another process's metrics: there is no event to wait on.
-        while await stack.completed_total() < baseline + BURST:  # noqa: ASYNC110
-            await trio.sleep(0.02)
+        await until_completed(stack.completed_total, baseline + BURST)
     last = datetime.now(UTC)  # the last completion, within a poll
     return BURST / max((last - due).total_seconds(), 1e-3)
 

@@ -32,6 +32,7 @@ from jobscheduler.domain.model import parse_time
 from . import enqueue as bench_enqueue
 from .http import Pool
 from .stack import Stack
+from .wait import until_completed
 
 #: How long a phase's workflow may take before the bench gives up.
 TIMEOUT = 600.0
@@ -80,9 +81,7 @@ def _took(workflow: dict[str, Any]) -> float:
 async def _wait_completed(stack: Stack, target: float) -> datetime:
     """Wait until ``target`` completions in all; when (wall clock, UTC)."""
     with trio.fail_after(TIMEOUT):
-        # Polling another process's metrics: there is no event to wait on.
-        while await stack.completed_total() < target:  # noqa: ASYNC110
-            await trio.sleep(0.02)
+        await until_completed(stack.completed_total, target)
     return datetime.now(UTC)
 
 
