@@ -13,7 +13,7 @@ from hypercorn.trio import serve
 
 from jobscheduler.errors import CannotListen
 
-from . import http_errors, one_write
+from . import closed_by_client, http_errors, one_write
 from .unread_body import CloseUnreadBodies
 
 if TYPE_CHECKING:
@@ -86,10 +86,12 @@ async def serve_asgi(
     message names the variable (``names``: the host's and the port's) that changes it.
     Errors hypercorn answers itself (400, 431) carry the JSON error body too, a reply
     sent before its request's body was read closes the connection (see :mod:`.unread_body`),
-    and a sized reply is written in one call (:mod:`.one_write`).
+    a sized reply is written in one call (:mod:`.one_write`), and a connection its client
+    closed ends at once (:mod:`.closed_by_client`).
     """
     http_errors.install()
     one_write.install()
+    closed_by_client.install()
     # hypercorn types the app as a union of its ASGI/WSGI callables; ours is plain ASGI.
     asgi = cast("ASGIFramework", CloseUnreadBodies(app))
     try:
