@@ -10,6 +10,7 @@ import trio
 from hypercorn.trio.tcp_server import TCPServer
 
 from jobscheduler.api.serving import closed_by_client
+from jobscheduler.api.serving._patch import patch_once
 from jobscheduler.api.serving.server import hypercorn_config, serve_asgi
 
 from .test_one_write import app
@@ -30,6 +31,15 @@ def connections() -> int:
     return sum(1 for task in _tasks(root) if task.coro.__qualname__.endswith("_idle_timeout"))
 
 
+async def ask(stream: trio.SocketStream) -> bytes:
+    """Send one request on ``stream``; its whole answer."""
+    await stream.send_all(REQUEST)
+    data = b""
+    while not data.endswith(b"}"):
+        data += await stream.receive_some(65536)
+    return data
+
+
 @pytest.fixture
 async def port() -> AsyncIterator[int]:
     assert hypercorn_config("127.0.0.1", 0).keep_alive_timeout == 75.0
@@ -43,10 +53,7 @@ async def test_connections_closed_by_their_clients_after_an_answer_end_at_once(p
     for _ in range(5):
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         async with stream:
-            await stream.send_all(REQUEST)
-            data = b""
-            while not data.endswith(b"}"):
-                data += await stream.receive_some(65536)
+            await ask(stream)
             # The server has ended the exchange and waits, idle, for the next request.
             with trio.fail_after(5):
                 while connections() < 1:  # noqa: ASYNC110
@@ -59,16 +66,10 @@ async def test_connections_closed_by_their_clients_after_an_answer_end_at_once(p
 async def test_a_connection_its_client_keeps_open_is_kept_for_the_next_request(port: int) -> None:
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     async with stream:
-        await stream.send_all(REQUEST)
-        data = b""
-        while not data.endswith(b"}"):
-            data += await stream.receive_some(65536)
+        await ask(stream)
         await trio.sleep(0.2)
         assert connections() == 1
-        await stream.send_all(REQUEST)
-        data = b""
-        while not data.endswith(b"}"):
-            data += await stream.receive_some(65536)
+        data = await ask(stream)
         assert data.startswith(b"HTTP/1.1 201 ")
 
 
@@ -76,3 +77,12 @@ def test_what_is_wrapped_is_still_there() -> None:
     closed_by_client.install()
     assert getattr(TCPServer, "_jobscheduler_closed_by_client", False)
     assert callable(getattr(TCPServer, "_read_data", None))
+
+
+def test_a_method_an_upgrade_moved_is_refused_by_name() -> None:
+    class Moved:
+        pass
+
+    with pytest.raises(RuntimeError, match="hypercorn's Moved has no _read_data to wrap"):
+        patch_once(Moved, "_read_data", lambda original: original, marker="_m")
+    assert not hasattr(Moved, "_m")

@@ -22,6 +22,8 @@ from typing import Any
 
 from hypercorn.trio.tcp_server import TCPServer
 
+from ._patch import patch_once
+
 _INSTALLED = "_jobscheduler_closed_by_client"
 
 
@@ -38,10 +40,4 @@ def install() -> None:
     Idempotent.
 
     Raises RuntimeError if this hypercorn no longer has what is wrapped."""
-    if getattr(TCPServer, _INSTALLED, False):
-        return
-    original = getattr(TCPServer, "_read_data", None)
-    if not callable(original):
-        raise RuntimeError("hypercorn's TCPServer has no _read_data to wrap")
-    TCPServer._read_data = _wrap(original)  # type: ignore[method-assign]
-    setattr(TCPServer, _INSTALLED, True)
+    patch_once(TCPServer, "_read_data", _wrap, marker=_INSTALLED)

@@ -20,6 +20,8 @@ from typing import Any
 import h11
 from hypercorn.protocol.h11 import H11Protocol
 
+from ._patch import patch_once
+
 _MESSAGES = {
     400: "malformed HTTP request",
     431: "request line or headers too large (limit 16 KiB)",
@@ -64,9 +66,10 @@ def install() -> None:
 
     Raises RuntimeError if this hypercorn no longer has the method being replaced.
     """
-    if getattr(H11Protocol, _INSTALLED, False):
-        return
-    if not callable(getattr(H11Protocol, "_send_error_response", None)):
-        raise RuntimeError("hypercorn's H11Protocol has no _send_error_response to replace")
-    H11Protocol._send_error_response = _send_error_response  # type: ignore[method-assign]
-    setattr(H11Protocol, _INSTALLED, True)
+    patch_once(
+        H11Protocol,
+        "_send_error_response",
+        lambda _original: _send_error_response,
+        marker=_INSTALLED,
+        verb="replace",
+    )

@@ -24,6 +24,8 @@ from hypercorn.events import RawData
 from hypercorn.protocol.events import Body, EndBody, Response
 from hypercorn.protocol.h11 import H11Protocol
 
+from ._patch import patch_once
+
 _INSTALLED = "_jobscheduler_one_write"
 #: The instance attribute holding an encoded head until its body comes.
 _HELD = "_jobscheduler_held_head"
@@ -73,10 +75,4 @@ def install() -> None:
     """Write each sized HTTP/1.1 response in one call (see the module doc). Idempotent.
 
     Raises RuntimeError if this hypercorn no longer has the method being wrapped."""
-    if getattr(H11Protocol, _INSTALLED, False):
-        return
-    original = getattr(H11Protocol, "stream_send", None)
-    if not callable(original):
-        raise RuntimeError("hypercorn's H11Protocol has no stream_send to wrap")
-    H11Protocol.stream_send = _wrap(original)  # type: ignore[method-assign]
-    setattr(H11Protocol, _INSTALLED, True)
+    patch_once(H11Protocol, "stream_send", _wrap, marker=_INSTALLED)
