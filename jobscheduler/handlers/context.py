@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 import attrs
 
@@ -25,6 +25,18 @@ def _rebuild_context(fields: dict[str, Any], logger_name: str, extra: dict[str, 
     from jobscheduler.observability.logs import FieldsAdapter
 
     return JobContext(**fields, logger=FieldsAdapter(logging.getLogger(logger_name), extra))
+
+
+class ChildOptions(TypedDict, total=False):
+    """The keywords of a job a handler enqueues or spawns (:meth:`JobContext.enqueue`,
+    :meth:`JobContext.spawn` and their variants), after its payload and name: ``at`` (an
+    aware datetime or RFC3339) or ``delay`` (seconds) sets when it is due, else now;
+    ``priority`` and ``max_attempts`` as in ``POST /jobs``."""
+
+    at: datetime | str | None
+    delay: float | None
+    priority: int | None
+    max_attempts: int | None
 
 
 @attrs.frozen(kw_only=True)
@@ -66,10 +78,7 @@ class JobContext:
         payload: Mapping[str, Any] | None = None,
         *,
         name: str | None = None,
-        at: datetime | str | None = None,
-        delay: float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[ChildOptions],
     ) -> Job:
         """Store a job in this job's tenant, through the executor (no HTTP, no API key),
         from a ``def`` handler; returns it as the API shows it.
@@ -80,7 +89,7 @@ class JobContext:
         call returns the job stored the first time. ``at`` or ``delay`` (seconds) sets when
         it is due, else now.
         """
-        request = _child_request(job_type, payload, name, at, delay, priority, max_attempts)
+        request = _child_request(job_type, payload, name, **options)
         return cast("Job", self.enqueuer.enqueue(request))
 
     async def enqueue_async(
@@ -89,13 +98,10 @@ class JobContext:
         payload: Mapping[str, Any] | None = None,
         *,
         name: str | None = None,
-        at: datetime | str | None = None,
-        delay: float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[ChildOptions],
     ) -> Job:
         """:meth:`enqueue` from an ``async def`` handler."""
-        request = _child_request(job_type, payload, name, at, delay, priority, max_attempts)
+        request = _child_request(job_type, payload, name, **options)
         return cast("Job", await self.enqueuer.enqueue_async(request))
 
     async def spawn(
@@ -104,10 +110,7 @@ class JobContext:
         payload: Mapping[str, Any] | None = None,
         *,
         key: str,
-        at: datetime | str | None = None,
-        delay: float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[ChildOptions],
     ) -> Job:
         """Add a child to this step's workflow, from an ``async def`` handler; returns it as
         the API shows it. The child waits for this step to complete (then
@@ -120,7 +123,7 @@ class JobContext:
         Only a workflow step may spawn (ValidationError otherwise), and only while this
         attempt holds the step.
         """
-        request = _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
+        request = _spawn_request(job_type, payload, key, **options)
         [job] = await self.enqueuer.spawn_async([request])
         return cast("Job", job)
 
@@ -128,15 +131,11 @@ class JobContext:
         self,
         job_type: str | TaskHandle,
         payloads: Mapping[str, Mapping[str, Any]],
-        *,
-        at: datetime | str | None = None,
-        delay: float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[ChildOptions],
     ) -> list[Job]:
         """:meth:`spawn` of one child per key of ``payloads`` (its payload the value), in a
         few round trips: a fan-out of thousands."""
-        requests = _spawn_requests(job_type, payloads, at, delay, priority, max_attempts)
+        requests = _spawn_requests(job_type, payloads, **options)
         return cast("list[Job]", await self.enqueuer.spawn_async(requests) if requests else [])
 
     def spawn_sync(
@@ -145,13 +144,10 @@ class JobContext:
         payload: Mapping[str, Any] | None = None,
         *,
         key: str,
-        at: datetime | str | None = None,
-        delay: float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[ChildOptions],
     ) -> Job:
         """:meth:`spawn` from a ``def`` handler (it blocks until the child is stored)."""
-        request = _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
+        request = _spawn_request(job_type, payload, key, **options)
         [job] = self.enqueuer.spawn([request])
         return cast("Job", job)
 
@@ -159,14 +155,10 @@ class JobContext:
         self,
         job_type: str | TaskHandle,
         payloads: Mapping[str, Mapping[str, Any]],
-        *,
-        at: datetime | str | None = None,
-        delay: float | None = None,
-        priority: int | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[ChildOptions],
     ) -> list[Job]:
         """:meth:`spawn_many` from a ``def`` handler."""
-        requests = _spawn_requests(job_type, payloads, at, delay, priority, max_attempts)
+        requests = _spawn_requests(job_type, payloads, **options)
         return cast("list[Job]", self.enqueuer.spawn(requests) if requests else [])
 
     async def start_workflow(
@@ -210,10 +202,11 @@ def _child_request(
     job_type: str | TaskHandle,
     payload: Mapping[str, Any] | None,
     name: str | None,
-    at: datetime | str | None,
-    delay: float | None,
-    priority: int | None,
-    max_attempts: int | None,
+    *,
+    at: datetime | str | None = None,
+    delay: float | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
 ) -> ChildRequest:
     """The request of a ``ctx.enqueue`` call, its arguments checked."""
     _check_name(name)
@@ -257,28 +250,19 @@ def _spawn_request(
     job_type: str | TaskHandle,
     payload: Mapping[str, Any] | None,
     key: str,
-    at: datetime | str | None,
-    delay: float | None,
-    priority: int | None,
-    max_attempts: int | None,
+    **options: Unpack[ChildOptions],
 ) -> ChildRequest:
     """The request of one child of ``ctx.spawn``: a ``ctx.enqueue`` request named ``key``."""
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_NAME_LENGTH:
         raise ValidationError(f"key: a non-empty string of at most {MAX_NAME_LENGTH} characters")
-    request = _child_request(job_type, payload, key, at, delay, priority, max_attempts)
+    request = _child_request(job_type, payload, key, **options)
     return attrs.evolve(request, spawn=True)
 
 
 def _spawn_requests(
     job_type: str | TaskHandle,
     payloads: Mapping[str, Mapping[str, Any]],
-    at: datetime | str | None,
-    delay: float | None,
-    priority: int | None,
-    max_attempts: int | None,
+    **options: Unpack[ChildOptions],
 ) -> list[ChildRequest]:
     """The requests of a ``ctx.spawn_many`` call: one child per key of ``payloads``."""
-    return [
-        _spawn_request(job_type, payload, key, at, delay, priority, max_attempts)
-        for key, payload in payloads.items()
-    ]
+    return [_spawn_request(job_type, payload, key, **options) for key, payload in payloads.items()]
