@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import attrs
 import trio
@@ -32,6 +32,22 @@ _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 HandlerFunc = Callable[[JobContext], Awaitable[Any] | Any]
+
+
+class HandlerOptions(TypedDict, total=False):
+    """The per-type options of a handler, as :meth:`~.registry.HandlerRegistry.register`
+    and its decorator form ``handler`` take them and :func:`make_handler` checks them."""
+
+    validate: PayloadValidator | Mapping[str, Any] | None
+    timeout: float | str | None
+    max_attempts: int | None
+    run_in: RunIn | None
+    concurrency: int | None
+    max_running: int | None
+    rate_limit: str | None
+    key_rate_limit: str | None
+    burst: int | None
+    retention: Mapping[str, str | float] | None
 
 
 def _timeout(value: float | str | None) -> float | None:
@@ -105,10 +121,24 @@ def make_handler(
     timeout: float | str | None = None,
     max_attempts: int | None = None,
     run_in: RunIn | None = None,
-    limits: Limits | None = None,
+    concurrency: int | None = None,
+    max_running: int | None = None,
+    rate_limit: str | None = None,
+    key_rate_limit: str | None = None,
+    burst: int | None = None,
     retention: Mapping[str, str | float] | None = None,
 ) -> Handler:
     """Check the options and build the Handler; ValueError names what is wrong."""
+    try:
+        limits = flow_limits(
+            concurrency=concurrency,
+            max_running=max_running,
+            rate_limit=rate_limit,
+            key_rate_limit=key_rate_limit,
+            burst=burst,
+        )
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
     if not name or _NAME.fullmatch(name) is None or len(name) > 200:
         raise ValueError(f"invalid job type name {name!r}: use letters, digits, '-', '_' and '.'")
     if not callable(func):
@@ -160,7 +190,7 @@ def make_handler(
         timeout=seconds,
         max_attempts=max_attempts,
         run_in=run_in,
-        limits=limits or Limits(),
+        limits=limits,
         retention=keep,
     )
 

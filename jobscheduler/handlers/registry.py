@@ -20,8 +20,8 @@ kept (the executors publish it to the store; the reaper prunes by it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from jobscheduler.domain.flow import Limits
 from jobscheduler.domain.validation import PayloadValidator
@@ -33,6 +33,7 @@ from .definition import HANDLER_LOGGER as HANDLER_LOGGER
 from .definition import RUN_IN as RUN_IN
 from .definition import Handler as Handler
 from .definition import HandlerFunc as HandlerFunc
+from .definition import HandlerOptions as HandlerOptions
 from .definition import RunIn as RunIn
 from .definition import flow_limits as flow_limits
 from .definition import format_seconds as format_seconds
@@ -58,23 +59,11 @@ class HandlerRegistry:
         self._connection: Connection | None = None
 
     def register(
-        self,
-        name: str,
-        func: HandlerFunc,
-        *,
-        validate: PayloadValidator | Mapping[str, Any] | None = None,
-        timeout: float | str | None = None,
-        max_attempts: int | None = None,
-        run_in: RunIn | None = None,
-        concurrency: int | None = None,
-        max_running: int | None = None,
-        rate_limit: str | None = None,
-        key_rate_limit: str | None = None,
-        burst: int | None = None,
-        retention: Mapping[str, str | float] | None = None,
+        self, name: str, func: HandlerFunc, **options: Unpack[HandlerOptions]
     ) -> TaskHandle:
         """Register ``func`` for job type ``name``; ValueError on a duplicate name or a bad
-        option (see the module docstring for the options). Returns a
+        option (:class:`~jobscheduler.handlers.definition.HandlerOptions`; see the module
+        docstring for what they mean). Returns a
         :class:`~jobscheduler.handlers.tasks.TaskHandle` to enqueue jobs of the type.
 
         Flow control, in each tenant: ``concurrency`` jobs at most at once per
@@ -83,42 +72,11 @@ class HandlerRegistry:
         one key, ``burst`` starts at once after a pause."""
         if name in self._handlers:
             raise ValueError(f"job type {name!r} is already registered")
-        try:
-            limits = flow_limits(
-                concurrency=concurrency,
-                max_running=max_running,
-                rate_limit=rate_limit,
-                key_rate_limit=key_rate_limit,
-                burst=burst,
-            )
-        except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
-        self._handlers[name] = make_handler(
-            name,
-            func,
-            validate=validate,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            run_in=run_in,
-            limits=limits,
-            retention=retention,
-        )
+        self._handlers[name] = make_handler(name, func, **options)
         return func if isinstance(func, TaskHandle) else TaskHandle(self, name, func)
 
     def handler(
-        self,
-        name: str,
-        *,
-        validate: PayloadValidator | Mapping[str, Any] | None = None,
-        timeout: float | str | None = None,
-        max_attempts: int | None = None,
-        run_in: RunIn | None = None,
-        concurrency: int | None = None,
-        max_running: int | None = None,
-        rate_limit: str | None = None,
-        key_rate_limit: str | None = None,
-        burst: int | None = None,
-        retention: Mapping[str, str | float] | None = None,
+        self, name: str, **options: Unpack[HandlerOptions]
     ) -> Callable[[HandlerFunc], TaskHandle]:
         """Decorator form of :meth:`register`. It returns a
         :class:`~jobscheduler.handlers.tasks.TaskHandle`: the function, still callable (and
@@ -128,20 +86,7 @@ class HandlerRegistry:
             # The handle is what the module holds under the function's name, so it is what
             # the registry runs: a worker process unpickles it by that name.
             handle = TaskHandle(self, name, func)
-            return self.register(
-                name,
-                handle,
-                validate=validate,
-                timeout=timeout,
-                max_attempts=max_attempts,
-                run_in=run_in,
-                concurrency=concurrency,
-                max_running=max_running,
-                rate_limit=rate_limit,
-                key_rate_limit=key_rate_limit,
-                burst=burst,
-                retention=retention,
-            )
+            return self.register(name, handle, **options)
 
         return decorate
 
