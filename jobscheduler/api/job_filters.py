@@ -135,20 +135,6 @@ def parse_tenant_query(args: Mapping[str, str]) -> str | None:
     return requested
 
 
-def parse_limit(raw: str | None, *, default: int, maximum: int) -> int:
-    """A listing's ``limit``: ``default`` when not given, else an integer 1..``maximum``
-    (400 otherwise)."""
-    if raw is None:
-        return default
-    try:
-        limit = int(raw)
-    except ValueError:
-        raise ValidationError("limit: must be an integer") from None
-    if not 1 <= limit <= maximum:
-        raise ValidationError(f"limit: must be between 1 and {maximum}")
-    return limit
-
-
 def wants_all_tenants(args: Mapping[str, str]) -> bool:
     """Whether a ``GET /jobs`` query asks for every tenant's jobs (``allTenants=true``);
     400 for another value, or for ``allTenants=true`` beside a ``tenantId``."""

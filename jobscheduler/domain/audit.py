@@ -18,6 +18,7 @@ import attrs
 from jobscheduler.errors import ValidationError
 
 from .model import MAX_STRING_LENGTH, format_time, is_job_id, new_job_id, parse_time, utc
+from .validation import parse_limit
 
 DEFAULT_AUDIT_LIMIT = 100
 MAX_AUDIT_LIMIT = 1000
@@ -107,15 +108,7 @@ def parse_audit_query(args: Mapping[str, str]) -> AuditQuery:
     if before is not None and not is_job_id(before):
         raise ValidationError("before: must be the id of an audit record")
     since, until = _text(args, "since"), _text(args, "until")
-    limit_raw = _text(args, "limit")
-    limit = DEFAULT_AUDIT_LIMIT
-    if limit_raw is not None:
-        try:
-            limit = int(limit_raw)
-        except ValueError:
-            raise ValidationError("limit: must be an integer") from None
-        if not 1 <= limit <= MAX_AUDIT_LIMIT:
-            raise ValidationError(f"limit: must be between 1 and {MAX_AUDIT_LIMIT}")
+    limit = parse_limit(_text(args, "limit"), default=DEFAULT_AUDIT_LIMIT, maximum=MAX_AUDIT_LIMIT)
     return AuditQuery(
         tenant=_text(args, "tenantId"),
         key_id=_text(args, "keyId"),

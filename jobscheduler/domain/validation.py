@@ -269,3 +269,17 @@ def parse_list_limit(raw: str | None) -> int:
         if parsed > 0:
             limit = min(parsed, MAX_LIST_LIMIT)
     return limit
+
+
+def parse_limit(raw: str | None, *, default: int, maximum: int) -> int:
+    """A listing's ``limit``: ``default`` when not given, else an integer 1..``maximum``
+    (400 otherwise)."""
+    if raw is None:
+        return default
+    try:
+        limit = int(raw)
+    except ValueError:
+        raise ValidationError("limit: must be an integer") from None
+    if not 1 <= limit <= maximum:
+        raise ValidationError(f"limit: must be between 1 and {maximum}")
+    return limit

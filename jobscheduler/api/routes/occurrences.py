@@ -23,7 +23,6 @@ from quart import Response, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
-from jobscheduler.api.job_filters import parse_limit
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas.admin import (
@@ -33,6 +32,7 @@ from jobscheduler.api.schemas.admin import (
 )
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.model import Job, cron_policy_of, format_time
+from jobscheduler.domain.validation import parse_limit
 from jobscheduler.errors import JobNotFound, ValidationError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.jobs import OccurrenceQuery

@@ -20,7 +20,6 @@ from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bodies import any_json_body, json_object
-from jobscheduler.api.job_filters import parse_limit
 from jobscheduler.api.replies import json_response
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import webhooks as ops
@@ -33,7 +32,7 @@ from jobscheduler.domain.notifications import (
     Webhook,
     new_webhook,
 )
-from jobscheduler.domain.validation import is_valid_unicode
+from jobscheduler.domain.validation import is_valid_unicode, parse_limit
 from jobscheduler.errors import ValidationError, WebhookNotFound
 from jobscheduler.handlers.http import validate_url
 

@@ -17,12 +17,13 @@ from quart import Response, g, request
 
 from jobscheduler.api.auth import current_principal
 from jobscheduler.api.bounded import BoundedCalls
-from jobscheduler.api.job_filters import decode_cursor, encode_cursor, parse_limit
+from jobscheduler.api.job_filters import decode_cursor, encode_cursor
 from jobscheduler.api.replies import json_response, link_next_page
 from jobscheduler.api.route_table import RouteTable
 from jobscheduler.api.schemas import workflows as ops
 from jobscheduler.api.tenancy import Tenancy, claim_tenant, listing_args
 from jobscheduler.domain.model import is_job_id
+from jobscheduler.domain.validation import parse_limit
 from jobscheduler.domain.workflows import LISTED, Workflow, WorkflowStatus, workflow_to_json
 from jobscheduler.errors import DuplicateJob, ValidationError, WorkflowNotFound
 from jobscheduler.roles.deps import Deps
