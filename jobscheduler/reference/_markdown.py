@@ -12,6 +12,12 @@ HEADER = (
 )
 
 
+def page_top(title: str, source: str) -> list[str]:
+    """The lines every generated page starts with: its title and the :data:`HEADER` naming
+    ``source``, each followed by a blank line."""
+    return [f"# {title}", "", HEADER.format(source=source), ""]
+
+
 def cell(text: object) -> str:
     """Text that stays inside one table cell (pipes escaped, lines joined)."""
     return " ".join(str(text).split()).replace("|", "\\|")

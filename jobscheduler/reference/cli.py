@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from jobscheduler.cli.main import build_parser
 
-from ._markdown import HEADER, table
+from ._markdown import page_top, table
 
 #: Usage lines are wrapped at this width, whatever the terminal generating the page.
 WIDTH = 88
@@ -18,10 +18,7 @@ def render() -> str:
     """The page."""
     top = build_parser()
     lines = [
-        "# Command line",
-        "",
-        HEADER.format(source="the argparse parsers of `jobscheduler.cli`"),
-        "",
+        *page_top("Command line", "the argparse parsers of `jobscheduler.cli`"),
         f"`jobscheduler`: {top.description}",
         "",
         *table(

@@ -9,7 +9,7 @@ import attrs
 
 from jobscheduler.config import VARIABLES, Settings, Variable
 
-from ._markdown import HEADER, table
+from ._markdown import page_top, table
 
 #: Settings fields measured in seconds (shown as durations).
 _DURATION_UNIT = "duration"
@@ -18,10 +18,7 @@ _DURATION_UNIT = "duration"
 def render() -> str:
     """The page."""
     lines = [
-        "# Configuration",
-        "",
-        HEADER.format(source="`jobscheduler.config.VARIABLES`"),
-        "",
+        *page_top("Configuration", "`jobscheduler.config.VARIABLES`"),
         "Every role reads only the environment, once, at start. A malformed value stops the "
         "start with one line naming the variable (`jobscheduler: configuration error: "
         "SCHEDULER_TICK: not a duration: 'soon'`). Durations are written `500ms`, `30s`, "

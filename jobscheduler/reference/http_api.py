@@ -22,7 +22,7 @@ from jobscheduler.config import Settings
 from jobscheduler.handlers import default_registry
 from jobscheduler.process.assembly import embedded_deps
 
-from ._markdown import HEADER, cell, first_sentence, table
+from ._markdown import cell, first_sentence, page_top, table
 
 #: Sections in this order (an operation's first tag); any other tag comes after them.
 TAGS = {
@@ -58,10 +58,7 @@ def render(document: Mapping[str, Any] | None = None) -> str:
     document = document if document is not None else openapi_document()
     info = document["info"]
     lines = [
-        "# HTTP API",
-        "",
-        HEADER.format(source="the app's `/openapi.json`"),
-        "",
+        *page_top("HTTP API", "the app's `/openapi.json`"),
         f"{info['title']} {info['version']}. {info.get('description', '')}",
         "",
         "With `AUTH=required` every operation but those marked *public* needs an API key, "

@@ -3,7 +3,7 @@ build time; this page only says which objects, in which order."""
 
 from __future__ import annotations
 
-from ._markdown import HEADER
+from ._markdown import page_top
 
 #: (heading, what it is for, the objects mkdocstrings documents).
 SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -33,10 +33,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 def render() -> str:
     """The page."""
     lines = [
-        "# Python API",
-        "",
-        HEADER.format(source="`jobscheduler.reference.python_api.SECTIONS`"),
-        "",
+        *page_top("Python API", "`jobscheduler.reference.python_api.SECTIONS`"),
     ]
     for heading, purpose, objects in SECTIONS:
         lines += [f"## {heading}", "", purpose, ""]
