@@ -37,7 +37,7 @@ from jobscheduler.errors import (
 from jobscheduler.store.query import MAX_QUERY_IDS, Sort
 
 from ._common import page_params, page_reply, query_param, tenant_params
-from .jobs import JOB, PRIORITY, SCHEDULE_FIELDS, job_operation, job_reply
+from .jobs import JOB, PRIORITY, SCHEDULE_FIELDS, job_operation, job_reply, jobs_operation
 
 #: The conditions ``GET /jobs`` takes in its query and a bulk action in its ``filter``
 #: (both read by ``listing._filter``); tenantId and status are spelled apart.
@@ -183,11 +183,11 @@ TRIGGER = _action(
 def _bulk(name: str, summary: str, **fields: Schema) -> Operation:
     """``POST /jobs/<name>``: the action on every job matching ``filter``; ``fields`` are
     the action's own settings, beside ``filter`` and ``dryRun``."""
-    return Operation(
-        id=f"bulk_{name}",
-        method="POST",
-        rule=f"/jobs/{name}",
-        summary=summary,
+    return jobs_operation(
+        f"bulk_{name}",
+        "POST",
+        summary,
+        path=f"/{name}",
         tag="actions",
         role=Role.WRITER,
         unknown_params="ignore",
@@ -237,11 +237,10 @@ DELETE = job_operation(
     errors={InvalidTransition: "not a template"},
 )
 
-LIST_FILTERED = Operation(
-    id="list",
-    method="GET",
-    rule="/jobs",
-    summary="Jobs matching the filters, in the sort's order (a bare array; Link to the next page)",
+LIST_FILTERED = jobs_operation(
+    "list",
+    "GET",
+    "Jobs matching the filters, in the sort's order (a bare array; Link to the next page)",
     tag="jobs",
     role=Role.READER,
     params=(
@@ -263,11 +262,11 @@ LIST_FILTERED = Operation(
     errors={JobNotFound: "templateId names no template the caller can read"},
 )
 
-BATCH = Operation(
-    id="create_many",
-    method="POST",
-    rule="/jobs/batch",
-    summary="Create up to 1,000 jobs; one answer per job, in order",
+BATCH = jobs_operation(
+    "create_many",
+    "POST",
+    "Create up to 1,000 jobs; one answer per job, in order",
+    path="/batch",
     tag="jobs",
     role=Role.WRITER,
     unknown_params="ignore",

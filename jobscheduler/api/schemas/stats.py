@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.route_table import Reply
 from jobscheduler.api.shapes import TIME, Schema, array_of
 from jobscheduler.domain.keys import Role
 
-from ._common import TENANT_PARAM
+from ._common import TENANT_PARAM, Operations
 from .flow import HOLD
 
 STATS: Schema = {
@@ -26,14 +26,13 @@ STATS: Schema = {
     },
 }
 
-STATS_OP = Operation(
-    id="stats",
-    method="GET",
-    rule="/stats",
-    summary="Counts by status and job type, queue lag, recent completions and failures",
-    tag="jobs",
-    role=Role.READER,
-    params=(TENANT_PARAM,),
+#: The figures (``/stats`` + ``path``): for readers, with the tenant filter.
+stats_operation = Operations(prefix="/stats", tag="jobs", role=Role.READER, params=(TENANT_PARAM,))
+
+STATS_OP = stats_operation(
+    "stats",
+    "GET",
+    "Counts by status and job type, queue lag, recent completions and failures",
     responses={200: Reply("the figures", STATS)},
 )
 
@@ -108,14 +107,11 @@ OVERVIEW: Schema = {
     },
 }
 
-OVERVIEW_OP = Operation(
-    id="overview",
-    method="GET",
-    rule="/stats/overview",
-    summary="The dashboard's Overview: counts by status, queue lag, jobs finished per minute "
+OVERVIEW_OP = stats_operation(
+    "overview",
+    "GET",
+    "The dashboard's Overview: counts by status, queue lag, jobs finished per minute "
     "over the last hour, the leader and the live executors",
-    tag="jobs",
-    role=Role.READER,
-    params=(TENANT_PARAM,),
+    path="/overview",
     responses={200: Reply("the figures", OVERVIEW)},
 )

@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.route_table import Reply
 from jobscheduler.api.shapes import TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.notifications import DeliveryStatus, EventType
 from jobscheduler.errors import WebhookNotFound
 
-from ._common import TENANT_PARAM, ItemOperations, limit_param, path_param
+from ._common import TENANT_PARAM, Operations, limit_param, path_param
 
 #: Deliveries one ``GET /webhooks/{id}/deliveries`` answers: by default, and at most.
 DEFAULT_DELIVERY_LIMIT = 50
@@ -57,18 +57,18 @@ DELIVERY: Schema = {
 
 WEBHOOK_ID = path_param("webhook_id", {"type": "string"}, "one webhook")
 
+#: The webhook routes (``/webhooks`` + ``path``): for admins; unknown query parameters are
+#: ignored.
+webhooks_operation = Operations(
+    prefix="/webhooks", tag="webhooks", role=Role.ADMIN, unknown_params="ignore"
+)
 #: An operation on one webhook (``/webhooks/<webhook_id>`` + ``path``); an unknown one is a 404.
-webhook_operation = ItemOperations("/webhooks", WEBHOOK_ID, WebhookNotFound)
+webhook_operation = webhooks_operation.item(WEBHOOK_ID, WebhookNotFound)
 
-CREATE_WEBHOOK = Operation(
-    id="create_webhook",
-    method="POST",
-    rule="/webhooks",
-    summary="Register a webhook for failure notifications (admin); its secret is in the "
-    "answer only",
-    tag="webhooks",
-    role=Role.ADMIN,
-    unknown_params="ignore",
+CREATE_WEBHOOK = webhooks_operation(
+    "create_webhook",
+    "POST",
+    "Register a webhook for failure notifications (admin); its secret is in the answer only",
     view_reads_body=True,
     body=closed_object(
         required=["url", "events"],
@@ -82,15 +82,11 @@ CREATE_WEBHOOK = Operation(
     responses={201: Reply("the webhook, with its secret", WEBHOOK)},
 )
 
-LIST_WEBHOOKS = Operation(
-    id="list_webhooks",
-    method="GET",
-    rule="/webhooks",
-    summary="The webhooks (never their secrets), oldest first",
-    tag="webhooks",
-    role=Role.ADMIN,
+LIST_WEBHOOKS = webhooks_operation(
+    "list_webhooks",
+    "GET",
+    "The webhooks (never their secrets), oldest first",
     params=(TENANT_PARAM,),
-    unknown_params="ignore",
     responses={200: Reply("the webhooks", array_of(WEBHOOK))},
 )
 
@@ -98,8 +94,6 @@ DELETE_WEBHOOK = webhook_operation(
     "delete_webhook",
     "DELETE",
     "Delete a webhook (its pending deliveries are given up, its log stays)",
-    tag="webhooks",
-    role=Role.ADMIN,
     responses={200: Reply("the webhook, deleted", WEBHOOK)},
 )
 
@@ -107,8 +101,6 @@ DELIVERIES = webhook_operation(
     "webhook_deliveries",
     "GET",
     "A webhook's deliveries, newest first: status, attempts, last error",
-    tag="webhooks",
-    role=Role.ADMIN,
     path="/deliveries",
     params=(limit_param(MAX_DELIVERY_LIMIT, f"how many (default {DEFAULT_DELIVERY_LIMIT})"),),
     responses={
