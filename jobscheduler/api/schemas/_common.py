@@ -1,10 +1,11 @@
 """The pieces the declarations of this package share: query and path parameters (a tenant,
-a page, a limit), a page's reply, and the operations of one part of the API (``/flow/...``)
-or on one item of a collection (``/jobs/<job_id>/...``, ``/workflows/<workflow_id>/...``)."""
+a page, a limit), an answer's objects, a page's reply, and the operations of one part of the
+API (``/flow/...``) or on one item of a collection (``/jobs/<job_id>/...``,
+``/workflows/<workflow_id>/...``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
@@ -59,6 +60,19 @@ def page_params(maximum: int, *, size: str, cursor: str) -> tuple[Param, Param]:
     """``limit`` (1..``maximum``) and the opaque ``cursor`` of a paged listing; ``size``
     and ``cursor`` describe them."""
     return (limit_param(maximum, size), query_param("cursor", {"type": "string"}, cursor))
+
+
+def reply_object(
+    *, title: str | None = None, required: Sequence[str] = (), properties: Mapping[str, Schema]
+) -> Schema:
+    """An object in an answer: these ``properties``, ``required`` the ones it always has. Unlike
+    a request body (:func:`~jobscheduler.api.shapes.closed_object`) it stays open to new fields,
+    so a field one change adds does not break a client."""
+    out: Schema = {} if title is None else {"title": title}
+    out["type"] = "object"
+    if required:
+        out["required"] = list(required)
+    return {**out, "properties": dict(properties)}
 
 
 def page_reply(description: str, items: Schema) -> Reply:

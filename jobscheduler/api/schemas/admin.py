@@ -11,7 +11,15 @@ from jobscheduler.api.shapes import JOB_ID, TEXT, TIME, Schema, array_of, closed
 from jobscheduler.domain.keys import Role
 from jobscheduler.errors import KeyNotFound
 
-from ._common import TENANT_PARAM, Operations, limit_param, page_params, path_param, query_param
+from ._common import (
+    TENANT_PARAM,
+    Operations,
+    limit_param,
+    page_params,
+    path_param,
+    query_param,
+    reply_object,
+)
 from .jobs import job_operation
 
 #: Items of one page of a template's ledger: by default, and at most.
@@ -20,11 +28,10 @@ MAX_OCCURRENCE_LIMIT = 500
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 
-KEY: Schema = {
-    "title": "Key",
-    "type": "object",
-    "required": ["id", "role", "createdAt", "revoked"],
-    "properties": {
+KEY: Schema = reply_object(
+    title="Key",
+    required=["id", "role", "createdAt", "revoked"],
+    properties={
         "id": {"type": "string"},
         "tenantId": {"type": ["string", "null"]},
         "allTenants": {"type": "boolean"},
@@ -35,7 +42,7 @@ KEY: Schema = {
         "revokedAt": TIME,
         "key": {"type": "string", "description": "the secret: shown once, at creation"},
     },
-}
+)
 
 #: The tenancy routes: for admins.
 tenancy_operation = Operations(tag="keys", role=Role.ADMIN)
@@ -89,26 +96,24 @@ TENANTS = tenancy_operation(
     responses={
         200: Reply(
             "the tenants",
-            {
-                "type": "object",
-                "required": ["tenants", "truncated"],
-                "properties": {
+            reply_object(
+                required=["tenants", "truncated"],
+                properties={
                     "tenants": array_of({"type": "string"}),
                     "truncated": {
                         "type": "boolean",
                         "description": "true: more tenants hold jobs than were listed",
                     },
                 },
-            },
+            ),
         )
     },
 )
 
-AUDIT_RECORD: Schema = {
-    "title": "Audit record",
-    "type": "object",
-    "required": ["id", "at", "action"],
-    "properties": {
+AUDIT_RECORD: Schema = reply_object(
+    title="Audit record",
+    required=["id", "at", "action"],
+    properties={
         "id": {"type": "string"},
         "at": TIME,
         "keyId": {"type": ["string", "null"]},
@@ -118,7 +123,7 @@ AUDIT_RECORD: Schema = {
         "status": {"type": ["integer", "null"]},
         "detail": {"type": ["string", "null"]},
     },
-}
+)
 
 AUDIT = tenancy_operation(
     "audit",
@@ -138,23 +143,21 @@ AUDIT = tenancy_operation(
     responses={
         200: Reply(
             "one page of records",
-            {
-                "type": "object",
-                "required": ["records"],
-                "properties": {
+            reply_object(
+                required=["records"],
+                properties={
                     "records": array_of(AUDIT_RECORD),
                     "nextBefore": {"type": ["string", "null"]},
                 },
-            },
+            ),
         )
     },
 )
 
-OCCURRENCE: Schema = {
-    "title": "Occurrence",
-    "type": "object",
-    "required": ["fireAt", "status"],
-    "properties": {
+OCCURRENCE: Schema = reply_object(
+    title="Occurrence",
+    required=["fireAt", "status"],
+    properties={
         "fireAt": TIME,
         "fireAtLocal": {"type": "string"},
         "status": {"type": "string"},
@@ -164,7 +167,7 @@ OCCURRENCE: Schema = {
         "lateSeconds": {"type": "number"},
         "run": {"type": ["object", "null"]},
     },
-}
+)
 
 OCCURRENCES = job_operation(
     "occurrences",
@@ -181,15 +184,14 @@ OCCURRENCES = job_operation(
     responses={
         200: Reply(
             "one page of the ledger",
-            {
-                "type": "object",
-                "required": ["id", "occurrences"],
-                "properties": {
+            reply_object(
+                required=["id", "occurrences"],
+                properties={
                     "id": JOB_ID,
                     "occurrences": array_of(OCCURRENCE),
                     "nextCursor": {"type": "string"},
                 },
-            },
+            ),
             headers={"Link": 'the next page: <url>; rel="next"'},
         )
     },

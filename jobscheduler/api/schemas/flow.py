@@ -9,7 +9,7 @@ from jobscheduler.domain.flow import MAX_SLOTS, MAX_WEIGHT
 from jobscheduler.domain.keys import Role
 from jobscheduler.errors import Forbidden
 
-from ._common import TENANT_PARAM, Operations, limit_param, path_param
+from ._common import TENANT_PARAM, Operations, limit_param, path_param, reply_object
 
 RATE: Schema = {"type": "string", "description": "starts per period: 100/s, 10/m, 5/10s"}
 SLOTS: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_SLOTS}
@@ -37,30 +37,27 @@ LIMITS_BODY: Schema = {
     },
 }
 
-OVERRIDE: Schema = {
-    "type": "object",
-    "required": ["tenantId", "jobType", "limits", "effective"],
-    "properties": {
+OVERRIDE: Schema = reply_object(
+    required=["tenantId", "jobType", "limits", "effective"],
+    properties={
         "tenantId": {"type": "string"},
         "jobType": {"type": "string"},
         "limits": LIMITS,
         "effective": {**LIMITS, "description": "the override over the handler's limits"},
     },
-}
+)
 
-WEIGHT: Schema = {
-    "type": "object",
-    "required": ["tenantId", "weight"],
-    "properties": {
+WEIGHT: Schema = reply_object(
+    required=["tenantId", "weight"],
+    properties={
         "tenantId": {"type": "string"},
         "weight": {"type": "integer", "minimum": 1, "maximum": MAX_WEIGHT},
     },
-}
+)
 
-HOLD: Schema = {
-    "type": "object",
-    "required": ["reason", "jobType", "text", "waiting"],
-    "properties": {
+HOLD: Schema = reply_object(
+    required=["reason", "jobType", "text", "waiting"],
+    properties={
         "reason": {
             "type": "string",
             "enum": ["concurrency", "max_running", "rate_limit", "key_rate_limit", "capacity"],
@@ -71,7 +68,7 @@ HOLD: Schema = {
         "text": {"type": "string"},
         "waiting": {"type": "integer", "description": "due jobs held (a lower bound)"},
     },
-}
+)
 
 JOB_TYPE_PARAM = path_param("job_type", TEXT, "a job type")
 TENANT_PATH = path_param("tenant_id", TEXT, "a tenant")
@@ -88,14 +85,13 @@ LIMITS_LIST = flow_operation(
     responses={
         200: Reply(
             "the handlers' limits by job type, and the overrides",
-            {
-                "type": "object",
-                "required": ["defaults", "overrides"],
-                "properties": {
+            reply_object(
+                required=["defaults", "overrides"],
+                properties={
                     "defaults": {"type": "object", "additionalProperties": LIMITS},
                     "overrides": array_of(OVERRIDE),
                 },
-            },
+            ),
         )
     },
 )
@@ -118,11 +114,7 @@ WEIGHTS = flow_operation(
     responses={
         200: Reply(
             "the weights",
-            {
-                "type": "object",
-                "required": ["weights"],
-                "properties": {"weights": array_of(WEIGHT)},
-            },
+            reply_object(required=["weights"], properties={"weights": array_of(WEIGHT)}),
         )
     },
 )
@@ -151,14 +143,13 @@ HELD = flow_operation(
     responses={
         200: Reply(
             "the leader's report",
-            {
-                "type": "object",
-                "required": ["holds"],
-                "properties": {
+            reply_object(
+                required=["holds"],
+                properties={
                     "at": {**TIME, "description": "when the leader wrote it"},
                     "holds": array_of(HOLD),
                 },
-            },
+            ),
         )
     },
 )

@@ -31,7 +31,7 @@ from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY
 from jobscheduler.errors import DuplicateJob, JobNotFound, QuotaExceeded
 
-from ._common import Operations, path_param, query_param
+from ._common import Operations, path_param, query_param, reply_object
 
 DURATION: Schema = {
     "type": ["string", "number", "null"],
@@ -92,10 +92,9 @@ CREATE_JOB: Schema = closed_object(
     },
 )
 
-JOB: Schema = {
-    "title": "Job",
-    "type": "object",
-    "required": [
+JOB: Schema = reply_object(
+    title="Job",
+    required=[
         "id",
         "idempotencyKey",
         "tenantId",
@@ -109,7 +108,7 @@ JOB: Schema = {
         "createdAt",
         "updatedAt",
     ],
-    "properties": {
+    properties={
         "id": JOB_ID,
         "idempotencyKey": {"type": "string"},
         "tenantId": {"type": "string"},
@@ -142,12 +141,11 @@ JOB: Schema = {
         "updatedAt": TIME,
         "finishedAt": {**TIME, "description": "when the job reached its final status"},
     },
-}
+)
 
-FIRE_TIME: Schema = {
-    "type": "object",
-    "required": ["at", "local", "shifted", "repeated"],
-    "properties": {
+FIRE_TIME: Schema = reply_object(
+    required=["at", "local", "shifted", "repeated"],
+    properties={
         "at": TIME,
         "local": {"type": "string"},
         "shifted": {"type": "boolean"},
@@ -156,7 +154,7 @@ FIRE_TIME: Schema = {
         "occurrence": {"type": "string", "enum": ["first", "second"]},
         "runAt": TIME,
     },
-}
+)
 
 _SCHEDULE_REPLY: dict[str, Schema] = {
     "cron": {"type": "string"},
@@ -178,17 +176,15 @@ PREVIEW_REQUEST: Schema = closed_object(
     },
 )
 
-PREVIEW: Schema = {
-    "type": "object",
-    "required": ["cron", "timezone", "from", "fireTimes"],
-    "properties": {**_SCHEDULE_REPLY, "from": TIME},
-}
+PREVIEW: Schema = reply_object(
+    required=["cron", "timezone", "from", "fireTimes"],
+    properties={**_SCHEDULE_REPLY, "from": TIME},
+)
 
-NEXT_FIRES: Schema = {
-    "type": "object",
-    "required": ["id", "cron", "timezone", "fireTimes"],
-    "properties": {"id": JOB_ID, **_SCHEDULE_REPLY},
-}
+NEXT_FIRES: Schema = reply_object(
+    required=["id", "cron", "timezone", "fireTimes"],
+    properties={"id": JOB_ID, **_SCHEDULE_REPLY},
+)
 
 JOB_ID_PARAM = path_param("job_id", JOB_ID, "the job's id")
 
@@ -294,7 +290,7 @@ DESCRIBE_CRON = cron_operation(
     responses={
         200: Reply(
             "the expression in English",
-            {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+            reply_object(required=["text"], properties={"text": {"type": "string"}}),
         ),
         303: Reply("no valid key: to the dashboard's sign-in page"),
     },

@@ -8,7 +8,7 @@ from jobscheduler.api.shapes import TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.retention import PRUNABLE
 
-from ._common import Operations, path_param
+from ._common import Operations, path_param, reply_object
 from .jobs import DURATION
 
 #: Status -> duration, for the statuses that are pruned.
@@ -17,28 +17,26 @@ KEEP: Schema = {
     "description": 'how long finished jobs are kept, per status (e.g. {"completed": "7d"})',
 }
 
-OVERRIDE: Schema = {
-    "title": "RetentionOverride",
-    "type": "object",
-    "required": ["scope", "name", "retention", "updatedAt"],
-    "properties": {
+OVERRIDE: Schema = reply_object(
+    title="RetentionOverride",
+    required=["scope", "name", "retention", "updatedAt"],
+    properties={
         "scope": {"type": "string", "enum": ["tenant", "jobType"]},
         "name": {"type": "string"},
         "retention": KEEP,
         "updatedAt": TIME,
     },
-}
+)
 
-RULES: Schema = {
-    "title": "Retention",
-    "type": "object",
-    "required": ["defaults", "overrides"],
-    "properties": {
+RULES: Schema = reply_object(
+    title="Retention",
+    required=["defaults", "overrides"],
+    properties={
         "defaults": KEEP,
         "overrides": array_of(OVERRIDE),
         "lastPrune": {"type": ["object", "null"]},
     },
-}
+)
 
 TENANT_PATH = path_param("tenant_id", {"type": "string"}, "the tenant")
 

@@ -11,7 +11,7 @@ from jobscheduler.domain.keys import Role
 from jobscheduler.domain.notifications import DeliveryStatus, EventType
 from jobscheduler.errors import WebhookNotFound
 
-from ._common import TENANT_PARAM, Operations, limit_param, path_param
+from ._common import TENANT_PARAM, Operations, limit_param, path_param, reply_object
 
 #: Deliveries one ``GET /webhooks/{id}/deliveries`` answers: by default, and at most.
 DEFAULT_DELIVERY_LIMIT = 50
@@ -19,10 +19,9 @@ MAX_DELIVERY_LIMIT = 500
 
 EVENT_TYPE: Schema = {"type": "string", "enum": [e.value for e in EventType]}
 
-WEBHOOK: Schema = {
-    "type": "object",
-    "required": ["id", "tenantId", "url", "events", "createdAt"],
-    "properties": {
+WEBHOOK: Schema = reply_object(
+    required=["id", "tenantId", "url", "events", "createdAt"],
+    properties={
         "id": {"type": "string"},
         "tenantId": {"type": "string"},
         "url": {"type": "string"},
@@ -35,12 +34,11 @@ WEBHOOK: Schema = {
             "creation",
         },
     },
-}
+)
 
-DELIVERY: Schema = {
-    "type": "object",
-    "required": ["id", "eventId", "eventType", "status", "attempts", "createdAt"],
-    "properties": {
+DELIVERY: Schema = reply_object(
+    required=["id", "eventId", "eventType", "status", "attempts", "createdAt"],
+    properties={
         "id": {"type": "string"},
         "eventId": {"type": "string"},
         "eventType": EVENT_TYPE,
@@ -53,7 +51,7 @@ DELIVERY: Schema = {
         "updatedAt": TIME,
         "deliveredAt": TIME,
     },
-}
+)
 
 WEBHOOK_ID = path_param("webhook_id", {"type": "string"}, "one webhook")
 
@@ -106,14 +104,13 @@ DELIVERIES = webhook_operation(
     responses={
         200: Reply(
             "the deliveries",
-            {
-                "type": "object",
-                "required": ["webhookId", "deliveries"],
-                "properties": {
+            reply_object(
+                required=["webhookId", "deliveries"],
+                properties={
                     "webhookId": {"type": "string"},
                     "deliveries": array_of(DELIVERY),
                 },
-            },
+            ),
         )
     },
 )

@@ -32,7 +32,15 @@ from jobscheduler.errors import (
     WorkflowNotFound,
 )
 
-from ._common import Operations, page_params, page_reply, path_param, query_param, tenant_params
+from ._common import (
+    Operations,
+    page_params,
+    page_reply,
+    path_param,
+    query_param,
+    reply_object,
+    tenant_params,
+)
 from .jobs import PRIORITY
 
 #: Most workflows one page of ``GET /workflows`` lists, and its default.
@@ -98,11 +106,10 @@ CREATE_WORKFLOW: Schema = {
 
 WORKFLOW_STATUS: Schema = {"type": "string", "enum": [s.value for s in LISTED]}
 
-STEP: Schema = {
-    "title": "Step",
-    "type": "object",
-    "required": ["name", "jobId", "jobType", "status", "dependsOn", "attempts"],
-    "properties": {
+STEP: Schema = reply_object(
+    title="Step",
+    required=["name", "jobId", "jobType", "status", "dependsOn", "attempts"],
+    properties={
         "name": {"type": "string"},
         "jobId": JOB_ID,
         "jobType": {"type": "string"},
@@ -116,7 +123,7 @@ STEP: Schema = {
         "scheduledAt": TIME,
         "updatedAt": TIME,
     },
-}
+)
 
 _WORKFLOW_FIELDS: dict[str, Schema] = {
     "id": WORKFLOW_ID,
@@ -133,18 +140,16 @@ _WORKFLOW_FIELDS: dict[str, Schema] = {
     "lastError": {"type": "string"},
 }
 
-WORKFLOW_SUMMARY: Schema = {
-    "title": "Workflow summary",
-    "type": "object",
-    "required": ["id", "tenantId", "idempotencyKey", "status", "createdAt", "updatedAt"],
-    "properties": _WORKFLOW_FIELDS,
-}
+WORKFLOW_SUMMARY: Schema = reply_object(
+    title="Workflow summary",
+    required=["id", "tenantId", "idempotencyKey", "status", "createdAt", "updatedAt"],
+    properties=_WORKFLOW_FIELDS,
+)
 
-WORKFLOW: Schema = {
-    "title": "Workflow",
-    "type": "object",
-    "required": [*WORKFLOW_SUMMARY["required"], "steps", "counts"],
-    "properties": {
+WORKFLOW: Schema = reply_object(
+    title="Workflow",
+    required=[*WORKFLOW_SUMMARY["required"], "steps", "counts"],
+    properties={
         **_WORKFLOW_FIELDS,
         "steps": array_of(STEP),
         "counts": {
@@ -153,7 +158,7 @@ WORKFLOW: Schema = {
             "description": "steps by status",
         },
     },
-}
+)
 
 WORKFLOW_ID_PARAM = path_param("workflow_id", WORKFLOW_ID, "the workflow's id")
 
