@@ -100,17 +100,19 @@ class Operations:
     errors: Mapping[type[JobSchedulerError], str] = attrs.field(factory=dict)
     unknown_params: Literal["refuse", "ignore"] = "refuse"
 
-    def item(self, id_param: Param, missing: type[JobSchedulerError]) -> Operations:
-        """The operations on one item of this collection: rule ``prefix/<id>`` + ``path``, the
-        item's id (``id_param``) their first parameter; an unknown item, or another tenant's,
-        is a 404 (``missing``). Unknown query parameters are ignored unless an operation says
-        otherwise."""
+    def below(self, id_param: Param) -> Operations:
+        """The operations below ``prefix/<id>``: rule ``prefix/<id>`` + ``path``, the id
+        (``id_param``) their first parameter after this part's."""
         return attrs.evolve(
-            self,
-            prefix=f"{self.prefix}/<{id_param.name}>",
-            params=(*self.params, id_param),
-            errors={**self.errors, missing: ""},
-            unknown_params="ignore",
+            self, prefix=f"{self.prefix}/<{id_param.name}>", params=(*self.params, id_param)
+        )
+
+    def item(self, id_param: Param, missing: type[JobSchedulerError]) -> Operations:
+        """The operations on one item of this collection (:meth:`below` its id); an unknown
+        item, or another tenant's, is a 404 (``missing``). Unknown query parameters are ignored
+        unless an operation says otherwise."""
+        return attrs.evolve(
+            self.below(id_param), errors={**self.errors, missing: ""}, unknown_params="ignore"
         )
 
     def __call__(

@@ -42,6 +42,8 @@ TENANT_PATH = path_param("tenant_id", {"type": "string"}, "the tenant")
 
 #: The retention routes: for admins.
 retention_operation = Operations(prefix="/retention", tag="retention", role=Role.ADMIN)
+#: An operation on one tenant's override (``/retention/<tenant_id>``).
+tenant_retention_operation = retention_operation.below(TENANT_PATH)
 
 GET_RETENTION = retention_operation(
     "get_retention",
@@ -50,21 +52,17 @@ GET_RETENTION = retention_operation(
     responses={200: Reply("the rules and the last prune sweep", RULES)},
 )
 
-SET_RETENTION = retention_operation(
+SET_RETENTION = tenant_retention_operation(
     "set_retention",
     "PUT",
     "Set a tenant's retention override (statuses not named keep the other rules)",
-    path="/<tenant_id>",
-    params=(TENANT_PATH,),
     body=KEEP,
     responses={200: Reply("the override as stored", OVERRIDE)},
 )
 
-CLEAR_RETENTION = retention_operation(
+CLEAR_RETENTION = tenant_retention_operation(
     "clear_retention",
     "DELETE",
     "Delete a tenant's retention override",
-    path="/<tenant_id>",
-    params=(TENANT_PATH,),
     responses={200: Reply("the rules, without the override", RULES)},
 )
