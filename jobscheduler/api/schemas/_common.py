@@ -1,10 +1,11 @@
 """The pieces the declarations of this package share: query and path parameters (a tenant,
-a page, a limit), a page's reply, and the operations on one item of a collection
-(``/jobs/<job_id>/...``, ``/workflows/<workflow_id>/...``)."""
+a page, a limit), an answer's objects, a page's reply, and the operations of one part of the
+API (``/flow/...``) or on one item of a collection (``/jobs/<job_id>/...``,
+``/workflows/<workflow_id>/...``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import attrs
@@ -61,6 +62,19 @@ def page_params(maximum: int, *, size: str, cursor: str) -> tuple[Param, Param]:
     return (limit_param(maximum, size), query_param("cursor", {"type": "string"}, cursor))
 
 
+def reply_object(
+    *, title: str | None = None, required: Sequence[str] = (), properties: Mapping[str, Schema]
+) -> Schema:
+    """An object in an answer: these ``properties``, ``required`` the ones it always has. Unlike
+    a request body (:func:`~jobscheduler.api.shapes.closed_object`) it stays open to new fields,
+    so a field one change adds does not break a client."""
+    out: Schema = {} if title is None else {"title": title}
+    out["type"] = "object"
+    if required:
+        out["required"] = list(required)
+    return {**out, "properties": dict(properties)}
+
+
 def page_reply(description: str, items: Schema) -> Reply:
     """An answer that is one page of a listing: an array of ``items``, with a
     ``Link: rel="next"`` header unless it is the last page."""
@@ -71,16 +85,35 @@ def page_reply(description: str, items: Schema) -> Reply:
     )
 
 
-@attrs.frozen
-class ItemOperations:
-    """Declares the operations on one item of a collection: rule ``collection/<id>`` +
-    ``path``, the item's id (``id_param``) their first parameter, then ``params``; an unknown
-    item, or another tenant's, is a 404 (``missing``). Unknown query parameters are ignored
-    unless ``unknown_params`` says otherwise."""
+@attrs.frozen(kw_only=True)
+class Operations:
+    """Declares the operations of one part of the API: each one's rule is ``prefix`` + its
+    ``path``, its parameters ``params`` then its own, its errors ``errors`` then its own; it is
+    listed under ``tag``, needs ``role`` and treats unknown query parameters as
+    ``unknown_params`` says, unless it says otherwise (a part without a ``tag`` or a ``role``
+    leaves them to each operation)."""
 
-    collection: str
-    id_param: Param
-    missing: type[JobSchedulerError]
+    prefix: str = ""
+    tag: str | None = None
+    role: Access | None = None
+    params: tuple[Param, ...] = ()
+    errors: Mapping[type[JobSchedulerError], str] = attrs.field(factory=dict)
+    unknown_params: Literal["refuse", "ignore"] = "refuse"
+
+    def below(self, id_param: Param) -> Operations:
+        """The operations below ``prefix/<id>``: rule ``prefix/<id>`` + ``path``, the id
+        (``id_param``) their first parameter after this part's."""
+        return attrs.evolve(
+            self, prefix=f"{self.prefix}/<{id_param.name}>", params=(*self.params, id_param)
+        )
+
+    def item(self, id_param: Param, missing: type[JobSchedulerError]) -> Operations:
+        """The operations on one item of this collection (:meth:`below` its id); an unknown
+        item, or another tenant's, is a 404 (``missing``). Unknown query parameters are ignored
+        unless an operation says otherwise."""
+        return attrs.evolve(
+            self.below(id_param), errors={**self.errors, missing: ""}, unknown_params="ignore"
+        )
 
     def __call__(
         self,
@@ -88,29 +121,33 @@ class ItemOperations:
         method: Literal["GET", "POST", "PATCH", "PUT", "DELETE"],
         summary: str,
         *,
-        tag: str,
-        role: Access,
+        tag: str | None = None,
+        role: Access | None = None,
         path: str = "",
         params: tuple[Param, ...] = (),
-        unknown_params: Literal["refuse", "ignore"] = "ignore",
+        unknown_params: Literal["refuse", "ignore"] | None = None,
         body: Schema | None = None,
         body_required: bool = True,
         view_reads_body: bool = False,
         responses: Mapping[int, Reply],
         errors: Mapping[type[JobSchedulerError], str] | None = None,
     ) -> Operation:
+        tag = tag or self.tag
+        role = role or self.role
+        if tag is None or role is None:
+            raise TypeError(f"{id}: an operation needs a tag and a role")
         return Operation(
             id=id,
             method=method,
-            rule=f"{self.collection}/<{self.id_param.name}>{path}",
+            rule=f"{self.prefix}{path}",
             summary=summary,
             tag=tag,
             role=role,
-            params=(self.id_param, *params),
-            unknown_params=unknown_params,
+            params=(*self.params, *params),
+            unknown_params=unknown_params or self.unknown_params,
             body=body,
             body_required=body_required,
             view_reads_body=view_reads_body,
             responses=responses,
-            errors={self.missing: "", **(errors or {})},
+            errors={**self.errors, **(errors or {})},
         )

@@ -4,12 +4,22 @@ routes, ``POST /keys`` reads and checks its body itself (``view_reads_body``).""
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Reply
+import attrs
+
+from jobscheduler.api.route_table import Reply
 from jobscheduler.api.shapes import JOB_ID, TEXT, TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.errors import KeyNotFound
 
-from ._common import TENANT_PARAM, limit_param, page_params, path_param, query_param
+from ._common import (
+    TENANT_PARAM,
+    Operations,
+    limit_param,
+    page_params,
+    path_param,
+    query_param,
+    reply_object,
+)
 from .jobs import job_operation
 
 #: Items of one page of a template's ledger: by default, and at most.
@@ -18,11 +28,10 @@ MAX_OCCURRENCE_LIMIT = 500
 
 ROLE: Schema = {"type": "string", "enum": ["reader", "writer", "admin"]}
 
-KEY: Schema = {
-    "title": "Key",
-    "type": "object",
-    "required": ["id", "role", "createdAt", "revoked"],
-    "properties": {
+KEY: Schema = reply_object(
+    title="Key",
+    required=["id", "role", "createdAt", "revoked"],
+    properties={
         "id": {"type": "string"},
         "tenantId": {"type": ["string", "null"]},
         "allTenants": {"type": "boolean"},
@@ -33,16 +42,17 @@ KEY: Schema = {
         "revokedAt": TIME,
         "key": {"type": "string", "description": "the secret: shown once, at creation"},
     },
-}
+)
 
-CREATE_KEY = Operation(
-    id="create_key",
-    method="POST",
-    rule="/keys",
-    summary="Create an API key (admin); the secret is in the answer only",
-    tag="keys",
-    role=Role.ADMIN,
-    unknown_params="ignore",
+#: The tenancy routes: for admins.
+tenancy_operation = Operations(tag="keys", role=Role.ADMIN)
+#: The key routes (``/keys`` + ``path``); unknown query parameters are ignored.
+keys_operation = attrs.evolve(tenancy_operation, prefix="/keys", unknown_params="ignore")
+
+CREATE_KEY = keys_operation(
+    "create_key",
+    "POST",
+    "Create an API key (admin); the secret is in the answer only",
     view_reads_body=True,
     body=closed_object(
         {
@@ -55,65 +65,55 @@ CREATE_KEY = Operation(
     responses={201: Reply("the key, with its secret", KEY)},
 )
 
-LIST_KEYS = Operation(
-    id="list_keys",
-    method="GET",
-    rule="/keys",
-    summary="The keys (never their secrets)",
-    tag="keys",
-    role=Role.ADMIN,
+LIST_KEYS = keys_operation(
+    "list_keys",
+    "GET",
+    "The keys (never their secrets)",
     params=(TENANT_PARAM,),
-    unknown_params="ignore",
     responses={200: Reply("the keys", array_of(KEY))},
 )
 
-REVOKE_KEY = Operation(
-    id="revoke_key",
-    method="DELETE",
-    rule="/keys/<key_id>",
-    summary="Revoke a key",
-    tag="keys",
-    role=Role.ADMIN,
-    params=(path_param("key_id", {"type": "string"}, "the key"),),
-    unknown_params="ignore",
+KEY_ID = path_param("key_id", {"type": "string"}, "the key")
+#: An operation on one key (``/keys/<key_id>`` + ``path``); an unknown key is a 404.
+key_operation = keys_operation.item(KEY_ID, KeyNotFound)
+
+REVOKE_KEY = key_operation(
+    "revoke_key",
+    "DELETE",
+    "Revoke a key",
     responses={200: Reply("the key, revoked", KEY)},
-    errors={KeyNotFound: ""},
 )
 
 #: Most tenants ``GET /tenants`` lists (its ``limit``: by default, and at most).
 MAX_TENANTS = 1000
 
-TENANTS = Operation(
-    id="tenants",
-    method="GET",
-    rule="/tenants",
-    summary="The tenants that hold jobs, in order (admin; a key bound to a tenant sees its own)",
-    tag="keys",
-    role=Role.ADMIN,
+TENANTS = tenancy_operation(
+    "tenants",
+    "GET",
+    "The tenants that hold jobs, in order (admin; a key bound to a tenant sees its own)",
+    path="/tenants",
     params=(limit_param(MAX_TENANTS, f"at most this many (default and maximum {MAX_TENANTS})"),),
     responses={
         200: Reply(
             "the tenants",
-            {
-                "type": "object",
-                "required": ["tenants", "truncated"],
-                "properties": {
+            reply_object(
+                required=["tenants", "truncated"],
+                properties={
                     "tenants": array_of({"type": "string"}),
                     "truncated": {
                         "type": "boolean",
                         "description": "true: more tenants hold jobs than were listed",
                     },
                 },
-            },
+            ),
         )
     },
 )
 
-AUDIT_RECORD: Schema = {
-    "title": "Audit record",
-    "type": "object",
-    "required": ["id", "at", "action"],
-    "properties": {
+AUDIT_RECORD: Schema = reply_object(
+    title="Audit record",
+    required=["id", "at", "action"],
+    properties={
         "id": {"type": "string"},
         "at": TIME,
         "keyId": {"type": ["string", "null"]},
@@ -123,15 +123,13 @@ AUDIT_RECORD: Schema = {
         "status": {"type": ["integer", "null"]},
         "detail": {"type": ["string", "null"]},
     },
-}
+)
 
-AUDIT = Operation(
-    id="audit",
-    method="GET",
-    rule="/audit",
-    summary="The audit trail, newest first (admin)",
-    tag="keys",
-    role=Role.ADMIN,
+AUDIT = tenancy_operation(
+    "audit",
+    "GET",
+    "The audit trail, newest first (admin)",
+    path="/audit",
     params=(
         TENANT_PARAM,
         query_param("keyId", TEXT, "one key"),
@@ -145,23 +143,21 @@ AUDIT = Operation(
     responses={
         200: Reply(
             "one page of records",
-            {
-                "type": "object",
-                "required": ["records"],
-                "properties": {
+            reply_object(
+                required=["records"],
+                properties={
                     "records": array_of(AUDIT_RECORD),
                     "nextBefore": {"type": ["string", "null"]},
                 },
-            },
+            ),
         )
     },
 )
 
-OCCURRENCE: Schema = {
-    "title": "Occurrence",
-    "type": "object",
-    "required": ["fireAt", "status"],
-    "properties": {
+OCCURRENCE: Schema = reply_object(
+    title="Occurrence",
+    required=["fireAt", "status"],
+    properties={
         "fireAt": TIME,
         "fireAtLocal": {"type": "string"},
         "status": {"type": "string"},
@@ -171,7 +167,7 @@ OCCURRENCE: Schema = {
         "lateSeconds": {"type": "number"},
         "run": {"type": ["object", "null"]},
     },
-}
+)
 
 OCCURRENCES = job_operation(
     "occurrences",
@@ -188,15 +184,14 @@ OCCURRENCES = job_operation(
     responses={
         200: Reply(
             "one page of the ledger",
-            {
-                "type": "object",
-                "required": ["id", "occurrences"],
-                "properties": {
+            reply_object(
+                required=["id", "occurrences"],
+                properties={
                     "id": JOB_ID,
                     "occurrences": array_of(OCCURRENCE),
                     "nextCursor": {"type": "string"},
                 },
-            },
+            ),
             headers={"Link": 'the next page: <url>; rel="next"'},
         )
     },

@@ -31,7 +31,7 @@ from jobscheduler.domain.keys import Role
 from jobscheduler.domain.model import MAX_ATTEMPTS_LIMIT, MAX_PRIORITY
 from jobscheduler.errors import DuplicateJob, JobNotFound, QuotaExceeded
 
-from ._common import ItemOperations, path_param, query_param
+from ._common import Operations, path_param, query_param, reply_object
 
 DURATION: Schema = {
     "type": ["string", "number", "null"],
@@ -92,10 +92,9 @@ CREATE_JOB: Schema = closed_object(
     },
 )
 
-JOB: Schema = {
-    "title": "Job",
-    "type": "object",
-    "required": [
+JOB: Schema = reply_object(
+    title="Job",
+    required=[
         "id",
         "idempotencyKey",
         "tenantId",
@@ -109,7 +108,7 @@ JOB: Schema = {
         "createdAt",
         "updatedAt",
     ],
-    "properties": {
+    properties={
         "id": JOB_ID,
         "idempotencyKey": {"type": "string"},
         "tenantId": {"type": "string"},
@@ -142,12 +141,11 @@ JOB: Schema = {
         "updatedAt": TIME,
         "finishedAt": {**TIME, "description": "when the job reached its final status"},
     },
-}
+)
 
-FIRE_TIME: Schema = {
-    "type": "object",
-    "required": ["at", "local", "shifted", "repeated"],
-    "properties": {
+FIRE_TIME: Schema = reply_object(
+    required=["at", "local", "shifted", "repeated"],
+    properties={
         "at": TIME,
         "local": {"type": "string"},
         "shifted": {"type": "boolean"},
@@ -156,7 +154,7 @@ FIRE_TIME: Schema = {
         "occurrence": {"type": "string", "enum": ["first", "second"]},
         "runAt": TIME,
     },
-}
+)
 
 _SCHEDULE_REPLY: dict[str, Schema] = {
     "cron": {"type": "string"},
@@ -178,22 +176,22 @@ PREVIEW_REQUEST: Schema = closed_object(
     },
 )
 
-PREVIEW: Schema = {
-    "type": "object",
-    "required": ["cron", "timezone", "from", "fireTimes"],
-    "properties": {**_SCHEDULE_REPLY, "from": TIME},
-}
+PREVIEW: Schema = reply_object(
+    required=["cron", "timezone", "from", "fireTimes"],
+    properties={**_SCHEDULE_REPLY, "from": TIME},
+)
 
-NEXT_FIRES: Schema = {
-    "type": "object",
-    "required": ["id", "cron", "timezone", "fireTimes"],
-    "properties": {"id": JOB_ID, **_SCHEDULE_REPLY},
-}
+NEXT_FIRES: Schema = reply_object(
+    required=["id", "cron", "timezone", "fireTimes"],
+    properties={"id": JOB_ID, **_SCHEDULE_REPLY},
+)
 
 JOB_ID_PARAM = path_param("job_id", JOB_ID, "the job's id")
 
+#: An operation on the jobs (``/jobs`` + ``path``).
+jobs_operation = Operations(prefix="/jobs")
 #: An operation on one job (``/jobs/<job_id>`` + ``path``); an unknown job is a 404.
-job_operation = ItemOperations("/jobs", JOB_ID_PARAM, JobNotFound)
+job_operation = jobs_operation.item(JOB_ID_PARAM, JobNotFound)
 
 
 def job_reply(description: str) -> Reply:
@@ -203,25 +201,22 @@ def job_reply(description: str) -> Reply:
 
 # ---------------------------------------------------------------- the operations
 
-HEALTHZ = Operation(
-    id="healthz",
-    method="GET",
-    rule="/healthz",
-    summary="Liveness: the API process answers",
-    tag="health",
-    role=PUBLIC,
-    unknown_params="ignore",
+#: The routes anyone may call, to see that the API answers and what it offers.
+health_operation = Operations(tag="health", role=PUBLIC, unknown_params="ignore")
+
+HEALTHZ = health_operation(
+    "healthz",
+    "GET",
+    "Liveness: the API process answers",
+    path="/healthz",
     responses={200: Reply("ok", {"type": "string"}, content_type="text/plain")},
 )
 
-OPENAPI = Operation(
-    id="openapi",
-    method="GET",
-    rule="/openapi.json",
-    summary="This document",
-    tag="health",
-    role=PUBLIC,
-    unknown_params="ignore",
+OPENAPI = health_operation(
+    "openapi",
+    "GET",
+    "This document",
+    path="/openapi.json",
     responses={200: Reply("the OpenAPI 3.1 document", {"type": "object"})},
 )
 
@@ -237,11 +232,10 @@ def create_operation(job_types: Iterable[str]) -> Operation:
     return attrs.evolve(CREATE, body=create_schema(job_types))
 
 
-CREATE = Operation(
-    id="create",
-    method="POST",
-    rule="/jobs",
-    summary="Create a one-off job (scheduledAt) or a cron template (cron)",
+CREATE = jobs_operation(
+    "create",
+    "POST",
+    "Create a one-off job (scheduledAt) or a cron template (cron)",
     tag="jobs",
     role=Role.WRITER,
     unknown_params="ignore",
@@ -270,36 +264,33 @@ NEXT = job_operation(
     responses={200: Reply("the fire times", NEXT_FIRES)},
 )
 
-PREVIEW_OP = Operation(
-    id="preview",
-    method="POST",
-    rule="/cron/preview",
-    summary="The fire times of any expression (stateless)",
-    tag="cron",
-    role=Role.READER,
-    unknown_params="ignore",
+#: The cron helpers that read no job: for readers.
+cron_operation = Operations(tag="cron", role=Role.READER, unknown_params="ignore")
+
+PREVIEW_OP = cron_operation(
+    "preview",
+    "POST",
+    "The fire times of any expression (stateless)",
+    path="/cron/preview",
     body=PREVIEW_REQUEST,
     responses={200: Reply("the fire times", PREVIEW)},
 )
 
-DESCRIBE_CRON = Operation(
-    id="describe_cron",
-    method="GET",
-    rule="/ui/describe",
-    summary="A cron expression in words (the dashboard's helper)",
-    tag="cron",
-    role=Role.READER,
+DESCRIBE_CRON = cron_operation(
+    "describe_cron",
+    "GET",
+    "A cron expression in words (the dashboard's helper)",
+    path="/ui/describe",
     params=(
         query_param("cron", TEXT, "the expression", required=True),
         query_param(
             "timezone", {"type": "string"}, "the zone its wall times are read in (default UTC)"
         ),
     ),
-    unknown_params="ignore",
     responses={
         200: Reply(
             "the expression in English",
-            {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+            reply_object(required=["text"], properties={"text": {"type": "string"}}),
         ),
         303: Reply("no valid key: to the dashboard's sign-in page"),
     },

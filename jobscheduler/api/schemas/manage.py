@@ -36,8 +36,8 @@ from jobscheduler.errors import (
 )
 from jobscheduler.store.query import MAX_QUERY_IDS, Sort
 
-from ._common import page_params, page_reply, query_param, tenant_params
-from .jobs import JOB, PRIORITY, SCHEDULE_FIELDS, job_operation, job_reply
+from ._common import page_params, page_reply, query_param, reply_object, tenant_params
+from .jobs import JOB, PRIORITY, SCHEDULE_FIELDS, job_operation, job_reply, jobs_operation
 
 #: The conditions ``GET /jobs`` takes in its query and a bulk action in its ``filter``
 #: (both read by ``listing._filter``); tenantId and status are spelled apart.
@@ -72,23 +72,21 @@ DRY_RUN: Schema = {"type": "boolean", "description": "true: only count the match
 #: A retry's new due time (null or absent: now).
 RETRY_AT: Schema = {"type": ["string", "null"], "format": "date-time"}
 
-BULK_RESULT: Schema = {
-    "title": "Bulk result",
-    "type": "object",
-    "required": ["matched", "changed"],
-    "properties": {
+BULK_RESULT: Schema = reply_object(
+    title="Bulk result",
+    required=["matched", "changed"],
+    properties={
         "matched": {"type": "integer", "minimum": 0},
         "changed": {"type": "integer", "minimum": 0},
         "cancelRequested": {"type": "integer", "minimum": 0},
         "dryRun": {"type": "boolean"},
     },
-}
+)
 
-ATTEMPT: Schema = {
-    "title": "Attempt",
-    "type": "object",
-    "required": ["run", "number", "outcome"],
-    "properties": {
+ATTEMPT: Schema = reply_object(
+    title="Attempt",
+    required=["run", "number", "outcome"],
+    properties={
         "run": {
             "type": "integer",
             "minimum": 0,
@@ -103,19 +101,18 @@ ATTEMPT: Schema = {
         "errorMessage": {"type": "string"},
         "traceback": {"type": "string"},
     },
-}
+)
 
-BATCH_ANSWER: Schema = {
-    "title": "Batch answer",
-    "type": "object",
-    "required": ["status"],
-    "properties": {
+BATCH_ANSWER: Schema = reply_object(
+    title="Batch answer",
+    required=["status"],
+    properties={
         "status": {"type": "integer", "enum": [201, 400, 409]},
         "job": JOB,
         "jobId": JOB_ID,
         "error": {"type": "string"},
     },
-}
+)
 
 
 def _action(
@@ -183,11 +180,11 @@ TRIGGER = _action(
 def _bulk(name: str, summary: str, **fields: Schema) -> Operation:
     """``POST /jobs/<name>``: the action on every job matching ``filter``; ``fields`` are
     the action's own settings, beside ``filter`` and ``dryRun``."""
-    return Operation(
-        id=f"bulk_{name}",
-        method="POST",
-        rule=f"/jobs/{name}",
-        summary=summary,
+    return jobs_operation(
+        f"bulk_{name}",
+        "POST",
+        summary,
+        path=f"/{name}",
         tag="actions",
         role=Role.WRITER,
         unknown_params="ignore",
@@ -237,11 +234,10 @@ DELETE = job_operation(
     errors={InvalidTransition: "not a template"},
 )
 
-LIST_FILTERED = Operation(
-    id="list",
-    method="GET",
-    rule="/jobs",
-    summary="Jobs matching the filters, in the sort's order (a bare array; Link to the next page)",
+LIST_FILTERED = jobs_operation(
+    "list",
+    "GET",
+    "Jobs matching the filters, in the sort's order (a bare array; Link to the next page)",
     tag="jobs",
     role=Role.READER,
     params=(
@@ -263,11 +259,11 @@ LIST_FILTERED = Operation(
     errors={JobNotFound: "templateId names no template the caller can read"},
 )
 
-BATCH = Operation(
-    id="create_many",
-    method="POST",
-    rule="/jobs/batch",
-    summary="Create up to 1,000 jobs; one answer per job, in order",
+BATCH = jobs_operation(
+    "create_many",
+    "POST",
+    "Create up to 1,000 jobs; one answer per job, in order",
+    path="/batch",
     tag="jobs",
     role=Role.WRITER,
     unknown_params="ignore",
@@ -285,11 +281,7 @@ BATCH = Operation(
     responses={
         200: Reply(
             "the answers",
-            {
-                "type": "object",
-                "required": ["results"],
-                "properties": {"results": array_of(BATCH_ANSWER)},
-            },
+            reply_object(required=["results"], properties={"results": array_of(BATCH_ANSWER)}),
         )
     },
     errors={UnsupportedMediaType: "", QuotaExceeded: ""},
@@ -305,11 +297,10 @@ ATTEMPTS = job_operation(
     responses={
         200: Reply(
             "the attempts",
-            {
-                "type": "object",
-                "required": ["jobId", "attempts"],
-                "properties": {"jobId": JOB_ID, "attempts": array_of(ATTEMPT)},
-            },
+            reply_object(
+                required=["jobId", "attempts"],
+                properties={"jobId": JOB_ID, "attempts": array_of(ATTEMPT)},
+            ),
         )
     },
 )

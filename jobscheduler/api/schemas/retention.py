@@ -3,12 +3,12 @@ override set by an admin (``GET /retention``, ``PUT|DELETE /retention/{tenant_id
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.route_table import Reply
 from jobscheduler.api.shapes import TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.retention import PRUNABLE
 
-from ._common import path_param
+from ._common import Operations, path_param, reply_object
 from .jobs import DURATION
 
 #: Status -> duration, for the statuses that are pruned.
@@ -17,60 +17,52 @@ KEEP: Schema = {
     "description": 'how long finished jobs are kept, per status (e.g. {"completed": "7d"})',
 }
 
-OVERRIDE: Schema = {
-    "title": "RetentionOverride",
-    "type": "object",
-    "required": ["scope", "name", "retention", "updatedAt"],
-    "properties": {
+OVERRIDE: Schema = reply_object(
+    title="RetentionOverride",
+    required=["scope", "name", "retention", "updatedAt"],
+    properties={
         "scope": {"type": "string", "enum": ["tenant", "jobType"]},
         "name": {"type": "string"},
         "retention": KEEP,
         "updatedAt": TIME,
     },
-}
+)
 
-RULES: Schema = {
-    "title": "Retention",
-    "type": "object",
-    "required": ["defaults", "overrides"],
-    "properties": {
+RULES: Schema = reply_object(
+    title="Retention",
+    required=["defaults", "overrides"],
+    properties={
         "defaults": KEEP,
         "overrides": array_of(OVERRIDE),
         "lastPrune": {"type": ["object", "null"]},
     },
-}
+)
 
 TENANT_PATH = path_param("tenant_id", {"type": "string"}, "the tenant")
 
-GET_RETENTION = Operation(
-    id="get_retention",
-    method="GET",
-    rule="/retention",
-    summary="The retention the reaper prunes by: defaults, job types' and tenants' overrides",
-    tag="retention",
-    role=Role.ADMIN,
+#: The retention routes: for admins.
+retention_operation = Operations(prefix="/retention", tag="retention", role=Role.ADMIN)
+#: An operation on one tenant's override (``/retention/<tenant_id>``).
+tenant_retention_operation = retention_operation.below(TENANT_PATH)
+
+GET_RETENTION = retention_operation(
+    "get_retention",
+    "GET",
+    "The retention the reaper prunes by: defaults, job types' and tenants' overrides",
     responses={200: Reply("the rules and the last prune sweep", RULES)},
 )
 
-SET_RETENTION = Operation(
-    id="set_retention",
-    method="PUT",
-    rule="/retention/<tenant_id>",
-    summary="Set a tenant's retention override (statuses not named keep the other rules)",
-    tag="retention",
-    role=Role.ADMIN,
-    params=(TENANT_PATH,),
+SET_RETENTION = tenant_retention_operation(
+    "set_retention",
+    "PUT",
+    "Set a tenant's retention override (statuses not named keep the other rules)",
     body=KEEP,
     responses={200: Reply("the override as stored", OVERRIDE)},
 )
 
-CLEAR_RETENTION = Operation(
-    id="clear_retention",
-    method="DELETE",
-    rule="/retention/<tenant_id>",
-    summary="Delete a tenant's retention override",
-    tag="retention",
-    role=Role.ADMIN,
-    params=(TENANT_PATH,),
+CLEAR_RETENTION = tenant_retention_operation(
+    "clear_retention",
+    "DELETE",
+    "Delete a tenant's retention override",
     responses={200: Reply("the rules, without the override", RULES)},
 )

@@ -4,17 +4,16 @@
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.route_table import Reply
 from jobscheduler.api.shapes import TIME, Schema, array_of
 from jobscheduler.domain.keys import Role
 
-from ._common import TENANT_PARAM
+from ._common import TENANT_PARAM, Operations, reply_object
 from .flow import HOLD
 
-STATS: Schema = {
-    "type": "object",
-    "required": ["byStatus", "byJobType", "queueLagSeconds", "finished"],
-    "properties": {
+STATS: Schema = reply_object(
+    required=["byStatus", "byJobType", "queueLagSeconds", "finished"],
+    properties={
         "tenantId": {"type": ["string", "null"]},
         "at": TIME,
         "byStatus": {"type": "object", "additionalProperties": {"type": "integer"}},
@@ -24,24 +23,22 @@ STATS: Schema = {
         "oldestDueAt": TIME,
         "finished": {"type": "object"},
     },
-}
+)
 
-STATS_OP = Operation(
-    id="stats",
-    method="GET",
-    rule="/stats",
-    summary="Counts by status and job type, queue lag, recent completions and failures",
-    tag="jobs",
-    role=Role.READER,
-    params=(TENANT_PARAM,),
+#: The figures (``/stats`` + ``path``): for readers, with the tenant filter.
+stats_operation = Operations(prefix="/stats", tag="jobs", role=Role.READER, params=(TENANT_PARAM,))
+
+STATS_OP = stats_operation(
+    "stats",
+    "GET",
+    "Counts by status and job type, queue lag, recent completions and failures",
     responses={200: Reply("the figures", STATS)},
 )
 
 _COUNT: Schema = {"type": "integer", "minimum": 0}
-_WORKER: Schema = {
-    "type": "object",
-    "required": ["id", "role", "host", "pid", "jobTypes", "inFlight", "leader", "seenAt"],
-    "properties": {
+_WORKER: Schema = reply_object(
+    required=["id", "role", "host", "pid", "jobTypes", "inFlight", "leader", "seenAt"],
+    properties={
         "id": {"type": "string"},
         "role": {"enum": ["scheduler", "executor"]},
         "host": {"type": "string"},
@@ -53,13 +50,12 @@ _WORKER: Schema = {
         "seenAt": TIME,
         "secondsSinceSeen": {"type": "number", "minimum": 0},
     },
-}
+)
 _SERIES: Schema = array_of(_COUNT)
 
-OVERVIEW: Schema = {
-    "type": "object",
-    "required": ["byStatus", "total", "dlq", "queueLagSeconds", "throughput", "cluster"],
-    "properties": {
+OVERVIEW: Schema = reply_object(
+    required=["byStatus", "total", "dlq", "queueLagSeconds", "throughput", "cluster"],
+    properties={
         "tenantId": {"type": ["string", "null"]},
         "at": TIME,
         "byStatus": {"type": "object", "additionalProperties": _COUNT},
@@ -67,16 +63,15 @@ OVERVIEW: Schema = {
         "dlq": _COUNT,
         "queueLagSeconds": {"type": "number", "minimum": 0},
         "oldestDueAt": {"type": ["string", "null"], "format": "date-time"},
-        "throughput": {
-            "type": "object",
-            "required": ["start", "minutes", "completed", "failed"],
-            "properties": {
+        "throughput": reply_object(
+            required=["start", "minutes", "completed", "failed"],
+            properties={
                 "start": TIME,
                 "minutes": _COUNT,
                 "completed": _SERIES,
                 "failed": _SERIES,
             },
-        },
+        ),
         "retention": {
             "type": "object",
             "description": "the default retention per status and the reaper's last prune",
@@ -106,16 +101,13 @@ OVERVIEW: Schema = {
             },
         },
     },
-}
+)
 
-OVERVIEW_OP = Operation(
-    id="overview",
-    method="GET",
-    rule="/stats/overview",
-    summary="The dashboard's Overview: counts by status, queue lag, jobs finished per minute "
+OVERVIEW_OP = stats_operation(
+    "overview",
+    "GET",
+    "The dashboard's Overview: counts by status, queue lag, jobs finished per minute "
     "over the last hour, the leader and the live executors",
-    tag="jobs",
-    role=Role.READER,
-    params=(TENANT_PARAM,),
+    path="/overview",
     responses={200: Reply("the figures", OVERVIEW)},
 )

@@ -5,13 +5,13 @@
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.route_table import Reply
 from jobscheduler.api.shapes import TIME, Schema, array_of, closed_object
 from jobscheduler.domain.keys import Role
 from jobscheduler.domain.notifications import DeliveryStatus, EventType
 from jobscheduler.errors import WebhookNotFound
 
-from ._common import TENANT_PARAM, ItemOperations, limit_param, path_param
+from ._common import TENANT_PARAM, Operations, limit_param, path_param, reply_object
 
 #: Deliveries one ``GET /webhooks/{id}/deliveries`` answers: by default, and at most.
 DEFAULT_DELIVERY_LIMIT = 50
@@ -19,10 +19,9 @@ MAX_DELIVERY_LIMIT = 500
 
 EVENT_TYPE: Schema = {"type": "string", "enum": [e.value for e in EventType]}
 
-WEBHOOK: Schema = {
-    "type": "object",
-    "required": ["id", "tenantId", "url", "events", "createdAt"],
-    "properties": {
+WEBHOOK: Schema = reply_object(
+    required=["id", "tenantId", "url", "events", "createdAt"],
+    properties={
         "id": {"type": "string"},
         "tenantId": {"type": "string"},
         "url": {"type": "string"},
@@ -35,12 +34,11 @@ WEBHOOK: Schema = {
             "creation",
         },
     },
-}
+)
 
-DELIVERY: Schema = {
-    "type": "object",
-    "required": ["id", "eventId", "eventType", "status", "attempts", "createdAt"],
-    "properties": {
+DELIVERY: Schema = reply_object(
+    required=["id", "eventId", "eventType", "status", "attempts", "createdAt"],
+    properties={
         "id": {"type": "string"},
         "eventId": {"type": "string"},
         "eventType": EVENT_TYPE,
@@ -53,22 +51,22 @@ DELIVERY: Schema = {
         "updatedAt": TIME,
         "deliveredAt": TIME,
     },
-}
+)
 
 WEBHOOK_ID = path_param("webhook_id", {"type": "string"}, "one webhook")
 
+#: The webhook routes (``/webhooks`` + ``path``): for admins; unknown query parameters are
+#: ignored.
+webhooks_operation = Operations(
+    prefix="/webhooks", tag="webhooks", role=Role.ADMIN, unknown_params="ignore"
+)
 #: An operation on one webhook (``/webhooks/<webhook_id>`` + ``path``); an unknown one is a 404.
-webhook_operation = ItemOperations("/webhooks", WEBHOOK_ID, WebhookNotFound)
+webhook_operation = webhooks_operation.item(WEBHOOK_ID, WebhookNotFound)
 
-CREATE_WEBHOOK = Operation(
-    id="create_webhook",
-    method="POST",
-    rule="/webhooks",
-    summary="Register a webhook for failure notifications (admin); its secret is in the "
-    "answer only",
-    tag="webhooks",
-    role=Role.ADMIN,
-    unknown_params="ignore",
+CREATE_WEBHOOK = webhooks_operation(
+    "create_webhook",
+    "POST",
+    "Register a webhook for failure notifications (admin); its secret is in the answer only",
     view_reads_body=True,
     body=closed_object(
         required=["url", "events"],
@@ -82,15 +80,11 @@ CREATE_WEBHOOK = Operation(
     responses={201: Reply("the webhook, with its secret", WEBHOOK)},
 )
 
-LIST_WEBHOOKS = Operation(
-    id="list_webhooks",
-    method="GET",
-    rule="/webhooks",
-    summary="The webhooks (never their secrets), oldest first",
-    tag="webhooks",
-    role=Role.ADMIN,
+LIST_WEBHOOKS = webhooks_operation(
+    "list_webhooks",
+    "GET",
+    "The webhooks (never their secrets), oldest first",
     params=(TENANT_PARAM,),
-    unknown_params="ignore",
     responses={200: Reply("the webhooks", array_of(WEBHOOK))},
 )
 
@@ -98,8 +92,6 @@ DELETE_WEBHOOK = webhook_operation(
     "delete_webhook",
     "DELETE",
     "Delete a webhook (its pending deliveries are given up, its log stays)",
-    tag="webhooks",
-    role=Role.ADMIN,
     responses={200: Reply("the webhook, deleted", WEBHOOK)},
 )
 
@@ -107,21 +99,18 @@ DELIVERIES = webhook_operation(
     "webhook_deliveries",
     "GET",
     "A webhook's deliveries, newest first: status, attempts, last error",
-    tag="webhooks",
-    role=Role.ADMIN,
     path="/deliveries",
     params=(limit_param(MAX_DELIVERY_LIMIT, f"how many (default {DEFAULT_DELIVERY_LIMIT})"),),
     responses={
         200: Reply(
             "the deliveries",
-            {
-                "type": "object",
-                "required": ["webhookId", "deliveries"],
-                "properties": {
+            reply_object(
+                required=["webhookId", "deliveries"],
+                properties={
                     "webhookId": {"type": "string"},
                     "deliveries": array_of(DELIVERY),
                 },
-            },
+            ),
         )
     },
 )

@@ -9,7 +9,7 @@ the domain, so the document and the checks cannot drift apart.
 
 from __future__ import annotations
 
-from jobscheduler.api.route_table import Operation, Reply
+from jobscheduler.api.route_table import Reply
 from jobscheduler.api.shapes import (
     JOB_ID,
     NO_BODY,
@@ -32,7 +32,15 @@ from jobscheduler.errors import (
     WorkflowNotFound,
 )
 
-from ._common import ItemOperations, page_params, page_reply, path_param, query_param, tenant_params
+from ._common import (
+    Operations,
+    page_params,
+    page_reply,
+    path_param,
+    query_param,
+    reply_object,
+    tenant_params,
+)
 from .jobs import PRIORITY
 
 #: Most workflows one page of ``GET /workflows`` lists, and its default.
@@ -98,11 +106,10 @@ CREATE_WORKFLOW: Schema = {
 
 WORKFLOW_STATUS: Schema = {"type": "string", "enum": [s.value for s in LISTED]}
 
-STEP: Schema = {
-    "title": "Step",
-    "type": "object",
-    "required": ["name", "jobId", "jobType", "status", "dependsOn", "attempts"],
-    "properties": {
+STEP: Schema = reply_object(
+    title="Step",
+    required=["name", "jobId", "jobType", "status", "dependsOn", "attempts"],
+    properties={
         "name": {"type": "string"},
         "jobId": JOB_ID,
         "jobType": {"type": "string"},
@@ -116,7 +123,7 @@ STEP: Schema = {
         "scheduledAt": TIME,
         "updatedAt": TIME,
     },
-}
+)
 
 _WORKFLOW_FIELDS: dict[str, Schema] = {
     "id": WORKFLOW_ID,
@@ -133,18 +140,16 @@ _WORKFLOW_FIELDS: dict[str, Schema] = {
     "lastError": {"type": "string"},
 }
 
-WORKFLOW_SUMMARY: Schema = {
-    "title": "Workflow summary",
-    "type": "object",
-    "required": ["id", "tenantId", "idempotencyKey", "status", "createdAt", "updatedAt"],
-    "properties": _WORKFLOW_FIELDS,
-}
+WORKFLOW_SUMMARY: Schema = reply_object(
+    title="Workflow summary",
+    required=["id", "tenantId", "idempotencyKey", "status", "createdAt", "updatedAt"],
+    properties=_WORKFLOW_FIELDS,
+)
 
-WORKFLOW: Schema = {
-    "title": "Workflow",
-    "type": "object",
-    "required": [*WORKFLOW_SUMMARY["required"], "steps", "counts"],
-    "properties": {
+WORKFLOW: Schema = reply_object(
+    title="Workflow",
+    required=[*WORKFLOW_SUMMARY["required"], "steps", "counts"],
+    properties={
         **_WORKFLOW_FIELDS,
         "steps": array_of(STEP),
         "counts": {
@@ -153,21 +158,21 @@ WORKFLOW: Schema = {
             "description": "steps by status",
         },
     },
-}
+)
 
 WORKFLOW_ID_PARAM = path_param("workflow_id", WORKFLOW_ID, "the workflow's id")
 
+#: The workflow routes (``/workflows`` + ``path``).
+workflows_operation = Operations(prefix="/workflows", tag="workflows")
 #: An operation on one workflow (``/workflows/<workflow_id>`` + ``path``); an unknown
 #: workflow is a 404.
-workflow_operation = ItemOperations("/workflows", WORKFLOW_ID_PARAM, WorkflowNotFound)
+workflow_operation = workflows_operation.item(WORKFLOW_ID_PARAM, WorkflowNotFound)
 
 
-CREATE = Operation(
-    id="create_workflow",
-    method="POST",
-    rule="/workflows",
-    summary="Create a workflow: named steps, each a job body plus the steps it waits for",
-    tag="workflows",
+CREATE = workflows_operation(
+    "create_workflow",
+    "POST",
+    "Create a workflow: named steps, each a job body plus the steps it waits for",
     role=Role.WRITER,
     unknown_params="ignore",
     body=CREATE_WORKFLOW,
@@ -183,17 +188,14 @@ GET = workflow_operation(
     "get_workflow",
     "GET",
     "A workflow with every step and its status",
-    tag="workflows",
     role=Role.READER,
     responses={200: Reply("the workflow", WORKFLOW)},
 )
 
-LIST = Operation(
-    id="list_workflows",
-    method="GET",
-    rule="/workflows",
-    summary="A tenant's workflows, newest first, in pages",
-    tag="workflows",
+LIST = workflows_operation(
+    "list_workflows",
+    "GET",
+    "A tenant's workflows, newest first, in pages",
     role=Role.READER,
     params=(
         *tenant_params("workflows", "workflow"),
@@ -219,7 +221,6 @@ CANCEL = workflow_operation(
     "cancel_workflow",
     "POST",
     "Cancel every unfinished step of a workflow (running ones get a cancel request)",
-    tag="workflows",
     role=Role.WRITER,
     path="/cancel",
     body=NO_BODY,
@@ -232,7 +233,6 @@ RETRY = workflow_operation(
     "retry_workflow",
     "POST",
     "Resume a workflow: retry its failed or cancelled steps (or one, by name)",
-    tag="workflows",
     role=Role.WRITER,
     path="/retry",
     body=nullable(
