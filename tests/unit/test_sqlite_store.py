@@ -275,3 +275,91 @@ async def test_writes_started_together_share_one_transaction(
     assert batches == [3]
     assert len(await store.list_jobs("t", None, 10)) == 3
     await store.close()
+
+
+class Recorder:
+    """Records each batch the writer thread runs: ``upkeep`` for a background operation
+    of these tests, ``write`` for any other."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.batches: list[list[str]] = []
+        run_batch = sqlite_writer.run_batch
+
+        def recording(conn: sqlite3.Connection, batch: list[Any]) -> None:
+            self.batches.append([_label(slot.op) for slot in batch])
+            run_batch(conn, batch)
+
+        monkeypatch.setattr(sqlite_writer, "run_batch", recording)
+
+
+def upkeep(conn: sqlite3.Connection) -> None:
+    """A background operation (a prune's slice)."""
+
+
+def _label(op: Any) -> str:
+    return "upkeep" if op.__name__ == "upkeep" else "write"
+
+
+async def test_a_background_write_runs_alone_once_the_writes_queued_with_it_have_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await started_sqlite(tmp_path / "jobs.db")
+    recorder = Recorder(monkeypatch)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: store._write(upkeep, background=True))
+        for key in ("a", "b"):
+            nursery.start_soon(store.insert, job(key))
+    assert recorder.batches == [["write", "write"], ["upkeep"]]
+    await store.close()
+
+
+async def test_a_background_operation_sees_a_write_queued_while_it_runs_and_that_write_goes_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The prune's slices stop early on this sign, so a create waits for one slice at most.
+    store = await started_sqlite(tmp_path / "jobs.db")
+    writer = store._batches
+    assert writer is not None
+    running, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def upkeep(conn: sqlite3.Connection) -> None:
+        running.set()
+        release.wait(10)
+        seen.append(writer.waiting())
+
+    recorder = Recorder(monkeypatch)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: store._write(upkeep, background=True))
+        nursery.start_soon(lambda: store._write(upkeep, background=True))
+        await trio.to_thread.run_sync(running.wait, 10)
+        nursery.start_soon(store.insert, job("created"))
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert seen == [True, False]
+    assert recorder.batches == [["upkeep"], ["write"], ["upkeep"]]
+    await store.close()
+
+
+@pytest.mark.parametrize(
+    ("max_wait", "order"),
+    [(60.0, [["write"], ["upkeep"]]), (0.0, [["upkeep"], ["write"]])],
+    ids=["within-its-wait-it-yields", "past-its-wait-it-goes-first"],
+)
+async def test_a_background_write_goes_before_queued_writes_once_it_has_waited_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_wait: float, order: list[list[str]]
+) -> None:
+    # Under a load that always has a write queued, upkeep still gets its turn.
+    monkeypatch.setattr(sqlite_writer, "BACKGROUND_MAX_WAIT", max_wait)
+    store = await started_sqlite(tmp_path / "jobs.db")
+    stall = Stall()
+    async with trio.open_nursery() as nursery:
+        await stall.hold(store, nursery)
+        recorder = Recorder(monkeypatch)
+        nursery.start_soon(lambda: store._write(upkeep, background=True))
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(store.insert, job("created"))
+        await trio.testing.wait_all_tasks_blocked()
+        stall.release.set()
+    assert recorder.batches == order
+    await store.close()

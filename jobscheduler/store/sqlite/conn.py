@@ -131,11 +131,17 @@ class SQLiteConnection:
         await trio.lowlevel.checkpoint()
 
     async def _write(
-        self, op: Callable[[sqlite3.Connection], T], *, abandon_on_cancel: bool = False
+        self,
+        op: Callable[[sqlite3.Connection], T],
+        *,
+        abandon_on_cancel: bool = False,
+        background: bool = False,
     ) -> T:
         if self._batches is None:
             raise StoreError("store is closed")
-        return await self._batches.write(op, abandon_on_cancel=abandon_on_cancel)
+        return await self._batches.write(
+            op, abandon_on_cancel=abandon_on_cancel, background=background
+        )
 
     async def _insert_new(self, sql: str, params: Sequence[Any], what: str) -> None:
         """Run the INSERT ``sql``; a taken id is a StoreError ("<what> id clash")."""

@@ -200,10 +200,11 @@ class SQLiteUpkeepMixin(SQLiteConnection):
     async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
         """``DELETE ... WHERE id IN (<the oldest expired, by jobs_prune>) RETURNING id`` and
         the records of those ids, in the writer's transaction: no row goes through Python.
-        The rows go in slices of PRUNE_SLICE_ROWS, and the operation stops after the slice
-        during which another write was queued, or PRUNE_SLICE_SECONDS in: the writer is
-        never held for long by a prune, whatever ``limit`` is (the caller calls again until
-        it deletes nothing)."""
+        A background write (a batch of its own, once no other write is queued); the rows
+        go in slices of PRUNE_SLICE_ROWS, and the operation stops after the slice during
+        which another write was queued, or PRUNE_SLICE_SECONDS in: a create or a claim waits
+        for one slice at most, whatever ``limit`` is (the caller calls again until it
+        deletes nothing)."""
         tenant, status, job_type = key
         sql = (
             "DELETE FROM jobs WHERE id IN ("
@@ -230,11 +231,11 @@ class SQLiteUpkeepMixin(SQLiteConnection):
                     break
             return deleted
 
-        return await self._write(op)
+        return await self._write(op, background=True)
 
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
-        """One write per PRUNE_SLICE_ROWS jobs (each a transaction of its own: a job's
-        delete is conditional on its own, so nothing needs them together), so that
+        """One background write per PRUNE_SLICE_ROWS jobs (each a transaction of its own:
+        a job's delete is conditional on its own, so nothing needs them together), so that
         a create or a claim waits for one slice at most."""
         rows = [
             (
@@ -261,7 +262,9 @@ class SQLiteUpkeepMixin(SQLiteConnection):
 
         deleted = 0
         for start in range(0, len(rows), PRUNE_SLICE_ROWS):
-            deleted += await self._write(op(rows[start : start + PRUNE_SLICE_ROWS]))
+            deleted += await self._write(
+                op(rows[start : start + PRUNE_SLICE_ROWS]), background=True
+            )
         return deleted
 
     async def set_retention(self, override: Override) -> None:
@@ -305,7 +308,7 @@ class SQLiteUpkeepMixin(SQLiteConnection):
 
     async def reclaim_space(self, max_pages: int) -> int:
         """``PRAGMA incremental_vacuum`` a page at a time (Python's ``execute`` runs one step
-        of it, which frees one page, whatever the count asked) in the writer's batch, up to
+        of it, which frees one page, whatever the count asked) in a background write, up to
         ``max_pages``, stopping once another write is queued or PRUNE_SLICE_SECONDS in: each
         call holds the writer for a bounded time (the caller calls again until it frees
         nothing)."""
@@ -326,7 +329,7 @@ class SQLiteUpkeepMixin(SQLiteConnection):
 
         if self._memory:
             return 0
-        freed = await self._write(op)
+        freed = await self._write(op, background=True)
         if not freed:
             # Done: the pages freed so far leave the file once the WAL's frames are copied
             # back, so a passive checkpoint now (on a reader: no write waits on it) rather

@@ -10,6 +10,13 @@ run (the outcomes of the whole batch come back in one ``run_sync_soon``).
 Each operation runs inside its own SAVEPOINT when the batch has several, so one failed
 insert fails only itself and per-job transitions stay individually atomic.
 
+Upkeep (a prune, a reclaim of free pages) is queued as *background*: such an operation
+runs alone in its batch, only when no other write is queued, and stops early once one is
+(:meth:`BatchWriter.waiting`). So a create or a claim never shares a batch with it, and
+waits for at most the rest of one of its slices. Under a load that keeps writes always
+queued, a background write that has waited :data:`BACKGROUND_MAX_WAIT` goes next all the
+same (and, finding writes queued, does the least it can), so upkeep slows but never stops.
+
 Cancellation is that of a thread call: a caller cancelled while its write is queued
 withdraws it; once its batch is with the thread, the write runs to its end and the caller
 waits for its outcome (the cancellation comes at its next checkpoint). Request handlers
@@ -36,16 +43,19 @@ T = TypeVar("T")
 
 #: The writer thread's name while it serves a store.
 THREAD_NAME = "sqlite-writer"
+#: Seconds a background write waits at most for a moment with no other write queued.
+BACKGROUND_MAX_WAIT = 0.1
 
 
 class _Slot(Generic[T]):
     """One queued write: the operation and, once run, its result or error; ``task`` is
     the caller while it waits for them."""
 
-    __slots__ = ("done", "error", "op", "result", "task")
+    __slots__ = ("done", "error", "op", "queued_at", "result", "task")
 
     def __init__(self, op: Callable[[sqlite3.Connection], T]) -> None:
         self.op = op
+        self.queued_at = trio.current_time()
         self.result: T | None = None
         self.error: BaseException | None = None
         self.done = False
@@ -121,6 +131,8 @@ class BatchWriter:
         self._token = trio.lowlevel.current_trio_token()
         #: Writes waiting for the next batch (trio side: only the trio run touches it).
         self._pending: list[_Slot[Any]] = []
+        #: Background writes waiting for a batch of their own (trio side).
+        self._background: list[_Slot[Any]] = []
         #: A batch is with the thread (trio side).
         self._busy = False
         #: The batch handed to the thread and not yet taken (under ``_ready``).
@@ -149,16 +161,21 @@ class BatchWriter:
             self._served.set()
 
     async def write(
-        self, op: Callable[[sqlite3.Connection], T], *, abandon_on_cancel: bool = False
+        self,
+        op: Callable[[sqlite3.Connection], T],
+        *,
+        abandon_on_cancel: bool = False,
+        background: bool = False,
     ) -> T:
         """``op(conn)`` in the next batch: its result, or the error it raised (mapped).
         With ``abandon_on_cancel`` a cancelled caller stops waiting even for a write the
-        thread has taken (it runs on, its outcome unknown)."""
+        thread has taken (it runs on, its outcome unknown). A ``background`` write runs in
+        a batch of its own once no other write is queued (the module's docstring)."""
         if trio.lowlevel.current_trio_token() is not self._token:
             # Its outcome would be handed back to the run that started the store.
             raise RuntimeError("a SQLite store is used outside the trio run that started it")
         slot: _Slot[T] = _Slot(op)
-        self._pending.append(slot)
+        (self._background if background else self._pending).append(slot)
         try:
             # Yield once, so the writes of the tasks made runnable together with this one
             # (an executor's outcomes and its next pick) are queued by then and share the
@@ -167,7 +184,7 @@ class BatchWriter:
         except BaseException:
             self._withdraw(slot)
             raise
-        if not self._busy and self._pending:
+        if not self._busy:
             self._hand_over()
         if not slot.done:
 
@@ -206,14 +223,24 @@ class BatchWriter:
         await self._served.wait()
 
     def _withdraw(self, slot: _Slot[Any]) -> bool:
-        if slot in self._pending:
-            self._pending.remove(slot)
-            return True
+        for queue in (self._pending, self._background):
+            if slot in queue:
+                queue.remove(slot)
+                return True
         return False
 
     def _hand_over(self) -> None:
-        """Give the queued writes to the thread as one batch (trio side)."""
-        batch, self._pending = self._pending, []
+        """Give the thread its next batch (trio side): every queued write as one, else (or
+        once it has waited BACKGROUND_MAX_WAIT) the first background write alone."""
+        overdue = bool(self._background) and (
+            trio.current_time() - self._background[0].queued_at >= BACKGROUND_MAX_WAIT
+        )
+        if self._pending and not overdue:
+            batch, self._pending = self._pending, []
+        elif self._background:
+            batch = [self._background.pop(0)]
+        else:
+            return
         self._busy = True
         with self._ready:
             self._handed = batch
@@ -229,8 +256,7 @@ class BatchWriter:
             task, slot.task = slot.task, None
             if task is not None:
                 trio.lowlevel.reschedule(task)
-        if self._pending:
-            self._hand_over()
+        self._hand_over()
 
     def _serve(self) -> None:
         """The thread: run each batch handed over, and hand its outcomes back."""
