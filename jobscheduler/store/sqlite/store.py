@@ -22,9 +22,10 @@ from typing import Any
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job
-from jobscheduler.errors import JobNotFound, StoreError
+from jobscheduler.errors import StoreError
 from jobscheduler.store.base import InsertOutcome, JobStore
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
+from jobscheduler.store.jobs import found
 
 from . import ledger as sqlite_ledger
 from .attempts import ATTEMPTS_SCHEMA, SQLiteAttemptsMixin, migrate_attempt_runs
@@ -171,10 +172,7 @@ class SQLiteJobStore(
         ]
 
     async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
-        job = await self._one(["id = ?"], [job_id], tenant)
-        if job is None:
-            raise JobNotFound(f"job {job_id} not found")
-        return job
+        return found(await self._one(["id = ?"], [job_id], tenant), job_id)
 
     async def find_run(
         self, template_id: str, fire_at: datetime, *, tenant: str | None = None
