@@ -23,7 +23,7 @@ from jobscheduler.domain.notifications import (
 )
 
 from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, placeholders
 
 NOTIFICATIONS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS webhooks (
@@ -217,7 +217,7 @@ class SQLiteNotificationsMixin(SQLiteConnection):
     async def dispatch_event(self, event_id: str, deliveries: Sequence[Delivery]) -> None:
         rows = [_delivery_params(d) for d in deliveries]
         insert = (
-            f"INSERT OR IGNORE INTO deliveries ({_DELIVERY_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+            f"INSERT OR IGNORE INTO deliveries ({_DELIVERY_COLUMNS}) VALUES ({placeholders(14)})"
         )
 
         def op(conn: sqlite3.Connection) -> None:
