@@ -25,11 +25,12 @@ from jobscheduler.domain.workflows import (
     WorkflowStatus,
 )
 from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
-from jobscheduler.store.query import Cursor, JobQuery
+from jobscheduler.store.query import Cursor, JobQuery, Sort
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
 from .codec import _SELECT, _from_row, _millis, from_millis
 from .conn import SQLiteConnection, key_holder, placeholders
+from .query import keyset_sql
 from .where import index_where, where_clause
 
 WORKFLOWS_SCHEMA = """
@@ -171,12 +172,9 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         if query.created_before is not None:
             terms.append("created_at < ?")
             params.append(_millis(query.created_before))
-        if after is not None:
-            terms.append("(created_at, id) < (?, ?)")
-            params += [_millis(after.at), after.id]
-        where = f"WHERE {' AND '.join(terms)} " if terms else ""
-        sql = f"SELECT {_WF_SELECT} FROM workflows {where}ORDER BY created_at DESC, id DESC LIMIT ?"
-        params.append(limit)
+        sql, params = keyset_sql(
+            _WF_SELECT, "workflows", terms, params, Sort.CREATED_DESC, after, limit, _millis
+        )
         rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
         return [_workflow(row) for row in rows]
 
