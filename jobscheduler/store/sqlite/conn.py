@@ -53,6 +53,18 @@ def in_lists(values: Sequence[V]) -> Iterator[tuple[Sequence[V], str]]:
         yield chunk, f"({placeholders(len(chunk))})"
 
 
+def first_row(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: Sequence[Any],
+    decode: Callable[[tuple[Any, ...]], T],
+) -> T | None:
+    """The first row ``sql`` returns (a SELECT, or a write's RETURNING) through ``decode``, or
+    None if it returns no row."""
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else decode(row)
+
+
 def key_holder(conn: sqlite3.Connection, table: str, tenant_id: str, key: str) -> str | None:
     """The id of the row of ``table`` holding the idempotency ``key`` in ``tenant_id`` (its
     (tenant, key) unique index), or None if no row holds it."""

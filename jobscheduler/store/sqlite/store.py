@@ -30,7 +30,7 @@ from jobscheduler.store.jobs import found
 from . import ledger as sqlite_ledger
 from .attempts import ATTEMPTS_SCHEMA, SQLiteAttemptsMixin, migrate_attempt_runs
 from .codec import _COLUMNS, _SCHEMA, _SELECT, _from_row, _migrate, _millis, _to_db
-from .conn import SQLiteConnection, in_lists, key_holder, placeholders
+from .conn import SQLiteConnection, first_row, in_lists, key_holder, placeholders
 from .flow import FLOW_SCHEMA, SQLiteFlowMixin
 from .ledger import SQLiteLedgerMixin
 from .notifications import NOTIFICATIONS_SCHEMA, SQLiteNotificationsMixin
@@ -179,9 +179,4 @@ class SQLiteJobStore(
         if tenant is not None:
             terms, params = [*terms, "tenant_id = ?"], [*params, tenant]
         sql = f"SELECT {_SELECT} FROM jobs WHERE {' AND '.join(terms)}"
-
-        def op(conn: sqlite3.Connection) -> Job | None:
-            row = conn.execute(sql, params).fetchone()
-            return _from_row(row) if row else None
-
-        return await self._read(op)
+        return await self._read(lambda conn: first_row(conn, sql, params, _from_row))

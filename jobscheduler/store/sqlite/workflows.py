@@ -29,7 +29,7 @@ from jobscheduler.store.query import Cursor, JobQuery, Sort
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
 from .codec import _SELECT, _from_row, _millis, from_millis
-from .conn import SQLiteConnection, key_holder, placeholders
+from .conn import SQLiteConnection, first_row, key_holder, placeholders
 from .query import keyset_sql
 from .where import index_where, where_clause
 
@@ -188,11 +188,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         )
         params += [change.workflow_id, *expected]
 
-        def op(conn: sqlite3.Connection) -> Workflow | None:
-            row = conn.execute(sql, params).fetchone()
-            return None if row is None else _workflow(row)
-
-        return await self._write(op)
+        return await self._write(lambda conn: first_row(conn, sql, params, _workflow))
 
     async def workflow_steps(self, workflow_id: str, *, tenant: str | None = None) -> list[Job]:
         where, params = where_clause(JobQuery(tenant_id=tenant, workflow_id=workflow_id), _millis)
