@@ -18,7 +18,7 @@ from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.cron import Occurrence, OccurrenceStatus
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change
-from jobscheduler.errors import DuplicateJob, ValidationError
+from jobscheduler.errors import DuplicateJob, JobNotFound, ValidationError
 
 #: What :meth:`JobRecords.insert_many` answers for each job, in order: the job as stored, or
 #: the reason it was not stored (DuplicateJob with ``existing_id``, or ValidationError).
@@ -72,6 +72,14 @@ class JobRecords(Protocol):
         A run is identified by (``template_id``, ``fire_at``) with a unique index of its own:
         inserting a second job with the same pair raises DuplicateJob, whatever its key.
         """
+
+
+def found(job: Job | None, job_id: str) -> Job:
+    """What :meth:`JobRecords.get` answers when its read of ``job_id`` found ``job``: the
+    job, or JobNotFound if there is none."""
+    if job is None:
+        raise JobNotFound(f"job {job_id} not found")
+    return job
 
 
 class Transitions(Protocol):

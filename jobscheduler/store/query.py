@@ -22,6 +22,7 @@ import enum
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol, TypeVar
 
 import attrs
 
@@ -208,6 +209,34 @@ class Cursor:
         return cls(at=sort.key(job), id=job.id, sort=sort)
 
 
+class Listed(Protocol):
+    """A record of a listing: it has an id, and the time field of the listing's :class:`Sort`."""
+
+    @property
+    def id(self) -> str: ...
+
+
+L = TypeVar("L", bound=Listed)
+
+
+def keyset_page(found: Sequence[L], sort: Sort, limit: int, after: Cursor | None) -> list[L]:
+    """The first ``limit`` of ``found`` in ``sort``'s order (its time field, then the id),
+    strictly after ``after`` when given: a page in Python (the memory store), as the other
+    adapters' queries select it."""
+
+    def key(record: L) -> tuple[datetime, str]:
+        at: datetime = getattr(record, sort.field)
+        return at, record.id
+
+    if after is not None:
+        mark = (utc(after.at), after.id)
+        if sort.descending:
+            found = [record for record in found if key(record) < mark]
+        else:
+            found = [record for record in found if key(record) > mark]
+    return sorted(found, key=key, reverse=sort.descending)[:limit]
+
+
 @attrs.frozen(kw_only=True)
 class Window:
     """Jobs that finished in the last ``minutes``."""
@@ -304,10 +333,12 @@ __all__ = [
     "JobCounts",
     "JobQuery",
     "JobStats",
+    "Listed",
     "Pick",
     "Sort",
     "Statuses",
     "Window",
     "counts_from",
     "fair_group",
+    "keyset_page",
 ]

@@ -26,6 +26,7 @@ from jobscheduler.store.query import (
     Statuses,
     Window,
     counts_from,
+    keyset_page,
 )
 
 from .codec import job_out
@@ -41,16 +42,8 @@ def oldest_due(jobs: Iterable[Job], now: datetime) -> datetime | None:
 
 def page(jobs: Iterable[Job], query: JobQuery, limit: int, after: Cursor | None) -> list[Job]:
     """The first ``limit`` of ``jobs`` matching ``query``, in its order, after ``after``."""
-    sort = query.sort
     found = [job for job in jobs if query.matches(job)]
-    if after is not None:
-        mark = (utc(after.at), after.id)
-        if sort.descending:
-            found = [job for job in found if (sort.key(job), job.id) < mark]
-        else:
-            found = [job for job in found if (sort.key(job), job.id) > mark]
-    found.sort(key=lambda job: (sort.key(job), job.id), reverse=sort.descending)
-    return found[:limit]
+    return keyset_page(found, query.sort, limit, after)
 
 
 def count(

@@ -38,9 +38,10 @@ import attrs
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import Change, claim_fields
-from jobscheduler.errors import JobNotFound, StoreError
+from jobscheduler.errors import StoreError
 from jobscheduler.store.base import InsertOutcome, JobStore
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
+from jobscheduler.store.jobs import found
 from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
 
 from .codec import holds, job_in, job_out, of_tenant, value_in
@@ -106,10 +107,7 @@ class MemoryJobStore(
 
     async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
         await self._enter()
-        job = self._jobs.get(job_id, tenant)
-        if job is None:
-            raise JobNotFound(f"job {job_id} not found")
-        return job_out(job)
+        return job_out(found(self._jobs.get(job_id, tenant), job_id))
 
     async def find_run(
         self, template_id: str, fire_at: datetime, *, tenant: str | None = None

@@ -11,7 +11,7 @@ from jobscheduler.domain.model import Job, utc
 from jobscheduler.domain.states import WorkflowChange
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 from jobscheduler.errors import DuplicateWorkflow, WorkflowNotFound
-from jobscheduler.store.query import Cursor, JobQuery
+from jobscheduler.store.query import Cursor, JobQuery, Sort, keyset_page
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
 from .codec import job_out, keep
@@ -68,11 +68,7 @@ class MemoryWorkflowsMixin(MemoryConnection):
     ) -> list[Workflow]:
         await self._enter()
         found = [w for w in self._workflows.values() if query.matches(w)]
-        if after is not None:
-            mark = (utc(after.at), after.id)
-            found = [w for w in found if (w.created_at, w.id) < mark]
-        found.sort(key=lambda w: (w.created_at, w.id), reverse=True)
-        return found[:limit]
+        return keyset_page(found, Sort.CREATED_DESC, limit, after)
 
     async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
         await self._enter()

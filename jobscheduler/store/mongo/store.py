@@ -67,9 +67,10 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, Writ
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.errors import JobNotFound, StoreError, ValidationError
+from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
+from jobscheduler.store.jobs import found
 from jobscheduler.store.query import DUE_TEMPLATE, PENDING
 
 from . import counts
@@ -257,12 +258,10 @@ class MongoJobStore(
         return spread_outcomes(jobs, await self._call(op, "insert_many"), later)
 
     async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
-        if not ObjectId.is_valid(job_id):
-            raise JobNotFound(f"job {job_id} not found")
-        job = await self._one({"_id": ObjectId(job_id)}, tenant, "get")
-        if job is None:
-            raise JobNotFound(f"job {job_id} not found")
-        return job
+        job = None
+        if ObjectId.is_valid(job_id):
+            job = await self._one({"_id": ObjectId(job_id)}, tenant, "get")
+        return found(job, job_id)
 
     async def find_run(
         self, template_id: str, fire_at: datetime, *, tenant: str | None = None

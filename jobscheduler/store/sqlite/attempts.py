@@ -14,7 +14,7 @@ from typing import Any
 from jobscheduler.domain.attempts import Attempt, Outcome
 
 from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
-from .conn import SQLiteConnection, in_lists
+from .conn import SQLiteConnection, in_lists, placeholders
 
 #: One row per (job, run, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
 ATTEMPTS_SCHEMA = """
@@ -48,7 +48,7 @@ ATTEMPT_COLUMNS = (
 )
 INSERT_ATTEMPT = (
     f"INSERT OR IGNORE INTO attempts ({', '.join(ATTEMPT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(ATTEMPT_COLUMNS))})"
+    f"VALUES ({placeholders(len(ATTEMPT_COLUMNS))})"
 )
 
 

@@ -41,11 +41,37 @@ V = TypeVar("V")
 MEMORY = ":memory:"
 
 
+def placeholders(count: int) -> str:
+    """``?, ?, ...``: the parameter marks of ``count`` values (a VALUES or an IN list)."""
+    return ", ".join("?" * count)
+
+
 def in_lists(values: Sequence[V]) -> Iterator[tuple[Sequence[V], str]]:
     """``values`` in slices of :data:`IN_LIST_SIZE`, each with its ``(?, ...)`` list."""
     for start in range(0, len(values), IN_LIST_SIZE):
         chunk = values[start : start + IN_LIST_SIZE]
-        yield chunk, f"({', '.join('?' * len(chunk))})"
+        yield chunk, f"({placeholders(len(chunk))})"
+
+
+def first_row(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: Sequence[Any],
+    decode: Callable[[tuple[Any, ...]], T],
+) -> T | None:
+    """The first row ``sql`` returns (a SELECT, or a write's RETURNING) through ``decode``, or
+    None if it returns no row."""
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else decode(row)
+
+
+def key_holder(conn: sqlite3.Connection, table: str, tenant_id: str, key: str) -> str | None:
+    """The id of the row of ``table`` holding the idempotency ``key`` in ``tenant_id`` (its
+    (tenant, key) unique index), or None if no row holds it."""
+    row = conn.execute(
+        f"SELECT id FROM {table} WHERE tenant_id = ? AND idempotency_key = ?", (tenant_id, key)
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 class SQLiteConnection:

@@ -15,7 +15,7 @@ from jobscheduler.domain.states import claim_fields
 from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, JobQuery, Pick
 
 from .codec import _COLUMNS, _EPOCH, _SELECT, _from_row, _millis, _to_db
-from .conn import SQLiteConnection, in_lists
+from .conn import SQLiteConnection, in_lists, placeholders
 from .where import QUEUED, index_where
 
 #: The slots' unique indexes (SQLite's UNIQUE lets any number of NULLs through) and the
@@ -201,7 +201,7 @@ class SQLiteFlowMixin(SQLiteConnection):
     async def buckets(self, scopes: Sequence[str]) -> dict[str, datetime]:
         if not scopes:
             return {}
-        sql = f"SELECT scope, tat FROM flow_buckets WHERE scope IN ({', '.join('?' * len(scopes))})"
+        sql = f"SELECT scope, tat FROM flow_buckets WHERE scope IN ({placeholders(len(scopes))})"
 
         def op(conn: sqlite3.Connection) -> dict[str, datetime]:
             return {

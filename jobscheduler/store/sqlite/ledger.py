@@ -22,7 +22,7 @@ from .codec import _SELECT as _JOB_SELECT
 from .codec import _from_row as _job_from_row
 from .codec import _millis as _job_millis
 from .codec import from_millis, to_millis
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, placeholders
 from .where import where_clause
 
 #: One row per (template, fire time); ``INSERT OR IGNORE`` keeps the first writer's row.
@@ -53,7 +53,7 @@ _COLUMNS = (
     "cancelled_run_id",
 )
 _SELECT = ", ".join(_COLUMNS)
-_INSERT = f"INSERT OR IGNORE INTO occurrences ({_SELECT}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+_INSERT = f"INSERT OR IGNORE INTO occurrences ({_SELECT}) VALUES ({placeholders(len(_COLUMNS))})"
 
 
 def _params(record: Occurrence) -> tuple[Any, ...]:
@@ -118,7 +118,7 @@ def select(conn: sqlite3.Connection, query: OccurrenceQuery, limit: int) -> list
         conditions.append("fire_at < ?")
         params.append(to_millis(query.before))
     if query.statuses is not None:
-        conditions.append(f"status IN ({', '.join('?' * len(query.statuses))})")
+        conditions.append(f"status IN ({placeholders(len(query.statuses))})")
         params.extend(s.value for s in query.statuses)
     sql = (
         f"SELECT {_SELECT} FROM occurrences WHERE {' AND '.join(conditions)} "

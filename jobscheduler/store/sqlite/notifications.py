@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +23,7 @@ from jobscheduler.domain.notifications import (
 )
 
 from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, first_row, placeholders
 
 NOTIFICATIONS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS webhooks (
@@ -114,19 +114,6 @@ def _webhook_by_id(webhook_id: str, tenant: str | None) -> tuple[str, tuple[str,
     return "id = ? AND tenant_id = ?", (webhook_id, tenant)
 
 
-def _one_webhook(
-    sql: str, params: tuple[str, ...]
-) -> Callable[[sqlite3.Connection], Webhook | None]:
-    """The operation running ``sql`` (a SELECT, or a DELETE ... RETURNING, of webhook
-    columns): the first webhook it returns, or None."""
-
-    def op(conn: sqlite3.Connection) -> Webhook | None:
-        row = conn.execute(sql, params).fetchone()
-        return None if row is None else _webhook_from_row(row)
-
-    return op
-
-
 def _delivery_params(d: Delivery) -> tuple[Any, ...]:
     return (
         d.id,
@@ -193,12 +180,12 @@ class SQLiteNotificationsMixin(SQLiteConnection):
     async def get_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
         where, params = _webhook_by_id(webhook_id, tenant)
         sql = f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE {where}"
-        return await self._read(_one_webhook(sql, params))
+        return await self._read(lambda conn: first_row(conn, sql, params, _webhook_from_row))
 
     async def delete_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
         where, params = _webhook_by_id(webhook_id, tenant)
         sql = f"DELETE FROM webhooks WHERE {where} RETURNING {_WEBHOOK_COLUMNS}"
-        return await self._write(_one_webhook(sql, params))
+        return await self._write(lambda conn: first_row(conn, sql, params, _webhook_from_row))
 
     async def record_events(self, events: Sequence[Event]) -> None:
         rows = [event_params(e) for e in events]
@@ -217,7 +204,7 @@ class SQLiteNotificationsMixin(SQLiteConnection):
     async def dispatch_event(self, event_id: str, deliveries: Sequence[Delivery]) -> None:
         rows = [_delivery_params(d) for d in deliveries]
         insert = (
-            f"INSERT OR IGNORE INTO deliveries ({_DELIVERY_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+            f"INSERT OR IGNORE INTO deliveries ({_DELIVERY_COLUMNS}) VALUES ({placeholders(14)})"
         )
 
         def op(conn: sqlite3.Connection) -> None:
@@ -256,11 +243,7 @@ class SQLiteNotificationsMixin(SQLiteConnection):
         )
         params = (*values[6:9], *values[10:14], claimed.id, to_millis(claimed.next_attempt_at))
 
-        def op(conn: sqlite3.Connection) -> Delivery | None:
-            row = conn.execute(sql, params).fetchone()
-            return None if row is None else _delivery_from_row(row)
-
-        return await self._write(op)
+        return await self._write(lambda conn: first_row(conn, sql, params, _delivery_from_row))
 
     async def list_deliveries(
         self, webhook_id: str, *, limit: int, tenant: str | None = None

@@ -63,7 +63,22 @@ def find_sql(
     """``SELECT select FROM jobs WHERE ... ORDER BY <sort field> <dir>, id <dir> LIMIT ?``
     (the query's :class:`Sort`; by default ``created_at DESC, id DESC``)."""
     terms, params = conditions(query, millis)
-    sort = query.sort
+    return keyset_sql(select, "jobs", terms, params, query.sort, after, limit, millis)
+
+
+def keyset_sql(
+    select: str,
+    table: str,
+    terms: list[str],
+    params: list[Any],
+    sort: Sort,
+    after: Cursor | None,
+    limit: int,
+    millis: Millis,
+) -> tuple[str, list[Any]]:
+    """``SELECT select FROM table WHERE terms ORDER BY <sort field> <dir>, id <dir> LIMIT ?``
+    and its parameters: a page of a listing in ``sort``'s order, strictly after ``after``
+    when given (``terms``/``params``: the listing's conditions, extended in place)."""
     column = _SORT_COLUMNS[sort]
     direction = "DESC" if sort.descending else "ASC"
     if after is not None:
@@ -71,7 +86,7 @@ def find_sql(
         params += [millis(after.at), after.id]
     where = f"WHERE {' AND '.join(terms)} " if terms else ""
     order = f"ORDER BY {column} {direction}, id {direction}"
-    sql = f"SELECT {select} FROM jobs {where}{order} LIMIT ?"
+    sql = f"SELECT {select} FROM {table} {where}{order} LIMIT ?"
     params.append(limit)
     return sql, params
 

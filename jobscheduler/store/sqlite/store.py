@@ -22,14 +22,15 @@ from typing import Any
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job
-from jobscheduler.errors import JobNotFound, StoreError
+from jobscheduler.errors import StoreError
 from jobscheduler.store.base import InsertOutcome, JobStore
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
+from jobscheduler.store.jobs import found
 
 from . import ledger as sqlite_ledger
 from .attempts import ATTEMPTS_SCHEMA, SQLiteAttemptsMixin, migrate_attempt_runs
 from .codec import _COLUMNS, _SCHEMA, _SELECT, _from_row, _migrate, _millis, _to_db
-from .conn import SQLiteConnection, in_lists
+from .conn import SQLiteConnection, first_row, in_lists, key_holder, placeholders
 from .flow import FLOW_SCHEMA, SQLiteFlowMixin
 from .ledger import SQLiteLedgerMixin
 from .notifications import NOTIFICATIONS_SCHEMA, SQLiteNotificationsMixin
@@ -47,6 +48,14 @@ from .upkeep import SQLiteUpkeepMixin, make_incremental, prepare_counts
 from .where import sync_partial_indexes
 from .workers import WORKERS_SCHEMA, SQLiteWorkersMixin, migrate_workers
 from .workflows import WORKFLOWS_SCHEMA, SQLiteWorkflowsMixin
+
+#: The INSERT of a job's row; its parameters are :func:`_job_row`'s.
+_INSERT_JOB = f"INSERT INTO jobs ({_SELECT}) VALUES ({placeholders(len(_COLUMNS))})"
+
+
+def _job_row(job: Job) -> list[Any]:
+    """The parameters of :data:`_INSERT_JOB` for ``job``."""
+    return [_to_db(field, getattr(job, field)) for field in _COLUMNS]
 
 
 class SQLiteJobStore(
@@ -90,32 +99,22 @@ class SQLiteJobStore(
     # ------------------------------------------------------------------ JobStore
 
     async def insert(self, job: Job, *, audit: AuditRecord | None = None) -> Job:
-        columns = list(_COLUMNS.values())
-        params = [_to_db(field, getattr(job, field)) for field in _COLUMNS]
-        sql = f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        params = _job_row(job)
 
         def op(conn: sqlite3.Connection) -> Job:
             try:
-                conn.execute(sql, params)
+                conn.execute(_INSERT_JOB, params)
             except sqlite3.IntegrityError as exc:
                 if "idempotency_key" in str(exc) or "template_id" in str(exc):
-                    raise duplicate_of(job, self._holder(conn, job)) from None
+                    # No holder: the run's slot (template, fire time) was taken under another key.
+                    holder = key_holder(conn, "jobs", job.tenant_id, job.idempotency_key)
+                    raise duplicate_of(job, holder) from None
                 raise StoreError(f"insert failed: {exc}") from exc
             if audit is not None:
                 conn.execute(INSERT_AUDIT, audit_params(audit))
             return job
 
         return await self._write(op)
-
-    @staticmethod
-    def _holder(conn: sqlite3.Connection, job: Job) -> str | None:
-        """The id of the job of ``job``'s tenant holding its key (None: the run's slot was
-        taken under another key)."""
-        row = conn.execute(
-            "SELECT id FROM jobs WHERE tenant_id = ? AND idempotency_key = ?",
-            (job.tenant_id, job.idempotency_key),
-        ).fetchone()
-        return None if row is None else str(row[0])
 
     async def insert_many(self, jobs: Sequence[Job]) -> list[InsertOutcome]:
         """One transaction (one group commit): one ``executemany`` of ``INSERT ... ON
@@ -124,12 +123,8 @@ class SQLiteJobStore(
         if not jobs:
             return []
         unique, later = first_of_each_key(jobs)
-        columns = list(_COLUMNS.values())
-        sql = (
-            f"INSERT INTO jobs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-            "ON CONFLICT DO NOTHING"
-        )
-        rows = [[_to_db(field, getattr(job, field)) for field in _COLUMNS] for job in unique]
+        sql = f"{_INSERT_JOB} ON CONFLICT DO NOTHING"
+        rows = [_job_row(job) for job in unique]
 
         def op(conn: sqlite3.Connection) -> list[InsertOutcome]:
             taken: list[int] = []
@@ -171,10 +166,7 @@ class SQLiteJobStore(
         ]
 
     async def get(self, job_id: str, *, tenant: str | None = None) -> Job:
-        job = await self._one(["id = ?"], [job_id], tenant)
-        if job is None:
-            raise JobNotFound(f"job {job_id} not found")
-        return job
+        return found(await self._one(["id = ?"], [job_id], tenant), job_id)
 
     async def find_run(
         self, template_id: str, fire_at: datetime, *, tenant: str | None = None
@@ -187,9 +179,4 @@ class SQLiteJobStore(
         if tenant is not None:
             terms, params = [*terms, "tenant_id = ?"], [*params, tenant]
         sql = f"SELECT {_SELECT} FROM jobs WHERE {' AND '.join(terms)}"
-
-        def op(conn: sqlite3.Connection) -> Job | None:
-            row = conn.execute(sql, params).fetchone()
-            return _from_row(row) if row else None
-
-        return await self._read(op)
+        return await self._read(lambda conn: first_row(conn, sql, params, _from_row))

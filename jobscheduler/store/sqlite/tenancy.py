@@ -17,7 +17,7 @@ from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 
 from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, first_row
 from .where import given
 
 TENANCY_SCHEMA = """
@@ -151,12 +151,7 @@ class SQLiteTenancyMixin(SQLiteConnection):
         mine = "" if tenant is None else " AND tenant_id = ?"
         sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?{mine}"
         params = (key_id,) if tenant is None else (key_id, tenant)
-
-        def op(conn: sqlite3.Connection) -> ApiKey | None:
-            row = conn.execute(sql, params).fetchone()
-            return None if row is None else _key_from_row(row)
-
-        return await self._read(op)
+        return await self._read(lambda conn: first_row(conn, sql, params, _key_from_row))
 
     async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
         if tenant_id is None:
@@ -172,10 +167,8 @@ class SQLiteTenancyMixin(SQLiteConnection):
                 "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 (to_millis(now), key_id),
             )
-            row = conn.execute(
-                f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)
-            ).fetchone()
-            return None if row is None else _key_from_row(row)
+            sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?"
+            return first_row(conn, sql, (key_id,), _key_from_row)
 
         return await self._write(op)
 

@@ -25,11 +25,12 @@ from jobscheduler.domain.workflows import (
     WorkflowStatus,
 )
 from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
-from jobscheduler.store.query import Cursor, JobQuery
+from jobscheduler.store.query import Cursor, JobQuery, Sort
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
 from .codec import _SELECT, _from_row, _millis, from_millis
-from .conn import SQLiteConnection
+from .conn import SQLiteConnection, first_row, key_holder, placeholders
+from .query import keyset_sql
 from .where import index_where, where_clause
 
 WORKFLOWS_SCHEMA = """
@@ -106,7 +107,7 @@ def _conditions(expect: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
     params: list[Any] = []
     for field, expected in expect.items():
         if isinstance(expected, tuple):
-            terms.append(f"{field} IN ({', '.join('?' * len(expected))})")
+            terms.append(f"{field} IN ({placeholders(len(expected))})")
             params += [_to_db(field, v) for v in expected]
         elif expected is None:
             terms.append(f"{field} IS NULL")
@@ -121,22 +122,19 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
 
     async def insert_workflow(self, workflow: Workflow) -> Workflow:
         params = [_to_db(field, getattr(workflow, field)) for field in _FIELDS]
-        sql = f"INSERT INTO workflows ({_WF_SELECT}) VALUES ({', '.join('?' * len(_FIELDS))})"
+        sql = f"INSERT INTO workflows ({_WF_SELECT}) VALUES ({placeholders(len(_FIELDS))})"
 
         def op(conn: sqlite3.Connection) -> Workflow:
             try:
                 conn.execute(sql, params)
             except sqlite3.IntegrityError as exc:
-                row = conn.execute(
-                    "SELECT id FROM workflows WHERE tenant_id = ? AND idempotency_key = ?",
-                    (workflow.tenant_id, workflow.idempotency_key),
-                ).fetchone()
-                if row is None:
+                holder = key_holder(conn, "workflows", workflow.tenant_id, workflow.idempotency_key)
+                if holder is None:
                     raise StoreError(f"insert of workflow {workflow.id} failed: {exc}") from exc
                 raise DuplicateWorkflow(
                     f"idempotencyKey {workflow.idempotency_key!r} is already used by another "
                     "workflow",
-                    existing_id=str(row[0]),
+                    existing_id=holder,
                 ) from None
             return workflow
 
@@ -166,7 +164,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
                 terms.append(f"{column} = ?")
                 params.append(value)
         if query.statuses:
-            terms.append(f"status IN ({', '.join('?' * len(query.statuses))})")
+            terms.append(f"status IN ({placeholders(len(query.statuses))})")
             params += [s.value for s in query.statuses]
         if query.key_prefix is not None:
             terms.append("idempotency_key >= ? AND idempotency_key < ?")
@@ -174,12 +172,9 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         if query.created_before is not None:
             terms.append("created_at < ?")
             params.append(_millis(query.created_before))
-        if after is not None:
-            terms.append("(created_at, id) < (?, ?)")
-            params += [_millis(after.at), after.id]
-        where = f"WHERE {' AND '.join(terms)} " if terms else ""
-        sql = f"SELECT {_WF_SELECT} FROM workflows {where}ORDER BY created_at DESC, id DESC LIMIT ?"
-        params.append(limit)
+        sql, params = keyset_sql(
+            _WF_SELECT, "workflows", terms, params, Sort.CREATED_DESC, after, limit, _millis
+        )
         rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
         return [_workflow(row) for row in rows]
 
@@ -193,11 +188,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         )
         params += [change.workflow_id, *expected]
 
-        def op(conn: sqlite3.Connection) -> Workflow | None:
-            row = conn.execute(sql, params).fetchone()
-            return None if row is None else _workflow(row)
-
-        return await self._write(op)
+        return await self._write(lambda conn: first_row(conn, sql, params, _workflow))
 
     async def workflow_steps(self, workflow_id: str, *, tenant: str | None = None) -> list[Job]:
         where, params = where_clause(JobQuery(tenant_id=tenant, workflow_id=workflow_id), _millis)
@@ -229,7 +220,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
             terms.append("tenant_id = ?")
             params.append(scope.tenant)
         if scope.skip_tenants:
-            terms.append(f"tenant_id NOT IN ({', '.join('?' * len(scope.skip_tenants))})")
+            terms.append(f"tenant_id NOT IN ({placeholders(len(scope.skip_tenants))})")
             params += scope.skip_tenants
         sql = (
             f"SELECT {_WF_SELECT} FROM workflows INDEXED BY workflows_finished "
