@@ -1,6 +1,6 @@
 """Files made before retention gain at start what pruning and the counters need; the space
 pruned jobs leave goes back to the file system; a prune holds the writer one slice at a
-time."""
+time, and slows down while other writes come in."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import trio
 
 from jobscheduler.domain.model import Status
 from jobscheduler.store.sqlite import upkeep
@@ -128,5 +129,29 @@ async def test_a_prune_leaves_the_writer_after_a_slice_and_is_called_again(
             calls.append(step)
         assert calls == [10, 10, 5]
         assert await store.job_counters() == {}
+    finally:
+        await store.close()
+
+
+async def test_a_prune_slice_that_gave_way_to_other_writes_returns_a_pause_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under load a prune slows down: its WAL and the checkpoints copying it back are what
+    # the creates and claims beside it feel.
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 60.0)
+    monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 0.2)
+    store = await started_sqlite(tmp_path / "jobs.db")
+    try:
+        await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
+        key = ("tenant-a", Status.COMPLETED, "noop")
+        future = datetime(2100, 1, 1, tzinfo=UTC)
+        assert store._batches is not None
+        monkeypatch.setattr(store._batches, "waiting", lambda: True)  # a write is queued
+        started = trio.current_time()
+        assert await store.prune_expired(key, future, 1000) == 10  # gave way after a slice
+        assert trio.current_time() - started >= 0.2
+        monkeypatch.setattr(store._batches, "waiting", lambda: False)  # quiet again
+        assert await store.prune_expired(key, future, 1000) == 15  # the rest in one call
     finally:
         await store.close()

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+import trio
+
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.store.query import CountKey, Statuses
@@ -84,6 +86,10 @@ PRUNE_INDEX = (
 #: for one slice at most.
 PRUNE_SLICE_ROWS = 100
 PRUNE_SLICE_SECONDS = 0.01
+#: Seconds a prune call waits, after a slice that gave way to other writes, before it
+#: returns: the WAL a prune writes, and the checkpoints that copy it back, are what creates
+#: and claims feel of it, so under load a prune runs at a fraction of its idle pace.
+PRUNE_BUSY_PAUSE = 0.15
 
 _RECOUNT = "SELECT tenant_id, status, job_type, COUNT(*) FROM jobs GROUP BY 1, 2, 3"
 
@@ -204,7 +210,8 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         go in slices of PRUNE_SLICE_ROWS, and the operation stops after the slice during
         which another write was queued, or PRUNE_SLICE_SECONDS in: a create or a claim waits
         for one slice at most, whatever ``limit`` is (the caller calls again until it
-        deletes nothing)."""
+        deletes nothing). After a slice that gave way, the call returns PRUNE_BUSY_PAUSE
+        later."""
         tenant, status, job_type = key
         sql = (
             "DELETE FROM jobs WHERE id IN ("
@@ -217,7 +224,7 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         params = (Status(status).value, tenant, job_type, _millis(before))
         batches = self._batches
 
-        def op(conn: sqlite3.Connection) -> int:
+        def op(conn: sqlite3.Connection) -> tuple[int, bool]:
             deleted = 0
             deadline = time.perf_counter() + PRUNE_SLICE_SECONDS
             while deleted < limit:
@@ -228,10 +235,13 @@ class SQLiteUpkeepMixin(SQLiteConnection):
                 if len(ids) < rows or time.perf_counter() >= deadline:
                     break
                 if batches is not None and batches.waiting():
-                    break
-            return deleted
+                    return deleted, True
+            return deleted, False
 
-        return await self._write(op, background=True)
+        deleted, gave_way = await self._write(op, background=True)
+        if gave_way:
+            await trio.sleep(PRUNE_BUSY_PAUSE)
+        return deleted
 
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
         """One background write per PRUNE_SLICE_ROWS jobs (each a transaction of its own:
@@ -311,25 +321,27 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         of it, which frees one page, whatever the count asked) in a background write, up to
         ``max_pages``, stopping once another write is queued or PRUNE_SLICE_SECONDS in: each
         call holds the writer for a bounded time (the caller calls again until it frees
-        nothing)."""
+        nothing). Like a prune's, a call that gave way returns PRUNE_BUSY_PAUSE later."""
         batches = self._batches
 
-        def op(conn: sqlite3.Connection) -> int:
+        def op(conn: sqlite3.Connection) -> tuple[int, bool]:
             free = conn.execute("PRAGMA freelist_count").fetchone()[0]
             deadline = time.perf_counter() + PRUNE_SLICE_SECONDS
-            freed = 0
+            freed, gave_way = 0, False
             while freed < min(free, max_pages):
                 conn.execute("PRAGMA incremental_vacuum(1)")
                 freed += 1
-                if freed % 16 == 0 and (
-                    time.perf_counter() >= deadline or (batches is not None and batches.waiting())
-                ):
-                    break
-            return int(free - conn.execute("PRAGMA freelist_count").fetchone()[0])
+                if freed % 16 == 0:
+                    gave_way = batches is not None and batches.waiting()
+                    if gave_way or time.perf_counter() >= deadline:
+                        break
+            return int(free - conn.execute("PRAGMA freelist_count").fetchone()[0]), gave_way
 
         if self._memory:
             return 0
-        freed = await self._write(op, background=True)
+        freed, gave_way = await self._write(op, background=True)
+        if gave_way:
+            await trio.sleep(PRUNE_BUSY_PAUSE)
         if not freed:
             # Done: the pages freed so far leave the file once the WAL's frames are copied
             # back, so a passive checkpoint now (on a reader: no write waits on it) rather
