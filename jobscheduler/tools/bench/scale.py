@@ -318,13 +318,19 @@ async def _left(client: Pool, tenant: str) -> int:
 async def scale(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
     kept = args.scale_jobs or (100_000 if stack.distributed else 1_000_000)
     tenant = f"bench-scale-{stack.run_id}"
+    fresh, jobs_fresh = file_bytes(stack), await _left(client, "")
     empty = await measure(stack, client, tenant, "empty")
     before = file_bytes(stack)
     jobs_before = await _left(client, "")
+    # What one of the bench's own jobs takes (with its attempt records and audit): the
+    # file's growth over the empty store's phases, which stored only those.
+    stored = jobs_before - jobs_fresh
+    own_per_job = (before - fresh) / stored if stored else 0.0
     print(f"scale: store file before the fill {file_mb(stack)}")
     await fill(stack, tenant, kept)
     print(f"scale: store file with the fill {file_mb(stack)}")
     per_job = (file_bytes(stack) - before) / kept
+    print(f"scale: {per_job:.0f} bytes a filled job, {own_per_job:.0f} a job of the bench's own")
     full = await measure(stack, client, tenant, "kept")
     report(empty, full, kept)
     await prune_under_load(stack, client, tenant, full.steady_p99_ms, empty.steady_p99_ms)
@@ -334,14 +340,19 @@ async def scale(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
     if not before:
         return  # MongoDB: no file to weigh
     # The bench's own phases after the fill (each in a tenant of its own) stored jobs too,
-    # which no retention expires yet: what they take, at the fill's bytes a job.
+    # which no retention expires yet: what they take, at what such a job took before the
+    # fill (its attempt records and audit with it), and at a filled job's size (less).
     later = await _left(client, "") - jobs_before
-    own = later * per_job
-    print(
-        f"  of which the bench's own {later:,} jobs stored after the fill: about "
-        f"{own / 1e6:.1f} MB at the fill's {per_job:.0f} bytes a job; without them "
-        f"{(after - own) / before:.2f}x"
-    )
+    for size, what in (
+        (own_per_job, "such a job before the fill"),
+        (per_job, "a filled job"),
+    ):
+        own = later * size
+        print(
+            f"  of which the bench's own {later:,} jobs stored after the fill: about "
+            f"{own / 1e6:.1f} MB at {size:.0f} bytes a job ({what}); without them "
+            f"{(after - own) / before:.2f}x"
+        )
 
 
 def prepare_environment() -> None:
