@@ -4,7 +4,9 @@ time, and slows down while other writes come in."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 import trio
 
 from jobscheduler.domain.model import Status
-from jobscheduler.store.sqlite import upkeep
+from jobscheduler.store.sqlite import SQLiteJobStore, upkeep
 
 from .conftest import make_job, started_sqlite
 
@@ -113,24 +115,34 @@ async def test_the_pages_pruned_jobs_leave_are_given_back(tmp_path: Path) -> Non
     assert _page_count(path) <= full - given  # the file itself is that much shorter
 
 
+#: The key of :func:`expired_store`'s jobs, and an instant by which they have all expired.
+KEY = ("tenant-a", Status.COMPLETED, "noop")
+FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
+
+
+@contextlib.asynccontextmanager
+async def expired_store(path: Path) -> AsyncIterator[SQLiteJobStore]:
+    """A store holding 25 completed jobs of :data:`KEY`."""
+    store = await started_sqlite(path)
+    try:
+        await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
+        yield store
+    finally:
+        await store.close()
+
+
 async def test_a_prune_leaves_the_writer_after_a_slice_and_is_called_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A slice's time is up at once: each call deletes one slice of rows, oldest first.
     monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
     monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 0.0)
-    store = await started_sqlite(tmp_path / "jobs.db")
-    try:
-        await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
-        key = ("tenant-a", Status.COMPLETED, "noop")
-        future = datetime(2100, 1, 1, tzinfo=UTC)
+    async with expired_store(tmp_path / "jobs.db") as store:
         calls = []
-        while step := await store.prune_expired(key, future, 1000):
+        while step := await store.prune_expired(KEY, FUTURE, 1000):
             calls.append(step)
         assert calls == [10, 10, 5]
         assert await store.job_counters() == {}
-    finally:
-        await store.close()
 
 
 async def test_a_prune_slice_that_gave_way_to_other_writes_returns_a_pause_later(
@@ -141,17 +153,11 @@ async def test_a_prune_slice_that_gave_way_to_other_writes_returns_a_pause_later
     monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
     monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 60.0)
     monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 0.2)
-    store = await started_sqlite(tmp_path / "jobs.db")
-    try:
-        await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
-        key = ("tenant-a", Status.COMPLETED, "noop")
-        future = datetime(2100, 1, 1, tzinfo=UTC)
+    async with expired_store(tmp_path / "jobs.db") as store:
         assert store._batches is not None
         monkeypatch.setattr(store._batches, "waiting", lambda: True)  # a write is queued
         started = trio.current_time()
-        assert await store.prune_expired(key, future, 1000) == 10  # gave way after a slice
+        assert await store.prune_expired(KEY, FUTURE, 1000) == 10  # gave way after a slice
         assert trio.current_time() - started >= 0.2
         monkeypatch.setattr(store._batches, "waiting", lambda: False)  # quiet again
-        assert await store.prune_expired(key, future, 1000) == 15  # the rest in one call
-    finally:
-        await store.close()
+        assert await store.prune_expired(KEY, FUTURE, 1000) == 15  # the rest in one call
