@@ -22,7 +22,9 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         "Register the functions that run your job types (`--app MODULE:ATTR`).",
         (
             "jobscheduler.handlers.HandlerRegistry",
+            "jobscheduler.handlers.HandlerOptions",
             "jobscheduler.handlers.JobContext",
+            "jobscheduler.handlers.ChildOptions",
             "jobscheduler.handlers.PermanentError",
         ),
     ),
