@@ -67,6 +67,21 @@ async def deliveries(client: httpx.AsyncClient, dev: DevServer, hook_id: str) ->
     return found
 
 
+async def settled_delivery(
+    client: httpx.AsyncClient, dev: DevServer, hook_id: str, attempts: int
+) -> dict[str, Any]:
+    """The hook's one delivery once it records ``attempts`` tries: the receiver sees a try
+    before the sender has read the answer and written it down."""
+    with trio.move_on_after(DELIVERY_BOUND):
+        while True:
+            [delivery] = await deliveries(client, dev, hook_id)
+            if delivery["attempts"] >= attempts:
+                break
+            await trio.sleep(0.05)
+    found: dict[str, Any] = delivery
+    return found
+
+
 async def test_a_dead_letter_reaches_the_webhook_signed_after_a_retry(
     dev_factory: Factory, client: httpx.AsyncClient, job_body: Body, hooks: Receiver
 ) -> None:
@@ -87,7 +102,7 @@ async def test_a_dead_letter_reaches_the_webhook_signed_after_a_retry(
     assert event["data"]["job"]["id"] == job_id
     assert event["data"]["job"]["status"] == "dlq"
 
-    [delivery] = await deliveries(client, dev, hook["id"])
+    delivery = await settled_delivery(client, dev, hook["id"], 2)
     assert delivery["status"] == "delivered"
     assert delivery["attempts"] == 2
     assert delivery["lastStatus"] == 200
@@ -102,7 +117,7 @@ async def test_a_pending_delivery_survives_kill_9_and_is_sent_after_the_restart(
     hooks.statuses = [503]
     await dead_letter(client, dev, job_body)
     [failed_try] = await received(hooks, 1)
-    [pending] = await deliveries(client, dev, hook["id"])
+    pending = await settled_delivery(client, dev, hook["id"], 1)
     assert (pending["status"], pending["attempts"]) == ("pending", 1)
 
     dev.kill()  # before its retry, 5 s later
@@ -111,5 +126,5 @@ async def test_a_pending_delivery_survives_kill_9_and_is_sent_after_the_restart(
     assert (
         retried.headers["x-jobscheduler-delivery"] == failed_try.headers["x-jobscheduler-delivery"]
     )
-    [delivered] = await deliveries(client, restarted, hook["id"])
+    delivered = await settled_delivery(client, restarted, hook["id"], 2)
     assert (delivered["status"], delivered["attempts"]) == ("delivered", 2)
