@@ -1,6 +1,6 @@
 """Files made before retention gain at start what pruning and the counters need; the space
 pruned jobs leave goes back to the file system; a prune holds the writer one slice at a
-time, and slows down while other writes come in."""
+time, and slows down while other writes come in (so does the archive path's delete)."""
 
 from __future__ import annotations
 
@@ -161,3 +161,22 @@ async def test_a_prune_slice_that_gave_way_to_other_writes_returns_a_pause_later
         assert trio.current_time() - started >= 0.2
         monkeypatch.setattr(store._batches, "waiting", lambda: False)  # quiet again
         assert await store.prune_expired(KEY, FUTURE, 1000) == 15  # the rest in one call
+
+
+async def test_the_archive_paths_delete_pauses_after_a_slice_that_gave_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
+    monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 0.2)
+    async with expired_store(tmp_path / "jobs.db") as store:
+        assert store._batches is not None
+        jobs = await store.expired_jobs(KEY, FUTURE, 1000)
+        monkeypatch.setattr(store._batches, "waiting", lambda: True)  # a write is queued
+        started = trio.current_time()
+        assert await store.delete_jobs(jobs[:20]) == 20  # two slices, each giving way
+        assert trio.current_time() - started >= 0.4
+        monkeypatch.setattr(store._batches, "waiting", lambda: False)  # quiet again
+        monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 60.0)
+        with trio.fail_after(30):  # no pause
+            assert await store.delete_jobs(jobs[20:]) == 5
+        assert await store.job_counters() == {}

@@ -246,7 +246,8 @@ class SQLiteUpkeepMixin(SQLiteConnection):
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
         """One background write per PRUNE_SLICE_ROWS jobs (each a transaction of its own:
         a job's delete is conditional on its own, so nothing needs them together), so that
-        a create or a claim waits for one slice at most."""
+        a create or a claim waits for one slice at most. As in a prune, a slice during which
+        another write was queued is followed by PRUNE_BUSY_PAUSE."""
         rows = [
             (
                 job.id,
@@ -256,8 +257,11 @@ class SQLiteUpkeepMixin(SQLiteConnection):
             for job in jobs
         ]
 
-        def op(part: Sequence[tuple[str, str, int | None]]) -> Callable[[sqlite3.Connection], int]:
-            def delete(conn: sqlite3.Connection) -> int:
+        batches = self._batches
+        Part = Sequence[tuple[str, str, int | None]]
+
+        def op(part: Part) -> Callable[[sqlite3.Connection], tuple[int, bool]]:
+            def delete(conn: sqlite3.Connection) -> tuple[int, bool]:
                 deleted = 0
                 for job_id, status, finished in part:
                     if conn.execute(
@@ -266,15 +270,18 @@ class SQLiteUpkeepMixin(SQLiteConnection):
                     ).rowcount:
                         conn.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
                         deleted += 1
-                return deleted
+                return deleted, batches is not None and batches.waiting()
 
             return delete
 
         deleted = 0
         for start in range(0, len(rows), PRUNE_SLICE_ROWS):
-            deleted += await self._write(
+            done, gave_way = await self._write(
                 op(rows[start : start + PRUNE_SLICE_ROWS]), background=True
             )
+            deleted += done
+            if gave_way:
+                await trio.sleep(PRUNE_BUSY_PAUSE)
         return deleted
 
     async def set_retention(self, override: Override) -> None:
