@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -91,6 +91,8 @@ PRUNE_SLICE_SECONDS = 0.01
 #: and claims feel of it, so under load a prune runs at a fraction of its idle pace.
 PRUNE_BUSY_PAUSE = 0.15
 
+T = TypeVar("T")
+
 _RECOUNT = "SELECT tenant_id, status, job_type, COUNT(*) FROM jobs GROUP BY 1, 2, 3"
 
 
@@ -137,6 +139,19 @@ def _statements(script: str) -> list[str]:
 
 class SQLiteUpkeepMixin(SQLiteConnection):
     """Counters, pruning, overrides and free pages on the store's SQLite file."""
+
+    def _writes_waiting(self) -> bool:
+        """Whether another write is queued (read by an upkeep op in the writer's thread,
+        between two of its slices)."""
+        return self._batches is not None and self._batches.waiting()
+
+    async def _paced_write(self, op: Callable[[sqlite3.Connection], tuple[T, bool]]) -> T:
+        """Run an upkeep ``op`` as a background write; ``op`` returns its result and whether
+        it gave way to another write, after which this returns PRUNE_BUSY_PAUSE later."""
+        result, gave_way = await self._write(op, background=True)
+        if gave_way:
+            await trio.sleep(PRUNE_BUSY_PAUSE)
+        return result
 
     async def job_counters(self, statuses: Statuses = None) -> dict[CountKey, int]:
         where = "" if statuses is None else f" AND {status_condition(statuses)}"
@@ -222,7 +237,6 @@ class SQLiteUpkeepMixin(SQLiteConnection):
             ") RETURNING id"
         )
         params = (Status(status).value, tenant, job_type, _millis(before))
-        batches = self._batches
 
         def op(conn: sqlite3.Connection) -> tuple[int, bool]:
             deleted = 0
@@ -234,14 +248,11 @@ class SQLiteUpkeepMixin(SQLiteConnection):
                 deleted += len(ids)
                 if len(ids) < rows or time.perf_counter() >= deadline:
                     break
-                if batches is not None and batches.waiting():
+                if self._writes_waiting():
                     return deleted, True
             return deleted, False
 
-        deleted, gave_way = await self._write(op, background=True)
-        if gave_way:
-            await trio.sleep(PRUNE_BUSY_PAUSE)
-        return deleted
+        return await self._paced_write(op)
 
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
         """One background write per PRUNE_SLICE_ROWS jobs (each a transaction of its own:
@@ -257,7 +268,6 @@ class SQLiteUpkeepMixin(SQLiteConnection):
             for job in jobs
         ]
 
-        batches = self._batches
         Part = Sequence[tuple[str, str, int | None]]
 
         def op(part: Part) -> Callable[[sqlite3.Connection], tuple[int, bool]]:
@@ -270,18 +280,13 @@ class SQLiteUpkeepMixin(SQLiteConnection):
                     ).rowcount:
                         conn.execute("DELETE FROM attempts WHERE job_id = ?", (job_id,))
                         deleted += 1
-                return deleted, batches is not None and batches.waiting()
+                return deleted, self._writes_waiting()
 
             return delete
 
         deleted = 0
         for start in range(0, len(rows), PRUNE_SLICE_ROWS):
-            done, gave_way = await self._write(
-                op(rows[start : start + PRUNE_SLICE_ROWS]), background=True
-            )
-            deleted += done
-            if gave_way:
-                await trio.sleep(PRUNE_BUSY_PAUSE)
+            deleted += await self._paced_write(op(rows[start : start + PRUNE_SLICE_ROWS]))
         return deleted
 
     async def set_retention(self, override: Override) -> None:
@@ -329,7 +334,6 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         ``max_pages``, stopping once another write is queued or PRUNE_SLICE_SECONDS in: each
         call holds the writer for a bounded time (the caller calls again until it frees
         nothing). Like a prune's, a call that gave way returns PRUNE_BUSY_PAUSE later."""
-        batches = self._batches
 
         def op(conn: sqlite3.Connection) -> tuple[int, bool]:
             free = conn.execute("PRAGMA freelist_count").fetchone()[0]
@@ -339,16 +343,14 @@ class SQLiteUpkeepMixin(SQLiteConnection):
                 conn.execute("PRAGMA incremental_vacuum(1)")
                 freed += 1
                 if freed % 16 == 0:
-                    gave_way = batches is not None and batches.waiting()
+                    gave_way = self._writes_waiting()
                     if gave_way or time.perf_counter() >= deadline:
                         break
             return int(free - conn.execute("PRAGMA freelist_count").fetchone()[0]), gave_way
 
         if self._memory:
             return 0
-        freed, gave_way = await self._write(op, background=True)
-        if gave_way:
-            await trio.sleep(PRUNE_BUSY_PAUSE)
+        freed = await self._paced_write(op)
         if not freed:
             # Done: the pages freed so far leave the file once the WAL's frames are copied
             # back, so a passive checkpoint now (on a reader: no write waits on it) rather
