@@ -58,6 +58,7 @@ from jobscheduler.domain.workers import WorkerBeat
 from .jobs import MAX_INSERT_MANY, AttemptLog, CronLedger, InsertOutcome, JobRecords, Transitions
 from .notifications import Notifications
 from .query import (
+    Candidate,
     Cursor,
     Exclusions,
     JobCounts,
@@ -238,7 +239,7 @@ class FlowControl(Protocol):
     @abc.abstractmethod
     async def fair_candidates(
         self, now: datetime, per_group: int, exclude: Exclusions | None = None
-    ) -> list[Job]:
+    ) -> list[Candidate]:
         """Due one-off jobs (:data:`~jobscheduler.store.query.DUE_ONE_OFF` at ``now``) to
         claim fairly from: for each (priority, tenant, fairness key) group, its oldest
         ``per_group`` (by ``scheduled_at``, then id), highest priority levels first, until

@@ -22,7 +22,7 @@ import enum
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 import attrs
 
@@ -147,6 +147,31 @@ class Pick:
     job_id: str
     key_slot: str | None = None
     type_slot: str | None = None
+
+
+class Candidate(NamedTuple):
+    """A due job as a fair claim reads it: what its order and the limits look at, not the
+    whole job (no payload, result or history is read or decoded for a job left unpicked)."""
+
+    id: str
+    priority: int
+    tenant_id: str
+    fairness_key: str
+    job_type: str
+    concurrency_key: str | None
+    scheduled_at: datetime
+
+    @classmethod
+    def of(cls, job: Job) -> Candidate:
+        return cls(
+            job.id,
+            job.priority,
+            job.tenant_id,
+            job.fairness_key,
+            job.job_type,
+            job.concurrency_key,
+            job.scheduled_at,
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -327,6 +352,7 @@ __all__ = [
     "PENDING",
     "STATS_WINDOWS",
     "THROUGHPUT",
+    "Candidate",
     "CountKey",
     "Cursor",
     "Exclusions",

@@ -18,7 +18,7 @@ from jobscheduler.domain.flow import (
 )
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.store import JobStore
-from jobscheduler.store.query import Exclusions, Pick
+from jobscheduler.store.query import Candidate, Exclusions, Pick
 from tests.support.flow_holds import key_hold
 
 from .store_support import NOW, make_job
@@ -41,6 +41,22 @@ async def test_fair_candidates_take_the_oldest_of_each_group_at_the_top_level(
     assert sorted(j.id for j in found) == sorted(
         [*(j.id for j in backlog[:3]), *(j.id for j in late), keyed.id]
     )
+
+
+async def test_a_fair_candidate_carries_what_the_claim_reads_of_its_job(store: JobStore) -> None:
+    keyed = make_job(
+        tenant="a",
+        priority=2,
+        fairness_key="report",
+        concurrency_key="customer-7",
+        scheduled_at=NOW - timedelta(seconds=3),
+        payload={"big": "x" * 1000},
+    )
+    plain = make_job(tenant="b", scheduled_at=NOW - timedelta(seconds=1))
+    await store.insert_many([keyed, plain])
+    found = await store.fair_candidates(NOW, 5)
+    stored = [await store.get(job.id) for job in (keyed, plain)]
+    assert sorted(found) == sorted(Candidate.of(job) for job in stored)
 
 
 async def test_fair_candidates_read_lower_levels_while_the_top_holds_too_few(

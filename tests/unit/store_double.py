@@ -23,6 +23,7 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.jobs import OccurrenceQuery
 from jobscheduler.store.query import (
+    Candidate,
     CountKey,
     Cursor,
     Exclusions,
@@ -201,7 +202,7 @@ class ProxyStore(JobStore):
 
     async def fair_candidates(
         self, now: datetime, per_group: int, exclude: Exclusions | None = None
-    ) -> list[Job]:
+    ) -> list[Candidate]:
         return await self.inner.fair_candidates(now, per_group, exclude)
 
     async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:

@@ -54,7 +54,7 @@ from jobscheduler.domain.flow import (
 )
 from jobscheduler.domain.model import Job
 from jobscheduler.roles.deps import Deps
-from jobscheduler.store.query import Exclusions, Pick
+from jobscheduler.store.query import Candidate, Exclusions, Pick
 
 from .room import Room
 
@@ -208,7 +208,7 @@ class FlowClaimer:
                     keys.add((parts[0], parts[1], parts[2]))
         return Exclusions(types=frozenset(types), keys=frozenset(keys), walk=walk)
 
-    async def _read_buckets(self, candidates: Iterable[Job], plan: _Plan) -> None:
+    async def _read_buckets(self, candidates: Iterable[Candidate], plan: _Plan) -> None:
         scopes: set[str] = set()
         for job in candidates:
             limits = self.limits_of(job.tenant_id, job.job_type)
@@ -221,7 +221,7 @@ class FlowClaimer:
             for scope in scopes:
                 plan.tats[scope] = stored.get(scope)
 
-    def _place(self, job: Job, now: datetime, plan: _Plan) -> None:
+    def _place(self, job: Candidate, now: datetime, plan: _Plan) -> None:
         """Pick ``job`` if every limit has room for it; else record why it is held."""
         tenant, job_type, key = job.tenant_id, job.job_type, job.concurrency_key
         limits = self.limits_of(tenant, job_type)
@@ -286,7 +286,7 @@ class FlowClaimer:
         plan: _Plan,
         scope: str,
         reason: HoldReason,
-        job: Job,
+        job: Candidate,
         used: int = 0,
         limit: int | Rate | None = None,
     ) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from jobscheduler.domain.model import Job
 from jobscheduler.store import JobStore
+from jobscheduler.store.query import Candidate
 
 
 class Room:
@@ -32,7 +33,7 @@ class Room:
         return self._cap if slots is None else max(1, min(self._cap, 2 * slots))
 
     async def left(
-        self, store: JobStore, candidates: Iterable[Job], *, recount: bool
+        self, store: JobStore, candidates: Iterable[Candidate], *, recount: bool
     ) -> dict[str, int]:
         """Per job type, minus how many are queued (the room ahead is added on use): counted
         in ``store`` when ``recount`` or when claiming every candidate could pass a room by

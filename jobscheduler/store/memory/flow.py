@@ -11,7 +11,7 @@ import attrs
 from jobscheduler.domain.flow import FlowReport, LimitOverride, TenantWeight
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import claim_fields
-from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, Pick, fair_group
+from jobscheduler.store.query import DUE_ONE_OFF, Candidate, Exclusions, Pick, fair_group
 
 from .codec import job_out, keep
 from .conn import MemoryConnection
@@ -48,9 +48,11 @@ class MemoryFlowMixin(MemoryConnection):
 
     async def fair_candidates(
         self, now: datetime, per_group: int, exclude: Exclusions | None = None
-    ) -> list[Job]:
+    ) -> list[Candidate]:
         await self._enter()
-        return [job_out(job) for job in fair_candidates_of(self._jobs, now, per_group, exclude)]
+        return [
+            Candidate.of(job) for job in fair_candidates_of(self._jobs, now, per_group, exclude)
+        ]
 
     async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
         await self._enter()

@@ -23,7 +23,7 @@ from jobscheduler.domain.flow import FlowReport, LimitOverride, Limits, TenantWe
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import claim_fields
 from jobscheduler.errors import StoreError
-from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, Pick
+from jobscheduler.store.query import DUE_ONE_OFF, Candidate, Exclusions, Pick
 
 from .batch import CLAIM_FIELD, chunks, new_mark, statement_size
 from .codec import FIELDS, Document, document_to_job, job_filter, set_document, stored_time, to_doc
@@ -107,7 +107,7 @@ class MongoFlowMixin(MongoSeam):
 
     async def fair_candidates(
         self, now: datetime, per_group: int, exclude: Exclusions | None = None
-    ) -> list[Job]:
+    ) -> list[Candidate]:
         jobs = self._collection()
         due = job_filter(DUE_ONE_OFF.due(now))
         exclude = exclude or Exclusions()
@@ -134,8 +134,8 @@ class MongoFlowMixin(MongoSeam):
                 query["$nor"] = [{f["job_type"]: t, f["concurrency_key"]: k} for t, k in keys]
             return query
 
-        def op() -> list[Job]:
-            out: list[Job] = []
+        def op() -> list[Candidate]:
+            out: list[Candidate] = []
             level = level_after(None)
             while level is not None and len(out) < per_group:
                 at_level = {**due, f["priority"]: level}
@@ -147,7 +147,7 @@ class MongoFlowMixin(MongoSeam):
                             sort=[(f["scheduled_at"], ASCENDING), ("_id", ASCENDING)],
                             limit=per_group,
                         )
-                        out.extend(document_to_job(doc) for doc in cursor)
+                        out.extend(Candidate.of(document_to_job(doc)) for doc in cursor)
                 level = level_after(level)
             return out
 

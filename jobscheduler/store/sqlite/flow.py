@@ -12,9 +12,9 @@ from typing import Any
 from jobscheduler.domain.flow import FlowReport, LimitOverride, Limits, TenantWeight
 from jobscheduler.domain.model import Job
 from jobscheduler.domain.states import claim_fields
-from jobscheduler.store.query import DUE_ONE_OFF, Exclusions, JobQuery, Pick
+from jobscheduler.store.query import DUE_ONE_OFF, Candidate, Exclusions, JobQuery, Pick
 
-from .codec import _COLUMNS, _EPOCH, _SELECT, _from_row, _millis, _to_db
+from .codec import _COLUMNS, _EPOCH, _SELECT, _from_row, _millis, _to_db, from_millis
 from .conn import SQLiteConnection, in_lists, placeholders
 from .where import QUEUED, index_where
 
@@ -57,8 +57,11 @@ _NEXT_TENANT = (
 # due-time indexes, which it would otherwise walk for every pending job.
 assert _DUE.startswith("status = "), _DUE
 _BY_ID_DUE = f"+{_DUE} AND +scheduled_at <= ?"
+# What a fair claim reads of a candidate, in the order of Candidate's fields.
+_CANDIDATE = "id, priority, tenant_id, fairness_key, job_type, concurrency_key, scheduled_at"
+assert _CANDIDATE.split(", ") == list(Candidate._fields), _CANDIDATE
 _GROUP = (
-    f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
+    f"SELECT {_CANDIDATE} FROM jobs INDEXED BY jobs_fair WHERE {_DUE} "
     "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND scheduled_at <= ? "
     "ORDER BY scheduled_at, id LIMIT ?"
 )
@@ -70,7 +73,7 @@ _NEXT_TYPE = (
     "ORDER BY job_type LIMIT 1"
 )
 _TYPE_GROUP = (
-    f"SELECT {_SELECT} FROM jobs INDEXED BY jobs_fair_type WHERE {_DUE} "
+    f"SELECT {_CANDIDATE} FROM jobs INDEXED BY jobs_fair_type WHERE {_DUE} "
     "AND priority = ? AND tenant_id = ? AND fairness_key = ? AND job_type = ? "
     "AND scheduled_at <= ?"
 )
@@ -90,22 +93,27 @@ def _type_group_sql(keys: int, walk: int | None) -> str:
     return f"SELECT * FROM ({_TYPE_GROUP}{_ORDER}) WHERE {held}{_ORDER}"
 
 
+def _candidate(row: tuple[Any, ...]) -> Candidate:
+    job_id, priority, tenant, fairness, job_type, key, scheduled_at = row
+    return Candidate(job_id, priority, tenant, fairness, job_type, key, from_millis(scheduled_at))
+
+
 def _group(
     conn: sqlite3.Connection,
     group: tuple[int, str, str],
     due_by: int,
     per_group: int,
     exclude: Exclusions,
-) -> list[Job]:
+) -> list[Candidate]:
     """One (priority, tenant, fairness key) group's oldest ``per_group`` due jobs that
     ``exclude`` does not name."""
     types, keys = exclude.of_tenant(group[1])
     if not types and not keys:
-        return [_from_row(row) for row in conn.execute(_GROUP, [*group, due_by, per_group])]
+        return [_candidate(row) for row in conn.execute(_GROUP, [*group, due_by, per_group])]
     held_keys: dict[str, list[str]] = {}
     for job_type, key in keys:
         held_keys.setdefault(job_type, []).append(key)
-    out: list[Job] = []
+    out: list[Candidate] = []
     job_type = ""  # "" sorts before every type (none is empty)
     while (row := conn.execute(_NEXT_TYPE, [*group, job_type]).fetchone()) is not None:
         job_type = row[0]
@@ -115,7 +123,7 @@ def _group(
         walk = exclude.walk if skip else None
         params = [*group, job_type, due_by, *([] if walk is None else [walk]), *skip, per_group]
         sql = _type_group_sql(len(skip), walk)
-        out.extend(_from_row(row) for row in conn.execute(sql, params))
+        out.extend(_candidate(row) for row in conn.execute(sql, params))
     out.sort(key=lambda job: (job.scheduled_at, job.id))
     return out[:per_group]
 
@@ -125,12 +133,12 @@ class SQLiteFlowMixin(SQLiteConnection):
 
     async def fair_candidates(
         self, now: datetime, per_group: int, exclude: Exclusions | None = None
-    ) -> list[Job]:
+    ) -> list[Candidate]:
         due_by = _millis(now)
         exclude = exclude or Exclusions()
 
-        def op(conn: sqlite3.Connection) -> list[Job]:
-            out: list[Job] = []
+        def op(conn: sqlite3.Connection) -> list[Candidate]:
+            out: list[Candidate] = []
             level = conn.execute(_TOP_LEVEL).fetchone()[0]
             while level is not None and len(out) < per_group:
                 # "" sorts before every tenant (none is empty).
