@@ -284,35 +284,18 @@ def after_try(
     (or at once when ``permanent``)."""
     now = utc(now)
     attempts = delivery.attempts + 1
+    # What every try records; each outcome below adds only what is its own.
+    tried: dict[str, Any] = {"attempts": attempts, "last_status": status, "updated_at": now}
     if error is None and status is not None and 200 <= status < 300:
         return attrs.evolve(
-            delivery,
-            status=DeliveryStatus.DELIVERED,
-            attempts=attempts,
-            last_status=status,
-            last_error=None,
-            delivered_at=now,
-            updated_at=now,
+            delivery, status=DeliveryStatus.DELIVERED, last_error=None, delivered_at=now, **tried
         )
     if error is None:
         error = f"answered {status}"
+    tried["last_error"] = error[:500]
     if permanent or attempts >= MAX_DELIVERY_ATTEMPTS:
-        return attrs.evolve(
-            delivery,
-            status=DeliveryStatus.FAILED,
-            attempts=attempts,
-            last_status=status,
-            last_error=error[:500],
-            updated_at=now,
-        )
-    return attrs.evolve(
-        delivery,
-        attempts=attempts,
-        last_status=status,
-        last_error=error[:500],
-        next_attempt_at=utc(now + delivery_backoff(attempts)),
-        updated_at=now,
-    )
+        return attrs.evolve(delivery, status=DeliveryStatus.FAILED, **tried)
+    return attrs.evolve(delivery, next_attempt_at=utc(now + delivery_backoff(attempts)), **tried)
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:
