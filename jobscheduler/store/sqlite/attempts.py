@@ -13,8 +13,9 @@ from typing import Any
 
 from jobscheduler.domain.attempts import Attempt, Outcome
 
-from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
-from .conn import SQLiteConnection, in_lists, placeholders
+from .codec import to_millis
+from .conn import SQLiteConnection, in_lists
+from .rows import Column, Rows, enum_column, millis_column
 
 #: One row per (job, run, attempt number, outcome); ``INSERT OR IGNORE`` keeps the first.
 ATTEMPTS_SCHEMA = """
@@ -34,52 +35,22 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE INDEX IF NOT EXISTS attempts_finished ON attempts (finished_at);
 """
 
-ATTEMPT_COLUMNS = (
-    "job_id",
-    "number",
-    "outcome",
-    "worker",
-    "started_at",
-    "finished_at",
-    "error_type",
-    "error_message",
-    "traceback",
-    "run",
+ATTEMPTS = Rows(
+    Attempt,
+    Column("job_id"),
+    Column("number"),
+    enum_column("outcome", Outcome),
+    Column("worker"),
+    millis_column("started_at", nullable=True),
+    millis_column("finished_at"),
+    Column("error_type"),
+    Column("error_message"),
+    Column("traceback"),
+    Column("run"),
 )
-INSERT_ATTEMPT = (
-    f"INSERT OR IGNORE INTO attempts ({', '.join(ATTEMPT_COLUMNS)}) "
-    f"VALUES ({placeholders(len(ATTEMPT_COLUMNS))})"
-)
-
-
-def attempt_params(record: Attempt) -> tuple[Any, ...]:
-    return (
-        record.job_id,
-        record.number,
-        record.outcome.value,
-        record.worker,
-        to_nullable_millis(record.started_at),
-        to_millis(record.finished_at),
-        record.error_type,
-        record.error_message,
-        record.traceback,
-        record.run,
-    )
-
-
-def attempt_from_row(row: Sequence[Any]) -> Attempt:
-    return Attempt(
-        job_id=row[0],
-        run=row[9],
-        number=row[1],
-        outcome=Outcome(row[2]),
-        worker=row[3],
-        started_at=from_nullable_millis(row[4]),
-        finished_at=from_millis(row[5]),
-        error_type=row[6],
-        error_message=row[7],
-        traceback=row[8],
-    )
+INSERT_ATTEMPT = ATTEMPTS.insert("attempts", "INSERT OR IGNORE")
+#: The parameters of :data:`INSERT_ATTEMPT` for a record.
+attempt_params = ATTEMPTS.params
 
 
 def migrate_attempt_runs(conn: sqlite3.Connection) -> None:
@@ -88,7 +59,7 @@ def migrate_attempt_runs(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(attempts)")}
     if "run" in columns:
         return
-    kept = ", ".join(column for column in ATTEMPT_COLUMNS if column != "run")
+    kept = ", ".join(column for column in ATTEMPTS.names if column != "run")
     conn.executescript(
         "BEGIN IMMEDIATE;"
         "DROP INDEX IF EXISTS attempts_finished;"
@@ -110,23 +81,21 @@ class SQLiteAttemptsMixin(SQLiteConnection):
             mine = "AND job_id IN (SELECT id FROM jobs WHERE id = ? AND tenant_id = ?) "
             params += [job_id, tenant]
         sql = (
-            f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id = ? {mine}"
+            f"SELECT {ATTEMPTS.select} FROM attempts WHERE job_id = ? {mine}"
             "ORDER BY run ASC, number ASC, finished_at ASC"
         )
-        return await self._read(
-            lambda conn: [attempt_from_row(r) for r in conn.execute(sql, params)]
-        )
+        return await self._read(lambda conn: [ATTEMPTS.load(r) for r in conn.execute(sql, params)])
 
     async def attempts_of(self, job_ids: Sequence[str]) -> dict[str, list[Attempt]]:
         def op(conn: sqlite3.Connection) -> dict[str, list[Attempt]]:
             found: dict[str, list[Attempt]] = {}
             for ids, marks in in_lists(job_ids):
                 sql = (
-                    f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM attempts WHERE job_id IN {marks} "
+                    f"SELECT {ATTEMPTS.select} FROM attempts WHERE job_id IN {marks} "
                     "ORDER BY job_id, run ASC, number ASC, finished_at ASC"
                 )
                 for row in conn.execute(sql, list(ids)):
-                    record = attempt_from_row(row)
+                    record = ATTEMPTS.load(row)
                     found.setdefault(record.job_id, []).append(record)
             return found
 

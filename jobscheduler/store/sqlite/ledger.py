@@ -21,8 +21,9 @@ from jobscheduler.store.query import BUFFERED
 from .codec import _SELECT as _JOB_SELECT
 from .codec import _from_row as _job_from_row
 from .codec import _millis as _job_millis
-from .codec import from_millis, to_millis
+from .codec import to_millis
 from .conn import SQLiteConnection, placeholders
+from .rows import Column, Rows, enum_column, millis_column
 from .where import where_clause
 
 #: One row per (template, fire time); ``INSERT OR IGNORE`` keeps the first writer's row.
@@ -42,44 +43,18 @@ CREATE INDEX IF NOT EXISTS occurrences_status ON occurrences (template_id, statu
 CREATE INDEX IF NOT EXISTS occurrences_recorded ON occurrences (recorded_at);
 """
 
-_COLUMNS = (
-    "template_id",
-    "fire_at",
-    "tenant_id",
-    "status",
-    "reason",
-    "run_id",
-    "recorded_at",
-    "cancelled_run_id",
+_OCCURRENCES = Rows(
+    Occurrence,
+    Column("template_id"),
+    millis_column("fire_at"),
+    Column("tenant_id"),
+    enum_column("status", OccurrenceStatus),
+    enum_column("reason", SkipReason, nullable=True),
+    Column("run_id"),
+    millis_column("recorded_at"),
+    Column("cancelled_run_id"),
 )
-_SELECT = ", ".join(_COLUMNS)
-_INSERT = f"INSERT OR IGNORE INTO occurrences ({_SELECT}) VALUES ({placeholders(len(_COLUMNS))})"
-
-
-def _params(record: Occurrence) -> tuple[Any, ...]:
-    return (
-        record.template_id,
-        to_millis(record.fire_at),
-        record.tenant_id,
-        record.status.value,
-        None if record.reason is None else record.reason.value,
-        record.run_id,
-        to_millis(record.recorded_at),
-        record.cancelled_run_id,
-    )
-
-
-def _from_row(row: Sequence[Any]) -> Occurrence:
-    return Occurrence(
-        template_id=row[0],
-        fire_at=from_millis(row[1]),
-        tenant_id=row[2],
-        status=OccurrenceStatus(row[3]),
-        reason=None if row[4] is None else SkipReason(row[4]),
-        run_id=row[5],
-        recorded_at=from_millis(row[6]),
-        cancelled_run_id=row[7],
-    )
+_INSERT = _OCCURRENCES.insert("occurrences", "INSERT OR IGNORE")
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -98,12 +73,12 @@ def record(
     this call wrote it, in order."""
     stored = []
     for r in records:
-        written = conn.execute(_INSERT, _params(r)).rowcount == 1
+        written = conn.execute(_INSERT, _OCCURRENCES.params(r)).rowcount == 1
         row = conn.execute(
-            f"SELECT {_SELECT} FROM occurrences WHERE template_id = ? AND fire_at = ?",
+            f"SELECT {_OCCURRENCES.select} FROM occurrences WHERE template_id = ? AND fire_at = ?",
             (r.template_id, to_millis(r.fire_at)),
         ).fetchone()
-        stored.append((_from_row(row), written))
+        stored.append((_OCCURRENCES.load(row), written))
     return stored
 
 
@@ -121,11 +96,11 @@ def select(conn: sqlite3.Connection, query: OccurrenceQuery, limit: int) -> list
         conditions.append(f"status IN ({placeholders(len(query.statuses))})")
         params.extend(s.value for s in query.statuses)
     sql = (
-        f"SELECT {_SELECT} FROM occurrences WHERE {' AND '.join(conditions)} "
+        f"SELECT {_OCCURRENCES.select} FROM occurrences WHERE {' AND '.join(conditions)} "
         "ORDER BY fire_at DESC LIMIT ?"
     )
     params.append(limit)
-    return [_from_row(row) for row in conn.execute(sql, params)]
+    return [_OCCURRENCES.load(row) for row in conn.execute(sql, params)]
 
 
 def prune(conn: sqlite3.Connection, before: datetime) -> int:

@@ -22,8 +22,9 @@ from jobscheduler.domain.notifications import (
     Webhook,
 )
 
-from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
-from .conn import SQLiteConnection, first_row, placeholders
+from .codec import to_millis
+from .conn import SQLiteConnection, first_row
+from .rows import Column, Rows, enum_column, millis_column
 
 NOTIFICATIONS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS webhooks (
@@ -70,40 +71,53 @@ CREATE INDEX IF NOT EXISTS deliveries_finished ON deliveries (updated_at)
     WHERE status != 'pending';
 """
 
-INSERT_EVENT = "INSERT OR IGNORE INTO events (id, type, tenant_id, at, data) VALUES (?,?,?,?,?)"
-_WEBHOOK_COLUMNS = "id, tenant_id, url, events, secret, name, created_at"
-_DELIVERY_COLUMNS = (
-    "id, webhook_id, tenant_id, event_id, event_type, body, status, attempts, "
-    "next_attempt_at, created_at, updated_at, last_error, last_status, delivered_at"
+
+def _event_data(data: Any) -> str:
+    return json.dumps(dict(data), separators=(",", ":"), ensure_ascii=False)
+
+
+def _event_types(stored: str) -> tuple[EventType, ...]:
+    return tuple(EventType(e) for e in json.loads(stored))
+
+
+_EVENTS = Rows(
+    Event,
+    Column("id"),
+    enum_column("type", EventType),
+    Column("tenant_id"),
+    millis_column("at"),
+    Column("data", store=_event_data, load=json.loads),
 )
-
-
-def event_params(event: Event) -> tuple[Any, ...]:
-    """The parameters of :data:`INSERT_EVENT` for ``event``."""
-    data = json.dumps(dict(event.data), separators=(",", ":"), ensure_ascii=False)
-    return (event.id, event.type.value, event.tenant_id, to_millis(event.at), data)
-
-
-def _event_from_row(row: Sequence[Any]) -> Event:
-    return Event(
-        id=row[0],
-        type=EventType(row[1]),
-        tenant_id=row[2],
-        at=from_millis(row[3]),
-        data=json.loads(row[4]),
-    )
-
-
-def _webhook_from_row(row: Sequence[Any]) -> Webhook:
-    return Webhook(
-        id=row[0],
-        tenant_id=row[1],
-        url=row[2],
-        events=tuple(EventType(e) for e in json.loads(row[3])),
-        secret=row[4],
-        name=row[5],
-        created_at=from_millis(row[6]),
-    )
+INSERT_EVENT = _EVENTS.insert("events", "INSERT OR IGNORE")
+#: The parameters of :data:`INSERT_EVENT` for an event.
+event_params = _EVENTS.params
+_WEBHOOKS = Rows(
+    Webhook,
+    Column("id"),
+    Column("tenant_id"),
+    Column("url"),
+    Column("events", store=lambda types: json.dumps([e.value for e in types]), load=_event_types),
+    Column("secret"),
+    Column("name"),
+    millis_column("created_at"),
+)
+_DELIVERIES = Rows(
+    Delivery,
+    Column("id"),
+    Column("webhook_id"),
+    Column("tenant_id"),
+    Column("event_id"),
+    enum_column("event_type", EventType),
+    Column("body"),
+    enum_column("status", DeliveryStatus),
+    Column("attempts"),
+    millis_column("next_attempt_at"),
+    millis_column("created_at"),
+    millis_column("updated_at"),
+    Column("last_error"),
+    Column("last_status"),
+    millis_column("delivered_at", nullable=True),
+)
 
 
 def _webhook_by_id(webhook_id: str, tenant: str | None) -> tuple[str, tuple[str, ...]]:
@@ -114,78 +128,27 @@ def _webhook_by_id(webhook_id: str, tenant: str | None) -> tuple[str, tuple[str,
     return "id = ? AND tenant_id = ?", (webhook_id, tenant)
 
 
-def _delivery_params(d: Delivery) -> tuple[Any, ...]:
-    return (
-        d.id,
-        d.webhook_id,
-        d.tenant_id,
-        d.event_id,
-        d.event_type.value,
-        d.body,
-        d.status.value,
-        d.attempts,
-        to_millis(d.next_attempt_at),
-        to_millis(d.created_at),
-        to_millis(d.updated_at),
-        d.last_error,
-        d.last_status,
-        to_nullable_millis(d.delivered_at),
-    )
-
-
-def _delivery_from_row(row: Sequence[Any]) -> Delivery:
-    return Delivery(
-        id=row[0],
-        webhook_id=row[1],
-        tenant_id=row[2],
-        event_id=row[3],
-        event_type=EventType(row[4]),
-        body=row[5],
-        status=DeliveryStatus(row[6]),
-        attempts=row[7],
-        next_attempt_at=from_millis(row[8]),
-        created_at=from_millis(row[9]),
-        updated_at=from_millis(row[10]),
-        last_error=row[11],
-        last_status=row[12],
-        delivered_at=from_nullable_millis(row[13]),
-    )
-
-
 class SQLiteNotificationsMixin(SQLiteConnection):
     """Webhooks, events and deliveries on the store's SQLite file."""
 
     async def insert_webhook(self, webhook: Webhook) -> Webhook:
-        params = (
-            webhook.id,
-            webhook.tenant_id,
-            webhook.url,
-            json.dumps([e.value for e in webhook.events]),
-            webhook.secret,
-            webhook.name,
-            to_millis(webhook.created_at),
-        )
-
-        sql = f"INSERT INTO webhooks ({_WEBHOOK_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
-        await self._insert_new(sql, params, "webhook")
+        await self._insert_new(_WEBHOOKS.insert("webhooks"), _WEBHOOKS.params(webhook), "webhook")
         return webhook
 
     async def list_webhooks(self, tenant_id: str | None) -> list[Webhook]:
         mine, params = ("", ()) if tenant_id is None else (" WHERE tenant_id = ?", (tenant_id,))
-        sql = f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks{mine} ORDER BY created_at, id"
-        return await self._read(
-            lambda conn: [_webhook_from_row(r) for r in conn.execute(sql, params)]
-        )
+        sql = f"SELECT {_WEBHOOKS.select} FROM webhooks{mine} ORDER BY created_at, id"
+        return await self._read(lambda conn: [_WEBHOOKS.load(r) for r in conn.execute(sql, params)])
 
     async def get_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
         where, params = _webhook_by_id(webhook_id, tenant)
-        sql = f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks WHERE {where}"
-        return await self._read(lambda conn: first_row(conn, sql, params, _webhook_from_row))
+        sql = f"SELECT {_WEBHOOKS.select} FROM webhooks WHERE {where}"
+        return await self._read(lambda conn: first_row(conn, sql, params, _WEBHOOKS.load))
 
     async def delete_webhook(self, webhook_id: str, *, tenant: str | None = None) -> Webhook | None:
         where, params = _webhook_by_id(webhook_id, tenant)
-        sql = f"DELETE FROM webhooks WHERE {where} RETURNING {_WEBHOOK_COLUMNS}"
-        return await self._write(lambda conn: first_row(conn, sql, params, _webhook_from_row))
+        sql = f"DELETE FROM webhooks WHERE {where} RETURNING {_WEBHOOKS.select}"
+        return await self._write(lambda conn: first_row(conn, sql, params, _WEBHOOKS.load))
 
     async def record_events(self, events: Sequence[Event]) -> None:
         rows = [event_params(e) for e in events]
@@ -194,18 +157,14 @@ class SQLiteNotificationsMixin(SQLiteConnection):
 
     async def pending_events(self, limit: int) -> list[Event]:
         sql = (
-            "SELECT id, type, tenant_id, at, data FROM events INDEXED BY events_pending "
+            f"SELECT {_EVENTS.select} FROM events INDEXED BY events_pending "
             "WHERE dispatched_at IS NULL ORDER BY at, id LIMIT ?"
         )
-        return await self._read(
-            lambda conn: [_event_from_row(r) for r in conn.execute(sql, (limit,))]
-        )
+        return await self._read(lambda conn: [_EVENTS.load(r) for r in conn.execute(sql, (limit,))])
 
     async def dispatch_event(self, event_id: str, deliveries: Sequence[Delivery]) -> None:
-        rows = [_delivery_params(d) for d in deliveries]
-        insert = (
-            f"INSERT OR IGNORE INTO deliveries ({_DELIVERY_COLUMNS}) VALUES ({placeholders(14)})"
-        )
+        rows = [_DELIVERIES.params(d) for d in deliveries]
+        insert = _DELIVERIES.insert("deliveries", "INSERT OR IGNORE")
 
         def op(conn: sqlite3.Connection) -> None:
             conn.executemany(insert, rows)
@@ -223,27 +182,27 @@ class SQLiteNotificationsMixin(SQLiteConnection):
             f"UPDATE deliveries SET next_attempt_at = ? WHERE id IN ("
             f"SELECT id FROM deliveries INDEXED BY deliveries_due "
             f"WHERE status = 'pending' AND next_attempt_at <= ? "
-            f"ORDER BY next_attempt_at, id LIMIT ?) RETURNING {_DELIVERY_COLUMNS}"
+            f"ORDER BY next_attempt_at, id LIMIT ?) RETURNING {_DELIVERIES.select}"
         )
         params = (to_millis(lease_until), to_millis(now), limit)
 
         def op(conn: sqlite3.Connection) -> list[Delivery]:
-            rows = [_delivery_from_row(r) for r in conn.execute(sql, params)]
+            rows = [_DELIVERIES.load(r) for r in conn.execute(sql, params)]
             return sorted(rows, key=lambda d: d.id)
 
         return await self._write(op)
 
     async def settle_delivery(self, claimed: Delivery, after: Delivery) -> Delivery | None:
-        values = _delivery_params(after)
+        values = _DELIVERIES.params(after)
         sql = (
             "UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, "
             "updated_at = ?, last_error = ?, last_status = ?, delivered_at = ? "
             "WHERE id = ? AND status = 'pending' AND next_attempt_at = ? "
-            f"RETURNING {_DELIVERY_COLUMNS}"
+            f"RETURNING {_DELIVERIES.select}"
         )
         params = (*values[6:9], *values[10:14], claimed.id, to_millis(claimed.next_attempt_at))
 
-        return await self._write(lambda conn: first_row(conn, sql, params, _delivery_from_row))
+        return await self._write(lambda conn: first_row(conn, sql, params, _DELIVERIES.load))
 
     async def list_deliveries(
         self, webhook_id: str, *, limit: int, tenant: str | None = None
@@ -251,11 +210,11 @@ class SQLiteNotificationsMixin(SQLiteConnection):
         mine = "" if tenant is None else " AND tenant_id = ?"
         params: tuple[Any, ...] = (webhook_id,) if tenant is None else (webhook_id, tenant)
         sql = (
-            f"SELECT {_DELIVERY_COLUMNS} FROM deliveries WHERE webhook_id = ?{mine} "
+            f"SELECT {_DELIVERIES.select} FROM deliveries WHERE webhook_id = ?{mine} "
             "ORDER BY created_at DESC, id DESC LIMIT ?"
         )
         return await self._read(
-            lambda conn: [_delivery_from_row(r) for r in conn.execute(sql, (*params, limit))]
+            lambda conn: [_DELIVERIES.load(r) for r in conn.execute(sql, (*params, limit))]
         )
 
     async def prune_notifications(self, before: datetime) -> int:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
 from jobscheduler.domain.keys import ApiKey, Role
 
-from .codec import from_millis, from_nullable_millis, to_millis, to_nullable_millis
+from .codec import to_millis, to_nullable_millis
 from .conn import SQLiteConnection, first_row
+from .rows import Column, Rows, enum_column, millis_column
 from .where import given
 
 TENANCY_SCHEMA = """
@@ -85,81 +84,52 @@ def migrate_run_index(conn: sqlite3.Connection) -> None:
         conn.execute("DROP INDEX jobs_run")
 
 
-def _key_from_row(row: Sequence[Any]) -> ApiKey:
-    return ApiKey(
-        id=row[0],
-        secret_hash=row[1],
-        tenant=row[2],
-        role=Role(row[3]),
-        name=row[4],
-        created_at=from_millis(row[5]),
-        revoked_at=from_nullable_millis(row[6]),
-    )
-
-
-def _audit_from_row(row: Sequence[Any]) -> AuditRecord:
-    return AuditRecord(
-        id=row[0],
-        at=from_millis(row[1]),
-        key_id=row[2],
-        tenant=row[3],
-        action=row[4],
-        job_id=row[5],
-        status=row[6],
-        detail=row[7],
-    )
-
-
-_KEY_COLUMNS = "id, secret_hash, tenant_id, role, name, created_at, revoked_at"
-_AUDIT_COLUMNS = "id, at, key_id, tenant_id, action, job_id, status, detail"
-INSERT_AUDIT = f"INSERT INTO audit ({_AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
-
-
-def audit_params(record: AuditRecord) -> tuple[Any, ...]:
-    """The parameters of :data:`INSERT_AUDIT` for ``record``."""
-    return (
-        record.id,
-        to_millis(record.at),
-        record.key_id,
-        record.tenant,
-        record.action,
-        record.job_id,
-        record.status,
-        record.detail,
-    )
+_KEYS = Rows(
+    ApiKey,
+    Column("id"),
+    Column("secret_hash"),
+    Column("tenant_id", "tenant"),
+    enum_column("role", Role),
+    Column("name"),
+    millis_column("created_at"),
+    millis_column("revoked_at", nullable=True),
+)
+_AUDIT = Rows(
+    AuditRecord,
+    Column("id"),
+    millis_column("at"),
+    Column("key_id"),
+    Column("tenant_id", "tenant"),
+    Column("action"),
+    Column("job_id"),
+    Column("status"),
+    Column("detail"),
+)
+INSERT_AUDIT = _AUDIT.insert("audit")
+#: The parameters of :data:`INSERT_AUDIT` for a record.
+audit_params = _AUDIT.params
 
 
 class SQLiteTenancyMixin(SQLiteConnection):
     """Keys and audit records on the store's SQLite file."""
 
     async def insert_key(self, key: ApiKey) -> ApiKey:
-        params = (
-            key.id,
-            key.secret_hash,
-            key.tenant,
-            key.role.value,
-            key.name,
-            to_millis(key.created_at),
-            to_nullable_millis(key.revoked_at),
-        )
-
-        sql = f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
-        await self._insert_new(sql, params, "key")
+        await self._insert_new(_KEYS.insert("api_keys"), _KEYS.params(key), "key")
         return key
 
     async def get_key(self, key_id: str, *, tenant: str | None = None) -> ApiKey | None:
         mine = "" if tenant is None else " AND tenant_id = ?"
-        sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?{mine}"
+        sql = f"SELECT {_KEYS.select} FROM api_keys WHERE id = ?{mine}"
         params = (key_id,) if tenant is None else (key_id, tenant)
-        return await self._read(lambda conn: first_row(conn, sql, params, _key_from_row))
+        return await self._read(lambda conn: first_row(conn, sql, params, _KEYS.load))
 
     async def list_keys(self, tenant_id: str | None) -> list[ApiKey]:
         if tenant_id is None:
-            sql, params = f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id", ()
+            sql, params = f"SELECT {_KEYS.select} FROM api_keys ORDER BY created_at, id", ()
         else:
-            sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE tenant_id = ? ORDER BY created_at, id"
+            sql = f"SELECT {_KEYS.select} FROM api_keys WHERE tenant_id = ? ORDER BY created_at, id"
             params = (tenant_id,)  # type: ignore[assignment]
-        return await self._read(lambda conn: [_key_from_row(r) for r in conn.execute(sql, params)])
+        return await self._read(lambda conn: [_KEYS.load(r) for r in conn.execute(sql, params)])
 
     async def revoke_key(self, key_id: str, now: datetime) -> ApiKey | None:
         def op(conn: sqlite3.Connection) -> ApiKey | None:
@@ -167,13 +137,13 @@ class SQLiteTenancyMixin(SQLiteConnection):
                 "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 (to_millis(now), key_id),
             )
-            sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ?"
-            return first_row(conn, sql, (key_id,), _key_from_row)
+            sql = f"SELECT {_KEYS.select} FROM api_keys WHERE id = ?"
+            return first_row(conn, sql, (key_id,), _KEYS.load)
 
         return await self._write(op)
 
     async def append_audit(self, record: AuditRecord) -> None:
-        params = audit_params(record)
+        params = _AUDIT.params(record)
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(INSERT_AUDIT, params)
@@ -193,11 +163,9 @@ class SQLiteTenancyMixin(SQLiteConnection):
             ]
         )
         where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-        sql = f"SELECT {_AUDIT_COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?"
+        sql = f"SELECT {_AUDIT.select} FROM audit {where} ORDER BY id DESC LIMIT ?"
         params.append(query.limit)
-        return await self._read(
-            lambda conn: [_audit_from_row(r) for r in conn.execute(sql, params)]
-        )
+        return await self._read(lambda conn: [_AUDIT.load(r) for r in conn.execute(sql, params)])
 
     async def prune_audit(self, before: datetime, limit: int) -> int:
         sql = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ? LIMIT ?)"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +22,7 @@ from jobscheduler.domain.workers import WorkerBeat
 from .codec import from_millis, to_millis
 from .conn import SQLiteConnection
 from .query import count_sql, counts_of, finished_sql, oldest_due_sql
+from .rows import Column, Rows, millis_column
 
 WORKERS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS workers (
@@ -40,10 +40,6 @@ CREATE TABLE IF NOT EXISTS workers (
 CREATE INDEX IF NOT EXISTS workers_expires ON workers (expires_at);
 """
 
-_COLUMNS = (
-    "id, role, host, pid, job_types, in_flight, leader, started_at, seen_at, expires_at, capacity"
-)
-
 
 def migrate_workers(conn: sqlite3.Connection) -> None:
     """Add ``capacity`` to a workers table made before executors reported it."""
@@ -52,20 +48,24 @@ def migrate_workers(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE workers ADD COLUMN capacity INTEGER NOT NULL DEFAULT 0")
 
 
-def _beat_from_row(row: Sequence[Any]) -> WorkerBeat:
-    return WorkerBeat(
-        id=row[0],
-        role=row[1],
-        host=row[2],
-        pid=int(row[3]),
-        job_types=tuple(json.loads(row[4])),
-        in_flight=int(row[5]),
-        leader=bool(row[6]),
-        started_at=from_millis(row[7]),
-        seen_at=from_millis(row[8]),
-        expires_at=from_millis(row[9]),
-        capacity=int(row[10]),
-    )
+def _job_types(stored: str) -> tuple[str, ...]:
+    return tuple(json.loads(stored))
+
+
+_BEATS = Rows(
+    WorkerBeat,
+    Column("id"),
+    Column("role"),
+    Column("host"),
+    Column("pid", load=int),
+    Column("job_types", store=lambda types: json.dumps(list(types)), load=_job_types),
+    Column("in_flight", load=int),
+    Column("leader", store=int, load=bool),
+    millis_column("started_at"),
+    millis_column("seen_at"),
+    millis_column("expires_at"),
+    Column("capacity", load=int),
+)
 
 
 def overview_sql(
@@ -87,21 +87,9 @@ class SQLiteWorkersMixin(SQLiteConnection):
     """Presence records and the Overview's figures on the store's SQLite file."""
 
     async def beat_worker(self, beat: WorkerBeat) -> None:
-        params = (
-            beat.id,
-            beat.role,
-            beat.host,
-            beat.pid,
-            json.dumps(list(beat.job_types)),
-            beat.in_flight,
-            int(beat.leader),
-            to_millis(beat.started_at),
-            to_millis(beat.seen_at),
-            to_millis(beat.expires_at),
-            beat.capacity,
-        )
+        params = _BEATS.params(beat)
         sql = (
-            f"INSERT INTO workers ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
+            f"{_BEATS.insert('workers')} "
             "ON CONFLICT (id) DO UPDATE SET role = excluded.role, host = excluded.host, "
             "pid = excluded.pid, job_types = excluded.job_types, "
             "in_flight = excluded.in_flight, leader = excluded.leader, "
@@ -115,9 +103,9 @@ class SQLiteWorkersMixin(SQLiteConnection):
         await self._write(op)
 
     async def live_workers(self, now: datetime) -> list[WorkerBeat]:
-        sql = f"SELECT {_COLUMNS} FROM workers WHERE expires_at > ? ORDER BY role, id"
+        sql = f"SELECT {_BEATS.select} FROM workers WHERE expires_at > ? ORDER BY role, id"
         return await self._read(
-            lambda conn: [_beat_from_row(r) for r in conn.execute(sql, (to_millis(now),))]
+            lambda conn: [_BEATS.load(r) for r in conn.execute(sql, (to_millis(now),))]
         )
 
     async def forget_worker(self, worker_id: str) -> None:
