@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import attrs
 import pytest
+from werkzeug.datastructures import Headers
 
 from jobscheduler.api import create_app
 from jobscheduler.api.app import tenancy_of
@@ -72,9 +73,24 @@ async def jobs_in_every_sort(store: JobStore) -> dict[str, list[str]]:
 
 @attrs.define
 class Reply:
+    """A response of the app under test, read in full."""
+
     status: int
-    content_type: str
+    headers: Headers
     text: str
+
+    @classmethod
+    async def read(cls, response: Any) -> Reply:
+        """The reply of a test client's ``response``."""
+        return cls(
+            status=response.status_code,
+            headers=Headers(response.headers),
+            text=await response.get_data(as_text=True),
+        )
+
+    @property
+    def content_type(self) -> str | None:
+        return self.headers.get("Content-Type")
 
     @property
     def json(self) -> Any:
@@ -113,11 +129,7 @@ class Api:
     async def request(self, method: str, path: str, **kwargs: Any) -> Reply:
         headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
         response = await self.client.open(path, method=method, headers=headers, **kwargs)
-        return Reply(
-            status=response.status_code,
-            content_type=response.content_type,
-            text=await response.get_data(as_text=True),
-        )
+        return await Reply.read(response)
 
     async def create(self, body: Any) -> Reply:
         return await self.request("POST", "/jobs", json=body)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,18 +16,8 @@ from jobscheduler.domain.keys import Role, new_key
 from jobscheduler.domain.model import new_job_id
 from jobscheduler.roles.deps import Deps
 
+from .api_support import Reply
 from .conftest import BASE, DepsFactory
-
-
-@attrs.define
-class Reply:
-    status: int
-    headers: Headers
-    text: str
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.text)
 
 
 @attrs.define
@@ -62,11 +51,7 @@ class AuthApi:
         if as_ is not None:
             sent.append(("Authorization", f"Bearer {self.tokens[as_]}"))
         response = await self.client.open(path, method=method, headers=Headers(sent), **kwargs)
-        return Reply(
-            status=response.status_code,
-            headers=Headers(response.headers),
-            text=await response.get_data(as_text=True),
-        )
+        return await Reply.read(response)
 
 
 def auth_deps(make_deps: DepsFactory, **settings: Any) -> Deps:

@@ -77,12 +77,7 @@ def hung_deps(make_deps: DepsFactory, store: JobStore, tmp_path: Any) -> Any:
 async def raw_request(api: Api, method: str, path: str, **kwargs: Any) -> tuple[Reply, Any]:
     headers = {"Authorization": f"Bearer {api.token}", **kwargs.pop("headers", {})}
     response = await api.client.open(path, method=method, headers=headers, **kwargs)
-    reply = Reply(
-        status=response.status_code,
-        content_type=response.content_type,
-        text=await response.get_data(as_text=True),
-    )
-    return reply, response.headers
+    return await Reply.read(response), response.headers
 
 
 REQUESTS: list[tuple[str, str, dict[str, Any]]] = [
