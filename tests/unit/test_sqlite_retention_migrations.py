@@ -121,8 +121,21 @@ FUTURE = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 @contextlib.asynccontextmanager
-async def expired_store(path: Path) -> AsyncIterator[SQLiteJobStore]:
-    """A store holding 25 completed jobs of :data:`KEY`."""
+async def expired_store(
+    path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    slice_seconds: float | None = None,
+    busy_pause: float | None = None,
+) -> AsyncIterator[SQLiteJobStore]:
+    """A store holding 25 completed jobs of :data:`KEY`, which its prune deletes in slices of
+    10 rows; ``slice_seconds`` and ``busy_pause``, when given, replace the upkeep's
+    ``PRUNE_SLICE_SECONDS`` and ``PRUNE_BUSY_PAUSE``."""
+    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
+    if slice_seconds is not None:
+        monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", slice_seconds)
+    if busy_pause is not None:
+        monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", busy_pause)
     store = await started_sqlite(path)
     try:
         await store.insert_many([make_job(status=Status.COMPLETED) for _ in range(25)])
@@ -131,13 +144,17 @@ async def expired_store(path: Path) -> AsyncIterator[SQLiteJobStore]:
         await store.close()
 
 
+def writes_queued(monkeypatch: pytest.MonkeyPatch, store: SQLiteJobStore, queued: bool) -> None:
+    """Make the writer of ``store`` report another write queued (or none) from now on."""
+    assert store._batches is not None
+    monkeypatch.setattr(store._batches, "waiting", lambda: queued)
+
+
 async def test_a_prune_leaves_the_writer_after_a_slice_and_is_called_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A slice's time is up at once: each call deletes one slice of rows, oldest first.
-    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
-    monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 0.0)
-    async with expired_store(tmp_path / "jobs.db") as store:
+    async with expired_store(tmp_path / "jobs.db", monkeypatch, slice_seconds=0.0) as store:
         calls = []
         while step := await store.prune_expired(KEY, FUTURE, 1000):
             calls.append(step)
@@ -150,32 +167,27 @@ async def test_a_prune_slice_that_gave_way_to_other_writes_returns_a_pause_later
 ) -> None:
     # Under load a prune slows down: its WAL and the checkpoints copying it back are what
     # the creates and claims beside it feel.
-    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
-    monkeypatch.setattr(upkeep, "PRUNE_SLICE_SECONDS", 60.0)
-    monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 0.2)
-    async with expired_store(tmp_path / "jobs.db") as store:
-        assert store._batches is not None
-        monkeypatch.setattr(store._batches, "waiting", lambda: True)  # a write is queued
+    async with expired_store(
+        tmp_path / "jobs.db", monkeypatch, slice_seconds=60.0, busy_pause=0.2
+    ) as store:
+        writes_queued(monkeypatch, store, True)
         started = trio.current_time()
         assert await store.prune_expired(KEY, FUTURE, 1000) == 10  # gave way after a slice
         assert trio.current_time() - started >= 0.2
-        monkeypatch.setattr(store._batches, "waiting", lambda: False)  # quiet again
+        writes_queued(monkeypatch, store, False)  # quiet again
         assert await store.prune_expired(KEY, FUTURE, 1000) == 15  # the rest in one call
 
 
 async def test_the_archive_paths_delete_pauses_after_a_slice_that_gave_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(upkeep, "PRUNE_SLICE_ROWS", 10)
-    monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 0.2)
-    async with expired_store(tmp_path / "jobs.db") as store:
-        assert store._batches is not None
+    async with expired_store(tmp_path / "jobs.db", monkeypatch, busy_pause=0.2) as store:
         jobs = await store.expired_jobs(KEY, FUTURE, 1000)
-        monkeypatch.setattr(store._batches, "waiting", lambda: True)  # a write is queued
+        writes_queued(monkeypatch, store, True)
         started = trio.current_time()
         assert await store.delete_jobs(jobs[:20]) == 20  # two slices, each giving way
         assert trio.current_time() - started >= 0.4
-        monkeypatch.setattr(store._batches, "waiting", lambda: False)  # quiet again
+        writes_queued(monkeypatch, store, False)  # quiet again
         monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 60.0)
         with trio.fail_after(30):  # no pause
             assert await store.delete_jobs(jobs[20:]) == 5
