@@ -205,6 +205,16 @@ def registry_with(**handlers: Callable[[JobContext], Awaitable[None] | None]) ->
     return registry
 
 
+def raising(kind: type[Exception], *args: object) -> Callable[[JobContext], Awaitable[None]]:
+    """A handler whose every attempt fails with a new ``kind(*args)`` (after a checkpoint)."""
+
+    async def handler(ctx: JobContext) -> None:
+        await trio.lowlevel.checkpoint()
+        raise kind(*args)
+
+    return handler
+
+
 def wake_up(job: Job) -> WakeUp:
     return WakeUp(job_id=job.id, job_type=job.job_type, priority=job.priority)
 
@@ -244,6 +254,14 @@ async def pick_and_start(
     assert last is not None
     assert all(r is not None for r in results)
     return last
+
+
+async def abandon_running(deps: Deps, store: JobStore, *jobs: Job) -> None:
+    """Start each of the queued ``jobs`` in an executor that then stops heartbeating, and
+    wait until their claims have expired: jobs the reaper recovers as lost."""
+    for i, job in enumerate(jobs):
+        await pick_and_start(deps, store, job, f"tok-{i}")
+    await trio.sleep(deps.settings.claim_timeout + 1)
 
 
 def hanging_handler() -> tuple[Callable[[JobContext], Awaitable[None]], trio.Event, list[str]]:

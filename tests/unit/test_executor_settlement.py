@@ -24,7 +24,6 @@ from jobscheduler.config import Settings
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.errors import StoreError
-from jobscheduler.handlers import JobContext
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import (
     OUTCOME_RETRY_FOR,
@@ -41,6 +40,7 @@ from .roles_support import (
     consuming,
     processed,
     queue,
+    raising,
     registry_with,
     status_of,
     wake_up,
@@ -198,12 +198,8 @@ async def test_a_dead_letter_stuck_on_the_bus_never_holds_up_settlement(
     store: JobStore,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def fails(ctx: JobContext) -> None:
-        await trio.lowlevel.checkpoint()
-        raise RuntimeError("no")
-
     bus = StuckDeadLetterBus()
-    deps = make_deps(bus=bus, registry=registry_with(fails=fails))
+    deps = make_deps(bus=bus, registry=registry_with(fails=raising(RuntimeError, "no")))
     dead = make_job(job_type="fails", max_attempts=1)
     later = make_job(job_type="fails", max_attempts=1)
     await queue(deps, store, dead)

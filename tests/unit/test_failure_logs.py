@@ -11,13 +11,12 @@ import trio
 import trio.testing
 
 from jobscheduler.domain.model import format_time
-from jobscheduler.handlers import JobContext
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job
-from .roles_support import pick_and_start, queue, registry_with, wake_up
+from .roles_support import abandon_running, queue, raising, registry_with, wake_up
 
 
 def line(caplog: pytest.LogCaptureFixture, message: str) -> logging.LogRecord:
@@ -31,11 +30,7 @@ async def test_the_executors_retry_and_dead_letter_lines_name_the_error_and_the_
     store: JobStore,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def boom(ctx: JobContext) -> None:
-        await trio.lowlevel.checkpoint()
-        raise KeyError("customer 42")
-
-    deps = make_deps(registry=registry_with(boom=boom))
+    deps = make_deps(registry=registry_with(boom=raising(KeyError, "customer 42")))
     job = make_job(job_type="boom", max_attempts=2)
     await queue(deps, store, job)
     executor = Executor(deps)
@@ -65,9 +60,7 @@ async def test_the_reapers_recovery_lines_name_the_lost_attempt_and_the_next_try
     deps = make_deps()
     again, last = make_job(), make_job(attempts=2)  # the second is on its last attempt
     await queue(deps, store, again, last)
-    for i, job in enumerate((again, last)):
-        await pick_and_start(deps, store, job, f"tok-{i}")
-    await trio.sleep(deps.settings.claim_timeout + 1)
+    await abandon_running(deps, store, again, last)
     with caplog.at_level(logging.DEBUG, logger="jobscheduler.roles.reaper"):
         await Reaper(deps).sweep()
     lines = {

@@ -14,7 +14,7 @@ from jobscheduler.roles.reaper.sweeps import Reaper
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job
-from .roles_support import pick_and_start, queue
+from .roles_support import abandon_running, queue
 
 #: The reaper role's loggers (its sweeps and the recovery they share with start-up).
 REAPER = "jobscheduler.roles.reaper"
@@ -30,9 +30,7 @@ async def test_a_sweep_logs_one_summary_line_and_each_job_at_debug(
     queued = [make_job() for _ in range(5)]
     running = [make_job(), make_job(attempts=2)]  # the second is on its last attempt
     await queue(deps, store, *queued, *running)
-    for i, job in enumerate(running):
-        await pick_and_start(deps, store, job, f"tok-{i}")
-    await trio.sleep(deps.settings.claim_timeout + 1)
+    await abandon_running(deps, store, *running)
 
     with caplog.at_level(logging.DEBUG, logger=REAPER):
         assert await Reaper(deps).sweep() == {"queued": 5, "claimed": 2}

@@ -24,7 +24,7 @@ from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store import JobStore
 
 from .conftest import DepsFactory, make_job
-from .roles_support import REAL_BOUND, processed, queue, registry_of, run_queued, wake_up
+from .roles_support import REAL_BOUND, processed, queue, raising, registry_of, run_queued, wake_up
 
 # ------------------------------------------------------------- trio and threads (virtual time)
 
@@ -102,12 +102,10 @@ async def test_thread_handler_past_its_timeout_is_abandoned_and_its_job_fails(
 async def test_permanent_error_dead_letters_after_one_attempt(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore
 ) -> None:
-    async def gone(ctx: JobContext) -> None:
-        await trio.lowlevel.checkpoint()
-        raise PermanentError("404 from the CRM")
-
     bus = LocalBus()
-    deps = make_deps(bus=bus, registry=registry_of("gone", gone))
+    deps = make_deps(
+        bus=bus, registry=registry_of("gone", raising(PermanentError, "404 from the CRM"))
+    )
     job = make_job(job_type="gone", max_attempts=5)
     assert await run_queued(deps, store, job) == "dlq"
 
