@@ -51,6 +51,17 @@ if TYPE_CHECKING:
 #: Wall time at trio time zero of every test that builds a clock with :func:`make_clock`.
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
+#: The JSON of the default schedule settings (``CronPolicy()``): what a template created
+#: without any reports.
+DEFAULT_SCHEDULE_JSON: dict[str, str] = {
+    "timezone": "UTC",
+    "dstGap": "shift",
+    "dstFold": "first",
+    "catchUp": "one",
+    "catchUpWindow": "1h",
+    "overlap": "allow",
+}
+
 
 def make_settings(tmp_path: Path, **overrides: Any) -> Settings:
     """Test settings: short, explicit values; anything can be overridden."""

@@ -18,7 +18,7 @@ from jobscheduler.domain.model import Status
 from jobscheduler.store import JobStore
 
 from .api_support import JSON, Api, Reply, create_body, serve
-from .conftest import BASE, DepsFactory
+from .conftest import BASE, DEFAULT_SCHEDULE_JSON, DepsFactory
 
 
 async def test_create_one_off_returns_201_with_the_full_raw_job(api: Api, store: JobStore) -> None:
@@ -105,12 +105,7 @@ async def test_create_cron_returns_201_template_with_computed_first_fire_time(
         "status": "pending",
         "scheduledAt": "2026-01-01T02:00:00Z",
         "cron": "0 2 * * *",
-        "timezone": "UTC",
-        "dstGap": "shift",
-        "dstFold": "first",
-        "catchUp": "one",
-        "catchUpWindow": "1h",
-        "overlap": "allow",
+        **DEFAULT_SCHEDULE_JSON,
         "nextFireLocal": "2026-01-01T02:00:00+00:00",
         "attempts": 0,
         "maxAttempts": 3,

@@ -13,6 +13,8 @@ from jobscheduler.domain.cron import CatchUp, CronPolicy, DstFold, DstGap, Overl
 from jobscheduler.domain.cron._catchup import SKIP_COUNT_LIMIT
 from jobscheduler.errors import ValidationError
 
+from .conftest import DEFAULT_SCHEDULE_JSON
+
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EVERY_5 = "*/5 * * * *"
 
@@ -27,14 +29,7 @@ def at(seconds: float) -> datetime:
 def test_defaults_are_utc_shift_first_one_1h_no_jitter_overlap_allowed() -> None:
     policy = cron.parse_policy({}, EVERY_5)
     assert policy == CronPolicy()
-    assert policy.to_json() == {
-        "timezone": "UTC",
-        "dstGap": "shift",
-        "dstFold": "first",
-        "catchUp": "one",
-        "catchUpWindow": "1h",
-        "overlap": "allow",
-    }
+    assert policy.to_json() == DEFAULT_SCHEDULE_JSON
 
 
 def test_every_field_parses_and_round_trips_through_storage() -> None:
