@@ -76,8 +76,6 @@ class KafkaBus(Bus):
         self._brokers = brokers
         self._partitions = partitions
         self._client_id = client_id
-        self._poll_timeout = poll_timeout
-        self._max_in_flight = max_in_flight_per_subscription
         self._message_timeout = message_timeout
         self._group_protocol = group_protocol
         self._prefix = topic_prefix
