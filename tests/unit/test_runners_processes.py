@@ -216,7 +216,10 @@ async def test_a_def_handler_waiting_for_its_worker_process_to_start_is_not_yet_
 async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
     make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    deps = make_deps(registry=registry_of("sleepy", sleep_in_process, timeout="1s"))
+    # The timeout covers the worker's import of this module before the handler's first line
+    # (a second or more on a loaded machine): long enough that the handler has written its
+    # pid by the time it is killed.
+    deps = make_deps(registry=registry_of("sleepy", sleep_in_process, timeout="5s"))
     pid_file = tmp_path / "pid"
     job = make_job(job_type="sleepy", payload={"pidFile": str(pid_file)})
     with trio.fail_after(REAL_BOUND):
@@ -224,7 +227,7 @@ async def test_process_handler_past_its_timeout_is_killed_and_the_attempt_fails(
 
     failed = await store.get(job.id)
     assert (failed.status, failed.attempts) == (Status.PENDING, 1)
-    assert failed.last_error == "timed out after 1s"
+    assert failed.last_error == "timed out after 5s"
     assert not alive(int(pid_file.read_text()))
 
 
