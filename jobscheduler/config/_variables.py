@@ -188,7 +188,8 @@ VARIABLES: tuple[Variable, ...] = (
         "KAFKA_REJOIN_TIMEOUT",
         "kafka_rejoin_timeout",
         _positive_duration,
-        "a consumer with no sign of group membership for this long is replaced",
+        "a consumer with no sign of group membership, or with an assigned partition it does "
+        "not fetch, for this long is replaced",
     ),
     Variable(
         "KAFKA_UNHEALTHY_AFTER",

@@ -24,9 +24,14 @@ OPTIONS = ConsumerOptions(
 
 
 def report(
-    state: str = "up", join_state: str = "steady", rx: int | None = 10, size: int = 1
+    state: str = "up",
+    join_state: str = "steady",
+    rx: int | None = 10,
+    size: int = 1,
+    partitions: dict[int, tuple[bool, str]] | None = None,
 ) -> str:
-    """A statistics report shaped like librdkafka 2.16's (only the fields read, plus some)."""
+    """A statistics report shaped like librdkafka 2.16's (only the fields read, plus some);
+    ``partitions`` maps a partition to (assigned, fetch state)."""
     brokers: dict[str, Any] = {"127.0.0.1:9092/1": {"state": "UP", "rx": 99, "nodeid": 1}}
     if rx is not None:
         brokers["GroupCoordinator"] = {"state": "UP", "rx": rx, "nodeid": -1}
@@ -43,6 +48,21 @@ def report(
             "rebalance_reason": "",
             "assignment_size": size,
         },
+        "topics": {
+            "it.jobs.dispatch.noop": {
+                "topic": "it.jobs.dispatch.noop",
+                "partitions": {
+                    str(partition): {
+                        "partition": partition,
+                        "desired": desired,
+                        "unknown": False,
+                        "fetch_state": fetch_state,
+                        "next_offset": 0,
+                    }
+                    for partition, (desired, fetch_state) in (partitions or {}).items()
+                },
+            }
+        },
     }
     return json.dumps(body)
 
@@ -54,6 +74,26 @@ def stats(state: str = "up", join_state: str = "init", rx: int | None = 10) -> G
 def test_parse_stats_reads_the_group_state_and_the_coordinators_responses() -> None:
     assert parse_stats(report(join_state="steady", rx=7, size=2)) == GroupStats(
         state="up", join_state="steady", assignment_size=2, coordinator_rx=7
+    )
+
+
+def test_parse_stats_lists_the_assigned_partitions_whose_fetcher_is_not_running() -> None:
+    parsed = parse_stats(
+        report(
+            size=3,
+            partitions={
+                -1: (False, "none"),  # librdkafka's internal "unassigned" partition
+                0: (True, "active"),
+                1: (True, "none"),
+                2: (True, "offset-query"),
+                3: (False, "stopped"),  # another member's
+            },
+        )
+    )
+    assert parsed is not None
+    assert parsed.unfetched == frozenset({1, 2})
+    assert parse_stats(report()) == GroupStats(
+        state="up", join_state="steady", assignment_size=1, coordinator_rx=10
     )
 
 
@@ -193,3 +233,30 @@ def test_problem_time_runs_on_across_replacements_until_membership_returns() -> 
     assert watch.absent_for(60.5) == 60.5
     watch.saw_member(61.0)
     assert watch.absent_for(62.0) is None
+
+
+def test_a_member_holding_a_partition_it_never_fetches_is_replaced() -> None:
+    """Seen after a broker freeze: the committed-offset read of a newly assigned partition
+    was answered "not coordinator" and never retried; heartbeats went on, the partition's
+    wake-ups waited for the reaper."""
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    rx = 4
+    for t in range(1, 20):
+        rx += 1
+        stuck = GroupStats("up", "steady", 2, rx, unfetched=frozenset({2}))
+        assert watch.saw_stats(stuck, float(t)) is (t > 1)  # a member all the same
+        assert watch.replace_due(float(t)) is None
+    watch.saw_stats(GroupStats("up", "steady", 2, rx + 1, unfetched=frozenset({2})), 21.0)
+    assert watch.replace_due(21.0) == "partitions [2] assigned but not fetched for 20s"
+    watch.replaced(21.0)
+    assert watch.replace_due(40.0) is None  # the new consumer's partitions start afresh
+
+
+def test_a_partition_whose_fetcher_starts_within_the_wait_is_left_alone() -> None:
+    watch = MembershipWatch(OPTIONS, now=0.0)
+    watch.saw_stats(GroupStats("up", "steady", 1, 5, unfetched=frozenset({0})), 1.0)
+    watch.saw_stats(GroupStats("up", "steady", 1, 6, unfetched=frozenset({0})), 15.0)
+    watch.saw_stats(GroupStats("up", "steady", 1, 7), 16.0)  # offset read, fetching
+    watch.saw_stats(GroupStats("up", "steady", 1, 8, unfetched=frozenset({1})), 17.0)
+    assert watch.replace_due(30.0) is None  # partition 1 waits since 17 s only
+    assert watch.replace_due(37.0) is not None

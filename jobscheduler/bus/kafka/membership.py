@@ -9,7 +9,14 @@ decides, from that and the clock (passed in, so tests need no broker and no slee
   membership or replacement (doubled for each replacement in a row that brought no
   membership, up to ``MAX_REJOIN_BACKOFF`` times), or at once after a fatal error (never
   more often than ``MIN_RECREATE_INTERVAL``);
-- when to call the subscription unhealthy: ``unhealthy_after`` without membership.
+- when to call the subscription unhealthy: ``unhealthy_after`` without membership;
+- when a member is not consuming what it holds: a partition assigned to it whose fetcher has
+  not been running (librdkafka's ``fetch_state`` other than ``active``) for as long as it
+  may go without membership has the consumer replaced too. Starting a partition's fetcher
+  takes milliseconds (its committed offset is read first); seen after a broker freeze, an
+  offset read answered "not coordinator" for the whole request left the partition waiting
+  for good (librdkafka #5586) while its heartbeats went on, and the wake-ups the scheduler
+  sent to it waited for the reaper. A new consumer reads the offset again.
 
 Evidence is local, never a request to the cluster (librdkafka's admin group APIs abort the
 process when their requests time out while the broker is gone: librdkafka #4605, #3663):
@@ -67,6 +74,8 @@ class GroupStats:
     join_state: str
     assignment_size: int
     coordinator_rx: int | None
+    #: Partitions assigned to the consumer (``desired``) whose fetcher is not running.
+    unfetched: frozenset[int] = frozenset()
 
 
 def parse_stats(raw: str) -> GroupStats | None:
@@ -80,9 +89,21 @@ def parse_stats(raw: str) -> GroupStats | None:
             join_state=str(cgrp["join_state"]),
             assignment_size=int(cgrp.get("assignment_size", 0)),
             coordinator_rx=int(coordinator["rx"]) if coordinator else None,
+            unfetched=_unfetched(report.get("topics", {})),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _unfetched(topics: dict[str, Any]) -> frozenset[int]:
+    return frozenset(
+        int(partition["partition"])
+        for topic in topics.values()
+        for partition in topic.get("partitions", {}).values()
+        if partition.get("desired")
+        and int(partition["partition"]) >= 0  # -1 is librdkafka's internal "unassigned"
+        and partition.get("fetch_state") != "active"
+    )
 
 
 class MembershipWatch:
@@ -99,6 +120,8 @@ class MembershipWatch:
         self.last_stats: GroupStats | None = None
         #: Why the consumer must be replaced as soon as allowed, or None.
         self.replace_reason: str | None = None
+        #: Assigned partitions not being fetched, with when they were first seen so.
+        self._unfetched_since: dict[int, float] = {}
 
     def saw_member(self, now: float) -> None:
         """Evidence of membership: an assignment, a commit, a heartbeat answered."""
@@ -111,6 +134,9 @@ class MembershipWatch:
         was evidence."""
         previous, self._coordinator_rx = self._coordinator_rx, stats.coordinator_rx
         self.last_stats = stats
+        self._unfetched_since = {
+            partition: self._unfetched_since.get(partition, now) for partition in stats.unfetched
+        }
         answered = (
             stats.coordinator_rx is not None
             and previous is not None
@@ -137,6 +163,11 @@ class MembershipWatch:
         absent = now - max(self._member_seen_at, self._replaced_at)
         if absent >= self.rejoin_wait():
             return f"no sign of group membership for {absent:.0f}s"
+        if self._unfetched_since:
+            since = min(self._unfetched_since.values())
+            if now - since >= self.rejoin_wait():
+                partitions = sorted(self._unfetched_since)
+                return f"partitions {partitions} assigned but not fetched for {now - since:.0f}s"
         return None
 
     def rejoin_wait(self) -> float:
@@ -155,6 +186,7 @@ class MembershipWatch:
             self._fruitless += 1  # the consumer this one replaces never became a member
         self._replaced_at = now
         self._coordinator_rx = None
+        self._unfetched_since = {}
         self.replace_reason = None
 
     def absent_for(self, now: float) -> float | None:
