@@ -40,7 +40,6 @@ from jobscheduler.domain.flow import (
     allowance,
     fair_order,
     free_slot,
-    hold_text,
     key_scope,
     next_start,
     rate_scope,
@@ -56,14 +55,13 @@ from jobscheduler.domain.model import Job
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Candidate, Exclusions, Pick
 
+from .holds import HeldBook, add_hold
 from .room import Room
 
 log = logging.getLogger(__name__)
 
 #: Seconds between two reads of the overrides, weights and executors' capacity.
 REFRESH = 1.0
-#: Seconds between two writes of the leader's report (when something is held).
-REPORT_EVERY = 1.0
 #: A full key's due jobs a claim steps over, per type, to find the others (the first claim
 #: after each :data:`REFRESH` steps over all of them).
 HELD_KEY_WALK = 1000
@@ -100,9 +98,7 @@ class FlowClaimer:
         self._refreshed: datetime | None = None
         self._walked: datetime | None = None
         self._tats: dict[str, datetime | None] = {}
-        self._holds: dict[str, Hold] = {}
-        self._reported: datetime | None = None
-        self._report_dirty = False
+        self._held = HeldBook(deps.metrics)
         self._turn = 0
         #: When a start held back by a rate may go (None: nothing is held by a rate).
         self.wake_at: datetime | None = None
@@ -228,7 +224,9 @@ class FlowClaimer:
         ahead = self._room.ahead(job_type)
         if ahead + plan.room[job_type] <= 0:
             # room is minus what is queued (and picked in this claim)
-            self._hold(plan, room_scope(job_type), HoldReason.CAPACITY, job, -plan.room[job_type])
+            add_hold(
+                plan.holds, room_scope(job_type), HoldReason.CAPACITY, job, -plan.room[job_type]
+            )
             return
         if limits is _NO_LIMITS or limits.empty:
             plan.room[job_type] -= 1
@@ -241,14 +239,14 @@ class FlowClaimer:
             type_index = free_slot(plan.taken[scope], limits.max_running)
             if type_index is None:
                 used = len(plan.taken[scope])
-                self._hold(plan, scope, HoldReason.MAX_RUNNING, job, used, limits.max_running)
+                add_hold(plan.holds, scope, HoldReason.MAX_RUNNING, job, used, limits.max_running)
                 return
         if limits.concurrency is not None and key is not None:
             scope = key_scope(tenant, job_type, key)
             key_index = free_slot(plan.taken[scope], limits.concurrency)
             if key_index is None:
                 used = len(plan.taken[scope])
-                self._hold(plan, scope, HoldReason.CONCURRENCY, job, used, limits.concurrency)
+                add_hold(plan.holds, scope, HoldReason.CONCURRENCY, job, used, limits.concurrency)
                 return
         rates: list[str] = []
         for rate, reason in (
@@ -262,7 +260,7 @@ class FlowClaimer:
             if scope not in plan.left:
                 plan.left[scope] = allowance(rate, limits.burst_of(rate), plan.tats.get(scope), now)
             if plan.left[scope] <= 0:
-                self._hold(plan, scope, reason, job, limit=rate)
+                add_hold(plan.holds, scope, reason, job, limit=rate)
                 return
             rates.append(scope)
         pick = Pick(job_id=job.id)
@@ -280,31 +278,6 @@ class FlowClaimer:
         plan.room[job_type] -= 1
         plan.rates_of[job.id] = tuple(rates)
         plan.picks.append(pick)
-
-    def _hold(
-        self,
-        plan: _Plan,
-        scope: str,
-        reason: HoldReason,
-        job: Candidate,
-        used: int = 0,
-        limit: int | Rate | None = None,
-    ) -> None:
-        held = plan.holds.get(scope)
-        if held is not None:
-            plan.holds[scope] = attrs.evolve(held, waiting=held.waiting + 1)
-            return
-        per_key = reason in (HoldReason.CONCURRENCY, HoldReason.KEY_RATE_LIMIT)
-        key = job.concurrency_key if per_key else None
-        plan.holds[scope] = Hold(
-            scope=scope,
-            reason=reason,
-            tenant_id="" if reason is HoldReason.CAPACITY else job.tenant_id,
-            job_type=job.job_type,
-            key=key,
-            text=hold_text(reason, job_type=job.job_type, key=key, used=used, limit=limit),
-            waiting=1,
-        )
 
     async def _commit(self, now: datetime, plan: _Plan) -> list[Job]:
         """Spend the rates, claim the picks, take back what was spent and not claimed."""
@@ -342,25 +315,8 @@ class FlowClaimer:
     # ------------------------------------------------------------------ what it held
 
     def _finish(self, now: datetime, plan: _Plan, exclude: Exclusions) -> None:
-        """Account for what this claim held: metrics, the wake-up time, the report."""
-        metrics = self._deps.metrics
-        for hold in plan.holds.values():
-            metrics.scheduler_held.labels(reason=hold.reason.value).inc(hold.waiting)
-        # A scope left out of the read is still held: keep what was last seen of it.
-        kept = {
-            scope: hold
-            for scope, hold in self._holds.items()
-            if scope not in plan.holds and _still_excluded(hold, exclude)
-        }
-        holds = {**kept, **plan.holds}
-        if holds.keys() != self._holds.keys():
-            self._report_dirty = True
-        self._holds = holds
-        waiting: Counter[str] = Counter()
-        for hold in holds.values():
-            waiting[hold.reason.value] += hold.waiting
-        for reason in HoldReason:
-            metrics.scheduler_waiting.labels(reason=reason.value).set(waiting[reason.value])
+        """Account for what this claim held: the book (metrics, report), the wake-up time."""
+        holds = self._held.update(plan.holds, exclude)
         # Kept holds count too: a scope left out of the read still waits for its slots.
         reasons = {h.reason for h in holds.values()}
         self.waiting_for_slots = bool(reasons & {HoldReason.CONCURRENCY, HoldReason.MAX_RUNNING})
@@ -378,18 +334,4 @@ class FlowClaimer:
 
     def report_due(self, now: datetime) -> FlowReport | None:
         """The report to store now, if one is due (changed holds, or a second since)."""
-        recent = self._reported is not None and now - self._reported < timedelta(
-            seconds=REPORT_EVERY
-        )
-        if not self._report_dirty and (recent or not self._holds):
-            return None
-        self._reported, self._report_dirty = now, False
-        return FlowReport(at=now, holds=tuple(sorted(self._holds.values(), key=lambda h: h.scope)))
-
-
-def _still_excluded(hold: Hold, exclude: Exclusions) -> bool:
-    if hold.reason is HoldReason.CAPACITY:
-        return False  # never left out of the read: held again, or not, by each claim
-    if hold.key is not None:
-        return (hold.tenant_id, hold.job_type, hold.key) in exclude.keys
-    return (hold.tenant_id, hold.job_type) in exclude.types
+        return self._held.report_due(now)

@@ -1,0 +1,99 @@
+"""What the leader's fair claims held back, and why (:class:`HeldBook`).
+
+Each claim records a :class:`~jobscheduler.domain.flow.Hold` per scope it held jobs of (a
+full key or type, a spent rate, a type's room ahead of its executors), counting how many
+it held. The book keeps the latest holds -- with those of scopes the claim left out of its
+read, which are still held -- counts them in the metrics, and makes the report the job pages
+and the Overview read (stored at most once a second, and when the holds change).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+import attrs
+
+from jobscheduler.domain.flow import FlowReport, Hold, HoldReason, Rate, hold_text
+from jobscheduler.observability.metrics import Metrics
+from jobscheduler.store.query import Candidate, Exclusions
+
+#: Seconds between two writes of the leader's report (when something is held).
+REPORT_EVERY = 1.0
+
+
+def add_hold(
+    holds: dict[str, Hold],
+    scope: str,
+    reason: HoldReason,
+    job: Candidate,
+    used: int = 0,
+    limit: int | Rate | None = None,
+) -> None:
+    """Count ``job`` as held by ``scope`` for ``reason`` (``used`` of ``limit`` taken)."""
+    held = holds.get(scope)
+    if held is not None:
+        holds[scope] = attrs.evolve(held, waiting=held.waiting + 1)
+        return
+    per_key = reason in (HoldReason.CONCURRENCY, HoldReason.KEY_RATE_LIMIT)
+    key = job.concurrency_key if per_key else None
+    holds[scope] = Hold(
+        scope=scope,
+        reason=reason,
+        tenant_id="" if reason is HoldReason.CAPACITY else job.tenant_id,
+        job_type=job.job_type,
+        key=key,
+        text=hold_text(reason, job_type=job.job_type, key=key, used=used, limit=limit),
+        waiting=1,
+    )
+
+
+class HeldBook:
+    """The latest holds, their metrics and the report (see the module doc)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._holds: dict[str, Hold] = {}
+        self._reported: datetime | None = None
+        self._report_dirty = False
+
+    def update(self, fresh: Mapping[str, Hold], exclude: Exclusions) -> dict[str, Hold]:
+        """The holds after a claim that held ``fresh`` and left ``exclude`` out of its
+        read (what was last seen of those is kept); counted in the metrics."""
+        metrics = self._metrics
+        for hold in fresh.values():
+            metrics.scheduler_held.labels(reason=hold.reason.value).inc(hold.waiting)
+        kept = {
+            scope: hold
+            for scope, hold in self._holds.items()
+            if scope not in fresh and _still_excluded(hold, exclude)
+        }
+        holds = {**kept, **fresh}
+        if holds.keys() != self._holds.keys():
+            self._report_dirty = True
+        self._holds = holds
+        waiting: Counter[str] = Counter()
+        for hold in holds.values():
+            waiting[hold.reason.value] += hold.waiting
+        for reason in HoldReason:
+            metrics.scheduler_waiting.labels(reason=reason.value).set(waiting[reason.value])
+        return holds
+
+    def report_due(self, now: datetime) -> FlowReport | None:
+        """The report to store now, if one is due (changed holds, or a second since)."""
+        recent = self._reported is not None and now - self._reported < timedelta(
+            seconds=REPORT_EVERY
+        )
+        if not self._report_dirty and (recent or not self._holds):
+            return None
+        self._reported, self._report_dirty = now, False
+        return FlowReport(at=now, holds=tuple(sorted(self._holds.values(), key=lambda h: h.scope)))
+
+
+def _still_excluded(hold: Hold, exclude: Exclusions) -> bool:
+    if hold.reason is HoldReason.CAPACITY:
+        return False  # never left out of the read: held again, or not, by each claim
+    if hold.key is not None:
+        return (hold.tenant_id, hold.job_type, hold.key) in exclude.keys
+    return (hold.tenant_id, hold.job_type) in exclude.types
