@@ -251,15 +251,17 @@ class FlowControl(Protocol):
         """Claim each picked job, as :meth:`Transitions.claim_due` claims one (it must still
         be due at ``now``: pending, no cron), writing ``states.claim_fields(now)`` and the
         slots the pick names. A slot is held by one job at most (a unique index): a pick
-        whose slot another job holds is not claimed, nor is one that is no longer due. Each
+        whose slot another job holds is not claimed, nor is one that is no longer due. A
+        pick's ``start_at`` is written as its ``queued_at`` (``claim_fields``). Each
         pick applies or not on its own; returns the jobs claimed, in ``picks`` order.
         A cancelled call may stop waiting for a claim under way (the reaper repairs it)."""
 
     @abc.abstractmethod
-    async def queued_by_type(self) -> dict[str, int]:
-        """How many jobs of each type are queued (claimed, not yet picked by an executor):
-        what the leader keeps below the room ahead of each type's executors (read only;
-        only the queued jobs are read)."""
+    async def queued_by_type(self, now: datetime) -> dict[str, int]:
+        """How many jobs of each type are queued (claimed, not yet picked by an executor)
+        for a start by ``now`` -- not those claimed ahead for a later start: what the leader
+        keeps below the room ahead of each type's executors (read only; only the queued
+        jobs are read)."""
 
     @abc.abstractmethod
     async def held_slots(self) -> list[str]:

@@ -142,11 +142,19 @@ THROUGHPUT: tuple[Status, ...] = (Status.COMPLETED, Status.DLQ)
 
 @attrs.frozen(kw_only=True)
 class Pick:
-    """A job the leader's fair claim chose, with the slots it takes (None: no such limit)."""
+    """A job the leader's fair claim chose, with the slots it takes (None: no such limit)
+    and, for a job claimed ahead of its start under a rate limit, that start instant
+    (whole milliseconds; None: now)."""
 
     job_id: str
     key_slot: str | None = None
     type_slot: str | None = None
+    start_at: datetime | None = None
+
+    @property
+    def alone(self) -> bool:
+        """Written by a statement of its own (a slot, or a start instant, of its own)."""
+        return self.key_slot is not None or self.type_slot is not None or self.start_at is not None
 
 
 class Candidate(NamedTuple):

@@ -198,6 +198,30 @@ async def test_the_flow_report_round_trips(store: JobStore) -> None:
 async def test_queued_by_type_counts_only_the_queued_jobs(store: JobStore) -> None:
     await store.insert_many([make_job(job_type="mail") for _ in range(3)] + [make_job()])
     await store.insert(make_job(job_type="mail", scheduled_at=NOW + timedelta(hours=1)))
-    assert await store.queued_by_type() == {}
+    assert await store.queued_by_type(NOW) == {}
     await store.claim_due(NOW, 10)
-    assert await store.queued_by_type() == {"mail": 3, "noop": 1}
+    assert await store.queued_by_type(NOW) == {"mail": 3, "noop": 1}
+
+
+async def test_a_job_claimed_ahead_is_queued_for_its_start_and_picked_only_for_it(
+    store: JobStore,
+) -> None:
+    soon, now = make_job(job_type="mail"), make_job(job_type="mail")
+    await store.insert_many([soon, now])
+    start = NOW + timedelta(seconds=7, milliseconds=250)
+    picks = [Pick(job_id=soon.id, start_at=start), Pick(job_id=now.id)]
+    claimed = await store.claim_picks(NOW, picks)
+    assert [(j.id, j.queued_at) for j in claimed] == [(soon.id, start), (now.id, NOW)]
+    assert (await store.get(soon.id)).queued_at == start
+    # The room ahead counts what can start by then; the reaper counts from the start.
+    assert await store.queued_by_type(NOW) == {"mail": 1}
+    assert await store.queued_by_type(start) == {"mail": 2}
+    assert [j.id for j in await store.find_stale([Status.QUEUED], "queued_at", NOW, 10)] == []
+    # A wake-up naming another instant (an earlier claim's) does not pick it; its own does.
+    later = start + timedelta(seconds=1)
+    wrong = states.pick(soon.id, worker="w", token="t1", now=later, queued_for=NOW)
+    right = states.pick(soon.id, worker="w", token="t2", now=later, queued_for=start)
+    assert await store.apply(wrong) is None
+    picked = await store.apply(right)
+    assert picked is not None
+    assert picked.claim_token == "t2"

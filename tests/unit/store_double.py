@@ -208,8 +208,8 @@ class ProxyStore(JobStore):
     async def claim_picks(self, now: datetime, picks: Sequence[Pick]) -> list[Job]:
         return await self.inner.claim_picks(now, picks)
 
-    async def queued_by_type(self) -> dict[str, int]:
-        return await self.inner.queued_by_type()
+    async def queued_by_type(self, now: datetime) -> dict[str, int]:
+        return await self.inner.queued_by_type(now)
 
     async def held_slots(self) -> list[str]:
         return await self.inner.held_slots()

@@ -5,7 +5,7 @@ starting from the stored state."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -238,10 +238,10 @@ async def test_claims_far_from_the_room_ahead_count_the_queued_jobs_only_near_it
     counted = 0
     count = store.queued_by_type
 
-    async def counting() -> dict[str, int]:
+    async def counting(now: datetime) -> dict[str, int]:
         nonlocal counted
         counted += 1
-        return await count()
+        return await count(now)
 
     monkeypatch.setattr(store, "queued_by_type", counting)
     claimer = FlowClaimer(deps)

@@ -94,23 +94,36 @@ def mark_settling(job: Job, changes: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
-def claim_fields(now: datetime) -> dict[str, Any]:
+def claim_fields(now: datetime, start_at: datetime | None = None) -> dict[str, Any]:
     """pending -> queued: what the scheduler's claim writes on each due one-off job.
 
     The claim itself is a batch query in each store (due = ``status == pending``, no cron,
-    ``scheduledAt <= now``; highest priority first, then oldest ``scheduledAt``).
+    ``scheduledAt <= now``; highest priority first, then oldest ``scheduledAt``). A job
+    claimed ahead of its start under a rate limit is queued *for* ``start_at``: its
+    ``queued_at`` is that instant, its wake-up says so, and the reaper counts its time in
+    the queue from then.
     """
     now = utc(now)
-    return {"status": Status.QUEUED, "queued_at": now, "updated_at": now}
+    queued_at = now if start_at is None else utc(start_at)
+    return {"status": Status.QUEUED, "queued_at": queued_at, "updated_at": now}
 
 
-def pick(job_id: str, *, worker: str, token: str, now: datetime) -> Change:
-    """queued -> claimed: an executor takes the job announced by a bus message."""
+def pick(
+    job_id: str, *, worker: str, token: str, now: datetime, queued_for: datetime | None = None
+) -> Change:
+    """queued -> claimed: an executor takes the job announced by a bus message.
+
+    ``queued_for`` is the start instant a wake-up of a job claimed ahead names: the pick
+    then also expects that ``queued_at``, so the wake-up of an earlier claim of the job
+    cannot start it before its current instant."""
     now = utc(now)
+    expect: dict[str, Any] = {"status": Status.QUEUED}
+    if queued_for is not None:
+        expect["queued_at"] = utc(queued_for)
     return Change(
         transition="pick",
         job_id=job_id,
-        expect={"status": Status.QUEUED},
+        expect=expect,
         set={
             "status": Status.CLAIMED,
             "claimed_by": worker,

@@ -162,7 +162,7 @@ class FlowClaimer:
             self._walked = now if deep else self._walked
             exclude = self._exclusions(now, taken, walk=None if deep else HELD_KEY_WALK)
         candidates = await store.fair_candidates(now, batch, exclude)
-        room = await self._room.left(store, candidates, recount=refreshed)
+        room = await self._room.left(store, candidates, now, recount=refreshed)
         plan = _Plan(taken=taken, room=room, tats=dict(self._tats))
         await self._read_buckets(candidates, plan)
         self._turn += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from jobscheduler.domain.model import Job
 from jobscheduler.store import JobStore
@@ -33,7 +34,7 @@ class Room:
         return self._cap if slots is None else max(1, min(self._cap, 2 * slots))
 
     async def left(
-        self, store: JobStore, candidates: Iterable[Candidate], *, recount: bool
+        self, store: JobStore, candidates: Iterable[Candidate], now: datetime, *, recount: bool
     ) -> dict[str, int]:
         """Per job type, minus how many are queued (the room ahead is added on use): counted
         in ``store`` when ``recount`` or when claiming every candidate could pass a room by
@@ -45,7 +46,7 @@ class Room:
             or queued is None
             or any(queued[t] + n > self.ahead(t) for t, n in wanted.items())
         ):
-            queued = self._queued_at_most = Counter(await store.queued_by_type())
+            queued = self._queued_at_most = Counter(await store.queued_by_type(now))
         room: dict[str, int] = defaultdict(int)
         for job_type, n in queued.items():
             room[job_type] -= n

@@ -63,18 +63,19 @@ class MemoryFlowMixin(MemoryConnection):
             job = self._jobs.get(pick.job_id)
             if job is None or not due.matches(job):
                 continue
-            queued = attrs.evolve(job, **fields, key_slot=pick.key_slot, type_slot=pick.type_slot)
+            own = fields if pick.start_at is None else claim_fields(now, pick.start_at)
+            queued = attrs.evolve(job, **own, key_slot=pick.key_slot, type_slot=pick.type_slot)
             if self._jobs.conflict(queued, replacing=job.id) is not None:
                 continue  # another job holds the slot
             self._jobs.replace(queued)
             claimed.append(job_out(queued))
         return claimed
 
-    async def queued_by_type(self) -> dict[str, int]:
+    async def queued_by_type(self, now: datetime) -> dict[str, int]:
         await self._enter()
         counts: dict[str, int] = {}
         for job in self._jobs:
-            if job.status is Status.QUEUED:
+            if job.status is Status.QUEUED and job.queued_at is not None and job.queued_at <= now:
                 counts[job.job_type] = counts.get(job.job_type, 0) + 1
         return counts
 

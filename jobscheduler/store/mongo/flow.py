@@ -163,6 +163,8 @@ class MongoFlowMixin(MongoSeam):
         statements: list[tuple[Document, Document]] = []
         for pick in picks:
             values = {**claim_set, CLAIM_FIELD: mark}
+            if pick.start_at is not None:
+                values.update(set_document(claim_fields(now, pick.start_at)))
             if pick.key_slot is not None:
                 values[FIELDS["key_slot"]] = pick.key_slot
             if pick.type_slot is not None:
@@ -171,6 +173,7 @@ class MongoFlowMixin(MongoSeam):
 
         def claim() -> list[Job]:
             free = [i for i, p in enumerate(picks) if p.key_slot is None and p.type_slot is None]
+            # (A pick with a start instant only has its own $set: it goes with the others.)
             for chunk in chunks([statement_size(*statements[i]) for i in free]):
                 jobs.bulk_write([UpdateOne(*statements[free[i]]) for i in chunk], ordered=False)
             # A statement taking a slot goes alone: a slot another job holds fails it on the
@@ -192,11 +195,16 @@ class MongoFlowMixin(MongoSeam):
         async with self._conditional_write():
             return await self._call(claim, "claim_picks")
 
-    async def queued_by_type(self) -> dict[str, int]:
+    async def queued_by_type(self, now: datetime) -> dict[str, int]:
         jobs = self._collection()
         f = FIELDS
         pipeline: list[Document] = [
-            {"$match": {f["status"]: Status.QUEUED.value}},
+            {
+                "$match": {
+                    f["status"]: Status.QUEUED.value,
+                    f["queued_at"]: {"$lte": to_doc("queued_at", now)},
+                }
+            },
             {"$group": {"_id": "$" + f["job_type"], "n": {"$sum": 1}}},
         ]
 

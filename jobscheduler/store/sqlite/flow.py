@@ -169,8 +169,8 @@ class SQLiteFlowMixin(SQLiteConnection):
             f"UPDATE OR IGNORE jobs SET {assignments}, key_slot = ?, type_slot = ? "
             f"WHERE id = ? AND {_BY_ID_DUE} RETURNING {_SELECT}"
         )
-        free = [p.job_id for p in picks if p.key_slot is None and p.type_slot is None]
-        slotted = [p for p in picks if p.key_slot is not None or p.type_slot is not None]
+        free = [p.job_id for p in picks if not p.alone]
+        alone = [p for p in picks if p.alone]
 
         def op(conn: sqlite3.Connection) -> list[Job]:
             claimed: dict[str, Job] = {}
@@ -182,8 +182,11 @@ class SQLiteFlowMixin(SQLiteConnection):
                 for row in conn.execute(many, [*values, *chunk, due_by]):
                     job = _from_row(row)
                     claimed[job.id] = job
-            for pick in slotted:
-                params = [*values, pick.key_slot, pick.type_slot, pick.job_id, due_by]
+            for pick in alone:
+                own = values
+                if pick.start_at is not None:
+                    own = [_to_db(f, v) for f, v in claim_fields(now, pick.start_at).items()]
+                params = [*own, pick.key_slot, pick.type_slot, pick.job_id, due_by]
                 row = conn.execute(one, params).fetchone()
                 if row is not None:
                     claimed[pick.job_id] = _from_row(row)
@@ -191,12 +194,15 @@ class SQLiteFlowMixin(SQLiteConnection):
 
         return await self._write(op, abandon_on_cancel=True)
 
-    async def queued_by_type(self) -> dict[str, int]:
+    async def queued_by_type(self, now: datetime) -> dict[str, int]:
         sql = (
             "SELECT job_type, COUNT(*) FROM jobs INDEXED BY jobs_queued "
-            f"WHERE {index_where(JobQuery(tenant_id=None, statuses=QUEUED))} GROUP BY job_type"
+            f"WHERE {index_where(JobQuery(tenant_id=None, statuses=QUEUED))} "
+            "AND queued_at <= ? GROUP BY job_type"
         )
-        return await self._read(lambda conn: {t: int(n) for t, n in conn.execute(sql)})
+        return await self._read(
+            lambda conn: {t: int(n) for t, n in conn.execute(sql, (_millis(now),))}
+        )
 
     async def held_slots(self) -> list[str]:
         sql = (
