@@ -1,4 +1,5 @@
-"""The Bus port: wake-up messages only (``jobId``, ``jobType``, ``priority``), never job state.
+"""The Bus port: wake-up messages only (``jobId``, ``jobType``, ``priority``, and for a job
+claimed ahead of its start, ``notBefore``), never job state.
 
 A lost message costs latency (the reaper re-pends the job after QUEUED_TIMEOUT); a duplicated
 or stale one is harmless (the executor's pick is a conditional update). Every adapter passes
@@ -11,6 +12,7 @@ import abc
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -18,6 +20,8 @@ import attrs
 from jobscheduler.errors import BusError
 
 DLQ_TOPIC = "jobs.dlq"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 
 # Every name below takes the deployment's ``prefix`` (KAFKA_TOPIC_PREFIX, empty by default), so
 # several deployments -- or test runs -- can share one broker without reading each other's
@@ -39,17 +43,28 @@ def consumer_group(job_type: str, prefix: str = "") -> str:
 
 @attrs.frozen(kw_only=True)
 class WakeUp:
-    """A dispatch message: a job is queued and should be picked."""
+    """A dispatch message: a job is queued and should be picked.
+
+    ``not_before`` (``notBefore``, Unix milliseconds) is set on a job the leader claimed
+    ahead of its start under a rate limit (``RATE_AHEAD``): the executor picks it at that
+    instant, not before, and only if the job is still queued for that instant (a wake-up
+    of an earlier claim of the job is stale).
+    """
 
     job_id: str
     job_type: str
     priority: int
+    not_before: datetime | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {"jobId": self.job_id, "jobType": self.job_type, "priority": self.priority},
-            separators=(",", ":"),
-        ).encode()
+        body: dict[str, Any] = {
+            "jobId": self.job_id,
+            "jobType": self.job_type,
+            "priority": self.priority,
+        }
+        if self.not_before is not None:
+            body["notBefore"] = (self.not_before - _EPOCH) // _MILLISECOND
+        return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> WakeUp:
@@ -57,13 +72,17 @@ class WakeUp:
         try:
             raw: Any = json.loads(data)
             job_id, job_type, priority = raw["jobId"], raw["jobType"], raw.get("priority", 0)
-        except (ValueError, TypeError, KeyError) as exc:
+            millis = raw.get("notBefore")
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise BusError(f"malformed wake-up message: {exc}") from None
         if not isinstance(job_id, str) or not isinstance(job_type, str):
             raise BusError("malformed wake-up message: jobId/jobType must be strings")
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise BusError("malformed wake-up message: priority must be an integer")
-        return cls(job_id=job_id, job_type=job_type, priority=priority)
+        if millis is not None and (isinstance(millis, bool) or not isinstance(millis, int)):
+            raise BusError("malformed wake-up message: notBefore must be Unix milliseconds")
+        not_before = None if millis is None else _EPOCH + millis * _MILLISECOND
+        return cls(job_id=job_id, job_type=job_type, priority=priority, not_before=not_before)
 
 
 @attrs.frozen(kw_only=True)

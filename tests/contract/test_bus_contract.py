@@ -26,10 +26,14 @@ their fixtures in conftest.py, the Kafka-only tests in test_bus_kafka.py.
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
 import pytest
 import trio
 
 from jobscheduler.bus import Bus, Subscription, WakeUp
+from jobscheduler.errors import BusError
 
 from .bus_fixtures import (
     RECEIVE_TIMEOUT,
@@ -48,11 +52,25 @@ from .bus_fixtures import (
 # -- the contract --------------------------------------------------------------------------
 
 
+START = datetime(2026, 12, 1, 8, 30, 0, 123000, tzinfo=UTC)
+
+
+def test_a_wake_up_with_a_start_instant_that_is_not_unix_milliseconds_is_malformed() -> None:
+    good = WakeUp(job_id="j", job_type="t", priority=0, not_before=START)
+    assert WakeUp.decode(good.encode()) == good
+    assert json.loads(good.encode())["notBefore"] == 1_796_113_800_123
+    for bad in ('"soon"', "1.5", "true"):
+        data = f'{{"jobId": "j", "jobType": "t", "notBefore": {bad}}}'.encode()
+        with pytest.raises(BusError, match="notBefore must be Unix milliseconds"):
+            WakeUp.decode(data)
+
+
 async def test_wakeups_reach_subscribers_of_their_own_type_intact(bus: Bus) -> None:
     mine, other = new_type(), new_type()
     sent = [
         WakeUp(job_id=new_id(), job_type=mine, priority=5),
-        WakeUp(job_id=new_id(), job_type=mine, priority=0),
+        # A start instant (a job claimed ahead under a rate limit) comes through to the ms.
+        WakeUp(job_id=new_id(), job_type=mine, priority=0, not_before=START),
         WakeUp(job_id=new_id(), job_type=mine, priority=-3),
     ]
     sent_other = WakeUp(job_id=new_id(), job_type=other, priority=9)
