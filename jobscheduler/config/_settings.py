@@ -30,6 +30,7 @@ class Settings:
     #: Most jobs of one type kept queued ahead of its executors when none reports its
     #: capacity (with executors: twice the slots they report, up to this).
     claim_ahead: int = 256
+    rate_ahead: float = 0.0
     queued_timeout: float = 30.0
     #: No heartbeat for this long (heartbeats come every HEARTBEAT_INTERVAL) means the
     #: executor is dead: 45 s misses four heartbeats, so a dead executor's jobs run again

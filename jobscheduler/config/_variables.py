@@ -114,6 +114,14 @@ VARIABLES: tuple[Variable, ...] = (
         "slots (with executors: twice their slots, up to this)",
     ),
     Variable(
+        "RATE_AHEAD",
+        "rate_ahead",
+        _non_negative_duration,
+        "how far ahead the leader claims rate-limited jobs, each for its own start instant "
+        "that the executors keep (0: at the rate, as they come due); at least twice "
+        "ELECTION_TTL plus a claim keeps a rate steady while a new leader is elected",
+    ),
+    Variable(
         "QUEUED_TIMEOUT",
         "queued_timeout",
         _positive_duration,

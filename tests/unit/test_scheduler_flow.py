@@ -20,11 +20,12 @@ from jobscheduler.handlers import HandlerRegistry, JobContext, default_registry
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.scheduler import flow
 from jobscheduler.roles.scheduler.flow import REFRESH, FlowClaimer
-from jobscheduler.roles.scheduler.loop import Scheduler
+from jobscheduler.roles.scheduler.loop import CLAIM_LEAD, Scheduler
 from jobscheduler.store import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings, sample
+from .roles_support import ObservedBus
 
 
 async def _mail(ctx: JobContext) -> None:
@@ -286,3 +287,75 @@ async def test_a_job_behind_a_full_keys_long_backlog_waits_at_most_for_the_next_
     assert await claimer.claim(after(0.5), 10) == []  # behind 19 of the full key's jobs
     assert await claimer.claim(after(REFRESH), 10) == []  # a refresh: the oldest, held
     assert [j.id for j in await claimer.claim(after(REFRESH), 10)] == [cold.id]
+
+
+async def test_with_rate_ahead_a_rate_limited_type_is_claimed_ahead_each_for_its_start(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
+    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
+    await store.insert_many([mail() for _ in range(30)])
+    now = deps.clock.now()
+    claimer = FlowClaimer(deps)
+    claimed = await claimer.claim(now, 50)
+    # One start now and one every 100 ms up to a second ahead, each queued for its start.
+    assert [j.queued_at for j in claimed] == [
+        now + timedelta(milliseconds=100 * i) for i in range(11)
+    ]
+    # The stretch is topped up once half of it has gone: at 0.6 s, up to 1.6 s.
+    assert await claimer.claim(now, 50) == []
+    assert claimer.wake_at == now + timedelta(milliseconds=600)
+    # A new leader reads the bucket spent a second ahead and does the same.
+    await trio.sleep(0.5)
+    assert await FlowClaimer(deps).claim(deps.clock.now(), 50) == []
+    await trio.sleep(0.1)
+    topped = await FlowClaimer(deps).claim(deps.clock.now(), 50)
+    assert [j.queued_at for j in topped] == [
+        now + timedelta(milliseconds=1100 + 100 * i) for i in range(6)
+    ]
+
+
+async def test_a_job_that_takes_a_slot_is_not_claimed_ahead_of_its_start(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    settings = make_settings(tmp_path, rate_ahead=5.0)
+    handlers = registry(rate_limit="10/s", burst=1, max_running=100)
+    deps = make_deps(registry=handlers, settings=settings)
+    await store.insert_many([mail() for _ in range(10)])
+    claimed = await FlowClaimer(deps).claim(deps.clock.now(), 10)
+    assert [j.queued_at for j in claimed] == [deps.clock.now()]
+
+
+async def test_jobs_claimed_ahead_leave_the_room_ahead_to_those_that_start_now(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    settings = make_settings(tmp_path, claim_ahead=2, rate_ahead=2.0)
+    handlers = registry(rate_limit="10/s", burst=1)
+    deps = make_deps(registry=handlers, settings=settings)
+    await store.insert_many([mail() for _ in range(40)] + [make_job() for _ in range(5)])
+    claimed = await FlowClaimer(deps).claim(deps.clock.now(), 50)
+    now = deps.clock.now()
+    mails = [j for j in claimed if j.job_type == "mail"]
+    assert len(mails) == 21  # now, then every 100 ms for 2 s: one of them takes room
+    assert sum(j.queued_at == now for j in mails) == 1
+    assert sum(j.job_type == "noop" for j in claimed) == 2
+    assert await store.queued_by_type(now) == {"mail": 1, "noop": 2}
+
+
+async def test_the_dispatch_loop_sends_a_job_claimed_ahead_at_once_naming_its_start(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    bus = ObservedBus()
+    settings = make_settings(tmp_path, rate_ahead=1.0)
+    deps = make_deps(registry=registry(rate_limit="2/s", burst=1), settings=settings, bus=bus)
+    jobs = [mail() for _ in range(3)]
+    await store.insert_many(jobs)
+    # The loop claims CLAIM_LEAD ahead of the clock: its first start is then.
+    first = deps.clock.now() + timedelta(seconds=CLAIM_LEAD)
+    with trio.move_on_after(0.05):
+        await Scheduler(deps).dispatch_loop(await deps.elector.campaign())
+    assert [m.not_before for m in bus.published] == [
+        None,
+        first + timedelta(milliseconds=500),
+        first + timedelta(milliseconds=1000),
+    ]

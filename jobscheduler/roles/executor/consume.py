@@ -46,6 +46,7 @@ from jobscheduler.handlers.runners import HandlerRunner
 from jobscheduler.observability.logs import FieldsAdapter
 from jobscheduler.roles.deps import Deps
 
+from .held import Holding
 from .run import InFlight, run_attempt
 from .settle import OUTCOME_RETRY_FOR as OUTCOME_RETRY_FOR
 from .settle import OUTCOME_TIMEOUT as OUTCOME_TIMEOUT
@@ -155,22 +156,33 @@ class Executor(Settlement):
                 log.info("executor consuming", extra={"job_type": job_type, "worker": self._worker})
                 task_status.started()
                 with receiving:
-                    async for delivery in subscription:
-                        await slots.take(delivery)
-                        batch = [delivery]
-                        for more in subscription.receive_ready(slots.free()):
-                            slots.take_nowait(more)
-                            batch.append(more)
-                        if await self._start_batch(batch, handlers, finished, slots):
-                            pick_delay = 0.0
-                        else:
-                            # The store is failing: its batch was released; wait a little
-                            # (longer each time) rather than burn through the backlog.
-                            pick_delay = min(max(pick_delay * 2, RETRY_DELAY_FIRST), 2.0)
-                            await trio.sleep(pick_delay)
-            # Draining: no new messages; running handlers finish (or are cancelled at the
-            # grace deadline and hand their jobs back), then the settling task writes the
-            # last outcomes, all before the subscription closes.
+                    async with trio.open_nursery() as nursery:
+
+                        async def start_held(held: Delivery) -> None:
+                            await slots.take(held)
+                            await self._start_batch([held], handlers, finished, slots)
+
+                        holding = Holding(self._deps.clock, nursery, start_held)
+                        async for delivery in subscription:
+                            if holding.keep_if_ahead(delivery):
+                                continue
+                            await slots.take(delivery)
+                            batch = [delivery]
+                            for more in subscription.receive_ready(slots.free()):
+                                if not holding.keep_if_ahead(more):
+                                    slots.take_nowait(more)
+                                    batch.append(more)
+                            if await self._start_batch(batch, handlers, finished, slots):
+                                pick_delay = 0.0
+                            else:
+                                # The store is failing: its batch was released; wait a
+                                # little (longer each time) rather than burn the backlog.
+                                pick_delay = min(max(pick_delay * 2, RETRY_DELAY_FIRST), 2.0)
+                                await trio.sleep(pick_delay)
+            # Draining: no new messages (and no kept wake-up starts: its job stays queued
+            # for the reaper); running handlers finish (or are cancelled at the grace
+            # deadline and hand their jobs back), then the settling task writes the last
+            # outcomes, all before the subscription closes.
 
     @asynccontextmanager
     async def _subscribed(self, job_type: str) -> AsyncIterator[Subscription]:
@@ -217,7 +229,15 @@ class Executor(Settlement):
         tokens = [self._new_token() for _ in messages]
         changes: list[states.Change] = []
         for message, token in zip(messages, tokens, strict=True):
-            changes.append(states.pick(message.job_id, worker=self._worker, token=token, now=now))
+            changes.append(
+                states.pick(
+                    message.job_id,
+                    worker=self._worker,
+                    token=token,
+                    now=now,
+                    queued_for=message.not_before,
+                )
+            )
             changes.append(states.start(message.job_id, token=token, now=now))
         # Only the start's row is read back (the job to run); the pick's is not needed.
         results = await self._deps.store.apply_many_lean(changes, (False, True) * len(messages))

@@ -16,6 +16,14 @@ One claim (:meth:`FlowClaimer.claim`):
    (each a conditional update whose slot is unique in the store), and takes back the
    starts of picks that were not claimed.
 
+With ``RATE_AHEAD``, a job whose only limits are rates is given the first instant its rates
+allow up to that far ahead (no sooner than a claim takes, so its wake-up is not late), is
+queued for that instant (``Pick.start_at``) and takes no room until then; a rate's stretch
+is topped up once half of it has gone, so a claim gives a good part of it at once. Starts
+given ahead are never taken back (one could land on a claimed start's instant). The
+executors keep such wake-ups until their instants, so they go on starting at the rate while
+a new leader is elected.
+
 Nothing here is trusted across leaders but the store: a new leader reads the slots the
 jobs hold and the buckets' instants, so it starts from the state the last one left. What
 this object keeps between claims (weights, overrides, the room of each type, the last
@@ -30,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 
 import attrs
+import trio
 
 from jobscheduler.domain.flow import (
     FlowReport,
@@ -66,6 +75,8 @@ REFRESH = 1.0
 #: after each :data:`REFRESH` steps over all of them).
 HELD_KEY_WALK = 1000
 _NO_LIMITS = Limits()
+#: Candidates read per group when claiming ahead (``RATE_AHEAD``): a rated group's stretch.
+AHEAD_READ = 200
 
 
 @attrs.define
@@ -75,9 +86,17 @@ class _Plan:
 
     taken: dict[str, set[int]]
     room: dict[str, int]
+    #: Each rate bucket's instant as read (what its write expects).
     tats: dict[str, datetime | None]
-    left: dict[str, int] = attrs.field(factory=dict)
+    #: Each rate bucket's instant after the starts this claim gave so far.
+    after: dict[str, datetime | None] = attrs.field(factory=dict)
     spent: Counter[str] = attrs.field(factory=Counter)
+    #: Rate buckets of which this claim gave a start ahead of now (never taken back).
+    ahead: set[str] = attrs.field(factory=set)
+    #: How many picks are for a later start.
+    later: int = 0
+    #: When the claim began (trio time).
+    began: float = 0.0
     picks: list[Pick] = attrs.field(factory=list)
     #: The rate scopes each pick spends.
     rates_of: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
@@ -100,6 +119,9 @@ class FlowClaimer:
         self._tats: dict[str, datetime | None] = {}
         self._held = HeldBook(deps.metrics)
         self._turn = 0
+        self._rate_ahead = timedelta(seconds=deps.settings.rate_ahead)
+        #: How long the last claim took (a job claimed ahead starts no sooner after it).
+        self._took = timedelta(0)
         #: When a start held back by a rate may go (None: nothing is held by a rate).
         self.wake_at: datetime | None = None
         #: The last claim held jobs for slots: a finishing job frees them.
@@ -145,6 +167,7 @@ class FlowClaimer:
 
     async def claim(self, now: datetime, batch: int) -> list[Job]:
         """Claim up to ``batch`` due jobs fairly within the limits (see the module doc)."""
+        began = trio.current_time()
         store = self._deps.store
         refreshed = await self._refresh(now)
         taken: dict[str, set[int]] = defaultdict(set)
@@ -161,17 +184,21 @@ class FlowClaimer:
             deep = self._walked is None or now - self._walked >= timedelta(seconds=REFRESH)
             self._walked = now if deep else self._walked
             exclude = self._exclusions(now, taken, walk=None if deep else HELD_KEY_WALK)
-        candidates = await store.fair_candidates(now, batch, exclude)
+        # Claiming ahead, a rated group may give a whole stretch of its rate at once.
+        per_group = max(batch, AHEAD_READ) if self._rate_ahead else batch
+        candidates = await store.fair_candidates(now, per_group, exclude)
         room = await self._room.left(store, candidates, now, recount=refreshed)
-        plan = _Plan(taken=taken, room=room, tats=dict(self._tats))
+        plan = _Plan(taken=taken, room=room, tats=dict(self._tats), began=began)
         await self._read_buckets(candidates, plan)
         self._turn += 1
         for job in fair_order(candidates, self._weights, turn=self._turn):
-            if len(plan.picks) >= batch:
+            if len(plan.picks) - plan.later >= batch or len(plan.picks) >= per_group:
                 break
             self._place(job, now, plan)
         claimed = await self._commit(now, plan)
-        self._room.claimed(claimed)
+        self._took = timedelta(seconds=trio.current_time() - began)
+        # (A job claimed for a later start takes no room ahead until then.)
+        self._room.claimed(j for j in claimed if j.queued_at is None or j.queued_at <= now)
         self._finish(now, plan, exclude)
         return claimed
 
@@ -197,7 +224,8 @@ class FlowClaimer:
             kind, parts = scope_parts(scope)
             limits = self.limits_of(parts[0], parts[1])
             rate = limits.rate_limit if len(parts) == 2 else limits.key_rate_limit
-            if rate is not None and allowance(rate, limits.burst_of(rate), tat, now) == 0:
+            by = now + self._ahead_of(limits) / 2
+            if rate is not None and allowance(rate, limits.burst_of(rate), tat, by) == 0:
                 if len(parts) == 2:
                     types.add((parts[0], parts[1]))
                 else:
@@ -217,16 +245,25 @@ class FlowClaimer:
             for scope in scopes:
                 plan.tats[scope] = stored.get(scope)
 
+    def _ahead_of(self, limits: Limits) -> timedelta:
+        """How far ahead a job under ``limits`` may be claimed for a start its rates give it
+        (``RATE_AHEAD``): not at all if it takes a slot, which it would hold meanwhile."""
+        if limits.max_running is not None or limits.concurrency is not None:
+            return timedelta(0)
+        return self._rate_ahead
+
     def _place(self, job: Candidate, now: datetime, plan: _Plan) -> None:
         """Pick ``job`` if every limit has room for it; else record why it is held."""
         tenant, job_type, key = job.tenant_id, job.job_type, job.concurrency_key
         limits = self.limits_of(tenant, job_type)
-        ahead = self._room.ahead(job_type)
-        if ahead + plan.room[job_type] <= 0:
-            # room is minus what is queued (and picked in this claim)
-            add_hold(
-                plan.holds, room_scope(job_type), HoldReason.CAPACITY, job, -plan.room[job_type]
-            )
+        # room is minus what is queued (and picked in this claim) to start by now
+        room_full = self._room.ahead(job_type) + plan.room[job_type] <= 0
+        ahead = self._ahead_of(limits)
+        rated = limits.rate_limit is not None or (
+            limits.key_rate_limit is not None and key is not None
+        )
+        if room_full and not (ahead and rated):
+            _hold_for_room(plan, job)
             return
         if limits is _NO_LIMITS or limits.empty:
             plan.room[job_type] -= 1
@@ -248,7 +285,10 @@ class FlowClaimer:
                 used = len(plan.taken[scope])
                 add_hold(plan.holds, scope, HoldReason.CONCURRENCY, job, used, limits.concurrency)
                 return
-        rates: list[str] = []
+        # The start: now, or the first instant every rate of the job allows, if that is
+        # within how far ahead the job may be claimed.
+        start = now
+        rates: list[tuple[str, Rate]] = []
         for rate, reason in (
             (limits.rate_limit, HoldReason.RATE_LIMIT),
             (limits.key_rate_limit if key is not None else None, HoldReason.KEY_RATE_LIMIT),
@@ -257,13 +297,30 @@ class FlowClaimer:
                 continue
             per_key = reason is HoldReason.KEY_RATE_LIMIT
             scope = rate_scope(tenant, job_type, key if per_key else None)
-            if scope not in plan.left:
-                plan.left[scope] = allowance(rate, limits.burst_of(rate), plan.tats.get(scope), now)
-            if plan.left[scope] <= 0:
+            if scope not in plan.after:
+                plan.after[scope] = plan.tats.get(scope)
+            allowed = next_start(rate, limits.burst_of(rate), plan.after[scope])
+            # Claimed ahead, a rate's stretch is topped up once half of it has gone, so
+            # that each claim gives a good part of it (a claim on a slow store can take
+            # seconds), not one start each time one more fits.
+            topping_up = scope in plan.spent or _fits(allowed, now + ahead / 2)
+            if not (topping_up and _fits(allowed, now + ahead)):
                 add_hold(plan.holds, scope, reason, job, limit=rate)
                 return
-            rates.append(scope)
-        pick = Pick(job_id=job.id)
+            if allowed is not None and allowed > start:
+                start = allowed
+            rates.append((scope, rate))
+        if rates and ahead:
+            # Its wake-up goes out once this claim is written: an instant sooner than a
+            # claim takes (the last one, or this one so far) would be past when it
+            # arrives, and the starts would bunch.
+            took = max(self._took, timedelta(seconds=trio.current_time() - plan.began))
+            start = max(start, now + min(took, ahead / 2))
+        start = _whole_millis(start) if start > now else now
+        if start == now and room_full:
+            _hold_for_room(plan, job)
+            return
+        pick = Pick(job_id=job.id, start_at=start if start > now else None)
         if type_index is not None:
             scope = type_scope(tenant, job_type)
             plan.taken[scope].add(type_index)
@@ -272,11 +329,16 @@ class FlowClaimer:
             scope = key_scope(tenant, job_type, key)
             plan.taken[scope].add(key_index)
             pick = attrs.evolve(pick, key_slot=slot_name(scope, key_index))
-        for scope in rates:
-            plan.left[scope] -= 1
+        for scope, rate in rates:
+            plan.after[scope] = spend(rate, plan.after[scope], start, 1)
             plan.spent[scope] += 1
-        plan.room[job_type] -= 1
-        plan.rates_of[job.id] = tuple(rates)
+            if pick.start_at is not None:
+                plan.ahead.add(scope)
+        if pick.start_at is None:
+            plan.room[job_type] -= 1  # one more to start now (one for later does not count)
+        else:
+            plan.later += 1
+        plan.rates_of[job.id] = tuple(scope for scope, _ in rates)
         plan.picks.append(pick)
 
     async def _commit(self, now: datetime, plan: _Plan) -> list[Job]:
@@ -284,10 +346,9 @@ class FlowClaimer:
         store = self._deps.store
         written: dict[str, datetime] = {}
         lost: set[str] = set()
-        for scope, starts in plan.spent.items():
-            rate = self._rate_of(scope)
-            read = plan.tats.get(scope)
-            tat = spend(rate, read, now, starts)
+        for scope in plan.spent:
+            read, tat = plan.tats.get(scope), plan.after[scope]
+            assert tat is not None
             if await store.put_bucket(scope, read, tat):
                 written[scope] = tat
             else:
@@ -297,7 +358,9 @@ class FlowClaimer:
         claimed = await store.claim_picks(now, picks) if picks else []
         got = Counter(scope for job in claimed for scope in plan.rates_of[job.id])
         for scope, tat in written.items():
-            unused = plan.spent[scope] - got[scope]
+            # Starts given for now and not used are taken back; one given for a later
+            # instant is not (a later start taken back could land on a claimed one's).
+            unused = 0 if scope in plan.ahead else plan.spent[scope] - got[scope]
             if unused and await store.put_bucket(
                 scope, tat, back := refund(self._rate_of(scope), tat, unused)
             ):
@@ -322,11 +385,20 @@ class FlowClaimer:
         self.waiting_for_slots = bool(reasons & {HoldReason.CONCURRENCY, HoldReason.MAX_RUNNING})
         self.waiting_for_room = HoldReason.CAPACITY in reasons
         starts = [
-            next_start(self._rate_of(h.scope), self._burst_of(h.scope), self._tats.get(h.scope))
+            self._next_claim(h.scope)
             for h in holds.values()
             if h.reason in (HoldReason.RATE_LIMIT, HoldReason.KEY_RATE_LIMIT)
         ]
         self.wake_at = min((s for s in starts if s is not None), default=now if starts else None)
+
+    def _next_claim(self, scope: str) -> datetime | None:
+        """When a job held by the rate of ``scope`` may be claimed (None: now): its next
+        start, less half of how far ahead it may be claimed (see ``_place``)."""
+        start = next_start(self._rate_of(scope), self._burst_of(scope), self._tats.get(scope))
+        if start is None:
+            return None
+        _, parts = scope_parts(scope)
+        return start - self._ahead_of(self.limits_of(parts[0], parts[1])) / 2
 
     def _burst_of(self, scope: str) -> int:
         _, parts = scope_parts(scope)
@@ -335,3 +407,20 @@ class FlowClaimer:
     def report_due(self, now: datetime) -> FlowReport | None:
         """The report to store now, if one is due (changed holds, or a second since)."""
         return self._held.report_due(now)
+
+
+def _hold_for_room(plan: _Plan, job: Candidate) -> None:
+    """Hold ``job``: its type's room ahead of the executors is full."""
+    queued = -plan.room[job.job_type]
+    add_hold(plan.holds, room_scope(job.job_type), HoldReason.CAPACITY, job, queued)
+
+
+def _fits(start: datetime | None, by: datetime) -> bool:
+    """Whether a rate's next start (None: now) comes by ``by``."""
+    return start is None or start <= by
+
+
+def _whole_millis(moment: datetime) -> datetime:
+    """``moment`` rounded up to a whole millisecond (what the stores and wake-ups keep)."""
+    extra = moment.microsecond % 1000
+    return moment + timedelta(microseconds=1000 - extra) if extra else moment

@@ -181,7 +181,7 @@ class Scheduler:
                     tracing.claimed(jobs, started, time.time_ns())
                 deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
                 with trio.move_on_after(PUBLISH_TIMEOUT) as publishing:
-                    await self._publish_on_time(jobs)
+                    await self._publish_on_time(jobs, due_by)
                 if publishing.cancelled_caught:
                     deps.metrics.scheduler_dispatch_errors.inc(len(jobs))
                     log.error(
@@ -204,22 +204,34 @@ class Scheduler:
             except StoreError as exc:
                 log.warning("flow report not stored", extra={"error": str(exc)})
 
-    async def _publish_on_time(self, jobs: list[Job]) -> None:
+    async def _publish_on_time(self, jobs: list[Job], claimed_for: datetime) -> None:
         """Publish each claimed job's wake-up once it is due (claims run up to CLAIM_LEAD
-        early), in claim order (priority first) among the jobs due together."""
+        early), in claim order (priority first) among the jobs due together. A job queued
+        for a later start than the claim's (``claimed_for``: claimed ahead under a rate
+        limit) is due: its wake-up goes now and names that start."""
         clock = self._deps.clock
         waiting = jobs
         while waiting:
             now = clock.now()
             due = [job for job in waiting if job.scheduled_at <= now]
             if due:
-                await self._publish(due)
+                await self._publish(due, claimed_for)
                 waiting = [job for job in waiting if job.scheduled_at > now]
             else:
                 await clock.sleep_until(min(job.scheduled_at for job in waiting))
 
-    async def _publish(self, jobs: list[Job]) -> None:
-        messages = [WakeUp(job_id=j.id, job_type=j.job_type, priority=j.priority) for j in jobs]
+    async def _publish(self, jobs: list[Job], claimed_for: datetime) -> None:
+        messages = [
+            WakeUp(
+                job_id=j.id,
+                job_type=j.job_type,
+                priority=j.priority,
+                not_before=j.queued_at
+                if j.queued_at is not None and j.queued_at > claimed_for
+                else None,
+            )
+            for j in jobs
+        ]
         try:
             await self._deps.bus.publish(messages)
         except BusError as exc:
