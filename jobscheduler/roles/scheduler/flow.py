@@ -44,7 +44,6 @@ from jobscheduler.domain.flow import (
     FlowReport,
     Hold,
     HoldReason,
-    Limits,
     Rate,
     allowance,
     fair_order,
@@ -65,16 +64,14 @@ from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Candidate, Exclusions, Pick
 
 from .holds import HeldBook, add_hold
+from .limits import NO_LIMITS, REFRESH, LimitBook
 from .room import Room
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two reads of the overrides, weights and executors' capacity.
-REFRESH = 1.0
 #: A full key's due jobs a claim steps over, per type, to find the others (the first claim
 #: after each :data:`REFRESH` steps over all of them).
 HELD_KEY_WALK = 1000
-_NO_LIMITS = Limits()
 #: Candidates read per group when claiming ahead (``RATE_AHEAD``): a rated group's stretch.
 AHEAD_READ = 200
 
@@ -108,18 +105,13 @@ class FlowClaimer:
 
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
-        self._defaults: Mapping[str, Limits] = deps.registry.limits()
-        self._overrides: dict[tuple[str, str], Limits] = {}
-        #: limits_of's answers since the overrides were last read.
-        self._limits: dict[tuple[str, str], Limits] = {}
-        self._weights: dict[str, int] = {}
         self._room = Room(deps.settings.claim_ahead)
-        self._refreshed: datetime | None = None
+        self._book = LimitBook(deps.registry.limits(), self._room, deps.settings.rate_ahead)
         self._walked: datetime | None = None
         self._tats: dict[str, datetime | None] = {}
         self._held = HeldBook(deps.metrics)
         self._turn = 0
-        self._rate_ahead = timedelta(seconds=deps.settings.rate_ahead)
+        self._rate_ahead = deps.settings.rate_ahead > 0
         #: How long the last claim took (a job claimed ahead starts no sooner after it).
         self._took = timedelta(0)
         #: When a start held back by a rate may go (None: nothing is held by a rate).
@@ -129,49 +121,15 @@ class FlowClaimer:
         #: The last claim held jobs for room ahead of the executors: a pick makes some.
         self.waiting_for_room = False
 
-    # ------------------------------------------------------------------ limits
-
-    def limits_of(self, tenant_id: str, job_type: str) -> Limits:
-        found = self._limits.get((tenant_id, job_type))
-        if found is None:
-            base = self._defaults.get(job_type, _NO_LIMITS)
-            override = self._overrides.get((tenant_id, job_type))
-            found = base if override is None else override.over(base)
-            self._limits[(tenant_id, job_type)] = found
-        return found
-
-    @property
-    def _limited(self) -> bool:
-        return bool(self._defaults or self._overrides)
-
-    async def _refresh(self, now: datetime) -> bool:
-        """Read the overrides, weights and capacity again if :data:`REFRESH` has passed
-        (True: it did)."""
-        if self._refreshed is not None and now - self._refreshed < timedelta(seconds=REFRESH):
-            return False
-        store = self._deps.store
-        self._overrides = {
-            (o.tenant_id, o.job_type): o.limits for o in await store.limit_overrides()
-        }
-        self._limits = {}
-        self._weights = {w.tenant_id: w.weight for w in await store.tenant_weights()}
-        capacity: Counter[str] = Counter()
-        for beat in await store.live_workers(now):
-            for job_type in beat.job_types if beat.capacity else ():
-                capacity[job_type] += beat.capacity
-        self._room.capacity = dict(capacity)
-        self._refreshed = now
-        return True
-
     # ------------------------------------------------------------------ the claim
 
     async def claim(self, now: datetime, batch: int) -> list[Job]:
         """Claim up to ``batch`` due jobs fairly within the limits (see the module doc)."""
         began = trio.current_time()
         store = self._deps.store
-        refreshed = await self._refresh(now)
+        refreshed = await self._book.refresh(store, now)
         taken: dict[str, set[int]] = defaultdict(set)
-        if self._limited:
+        if self._book.limited:
             for slot in await store.held_slots():
                 scope, index = slot_scope(slot)
                 taken[scope].add(index)
@@ -191,7 +149,7 @@ class FlowClaimer:
         plan = _Plan(taken=taken, room=room, tats=dict(self._tats), began=began)
         await self._read_buckets(candidates, plan)
         self._turn += 1
-        for job in fair_order(candidates, self._weights, turn=self._turn):
+        for job in fair_order(candidates, self._book.weights, turn=self._turn):
             if len(plan.picks) - plan.later >= batch or len(plan.picks) >= per_group:
                 break
             self._place(job, now, plan)
@@ -212,7 +170,7 @@ class FlowClaimer:
         keys: set[tuple[str, str, str]] = set()
         for scope, held in taken.items():
             kind, parts = scope_parts(scope)
-            limits = self.limits_of(parts[0], parts[1])
+            limits = self._book.limits_of(parts[0], parts[1])
             full = limits.max_running if kind == "t" else limits.concurrency
             if full is None or len(held) < full:
                 continue
@@ -222,9 +180,9 @@ class FlowClaimer:
                 keys.add((parts[0], parts[1], parts[2]))
         for scope, tat in self._tats.items():
             kind, parts = scope_parts(scope)
-            limits = self.limits_of(parts[0], parts[1])
+            limits = self._book.limits_of(parts[0], parts[1])
             rate = limits.rate_limit if len(parts) == 2 else limits.key_rate_limit
-            by = now + self._ahead_of(limits) / 2
+            by = now + self._book.ahead_of(limits) / 2
             if rate is not None and allowance(rate, limits.burst_of(rate), tat, by) == 0:
                 if len(parts) == 2:
                     types.add((parts[0], parts[1]))
@@ -235,7 +193,7 @@ class FlowClaimer:
     async def _read_buckets(self, candidates: Iterable[Candidate], plan: _Plan) -> None:
         scopes: set[str] = set()
         for job in candidates:
-            limits = self.limits_of(job.tenant_id, job.job_type)
+            limits = self._book.limits_of(job.tenant_id, job.job_type)
             if limits.rate_limit is not None:
                 scopes.add(rate_scope(job.tenant_id, job.job_type))
             if limits.key_rate_limit is not None and job.concurrency_key is not None:
@@ -245,27 +203,20 @@ class FlowClaimer:
             for scope in scopes:
                 plan.tats[scope] = stored.get(scope)
 
-    def _ahead_of(self, limits: Limits) -> timedelta:
-        """How far ahead a job under ``limits`` may be claimed for a start its rates give it
-        (``RATE_AHEAD``): not at all if it takes a slot, which it would hold meanwhile."""
-        if limits.max_running is not None or limits.concurrency is not None:
-            return timedelta(0)
-        return self._rate_ahead
-
     def _place(self, job: Candidate, now: datetime, plan: _Plan) -> None:
         """Pick ``job`` if every limit has room for it; else record why it is held."""
         tenant, job_type, key = job.tenant_id, job.job_type, job.concurrency_key
-        limits = self.limits_of(tenant, job_type)
+        limits = self._book.limits_of(tenant, job_type)
         # room is minus what is queued (and picked in this claim) to start by now
         room_full = self._room.ahead(job_type) + plan.room[job_type] <= 0
-        ahead = self._ahead_of(limits)
+        ahead = self._book.ahead_of(limits)
         rated = limits.rate_limit is not None or (
             limits.key_rate_limit is not None and key is not None
         )
         if room_full and not (ahead and rated):
             _hold_for_room(plan, job)
             return
-        if limits is _NO_LIMITS or limits.empty:
+        if limits is NO_LIMITS or limits.empty:
             plan.room[job_type] -= 1
             plan.rates_of[job.id] = ()
             plan.picks.append(Pick(job_id=job.id))
@@ -362,18 +313,11 @@ class FlowClaimer:
             # instant is not (a later start taken back could land on a claimed one's).
             unused = 0 if scope in plan.ahead else plan.spent[scope] - got[scope]
             if unused and await store.put_bucket(
-                scope, tat, back := refund(self._rate_of(scope), tat, unused)
+                scope, tat, back := refund(self._book.rate_of(scope), tat, unused)
             ):
                 tat = back
             self._tats[scope] = tat
         return claimed
-
-    def _rate_of(self, scope: str) -> Rate:
-        _, parts = scope_parts(scope)
-        limits = self.limits_of(parts[0], parts[1])
-        rate = limits.rate_limit if len(parts) == 2 else limits.key_rate_limit
-        assert rate is not None, scope
-        return rate
 
     # ------------------------------------------------------------------ what it held
 
@@ -394,15 +338,11 @@ class FlowClaimer:
     def _next_claim(self, scope: str) -> datetime | None:
         """When a job held by the rate of ``scope`` may be claimed (None: now): its next
         start, less half of how far ahead it may be claimed (see ``_place``)."""
-        start = next_start(self._rate_of(scope), self._burst_of(scope), self._tats.get(scope))
+        book = self._book
+        start = next_start(book.rate_of(scope), book.burst_of(scope), self._tats.get(scope))
         if start is None:
             return None
-        _, parts = scope_parts(scope)
-        return start - self._ahead_of(self.limits_of(parts[0], parts[1])) / 2
-
-    def _burst_of(self, scope: str) -> int:
-        _, parts = scope_parts(scope)
-        return self.limits_of(parts[0], parts[1]).burst_of(self._rate_of(scope))
+        return start - book.ahead_of_scope(scope) / 2
 
     def report_due(self, now: datetime) -> FlowReport | None:
         """The report to store now, if one is due (changed holds, or a second since)."""
