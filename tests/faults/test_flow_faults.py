@@ -12,14 +12,15 @@ from __future__ import annotations
 import itertools
 from collections import Counter, defaultdict
 from datetime import datetime
+from typing import Any
 
 import pytest
 import trio
 from bson import ObjectId
 
-from jobscheduler.domain.model import Job, Status, new_job_id, utc
-from jobscheduler.store.mongo.store import document_to_job, job_to_document
-from tests.support.cluster import parse_time, utc_now
+from jobscheduler.domain.model import Status
+from jobscheduler.store.mongo.store import document_to_job
+from tests.support.cluster import parse_time
 from tests.support.jobs_api import send
 
 from .harness import Harness
@@ -34,6 +35,17 @@ SLEEP_MS = 700
 ELECTION_TTL = 3
 
 
+async def override_limits(harness: Harness, job_type: str, limits: dict[str, Any]) -> None:
+    """Override ``job_type``'s limits in the test's tenant, and give the leader time to
+    read them (it reads the overrides every second)."""
+    cluster, api = harness.cluster, harness.api
+    assert api is not None
+    url = f"{api.url}/flow/limits/{job_type}?tenantId={cluster.tenant}"
+    put = await send(cluster.http, "PUT", url, json=limits)
+    assert put.status_code == 200, put.text
+    await trio.sleep(1.5)
+
+
 async def test_a_per_key_limit_holds_across_a_leader_kill_and_an_executor_kill(
     harness: Harness,
 ) -> None:
@@ -41,14 +53,7 @@ async def test_a_per_key_limit_holds_across_a_leader_kill_and_an_executor_kill(
     await harness.start(schedulers=2, noop=1, slow=2, FLOW_CONTROL="1")
     cluster, api = harness.cluster, harness.api
     assert api is not None
-    put = await send(
-        cluster.http,
-        "PUT",
-        f"{api.url}/flow/limits/slow?tenantId={cluster.tenant}",
-        json={"concurrency": 1},
-    )
-    assert put.status_code == 200, put.text
-    await trio.sleep(1.5)  # the leader reads the overrides every second
+    await override_limits(harness, "slow", {"concurrency": 1})
     ids = []
     for i in range(KEYS * PER_KEY):
         job = await cluster.create_job(
@@ -107,28 +112,8 @@ async def test_a_rate_limit_keeps_its_pace_across_a_leader_kill(harness: Harness
     await harness.start(schedulers=2, noop=2, slow=0, FLOW_CONTROL="1", RATE_AHEAD="30s")
     cluster, api = harness.cluster, harness.api
     assert api is not None
-    put = await send(
-        cluster.http,
-        "PUT",
-        f"{api.url}/flow/limits/noop?tenantId={cluster.tenant}",
-        json={"rateLimit": f"{RATE}/s", "burst": 1},
-    )
-    assert put.status_code == 200, put.text
-    await trio.sleep(1.5)  # the leader reads the overrides every second
-    now = utc(utc_now())
-    jobs = [
-        Job(
-            id=new_job_id(),
-            idempotency_key=f"rated-{cluster.suffix}-{i}",
-            tenant_id=cluster.tenant,
-            job_type="noop",
-            scheduled_at=now,
-            created_at=now,
-            updated_at=now,
-        )
-        for i in range(RATED_JOBS)
-    ]
-    await cluster.db(lambda c: c.insert_many([job_to_document(job) for job in jobs]))
+    await override_limits(harness, "noop", {"rateLimit": f"{RATE}/s", "burst": 1})
+    jobs = await cluster.insert_due(RATED_JOBS, "rated")
     # Killed once its claims reach well ahead (the first ones take seconds each here), with
     # half of the jobs still to claim.
     await trio.sleep(20)

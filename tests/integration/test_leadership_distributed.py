@@ -24,8 +24,7 @@ from typing import Any
 import pytest
 import trio
 
-from jobscheduler.domain.model import Job, new_job_id, utc
-from jobscheduler.store.mongo.store import job_to_document
+from jobscheduler.domain.model import utc
 from tests.integration.conftest import (
     Cluster,
     EtcdAdmin,
@@ -79,20 +78,11 @@ async def test_two_forced_leaders_racing_over_2000_due_jobs_never_claim_one_twic
     for scheduler in schedulers:
         await _wait_leader_gauge(cluster, scheduler, 1.0, timeout=30)
     now = utc(utc_now())
-    jobs = [
-        Job(
-            id=new_job_id(),
-            idempotency_key=f"race-{cluster.suffix}-{i}",
-            tenant_id=cluster.tenant,
-            job_type="noop",
-            priority=i % 5,
-            scheduled_at=now - timedelta(seconds=i % 60),
-            created_at=now,
-            updated_at=now,
-        )
-        for i in range(RACE_JOBS)
-    ]
-    await cluster.db(lambda c: c.insert_many([job_to_document(job) for job in jobs]))
+    await cluster.insert_due(
+        RACE_JOBS,
+        "race",
+        lambda i: {"priority": i % 5, "scheduled_at": now - timedelta(seconds=i % 60)},
+    )
 
     async def claimed_counts() -> list[float]:
         return [

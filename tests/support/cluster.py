@@ -42,6 +42,8 @@ import trio
 from jobscheduler.bus.kafka import delete_prefixed_topics
 from jobscheduler.config import ENVIRONMENT_VARIABLES
 from jobscheduler.domain.keys import Role, new_key
+from jobscheduler.domain.model import Job, new_job_id, utc
+from jobscheduler.store.mongo.store import job_to_document
 from jobscheduler.store.mongo.tenancy import KEYS_COLLECTION, key_to_document
 from jobscheduler.testing import free_port, stop_all
 from jobscheduler.testing import metric_value as metric_value
@@ -235,6 +237,27 @@ class Cluster:
     @property
     def jobs(self) -> pymongo.collection.Collection[dict[str, Any]]:
         return self._mongo[self.db_name]["jobs"]
+
+    async def insert_due(
+        self, count: int, key: str, vary: Callable[[int], Mapping[str, Any]] = lambda i: {}
+    ) -> list[Job]:
+        """Store ``count`` due ``noop`` jobs of this test's tenant straight into the
+        database (keys ``<key>-<suffix>-<i>``, each with ``vary(i)``'s fields too)."""
+        now = utc(utc_now())
+        jobs = [
+            Job(
+                id=new_job_id(),
+                idempotency_key=f"{key}-{self.suffix}-{i}",
+                tenant_id=self.tenant,
+                job_type="noop",
+                **{"scheduled_at": now, **vary(i)},
+                created_at=now,
+                updated_at=now,
+            )
+            for i in range(count)
+        ]
+        await self.db(lambda c: c.insert_many([job_to_document(job) for job in jobs]))
+        return jobs
 
     async def db(self, fn: Callable[[pymongo.collection.Collection[dict[str, Any]]], Any]) -> Any:
         """Run ``fn(jobs collection)`` in a worker thread."""

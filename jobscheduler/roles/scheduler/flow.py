@@ -59,7 +59,7 @@ from jobscheduler.domain.flow import (
     spend,
     type_scope,
 )
-from jobscheduler.domain.model import Job
+from jobscheduler.domain.model import Job, utc
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Candidate, Exclusions, Pick
 
@@ -111,7 +111,6 @@ class FlowClaimer:
         self._tats: dict[str, datetime | None] = {}
         self._held = HeldBook(deps.metrics)
         self._turn = 0
-        self._rate_ahead = deps.settings.rate_ahead > 0
         #: How long the last claim took (a job claimed ahead starts no sooner after it).
         self._took = timedelta(0)
         #: When a start held back by a rate may go (None: nothing is held by a rate).
@@ -143,7 +142,7 @@ class FlowClaimer:
             self._walked = now if deep else self._walked
             exclude = self._exclusions(now, taken, walk=None if deep else HELD_KEY_WALK)
         # Claiming ahead, a rated group may give a whole stretch of its rate at once.
-        per_group = max(batch, AHEAD_READ) if self._rate_ahead else batch
+        per_group = max(batch, AHEAD_READ) if self._book.claims_ahead else batch
         candidates = await store.fair_candidates(now, per_group, exclude)
         room = await self._room.left(store, candidates, now, recount=refreshed)
         plan = _Plan(taken=taken, room=room, tats=dict(self._tats), began=began)
@@ -361,6 +360,6 @@ def _fits(start: datetime | None, by: datetime) -> bool:
 
 
 def _whole_millis(moment: datetime) -> datetime:
-    """``moment`` rounded up to a whole millisecond (what the stores and wake-ups keep)."""
-    extra = moment.microsecond % 1000
-    return moment + timedelta(microseconds=1000 - extra) if extra else moment
+    """``moment`` rounded up to a whole millisecond (what the stores and wake-ups keep;
+    ``utc`` truncates, and a start must not come early)."""
+    return utc(moment + timedelta(microseconds=999))

@@ -82,6 +82,11 @@ class LimitBook:
         _, parts = scope_parts(scope)
         return self.limits_of(parts[0], parts[1]).burst_of(self.rate_of(scope))
 
+    @property
+    def claims_ahead(self) -> bool:
+        """Whether a rated job may be claimed ahead of its start at all (``RATE_AHEAD``)."""
+        return self._rate_ahead > timedelta(0)
+
     def ahead_of(self, limits: Limits) -> timedelta:
         """How far ahead a job under ``limits`` may be claimed for a start its rates give it
         (``RATE_AHEAD``): not at all if it takes a slot, which it would hold meanwhile."""
