@@ -313,6 +313,9 @@ async def test_with_rate_ahead_a_rate_limited_type_is_claimed_ahead_each_for_its
     assert [j.queued_at for j in topped] == [
         now + timedelta(milliseconds=1100 + 100 * i) for i in range(6)
     ]
+    # The jobs the first leader claimed ahead (and sent) stay queued for their instants.
+    queued = await store.list_jobs("a", Status.QUEUED, 100)
+    assert {j.id for j in queued} == {j.id for j in claimed + topped}
 
 
 async def test_a_job_that_takes_a_slot_is_not_claimed_ahead_of_its_start(
@@ -359,3 +362,74 @@ async def test_the_dispatch_loop_sends_a_job_claimed_ahead_at_once_naming_its_st
         first + timedelta(milliseconds=500),
         first + timedelta(milliseconds=1000),
     ]
+
+
+class LeaderDied(Exception):
+    """The leader stopped between two writes of a claim."""
+
+
+async def test_a_leader_that_dies_while_claiming_ahead_leaves_its_successor_the_stretch(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: JobStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
+    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
+    await store.insert_many([mail() for _ in range(30)])
+    now = deps.clock.now()
+    claim_picks = store.claim_picks
+
+    async def dies_once_claimed(at: datetime, picks: Any) -> list[Job]:
+        await claim_picks(at, picks)
+        raise LeaderDied
+
+    monkeypatch.setattr(store, "claim_picks", dies_once_claimed)
+    with pytest.raises(LeaderDied):
+        await FlowClaimer(deps).claim(now, 50)
+    stranded = await store.list_jobs("a", Status.QUEUED, 100)
+    assert len(stranded) == 11
+    # Its successor gives the same stretch to the jobs still pending: the rate does not
+    # stop for the stretch the dead leader claimed and never sent; and the jobs it
+    # stranded (queued, no wake-up sent) go back to pending.
+    monkeypatch.setattr(store, "claim_picks", claim_picks)
+    claimed = await FlowClaimer(deps).claim(now, 50)
+    assert [j.queued_at for j in claimed] == [
+        now + timedelta(milliseconds=100 * i) for i in range(11)
+    ]
+    queued = await store.list_jobs("a", Status.QUEUED, 100)
+    assert {j.id for j in queued} == {j.id for j in claimed}
+    pending = await store.list_jobs("a", Status.PENDING, 100)
+    assert {j.id for j in stranded} <= {j.id for j in pending}
+    assert len(pending) == 19
+
+
+async def test_a_claim_ahead_whose_rate_another_leader_spent_meanwhile_is_withdrawn(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: JobStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
+    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
+    await store.insert_many([mail() for _ in range(30)])
+    now = deps.clock.now()
+    claim_picks = store.claim_picks
+    other: list[Job] = []
+
+    async def raced(at: datetime, picks: Any) -> list[Job]:
+        claimed = await claim_picks(at, picks)
+        if not other:  # another leader claims and spends the bucket meanwhile
+            monkeypatch.setattr(store, "claim_picks", claim_picks)
+            other.extend(await FlowClaimer(deps).claim(now, 50))
+        return claimed
+
+    monkeypatch.setattr(store, "claim_picks", raced)
+    assert await FlowClaimer(deps).claim(now, 50) == []
+    assert len(other) == 11
+    # Only the winner's jobs are queued; the loser's are pending again, to claim later.
+    queued = await store.list_jobs("a", Status.QUEUED, 100)
+    assert {j.id for j in queued} == {j.id for j in other}
+    assert len(await store.list_jobs("a", Status.PENDING, 100)) == 19

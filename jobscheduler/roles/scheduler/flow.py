@@ -14,7 +14,8 @@ One claim (:meth:`FlowClaimer.claim`):
 4. spends the rates (one conditional write per bucket, expecting the instant read: a
    bucket another leader wrote meanwhile drops this claim's jobs of it), claims the picks
    (each a conditional update whose slot is unique in the store), and takes back the
-   starts of picks that were not claimed.
+   starts of picks that were not claimed. A rate that gave starts ahead (below) is spent
+   after its jobs are claimed instead, and its jobs are sent only once it is.
 
 With ``RATE_AHEAD``, a job whose only limits are rates is given the first instant its rates
 allow up to that far ahead (no sooner than a claim takes, so its wake-up is not late), is
@@ -22,7 +23,9 @@ queued for that instant (``Pick.start_at``) and takes no room until then; a rate
 is topped up once half of it has gone, so a claim gives a good part of it at once. Starts
 given ahead are never taken back (one could land on a claimed start's instant). The
 executors keep such wake-ups until their instants, so they go on starting at the rate while
-a new leader is elected.
+a new leader is elected; and as their rate is spent only once they are claimed, a leader
+that dies mid-claim leaves its successor no stretch spent on jobs it never sent
+(:mod:`.ahead`).
 
 Nothing here is trusted across leaders but the store: a new leader reads the slots the
 jobs hold and the buckets' instants, so it starts from the state the last one left. What
@@ -63,6 +66,7 @@ from jobscheduler.domain.model import Job, utc
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Candidate, Exclusions, Pick
 
+from .ahead import Stranded, spend_ahead
 from .holds import HeldBook, add_hold
 from .limits import NO_LIMITS, REFRESH, LimitBook
 from .room import Room
@@ -88,7 +92,8 @@ class _Plan:
     #: Each rate bucket's instant after the starts this claim gave so far.
     after: dict[str, datetime | None] = attrs.field(factory=dict)
     spent: Counter[str] = attrs.field(factory=Counter)
-    #: Rate buckets of which this claim gave a start ahead of now (never taken back).
+    #: Rate buckets of which this claim gave a start ahead of now (spent once its jobs are
+    #: claimed; never taken back).
     ahead: set[str] = attrs.field(factory=set)
     #: How many picks are for a later start.
     later: int = 0
@@ -119,6 +124,8 @@ class FlowClaimer:
         self.waiting_for_slots = False
         #: The last claim held jobs for room ahead of the executors: a pick makes some.
         self.waiting_for_room = False
+        #: Jobs a leader that died claimed ahead and never sent (see .ahead).
+        self.stranded = Stranded()
 
     # ------------------------------------------------------------------ the claim
 
@@ -147,6 +154,7 @@ class FlowClaimer:
         room = await self._room.left(store, candidates, now, recount=refreshed)
         plan = _Plan(taken=taken, room=room, tats=dict(self._tats), began=began)
         await self._read_buckets(candidates, plan)
+        stranded = await self.stranded.find(store, plan.tats) if self._book.claims_ahead else ()
         self._turn += 1
         for job in fair_order(candidates, self._book.weights, turn=self._turn):
             if len(plan.picks) - plan.later >= batch or len(plan.picks) >= per_group:
@@ -154,6 +162,7 @@ class FlowClaimer:
             self._place(job, now, plan)
         claimed = await self._commit(now, plan)
         self._took = timedelta(seconds=trio.current_time() - began)
+        await self.stranded.repend(store, now, stranded)  # after the claim: none can start
         # (A job claimed for a later start takes no room ahead until then.)
         self._room.claimed(j for j in claimed if j.queued_at is None or j.queued_at <= now)
         self._finish(now, plan, exclude)
@@ -292,11 +301,17 @@ class FlowClaimer:
         plan.picks.append(pick)
 
     async def _commit(self, now: datetime, plan: _Plan) -> list[Job]:
-        """Spend the rates, claim the picks, take back what was spent and not claimed."""
+        """Spend the rates, claim the picks, take back what was spent and not claimed.
+
+        A rate that gave starts only for now is spent before its jobs are claimed (a
+        failure in between leaves starts unused, never a job over the rate). One that gave
+        starts ahead is spent after (:func:`.ahead.spend_ahead`): its jobs wait for their
+        instants, so a leader that dies while claiming them must not leave its successor
+        a stretch spent on jobs it never claimed."""
         store = self._deps.store
         written: dict[str, datetime] = {}
         lost: set[str] = set()
-        for scope in plan.spent:
+        for scope in [s for s in plan.spent if s not in plan.ahead]:
             read, tat = plan.tats.get(scope), plan.after[scope]
             assert tat is not None
             if await store.put_bucket(scope, read, tat):
@@ -307,10 +322,18 @@ class FlowClaimer:
         picks = [p for p in plan.picks if not lost.intersection(plan.rates_of[p.job_id])]
         claimed = await store.claim_picks(now, picks) if picks else []
         got = Counter(scope for job in claimed for scope in plan.rates_of[job.id])
+        if plan.ahead:
+            ahead = {scope: plan.after[scope] for scope in plan.ahead}
+            spent = await spend_ahead(
+                store, now, claimed, read=plan.tats, after=ahead, rates_of=plan.rates_of
+            )
+            self._tats.update(spent.written)
+            for scope in spent.withdrawn:
+                self._tats.pop(scope, None)
+            claimed = spent.jobs
         for scope, tat in written.items():
-            # Starts given for now and not used are taken back; one given for a later
-            # instant is not (a later start taken back could land on a claimed one's).
-            unused = 0 if scope in plan.ahead else plan.spent[scope] - got[scope]
+            # Starts given for now and not used are taken back.
+            unused = plan.spent[scope] - got[scope]
             if unused and await store.put_bucket(
                 scope, tat, back := refund(self._book.rate_of(scope), tat, unused)
             ):

@@ -90,6 +90,8 @@ class Scheduler:
         log.info("dispatching", extra={"term": term.token, "leader_id": term.leader_id})
         if self._flow is None:
             await warn_unenforced_limits(self._deps)
+        else:
+            self._flow.stranded.begin_term()
         metrics = self._deps.metrics
         self._lead = timedelta(seconds=CLAIM_LEAD)
         while True:
