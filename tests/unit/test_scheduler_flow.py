@@ -433,3 +433,20 @@ async def test_a_claim_ahead_whose_rate_another_leader_spent_meanwhile_is_withdr
     queued = await store.list_jobs("a", Status.QUEUED, 100)
     assert {j.id for j in queued} == {j.id for j in other}
     assert len(await store.list_jobs("a", Status.PENDING, 100)) == 19
+
+
+async def test_a_leader_that_leads_again_re_pends_none_of_the_claims_ahead_sent_meanwhile(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+) -> None:
+    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
+    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
+    await store.insert_many([mail() for _ in range(30)])
+    first = FlowClaimer(deps)
+    sent = await first.claim(deps.clock.now(), 50)
+    await trio.sleep(0.6)
+    sent += await FlowClaimer(deps).claim(deps.clock.now(), 50)  # another leader's term
+    first.begin_term()
+    assert await first.claim(deps.clock.now(), 50) == []
+    queued = await store.list_jobs("a", Status.QUEUED, 100)
+    assert {j.id for j in queued} == {j.id for j in sent}
+    assert len(sent) == 17

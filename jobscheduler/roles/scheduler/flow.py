@@ -125,7 +125,13 @@ class FlowClaimer:
         #: The last claim held jobs for room ahead of the executors: a pick makes some.
         self.waiting_for_room = False
         #: Jobs a leader that died claimed ahead and never sent (see .ahead).
-        self.stranded = Stranded()
+        self._stranded = Stranded()
+
+    def begin_term(self) -> None:
+        """This scheduler leads (again): what it knew of the buckets may be stale, and a
+        leader may have died among claims ahead since it last looked."""
+        self._tats.clear()
+        self._stranded.begin_term()
 
     # ------------------------------------------------------------------ the claim
 
@@ -153,8 +159,8 @@ class FlowClaimer:
         candidates = await store.fair_candidates(now, per_group, exclude)
         room = await self._room.left(store, candidates, now, recount=refreshed)
         plan = _Plan(taken=taken, room=room, tats=dict(self._tats), began=began)
-        await self._read_buckets(candidates, plan)
-        stranded = await self.stranded.find(store, plan.tats) if self._book.claims_ahead else ()
+        read = await self._read_buckets(candidates, plan)
+        stranded = await self._stranded.find(store, read) if self._book.claims_ahead else ()
         self._turn += 1
         for job in fair_order(candidates, self._book.weights, turn=self._turn):
             if len(plan.picks) - plan.later >= batch or len(plan.picks) >= per_group:
@@ -162,7 +168,7 @@ class FlowClaimer:
             self._place(job, now, plan)
         claimed = await self._commit(now, plan)
         self._took = timedelta(seconds=trio.current_time() - began)
-        await self.stranded.repend(store, now, stranded)  # after the claim: none can start
+        await self._stranded.repend(store, now, stranded)  # after the claim: none can start
         # (A job claimed for a later start takes no room ahead until then.)
         self._room.claimed(j for j in claimed if j.queued_at is None or j.queued_at <= now)
         self._finish(now, plan, exclude)
@@ -198,7 +204,10 @@ class FlowClaimer:
                     keys.add((parts[0], parts[1], parts[2]))
         return Exclusions(types=frozenset(types), keys=frozenset(keys), walk=walk)
 
-    async def _read_buckets(self, candidates: Iterable[Candidate], plan: _Plan) -> None:
+    async def _read_buckets(
+        self, candidates: Iterable[Candidate], plan: _Plan
+    ) -> dict[str, datetime | None]:
+        """Read the rate buckets the candidates spend into ``plan``; returns them."""
         scopes: set[str] = set()
         for job in candidates:
             limits = self._book.limits_of(job.tenant_id, job.job_type)
@@ -206,10 +215,12 @@ class FlowClaimer:
                 scopes.add(rate_scope(job.tenant_id, job.job_type))
             if limits.key_rate_limit is not None and job.concurrency_key is not None:
                 scopes.add(rate_scope(job.tenant_id, job.job_type, job.concurrency_key))
-        if scopes:
-            stored = await self._deps.store.buckets(sorted(scopes))
-            for scope in scopes:
-                plan.tats[scope] = stored.get(scope)
+        if not scopes:
+            return {}
+        stored = await self._deps.store.buckets(sorted(scopes))
+        read = {scope: stored.get(scope) for scope in scopes}
+        plan.tats.update(read)
+        return read
 
     def _place(self, job: Candidate, now: datetime, plan: _Plan) -> None:
         """Pick ``job`` if every limit has room for it; else record why it is held."""

@@ -91,7 +91,7 @@ class Scheduler:
         if self._flow is None:
             await warn_unenforced_limits(self._deps)
         else:
-            self._flow.stranded.begin_term()
+            self._flow.begin_term()
         metrics = self._deps.metrics
         self._lead = timedelta(seconds=CLAIM_LEAD)
         while True:
