@@ -48,6 +48,15 @@ def mail(tenant: str = "a", **kwargs: Any) -> Job:
     return make_job(job_type="mail", tenant=tenant, **kwargs)
 
 
+async def claiming_ahead(make_deps: DepsFactory, tmp_path: Path, store: JobStore) -> Deps:
+    """Deps whose ``mail`` type starts 10 a second, claimed up to a second ahead
+    (``RATE_AHEAD``), with 30 due ``mail`` jobs stored."""
+    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
+    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
+    await store.insert_many([mail() for _ in range(30)])
+    return deps
+
+
 async def finish(store: JobStore, job: Job, now: Any) -> None:
     """Walk a queued job through pick, start and complete (freeing its slots)."""
     picked = await store.apply(states.pick(job.id, worker="w", token="t", now=now))
@@ -292,9 +301,7 @@ async def test_a_job_behind_a_full_keys_long_backlog_waits_at_most_for_the_next_
 async def test_with_rate_ahead_a_rate_limited_type_is_claimed_ahead_each_for_its_start(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
-    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
-    await store.insert_many([mail() for _ in range(30)])
+    deps = await claiming_ahead(make_deps, tmp_path, store)
     now = deps.clock.now()
     claimer = FlowClaimer(deps)
     claimed = await claimer.claim(now, 50)
@@ -375,9 +382,7 @@ async def test_a_leader_that_dies_while_claiming_ahead_leaves_its_successor_the_
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
-    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
-    await store.insert_many([mail() for _ in range(30)])
+    deps = await claiming_ahead(make_deps, tmp_path, store)
     now = deps.clock.now()
     claim_picks = store.claim_picks
 
@@ -412,9 +417,7 @@ async def test_a_claim_ahead_whose_rate_another_leader_spent_meanwhile_is_withdr
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
-    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
-    await store.insert_many([mail() for _ in range(30)])
+    deps = await claiming_ahead(make_deps, tmp_path, store)
     now = deps.clock.now()
     claim_picks = store.claim_picks
     other: list[Job] = []
@@ -438,9 +441,7 @@ async def test_a_claim_ahead_whose_rate_another_leader_spent_meanwhile_is_withdr
 async def test_a_leader_that_leads_again_re_pends_none_of_the_claims_ahead_sent_meanwhile(
     autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
 ) -> None:
-    settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
-    deps = make_deps(registry=registry(rate_limit="10/s", burst=1), settings=settings)
-    await store.insert_many([mail() for _ in range(30)])
+    deps = await claiming_ahead(make_deps, tmp_path, store)
     first = FlowClaimer(deps)
     sent = await first.claim(deps.clock.now(), 50)
     await trio.sleep(0.6)
