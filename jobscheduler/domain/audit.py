@@ -43,10 +43,10 @@ class AuditRecord:
     detail: str | None = None
 
 
-def audit_to_json(record: AuditRecord) -> dict[str, Any]:
+def audit_fields(record: AuditRecord) -> dict[str, Any]:
+    """The record's fields besides its id and time, under the names its JSON and its stored
+    document both use."""
     return {
-        "id": record.id,
-        "at": format_time(record.at),
         "keyId": record.key_id,
         "tenantId": record.tenant,
         "action": record.action,
@@ -54,6 +54,10 @@ def audit_to_json(record: AuditRecord) -> dict[str, Any]:
         "status": record.status,
         "detail": record.detail,
     }
+
+
+def audit_to_json(record: AuditRecord) -> dict[str, Any]:
+    return {"id": record.id, "at": format_time(record.at), **audit_fields(record)}
 
 
 @attrs.frozen(kw_only=True)

@@ -18,7 +18,7 @@ from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocume
 from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError
 
-from jobscheduler.domain.audit import AuditQuery, AuditRecord
+from jobscheduler.domain.audit import AuditQuery, AuditRecord, audit_fields
 from jobscheduler.domain.keys import ApiKey, Role
 from jobscheduler.domain.model import utc
 
@@ -67,16 +67,7 @@ def document_to_key(doc: Mapping[str, Any]) -> ApiKey:
 
 
 def audit_to_document(record: AuditRecord) -> Document:
-    return {
-        "_id": ObjectId(record.id),
-        "at": utc(record.at),
-        "keyId": record.key_id,
-        "tenantId": record.tenant,
-        "action": record.action,
-        "jobId": record.job_id,
-        "status": record.status,
-        "detail": record.detail,
-    }
+    return {"_id": ObjectId(record.id), "at": utc(record.at), **audit_fields(record)}
 
 
 def document_to_audit(doc: Mapping[str, Any]) -> AuditRecord:
