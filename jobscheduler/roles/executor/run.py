@@ -1,6 +1,6 @@
 """Running one job's handler: its context, its logger, and how its end becomes an outcome.
 
-The executor (:mod:`.consume`) picks and starts a job, then calls :func:`run_handler` inside
+The executor (:mod:`.consume`) picks and starts a job, then calls :func:`run_attempt` inside
 the job's :class:`InFlight` scope while its heartbeat loop watches the job; what the handler
 did (returned, raised, timed out) comes back as a failure or a result for
 :mod:`.settle` to write.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import trio
@@ -82,43 +83,6 @@ async def read_parents(
         return {}, Failure(type="StoreError", message=message)
 
 
-async def run_handler(
-    registry: HandlerRegistry,
-    runner: HandlerRunner,
-    job: Job,
-    entry: InFlight,
-    logger: logging.LoggerAdapter[logging.Logger],
-    children: Children | None = None,
-    *,
-    trace_parent: str | None = None,
-) -> tuple[Failure | None, Any]:
-    """Run the handler inside the entry's cancel scope; returns (failure, result) and
-    marks the entry ``permanent`` (PermanentError) or ``timed_out``. The runner stops the
-    handler at its timeout, and when the scope is cancelled (shutdown, lost claim): an
-    async handler is cancelled, a worker process killed, a thread abandoned. The result
-    is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
-    that is not makes the attempt a failure. With ``children``, the handler's context can
-    enqueue jobs (``ctx.enqueue``) and spawn a workflow step's children (``ctx.spawn``)
-    while it runs, and a workflow step's context holds its parents' results
-    (``ctx.parents``): a step whose parents cannot be read is not run (a failed attempt).
-    The jobs it enqueues keep ``trace_parent`` (the attempt's span), else the job's own."""
-    parents: dict[str, Any] = {}
-    if children is not None:
-        parents, unread = await read_parents(children.store, job, children.completed_parents)
-        if unread is not None:
-            return unread, None
-    enqueuer = (
-        children.open(job, trace_parent=trace_parent or job.trace_parent)
-        if children is not None
-        else None
-    )
-    try:
-        return await _run(registry, runner, job, entry, logger, enqueuer, parents)
-    finally:
-        if children is not None and enqueuer is not None:
-            children.close(enqueuer)
-
-
 async def run_attempt(
     deps: Deps,
     runner: HandlerRunner,
@@ -127,17 +91,40 @@ async def run_attempt(
     logger: logging.LoggerAdapter[logging.Logger],
     children: Children | None = None,
 ) -> tuple[Failure | None, Any, AttemptSpan | None]:
-    """:func:`run_handler`, inside the attempt's span when tracing is on (jobs the handler
-    enqueues then join its trace). Returns the span too (the parent of the outcome's), or
-    None untraced."""
-    if not deps.tracing.enabled:
-        failure, result = await run_handler(deps.registry, runner, job, entry, logger, children)
-        return failure, result, None
-    with deps.tracing.attempt(job) as span:
-        failure, result = await run_handler(
-            deps.registry, runner, job, entry, logger, children, trace_parent=span.traceparent
-        )
-        if failure is not None:
+    """Run the handler inside the entry's cancel scope, and inside the attempt's span when
+    tracing is on; returns (failure, result, span: the parent of the outcome's, or None
+    untraced) and marks the entry ``permanent`` (PermanentError) or ``timed_out``. The
+    runner stops the handler at its timeout, and when the scope is cancelled (shutdown, lost
+    claim): an async handler is cancelled, a worker process killed, a thread abandoned. The
+    result is the handler's return value, checked to be storable (JSON, at most 64 KiB); one
+    that is not makes the attempt a failure. With ``children``, the handler's context can
+    enqueue jobs (``ctx.enqueue``) and spawn a workflow step's children (``ctx.spawn``)
+    while it runs, and a workflow step's context holds its parents' results
+    (``ctx.parents``): a step whose parents cannot be read is not run (a failed attempt).
+    The jobs it enqueues keep the attempt's span as their trace parent (they join its
+    trace), else the job's own."""
+    attempt: AbstractContextManager[AttemptSpan | None] = (
+        deps.tracing.attempt(job) if deps.tracing.enabled else nullcontext()
+    )
+    with attempt as span:
+        failure: Failure | None = None
+        result: Any = None
+        parents: dict[str, Any] = {}
+        if children is not None:
+            parents, failure = await read_parents(children.store, job, children.completed_parents)
+        if failure is None:
+            trace_parent = span.traceparent if span is not None else job.trace_parent
+            enqueuer = (
+                children.open(job, trace_parent=trace_parent) if children is not None else None
+            )
+            try:
+                failure, result = await _run(
+                    deps.registry, runner, job, entry, logger, enqueuer, parents
+                )
+            finally:
+                if children is not None and enqueuer is not None:
+                    children.close(enqueuer)
+        if failure is not None and span is not None:
             span.failed(failure.type, failure.message)
         return failure, result, span
 
