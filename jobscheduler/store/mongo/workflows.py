@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+import attrs
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
@@ -41,21 +42,10 @@ log = logging.getLogger(__name__)
 
 WORKFLOWS_COLLECTION: Final = "workflows"
 
-#: Workflow field -> document field.
+#: Workflow field -> document field: a field jobs have too is named as in their documents
+#: (:data:`~.codec.FIELDS`), one of its own (``steps``, ``version``) keeps its name.
 _FIELDS: Final[Mapping[str, str]] = {
-    "id": "_id",
-    "tenant_id": "tenantId",
-    "idempotency_key": "idempotencyKey",
-    "status": "status",
-    "steps": "steps",
-    "version": "version",
-    "created_at": "createdAt",
-    "updated_at": "updatedAt",
-    "finished_at": "finishedAt",
-    "cancel_requested_at": "cancelRequestedAt",
-    "template_id": "templateId",
-    "fire_at": "fireAt",
-    "last_error": "lastError",
+    field.name: FIELDS.get(field.name, field.name) for field in attrs.fields(Workflow)
 }
 
 WORKFLOW_INDEXES: Final = [
