@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple, Protocol, TypeVar
 
@@ -279,6 +279,19 @@ class Window:
     failed: int
 
 
+def stats_windows(ended: Callable[[int, Status], int]) -> tuple[Window, ...]:
+    """The windows of :data:`STATS_WINDOWS`, from ``ended(minutes, status)``: how many jobs
+    reached ``status``, an end of :data:`THROUGHPUT`, in the last ``minutes``."""
+    return tuple(
+        Window(
+            minutes=minutes,
+            completed=ended(minutes, Status.COMPLETED),
+            failed=ended(minutes, Status.DLQ),
+        )
+        for minutes in STATS_WINDOWS
+    )
+
+
 #: The statuses a count is of (None: every status).
 Statuses = Sequence[Status] | None
 
@@ -375,4 +388,5 @@ __all__ = [
     "counts_from",
     "fair_group",
     "keyset_page",
+    "stats_windows",
 ]

@@ -17,16 +17,15 @@ import attrs
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.store.query import (
     DUE_ONE_OFF,
-    STATS_WINDOWS,
     THROUGHPUT,
     Cursor,
     JobCounts,
     JobQuery,
     JobStats,
     Statuses,
-    Window,
     counts_from,
     keyset_page,
+    stats_windows,
 )
 
 from .codec import job_out
@@ -65,15 +64,14 @@ def job_stats(jobs: Iterable[Job], now: datetime) -> JobStats:
     now = utc(now)
     finished = [job for job in jobs if job.status in THROUGHPUT]
 
-    def window(minutes: int) -> Window:
+    def ended(minutes: int, status: Status) -> int:
         start = now - timedelta(minutes=minutes)
-        ended = Counter(job.status for job in finished if job.updated_at >= start)
-        return Window(minutes=minutes, completed=ended[Status.COMPLETED], failed=ended[Status.DLQ])
+        return sum(1 for job in finished if job.status == status and job.updated_at >= start)
 
     return JobStats(
         counts=count(jobs, None, None, by_type=True).by_type or {},
         oldest_due_at=oldest_due(jobs, now),
-        windows=tuple(window(minutes) for minutes in STATS_WINDOWS),
+        windows=stats_windows(ended),
     )
 
 

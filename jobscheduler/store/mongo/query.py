@@ -23,15 +23,14 @@ from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import Change
 from jobscheduler.store.query import (
     DUE_ONE_OFF,
-    STATS_WINDOWS,
     Cursor,
     JobCounts,
     JobQuery,
     JobStats,
     Sort,
     Statuses,
-    Window,
     counts_from,
+    stats_windows,
 )
 
 from . import counts
@@ -175,21 +174,12 @@ class ManageQueries:
         counts = count(self._jobs, tenant_id, None, by_type=True).by_type or {} if counted else {}
         now = utc(now)
         oldest = oldest_due(self._jobs, tenant_id, now)
-        windows = []
-        for minutes in STATS_WINDOWS:
+
+        def ended(minutes: int, status: Status) -> int:
             since = {f["updated_at"]: {"$gte": now - timedelta(minutes=minutes)}}
-            finished = {
-                status: count_command(self._jobs, {**ended_in(tenant_id, status), **since})
-                for status in (Status.COMPLETED, Status.DLQ)
-            }
-            windows.append(
-                Window(
-                    minutes=minutes,
-                    completed=finished[Status.COMPLETED],
-                    failed=finished[Status.DLQ],
-                )
-            )
-        return JobStats(counts=counts, oldest_due_at=oldest, windows=tuple(windows))
+            return count_command(self._jobs, {**ended_in(tenant_id, status), **since})
+
+        return JobStats(counts=counts, oldest_due_at=oldest, windows=stats_windows(ended))
 
 
 def count_command(jobs: Collection[Document], query: Document) -> int:

@@ -28,7 +28,7 @@ from jobscheduler.store.query import (
     JobStats,
     Sort,
     Statuses,
-    Window,
+    stats_windows,
 )
 
 from .codec import _EPOCH, _SELECT, _from_row, _millis
@@ -211,14 +211,12 @@ class SQLiteQueryMixin(SQLiteConnection):
             return [conn.execute(sql, params).fetchall() for sql, params in queries]
 
         counts_rows, oldest_rows, window_rows = await self._read(op)
-        finished = {status: sums for status, *sums in window_rows}
-        windows = tuple(
-            Window(
-                minutes=minutes,
-                completed=int((finished.get("completed") or [0] * 3)[i] or 0),
-                failed=int((finished.get("dlq") or [0] * 3)[i] or 0),
-            )
-            for i, minutes in enumerate(STATS_WINDOWS)
+        finished = {
+            Status(status): dict(zip(STATS_WINDOWS, sums, strict=True))
+            for status, *sums in window_rows
+        }
+        windows = stats_windows(
+            lambda minutes, status: int(finished.get(status, {}).get(minutes) or 0)
         )
         return JobStats(
             counts=counts_of(counts_rows, None, by_type=True).by_type or {},
