@@ -7,10 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
-from jobscheduler.domain.model import Status, format_time
+from jobscheduler.domain.model import Job, Status, format_time
 from jobscheduler.domain.workflows import WorkflowStatus
 from jobscheduler.handlers import JobContext
 from jobscheduler.store import JobStore
@@ -61,6 +62,33 @@ async def test_a_diamond_runs_each_step_after_its_parents_with_their_results(
     final = by_name(await store.workflow_steps(workflow.id))
     assert all(job.status is Status.COMPLETED for job in final.values())
     assert not any(job.step_dirty for job in final.values())
+
+
+async def test_a_completed_workflow_is_finished_without_reading_its_steps(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: JobStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fan-out of 10,000 would be decoded whole, on the event loop, to be finished.
+    deps = make_deps()
+    middle = [{"name": f"m{i}", "jobType": "noop", "dependsOn": ["a"]} for i in range(5)]
+    sink = {"name": "z", "jobType": "noop", "dependsOn": [m["name"] for m in middle]}
+    workflow, _ = await create(
+        deps, workflow_body([{"name": "a", "jobType": "noop"}, *middle, sink])
+    )
+    reads: list[str] = []
+    read = store.workflow_steps
+
+    async def counted(workflow_id: str, *, tenant: str | None = None) -> list[Job]:
+        reads.append(workflow_id)
+        return await read(workflow_id, tenant=tenant)
+
+    monkeypatch.setattr(store, "workflow_steps", counted)
+    async with roles(deps, ["noop"]):
+        done = await finished(deps, workflow.id)
+    assert done.status is WorkflowStatus.COMPLETED
+    assert reads == []
 
 
 async def test_a_dead_lettered_step_cancels_its_descendants_and_the_workflow_fails(

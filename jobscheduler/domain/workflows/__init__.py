@@ -8,11 +8,11 @@ record is a transition of :mod:`jobscheduler.domain.states`.
 
 from ._record import FINISHED as FINISHED
 from ._record import LISTED as LISTED
+from ._record import OUTCOMES as OUTCOMES
 from ._record import WORKFLOW_TIME_FIELDS as WORKFLOW_TIME_FIELDS
 from ._record import DeclaredStep as DeclaredStep
 from ._record import Workflow as Workflow
 from ._record import WorkflowStatus as WorkflowStatus
-from ._record import outcome_of as outcome_of
 from ._record import steps_to_json as steps_to_json
 from ._record import workflow_to_json as workflow_to_json
 from ._request import MAX_STEP_NAME as MAX_STEP_NAME

@@ -15,7 +15,8 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
    rest are written). A cancelled step ends too: its own children are decided next, so a
    failure cascades through every descendant in one call;
 4. if nothing was released (nor left waiting), finishes the record once no step is unfinished
-   (:func:`~jobscheduler.domain.workflows.outcome_of`), conditioned on the version read;
+   (:data:`~jobscheduler.domain.workflows.OUTCOMES`: a probe each, no step read), conditioned
+   on the version read;
 5. only then clears the marks of the steps it acted on (:func:`states.settle_step
    <jobscheduler.domain.states.settle_step>`, conditioned on the version acted on) -- in
    the round trip of the releases when there are some (the workflow cannot finish then).
@@ -39,7 +40,7 @@ from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.notifications import workflow_failed
 from jobscheduler.domain.steps import OnParentFailure
-from jobscheduler.domain.workflows import Workflow, WorkflowStatus, outcome_of
+from jobscheduler.domain.workflows import OUTCOMES, Workflow, WorkflowStatus
 from jobscheduler.errors import StoreError, WorkflowNotFound
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import JobQuery
@@ -332,11 +333,7 @@ class Settler:
         store = self._deps.store
         if record.status is not WorkflowStatus.RUNNING:
             return
-        unfinished = JobQuery(tenant_id=None, workflow_id=record.id, statuses=UNFINISHED_STEPS)
-        if await store.any_job(unfinished):
-            return
-        steps = await store.workflow_steps(record.id)
-        outcome = outcome_of(job.status for job in steps)
+        outcome = await self._outcome(record.id)
         if outcome is None:
             return
         change = states.finish_workflow(record, status=outcome, now=self._deps.clock.now())
@@ -354,7 +351,17 @@ class Settler:
             },
         )
         if outcome is WorkflowStatus.FAILED:
-            await self._report_failure(finished, steps)
+            await self._report_failure(finished, await store.workflow_steps(record.id))
+
+    async def _outcome(self, workflow_id: str) -> WorkflowStatus | None:
+        """The outcome its steps' statuses give the workflow (None: one is unfinished),
+        asked of the store group by group (:data:`~jobscheduler.domain.workflows.OUTCOMES`):
+        a probe each, not a read of every step."""
+        for statuses, outcome in OUTCOMES:
+            query = JobQuery(tenant_id=None, workflow_id=workflow_id, statuses=statuses)
+            if await self._deps.store.any_job(query):
+                return outcome
+        return WorkflowStatus.COMPLETED
 
     async def _report_failure(self, workflow: Workflow, steps: Sequence[Job]) -> None:
         """Write the ``workflow.failed`` event, naming the step that failed first, for the
