@@ -24,7 +24,8 @@ from .flow_support import mail, registry
 from .roles_support import ObservedBus
 
 
-async def claiming_ahead(make_deps: DepsFactory, tmp_path: Path, store: JobStore) -> Deps:
+@pytest.fixture
+async def deps(make_deps: DepsFactory, tmp_path: Path, store: JobStore) -> Deps:
     """Deps whose ``mail`` type starts 10 a second, claimed up to a second ahead
     (``RATE_AHEAD``), with 30 due ``mail`` jobs stored."""
     settings = make_settings(tmp_path, claim_batch=50, rate_ahead=1.0)
@@ -34,9 +35,8 @@ async def claiming_ahead(make_deps: DepsFactory, tmp_path: Path, store: JobStore
 
 
 async def test_with_rate_ahead_a_rate_limited_type_is_claimed_ahead_each_for_its_start(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+    autojump_clock: trio.testing.MockClock, deps: Deps, store: JobStore
 ) -> None:
-    deps = await claiming_ahead(make_deps, tmp_path, store)
     now = deps.clock.now()
     claimer = FlowClaimer(deps)
     claimed = await claimer.claim(now, 50)
@@ -112,12 +112,10 @@ class LeaderDied(Exception):
 
 async def test_a_leader_that_dies_while_claiming_ahead_leaves_its_successor_the_stretch(
     autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
+    deps: Deps,
     store: JobStore,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    deps = await claiming_ahead(make_deps, tmp_path, store)
     now = deps.clock.now()
     claim_picks = store.claim_picks
 
@@ -147,12 +145,10 @@ async def test_a_leader_that_dies_while_claiming_ahead_leaves_its_successor_the_
 
 async def test_a_claim_ahead_whose_rate_another_leader_spent_meanwhile_is_withdrawn(
     autojump_clock: trio.testing.MockClock,
-    make_deps: DepsFactory,
+    deps: Deps,
     store: JobStore,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    deps = await claiming_ahead(make_deps, tmp_path, store)
     now = deps.clock.now()
     claim_picks = store.claim_picks
     other: list[Job] = []
@@ -174,9 +170,8 @@ async def test_a_claim_ahead_whose_rate_another_leader_spent_meanwhile_is_withdr
 
 
 async def test_a_leader_that_leads_again_re_pends_none_of_the_claims_ahead_sent_meanwhile(
-    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: JobStore, tmp_path: Path
+    autojump_clock: trio.testing.MockClock, deps: Deps, store: JobStore
 ) -> None:
-    deps = await claiming_ahead(make_deps, tmp_path, store)
     first = FlowClaimer(deps)
     sent = await first.claim(deps.clock.now(), 50)
     await trio.sleep(0.6)
