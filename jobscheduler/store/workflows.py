@@ -101,16 +101,22 @@ class WorkflowRecords(Protocol):
         self, workflow_id: str, *, tenant: str | None = None, steps: bool = True
     ) -> Workflow:
         """The record; WorkflowNotFound for an unknown id and, when ``tenant`` is given, for
-        another tenant's. ``steps`` False leaves its declared steps out (``steps == ()``):
-        the settle of every step's end reads only its status, version and cancel request,
-        and a workflow may declare a thousand steps."""
+        another tenant's. ``steps`` False leaves its declared steps out (``steps == ()``,
+        ``step_count`` still their number): the settle of every step's end reads only its
+        status, version and cancel request, and a workflow may declare a thousand steps."""
 
     @abc.abstractmethod
     async def find_workflows(
-        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+        self,
+        query: WorkflowQuery,
+        limit: int,
+        after: Cursor | None = None,
+        *,
+        steps: bool = True,
     ) -> list[Workflow]:
         """Up to ``limit`` records matching ``query``, newest ``created_at`` first (ties:
-        newest id), strictly after ``after``."""
+        newest id), strictly after ``after``; ``steps`` as :meth:`get_workflow`'s (a
+        listing shows only how many steps each declared)."""
 
     @abc.abstractmethod
     async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:

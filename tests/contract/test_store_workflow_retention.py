@@ -47,7 +47,7 @@ async def test_expired_workflows_are_those_of_the_status_finished_before_oldest_
 
     found = await store.expired_workflows(WorkflowStatus.COMPLETED, before, 10, ALL_TENANTS)
     assert [w.id for w in found] == [first.id, other.id, second.id]
-    assert all(w.steps == () for w in found)
+    assert all(w.steps == () and w.step_count == 2 for w in found)
     oldest = await store.expired_workflows(WorkflowStatus.COMPLETED, before, 1, ALL_TENANTS)
     assert [w.id for w in oldest] == [first.id]
     mine = await store.expired_workflows(

@@ -240,3 +240,19 @@ async def test_workflows_are_listed_newest_first_by_tenant_status_and_key_in_pag
     old = WorkflowQuery(tenant_id="tenant-a", created_before=NOW + timedelta(seconds=2))
     assert {w.idempotency_key for w in await store.find_workflows(old, 10)} == {"etl-0", "etl-1"}
     assert await store.find_workflows(mine, 10, Cursor(at=NOW, id=made[0].id)) == []
+
+
+async def test_a_listing_without_steps_leaves_them_out_but_counts_them(store: JobStore) -> None:
+    made = []
+    for i in range(3):
+        p = plan(f"etl-{i}")
+        workflow = attrs.evolve(p.workflow, created_at=NOW + timedelta(seconds=i))
+        made.append(await store.insert_workflow(workflow))
+    mine = WorkflowQuery(tenant_id="tenant-a")
+    first = await store.find_workflows(mine, 2, steps=False)
+    assert first == [attrs.evolve(w, steps=()) for w in reversed(made[1:])]
+    assert [w.step_count for w in first] == [2, 2]
+    rest = await store.find_workflows(mine, 2, cursor_after(first[-1]), steps=False)
+    assert [(w.id, w.steps, w.step_count) for w in rest] == [(made[0].id, (), 2)]
+    full = await store.find_workflows(mine, 10)
+    assert full == list(reversed(made))

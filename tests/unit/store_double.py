@@ -140,9 +140,14 @@ class ProxyStore(JobStore):
         return await self.inner.get_workflow(workflow_id, tenant=tenant, steps=steps)
 
     async def find_workflows(
-        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+        self,
+        query: WorkflowQuery,
+        limit: int,
+        after: Cursor | None = None,
+        *,
+        steps: bool = True,
     ) -> list[Workflow]:
-        return await self.inner.find_workflows(query, limit, after)
+        return await self.inner.find_workflows(query, limit, after, steps=steps)
 
     async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
         return await self.inner.apply_workflow(change)

@@ -94,6 +94,7 @@ async def test_a_workflow_is_read_with_every_step_and_its_counts(api: Api) -> No
     reply = await api.request("GET", f"/workflows/{created['id']}")
     assert reply.status == 200
     assert reply.json["counts"] == {"pending": 1, "waiting": 1}
+    assert reply.json["stepCount"] == 2
     assert reply.json["steps"] == created["steps"]
     (await api.request("GET", "/workflows/" + "0" * 24)).assert_error(404, "not found")
     (await api.request("GET", "/workflows/nope")).assert_error(400, "ObjectId")
@@ -113,6 +114,7 @@ async def test_the_listing_filters_by_status_and_key_and_pages_newest_first(
     listed = await page.get_json()
     assert [w["id"] for w in listed] == [ids[2], ids[1]]
     assert "steps" not in listed[0]
+    assert [w["stepCount"] for w in listed] == [2, 2]
     link = page.headers["Link"]
     next_url = link[link.index("<") + 1 : link.index(">")]
     rest = await api.request("GET", next_url)

@@ -114,7 +114,7 @@ def register_workflow_routes(
             values.get("limit"), default=ops.DEFAULT_WORKFLOW_PAGE, maximum=ops.MAX_WORKFLOW_PAGE
         )
         cursor = decode_cursor(values["cursor"]) if values.get("cursor") else None
-        found = await bounded(deps.store.find_workflows, query, limit, cursor)
+        found = await bounded(deps.store.find_workflows, query, limit, cursor, steps=False)
         response = json_response([workflow_to_json(w) for w in found], 200)
         if len(found) == limit:
             link_next_page(response, encode_cursor(cursor_after(found[-1])))

@@ -94,7 +94,12 @@ class Workflow:
     tenant_id: str
     idempotency_key: str
     status: WorkflowStatus
+    #: Its declared steps; empty when a store was asked to leave them out (a listing, a
+    #: settle), which still gives their number (``step_count``).
     steps: tuple[DeclaredStep, ...]
+    step_count: int = attrs.field(
+        default=attrs.Factory(lambda self: len(self.steps), takes_self=True)
+    )
     #: Counts the moves that reopen or cancel it: a finish computed from an older read does
     #: not apply (``states.finish_workflow`` is conditioned on it).
     version: int = 0
@@ -148,7 +153,7 @@ def workflow_to_json(workflow: Workflow, steps: Sequence[Job] | None = None) -> 
         "tenantId": workflow.tenant_id,
         "idempotencyKey": workflow.idempotency_key,
         "status": workflow.status.value,
-        "stepCount": len(workflow.steps),
+        "stepCount": workflow.step_count,
         "createdAt": format_time(workflow.created_at),
         "updatedAt": format_time(workflow.updated_at),
     }

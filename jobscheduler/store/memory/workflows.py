@@ -64,11 +64,17 @@ class MemoryWorkflowsMixin(MemoryConnection):
         return workflow if steps else attrs.evolve(workflow, steps=())
 
     async def find_workflows(
-        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+        self,
+        query: WorkflowQuery,
+        limit: int,
+        after: Cursor | None = None,
+        *,
+        steps: bool = True,
     ) -> list[Workflow]:
         await self._enter()
         found = [w for w in self._workflows.values() if query.matches(w)]
-        return keyset_page(found, Sort.CREATED_DESC, limit, after)
+        page = keyset_page(found, Sort.CREATED_DESC, limit, after)
+        return page if steps else [attrs.evolve(w, steps=()) for w in page]
 
     async def apply_workflow(self, change: WorkflowChange) -> Workflow | None:
         await self._enter()

@@ -44,8 +44,16 @@ WORKFLOWS_COLLECTION: Final = "workflows"
 
 #: Workflow field -> document field: a field jobs have too is named as in their documents
 #: (:data:`~.codec.FIELDS`), one of its own (``steps``, ``version``) keeps its name.
+#: ``step_count`` is not stored: it is the length of ``steps``.
 _FIELDS: Final[Mapping[str, str]] = {
-    field.name: FIELDS.get(field.name, field.name) for field in attrs.fields(Workflow)
+    field.name: FIELDS.get(field.name, field.name)
+    for field in attrs.fields(Workflow)
+    if field.name != "step_count"
+}
+#: A read without the declared steps: of each, only its job id comes back, to count them
+#: (an exclusion of every other key, which FerretDB supports where ``$size`` it does not).
+_LEAN: Final[Document] = {
+    f"steps.{key}": False for key in ("name", "dependsOn", "afterChildrenOf", "onParentFailure")
 }
 
 WORKFLOW_INDEXES: Final = [
@@ -109,8 +117,12 @@ _WORKFLOW_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
 }
 
 
-def document_to_workflow(doc: Mapping[str, Any]) -> Workflow:
-    return Workflow(**decoded(doc, _FIELDS, _WORKFLOW_DECODERS))
+def document_to_workflow(doc: Mapping[str, Any], *, steps: bool = True) -> Workflow:
+    """The record ``doc`` holds; without its ``steps`` (read with :data:`_LEAN`), their
+    number only."""
+    stored = doc.get("steps") or []
+    values = decoded({**doc, "steps": stored if steps else []}, _FIELDS, _WORKFLOW_DECODERS)
+    return Workflow(**values, step_count=len(stored))
 
 
 def _change_filter(change: WorkflowChange) -> Document:
@@ -170,16 +182,21 @@ class MongoWorkflowsMixin(MongoSeam):
         query: Document = {"_id": ObjectId(workflow_id)}
         if tenant is not None:
             query["tenantId"] = tenant
-        projection = None if steps else {"steps": False}
+        projection = None if steps else _LEAN
         doc = await self._call(
             lambda: records.find_one(query, projection=projection), "get_workflow", read=True
         )
         if doc is None:
             raise WorkflowNotFound(f"workflow {workflow_id} not found")
-        return document_to_workflow({"steps": [], **doc})
+        return document_to_workflow(doc, steps=steps)
 
     async def find_workflows(
-        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+        self,
+        query: WorkflowQuery,
+        limit: int,
+        after: Cursor | None = None,
+        *,
+        steps: bool = True,
     ) -> list[Workflow]:
         records = self._durable(WORKFLOWS_COLLECTION)
         where: Document = {}
@@ -198,19 +215,24 @@ class MongoWorkflowsMixin(MongoSeam):
             created["$lt"] = utc(query.created_before)
         sort = [("createdAt", DESCENDING), ("_id", DESCENDING)]
 
+        projection = None if steps else _LEAN
+
+        def read(found: Any) -> list[Workflow]:
+            return [document_to_workflow(doc, steps=steps) for doc in found]
+
         def op() -> list[Workflow]:
             if after is None:
-                found = records.find({**where, **({"createdAt": created} if created else {})})
-                return [document_to_workflow(d) for d in found.sort(sort).limit(limit)]
+                match = {**where, **({"createdAt": created} if created else {})}
+                return read(records.find(match, projection).sort(sort).limit(limit))
             # After a cursor: the records of its own createdAt with smaller ids, then older
             # ones (equalities and ranges only, as the jobs' pages do).
             at = utc(after.at)
-            same = records.find({**where, "createdAt": at, "_id": {"$lt": ObjectId(after.id)}})
-            page = [document_to_workflow(d) for d in same.sort(sort).limit(limit)]
+            same = {**where, "createdAt": at, "_id": {"$lt": ObjectId(after.id)}}
+            page = read(records.find(same, projection).sort(sort).limit(limit))
             if len(page) < limit:
-                older = {**created, "$lt": min(at, created.get("$lt", at))}
-                rest = records.find({**where, "createdAt": older}).sort(sort)
-                page += [document_to_workflow(d) for d in rest.limit(limit - len(page))]
+                older = {**where, "createdAt": {**created, "$lt": min(at, created.get("$lt", at))}}
+                rest = records.find(older, projection).sort(sort)
+                page += read(rest.limit(limit - len(page)))
             return page
 
         return await self._call(op, "find_workflows", read=True)
@@ -282,9 +304,9 @@ class MongoWorkflowsMixin(MongoSeam):
             where["tenantId"] = tenants
 
         def op() -> list[Workflow]:
-            found = records.find(where, projection={"steps": False})
+            found = records.find(where, projection=_LEAN)
             ordered = found.sort([("finishedAt", ASCENDING), ("_id", ASCENDING)]).limit(limit)
-            return [document_to_workflow({"steps": [], **doc}) for doc in ordered]
+            return [document_to_workflow(doc, steps=False) for doc in ordered]
 
         return await self._call(op, "expired_workflows", read=True)
 

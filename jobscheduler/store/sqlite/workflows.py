@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import attrs
-
 from jobscheduler.domain.model import Job
 from jobscheduler.domain.states import WorkflowChange
 from jobscheduler.domain.workflows import (
@@ -78,6 +76,12 @@ _FIELDS = (
     "last_error",
 )
 _WF_SELECT = ", ".join(_FIELDS)
+#: What a read selects: the record and its number of steps; without ``steps``, an empty
+#: list in their place (a workflow may declare a thousand steps: decoding them is costly).
+_WF_READ = f"{_WF_SELECT}, json_array_length(steps)"
+_WF_READ_LEAN = ", ".join(("'[]'" if f == "steps" else f) for f in _FIELDS) + (
+    ", json_array_length(steps)"
+)
 
 
 def _to_db(field: str, value: Any) -> Any:
@@ -93,7 +97,7 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 def _workflow(row: tuple[Any, ...]) -> Workflow:
-    values = dict(zip(_FIELDS, row, strict=True))
+    values = dict(zip((*_FIELDS, "step_count"), row, strict=True))
     for field in WORKFLOW_TIME_FIELDS:
         if values[field] is not None:
             values[field] = from_millis(values[field])
@@ -143,8 +147,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
     async def get_workflow(
         self, workflow_id: str, *, tenant: str | None = None, steps: bool = True
     ) -> Workflow:
-        select = _WF_SELECT if steps else _WF_SELECT.replace("steps", "'[]'")
-        sql = f"SELECT {select} FROM workflows WHERE id = ?"
+        sql = f"SELECT {_WF_READ if steps else _WF_READ_LEAN} FROM workflows WHERE id = ?"
         params: list[Any] = [workflow_id]
         if tenant is not None:
             sql += " AND tenant_id = ?"
@@ -155,7 +158,12 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         return _workflow(row)
 
     async def find_workflows(
-        self, query: WorkflowQuery, limit: int, after: Cursor | None = None
+        self,
+        query: WorkflowQuery,
+        limit: int,
+        after: Cursor | None = None,
+        *,
+        steps: bool = True,
     ) -> list[Workflow]:
         terms: list[str] = []
         params: list[Any] = []
@@ -173,7 +181,14 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
             terms.append("created_at < ?")
             params.append(_millis(query.created_before))
         sql, params = keyset_sql(
-            _WF_SELECT, "workflows", terms, params, Sort.CREATED_DESC, after, limit, _millis
+            _WF_READ if steps else _WF_READ_LEAN,
+            "workflows",
+            terms,
+            params,
+            Sort.CREATED_DESC,
+            after,
+            limit,
+            _millis,
         )
         rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
         return [_workflow(row) for row in rows]
@@ -184,7 +199,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         terms, expected = _conditions(change.expect)
         sql = (
             f"UPDATE workflows SET {assignments} WHERE {' AND '.join(['id = ?', *terms])} "
-            f"RETURNING {_WF_SELECT}"
+            f"RETURNING {_WF_READ}"
         )
         params += [change.workflow_id, *expected]
 
@@ -223,12 +238,12 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
             terms.append(f"tenant_id NOT IN ({placeholders(len(scope.skip_tenants))})")
             params += scope.skip_tenants
         sql = (
-            f"SELECT {_WF_SELECT} FROM workflows INDEXED BY workflows_finished "
+            f"SELECT {_WF_READ_LEAN} FROM workflows INDEXED BY workflows_finished "
             f"WHERE {' AND '.join(terms)} ORDER BY finished_at, id LIMIT ?"
         )
         params.append(limit)
         rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return [attrs.evolve(_workflow(row), steps=()) for row in rows]
+        return [_workflow(row) for row in rows]
 
     async def delete_workflow_record(self, workflow: Workflow) -> bool:
         finished = None if workflow.finished_at is None else _millis(workflow.finished_at)
