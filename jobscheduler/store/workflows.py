@@ -19,7 +19,7 @@ from typing import Protocol
 
 import attrs
 
-from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.model import Job
 from jobscheduler.domain.states import WorkflowChange
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 
@@ -27,14 +27,6 @@ from .query import Cursor, JobQuery
 
 #: The steps a workflow has not acted on yet (``step_dirty``): what the reaper sweeps for.
 STEPS_TO_SETTLE = JobQuery(tenant_id=None, step_dirty=True)
-#: Unfinished steps: a workflow with none has ended.
-UNFINISHED_STEPS: tuple[Status, ...] = (
-    Status.WAITING,
-    Status.PENDING,
-    Status.QUEUED,
-    Status.CLAIMED,
-    Status.RUNNING,
-)
 
 
 @attrs.frozen(kw_only=True)

@@ -13,6 +13,7 @@ import pytest
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status, new_job_id
 from jobscheduler.domain.workflows import (
+    UNFINISHED_STEPS,
     Workflow,
     WorkflowPlan,
     WorkflowStatus,
@@ -22,7 +23,7 @@ from jobscheduler.errors import DuplicateJob, DuplicateWorkflow, WorkflowNotFoun
 from jobscheduler.handlers import default_registry
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Cursor, JobQuery
-from jobscheduler.store.workflows import UNFINISHED_STEPS, WorkflowQuery, cursor_after
+from jobscheduler.store.workflows import WorkflowQuery, cursor_after
 
 from .store_support import NOW
 

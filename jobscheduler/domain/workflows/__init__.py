@@ -9,6 +9,7 @@ record is a transition of :mod:`jobscheduler.domain.states`.
 from ._record import FINISHED as FINISHED
 from ._record import LISTED as LISTED
 from ._record import OUTCOMES as OUTCOMES
+from ._record import UNFINISHED_STEPS as UNFINISHED_STEPS
 from ._record import WORKFLOW_TIME_FIELDS as WORKFLOW_TIME_FIELDS
 from ._record import DeclaredStep as DeclaredStep
 from ._record import Workflow as Workflow

@@ -124,8 +124,16 @@ WORKFLOW_TIME_FIELDS: Final = frozenset(
 )
 
 
-_UNFINISHED = frozenset(
-    {Status.WAITING, Status.PENDING, Status.QUEUED, Status.CLAIMED, Status.RUNNING, Status.PAUSED}
+#: The statuses of an unfinished step (``paused`` too, though only a cron template is ever
+#: paused): a workflow with one has not ended, a step waiting for a spawner's children waits
+#: while one of them is in one.
+UNFINISHED_STEPS: Final[tuple[Status, ...]] = (
+    Status.WAITING,
+    Status.PENDING,
+    Status.QUEUED,
+    Status.CLAIMED,
+    Status.RUNNING,
+    Status.PAUSED,
 )
 _FAILED_ENDS = frozenset({Status.DLQ, Status.FAILED})
 
@@ -135,10 +143,10 @@ _FAILED_ENDS = frozenset({Status.DLQ, Status.FAILED})
 #: store answers each group with one indexed probe (``any_job``): finishing a workflow of
 #: 10,000 steps does not read them.
 OUTCOMES: Final[tuple[tuple[tuple[Status, ...], WorkflowStatus | None], ...]] = (
-    (tuple(sorted(_UNFINISHED)), None),
+    (UNFINISHED_STEPS, None),
     (tuple(sorted(_FAILED_ENDS)), WorkflowStatus.FAILED),
     (
-        tuple(s for s in Status if s not in _UNFINISHED | _FAILED_ENDS | {Status.COMPLETED}),
+        tuple(s for s in Status if s not in {*UNFINISHED_STEPS, *_FAILED_ENDS, Status.COMPLETED}),
         WorkflowStatus.CANCELLED,
     ),
 )

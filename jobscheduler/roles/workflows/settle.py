@@ -40,11 +40,10 @@ from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.notifications import workflow_failed
 from jobscheduler.domain.steps import OnParentFailure
-from jobscheduler.domain.workflows import OUTCOMES, Workflow, WorkflowStatus
+from jobscheduler.domain.workflows import OUTCOMES, UNFINISHED_STEPS, Workflow, WorkflowStatus
 from jobscheduler.errors import StoreError, WorkflowNotFound
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import JobQuery
-from jobscheduler.store.workflows import UNFINISHED_STEPS
 
 from .reads import read_jobs, spawned_by
 
