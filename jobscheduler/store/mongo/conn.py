@@ -39,7 +39,7 @@ from .seam import outcome_unknown as outcome_unknown
 from .tenancy import create_tenancy_indexes, drop_global_key_index
 from .upkeep import prepare_upkeep
 from .workers import create_workers_indexes
-from .workflows import create_workflow_indexes
+from .workflows import prepare_workflows
 
 T = TypeVar("T")
 
@@ -242,7 +242,7 @@ class MongoConnection(JobStore):
                 attempts.create_indexes([index])
             create_tenancy_indexes(client, self._database)
             create_workers_indexes(client, self._database)
-            create_workflow_indexes(client, self._database, COLLECTION)
+            prepare_workflows(client, self._database, COLLECTION)
             prepare_flow(jobs)
             database = client.get_database(self._database)
             prepare_upkeep(jobs, database.get_collection(counts.COUNTS_COLLECTION))

@@ -6,7 +6,7 @@ steps as an array); it is unique by (tenantId, idempotencyKey). Its moves are co
 FerretDB), like the jobs' transitions. A move whose outcome is unknown (a network error) is
 recognised on a re-read when the document holds every value it writes, else sent once more.
 
-The steps are documents of ``jobs``: :func:`create_workflow_indexes` adds the indexes that
+The steps are documents of ``jobs``: :func:`prepare_workflows` adds the indexes that
 find a workflow's steps by status, the children a step spawned, and the steps marked for
 their workflow, by age.
 """
@@ -44,17 +44,11 @@ WORKFLOWS_COLLECTION: Final = "workflows"
 
 #: Workflow field -> document field: a field jobs have too is named as in their documents
 #: (:data:`~.codec.FIELDS`), one of its own (``steps``, ``version``) keeps its name.
-#: ``step_count`` is not stored: it is the length of ``steps``.
 _FIELDS: Final[Mapping[str, str]] = {
-    field.name: FIELDS.get(field.name, field.name)
-    for field in attrs.fields(Workflow)
-    if field.name != "step_count"
-}
-#: A read without the declared steps: of each, only its job id comes back, to count them
-#: (an exclusion of every other key, which FerretDB supports where ``$size`` it does not).
-_LEAN: Final[Document] = {
-    f"steps.{key}": False for key in ("name", "dependsOn", "afterChildrenOf", "onParentFailure")
-}
+    field.name: FIELDS.get(field.name, field.name) for field in attrs.fields(Workflow)
+} | {"step_count": "stepCount"}
+#: A read without the declared steps (their number is stored beside them).
+_LEAN: Final[Document] = {"steps": False}
 
 WORKFLOW_INDEXES: Final = [
     IndexModel(
@@ -82,13 +76,19 @@ STEP_INDEXES: Final = [
 ]
 
 
-def create_workflow_indexes(client: MongoClient[Document], database: str, jobs: str) -> None:
-    """The workflows collection's indexes and the jobs' step indexes, one per command."""
+def prepare_workflows(client: MongoClient[Document], database: str, jobs: str) -> None:
+    """The workflows collection's indexes and the jobs' step indexes, one per command; and
+    the number of steps of each record stored before it was stored with them."""
     db = client.get_database(database)
+    records = db.get_collection(WORKFLOWS_COLLECTION)
     for index in WORKFLOW_INDEXES:
-        db.get_collection(WORKFLOWS_COLLECTION).create_indexes([index])
+        records.create_indexes([index])
     for index in STEP_INDEXES:
         db.get_collection(jobs).create_indexes([index])
+    uncounted = {"stepCount": {"$exists": False}}
+    for doc in records.find(uncounted, projection={"steps.jobId": True}):
+        count = {"$set": {"stepCount": len(doc.get("steps") or [])}}
+        records.update_one({"_id": doc["_id"], **uncounted}, count)
 
 
 #: How a Workflow field is stored in its document (the others are stored as they are).
@@ -117,12 +117,9 @@ _WORKFLOW_DECODERS: Final[Mapping[str, Callable[[Any], Any]]] = {
 }
 
 
-def document_to_workflow(doc: Mapping[str, Any], *, steps: bool = True) -> Workflow:
-    """The record ``doc`` holds; without its ``steps`` (read with :data:`_LEAN`), their
-    number only."""
-    stored = doc.get("steps") or []
-    values = decoded({**doc, "steps": stored if steps else []}, _FIELDS, _WORKFLOW_DECODERS)
-    return Workflow(**values, step_count=len(stored))
+def document_to_workflow(doc: Mapping[str, Any]) -> Workflow:
+    """The record ``doc`` holds (without its ``steps`` when read with :data:`_LEAN`)."""
+    return Workflow(**decoded({"steps": [], **doc}, _FIELDS, _WORKFLOW_DECODERS))
 
 
 def _change_filter(change: WorkflowChange) -> Document:
@@ -188,7 +185,7 @@ class MongoWorkflowsMixin(MongoSeam):
         )
         if doc is None:
             raise WorkflowNotFound(f"workflow {workflow_id} not found")
-        return document_to_workflow(doc, steps=steps)
+        return document_to_workflow(doc)
 
     async def find_workflows(
         self,
@@ -218,7 +215,7 @@ class MongoWorkflowsMixin(MongoSeam):
         projection = None if steps else _LEAN
 
         def read(found: Any) -> list[Workflow]:
-            return [document_to_workflow(doc, steps=steps) for doc in found]
+            return [document_to_workflow(doc) for doc in found]
 
         def op() -> list[Workflow]:
             if after is None:
@@ -306,7 +303,7 @@ class MongoWorkflowsMixin(MongoSeam):
         def op() -> list[Workflow]:
             found = records.find(where, projection=_LEAN)
             ordered = found.sort([("finishedAt", ASCENDING), ("_id", ASCENDING)]).limit(limit)
-            return [document_to_workflow(doc, steps=False) for doc in ordered]
+            return [document_to_workflow(doc) for doc in ordered]
 
         return await self._call(op, "expired_workflows", read=True)
 
@@ -329,4 +326,4 @@ class MongoWorkflowsMixin(MongoSeam):
         return await self._call(op, "delete_workflow_record")
 
 
-__all__ = ["WORKFLOWS_COLLECTION", "MongoWorkflowsMixin", "create_workflow_indexes"]
+__all__ = ["WORKFLOWS_COLLECTION", "MongoWorkflowsMixin", "prepare_workflows"]

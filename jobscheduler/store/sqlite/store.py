@@ -47,7 +47,7 @@ from .transitions import SQLiteTransitionsMixin
 from .upkeep import SQLiteUpkeepMixin, make_incremental, prepare_counts
 from .where import sync_partial_indexes
 from .workers import WORKERS_SCHEMA, SQLiteWorkersMixin, migrate_workers
-from .workflows import WORKFLOWS_SCHEMA, SQLiteWorkflowsMixin
+from .workflows import WORKFLOWS_SCHEMA, SQLiteWorkflowsMixin, migrate_workflows
 
 #: The INSERT of a job's row; its parameters are :func:`_job_row`'s.
 _INSERT_JOB = f"INSERT INTO jobs ({_SELECT}) VALUES ({placeholders(len(_COLUMNS))})"
@@ -89,6 +89,7 @@ class SQLiteJobStore(
         sqlite_ledger.migrate(conn)
         conn.executescript(MANAGE_INDEXES)
         conn.executescript(WORKFLOWS_SCHEMA)
+        migrate_workflows(conn)
         sync_partial_indexes(conn)
         conn.executescript(WORKERS_SCHEMA)
         migrate_workers(conn)

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS workflows (
     cancel_requested_at INTEGER,
     template_id         TEXT,
     fire_at             INTEGER,
-    last_error          TEXT
+    last_error          TEXT,
+    step_count          INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS workflows_tenant_key ON workflows (tenant_id, idempotency_key);
 CREATE INDEX IF NOT EXISTS workflows_tenant_created
@@ -74,14 +75,21 @@ _FIELDS = (
     "template_id",
     "fire_at",
     "last_error",
+    "step_count",
 )
-_WF_SELECT = ", ".join(_FIELDS)
-#: What a read selects: the record and its number of steps; without ``steps``, an empty
-#: list in their place (a workflow may declare a thousand steps: decoding them is costly).
-_WF_READ = f"{_WF_SELECT}, json_array_length(steps)"
-_WF_READ_LEAN = ", ".join(("'[]'" if f == "steps" else f) for f in _FIELDS) + (
-    ", json_array_length(steps)"
-)
+_WF_READ = ", ".join(_FIELDS)
+#: A read without ``steps``: an empty list in their place (a workflow may declare a thousand
+#: steps: decoding them is costly), their number stored beside them.
+_WF_READ_LEAN = ", ".join(("'[]'" if f == "steps" else f) for f in _FIELDS)
+
+
+def migrate_workflows(conn: sqlite3.Connection) -> None:
+    """Add ``step_count`` to a workflows table made before it was stored, counting the
+    steps of the records already there."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(workflows)")}
+    if "step_count" not in present:
+        conn.execute("ALTER TABLE workflows ADD COLUMN step_count INTEGER NOT NULL DEFAULT 0")
+        conn.execute("UPDATE workflows SET step_count = json_array_length(steps)")
 
 
 def _to_db(field: str, value: Any) -> Any:
@@ -97,7 +105,7 @@ def _to_db(field: str, value: Any) -> Any:
 
 
 def _workflow(row: tuple[Any, ...]) -> Workflow:
-    values = dict(zip((*_FIELDS, "step_count"), row, strict=True))
+    values = dict(zip(_FIELDS, row, strict=True))
     for field in WORKFLOW_TIME_FIELDS:
         if values[field] is not None:
             values[field] = from_millis(values[field])
@@ -126,7 +134,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
 
     async def insert_workflow(self, workflow: Workflow) -> Workflow:
         params = [_to_db(field, getattr(workflow, field)) for field in _FIELDS]
-        sql = f"INSERT INTO workflows ({_WF_SELECT}) VALUES ({placeholders(len(_FIELDS))})"
+        sql = f"INSERT INTO workflows ({_WF_READ}) VALUES ({placeholders(len(_FIELDS))})"
 
         def op(conn: sqlite3.Connection) -> Workflow:
             try:
