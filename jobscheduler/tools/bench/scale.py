@@ -9,11 +9,12 @@ finished jobs, in one run, then a prune of them all under the steady load.
    straight into the stack's store through the store port, and the same figures are taken
    again.
 3. A tenant override (``PUT /retention/{tenant}``, 1 day) makes them all expired: the
-   stack's reaper prunes them in its bounded batches while a steady load runs, whose p99 is
-   printed beside the one without a prune; then the prune's rate, and the SQLite file's size
-   before the fill, full, and after the prune gave its pages back; then once more after the
-   jobs the bench's own phases stored since the file was weighed before the fill are
-   cancelled, expired (a 1-second override of their tenants) and pruned too.
+   stack's reaper prunes them in its bounded batches while a steady load runs, whose p99
+   (three windows pooled) is printed beside the one of as many windows just before; then
+   the prune's rate, and the SQLite file's size before the fill, full, and after the prune
+   gave its pages back; then once more after the jobs the bench's own phases stored since
+   the file was weighed before the fill are cancelled, expired (a 1-second override of
+   their tenants) and pruned too.
 
 The stack runs with ``RETENTION_*`` of ten years (so nothing of the fill is pruned before
 step 3), REAPER_INTERVAL 5 s and API_STORE_TIMEOUT 30 s. Figures are printed, never asserted.
@@ -65,6 +66,8 @@ STEADY_RATE = 200.0
 STEADY_RATE_DISTRIBUTED = 20.0
 STEADY_SECONDS = 10.0
 ROUNDS = 5
+#: Windows of the steady load before a prune, and as many during it.
+WINDOWS = 3
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -191,15 +194,39 @@ async def create_rate(client: Pool, tenant: str) -> float:
     return CREATES / (time.perf_counter() - started)
 
 
-async def steady_p99(stack: Stack, client: Pool, name: str) -> float:
-    """The start delay p99 of a steady load: :data:`STEADY_RATE` creates a second
+async def steady_delays(stack: Stack, client: Pool, name: str) -> list[float]:
+    """The start delays (seconds) of a steady load: :data:`STEADY_RATE` creates a second
     (:data:`STEADY_RATE_DISTRIBUTED` on MongoDB, which a small machine cannot take at the
     embedded rate) for :data:`STEADY_SECONDS`, each due a second after its create."""
     rate = STEADY_RATE_DISTRIBUTED if stack.distributed else STEADY_RATE
-    total = int(rate * STEADY_SECONDS)
-    delays, _, _ = await _paced(stack, client, name, rate, total)
-    delays.sort()
-    return delays[min(len(delays) - 1, int(len(delays) * 0.99))] * 1000
+    delays, _, _ = await _paced(stack, client, name, rate, int(rate * STEADY_SECONDS))
+    return delays
+
+
+def p99_ms(delays: list[float]) -> float:
+    ordered = sorted(delays)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+
+
+async def steady_p99(stack: Stack, client: Pool, name: str) -> float:
+    """The start delay p99 of one window of the steady load (:func:`steady_delays`)."""
+    return p99_ms(await steady_delays(stack, client, name))
+
+
+async def steady_windows(stack: Stack, client: Pool, name: str) -> tuple[float, list[float]]:
+    """:data:`WINDOWS` windows of the steady load one after the other: the p99 of their
+    start delays pooled, and each window's."""
+    pooled: list[float] = []
+    each: list[float] = []
+    for window in range(WINDOWS):
+        delays = await steady_delays(stack, client, f"{name}-{window}")
+        pooled += delays
+        each.append(p99_ms(delays))
+    return p99_ms(pooled), each
+
+
+def _windows(each: list[float]) -> str:
+    return ", ".join(f"{ms:.0f}" for ms in each)
 
 
 def pages(tenant: str, job_id: str | None) -> list[str]:
@@ -266,11 +293,11 @@ def report(empty: Figures, full: Figures, kept: int) -> None:
         row(path[:44], empty.pages_ms.get(path, 0.0), ms, "ms", "<= 200 ms")
 
 
-async def prune_under_load(
-    stack: Stack, client: Pool, tenant: str, quiet_p99: float, empty_p99: float
-) -> None:
-    """Expire the fill (a 1-day tenant override), run the steady load while the reaper
-    prunes it, then wait for the last job to go and for the file's pages to come back."""
+async def prune_under_load(stack: Stack, client: Pool, tenant: str) -> None:
+    """Run :data:`WINDOWS` windows of the steady load, expire the fill (a 1-day tenant
+    override), run as many again while the reaper prunes it, then wait for the last job to
+    go and for the file's pages to come back."""
+    quiet, quiet_each = await steady_windows(stack, client, "scale-steady-quiet")
     one_day = {"completed": "1d", "cancelled": "1d", "dlq": "1d"}
     asked = datetime.now(UTC) - timedelta(seconds=2)
     status, body = await client.request("PUT", f"/retention/{tenant}", one_day)
@@ -278,12 +305,13 @@ async def prune_under_load(
         raise RuntimeError(f"PUT /retention/{tenant} -> {status}: {body}")
     started = time.perf_counter()
     await trio.sleep(6)  # the reaper's next sweep (REAPER_INTERVAL 5 s) has begun
-    during = await steady_p99(stack, client, "scale-steady-prune")
+    during, during_each = await steady_windows(stack, client, "scale-steady-prune")
     left = await _left(client, tenant)
     print(
-        f"scale: steady start delay p99 while pruning {during:.1f} ms vs {quiet_p99:.1f} ms "
-        f"without ({during / quiet_p99:.2f}x, target <= 1.5x; {during / empty_p99:.2f}x the "
-        f"empty store's {empty_p99:.1f} ms); {left:,} jobs still to prune"
+        f"scale: steady start delay p99 while pruning {during:.1f} ms vs {quiet:.1f} ms "
+        f"just before ({during / quiet:.2f}x, target <= 1.5x; {WINDOWS} windows of "
+        f"{STEADY_SECONDS:.0f} s each, pooled; each window's: {_windows(during_each)} ms "
+        f"while pruning, {_windows(quiet_each)} ms before); {left:,} jobs still to prune"
     )
     with trio.fail_after(3600):
         # Polling another process's counts: there is no event to wait on.
@@ -322,7 +350,10 @@ async def prune_own(stack: Stack, client: Pool) -> None:
     before the fill (each phase in a tenant of its own), and wait until the reaper has
     pruned them and handed their pages back."""
     asked = datetime.now(UTC) - timedelta(seconds=2)
-    phases = ("burst-kept", "create-kept", "steady-kept", "steady-prune")
+    phases = ["burst-kept", "create-kept", "steady-kept"]
+    phases += [
+        f"steady-{when}-{window}" for when in ("quiet", "prune") for window in range(WINDOWS)
+    ]
     tenants = [f"bench-scale-{phase}-{stack.run_id}" for phase in phases]
     brief = {"completed": "1s", "cancelled": "1s", "dlq": "1s"}
     for tenant in tenants:
@@ -353,7 +384,7 @@ async def scale(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
     print(f"scale: {(file_bytes(stack) - before) / kept:.0f} bytes a filled job")
     full = await measure(stack, client, tenant, "kept")
     report(empty, full, kept)
-    await prune_under_load(stack, client, tenant, full.steady_p99_ms, empty.steady_p99_ms)
+    await prune_under_load(stack, client, tenant)
     if not before:
         return  # MongoDB: no file to weigh
     after = file_bytes(stack)
