@@ -3,8 +3,9 @@
 Writes go through the group commit of :mod:`~jobscheduler.store.sqlite.writer`: one thread
 owns the single writer connection and runs the queued operations batch by batch, one
 transaction each. Reads use a small pool of separate connections in trio's worker threads
-(WAL lets them run beside the writer). A third connection checkpoints the WAL
-(:mod:`~jobscheduler.store.sqlite.checkpoints`), so the writer's commits seldom do.
+(WAL lets them run beside the writer). A third connection checkpoints the WAL and syncs
+the database file (:mod:`~jobscheduler.store.sqlite.checkpoints`), so the writer's commits
+seldom do either.
 
 ``":memory:"`` is one private in-memory database: everything, reads included, runs on the
 writer's connection, in its batches (separate connections would each open their own empty
@@ -130,7 +131,7 @@ class SQLiteConnection:
             raise StoreError(f"cannot open SQLite store at {self._path}: {exc}") from exc
         self._writer = writer
         if checkpoints is not None:
-            self._checkpoints = Checkpointer(checkpoints)
+            self._checkpoints = Checkpointer(checkpoints, Path(self._path))
             trio.lowlevel.spawn_system_task(self._checkpoints.serve, name="sqlite-checkpoints")
         on_changes = None if self._checkpoints is None else self._checkpoints.changed
         self._batches = BatchWriter(writer, on_changes)
@@ -154,6 +155,8 @@ class SQLiteConnection:
             readers, self._all_readers, self._read_pool = self._all_readers, [], []
         for conn in [*readers, *([writer] if writer else [])]:
             conn.close()
+        if checkpoints is not None:
+            checkpoints.release()
         await trio.lowlevel.checkpoint()
 
     async def _write(
