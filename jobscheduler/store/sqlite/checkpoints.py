@@ -12,7 +12,7 @@ where it finds all but the last writes copied already, and the WAL starts over.
 
 SQLite syncs the database file only at the end of a checkpoint that copied the WAL whole,
 which under steady writes is the writer's one past the limit: that sync then flushed every
-page the checkpointer had copied since the last one, and the writer stood still 60-90 ms
+page the checkpointer had copied since the last one, and the writer stood still 60-105 ms
 each 64 MB of WAL (every 3 s beside a prune; with a 256 MB limit 400 ms). So the
 checkpointer syncs the database file itself after each checkpoint, on a descriptor of its
 own, and the writer's sync finds little left to flush.
