@@ -216,11 +216,8 @@ async def prune_under_load(stack: Stack, client: Pool, tenant: str) -> None:
     override), run as many again while the reaper prunes it, then wait for the last job to
     go and for the file's pages to come back."""
     quiet, quiet_each = await steady_windows(stack, client, "scale-steady-quiet")
-    one_day = {"completed": "1d", "cancelled": "1d", "dlq": "1d"}
     asked = datetime.now(UTC) - timedelta(seconds=2)
-    status, body = await client.request("PUT", f"/retention/{tenant}", one_day)
-    if status != 200:
-        raise RuntimeError(f"PUT /retention/{tenant} -> {status}: {body}")
+    await _keep(client, tenant, "1d")
     started = time.perf_counter()
     await trio.sleep(6)  # the reaper's next sweep (REAPER_INTERVAL 5 s) has begun
     during, during_each = await steady_windows(stack, client, "scale-steady-prune")
@@ -238,20 +235,30 @@ async def prune_under_load(stack: Stack, client: Pool, tenant: str) -> None:
     took = time.perf_counter() - started
     print(f"scale: pruned in about {took:.0f}s ({_load()})")
     with trio.fail_after(3600):
-        # The sweep records its summary once it has handed the freed pages back.
-        while (last := await _last_prune(client))["at"] < asked:  # noqa: ASYNC110
-            await trio.sleep(2)
-    print(f"scale: the reaper's sweep, pages handed back included: {last['summary']}")
+        last = await _until_swept(client, asked)
+    print(f"scale: the reaper's sweep, pages handed back included: {last}")
 
 
-async def _last_prune(client: Pool) -> dict[str, Any]:
-    """The reaper's last prune sweep (GET /retention) and the jobs it pruned."""
-    status, rules = await client.request("GET", "/retention")
+async def _keep(client: Pool, tenant: str, duration: str) -> None:
+    """Give ``tenant`` a retention override of ``duration`` for every prunable status."""
+    keep = dict.fromkeys(("completed", "cancelled", "dlq"), duration)
+    status, body = await client.request("PUT", f"/retention/{tenant}", keep)
     if status != 200:
-        raise RuntimeError(f"GET /retention -> {status}")
-    last = rules.get("lastPrune") or {}
-    at = parse_time(last["at"], "at") if last else datetime.min.replace(tzinfo=UTC)
-    return {"summary": last, "at": at}
+        raise RuntimeError(f"PUT /retention/{tenant} -> {status}: {body}")
+
+
+async def _until_swept(client: Pool, asked: datetime) -> dict[str, Any]:
+    """Wait for a prune sweep that began after ``asked`` to end (a sweep records its
+    summary, GET /retention's ``lastPrune``, once it has handed the freed pages back), and
+    return that summary."""
+    while True:
+        status, rules = await client.request("GET", "/retention")
+        if status != 200:
+            raise RuntimeError(f"GET /retention -> {status}")
+        last: dict[str, Any] = rules.get("lastPrune") or {}
+        if last and parse_time(last["at"], "at") >= asked:
+            return last
+        await trio.sleep(2)  # polling another process's record: no event to wait on
 
 
 async def _left(client: Pool, tenant: str) -> int:
@@ -273,22 +280,18 @@ async def prune_own(stack: Stack, client: Pool) -> None:
         f"steady-{when}-{window}" for when in ("quiet", "prune") for window in range(WINDOWS)
     ]
     tenants = [f"bench-scale-{phase}-{stack.run_id}" for phase in phases]
-    brief = {"completed": "1s", "cancelled": "1s", "dlq": "1s"}
     for tenant in tenants:
         status, body = await client.request(
             "POST", "/jobs/cancel", {"filter": {"tenantId": tenant}}
         )
         if status != 200:
             raise RuntimeError(f"POST /jobs/cancel -> {status}: {body}")
-        status, body = await client.request("PUT", f"/retention/{tenant}", brief)
-        if status != 200:
-            raise RuntimeError(f"PUT /retention/{tenant} -> {status}: {body}")
+        await _keep(client, tenant, "1s")
     with trio.fail_after(600):
         for tenant in tenants:
             while await _left(client, tenant):  # noqa: ASYNC110 (another process's counts)
                 await trio.sleep(2)
-        while (await _last_prune(client))["at"] < asked:  # noqa: ASYNC110
-            await trio.sleep(2)
+        await _until_swept(client, asked)
 
 
 async def scale(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
