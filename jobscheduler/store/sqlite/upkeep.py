@@ -73,8 +73,9 @@ CREATE TABLE IF NOT EXISTS retention (
 #: The pruning index: finished one-off jobs by (status, tenant, type), oldest finish first.
 #: Partial, so a transition of an unfinished job never touches it.
 PRUNE_WHERE = "finished_at IS NOT NULL AND cron IS NULL"
-#: Workflow steps are kept with their workflow (not pruned): a running workflow's later
-#: steps read their parents' results, and workflows themselves are not pruned yet.
+#: Workflow steps are not pruned one by one: a running workflow's later steps read their
+#: parents' results. They go with their workflow once it is past its retention
+#: (:meth:`~jobscheduler.roles.reaper.pruning.Pruner._prune_workflows`).
 NOT_A_STEP = "workflow_id IS NULL"
 PRUNE_INDEX = (
     "CREATE INDEX IF NOT EXISTS jobs_prune "
