@@ -131,11 +131,12 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     # The reaper's sweeps (find_stale).
     "jobs_queued": ("queued_at", JobQuery(tenant_id=None, statuses=QUEUED)),
     "jobs_in_flight": ("heartbeat_at", JobQuery(tenant_id=None, statuses=IN_FLIGHT)),
-    # The throughput figures: jobs that ended completed or in dlq, by when.
-    "jobs_finished": ("updated_at", JobQuery(tenant_id=None, statuses=THROUGHPUT)),
+    # The throughput figures: jobs that ended completed or in dlq, by when. With the
+    # status, it covers their queries: counting a window's ends reads no job's row.
+    "jobs_finished": ("updated_at, status", JobQuery(tenant_id=None, statuses=THROUGHPUT)),
     # ... and a tenant's (else its figures walk every job it ever finished).
     "jobs_tenant_finished": (
-        "tenant_id, updated_at",
+        "tenant_id, updated_at, status",
         JobQuery(tenant_id=None, statuses=THROUGHPUT),
     ),
     # A tenant's cron templates (the Cron view), newest first.
@@ -157,19 +158,26 @@ PARTIAL_INDEXES_SQL = "".join(
 
 
 def sync_partial_indexes(conn: sqlite3.Connection) -> None:
-    """Create the partial indexes, first dropping any whose stored WHERE differs from its
-    predicate's (a file made by an older version, or before a predicate changed).
-    Idempotent."""
-    for name, (_columns, query) in PARTIAL_INDEXES.items():
+    """Create the partial indexes, first dropping any whose stored columns or WHERE differ
+    from today's (a file made by an older version, or before a predicate or an index's
+    columns changed). Idempotent."""
+    for name, (columns, query) in PARTIAL_INDEXES.items():
         row = conn.execute(
             "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
         ).fetchone()
-        if row is not None and _stored_where(row[0]) != index_where(query):
+        if row is not None and _stored_shape(row[0]) != (_collapsed(columns), index_where(query)):
             conn.execute(f"DROP INDEX {name}")
     conn.executescript(PARTIAL_INDEXES_SQL)
 
 
-def _stored_where(sql: str) -> str:
-    """The WHERE text of a stored ``CREATE INDEX`` statement, whitespace collapsed."""
+def _stored_shape(sql: str) -> tuple[str, str]:
+    """The columns and the WHERE text of a stored ``CREATE INDEX ... ON jobs (<columns>)
+    WHERE ...`` statement, whitespace collapsed."""
     parts = re.split(r"\sWHERE\s", sql, maxsplit=1)
-    return " ".join(parts[1].split()) if len(parts) == 2 else ""
+    head = parts[0]
+    columns = head[head.find("(") + 1 : head.rfind(")")]
+    return _collapsed(columns), (_collapsed(parts[1]) if len(parts) == 2 else "")
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
