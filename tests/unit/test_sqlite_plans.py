@@ -5,7 +5,8 @@ SQLite plans without statistics, by the shape of each index. An index added for 
 planner than the partial indexes the hot queries were written for, and every scheduler pass
 then read every pending job: 5-6 ms per query at 14,000 jobs due tomorrow, growing with
 them. This test runs each background role's store calls with a trace on every connection
-and checks the plan of every statement they send.
+and checks the plan of every statement they send; another checks that the throughput
+figures count the jobs that ended in their windows from the finished-jobs index alone.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from .conftest import BASE, DepsFactory, after, make_job, started_sqlite
 #: The job gauges and the Overview count every job by status on purpose (the Overview's
 #: from the covering jobs_status_created).
 _COUNT_ALL = "COUNT(*) FROM jobs GROUP BY status"
+_FINISHED = ("jobs_finished", "jobs_tenant_finished")
 
 
-async def test_the_background_roles_statements_walk_their_own_indexes(
-    tmp_path: Path, make_deps: DepsFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement the SQLite stores opened from now on send, in order."""
     statements: list[str] = []
     connect = SQLiteJobStore._connect
 
@@ -41,6 +42,25 @@ async def test_the_background_roles_statements_walk_their_own_indexes(
         return conn
 
     monkeypatch.setattr(SQLiteJobStore, "_connect", traced)
+    return statements
+
+
+def _plans(path: Path, statements: list[str]) -> list[tuple[str, str]]:
+    """Each statement and SQLite's plan of it on the file at ``path``."""
+    check = sqlite3.connect(path)
+    try:
+        return [
+            (sql, " | ".join(row[3] for row in check.execute(f"EXPLAIN QUERY PLAN {sql}")))
+            for sql in statements
+        ]
+    finally:
+        check.close()
+
+
+async def test_the_background_roles_statements_walk_their_own_indexes(
+    tmp_path: Path, make_deps: DepsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statements = _traced(monkeypatch)
     store = await started_sqlite(tmp_path / "traced.db")
     try:
         for i in range(5):
@@ -64,16 +84,34 @@ async def test_the_background_roles_statements_walk_their_own_indexes(
         if sql.lstrip().startswith(("SELECT", "UPDATE", "DELETE")) and " jobs " in sql
     ]
     assert len(reads) >= 10, reads  # claims, templates, due time, sweeps, gauges, overview
-    check = sqlite3.connect(tmp_path / "traced.db")
+    for sql, plan in _plans(tmp_path / "traced.db", reads):
+        assert "TEMP B-TREE FOR ORDER BY" not in plan, (sql, plan)
+        assert "SCAN jobs" not in plan or "USING" in plan, (sql, plan)
+        if _COUNT_ALL not in sql:
+            assert "jobs_status_created" not in plan, (sql, plan)
+
+
+async def test_the_throughput_figures_read_only_the_finished_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GET /stats``'s windows and the Overview's series count every job that ended in
+    them: from the index alone, not each end's row (read for its status when the index held
+    only the time: 300,000 ends in 15 minutes took the stats 250 ms, the Overview 430 ms)."""
+    statements = _traced(monkeypatch)
+    store = await started_sqlite(tmp_path / "traced.db")
     try:
-        for sql in reads:
-            plan = " | ".join(row[3] for row in check.execute(f"EXPLAIN QUERY PLAN {sql}"))
-            assert "TEMP B-TREE FOR ORDER BY" not in plan, (sql, plan)
-            assert "SCAN jobs" not in plan or "USING" in plan, (sql, plan)
-            if _COUNT_ALL not in sql:
-                assert "jobs_status_created" not in plan, (sql, plan)
+        await store.insert(make_job(tenant="t", status=Status.COMPLETED))
+        await store.insert(make_job(tenant="t", status=Status.DLQ))
+        for tenant in (None, "t"):
+            await store.stats(tenant, BASE)
+            await store.overview_stats(tenant, BASE)
     finally:
-        check.close()
+        await store.close()
+
+    counted = [sql for sql in dict.fromkeys(statements) if "_finished WHERE" in sql]
+    assert len(counted) == 4, counted  # the stats and the Overview, of all and of a tenant
+    for sql, plan in _plans(tmp_path / "traced.db", counted):
+        assert any(f"COVERING INDEX {name} " in plan for name in _FINISHED), (sql, plan)
 
 
 async def _read_steps(
