@@ -33,7 +33,7 @@ from jobscheduler.store.query import (
 
 from .codec import _EPOCH, _SELECT, _from_row, _millis
 from .conn import SQLiteConnection
-from .where import conditions, index_where, status_condition, where_clause
+from .where import conditions, status_condition, where_clause
 
 #: Indexes of the management queries. Created after the column migration, since they name
 #: columns an older file gains there.
@@ -52,9 +52,6 @@ CREATE INDEX IF NOT EXISTS jobs_templates_created ON jobs (created_at DESC, id D
 """
 
 Millis = Callable[[datetime], int]
-
-#: The finished-jobs query of the throughput figures (``jobs_finished``'s jobs).
-_THROUGHPUT = JobQuery(tenant_id=None, statuses=THROUGHPUT)
 
 
 def find_sql(
@@ -111,16 +108,13 @@ def oldest_due_sql(tenant_id: str | None, now: datetime) -> tuple[str, list[Any]
     return f"SELECT scheduled_at FROM jobs {hint}{where} ORDER BY scheduled_at ASC LIMIT 1", params
 
 
-def finished_sql(
-    tenant_id: str | None, statuses: tuple[Status, ...], select: str
-) -> tuple[str, list[Any]]:
-    """``SELECT select FROM jobs WHERE <the tenant's jobs in statuses, which are some of
-    THROUGHPUT> AND updated_at >= ?``; the caller appends the bound. SQLite would rather walk
-    every job of the status (``jobs_status_created``, ``jobs_tenant_status``), so the query
-    names ``jobs_finished`` (a tenant's: ``jobs_tenant_finished``) and holds its WHERE too."""
-    where, params = where_clause(JobQuery(tenant_id=tenant_id, statuses=statuses), _millis)
-    if set(statuses) != set(THROUGHPUT):
-        where += f" AND {index_where(_THROUGHPUT)}"
+def finished_sql(tenant_id: str | None, select: str) -> tuple[str, list[Any]]:
+    """``SELECT select FROM jobs WHERE <the tenant's jobs that ended in THROUGHPUT> AND
+    updated_at >= ?``; the caller appends the bound. SQLite would rather walk every job of
+    the statuses (``jobs_status_created``, ``jobs_tenant_status``), so the query names
+    ``jobs_finished`` (a tenant's: ``jobs_tenant_finished``), which holds the status too:
+    the figures' queries read that index alone."""
+    where, params = where_clause(JobQuery(tenant_id=tenant_id, statuses=THROUGHPUT), _millis)
     hint = "INDEXED BY jobs_finished " if tenant_id is None else "INDEXED BY jobs_tenant_finished "
     return f"SELECT {select} FROM jobs {hint}{where} AND updated_at >= ?", params
 
@@ -154,7 +148,7 @@ def stats_sql(
     oldest = oldest_due_sql(tenant_id, now)
     starts = [millis(now - timedelta(minutes=m)) for m in STATS_WINDOWS]
     sums = ", ".join("SUM(updated_at >= ?)" for _ in STATS_WINDOWS)
-    sql, params = finished_sql(tenant_id, THROUGHPUT, f"status, {sums}")
+    sql, params = finished_sql(tenant_id, f"status, {sums}")
     windows = (f"{sql} GROUP BY status", [*starts, *params, min(starts)])
     return [counts, oldest, windows]
 

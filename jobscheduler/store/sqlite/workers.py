@@ -78,7 +78,7 @@ def overview_sql(
     counts = count_sql(tenant_id, None, by_type=False)
     oldest = oldest_due_sql(tenant_id, now)
     start_ms = to_millis(start)
-    sql, params = finished_sql(tenant_id, THROUGHPUT, "status, (updated_at - ?) / 60000, COUNT(*)")
+    sql, params = finished_sql(tenant_id, "status, (updated_at - ?) / 60000, COUNT(*)")
     ends = (f"{sql} GROUP BY 1, 2", [start_ms, *params, start_ms])
     return [counts, oldest, ends]
 
