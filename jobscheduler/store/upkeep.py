@@ -8,7 +8,9 @@ counters document per (tenant, job type) sent in the same call right after the j
 (no multi-document transactions: a call cut off between the two leaves a counter off, which
 :meth:`Upkeep.reconcile_counts` repairs), the memory store in the same step. So
 :meth:`~jobscheduler.store.base.Reporting.count_jobs`, the stats, the gauges, the quota and
-the Overview read a handful of counters, whatever the number of jobs.
+the Overview read a handful of counters, whatever the number of jobs. The same writes keep
+the counters of the jobs that ended lately (:mod:`jobscheduler.store.ends`), which the
+throughput figures read.
 
 **Pruning.** The reaper lists a (tenant, status, job type)'s expired jobs with
 :meth:`Upkeep.expired_jobs` (an index on those columns and ``finished_at``), may archive
@@ -82,6 +84,11 @@ class Upkeep(Protocol):
     @abc.abstractmethod
     async def last_prune(self) -> PruneSummary | None:
         """The last prune sweep recorded, or None."""
+
+    @abc.abstractmethod
+    async def forget_ends(self, before: datetime) -> int:
+        """Delete the counters of ends (:mod:`jobscheduler.store.ends`) of the steps that
+        began before ``before``; how many counters. For the reaper, now and then."""
 
     async def reclaim_space(self, max_pages: int) -> int:
         """Give up to ``max_pages`` pages freed by deletes back to the file system; how

@@ -249,6 +249,9 @@ class ProxyStore(JobStore):
     async def reconcile_counts(self) -> dict[CountKey, tuple[int, int]]:
         return await self.inner.reconcile_counts()
 
+    async def forget_ends(self, before: datetime) -> int:
+        return await self.inner.forget_ends(before)
+
     async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
         return await self.inner.expired_jobs(key, before, limit)
 

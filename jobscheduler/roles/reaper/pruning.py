@@ -27,6 +27,7 @@ from jobscheduler.domain.workflows import WorkflowStatus
 from jobscheduler.errors import StoreError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.retention import current_rules
+from jobscheduler.store.ends import KEPT as ENDS_KEPT
 from jobscheduler.store.workflows import TenantScope
 
 from .archive import Archive
@@ -158,8 +159,9 @@ class Pruner:
 async def run_pruner(
     deps: Deps, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Prune every REAPER_INTERVAL (after the previous sweep ended), and reconcile the
-    counters every RECONCILE_INTERVAL, until cancelled. A store failure is logged and the
+    """Prune every REAPER_INTERVAL (after the previous sweep ended), then forget the
+    counters of ends past their use, and reconcile the counters every RECONCILE_INTERVAL,
+    until cancelled. A store failure is logged and the
     next sweep tries again; an archive that cannot be written stops the sweep (nothing is
     deleted unarchived)."""
     archive = Archive(deps.settings.archive_dir) if deps.settings.archive_dir else None
@@ -179,6 +181,10 @@ async def run_pruner(
                 await deps.store.reconcile_counts()
             except StoreError as exc:
                 log.warning("job counters not reconciled", extra={"error": str(exc)})
+        try:
+            await deps.store.forget_ends(deps.clock.now() - ENDS_KEPT)
+        except StoreError as exc:
+            log.warning("counters of ended jobs not forgotten", extra={"error": str(exc)})
         await trio.sleep(deps.settings.reaper_interval)
 
 

@@ -17,6 +17,7 @@ import attrs
 
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.errors import StoreError
+from jobscheduler.store.ends import EndCount, ended, step_of
 
 T = TypeVar("T", bound=attrs.AttrsInstance)
 
@@ -104,6 +105,9 @@ class JobTable:
         self._slots: dict[str, str] = {}
         #: (tenant, status, job type) -> how many jobs: kept by every add, replace, remove.
         self.counters: Counter[tuple[str, Status, str]] = Counter()
+        #: (tenant, step, status) -> how many jobs reached that end in that step
+        #: (:mod:`jobscheduler.store.ends`): kept by every add and replace.
+        self.ends: Counter[tuple[str, int, Status]] = Counter()
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -156,6 +160,7 @@ class JobTable:
         if (broken := self.conflict(job)) is not None:
             raise ValueError(f"unique index {broken} of job {job.id}")
         self._index(job)
+        self._count_end(job, None)
 
     def replace(self, job: Job) -> None:
         """Store a new version of a job (same id); ValueError if it breaks an index."""
@@ -164,6 +169,7 @@ class JobTable:
             raise ValueError(f"unique index {broken} of job {job.id}")
         self._unindex(old)
         self._index(job)
+        self._count_end(job, old.status)
 
     def remove(self, job_id: str) -> Job | None:
         """Delete the job with this id; the job deleted, or None."""
@@ -171,6 +177,25 @@ class JobTable:
         if job is not None:
             self._unindex(job)
         return job
+
+    def end_counts(self, tenant_id: str | None, first_step: int) -> list[EndCount]:
+        """The counters of ends from ``first_step`` on, of a tenant (None: of all)."""
+        return [
+            (status, step, n)
+            for (tenant, step, status), n in self.ends.items()
+            if step >= first_step and (tenant_id is None or tenant == tenant_id)
+        ]
+
+    def forget_ends(self, before_step: int) -> int:
+        """Drop the counters of ends of the steps before ``before_step``; how many."""
+        old = [key for key in self.ends if key[1] < before_step]
+        for key in old:
+            del self.ends[key]
+        return len(old)
+
+    def _count_end(self, job: Job, old: Status | None) -> None:
+        if ended(job.status, old):
+            self.ends[(job.tenant_id, step_of(job.updated_at), job.status)] += 1
 
     def recount(self) -> Counter[tuple[str, Status, str]]:
         """The counters as a count of every job would have them."""

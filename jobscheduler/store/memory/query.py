@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
-import attrs
-
-from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.model import Job, utc
+from jobscheduler.store.ends import stats_first_step, windows_of
 from jobscheduler.store.query import (
     DUE_ONE_OFF,
-    THROUGHPUT,
     Cursor,
     JobCounts,
     JobQuery,
@@ -25,7 +23,6 @@ from jobscheduler.store.query import (
     Statuses,
     counts_from,
     keyset_page,
-    stats_windows,
 )
 
 from .codec import job_out
@@ -57,24 +54,6 @@ def count(
     return JobCounts.of_statuses(statuses, Counter(job.status for job in mine))
 
 
-def job_stats(jobs: Iterable[Job], now: datetime) -> JobStats:
-    """Counts by (status, job type), the oldest due job, and the jobs completed and
-    dead-lettered (by ``updated_at``) in each window of :data:`STATS_WINDOWS` up to ``now``."""
-    jobs = list(jobs)
-    now = utc(now)
-    finished = [job for job in jobs if job.status in THROUGHPUT]
-
-    def ended(minutes: int, status: Status) -> int:
-        start = now - timedelta(minutes=minutes)
-        return sum(1 for job in finished if job.status == status and job.updated_at >= start)
-
-    return JobStats(
-        counts=count(jobs, None, None, by_type=True).by_type or {},
-        oldest_due_at=oldest_due(jobs, now),
-        windows=stats_windows(ended),
-    )
-
-
 class MemoryQueryMixin(MemoryConnection):
     """Filtered listing and statistics over the jobs table."""
 
@@ -98,6 +77,10 @@ class MemoryQueryMixin(MemoryConnection):
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
         await self._enter()
         mine = JobQuery(tenant_id=tenant_id)
-        stats = job_stats((job for job in self._jobs if mine.matches(job)), now)
         counted = counts_from(self._jobs.counters, tenant_id, None, by_type=True)
-        return attrs.evolve(stats, counts=counted.by_type or {})
+        ends = self._jobs.end_counts(tenant_id, stats_first_step(now))
+        return JobStats(
+            counts=counted.by_type or {},
+            oldest_due_at=oldest_due((job for job in self._jobs if mine.matches(job)), utc(now)),
+            windows=windows_of(ends, now),
+        )

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.retention import Override, PruneSummary, Scope
+from jobscheduler.store.ends import step_of
 from jobscheduler.store.query import CountKey, Statuses
 
 from .attempts import MemoryAttemptsMixin
@@ -42,6 +43,10 @@ class MemoryUpkeepMixin(MemoryAttemptsMixin):
         for key, (_, n) in wrong.items():
             kept[key] = n
         return wrong
+
+    async def forget_ends(self, before: datetime) -> int:
+        await self._enter()
+        return self._jobs.forget_ends(step_of(before))
 
     async def expired_jobs(self, key: CountKey, before: datetime, limit: int) -> list[Job]:
         await self._enter()

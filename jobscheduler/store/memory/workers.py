@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
+from jobscheduler.domain.model import Status, utc
+from jobscheduler.domain.overview import OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
+from jobscheduler.store.ends import series_of, step_of
 from jobscheduler.store.query import counts_from
 
 from .codec import keep
 from .conn import MemoryConnection
 from .query import oldest_due
-
-_MINUTE = timedelta(minutes=1)
-
-
-def finished_per_minute(jobs: Iterable[Job], status: Status, start: datetime) -> tuple[int, ...]:
-    """How many of ``jobs`` ended in ``status`` (by ``updated_at``) in each of the
-    :data:`SERIES_MINUTES` minutes from ``start``."""
-    buckets = [0] * SERIES_MINUTES
-    for job in jobs:
-        if job.status is status and job.updated_at >= start:
-            index = (job.updated_at - start) // _MINUTE
-            if index < SERIES_MINUTES:
-                buckets[index] += 1
-    return tuple(buckets)
 
 
 class MemoryWorkersMixin(MemoryConnection):
@@ -63,10 +49,11 @@ class MemoryWorkersMixin(MemoryConnection):
         await self._enter()
         jobs = [job for job in self._jobs if tenant_id is None or job.tenant_id == tenant_id]
         start = series_start(now)
+        series = series_of(self._jobs.end_counts(tenant_id, step_of(start)), start)
         return OverviewStats(
             counts=counts_from(self._jobs.counters, tenant_id, None, by_type=False).by_status,
             oldest_due_at=oldest_due(jobs, utc(now)),
             start=start,
-            completed=finished_per_minute(jobs, Status.COMPLETED, start),
-            failed=finished_per_minute(jobs, Status.DLQ, start),
+            completed=series[Status.COMPLETED],
+            failed=series[Status.DLQ],
         )

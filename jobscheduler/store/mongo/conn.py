@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import UTC
 from typing import Any, Final, TypeVar
 
@@ -23,10 +23,11 @@ from pymongo.errors import (
 )
 from pymongo.monitoring import CommandListener
 
+from jobscheduler.domain.model import Job
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.base import JobStore
 
-from . import counts
+from . import counts, ends
 from . import ledger as mongo_ledger
 from .attempts import ATTEMPT_INDEXES, ATTEMPTS_COLLECTION
 from .batch import BATCH_FIELD, CLAIM_FIELD
@@ -246,6 +247,8 @@ class MongoConnection(JobStore):
             prepare_flow(jobs)
             database = client.get_database(self._database)
             prepare_upkeep(jobs, database.get_collection(counts.COUNTS_COLLECTION))
+            for index in ends.ENDS_INDEXES:
+                database.get_collection(ends.ENDS_COLLECTION).create_indexes([index])
             create_notification_indexes(client, self._database)
         except BaseException:
             client.close()
@@ -305,6 +308,18 @@ class MongoConnection(JobStore):
         return jobs.database.get_collection(
             counts.COUNTS_COLLECTION, write_concern=jobs.write_concern
         )
+
+    def _ends(self) -> Collection[Document]:
+        """The counters of jobs that ended (:mod:`.ends`), beside the jobs."""
+        jobs = self._collection()
+        return jobs.database.get_collection(ends.ENDS_COLLECTION, write_concern=jobs.write_concern)
+
+    def _count_inserted(self, stored: Iterable[Job]) -> None:
+        """Count ``stored``, jobs just inserted, in the job counters and the counters of
+        ends (blocking: after the jobs' write, in its worker thread)."""
+        stored = list(stored)
+        counts.write(self._counts(), counts.added(stored))
+        ends.write(self._ends(), ends.inserted(stored))
 
     async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T:
         """Run ``fn`` in a worker thread under this store's limiter; map driver errors.

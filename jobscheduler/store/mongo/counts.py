@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 import attrs
@@ -60,11 +60,13 @@ def expected_status(change: Change) -> Status | None:
     return Status(expected)
 
 
-def moved(changes: Sequence[Change], results: Sequence[Job | bool | None]) -> Deltas:
-    """The deltas of ``changes`` given their results (the job after each, or None/False
-    where it did not apply): each applied change that writes a status moves one job of
-    its (tenant, type) from the status it expected to that one."""
-    deltas: Deltas = {}
+def transitions(
+    changes: Sequence[Change], results: Sequence[Job | bool | None]
+) -> Iterator[tuple[Job, Status, Status]]:
+    """(the job after, its old status, its new one) of each of ``changes`` that applied
+    (its result is the job after it, not None/False) and wrote a status, moving its job
+    from the one status it expected. A change of unknown old status is left out: it
+    cannot be counted."""
     for change, result in zip(changes, results, strict=True):
         new = change.set.get("status")
         if not isinstance(result, Job) or new is None:
@@ -73,10 +75,18 @@ def moved(changes: Sequence[Change], results: Sequence[Job | bool | None]) -> De
         if old is None:
             log.debug("a change of unknown old status is not counted", extra={"job_id": result.id})
             continue
-        if old is not Status(new):
-            counter = deltas.setdefault((result.tenant_id, result.job_type), Counter())
+        yield result, old, Status(new)
+
+
+def moved(changes: Sequence[Change], results: Sequence[Job | bool | None]) -> Deltas:
+    """The deltas of ``changes`` given their results: each of their :func:`transitions`
+    moves one job of its (tenant, type) from its old status to its new one."""
+    deltas: Deltas = {}
+    for job, old, new in transitions(changes, results):
+        if old is not new:
+            counter = deltas.setdefault((job.tenant_id, job.job_type), Counter())
             counter[old] -= 1
-            counter[Status(new)] += 1
+            counter[new] += 1
     return deltas
 
 
@@ -103,12 +113,18 @@ def write(counts: Collection[Document], deltas: Deltas) -> None:
                     upsert=True,
                 )
             )
+    send(counts, statements, "job counters not written ; reconciled later")
+
+
+def send(counters: Collection[Document], statements: list[UpdateOne], failure: str) -> None:
+    """Counters' ``$inc`` statements in one unordered ``bulk_write`` (blocking); a failure
+    is logged as ``failure``, not raised: the jobs' write they follow has landed."""
     if not statements:
         return
     try:
-        counts.bulk_write(statements, ordered=False)
+        counters.bulk_write(statements, ordered=False)
     except PyMongoError as exc:
-        log.warning("job counters not written ; reconciled later", extra={"error": str(exc)})
+        log.warning(failure, extra={"error": str(exc)})
 
 
 def narrow(jobs: Collection[Document], changes: Sequence[Change]) -> list[Change]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import attrs
@@ -21,6 +21,7 @@ from pymongo.collection import Collection
 
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import Change
+from jobscheduler.store.ends import stats_first_step, windows_of
 from jobscheduler.store.query import (
     DUE_ONE_OFF,
     Cursor,
@@ -30,10 +31,9 @@ from jobscheduler.store.query import (
     Sort,
     Statuses,
     counts_from,
-    stats_windows,
 )
 
-from . import counts
+from . import counts, ends
 from .codec import (
     FIELDS,
     Document,
@@ -168,19 +168,6 @@ class ManageQueries:
             applied.append(result.matched_count > 0)
         return applied
 
-    def stats(self, tenant_id: str | None, now: datetime, *, counted: bool = True) -> JobStats:
-        """``counted`` False: no counts (the caller has them from the counters)."""
-        f = self._fields
-        counts = count(self._jobs, tenant_id, None, by_type=True).by_type or {} if counted else {}
-        now = utc(now)
-        oldest = oldest_due(self._jobs, tenant_id, now)
-
-        def ended(minutes: int, status: Status) -> int:
-            since = {f["updated_at"]: {"$gte": now - timedelta(minutes=minutes)}}
-            return count_command(self._jobs, {**ended_in(tenant_id, status), **since})
-
-        return JobStats(counts=counts, oldest_due_at=oldest, windows=stats_windows(ended))
-
 
 def count_command(jobs: Collection[Document], query: Document) -> int:
     """How many documents of ``jobs`` match ``query`` (blocking): the ``count`` command, which
@@ -220,12 +207,6 @@ def count(
         for row in jobs.aggregate(pipeline)
     }
     return JobCounts.of_types(statuses, found_types)
-
-
-def ended_in(tenant_id: str | None, status: Status) -> Document:
-    """The filter of ``tenant_id``'s jobs (None: every tenant's) in ``status``, one of the
-    throughput's ends; the caller adds its ``updatedAt`` range."""
-    return job_filter(JobQuery(tenant_id=tenant_id, statuses=(status,)))
 
 
 def oldest_due(jobs: Collection[Document], tenant_id: str | None, now: datetime) -> datetime | None:
@@ -282,14 +263,17 @@ class MongoQueryMixin(MongoSeam):
         return await self._call(lambda: manage.find(query, limit, after), "find_jobs", read=True)
 
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
-        manage = manage_queries(self._collection())
-        counters = self._counts()
+        jobs, counters, ended = self._collection(), self._counts(), self._ends()
+        now = utc(now)
 
         def op() -> JobStats:
-            stats = manage.stats(tenant_id, now, counted=False)
             found = counts_from(
                 counts.read(counters, None, tenant_id), tenant_id, None, by_type=True
             )
-            return attrs.evolve(stats, counts=found.by_type or {})
+            return JobStats(
+                counts=found.by_type or {},
+                oldest_due_at=oldest_due(jobs, tenant_id, now),
+                windows=windows_of(ends.read(ended, tenant_id, stats_first_step(now)), now),
+            )
 
         return await self._call(op, "stats", read=True)

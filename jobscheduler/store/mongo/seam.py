@@ -9,7 +9,7 @@ client, the collections and the thread plumbing every call goes through.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from pymongo.errors import (
@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from pymongo.collection import Collection
     from pymongo.database import Database
 
+    from jobscheduler.domain.model import Job
+
 T = TypeVar("T")
 
 
@@ -48,6 +50,10 @@ class MongoSeam:
         def _collection(self) -> Collection[Document]: ...
 
         def _counts(self) -> Collection[Document]: ...
+
+        def _ends(self) -> Collection[Document]: ...
+
+        def _count_inserted(self, stored: Iterable[Job]) -> None: ...
 
         async def _call(self, fn: Callable[[], T], what: str, *, read: bool = False) -> T: ...
 

@@ -73,7 +73,6 @@ from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_o
 from jobscheduler.store.jobs import found
 from jobscheduler.store.query import DUE_TEMPLATE, PENDING
 
-from . import counts
 from .attempts import (
     ATTEMPT_INDEXES,
     MongoAttemptsMixin,
@@ -156,7 +155,7 @@ class MongoJobStore(
 
         def op() -> Job:
             stored = insert()
-            counts.write(self._counts(), counts.added([stored]))
+            self._count_inserted([stored])
             if audit is not None:
                 try:
                     self._insert_audit(audit)
@@ -252,7 +251,7 @@ class MongoJobStore(
                     outcomes.append(ValidationError(f"payload: rejected by the store: {message}"))
                 else:
                     raise StoreError(f"insert of job {job.id} failed: {error.get('errmsg')}")
-            counts.write(self._counts(), counts.added(o for o in outcomes if isinstance(o, Job)))
+            self._count_inserted(o for o in outcomes if isinstance(o, Job))
             return outcomes
 
         return spread_outcomes(jobs, await self._call(op, "insert_many"), later)

@@ -18,9 +18,10 @@ from pymongo.collection import Collection
 from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.retention import Override, PruneSummary, Scope
 from jobscheduler.domain.states import FINAL
+from jobscheduler.store.ends import step_of
 from jobscheduler.store.query import CountKey, Statuses
 
-from . import counts
+from . import counts, ends
 from .codec import FIELDS, Document, document_to_job
 from .seam import MongoSeam
 
@@ -202,6 +203,10 @@ class MongoUpkeepMixin(MongoSeam):
         sweeps = self._counts().database.get_collection(PRUNE_COLLECTION)
         doc = await self._call(lambda: sweeps.find_one({"_id": "last"}), "last_prune", read=True)
         return None if doc is None else PruneSummary.from_json(doc)
+
+    async def forget_ends(self, before: datetime) -> int:
+        collection, step = self._ends(), step_of(before)
+        return await self._call(lambda: ends.forget(collection, step), "forget_ends")
 
 
 __all__ = ["PRUNE_INDEX", "MongoUpkeepMixin", "prepare_upkeep"]

@@ -1,24 +1,17 @@
 """The Mongo store's presence records (``workers`` collection) and the Overview's reads.
 
-A mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`. Every Overview read is one
-indexed query per status, in the form index-using servers serve best (equalities and a range
-on top-level fields):
+A mixin of :class:`~jobscheduler.store.mongo.store.MongoJobStore`. The Overview reads
+counters and one index, in one worker thread:
 
-- counts by status: the store's one count (:func:`.query.count`), one ``count`` command
-  per status on ``{tenantId, status}`` (the ``tenant_status_createdAt`` /
-  ``status_createdAt`` indexes; MongoDB answers it with a COUNT_SCAN, the test stack's
-  patched FerretDB with one SQL ``COUNT(*)``), never a ``$group`` over every job;
+- counts by status: the job counters (:mod:`.counts`), never a ``$group`` over every job;
 - the oldest due job: ``status_scheduledAt``;
-- the jobs finished in each minute of the last hour: one ``count`` per status and minute on
-  ``status_updatedAt``. Reading the finished jobs' ``updatedAt`` instead is one query, but
-  the test stack's FerretDB decodes every document it returns (2,500 jobs finished in the
-  last hour: 0.6-1.0 s, measured at load 12-15; the 120 counts: 0.10-0.18 s). On MongoDB
-  each count is a COUNT_SCAN of a few index keys.
+- the jobs that ended in each minute of the last hour: the counters of ends of its steps
+  (:mod:`.ends`), one ``find`` of at most a few hundred small documents a tenant.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Final
 
 from pymongo import ASCENDING, IndexModel, MongoClient
@@ -26,14 +19,16 @@ from pymongo.collection import Collection
 from pymongo.write_concern import WriteConcern
 
 from jobscheduler.domain.model import Status, utc
-from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
+from jobscheduler.domain.overview import OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
 from jobscheduler.errors import StoreError
+from jobscheduler.store.ends import series_of, step_of
 from jobscheduler.store.query import counts_from
 
 from . import counts as job_counts
+from . import ends
 from .codec import Document, stored_time
-from .query import count_command, ended_in, oldest_due
+from .query import oldest_due
 from .seam import MongoSeam
 
 WORKERS_COLLECTION: Final = "workers"
@@ -120,43 +115,21 @@ class MongoWorkersMixin(MongoSeam):
         return await self._call(op, "prune_workers")
 
     async def overview_stats(self, tenant_id: str | None, now: datetime) -> OverviewStats:
-        jobs = self._collection()
+        jobs, counters, ended = self._collection(), self._counts(), self._ends()
         now = utc(now)
         start = series_start(now)
 
-        def count(query: Document) -> int:
-            return count_command(jobs, query)
-
-        def per_minute(status: Status, total: int) -> tuple[int, ...]:
-            # No job in the status, or none that ended in it within the hour (often dlq, or
-            # a quiet tenant): zero or one count instead of sixty.
-            hour = {"$gte": start, "$lt": start + timedelta(minutes=SERIES_MINUTES)}
-            ended = ended_in(tenant_id, status)
-            if total == 0 or count({**ended, "updatedAt": hour}) == 0:
-                return (0,) * SERIES_MINUTES
-            minutes = []
-            for minute in range(SERIES_MINUTES):
-                since = start + timedelta(minutes=minute)
-                within = {"$gte": since, "$lt": since + timedelta(minutes=1)}
-                minutes.append(count({**ended, "updatedAt": within}))
-            return tuple(minutes)
-
-        counters = self._counts()
-
         def op() -> OverviewStats:
             found = job_counts.read(counters, None, tenant_id)
-            counts = counts_from(found, tenant_id, None, by_type=False).by_status
+            series = series_of(ends.read(ended, tenant_id, step_of(start)), start)
             return OverviewStats(
-                counts=counts,
+                counts=counts_from(found, tenant_id, None, by_type=False).by_status,
                 oldest_due_at=oldest_due(jobs, tenant_id, now),
                 start=start,
-                completed=per_minute(Status.COMPLETED, counts[Status.COMPLETED]),
-                failed=per_minute(Status.DLQ, counts[Status.DLQ]),
+                completed=series[Status.COMPLETED],
+                failed=series[Status.DLQ],
             )
 
-        # One worker thread: the counts are small round trips, mostly the server's CPU;
-        # spreading them over 4 or 8 threads was slower on the 2-core test machine
-        # (134 ms median in one thread, 218 ms in 4, 355 ms in 8; load 12-13).
         return await self._call(op, "overview_stats", read=True)
 
 

@@ -38,7 +38,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change, claim_fields
 from jobscheduler.store.query import DUE_ONE_OFF
 
-from . import counts
+from . import counts, ends
 from .attempts import write_records
 from .batch import (
     BATCH_FIELD,
@@ -188,6 +188,7 @@ class MongoWrites(MongoConnection):
 
     def _count_sync(self, changes: Sequence[Change], results: Sequence[Job | bool | None]) -> None:
         counts.write(self._counts(), counts.moved(changes, results))
+        ends.write(self._ends(), ends.reached(changes, results))
 
     def _renarrow_sync(
         self, changes: Sequence[Change], narrowed: list[Change], results: list[Job | None]

@@ -18,21 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change
+from jobscheduler.store.ends import stats_first_step, windows_of
 from jobscheduler.store.query import (
     DUE_ONE_OFF,
-    STATS_WINDOWS,
-    THROUGHPUT,
     Cursor,
     JobCounts,
     JobQuery,
     JobStats,
     Sort,
     Statuses,
-    stats_windows,
 )
 
 from .codec import _EPOCH, _SELECT, _from_row, _millis
 from .conn import SQLiteConnection
+from .ends import ends_sql
 from .where import conditions, status_condition, where_clause
 
 #: Indexes of the management queries. Created after the column migration, since they name
@@ -108,17 +107,6 @@ def oldest_due_sql(tenant_id: str | None, now: datetime) -> tuple[str, list[Any]
     return f"SELECT scheduled_at FROM jobs {hint}{where} ORDER BY scheduled_at ASC LIMIT 1", params
 
 
-def finished_sql(tenant_id: str | None, select: str) -> tuple[str, list[Any]]:
-    """``SELECT select FROM jobs WHERE <the tenant's jobs that ended in THROUGHPUT> AND
-    updated_at >= ?``; the caller appends the bound. SQLite would rather walk every job of
-    the statuses (``jobs_status_created``, ``jobs_tenant_status``), so the query names
-    ``jobs_finished`` (a tenant's: ``jobs_tenant_finished``), which holds the status too:
-    the figures' queries read that index alone."""
-    where, params = where_clause(JobQuery(tenant_id=tenant_id, statuses=THROUGHPUT), _millis)
-    hint = "INDEXED BY jobs_finished " if tenant_id is None else "INDEXED BY jobs_tenant_finished "
-    return f"SELECT {select} FROM jobs {hint}{where} AND updated_at >= ?", params
-
-
 def count_sql(tenant_id: str | None, statuses: Statuses, by_type: bool) -> tuple[str, list[Any]]:
     """The store's one count (:meth:`~jobscheduler.store.base.JobStore.count_jobs`): jobs by
     status (and job type) of a tenant, or of all, in some statuses or all, added up from the
@@ -139,18 +127,12 @@ def counts_of(rows: Sequence[Sequence[Any]], statuses: Statuses, by_type: bool) 
     return JobCounts.of_statuses(statuses, {Status(s): n for s, n in rows})
 
 
-def stats_sql(
-    tenant_id: str | None, now: datetime, *, millis: Millis
-) -> list[tuple[str, list[Any]]]:
+def stats_sql(tenant_id: str | None, now: datetime) -> list[tuple[str, list[Any]]]:
     """The three stats queries: counts by (status, job type); the oldest due pending
-    one-off job's ``scheduled_at``; per finished status, the count in each window."""
+    one-off job's ``scheduled_at``; the counters of ends of the widest window's steps."""
     counts = count_sql(tenant_id, None, by_type=True)
     oldest = oldest_due_sql(tenant_id, now)
-    starts = [millis(now - timedelta(minutes=m)) for m in STATS_WINDOWS]
-    sums = ", ".join("SUM(updated_at >= ?)" for _ in STATS_WINDOWS)
-    sql, params = finished_sql(tenant_id, f"status, {sums}")
-    windows = (f"{sql} GROUP BY status", [*starts, *params, min(starts)])
-    return [counts, oldest, windows]
+    return [counts, oldest, ends_sql(tenant_id, stats_first_step(now))]
 
 
 class SQLiteQueryMixin(SQLiteConnection):
@@ -199,19 +181,13 @@ class SQLiteQueryMixin(SQLiteConnection):
         return sum(result is True for result in results)
 
     async def stats(self, tenant_id: str | None, now: datetime) -> JobStats:
-        queries = stats_sql(tenant_id, now, millis=_millis)
+        queries = stats_sql(tenant_id, now)
 
         def op(conn: sqlite3.Connection) -> list[list[Any]]:
             return [conn.execute(sql, params).fetchall() for sql, params in queries]
 
-        counts_rows, oldest_rows, window_rows = await self._read(op)
-        finished = {
-            Status(status): dict(zip(STATS_WINDOWS, sums, strict=True))
-            for status, *sums in window_rows
-        }
-        windows = stats_windows(
-            lambda minutes, status: int(finished.get(status, {}).get(minutes) or 0)
-        )
+        counts_rows, oldest_rows, ends_rows = await self._read(op)
+        windows = windows_of(((Status(s), step, n) for s, step, n in ends_rows), now)
         return JobStats(
             counts=counts_of(counts_rows, None, by_type=True).by_type or {},
             oldest_due_at=(

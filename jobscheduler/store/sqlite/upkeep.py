@@ -25,10 +25,12 @@ import trio
 
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.retention import Override, PruneSummary, Scope
+from jobscheduler.store.ends import step_of
 from jobscheduler.store.query import CountKey, Statuses
 
 from .codec import _SELECT, _from_row, _millis, from_millis, to_millis, to_nullable_millis
 from .conn import SQLiteConnection
+from .ends import ENDS_SCHEMA, FORGET_ENDS, count_recent_ends, ends_fresh
 from .where import status_condition
 
 #: The counters, their triggers, and the overrides. The update trigger fires only when a
@@ -109,17 +111,21 @@ def make_incremental(conn: sqlite3.Connection) -> None:
 
 
 def prepare_counts(conn: sqlite3.Connection) -> None:
-    """Create the counters, their triggers, the overrides and the pruning index; a file
-    made before the counters gets them counted once (in the triggers' transaction)."""
+    """Create the counters (of jobs, and of ends: :mod:`.ends`), their triggers, the
+    overrides and the pruning index; a file made before the counters gets them counted
+    once (in the triggers' transaction)."""
     fresh = not conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_counts'"
     ).fetchone()
+    no_ends = ends_fresh(conn)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _statements(COUNTS_SCHEMA + PRUNE_INDEX):
+        for statement in _statements(COUNTS_SCHEMA + ENDS_SCHEMA + PRUNE_INDEX):
             conn.execute(statement)
         if fresh:
             conn.execute(f"INSERT INTO job_counts {_RECOUNT}")
+        if no_ends:
+            count_recent_ends(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -328,6 +334,14 @@ class SQLiteUpkeepMixin(SQLiteConnection):
         sql = "SELECT summary FROM prune_sweeps WHERE id = 1"
         row = await self._read(lambda conn: conn.execute(sql).fetchone())
         return None if row is None else PruneSummary.from_json(json.loads(row[0]))
+
+    async def forget_ends(self, before: datetime) -> int:
+        step = step_of(before)
+
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute(FORGET_ENDS, (step,)).rowcount
+
+        return await self._write(op, background=True)
 
     async def reclaim_space(self, max_pages: int) -> int:
         """``PRAGMA incremental_vacuum`` a page at a time (Python's ``execute`` runs one step

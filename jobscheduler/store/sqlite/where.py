@@ -24,7 +24,6 @@ from jobscheduler.store.query import (
     DUE_ONE_OFF,
     DUE_TEMPLATE,
     PENDING,
-    THROUGHPUT,
     JobQuery,
 )
 from jobscheduler.store.workflows import STEPS_TO_SETTLE
@@ -131,14 +130,6 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     # The reaper's sweeps (find_stale).
     "jobs_queued": ("queued_at", JobQuery(tenant_id=None, statuses=QUEUED)),
     "jobs_in_flight": ("heartbeat_at", JobQuery(tenant_id=None, statuses=IN_FLIGHT)),
-    # The throughput figures: jobs that ended completed or in dlq, by when. With the
-    # status, it covers their queries: counting a window's ends reads no job's row.
-    "jobs_finished": ("updated_at, status", JobQuery(tenant_id=None, statuses=THROUGHPUT)),
-    # ... and a tenant's (else its figures walk every job it ever finished).
-    "jobs_tenant_finished": (
-        "tenant_id, updated_at, status",
-        JobQuery(tenant_id=None, statuses=THROUGHPUT),
-    ),
     # A tenant's cron templates (the Cron view), newest first.
     "jobs_tenant_templates": (
         "tenant_id, created_at DESC, id DESC",

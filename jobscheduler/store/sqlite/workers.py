@@ -3,9 +3,9 @@
 A mixin of :class:`~jobscheduler.store.sqlite.store.SQLiteJobStore`, on the ``_read``/``_write``
 of :class:`~jobscheduler.store.sqlite.conn.SQLiteConnection`; the table is created with the
 jobs schema at ``start``.
-Every Overview read is answered from an index: counts by status from ``jobs_tenant_status``
-/ ``jobs_status_created`` (covering: SQLite counts index entries, it reads no row), the oldest
-due job from ``jobs_due``, the finished jobs of the last hour from ``jobs_finished``.
+Every Overview read is answered from counters or an index: counts by status from
+``job_counts``, the oldest due job from ``jobs_due``, the jobs that ended in the last hour
+from ``job_ends`` (:mod:`.ends`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.model import Status
-from jobscheduler.domain.overview import SERIES_MINUTES, OverviewStats, series_start
+from jobscheduler.domain.overview import OverviewStats, series_start
 from jobscheduler.domain.workers import WorkerBeat
-from jobscheduler.store.query import THROUGHPUT
+from jobscheduler.store.ends import series_of, step_of
 
 from .codec import from_millis, to_millis
 from .conn import SQLiteConnection
-from .query import count_sql, counts_of, finished_sql, oldest_due_sql
+from .ends import ends_sql
+from .query import count_sql, counts_of, oldest_due_sql
 from .rows import Column, Rows, millis_column
 
 WORKERS_SCHEMA = """
@@ -72,15 +73,11 @@ _BEATS = Rows(
 def overview_sql(
     tenant_id: str | None, now: datetime, start: datetime
 ) -> list[tuple[str, list[Any]]]:
-    """The Overview's queries: counts by status; the oldest due pending one-off job; how
-    many jobs ended completed and in dlq in each minute since ``start`` (counted in the
-    covering ``jobs_finished`` index: no job's row is read, none goes through Python)."""
+    """The Overview's queries: counts by status; the oldest due pending one-off job; the
+    counters of ends of the steps since ``start`` (no job is read)."""
     counts = count_sql(tenant_id, None, by_type=False)
     oldest = oldest_due_sql(tenant_id, now)
-    start_ms = to_millis(start)
-    sql, params = finished_sql(tenant_id, "status, (updated_at - ?) / 60000, COUNT(*)")
-    ends = (f"{sql} GROUP BY 1, 2", [start_ms, *params, start_ms])
-    return [counts, oldest, ends]
+    return [counts, oldest, ends_sql(tenant_id, step_of(start))]
 
 
 class SQLiteWorkersMixin(SQLiteConnection):
@@ -130,16 +127,13 @@ class SQLiteWorkersMixin(SQLiteConnection):
             return [conn.execute(sql, params).fetchall() for sql, params in queries]
 
         counts_rows, oldest_rows, ends_rows = await self._read(op)
-        series = {status: [0] * SERIES_MINUTES for status in THROUGHPUT}
-        for status, minute, ended in ends_rows:
-            if 0 <= minute < SERIES_MINUTES:
-                series[Status(status)][minute] = ended
+        series = series_of(((Status(s), step, n) for s, step, n in ends_rows), start)
         return OverviewStats(
             counts=counts_of(counts_rows, None, by_type=False).by_status,
             oldest_due_at=from_millis(oldest_rows[0][0]) if oldest_rows else None,
             start=start,
-            completed=tuple(series[Status.COMPLETED]),
-            failed=tuple(series[Status.DLQ]),
+            completed=series[Status.COMPLETED],
+            failed=series[Status.DLQ],
         )
 
 

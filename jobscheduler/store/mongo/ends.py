@@ -1,0 +1,106 @@
+"""The MongoDB store's counters of jobs that ended (see :mod:`jobscheduler.store.ends`):
+one document per (tenant, step) in ``job_ends``, a field per end, moved by ``$inc`` in the
+same call as the jobs' write, right after the job counters' (pure helpers and the blocking
+writes, run in the store's worker threads).
+
+As with the job counters, a call cut off between the jobs' write and this one leaves the
+step short of the jobs it ended. Nothing recounts a step: it only feeds the throughput
+figures, and it is forgotten after :data:`~jobscheduler.store.ends.KEPT`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from pymongo import ASCENDING, IndexModel, UpdateOne
+from pymongo.collection import Collection
+
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.states import Change
+from jobscheduler.store.ends import EndCount, ended, step_of
+
+from .codec import Document
+from .counts import send, transitions
+
+ENDS_COLLECTION: Final = "job_ends"
+
+#: A tenant's steps from one on; every tenant's from one on (and the forgetting).
+ENDS_INDEXES: Final = [
+    IndexModel([("tenantId", ASCENDING), ("step", ASCENDING)], name="tenant_step"),
+    IndexModel([("step", ASCENDING)], name="step"),
+]
+
+#: (tenant, step) -> end -> how many jobs reached it.
+EndDeltas = dict[tuple[str, int], Counter[Status]]
+
+
+def inserted(jobs: Iterable[Job]) -> EndDeltas:
+    """The ends of storing ``jobs`` (those stored already ended)."""
+    deltas: EndDeltas = {}
+    for job in jobs:
+        if ended(job.status):
+            deltas.setdefault((job.tenant_id, step_of(job.updated_at)), Counter())[job.status] += 1
+    return deltas
+
+
+def reached(changes: Sequence[Change], results: Sequence[Job | bool | None]) -> EndDeltas:
+    """The ends of ``changes`` given their results: each of their
+    :func:`~.counts.transitions` to an end from another status."""
+    deltas: EndDeltas = {}
+    for job, old, new in transitions(changes, results):
+        if ended(new, old):
+            deltas.setdefault((job.tenant_id, step_of(job.updated_at)), Counter())[new] += 1
+    return deltas
+
+
+def _id(tenant_id: str, step: int) -> str:
+    return json.dumps([tenant_id, step], ensure_ascii=False)
+
+
+def write(ends: Collection[Document], deltas: EndDeltas) -> None:
+    """One unordered upsert ``$inc`` per (tenant, step) that gained ends (blocking). A
+    failure is logged, not raised: the jobs' write it follows has landed."""
+    statements = [
+        UpdateOne(
+            {"_id": _id(tenant, step)},
+            {
+                "$inc": {f"n.{status.value}": n for status, n in counter.items()},
+                "$set": {"tenantId": tenant, "step": step},
+            },
+            upsert=True,
+        )
+        for (tenant, step), counter in deltas.items()
+    ]
+    send(ends, statements, "counters of ended jobs not written")
+
+
+def read(ends: Collection[Document], tenant_id: str | None, first_step: int) -> list[EndCount]:
+    """The counters from ``first_step`` on, of a tenant (None: of every tenant) (blocking)."""
+    query: Document = {"step": {"$gte": first_step}}
+    if tenant_id is not None:
+        query = {"tenantId": tenant_id, **query}
+    return [
+        (Status(status), int(doc["step"]), int(n))
+        for doc in ends.find(query, projection={"step": True, "n": True})
+        for status, n in (doc.get("n") or {}).items()
+    ]
+
+
+def forget(ends: Collection[Document], before_step: int) -> int:
+    """Delete the counters of the steps before ``before_step`` (blocking); how many."""
+    return int(ends.delete_many({"step": {"$lt": before_step}}).deleted_count)
+
+
+__all__ = [
+    "ENDS_COLLECTION",
+    "ENDS_INDEXES",
+    "EndDeltas",
+    "forget",
+    "inserted",
+    "reached",
+    "read",
+    "write",
+]
