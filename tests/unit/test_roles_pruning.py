@@ -243,3 +243,20 @@ async def test_the_pruner_reconciles_the_counters_now_and_then(
         await trio.sleep(pruning.RECONCILE_INTERVAL)
         assert (await store.job_counters())[key] == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_the_pruner_forgets_the_counters_of_old_ends(
+    autojump_clock: trio.testing.MockClock, make_deps: DepsFactory, store: MemoryJobStore
+) -> None:
+    deps = make_deps()
+    now = deps.clock.now()
+    await store.insert(attrs.evolve(make_job(status=Status.COMPLETED), updated_at=now))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_pruner, deps)
+        await trio.sleep(3600)
+        assert sum((await store.overview_stats(None, now)).completed) == 1  # kept an hour on
+        await trio.sleep(2 * 3600)
+        assert sum((await store.overview_stats(None, now)).completed) == 0
+        # The job itself is kept (by its retention): only the counter of its end went.
+        assert (await store.count_jobs(None)).by_status[Status.COMPLETED] == 1
+        nursery.cancel_scope.cancel()
