@@ -62,9 +62,9 @@ class Upkeep(Protocol):
     async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` of what :meth:`expired_jobs` would return, oldest first,
         with their attempt records, without handing them out (when nothing archives them);
-        returns how many. An adapter may delete fewer while more are expired (SQLite stops
-        early to leave its writer to a create or a claim): the caller calls again until
-        none is deleted. This default reads them and calls :meth:`delete_jobs`; an adapter
+        returns how many. An adapter may delete fewer while more are expired (a job read
+        expired that changed before its delete stays): the caller calls again until none
+        is deleted. This default reads them and calls :meth:`delete_jobs`; an adapter
         may do it in statements that decode no row (SQLite does)."""
         return await self.delete_jobs(await self.expired_jobs(key, before, limit))
 

@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -150,32 +151,44 @@ def writes_queued(monkeypatch: pytest.MonkeyPatch, store: SQLiteJobStore, queued
     monkeypatch.setattr(store._batches, "waiting", lambda: queued)
 
 
-async def test_a_prune_leaves_the_writer_after_a_slice_and_is_called_again(
+async def test_a_prune_leaves_the_writer_after_each_slice_and_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A slice's time is up at once: each call deletes one slice of rows, oldest first.
+    # A slice's time is up at once: each write deletes one slice of rows, oldest first, and
+    # the call goes on with the next write until its limit or the last expired job.
     async with expired_store(tmp_path / "jobs.db", monkeypatch, slice_seconds=0.0) as store:
-        calls = []
-        while step := await store.prune_expired(KEY, FUTURE, 1000):
-            calls.append(step)
-        assert calls == [10, 10, 5]
+        writes: list[int] = []
+        write = store._write
+
+        async def counted(op: Any, **kwargs: Any) -> Any:
+            result = await write(op, **kwargs)
+            writes.append(result[0])
+            return result
+
+        monkeypatch.setattr(store, "_write", counted)
+        assert await store.prune_expired(KEY, FUTURE, 15) == 15
+        assert writes == [10, 5]
+        assert await store.prune_expired(KEY, FUTURE, 1000) == 10
+        assert writes == [10, 5, 10, 0]  # a slice short of its rows ends the call
+        assert await store.prune_expired(KEY, FUTURE, 1000) == 0
         assert await store.job_counters() == {}
 
 
-async def test_a_prune_slice_that_gave_way_to_other_writes_returns_a_pause_later(
+async def test_a_prune_pauses_after_a_slice_that_gave_way_to_other_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Under load a prune slows down: its WAL and the checkpoints copying it back are what
-    # the creates and claims beside it feel.
+    # Under load a prune slows down: after each slice that gave way, a pause.
     async with expired_store(
         tmp_path / "jobs.db", monkeypatch, slice_seconds=60.0, busy_pause=0.2
     ) as store:
         writes_queued(monkeypatch, store, True)
         started = trio.current_time()
-        assert await store.prune_expired(KEY, FUTURE, 1000) == 10  # gave way after a slice
-        assert trio.current_time() - started >= 0.2
+        assert await store.prune_expired(KEY, FUTURE, 20) == 20  # two slices, each gave way
+        assert trio.current_time() - started >= 0.4
         writes_queued(monkeypatch, store, False)  # quiet again
-        assert await store.prune_expired(KEY, FUTURE, 1000) == 15  # the rest in one call
+        monkeypatch.setattr(upkeep, "PRUNE_BUSY_PAUSE", 60.0)
+        with trio.fail_after(30):  # no pause
+            assert await store.prune_expired(KEY, FUTURE, 1000) == 5
 
 
 async def test_the_archive_paths_delete_pauses_after_a_slice_that_gave_way(
