@@ -99,3 +99,11 @@ async def test_the_reaper_forgets_the_steps_past_their_use(store: JobStore) -> N
     assert sum((await store.overview_stats(None, NOW)).completed) == 0
     # The jobs are still there: only the counters of their ends went.
     assert (await store.count_jobs(None)).by_status[Status.DLQ] == 2
+
+
+async def test_an_end_written_without_reading_the_job_back_is_counted(store: JobStore) -> None:
+    # The executor writes its outcomes so (apply_many_lean, nothing read back).
+    done = await running_job(store, key="done", token="tok-1")
+    change = states.complete(done, token="tok-1", now=NOW)
+    assert await store.apply_many_lean([change], [False]) == [True]
+    assert figures((await store.stats(None, NOW)).windows)[0] == (1, 1, 0)
