@@ -107,3 +107,13 @@ async def test_an_end_written_without_reading_the_job_back_is_counted(store: Job
     change = states.complete(done, token="tok-1", now=NOW)
     assert await store.apply_many_lean([change], [False]) == [True]
     assert figures((await store.stats(None, NOW)).windows)[0] == (1, 1, 0)
+
+
+async def test_a_batch_of_ends_over_many_steps_is_counted(store: JobStore) -> None:
+    # 300 jobs inserted already ended, each in a step of its own over the Overview's hour:
+    # 300 counters moved by one write (MongoDB sends them in commands of a few dozen).
+    jobs = [ended_at(Status.COMPLETED, 10 * i + 1) for i in range(300)]
+    await store.insert_many(jobs)
+    overview = await store.overview_stats("tenant-a", NOW)
+    assert sum(overview.completed) == 300
+    assert overview.completed[-2:] == (6, 0)  # the minute before NOW's holds six steps

@@ -29,6 +29,7 @@ from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change
 from jobscheduler.store.query import CountKey
 
+from .batch import chunks, statement_size
 from .codec import FIELDS, Document
 
 log = logging.getLogger(__name__)
@@ -102,27 +103,30 @@ def write(counts: Collection[Document], deltas: Deltas) -> None:
     """One unordered ``$inc`` per (tenant, type) that moved (blocking). A failure is logged,
     not raised: the jobs' write it follows has landed, and the reconcile repairs the
     counters."""
-    statements = []
+    upserts = []
     for (tenant, job_type), counter in deltas.items():
         inc = {f"n.{status.value}": n for status, n in counter.items() if n}
         if inc:
-            statements.append(
-                UpdateOne(
+            upserts.append(
+                (
                     {"_id": count_id(tenant, job_type)},
                     {"$inc": inc, "$set": {"tenantId": tenant, "jobType": job_type}},
-                    upsert=True,
                 )
             )
-    send(counts, statements, "job counters not written ; reconciled later")
+    send(counts, upserts, "job counters not written ; reconciled later")
 
 
-def send(counters: Collection[Document], statements: list[UpdateOne], failure: str) -> None:
-    """Counters' ``$inc`` statements in one unordered ``bulk_write`` (blocking); a failure
-    is logged as ``failure``, not raised: the jobs' write they follow has landed."""
-    if not statements:
-        return
+def send(
+    counters: Collection[Document], upserts: list[tuple[Document, Document]], failure: str
+) -> None:
+    """Counters' upserts, each (filter, ``$inc`` update), in unordered ``bulk_write`` commands
+    of :func:`.batch.chunks`' size (the test stack's FerretDB never answers a command of
+    many statements) (blocking). A failure is logged as ``failure``, not raised: the
+    jobs' write they follow has landed."""
     try:
-        counters.bulk_write(statements, ordered=False)
+        for chunk in chunks([statement_size(query, update) for query, update in upserts]):
+            statements = [UpdateOne(*upserts[i], upsert=True) for i in chunk]
+            counters.bulk_write(statements, ordered=False)
     except PyMongoError as exc:
         log.warning(failure, extra={"error": str(exc)})
 

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from pymongo import ASCENDING, IndexModel, UpdateOne
+from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
 
 from jobscheduler.domain.model import Job, Status
@@ -61,20 +61,19 @@ def _id(tenant_id: str, step: int) -> str:
 
 
 def write(ends: Collection[Document], deltas: EndDeltas) -> None:
-    """One unordered upsert ``$inc`` per (tenant, step) that gained ends (blocking). A
-    failure is logged, not raised: the jobs' write it follows has landed."""
-    statements = [
-        UpdateOne(
+    """One upsert ``$inc`` per (tenant, step) that gained ends (blocking; see
+    :func:`.counts.send`)."""
+    upserts = [
+        (
             {"_id": _id(tenant, step)},
             {
                 "$inc": {f"n.{status.value}": n for status, n in counter.items()},
                 "$set": {"tenantId": tenant, "step": step},
             },
-            upsert=True,
         )
         for (tenant, step), counter in deltas.items()
     ]
-    send(ends, statements, "counters of ended jobs not written")
+    send(ends, upserts, "counters of ended jobs not written")
 
 
 def read(ends: Collection[Document], tenant_id: str | None, first_step: int) -> list[EndCount]:
