@@ -121,14 +121,13 @@ def send(
 ) -> None:
     """Counters' upserts, each (filter, ``$inc`` update), in unordered ``bulk_write`` commands
     of :func:`.batch.chunks`' size (the test stack's FerretDB never answers a command of
-    many statements) (blocking). A failure is logged as ``failure``, not raised: the
-    jobs' write they follow has landed."""
-    try:
-        for chunk in chunks([statement_size(query, update) for query, update in upserts]):
-            statements = [UpdateOne(*upserts[i], upsert=True) for i in chunk]
-            counters.bulk_write(statements, ordered=False)
-    except PyMongoError as exc:
-        log.warning(failure, extra={"error": str(exc)})
+    many statements) (blocking). A command that fails is logged as ``failure``, not
+    raised, and the next ones are sent: the jobs' write they follow has landed."""
+    for chunk in chunks([statement_size(query, update) for query, update in upserts]):
+        try:
+            counters.bulk_write([UpdateOne(*upserts[i], upsert=True) for i in chunk], ordered=False)
+        except PyMongoError as exc:
+            log.warning(failure, extra={"error": str(exc), "counters": len(chunk)})
 
 
 def narrow(jobs: Collection[Document], changes: Sequence[Change]) -> list[Change]:
