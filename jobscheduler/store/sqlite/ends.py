@@ -49,14 +49,6 @@ _RECOUNT: Final = (
 )
 
 
-def ends_fresh(conn: sqlite3.Connection) -> bool:
-    """Whether the file has no ``job_ends`` yet (checked before :data:`ENDS_SCHEMA` runs)."""
-    found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_ends'"
-    ).fetchone()
-    return found is None
-
-
 #: The indexes the throughput figures read before the counters (every end wrote to them).
 RETIRED_INDEXES: Final = ("jobs_finished", "jobs_tenant_finished")
 
@@ -82,4 +74,4 @@ def ends_sql(tenant_id: str | None, first_step: int) -> tuple[str, list[Any]]:
 
 FORGET_ENDS: Final = "DELETE FROM job_ends WHERE step < ?"
 
-__all__ = ["ENDS_SCHEMA", "FORGET_ENDS", "count_recent_ends", "ends_fresh", "ends_sql"]
+__all__ = ["ENDS_SCHEMA", "FORGET_ENDS", "count_recent_ends", "ends_sql"]

@@ -30,7 +30,7 @@ from jobscheduler.store.query import CountKey, Statuses
 
 from .codec import _SELECT, _from_row, _millis, from_millis, to_millis, to_nullable_millis
 from .conn import SQLiteConnection
-from .ends import ENDS_SCHEMA, FORGET_ENDS, count_recent_ends, ends_fresh
+from .ends import ENDS_SCHEMA, FORGET_ENDS, count_recent_ends
 from .where import status_condition
 
 #: The counters, their triggers, and the overrides. The update trigger fires only when a
@@ -116,10 +116,8 @@ def prepare_counts(conn: sqlite3.Connection) -> None:
     """Create the counters (of jobs, and of ends: :mod:`.ends`), their triggers, the
     overrides and the pruning index; a file made before the counters gets them counted
     once (in the triggers' transaction)."""
-    fresh = not conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'job_counts'"
-    ).fetchone()
-    no_ends = ends_fresh(conn)
+    fresh = not _has_table(conn, "job_counts")
+    no_ends = not _has_table(conn, "job_ends")
     conn.execute("BEGIN IMMEDIATE")
     try:
         for statement in _statements(COUNTS_SCHEMA + ENDS_SCHEMA + PRUNE_INDEX):
@@ -132,6 +130,13 @@ def prepare_counts(conn: sqlite3.Connection) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return found is not None
 
 
 def _statements(script: str) -> list[str]:
