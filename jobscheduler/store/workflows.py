@@ -126,6 +126,14 @@ class WorkflowRecords(Protocol):
         ``workflow_id`` or ``spawned_by``)."""
 
     @abc.abstractmethod
+    async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
+        """Release up to ``limit`` of the waiting children ``spawner`` spawned (the caller
+        has read ``spawner`` completed, their only parent): each written as
+        :func:`~jobscheduler.domain.states.release_step` would write it, in one atomic
+        statement where the store has one; how many were released (fewer than ``limit``:
+        none is left waiting)."""
+
+    @abc.abstractmethod
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
         """Steps marked ``step_dirty`` (:data:`STEPS_TO_SETTLE`) whose ``updated_at`` is
         older than ``before``, oldest first, at most ``limit`` (the reaper's sweep)."""

@@ -158,6 +158,9 @@ class ProxyStore(JobStore):
     async def any_job(self, query: JobQuery) -> bool:
         return await self.inner.any_job(query)
 
+    async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
+        return await self.inner.release_spawned(spawner, now, limit)
+
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
         return await self.inner.steps_to_settle(before, limit)
 

@@ -87,6 +87,7 @@ from ._workflow import finish_workflow as finish_workflow
 from ._workflow import note_spawns as note_spawns
 from ._workflow import open_workflow as open_workflow
 from ._workflow import release_step as release_step
+from ._workflow import released as released
 from ._workflow import reopen_workflow as reopen_workflow
 from ._workflow import request_workflow_cancel as request_workflow_cancel
 from ._workflow import retry_step as retry_step

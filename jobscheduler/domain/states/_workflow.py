@@ -7,6 +7,8 @@ for it and their parents, and writes for each ONE of::
 
     waiting -release_step-> pending     every parent completed (or ended, with
                                         onParentFailure "run"); due at its scheduledAt if later
+                                        (the children a completed step spawned: released
+                                        together, ``release_spawned``, as each would be)
     waiting -cancel_step-> cancelled    a parent ended in dlq or cancelled, or the workflow
                                         was cancelled (then its own children are looked at)
     dlq/cancelled -retry_step-> waiting a user's retry of the step, or of a step it waits for
@@ -50,13 +52,22 @@ def release_step(step: Job, *, now: datetime) -> Change:
         transition="release_step",
         job_id=step.id,
         expect=as_read(step, status=Status.WAITING),
-        set={
-            "status": Status.PENDING,
-            "scheduled_at": max(utc(step.scheduled_at), now),
-            "step_dirty": False,
-            "updated_at": now,
-        },
+        set={**released(now), "scheduled_at": max(utc(step.scheduled_at), now)},
     )
+
+
+def released(now: datetime) -> dict[str, Any]:
+    """What a release writes besides the due time (which it raises to ``now`` when earlier):
+    :func:`release_step`'s fields, and what a store's release of a completed step's waiting
+    children writes to each (``release_spawned``, one statement for many)."""
+    # Through a Change, so the fields are those its rules add to every transition.
+    change = Change(
+        transition="release_step",
+        job_id="",
+        expect={"status": Status.WAITING},
+        set={"status": Status.PENDING, "step_dirty": False, "updated_at": utc(now)},
+    )
+    return dict(change.set)
 
 
 def cancel_step(step: Job, *, now: datetime, reason: str) -> Change:

@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 
 #: Bound of one settle (a store that hangs must not hold the steps after it for ever).
 SETTLE_TIMEOUT = 30.0
+#: After a settle whose ends freed nothing (they wait for more ends, as a fan-out's children
+#: wait for their siblings), how long the next one waits, so the ends arriving meanwhile are
+#: settled together: one settle's reads and writes for many ends, not for a few each time.
+#: A settle that released, cancelled or finished something is followed at once (a chain).
+GATHER = 0.1
 
 
 class StepEnds:
@@ -61,9 +66,11 @@ class StepEnds:
         try:
             async for first in self._receive:
                 batch = [first, *take_ready(self._receive)]
+                idle = False
                 with trio.move_on_after(SETTLE_TIMEOUT) as bounded:
                     try:
-                        await self._settler.settle(batch)
+                        done = await self._settler.settle(batch)
+                        idle = not (done.released or done.cancelled or done.finished)
                     except StoreError as exc:
                         self._throttled.log(
                             logging.WARNING,
@@ -79,5 +86,7 @@ class StepEnds:
                     )
                 else:
                     self._throttled.recovered("settle", "workflow steps settled again")
+                if idle:
+                    await trio.sleep(GATHER)
         finally:
             self._running = False

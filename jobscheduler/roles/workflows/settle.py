@@ -6,8 +6,10 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
 
 1. reads the record: a workflow still being stored (``creating``) is left to its create or
    to the reaper; one whose cancel was requested has its waiting steps cancelled;
-2. reads the waiting steps the ends may free (each end's ``children``, and the waiting
-   children it spawned), and every job those wait for;
+2. releases the waiting children of each completed spawner together (their only parent:
+   nothing to read or decide; the store's ``release_spawned``); reads the other waiting
+   steps the ends may free (each end's ``children``, and the waiting children of a spawner
+   that did not complete), and every job those wait for;
 3. decides each: **release** (every parent completed -- and the children spawned by each
    step in its ``afterChildrenOf``; or, with ``onParentFailure: "run"``, every one ended),
    **cancel** (one ended in dlq or cancelled), or leave it waiting; and writes the
@@ -120,8 +122,9 @@ class Settler:
                 break
             ends = [s for s in frontier if s.status in _ENDED]
             to_clear += [s for s in frontier if s.step_dirty and s.status is not Status.WAITING]
+            together = await self._release_spawned(record, ends, done)
             candidates = await self._waiting_for(
-                ends, [s for s in frontier if s.status is Status.WAITING]
+                ends, [s for s in frontier if s.status is Status.WAITING], together
             )
             decisions = await self._decide(record, candidates, known)
             left_waiting = left_waiting or any(d.change is None for d in decisions)
@@ -131,14 +134,54 @@ class Settler:
         if to_clear:
             await store.apply_bulk([states.settle_step(s) for s in to_clear])
 
-    async def _waiting_for(self, ends: Sequence[Job], waiting: Sequence[Job]) -> list[Job]:
+    async def _release_spawned(
+        self, record: Workflow, ends: Sequence[Job], done: Settled
+    ) -> set[str]:
+        """Release the waiting children of each completed spawner among ``ends`` together,
+        RELEASE_CHUNK a statement, none read: the spawner is their only parent, so each is
+        released (a fan-out of thousands costs a few statements, not a read and a write of
+        each). Not when the workflow's cancel was requested: they are cancelled one by one.
+        The ids of the spawners done so."""
+        if record.cancel_requested_at is not None:
+            return set()
+        deps = self._deps
+        spawners = [
+            end
+            for end in ends
+            if end.status is Status.COMPLETED and end.step is not None and end.step.spawns
+        ]
+        for spawner in spawners:
+            now = deps.clock.now()
+            # Until none is left: another settler may be releasing the same children.
+            while released := await deps.store.release_spawned(spawner.id, now, RELEASE_CHUNK):
+                done.released += released
+                deps.metrics.workflow_steps_settled.labels(outcome="released", by=self._by).inc(
+                    released
+                )
+                if deps.waker is not None:
+                    deps.waker.notify(now)
+                log.debug(
+                    "spawned workflow steps released",
+                    extra={
+                        "job_id": spawner.id,
+                        "tenant": spawner.tenant_id,
+                        "workflow_id": spawner.workflow_id,
+                        "released": released,
+                    },
+                )
+        return {spawner.id for spawner in spawners}
+
+    async def _waiting_for(
+        self, ends: Sequence[Job], waiting: Sequence[Job], released: set[str]
+    ) -> list[Job]:
         """The waiting steps ``ends`` may free (their children, and the children they
-        spawned), with the ``waiting`` steps given, each once, freshly read."""
+        spawned unless ``released`` already), with the ``waiting`` steps given, each once,
+        freshly read."""
         ids = list(dict.fromkeys(c for end in ends if end.step for c in end.step.children))
         ids += [s.id for s in waiting if s.id not in ids]
         found = await self._read(ids)
         for end in ends:
-            if end.step is not None and end.step.spawns:
+            if end.step is not None and end.step.spawns and end.id not in released:
                 found += await self._spawned(end.id, Status.WAITING)
         unique = {job.id: job for job in found}
         return [job for job in unique.values() if job.status is Status.WAITING and job.step]

@@ -37,12 +37,12 @@ import attrs
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.domain.states import Change, claim_fields
+from jobscheduler.domain.states import Change, claim_fields, release_step
 from jobscheduler.errors import StoreError
 from jobscheduler.store.base import InsertOutcome, JobStore
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
 from jobscheduler.store.jobs import found
-from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING
+from jobscheduler.store.query import DUE_ONE_OFF, DUE_TEMPLATE, PENDING, JobQuery
 
 from .codec import holds, job_in, job_out, of_tenant, value_in
 from .flow import MemoryFlowMixin
@@ -179,6 +179,12 @@ class MemoryJobStore(
             job = self._apply(change)
             results.append(False if job is None else job if want else True)
         return results
+
+    async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
+        await self._enter()
+        waiting = JobQuery(tenant_id=None, spawned_by=spawner, statuses=(Status.WAITING,))
+        children = [job for job in self._jobs if waiting.matches(job)][:limit]
+        return sum(self._apply(release_step(job, now=now)) is not None for job in children)
 
     def _apply(self, change: Change) -> Job | None:
         """Apply ``change`` if the job holds its expectations (with its attempt record);

@@ -67,11 +67,12 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, Writ
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
+from jobscheduler.domain.states import release_step
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
 from jobscheduler.store.jobs import found
-from jobscheduler.store.query import DUE_TEMPLATE, PENDING
+from jobscheduler.store.query import DUE_TEMPLATE, PENDING, JobQuery
 
 from .attempts import (
     ATTEMPT_INDEXES,
@@ -275,6 +276,14 @@ class MongoJobStore(
             query = {**query, FIELDS["tenant_id"]: tenant}
         doc = await self._call(lambda: jobs.find_one(query), what, read=True)
         return None if doc is None else document_to_job(doc)
+
+    async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
+        # One conditional statement per child (chunked: :meth:`apply_bulk`): the counters
+        # follow the jobs' write per (tenant, job type) moved, which one ``update_many``
+        # does not tell.
+        waiting = JobQuery(tenant_id=None, spawned_by=spawner, statuses=(Status.WAITING,))
+        children = await self.find_jobs(waiting, limit)
+        return await self.apply_bulk([release_step(job, now=now) for job in children])
 
     async def due_templates(self, now: datetime, limit: int) -> list[Job]:
         jobs = self._collection()

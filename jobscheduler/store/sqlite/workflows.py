@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from jobscheduler.domain.model import Job
-from jobscheduler.domain.states import WorkflowChange
+from jobscheduler.domain.model import Job, Status
+from jobscheduler.domain.states import WorkflowChange, released
 from jobscheduler.domain.workflows import (
     WORKFLOW_TIME_FIELDS,
     DeclaredStep,
@@ -26,10 +26,11 @@ from jobscheduler.errors import DuplicateWorkflow, StoreError, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery, Sort
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
-from .codec import _SELECT, _from_row, _millis, from_millis
+from .codec import _COLUMNS, _SELECT, _from_row, _millis, from_millis
+from .codec import _to_db as job_value
 from .conn import SQLiteConnection, first_row, key_holder, placeholders
 from .query import keyset_sql
-from .where import index_where, where_clause
+from .where import index_where, status_condition, where_clause
 
 WORKFLOWS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS workflows (
@@ -223,6 +224,18 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         where, params = where_clause(query, _millis)
         sql = f"SELECT 1 FROM jobs {where} LIMIT 1"
         return bool(await self._read(lambda conn: conn.execute(sql, params).fetchone()))
+
+    async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
+        fields = released(now)
+        assignments = ", ".join(f"{_COLUMNS[field]} = ?" for field in fields)
+        sql = (
+            f"UPDATE jobs SET {assignments}, scheduled_at = MAX(scheduled_at, ?) "
+            "WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_spawned "
+            f"WHERE spawned_by = ? AND {status_condition([Status.WAITING])} LIMIT ?)"
+        )
+        params = [job_value(field, value) for field, value in fields.items()]
+        params += [_millis(now), spawner, limit]
+        return int(await self._write(lambda conn: conn.execute(sql, params).rowcount))
 
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
         sql = (
