@@ -1,5 +1,5 @@
 """Acting on the ends of workflow steps: release or cancel the steps waiting for them, and
-finish the workflow once nothing is left to run.
+finish the workflow once nothing is left to run (:mod:`.finish`).
 
 Every transition that ends a step marks it (``step_dirty``). :class:`Settler` takes marked
 steps (as their writer holds them, or as the reaper's sweep reads them) and, per workflow:
@@ -40,13 +40,13 @@ import attrs
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.domain.notifications import workflow_failed
 from jobscheduler.domain.steps import OnParentFailure
-from jobscheduler.domain.workflows import OUTCOMES, UNFINISHED_STEPS, Workflow, WorkflowStatus
-from jobscheduler.errors import StoreError, WorkflowNotFound
+from jobscheduler.domain.workflows import UNFINISHED_STEPS, Workflow, WorkflowStatus
+from jobscheduler.errors import WorkflowNotFound
 from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import JobQuery
 
+from .finish import finish_if_ended
 from .reads import read_jobs, spawned_by
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,9 @@ class Settler:
             left_waiting = left_waiting or any(d.change is None for d in decisions)
             frontier = await self._apply(decisions, known, done, to_clear)
         if done.released == released_before and not left_waiting:
-            await self._finish(record, done)
+            finished = await finish_if_ended(self._deps, record)
+            if finished is not None:
+                done.finished.append(finished)
         if to_clear:
             await store.apply_bulk([states.settle_step(s) for s in to_clear])
 
@@ -368,66 +370,6 @@ class Settler:
         for job in waiting:
             known[job.id] = job
         return ends + waiting
-
-    async def _finish(self, record: Workflow, done: Settled) -> None:
-        """Finish the workflow if none of its steps is unfinished (conditioned on the
-        version read before its steps were)."""
-        store = self._deps.store
-        if record.status is not WorkflowStatus.RUNNING:
-            return
-        outcome = await self._outcome(record.id)
-        if outcome is None:
-            return
-        change = states.finish_workflow(record, status=outcome, now=self._deps.clock.now())
-        finished = await store.apply_workflow(change)
-        if finished is None:
-            return
-        done.finished.append(finished)
-        self._deps.metrics.workflows_finished.labels(status=outcome.value).inc()
-        log.info(
-            "workflow finished",
-            extra={
-                "workflow_id": record.id,
-                "tenant": record.tenant_id,
-                "status": outcome.value,
-            },
-        )
-        if outcome is WorkflowStatus.FAILED:
-            await self._report_failure(finished, await store.workflow_steps(record.id))
-
-    async def _outcome(self, workflow_id: str) -> WorkflowStatus | None:
-        """The outcome its steps' statuses give the workflow (None: one is unfinished),
-        asked of the store group by group (:data:`~jobscheduler.domain.workflows.OUTCOMES`):
-        a probe each, not a read of every step."""
-        for statuses, outcome in OUTCOMES:
-            query = JobQuery(tenant_id=None, workflow_id=workflow_id, statuses=statuses)
-            if await self._deps.store.any_job(query):
-                return outcome
-        return WorkflowStatus.COMPLETED
-
-    async def _report_failure(self, workflow: Workflow, steps: Sequence[Job]) -> None:
-        """Write the ``workflow.failed`` event, naming the step that failed first, for the
-        notifier to deliver. It is written right after the finish, not with it: a crash
-        between the two loses the event (the finish is not made again)."""
-        failed = [s for s in steps if s.status in (Status.DLQ, Status.FAILED)]
-        if not failed:
-            return
-        first = min(failed, key=lambda s: (s.finished_at or s.updated_at, s.id))
-        event = workflow_failed(
-            workflow_id=workflow.id,
-            tenant_id=workflow.tenant_id,
-            failed_step=first,
-            now=self._deps.clock.now(),
-            key=workflow.idempotency_key,
-            template_id=workflow.template_id,
-        )
-        try:
-            await self._deps.store.record_events([event])
-        except StoreError as exc:
-            log.warning(
-                "workflow.failed event not written",
-                extra={"workflow_id": workflow.id, "tenant": workflow.tenant_id, "error": str(exc)},
-            )
 
 
 def _name(job: Job) -> str:
