@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from jobscheduler.domain.model import Status
-from jobscheduler.domain.states import IN_FLIGHT
+from jobscheduler.domain.states import FINAL, IN_FLIGHT
 from jobscheduler.store.query import (
     DUE_ONE_OFF,
     DUE_TEMPLATE,
@@ -56,6 +56,20 @@ def _static(query: JobQuery) -> list[str]:
     return terms
 
 
+def finished_term(statuses: Iterable[Status]) -> list[str]:
+    """``finished_at IS NULL`` when none of ``statuses`` is final, ``finished_at IS NOT
+    NULL`` when every one is (the rule every transition keeps: a final status and only a
+    final status has ``finished_at``), else nothing. The term a workflow's steps' index seeks
+    by (``jobs_workflow``): it is keyed on ``finished_at`` rather than the status, so that a
+    step's claim and start, which move its status but not ``finished_at``, leave it alone."""
+    final = {Status(s) in FINAL for s in statuses}
+    if final == {False}:
+        return ["finished_at IS NULL"]
+    if final == {True}:
+        return ["finished_at IS NOT NULL"]
+    return []
+
+
 def index_where(query: JobQuery) -> str:
     """The WHERE text of the partial index of ``query``'s jobs (its parameterless terms)."""
     return " AND ".join(_static(query))
@@ -84,6 +98,8 @@ def conditions(query: JobQuery, millis: Millis) -> tuple[list[str], list[Any]]:
         ]
     )
     terms += _static(query)
+    if query.statuses and query.workflow_id is not None:
+        terms += finished_term(query.statuses)
     more, values = given(
         [
             ("created_at >= ?", ms(query.created_after)),
@@ -141,24 +157,24 @@ PARTIAL_INDEXES: dict[str, tuple[str, JobQuery]] = {
     "jobs_step_dirty": ("updated_at", STEPS_TO_SETTLE),
 }
 
-#: Creates the partial indexes (after the column migration: some name added columns).
-PARTIAL_INDEXES_SQL = "".join(
-    f"CREATE INDEX IF NOT EXISTS {name} ON jobs ({columns}) WHERE {index_where(query)};\n"
-    for name, (columns, query) in PARTIAL_INDEXES.items()
-)
-
 
 def sync_partial_indexes(conn: sqlite3.Connection) -> None:
-    """Create the partial indexes, first dropping any whose stored columns or WHERE differ
-    from today's (a file made by an older version, or before a predicate or an index's
-    columns changed). Idempotent."""
+    """Create the partial indexes (after the column migration: some name added columns),
+    as :func:`sync_index` does. Idempotent."""
     for name, (columns, query) in PARTIAL_INDEXES.items():
-        row = conn.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
-        ).fetchone()
-        if row is not None and _stored_shape(row[0]) != (_collapsed(columns), index_where(query)):
-            conn.execute(f"DROP INDEX {name}")
-    conn.executescript(PARTIAL_INDEXES_SQL)
+        sync_index(conn, name, columns, index_where(query))
+
+
+def sync_index(conn: sqlite3.Connection, name: str, columns: str, where: str) -> None:
+    """Create the partial index ``name`` of the jobs on ``columns`` WHERE ``where``, first
+    dropping one stored under other columns or another WHERE (a file made by an older
+    version, or before a predicate or an index's columns changed). Idempotent."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", (name,)
+    ).fetchone()
+    if row is not None and _stored_shape(row[0]) != (_collapsed(columns), _collapsed(where)):
+        conn.execute(f"DROP INDEX {name}")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON jobs ({columns}) WHERE {where}")
 
 
 def _stored_shape(sql: str) -> tuple[str, str]:

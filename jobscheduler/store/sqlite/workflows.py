@@ -1,9 +1,10 @@
 """The SQLite store's workflow records (their own table) and the reads of their steps.
 
-The steps are rows of ``jobs``; the indexes that find them are here: a workflow's steps by
-status (``jobs_workflow``), the children a step spawned (``jobs_spawned``), and the steps
-marked for their workflow, by age (``jobs_step_dirty``, a partial index whose WHERE comes
-from :data:`~jobscheduler.store.workflows.STEPS_TO_SETTLE`, in :mod:`.where`).
+The steps are rows of ``jobs``; the indexes that find them are here: a workflow's steps
+by whether each ended (``jobs_workflow``), the children a step spawned by status
+(``jobs_spawned``; both :data:`STEP_INDEXES`), and the steps marked for their workflow, by age
+(``jobs_step_dirty``, a partial index whose WHERE comes from
+:data:`~jobscheduler.store.workflows.STEPS_TO_SETTLE`, in :mod:`.where`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import sqlite3
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import WorkflowChange, released
@@ -30,7 +31,7 @@ from .codec import _COLUMNS, _SELECT, _from_row, _millis, from_millis
 from .codec import _to_db as job_value
 from .conn import SQLiteConnection, first_row, key_holder, placeholders
 from .query import keyset_sql
-from .where import index_where, status_condition, where_clause
+from .where import index_where, sync_index, where_clause
 
 WORKFLOWS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS workflows (
@@ -56,11 +57,19 @@ CREATE INDEX IF NOT EXISTS workflows_status_created
     ON workflows (status, created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS workflows_finished ON workflows (status, finished_at, id)
     WHERE finished_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_workflow ON jobs (workflow_id, status)
-    WHERE workflow_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_spawned ON jobs (spawned_by, status, created_at DESC, id DESC)
-    WHERE spawned_by IS NOT NULL;
 """
+#: The jobs' indexes of the steps' reads (name -> columns, WHERE). A workflow's steps by
+#: ``finished_at`` (see :func:`.where.finished_term`), not by status: only a step's end and
+#: its retry move that index, not each of its moves. The children a step spawned by status
+#: and age: their pages by age are read in one seek each (by ``finished_at``, the planner
+#: walked every job of their status in the dashboard's ``jobs_status_created`` instead).
+STEP_INDEXES: Final[Mapping[str, tuple[str, str]]] = {
+    "jobs_workflow": ("workflow_id, finished_at", "workflow_id IS NOT NULL"),
+    "jobs_spawned": (
+        "spawned_by, status, created_at DESC, id DESC",
+        "spawned_by IS NOT NULL",
+    ),
+}
 
 _FIELDS = (
     "id",
@@ -86,7 +95,10 @@ _WF_READ_LEAN = ", ".join(("'[]'" if f == "steps" else f) for f in _FIELDS)
 
 def migrate_workflows(conn: sqlite3.Connection) -> None:
     """Add ``step_count`` to a workflows table made before it was stored, counting the
-    steps of the records already there."""
+    steps of the records already there; create the steps' indexes (rebuilt in a file whose
+    ``jobs_workflow`` was keyed on the status)."""
+    for name, (columns, where) in STEP_INDEXES.items():
+        sync_index(conn, name, columns, where)
     present = {row[1] for row in conn.execute("PRAGMA table_info(workflows)")}
     if "step_count" not in present:
         conn.execute("ALTER TABLE workflows ADD COLUMN step_count INTEGER NOT NULL DEFAULT 0")
@@ -228,13 +240,14 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
     async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
         fields = released(now)
         assignments = ", ".join(f"{_COLUMNS[field]} = ?" for field in fields)
+        waiting = JobQuery(tenant_id=None, spawned_by=spawner, statuses=(Status.WAITING,))
+        where, where_params = where_clause(waiting, _millis)
         sql = (
             f"UPDATE jobs SET {assignments}, scheduled_at = MAX(scheduled_at, ?) "
-            "WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_spawned "
-            f"WHERE spawned_by = ? AND {status_condition([Status.WAITING])} LIMIT ?)"
+            f"WHERE id IN (SELECT id FROM jobs INDEXED BY jobs_spawned {where} LIMIT ?)"
         )
         params = [job_value(field, value) for field, value in fields.items()]
-        params += [_millis(now), spawner, limit]
+        params += [_millis(now), *where_params, limit]
         return int(await self._write(lambda conn: conn.execute(sql, params).rowcount))
 
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
