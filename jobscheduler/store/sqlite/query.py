@@ -59,7 +59,9 @@ def find_sql(
     """``SELECT select FROM jobs WHERE ... ORDER BY <sort field> <dir>, id <dir> LIMIT ?``
     (the query's :class:`Sort`; by default ``created_at DESC, id DESC``)."""
     terms, params = conditions(query, millis)
-    return keyset_sql(select, "jobs", terms, params, query.sort, after, limit, millis)
+    # A spawner's children, page by page by age (see workflows.STEP_INDEXES).
+    table = "jobs INDEXED BY jobs_spawned_pages" if query.spawned_by is not None else "jobs"
+    return keyset_sql(select, table, terms, params, query.sort, after, limit, millis)
 
 
 def keyset_sql(

@@ -59,9 +59,10 @@ def _static(query: JobQuery) -> list[str]:
 def finished_term(statuses: Iterable[Status]) -> list[str]:
     """``finished_at IS NULL`` when none of ``statuses`` is final, ``finished_at IS NOT
     NULL`` when every one is (the rule every transition keeps: a final status and only a
-    final status has ``finished_at``), else nothing. The term a workflow's steps' index seeks
-    by (``jobs_workflow``): it is keyed on ``finished_at`` rather than the status, so that a
-    step's claim and start, which move its status but not ``finished_at``, leave it alone."""
+    final status has ``finished_at``), else nothing. The term the steps' indexes seek by
+    (``jobs_workflow``, ``jobs_spawned``): they are keyed on ``finished_at`` rather than the
+    status, so that a step's claim and start, which move its status but not ``finished_at``,
+    leave them alone."""
     final = {Status(s) in FINAL for s in statuses}
     if final == {False}:
         return ["finished_at IS NULL"]
@@ -98,7 +99,7 @@ def conditions(query: JobQuery, millis: Millis) -> tuple[list[str], list[Any]]:
         ]
     )
     terms += _static(query)
-    if query.statuses and query.workflow_id is not None:
+    if query.statuses and (query.workflow_id is not None or query.spawned_by is not None):
         terms += finished_term(query.statuses)
     more, values = given(
         [

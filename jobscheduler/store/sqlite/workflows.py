@@ -1,8 +1,8 @@
 """The SQLite store's workflow records (their own table) and the reads of their steps.
 
 The steps are rows of ``jobs``; the indexes that find them are here: a workflow's steps
-by whether each ended (``jobs_workflow``), the children a step spawned by status
-(``jobs_spawned``; both :data:`STEP_INDEXES`), and the steps marked for their workflow, by age
+and the children a step spawned, by whether each ended, and those children by age
+(:data:`STEP_INDEXES`), and the steps marked for their workflow, by age
 (``jobs_step_dirty``, a partial index whose WHERE comes from
 :data:`~jobscheduler.store.workflows.STEPS_TO_SETTLE`, in :mod:`.where`).
 """
@@ -58,17 +58,16 @@ CREATE INDEX IF NOT EXISTS workflows_status_created
 CREATE INDEX IF NOT EXISTS workflows_finished ON workflows (status, finished_at, id)
     WHERE finished_at IS NOT NULL;
 """
-#: The jobs' indexes of the steps' reads (name -> columns, WHERE). A workflow's steps by
-#: ``finished_at`` (see :func:`.where.finished_term`), not by status: only a step's end and
-#: its retry move that index, not each of its moves. The children a step spawned by status
-#: and age: their pages by age are read in one seek each (by ``finished_at``, the planner
-#: walked every job of their status in the dashboard's ``jobs_status_created`` instead).
+#: The jobs' indexes of the steps' reads (name -> columns, WHERE). None holds the status,
+#: which each move of a step changes: a workflow's steps and a spawner's children are found
+#: by whether each ended (``finished_at``, see :func:`.where.finished_term`: only an end and
+#: a retry move it), and a spawner's children read page by page by age
+#: (``jobs_spawned_pages``, named by those reads: the planner would walk every job of the
+#: status asked in the dashboard's ``jobs_status_created``).
 STEP_INDEXES: Final[Mapping[str, tuple[str, str]]] = {
     "jobs_workflow": ("workflow_id, finished_at", "workflow_id IS NOT NULL"),
-    "jobs_spawned": (
-        "spawned_by, status, created_at DESC, id DESC",
-        "spawned_by IS NOT NULL",
-    ),
+    "jobs_spawned": ("spawned_by, finished_at", "spawned_by IS NOT NULL"),
+    "jobs_spawned_pages": ("spawned_by, created_at DESC, id DESC", "spawned_by IS NOT NULL"),
 }
 
 _FIELDS = (
@@ -96,7 +95,7 @@ _WF_READ_LEAN = ", ".join(("'[]'" if f == "steps" else f) for f in _FIELDS)
 def migrate_workflows(conn: sqlite3.Connection) -> None:
     """Add ``step_count`` to a workflows table made before it was stored, counting the
     steps of the records already there; create the steps' indexes (rebuilt in a file whose
-    ``jobs_workflow`` was keyed on the status)."""
+    indexes were keyed on the status)."""
     for name, (columns, where) in STEP_INDEXES.items():
         sync_index(conn, name, columns, where)
     present = {row[1] for row in conn.execute("PRAGMA table_info(workflows)")}
