@@ -1,7 +1,8 @@
 """``ctx.parents`` read through the executor's cache of completed parents: the children of
 one spawner read it once, not once each; a step the executor completed itself is not read
 at all; a parent not completed (a clean-up step's dlq parent, which may be retried) is read
-every time; the cache keeps only the newest."""
+every time; the cache keeps only the newest; a step whose parents the cache all holds is answered
+without a read."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import attrs
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.steps import Step
 from jobscheduler.roles.executor.children import Children
+from jobscheduler.roles.executor.run import read_parents
 from jobscheduler.roles.executor.steps import StepEnds
-from jobscheduler.roles.workflows.reads import CompletedJobs, parent_results
+from jobscheduler.roles.workflows.reads import CompletedJobs, known_parent_results, parent_results
 from jobscheduler.store.query import JobQuery
 
 from .conftest import DepsFactory, make_job
@@ -76,3 +78,15 @@ async def test_a_parent_not_completed_is_read_each_time_and_the_oldest_is_forgot
     cache.add(second)
     assert cache.get(first.id) is None
     assert cache.get(second.id) == second
+
+
+async def test_a_step_whose_parents_are_all_held_is_answered_without_a_read_or_a_bound() -> None:
+    fan = step("fan", status=Status.COMPLETED, result={"n": 3})
+    child = step("fan/c0", fan)
+    cache = CompletedJobs()
+    assert known_parent_results(child, cache) is None  # not held yet: read_parents reads it
+    cache.add(fan)
+    assert known_parent_results(child, cache) == {"fan": {"n": 3}}
+    assert await read_parents(CountingStore(), child, cache) == ({"fan": {"n": 3}}, None)
+    sink = attrs.evolve(child, step=Step(name="sink", parents=[fan.id], after_children_of=[fan.id]))
+    assert known_parent_results(sink, cache) is None  # its children's results are read

@@ -30,7 +30,7 @@ from jobscheduler.handlers.runners import HandlerRunner
 from jobscheduler.observability.logs import FieldsAdapter
 from jobscheduler.observability.tracing import AttemptSpan
 from jobscheduler.roles.deps import Deps
-from jobscheduler.roles.workflows.reads import CompletedJobs, parent_results
+from jobscheduler.roles.workflows.reads import CompletedJobs, known_parent_results, parent_results
 from jobscheduler.store import Reporting
 
 from .children import Children
@@ -75,6 +75,8 @@ async def read_parents(
     failure of the attempt."""
     if job.step is None or not job.step.parents:
         return {}, None
+    if completed is not None and (known := known_parent_results(job, completed)) is not None:
+        return known, None  # no read: no bound needed (a fan-out's children, each)
     try:
         with trio.fail_after(PARENTS_TIMEOUT):
             return await parent_results(store, job, completed), None

@@ -5,7 +5,7 @@ handler sees as ``ctx.parents``."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jobscheduler.domain.model import Job, Status
@@ -59,6 +59,22 @@ class CompletedJobs:
             self._jobs.popitem(last=False)
 
 
+def known_parent_results(job: Job, completed: CompletedJobs) -> dict[str, Any] | None:
+    """``ctx.parents`` of a step whose parents ``completed`` all holds and which waits for
+    no spawned children (a fan-out's child: its spawner), with no read; else None."""
+    if job.step is None or job.step.after_children_of:
+        return None
+    parents = [completed.get(p) for p in job.step.parents]
+    if any(p is None for p in parents):
+        return None
+    return _by_name(p for p in parents if p is not None)
+
+
+def _by_name(jobs: Iterable[Job]) -> dict[str, Any]:
+    """Each job's result by its step name (a job that is not a step: by id)."""
+    return {job.step.name if job.step else job.id: job.result for job in jobs}
+
+
 async def parent_results(
     store: Reporting, job: Job, completed: CompletedJobs | None = None
 ) -> dict[str, Any]:
@@ -76,10 +92,9 @@ async def parent_results(
         for parent in read:
             known.add(parent)
         parents += read
-    out = {p.step.name if p.step else p.id: p.result for p in parents}
+    out = _by_name(parents)
     spawners = {p.id: p for p in parents if p.step is not None and p.step.spawns}
     for spawner in job.step.after_children_of:
         if spawner in spawners:
-            for child in await spawned_by(store, spawner, Status.COMPLETED):
-                out[child.step.name if child.step else child.id] = child.result
+            out.update(_by_name(await spawned_by(store, spawner, Status.COMPLETED)))
     return out

@@ -218,9 +218,16 @@ def _from_row(row: Sequence[Any]) -> Job:
     )
     step = values[_STEP_INDEX]
     if step is not None:
-        values[_STEP_INDEX] = Step.from_json(json.loads(step))
+        values[_STEP_INDEX] = _step(step)
     values[_STEP_DIRTY_INDEX] = bool(values[_STEP_DIRTY_INDEX])
     return Job(**dict(zip(_FIELDS, values, strict=True)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _step(text: str) -> Step:
+    """A step's column decoded (cached: a step is read back by each of its moves, and a
+    Step is immutable)."""
+    return Step.from_json(json.loads(text))
 
 
 @functools.lru_cache(maxsize=256)
