@@ -21,6 +21,7 @@ Assertions are about outcomes and ordering; exact times only where nothing else 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -161,6 +162,18 @@ async def started_sqlite(path: str | Path) -> SQLiteJobStore:
     sqlite = SQLiteJobStore(path)
     await sqlite.start()
     return sqlite
+
+
+async def file_altered(path: Path, script: str) -> None:
+    """A SQLite file at ``path`` made by today's store, then changed by ``script`` (to look
+    as an older version left it)."""
+    store = await started_sqlite(path)
+    await store.close()
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(script)
+    finally:
+        conn.close()
 
 
 @pytest.fixture

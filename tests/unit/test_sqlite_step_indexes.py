@@ -18,7 +18,7 @@ from jobscheduler.store.query import JobQuery
 from jobscheduler.store.sqlite import SQLiteJobStore
 from jobscheduler.store.sqlite.where import finished_term
 
-from .conftest import BASE, started_sqlite
+from .conftest import BASE, file_altered, started_sqlite
 from .test_sqlite_plans import _plans, _traced
 
 
@@ -63,16 +63,13 @@ async def test_a_file_whose_steps_indexes_were_keyed_on_the_status_has_them_rebu
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
-    store = await started_sqlite(path)
-    await store.close()
-    conn = sqlite3.connect(path)
-    conn.executescript(
+    await file_altered(
+        path,
         "DROP INDEX jobs_workflow; DROP INDEX jobs_spawned;"
         "CREATE INDEX jobs_workflow ON jobs (workflow_id, status) WHERE workflow_id IS NOT NULL;"
         "CREATE INDEX jobs_spawned ON jobs (spawned_by, status, created_at DESC, id DESC)"
-        " WHERE spawned_by IS NOT NULL;"
+        " WHERE spawned_by IS NOT NULL;",
     )
-    conn.close()
 
     store = SQLiteJobStore(path)
     await store.start()

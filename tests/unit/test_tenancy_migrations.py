@@ -9,7 +9,7 @@ import pytest
 
 from jobscheduler.errors import DuplicateJob
 
-from .conftest import make_job, started_sqlite
+from .conftest import file_altered, make_job, started_sqlite
 
 #: The jobs table as releases before tenancy created it (keys unique across tenants).
 OLD_JOBS_TABLE = """
@@ -64,13 +64,9 @@ async def test_an_old_sqlite_file_gets_per_tenant_keys_and_keeps_its_jobs(
 
 async def test_a_file_with_the_full_run_index_gets_the_partial_one(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
-    store = await started_sqlite(path)
-    await store.close()
-    conn = sqlite3.connect(path)
-    conn.executescript(
-        "DROP INDEX jobs_run; CREATE UNIQUE INDEX jobs_run ON jobs (template_id, fire_at);"
+    await file_altered(
+        path, "DROP INDEX jobs_run; CREATE UNIQUE INDEX jobs_run ON jobs (template_id, fire_at);"
     )
-    conn.close()
 
     store = await started_sqlite(path)
     try:
