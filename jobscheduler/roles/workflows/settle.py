@@ -21,7 +21,9 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
    on the version read;
 5. only then clears the marks of the steps it acted on (:func:`states.settle_step
    <jobscheduler.domain.states.settle_step>`, conditioned on the version acted on) -- in
-   the round trip of the releases when there are some (the workflow cannot finish then).
+   the round trip of the last releases decided step by step when there are some (the
+   workflow cannot finish then); after the spawned children released together, in one of
+   their own.
 
 Each write is a conditional transition on the version read, so any number of settlers may
 act on one workflow at once (an executor's fast path, the reaper's sweep, the API): a step is
