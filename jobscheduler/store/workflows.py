@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 
@@ -124,6 +124,12 @@ class WorkflowRecords(Protocol):
     async def any_job(self, query: JobQuery) -> bool:
         """Whether some job matches ``query`` (one indexed probe, for a query naming a
         ``workflow_id`` or ``spawned_by``)."""
+
+    @abc.abstractmethod
+    async def spawned_results(self, spawner: str) -> dict[str, Any]:
+        """The result of each completed child ``spawner`` spawned, by its step name (what
+        a step waiting for them sees in ``ctx.parents``): only those two fields read, not
+        each child's job (a fan-in of thousands)."""
 
     @abc.abstractmethod
     async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:

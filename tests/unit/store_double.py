@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from jobscheduler.domain.attempts import Attempt
 from jobscheduler.domain.audit import AuditQuery, AuditRecord
@@ -157,6 +158,9 @@ class ProxyStore(JobStore):
 
     async def any_job(self, query: JobQuery) -> bool:
         return await self.inner.any_job(query)
+
+    async def spawned_results(self, spawner: str) -> dict[str, Any]:
+        return await self.inner.spawned_results(spawner)
 
     async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
         return await self.inner.release_spawned(spawner, now, limit)

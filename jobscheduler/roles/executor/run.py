@@ -31,7 +31,7 @@ from jobscheduler.observability.logs import FieldsAdapter
 from jobscheduler.observability.tracing import AttemptSpan
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.workflows.reads import CompletedJobs, known_parent_results, parent_results
-from jobscheduler.store import Reporting
+from jobscheduler.store import JobStore
 
 from .children import Children
 
@@ -68,7 +68,7 @@ PARENTS_TIMEOUT = 10.0
 
 
 async def read_parents(
-    store: Reporting, job: Job, completed: CompletedJobs | None = None
+    store: JobStore, job: Job, completed: CompletedJobs | None = None
 ) -> tuple[dict[str, Any], Failure | None]:
     """A workflow step's ``ctx.parents`` (empty for any other job), read within
     PARENTS_TIMEOUT (``completed``: parents read before); or, when it cannot be read, the

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.store import Reporting
+from jobscheduler.store import JobStore, Reporting
 from jobscheduler.store.query import MAX_QUERY_IDS, Cursor, JobQuery
 
 
@@ -76,7 +76,7 @@ def _by_name(jobs: Iterable[Job]) -> dict[str, Any]:
 
 
 async def parent_results(
-    store: Reporting, job: Job, completed: CompletedJobs | None = None
+    store: JobStore, job: Job, completed: CompletedJobs | None = None
 ) -> dict[str, Any]:
     """``ctx.parents`` of a step: the result of each job it waits for, by step name (for a
     step waiting for the children a step spawned, theirs too, ``<spawner>/<key>``); empty
@@ -93,8 +93,8 @@ async def parent_results(
             known.add(parent)
         parents += read
     out = _by_name(parents)
-    spawners = {p.id: p for p in parents if p.step is not None and p.step.spawns}
+    spawners = {p.id for p in parents if p.step is not None and p.step.spawns}
     for spawner in job.step.after_children_of:
         if spawner in spawners:
-            out.update(_by_name(await spawned_by(store, spawner, Status.COMPLETED)))
+            out.update(await store.spawned_results(spawner))
     return out

@@ -7,14 +7,14 @@ from typing import Any
 
 import attrs
 
-from jobscheduler.domain.model import Job, utc
+from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import WorkflowChange
 from jobscheduler.domain.workflows import Workflow, WorkflowStatus
 from jobscheduler.errors import DuplicateWorkflow, WorkflowNotFound
 from jobscheduler.store.query import Cursor, JobQuery, Sort, keyset_page
 from jobscheduler.store.workflows import STEPS_TO_SETTLE, TenantScope, WorkflowQuery
 
-from .codec import job_out, keep
+from .codec import copy_json, job_out, keep
 from .conn import MemoryConnection
 
 
@@ -95,6 +95,15 @@ class MemoryWorkflowsMixin(MemoryConnection):
     async def any_job(self, query: JobQuery) -> bool:
         await self._enter()
         return any(query.matches(job) for job in self._jobs)
+
+    async def spawned_results(self, spawner: str) -> dict[str, Any]:
+        await self._enter()
+        completed = JobQuery(tenant_id=None, spawned_by=spawner, statuses=(Status.COMPLETED,))
+        return {
+            job.step.name: copy_json(job.result)
+            for job in self._jobs
+            if completed.matches(job) and job.step is not None
+        }
 
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
         await self._enter()

@@ -23,7 +23,8 @@ from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from jobscheduler.domain.model import Job, utc
+from jobscheduler.domain.attempts import decode_result
+from jobscheduler.domain.model import Job, Status, utc
 from jobscheduler.domain.states import WorkflowChange
 from jobscheduler.domain.workflows import (
     WORKFLOW_TIME_FIELDS,
@@ -276,6 +277,21 @@ class MongoWorkflowsMixin(MongoSeam):
             lambda: jobs.find_one(where, projection={"_id": True}), "any_job", read=True
         )
         return found is not None
+
+    async def spawned_results(self, spawner: str) -> dict[str, Any]:
+        jobs = self._collection()
+        completed = JobQuery(tenant_id=None, spawned_by=spawner, statuses=(Status.COMPLETED,))
+        where = job_filter(completed)
+        step, result = FIELDS["step"], FIELDS["result"]
+        projection = {"_id": False, f"{step}.name": True, result: True}
+
+        def op() -> dict[str, Any]:
+            return {
+                doc[step]["name"]: decode_result(doc.get(result))
+                for doc in jobs.find(where, projection=projection)
+            }
+
+        return await self._call(op, "spawned_results", read=True)
 
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:
         jobs = self._collection()

@@ -236,6 +236,15 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
         sql = f"SELECT 1 FROM jobs {where} LIMIT 1"
         return bool(await self._read(lambda conn: conn.execute(sql, params).fetchone()))
 
+    async def spawned_results(self, spawner: str) -> dict[str, Any]:
+        completed = JobQuery(tenant_id=None, spawned_by=spawner, statuses=(Status.COMPLETED,))
+        where, params = where_clause(completed, _millis)
+        sql = (
+            f"SELECT json_extract(step, '$.name'), result FROM jobs INDEXED BY jobs_spawned {where}"
+        )
+        rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
+        return {name: None if result is None else json.loads(result) for name, result in rows}
+
     async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
         fields = released(now)
         assignments = ", ".join(f"{_COLUMNS[field]} = ?" for field in fields)
