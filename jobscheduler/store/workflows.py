@@ -14,6 +14,7 @@ in between leaves a record a repeated create (or the reaper) finishes or gives u
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -138,6 +139,13 @@ class WorkflowRecords(Protocol):
         :func:`~jobscheduler.domain.states.release_step` would write it, in one atomic
         statement where the store has one; how many were released (fewer than ``limit``:
         none is left waiting)."""
+
+    @abc.abstractmethod
+    async def clear_marks(self, steps: Sequence[Job]) -> int:
+        """Clear the mark (``step_dirty``) of each of ``steps`` still marked at the status
+        and version it was read with -- :func:`~jobscheduler.domain.states.settle_step` of
+        each, in one write and without building a change for each where the store can;
+        how many were cleared."""
 
     @abc.abstractmethod
     async def steps_to_settle(self, before: datetime, limit: int) -> list[Job]:

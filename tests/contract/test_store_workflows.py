@@ -151,6 +151,24 @@ async def test_settle_clears_the_mark_unless_the_step_moved_since(store: JobStor
     assert (await store.get(a.id)).step_dirty is True
 
 
+async def test_clear_marks_clears_each_step_still_marked_as_read_and_nothing_else(
+    store: JobStore,
+) -> None:
+    _, a, b = await stored(store)
+    _, c, _ = await stored(store, plan("etl-2"))
+    cancelled = await store.apply(states.cancel_step(c, now=LATER, reason="x"))
+    assert cancelled is not None
+    assert cancelled.step_dirty is True  # marked again by its end, after ``c`` was read
+
+    assert await store.clear_marks([a, c, b]) == 1
+
+    cleared = await store.get(a.id)
+    assert cleared == attrs.evolve(a, step_dirty=False)
+    assert (await store.get(c.id)).step_dirty is True
+    assert (await store.get(b.id)).step_dirty is False
+    assert await store.clear_marks([]) == 0
+
+
 async def test_steps_to_settle_are_the_marked_ones_older_than_the_cutoff_oldest_first(
     store: JobStore,
 ) -> None:

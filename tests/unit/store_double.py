@@ -159,6 +159,9 @@ class ProxyStore(JobStore):
     async def any_job(self, query: JobQuery) -> bool:
         return await self.inner.any_job(query)
 
+    async def clear_marks(self, steps: Sequence[Job]) -> int:
+        return await self.inner.clear_marks(steps)
+
     async def spawned_results(self, spawner: str) -> dict[str, Any]:
         return await self.inner.spawned_results(spawner)
 

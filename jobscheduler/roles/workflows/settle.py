@@ -22,8 +22,8 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
 5. only then clears the marks of the steps it acted on (:func:`states.settle_step
    <jobscheduler.domain.states.settle_step>`, conditioned on the version acted on) -- in
    the round trip of the last releases decided step by step when there are some (the
-   workflow cannot finish then); after the spawned children released together, in one of
-   their own.
+   workflow cannot finish then); else in one of their own (the store's ``clear_marks``: a
+   fan-out's ends are cleared a few hundred at a time).
 
 Each write is a conditional transition on the version read, so any number of settlers may
 act on one workflow at once (an executor's fast path, the reaper's sweep, the API): a step is
@@ -108,7 +108,7 @@ class Settler:
                 "workflow steps without a workflow record; marks cleared",
                 extra={"workflow_id": workflow_id, "steps": len(seeds)},
             )
-            await store.apply_bulk([states.settle_step(s) for s in seeds if s.step_dirty])
+            await store.clear_marks([s for s in seeds if s.step_dirty])
             return
         if record.status is WorkflowStatus.CREATING:
             return  # its create (or the reaper's sweep of creates) opens it first
@@ -136,7 +136,7 @@ class Settler:
             if finished is not None:
                 done.finished.append(finished)
         if to_clear:
-            await store.apply_bulk([states.settle_step(s) for s in to_clear])
+            await store.clear_marks(to_clear)
 
     async def _release_spawned(
         self, record: Workflow, ends: Sequence[Job], done: Settled

@@ -37,7 +37,7 @@ import attrs
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.domain.states import Change, claim_fields, release_step
+from jobscheduler.domain.states import Change, claim_fields, release_step, settle_step
 from jobscheduler.errors import StoreError
 from jobscheduler.store.base import InsertOutcome, JobStore
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
@@ -179,6 +179,9 @@ class MemoryJobStore(
             job = self._apply(change)
             results.append(False if job is None else job if want else True)
         return results
+
+    async def clear_marks(self, steps: Sequence[Job]) -> int:
+        return await self.apply_bulk([settle_step(step) for step in steps])
 
     async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
         await self._enter()

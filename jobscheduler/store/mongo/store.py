@@ -67,7 +67,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError, Writ
 
 from jobscheduler.domain.audit import AuditRecord
 from jobscheduler.domain.model import Job, Status, utc
-from jobscheduler.domain.states import release_step
+from jobscheduler.domain.states import release_step, settle_step
 from jobscheduler.errors import StoreError, ValidationError
 from jobscheduler.store.base import InsertOutcome
 from jobscheduler.store.inserts import duplicate_of, first_of_each_key, spread_outcomes
@@ -276,6 +276,9 @@ class MongoJobStore(
             query = {**query, FIELDS["tenant_id"]: tenant}
         doc = await self._call(lambda: jobs.find_one(query), what, read=True)
         return None if doc is None else document_to_job(doc)
+
+    async def clear_marks(self, steps: Sequence[Job]) -> int:
+        return await self.apply_bulk([settle_step(step) for step in steps])
 
     async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
         # One conditional statement per child (chunked: :meth:`apply_bulk`): the counters
