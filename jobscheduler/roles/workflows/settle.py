@@ -7,7 +7,7 @@ steps (as their writer holds them, or as the reaper's sweep reads them) and, per
 1. reads the record: a workflow still being stored (``creating``) is left to its create or
    to the reaper; one whose cancel was requested has its waiting steps cancelled;
 2. releases the waiting children of each completed spawner together (their only parent:
-   nothing to read or decide; the store's ``release_spawned``); reads the other waiting
+   nothing to read or decide; :mod:`.release`); reads the other waiting
    steps the ends may free (each end's ``children``, and the waiting children of a spawner
    that did not complete), and every job those wait for;
 3. decides each: **release** (every parent completed -- and the children spawned by each
@@ -50,6 +50,7 @@ from jobscheduler.store.query import JobQuery
 
 from .finish import finish_if_ended
 from .reads import read_jobs, spawned_by
+from .release import Settled, SpawnedRelease
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +62,6 @@ MAX_ROUNDS = 10_000
 #: Decisions written per round trip: the first children of a large fan-out are claimed
 #: while the rest are still being released.
 RELEASE_CHUNK = 500
-
-
-@attrs.define
-class Settled:
-    """What one :meth:`Settler.settle` did."""
-
-    released: int = 0
-    cancelled: int = 0
-    finished: list[Workflow] = attrs.Factory(list)
 
 
 @attrs.frozen
@@ -86,6 +78,7 @@ class Settler:
     def __init__(self, deps: Deps, *, by: str) -> None:
         self._deps = deps
         self._by = by
+        self._release = SpawnedRelease(deps, by=by)
 
     async def settle(self, steps: Iterable[Job]) -> Settled:
         """Act on ``steps`` (marked workflow steps, as last read or written), workflow by
@@ -124,7 +117,7 @@ class Settler:
                 break
             ends = [s for s in frontier if s.status in _ENDED]
             to_clear += [s for s in frontier if s.step_dirty and s.status is not Status.WAITING]
-            together = await self._release_spawned(record, ends, done)
+            together = await self._release.release(record, ends, done)
             candidates = await self._waiting_for(
                 ends, [s for s in frontier if s.status is Status.WAITING], together
             )
@@ -137,43 +130,6 @@ class Settler:
                 done.finished.append(finished)
         if to_clear:
             await store.clear_marks(to_clear)
-
-    async def _release_spawned(
-        self, record: Workflow, ends: Sequence[Job], done: Settled
-    ) -> set[str]:
-        """Release the waiting children of each completed spawner among ``ends`` together,
-        RELEASE_CHUNK a statement, none read: the spawner is their only parent, so each is
-        released (a fan-out of thousands costs a few statements, not a read and a write of
-        each). Not when the workflow's cancel was requested: they are cancelled one by one.
-        The ids of the spawners done so."""
-        if record.cancel_requested_at is not None:
-            return set()
-        deps = self._deps
-        spawners = [
-            end
-            for end in ends
-            if end.status is Status.COMPLETED and end.step is not None and end.step.spawns
-        ]
-        for spawner in spawners:
-            now = deps.clock.now()
-            # Until none is left: another settler may be releasing the same children.
-            while released := await deps.store.release_spawned(spawner.id, now, RELEASE_CHUNK):
-                done.released += released
-                deps.metrics.workflow_steps_settled.labels(outcome="released", by=self._by).inc(
-                    released
-                )
-                if deps.waker is not None:
-                    deps.waker.notify(now)
-                log.debug(
-                    "spawned workflow steps released",
-                    extra={
-                        "job_id": spawner.id,
-                        "tenant": spawner.tenant_id,
-                        "workflow_id": spawner.workflow_id,
-                        "released": released,
-                    },
-                )
-        return {spawner.id for spawner in spawners}
 
     async def _waiting_for(
         self, ends: Sequence[Job], waiting: Sequence[Job], released: set[str]
