@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from jobscheduler.domain.attempts import decode_result
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import WorkflowChange, released
 from jobscheduler.domain.workflows import (
@@ -243,7 +244,7 @@ class SQLiteWorkflowsMixin(SQLiteConnection):
             f"SELECT json_extract(step, '$.name'), result FROM jobs INDEXED BY jobs_spawned {where}"
         )
         rows = await self._read(lambda conn: conn.execute(sql, params).fetchall())
-        return {name: None if result is None else json.loads(result) for name, result in rows}
+        return {name: decode_result(result) for name, result in rows}
 
     async def release_spawned(self, spawner: str, now: datetime, limit: int) -> int:
         fields = released(now)
