@@ -29,6 +29,7 @@ from jobscheduler.observability.metrics import Metrics
 from jobscheduler.observability.tracing import configure_tracing
 from jobscheduler.roles.deps import Deps, Waker
 from jobscheduler.roles.executor.role import run_executor
+from jobscheduler.roles.executor.slots import messages_held
 from jobscheduler.roles.notifier.loop import run_notifier
 from jobscheduler.roles.reaper.recovery import recover_in_flight
 from jobscheduler.roles.reaper.sweeps import run_reaper
@@ -85,6 +86,8 @@ def production_bus(settings: Settings) -> Bus:
         settings.kafka_brokers,
         partitions=settings.kafka_partitions,
         topic_prefix=settings.kafka_topic_prefix,
+        # As many un-acked as the executor holds: fewer would cap EXECUTOR_CONCURRENCY.
+        max_in_flight_per_subscription=messages_held(settings.executor_concurrency),
         rejoin_timeout=settings.kafka_rejoin_timeout,
         unhealthy_after=settings.kafka_unhealthy_after,
     )

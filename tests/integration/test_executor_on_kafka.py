@@ -1,4 +1,5 @@
-"""The executor on the real Kafka broker while its store fails (in one process).
+"""The executor on the real Kafka broker: while its store fails, and with more running
+slots than the bus's default in-flight cap (in one process).
 
 Regression: with wake-ups waiting in Kafka and the store down, every failed pick left its
 message un-acked; the subscription counted them in flight forever, so commits froze and
@@ -29,8 +30,9 @@ from jobscheduler.domain import states
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.election.local import LocalElector
 from jobscheduler.errors import BusError, StoreError
-from jobscheduler.handlers import default_registry
+from jobscheduler.handlers import JobContext, default_registry
 from jobscheduler.observability.metrics import Metrics
+from jobscheduler.process.assembly import production_bus
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.executor.consume import Executor
 from jobscheduler.store.base import JobStore
@@ -141,3 +143,75 @@ async def test_executor_completes_new_jobs_after_the_store_refused_a_backlog_of_
         print(f"new jobs completed {recovery:.2f}s after the store came back")
     finally:
         await sqlite.close()
+
+
+#: More running slots than the 64 un-acked deliveries the bus allows unless told otherwise.
+MANY_SLOTS = 80
+
+
+async def test_the_assembled_bus_delivers_enough_to_fill_every_running_slot(
+    tmp_path: Path,
+) -> None:
+    """EXECUTOR_CONCURRENCY above the bus's default in-flight cap: every slot runs a job
+    (the bus of a role process delivers as many un-acked as the executor holds)."""
+    prefix = f"itest-slots-{uuid.uuid4().hex[:8]}."
+    settings = make_settings(
+        tmp_path,
+        executor_concurrency=MANY_SLOTS,
+        kafka_brokers=kafka_brokers(),
+        kafka_topic_prefix=prefix,
+    )
+    bus = production_bus(settings)
+    store = SQLiteJobStore(tmp_path / "jobs.db")
+    running = 0
+    peak = 0
+    release = trio.Event()
+
+    async def hold(ctx: JobContext) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            await release.wait()
+        finally:
+            running -= 1
+
+    registry = default_registry()
+    registry.register("hold", hold)
+    clock = SystemClock()
+    deps = Deps(
+        settings=settings,
+        store=store,
+        bus=bus,
+        elector=LocalElector("leader-test"),
+        registry=registry,
+        metrics=Metrics(),
+        clock=clock,
+        waker=None,
+    )
+    await store.start()
+    await bus.start()
+    try:
+        jobs = [make_job(job_type="hold", scheduled_at=clock.now()) for _ in range(MANY_SLOTS + 20)]
+        for job in jobs:
+            await store.insert(job)
+        assert len(await store.claim_due(clock.now(), len(jobs))) == len(jobs)
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(Executor(deps).consume, "hold")
+                await bus.publish(
+                    [WakeUp(job_id=j.id, job_type=j.job_type, priority=j.priority) for j in jobs]
+                )
+                with trio.fail_after(30):
+                    while running < MANY_SLOTS:
+                        await trio.sleep(0.05)
+                await trio.sleep(0.5)  # no more than the slots start meanwhile
+                assert peak == MANY_SLOTS
+                release.set()
+                await wait_until_done(store, jobs)
+                nursery.cancel_scope.cancel()
+    finally:
+        await bus.close()
+        await store.close()
+        with contextlib.suppress(BusError):
+            await trio.to_thread.run_sync(delete_prefixed_topics, kafka_brokers(), prefix)

@@ -7,6 +7,13 @@ import trio
 from jobscheduler.bus import Delivery
 
 
+def messages_held(concurrency: int) -> int:
+    """How many messages a consumer of ``concurrency`` running slots holds unsettled at
+    most (the running ones, and as many again whose outcomes are being written while the
+    next batch is picked): what its bus must deliver un-acked, or slots stay unused."""
+    return 2 * concurrency
+
+
 class Slots:
     """A consumer's two bounds: handlers running at once (EXECUTOR_CONCURRENCY), and
     messages received whose outcome is not yet written and acked (twice as many).
@@ -18,7 +25,7 @@ class Slots:
 
     def __init__(self, concurrency: int) -> None:
         self._running = trio.CapacityLimiter(concurrency)
-        self._unsettled = trio.CapacityLimiter(2 * concurrency)
+        self._unsettled = trio.CapacityLimiter(messages_held(concurrency))
 
     async def take(self, delivery: Delivery) -> None:
         await self._unsettled.acquire_on_behalf_of(delivery)
