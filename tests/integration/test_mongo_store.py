@@ -81,6 +81,25 @@ async def test_start_is_idempotent_on_one_store_and_across_stores(
     assert after == before
 
 
+async def test_an_index_nothing_reads_any_more_is_dropped_at_start(database: str) -> None:
+    """The finished-per-minute index of older releases costs every transition a write."""
+    await raw(
+        mongo_uri(),
+        database,
+        lambda jobs: jobs.create_index([("status", 1), ("updatedAt", 1)], name="status_updatedAt"),
+    )
+    store = MongoJobStore(mongo_uri(), database)
+    await store.start()
+    try:
+        names = await raw(mongo_uri(), database, lambda jobs: list(jobs.index_information()))
+        assert "status_updatedAt" not in names
+        assert "status_createdAt" in names
+        job = await store.insert(make_job())
+        assert await store.get(job.id) == job
+    finally:
+        await store.close()
+
+
 async def test_unreachable_server_fails_with_store_error_within_the_timeout() -> None:
     port = free_port()  # nothing listens on it
     store = MongoJobStore(f"mongodb://127.0.0.1:{port}", "unused", server_selection_timeout=0.5)

@@ -34,10 +34,10 @@ from .batch import BATCH_FIELD, CLAIM_FIELD
 from .codec import CLAIM_SORT, COLLECTION, FIELDS, Document
 from .flow import prepare_flow
 from .notifications import create_notification_indexes
-from .query import MANAGE_INDEXES
+from .query import MANAGE_INDEXES, STATUS_UPDATED_INDEX
 from .seam import durable_collection
 from .seam import outcome_unknown as outcome_unknown
-from .tenancy import create_tenancy_indexes, drop_global_key_index
+from .tenancy import GLOBAL_KEY_INDEX, create_tenancy_indexes
 from .upkeep import prepare_upkeep
 from .workers import create_workers_indexes
 from .workflows import prepare_workflows
@@ -106,6 +106,20 @@ INDEXES: Final = [
     IndexModel([(BATCH_FIELD, ASCENDING)], name="writeBatch"),
     IndexModel([(CLAIM_FIELD, ASCENDING)], name="claimBatch"),
 ]
+
+
+#: Indexes of the jobs that older releases created and nothing reads any more, dropped at
+#: start: the global idempotency-key index (the per-tenant one replaces it), the one the
+#: Overview counted finished jobs with.
+RETIRED_INDEXES: Final = (GLOBAL_KEY_INDEX, STATUS_UPDATED_INDEX)
+
+
+def drop_retired_indexes(jobs: Collection[Document]) -> None:
+    """Drop the :data:`RETIRED_INDEXES` that are present. Idempotent."""
+    present = jobs.index_information()
+    for name in RETIRED_INDEXES:
+        if name in present:
+            jobs.drop_index(name)
 
 
 #: In the ``ferretdbVersion`` of a FerretDB built by ``scripts/deps.sh`` with its patch.
@@ -230,7 +244,7 @@ class MongoConnection(JobStore):
                 client.close()
                 client = self._new_client(retry_writes=False)
             jobs = self._jobs_of(client)
-            drop_global_key_index(jobs)
+            drop_retired_indexes(jobs)
             for index in INDEXES:
                 # One index per createIndexes: FerretDB v1.24 panics (and drops the
                 # connection) when one command names two or more indexes that already

@@ -45,6 +45,10 @@ from .codec import (
 )
 from .seam import MongoSeam
 
+#: The index of releases whose Overview counted the jobs finished per minute (counters
+#: of ended jobs serve it now): read by nothing, written by every transition.
+STATUS_UPDATED_INDEX: Final = "status_updatedAt"
+
 #: Indexes of the management queries (document field names; see ``mongo.FIELDS``).
 MANAGE_INDEXES: Final = [
     IndexModel(
@@ -53,7 +57,6 @@ MANAGE_INDEXES: Final = [
     ),
     IndexModel([("templateId", ASCENDING), ("createdAt", DESCENDING)], name="templateId_createdAt"),
     IndexModel([("status", ASCENDING), ("createdAt", DESCENDING)], name="status_createdAt"),
-    IndexModel([("status", ASCENDING), ("updatedAt", ASCENDING)], name="status_updatedAt"),
     # A tenant's cron templates (the Cron view: ``cron`` not null), newest first.
     IndexModel(
         [("tenantId", ASCENDING), ("cron", ASCENDING), ("createdAt", DESCENDING)],

@@ -15,7 +15,6 @@ from typing import Any, Final
 
 from bson import ObjectId
 from pymongo import ASCENDING, DESCENDING, IndexModel, MongoClient, ReturnDocument
-from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError
 
 from jobscheduler.domain.audit import AuditQuery, AuditRecord, audit_fields
@@ -109,13 +108,6 @@ def audit_filter(query: AuditQuery) -> Document:
 
 #: The index of releases where idempotency keys were unique across tenants.
 GLOBAL_KEY_INDEX: Final = "idempotencyKey_unique"
-
-
-def drop_global_key_index(jobs: Collection[Document]) -> None:
-    """Drop the global idempotency-key index of older releases, if present (the per-tenant
-    one replaces it). Idempotent."""
-    if GLOBAL_KEY_INDEX in jobs.index_information():
-        jobs.drop_index(GLOBAL_KEY_INDEX)
 
 
 def create_tenancy_indexes(client: MongoClient[Document], database: str) -> None:
