@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from jobscheduler.tools.bench.http import Connection, Pool
+from jobscheduler.tools.bench.http import IDLE_REOPEN, Connection, Pool
 from jobscheduler.tools.bench.stack import Process
 
 Reply = Callable[[bytes], list[bytes]]
@@ -117,6 +117,25 @@ async def test_connection_close_from_the_server_makes_the_next_request_reconnect
     try:
         assert await conn.request("GET", "/a") == (200, b"ok")
         assert await conn.request("GET", "/b") == (200, b"ok")
+    finally:
+        await conn.aclose()
+    assert server.connections == 2
+
+
+async def test_a_connection_idle_past_the_bound_is_opened_afresh(
+    serve: Serve, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A server ends an idle keep-alive connection after its timeout (hypercorn's 75 s); a
+    phase that waited a long drain between two requests must not send on it."""
+    server = await serve(lambda _: [response(200, b"ok")])
+    conn = Connection("127.0.0.1", server.port)
+    try:
+        assert await conn.request("GET", "/a") == (200, b"ok")
+        await trio.sleep(IDLE_REOPEN / 2)
+        assert await conn.request("GET", "/b") == (200, b"ok")
+        assert server.connections == 1
+        await trio.sleep(IDLE_REOPEN * 2)
+        assert await conn.request("GET", "/c") == (200, b"ok")
     finally:
         await conn.aclose()
     assert server.connections == 2

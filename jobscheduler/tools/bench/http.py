@@ -13,6 +13,11 @@ from typing import Any
 
 import trio
 
+#: A keep-alive connection idle this long is opened afresh rather than reused: the server
+#: ends idle ones after its keep-alive timeout (75 s), and a request sent on one it ended
+#: gets no answer. (A phase may wait minutes for a drain between two requests.)
+IDLE_REOPEN = 30.0
+
 
 class Connection:
     """One keep-alive HTTP/1.1 connection: a request, then its full response, in turn."""
@@ -22,9 +27,13 @@ class Connection:
         #: Extra header lines (``Name: value\r\n`` each), e.g. the Authorization.
         self._headers = headers
         self._stream: trio.SocketStream | None = None
+        #: When the last answer was read (trio time).
+        self._used_at = 0.0
         self._buffer = b""
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self._stream is not None and trio.current_time() - self._used_at > IDLE_REOPEN:
+            await self.aclose()
         if self._stream is None:
             self._stream = await trio.open_tcp_stream(self._host, self._port)
             self._buffer = b""
@@ -50,6 +59,7 @@ class Connection:
         while len(self._buffer) < length:
             await self._receive()
         payload, self._buffer = self._buffer[:length], self._buffer[length:]
+        self._used_at = trio.current_time()
         if close:
             # hypercorn ends a keep-alive connection after 1,000 requests (its
             # keep_alive_max_requests), saying so here; the next request opens a new one.
