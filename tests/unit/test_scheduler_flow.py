@@ -201,7 +201,9 @@ async def test_no_more_jobs_of_a_type_are_queued_than_its_room_ahead(
     assert await claimer.claim(deps.clock.now(), 10) == []
     report = claimer.report_due(deps.clock.now())
     assert report is not None
-    assert report.holds[0].text == "waiting: 4 noop jobs are queued for its executors"
+    [hold] = report.holds
+    assert hold.text == "waiting: 4 noop jobs are queued for its executors"
+    assert hold.waiting == 6  # every candidate held, one record
 
 
 async def test_claims_far_from_the_room_ahead_count_the_queued_jobs_only_near_it(

@@ -10,6 +10,7 @@ slots. "Cluster-wide" means across every executor and process, not across tenant
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -212,8 +213,10 @@ def rate_scope(tenant_id: str, job_type: str, key: str | None = None) -> str:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def room_scope(job_type: str) -> str:
-    """A type's room ahead of its executors (every tenant's jobs share it)."""
+    """A type's room ahead of its executors (every tenant's jobs share it). Cached: a
+    claim names it for each candidate it holds for room, often hundreds."""
     return _scope("c", job_type)
 
 

@@ -45,7 +45,6 @@ import trio
 
 from jobscheduler.domain.flow import (
     FlowReport,
-    Hold,
     HoldReason,
     Rate,
     allowance,
@@ -67,7 +66,7 @@ from jobscheduler.roles.deps import Deps
 from jobscheduler.store.query import Candidate, Exclusions, Pick
 
 from .ahead import Stranded, spend_ahead
-from .holds import HeldBook, add_hold
+from .holds import HeldBook, HoldTally
 from .limits import NO_LIMITS, REFRESH, LimitBook
 from .room import Room
 
@@ -102,7 +101,7 @@ class _Plan:
     picks: list[Pick] = attrs.field(factory=list)
     #: The rate scopes each pick spends.
     rates_of: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
-    holds: dict[str, Hold] = attrs.field(factory=dict)
+    holds: HoldTally = attrs.field(factory=HoldTally)
 
 
 class FlowClaimer:
@@ -246,14 +245,14 @@ class FlowClaimer:
             type_index = free_slot(plan.taken[scope], limits.max_running)
             if type_index is None:
                 used = len(plan.taken[scope])
-                add_hold(plan.holds, scope, HoldReason.MAX_RUNNING, job, used, limits.max_running)
+                plan.holds.add(scope, HoldReason.MAX_RUNNING, job, used, limits.max_running)
                 return
         if limits.concurrency is not None and key is not None:
             scope = key_scope(tenant, job_type, key)
             key_index = free_slot(plan.taken[scope], limits.concurrency)
             if key_index is None:
                 used = len(plan.taken[scope])
-                add_hold(plan.holds, scope, HoldReason.CONCURRENCY, job, used, limits.concurrency)
+                plan.holds.add(scope, HoldReason.CONCURRENCY, job, used, limits.concurrency)
                 return
         # The start: now, or the first instant every rate of the job allows, if that is
         # within how far ahead the job may be claimed.
@@ -275,7 +274,7 @@ class FlowClaimer:
             # seconds), not one start each time one more fits.
             topping_up = scope in plan.spent or _fits(allowed, now + ahead / 2)
             if not (topping_up and _fits(allowed, now + ahead)):
-                add_hold(plan.holds, scope, reason, job, limit=rate)
+                plan.holds.add(scope, reason, job, limit=rate)
                 return
             if allowed is not None and allowed > start:
                 start = allowed
@@ -356,7 +355,7 @@ class FlowClaimer:
 
     def _finish(self, now: datetime, plan: _Plan, exclude: Exclusions) -> None:
         """Account for what this claim held: the book (metrics, report), the wake-up time."""
-        holds = self._held.update(plan.holds, exclude)
+        holds = self._held.update(plan.holds.holds(), exclude)
         # Kept holds count too: a scope left out of the read still waits for its slots.
         reasons = {h.reason for h in holds.values()}
         self.waiting_for_slots = bool(reasons & {HoldReason.CONCURRENCY, HoldReason.MAX_RUNNING})
@@ -385,7 +384,7 @@ class FlowClaimer:
 def _hold_for_room(plan: _Plan, job: Candidate) -> None:
     """Hold ``job``: its type's room ahead of the executors is full."""
     queued = -plan.room[job.job_type]
-    add_hold(plan.holds, room_scope(job.job_type), HoldReason.CAPACITY, job, queued)
+    plan.holds.add(room_scope(job.job_type), HoldReason.CAPACITY, job, queued)
 
 
 def _fits(start: datetime | None, by: datetime) -> bool:

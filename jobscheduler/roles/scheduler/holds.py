@@ -2,9 +2,10 @@
 
 Each claim records a :class:`~jobscheduler.domain.flow.Hold` per scope it held jobs of (a
 full key or type, a spent rate, a type's room ahead of its executors), counting how many
-it held. The book keeps the latest holds -- with those of scopes the claim left out of its
-read, which are still held -- counts them in the metrics, and makes the report the job pages
-and the Overview read (stored at most once a second, and when the holds change).
+it held (:class:`HoldTally`). The book keeps the latest holds -- with those of scopes the
+claim left out of its read, which are still held -- counts them in the metrics, and makes
+the report the job pages and the Overview read (stored at most once a second, and when
+the holds change).
 """
 
 from __future__ import annotations
@@ -23,30 +24,47 @@ from jobscheduler.store.query import Candidate, Exclusions
 REPORT_EVERY = 1.0
 
 
-def add_hold(
-    holds: dict[str, Hold],
-    scope: str,
-    reason: HoldReason,
-    job: Candidate,
-    used: int = 0,
-    limit: int | Rate | None = None,
-) -> None:
-    """Count ``job`` as held by ``scope`` for ``reason`` (``used`` of ``limit`` taken)."""
-    held = holds.get(scope)
-    if held is not None:
-        holds[scope] = attrs.evolve(held, waiting=held.waiting + 1)
-        return
-    per_key = reason in (HoldReason.CONCURRENCY, HoldReason.KEY_RATE_LIMIT)
-    key = job.concurrency_key if per_key else None
-    holds[scope] = Hold(
-        scope=scope,
-        reason=reason,
-        tenant_id="" if reason is HoldReason.CAPACITY else job.tenant_id,
-        job_type=job.job_type,
-        key=key,
-        text=hold_text(reason, job_type=job.job_type, key=key, used=used, limit=limit),
-        waiting=1,
-    )
+class HoldTally:
+    """One claim's holds as it makes them: a :class:`Hold` per scope, built for its first
+    job, and how many jobs each held (a claim may hold hundreds of one type's candidates for
+    room: counting them costs no new record each)."""
+
+    __slots__ = ("_first", "_waiting")
+
+    def __init__(self) -> None:
+        self._first: dict[str, Hold] = {}
+        self._waiting: Counter[str] = Counter()
+
+    def add(
+        self,
+        scope: str,
+        reason: HoldReason,
+        job: Candidate,
+        used: int = 0,
+        limit: int | Rate | None = None,
+    ) -> None:
+        """Count ``job`` as held by ``scope`` for ``reason`` (``used`` of ``limit`` taken)."""
+        self._waiting[scope] += 1
+        if scope in self._first:
+            return
+        per_key = reason in (HoldReason.CONCURRENCY, HoldReason.KEY_RATE_LIMIT)
+        key = job.concurrency_key if per_key else None
+        self._first[scope] = Hold(
+            scope=scope,
+            reason=reason,
+            tenant_id="" if reason is HoldReason.CAPACITY else job.tenant_id,
+            job_type=job.job_type,
+            key=key,
+            text=hold_text(reason, job_type=job.job_type, key=key, used=used, limit=limit),
+            waiting=1,
+        )
+
+    def holds(self) -> dict[str, Hold]:
+        """Each scope's hold, counting every job it held."""
+        return {
+            scope: attrs.evolve(hold, waiting=self._waiting[scope])
+            for scope, hold in self._first.items()
+        }
 
 
 class HeldBook:
