@@ -14,7 +14,8 @@ import trio.testing
 from jobscheduler.domain import states
 from jobscheduler.domain.cron import Occurrence
 from jobscheduler.domain.model import Job, Status
-from jobscheduler.roles.scheduler.loop import ERROR_BACKOFF, STUCK_LIMIT, Scheduler
+from jobscheduler.roles.scheduler.loop import ERROR_BACKOFF, Scheduler
+from jobscheduler.roles.scheduler.templates import STUCK_LIMIT
 from jobscheduler.store import JobStore
 from jobscheduler.store.query import Pick
 

@@ -8,29 +8,25 @@ template moves are conditional on the old fire time.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from datetime import datetime, timedelta
-from typing import Final, Literal
 
 import trio
 
 from jobscheduler.bus import WakeUp
-from jobscheduler.domain import states
 from jobscheduler.domain.model import Job
 from jobscheduler.election import Term, lead
 from jobscheduler.errors import BusError, StoreError
 from jobscheduler.roles.deps import Deps
 from jobscheduler.roles.presence import Presence
 
-from .cron_firing import TemplateFiring
 from .flow import FlowClaimer
 from .mode import flow_control_on, warn_unenforced_limits
+from .templates import UNREAD, NextDue, TemplatePass
 
 log = logging.getLogger(__name__)
 
-TEMPLATE_BATCH = 100
 #: Pause before ticking again when something is due but the last tick took nothing; it
 #: doubles while passes keep taking nothing, up to the tick.
 STALL_PAUSE = 0.005
@@ -39,8 +35,6 @@ MAX_CLAIM_BATCH = 500
 #: Pause after a failed pass; it doubles while passes keep failing, up to MAX_ERROR_BACKOFF.
 ERROR_BACKOFF = 1.0
 MAX_ERROR_BACKOFF = 30.0
-#: Passes in a row a due template may fail to move before it is dead-lettered as stuck.
-STUCK_LIMIT = 20
 #: Bound of the publish inside a claim + publish unit, which leadership loss and shutdown
 #: cannot interrupt (past it the claimed jobs are left queued for the reaper).
 PUBLISH_TIMEOUT = 15.0
@@ -61,28 +55,17 @@ SLOT_POLL = 0.05
 ROOM_POLL = 0.005
 
 
-class _Unread(enum.Enum):
-    UNREAD = enum.auto()
-
-
-#: A pass's next due time when the pass has not read it (None is "no job pending").
-UNREAD: Final = _Unread.UNREAD
-NextDue = datetime | None | Literal[_Unread.UNREAD]
-
-
 class Scheduler:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
         self._tick = timedelta(seconds=deps.settings.scheduler_tick)
-        self._firing = TemplateFiring(deps)
+        self._templates = TemplatePass(deps)
         #: The fair, limited claim (None: FLOW_CONTROL off, the plain priority claim).
         self._flow = FlowClaimer(deps) if flow_control_on(deps) else None
         #: Claim lead of the dispatch loop (``tick`` claims only what is due).
         self._lead = timedelta(0)
         self._stall = STALL_PAUSE
         self._error_backoff = ERROR_BACKOFF
-        #: Due templates that did not move, and in how many passes in a row.
-        self._stuck: dict[str, int] = {}
 
     async def dispatch_loop(self, term: Term) -> None:
         """Tick until cancelled: spawn due cron instances, claim and publish every due job,
@@ -102,7 +85,7 @@ class Scheduler:
                 # (``_sleep`` returns right away while something is due and progress is made).
                 progress = await self._claim_all()
                 await self._report_flow()
-                fired, next_due = await self._fire_due_templates()
+                fired, next_due = await self._templates.fire_due()
                 await self._sleep(progress + fired, next_due)
             except StoreError as exc:
                 metrics.scheduler_pass_errors.labels(kind="store").inc()
@@ -128,7 +111,7 @@ class Scheduler:
 
         Returns how many jobs were claimed.
         """
-        await self._fire_templates()
+        await self._templates.fire_all()
         return await self._claim_all()
 
     async def _claim_all(self) -> int:
@@ -249,92 +232,6 @@ class Scheduler:
                 "dispatched",
                 extra={"job_id": job.id, "tenant": job.tenant_id, "job_type": job.job_type},
             )
-
-    async def _fire_due_templates(self) -> tuple[int, NextDue]:
-        """The templates' part of a pass, after one read of what it needs
-        (:meth:`~jobscheduler.store.base.JobStore.pass_reads`): release buffered fire times
-        and fire due templates only if there are any. Returns how many moved, and the next
-        due time as that read saw it, or :data:`UNREAD` once something moved (the pass's
-        sleep then reads it again)."""
-        deps = self._deps
-        reads = await deps.store.pass_reads(deps.clock.now())
-        fired = 0
-        if reads.buffers_held or reads.templates_due:
-            fired = await self._fire_templates(release=reads.buffers_held)
-        return fired, (UNREAD if fired else reads.next_due_at)
-
-    async def _fire_templates(self, *, release: bool = True) -> int:
-        """Fire every due template once; returns how many moved (spawned buffered runs
-        count too). A template that did not move is not fired again in this pass."""
-        deps = self._deps
-        fired = await self._firing.release_buffers() if release else 0
-        tried: set[str] = set()
-        while True:
-            now = deps.clock.now()
-            due = await deps.store.due_templates(now, TEMPLATE_BATCH)
-            moved = 0
-            for template in due:
-                if template.id not in tried:
-                    tried.add(template.id)
-                    moved += await self._fire(template)
-            fired += moved
-            if len(due) < TEMPLATE_BATCH or not moved:
-                return fired
-
-    async def _fire(self, template: Job) -> bool:
-        """Spawn the instances of the template's due fire times, then move the template.
-
-        Which fire times run is the template's catch-up policy (:func:`cron.plan_pass`) and
-        overlap policy; every fire time is recorded in the template's ledger first, and
-        the scheduler acts on the recorded decision
-        (:mod:`jobscheduler.roles.scheduler.cron_firing`). Each
-        instance is keyed on its fire time and due at the fire time plus the template's
-        jitter; the move is conditional on the version read. Returns whether it moved.
-
-        A template the scheduler fails on (an unexpected error: a bug, unexpected data) or
-        that is still due after STUCK_LIMIT passes in a row is dead-lettered with the
-        reason, so that one template cannot stop or spin the dispatch loop.
-        """
-        try:
-            moved = await self._firing.fire(template)
-        except StoreError:
-            raise
-        except Exception as exc:
-            log.exception(
-                "cron template failed",
-                extra={"job_id": template.id, "tenant": template.tenant_id, "error": repr(exc)},
-            )
-            return await self._dead_letter(
-                template, "error", f"the scheduler failed on this template: {exc!r}"
-            )
-        if moved:
-            self._stuck.pop(template.id, None)
-            return True
-        passes = self._stuck[template.id] = self._stuck.get(template.id, 0) + 1
-        if passes < STUCK_LIMIT:
-            return False
-        return await self._dead_letter(
-            template,
-            "stuck",
-            f"the scheduler could not move this template past its fire time "
-            f"{template.scheduled_at.isoformat()} in {passes} passes",
-        )
-
-    async def _dead_letter(self, template: Job, reason: str, error: str) -> bool:
-        """Dead-letter ``template`` (fenced on the version read); True if it was."""
-        self._stuck.pop(template.id, None)
-        deps = self._deps
-        dead = await deps.store.apply(
-            states.dead_letter_template(template, error=error, now=deps.clock.now())
-        )
-        if dead is None:
-            return False
-        deps.metrics.scheduler_templates_dead_lettered.labels(reason=reason).inc()
-        log.error(
-            "cron template dead-lettered",
-            extra={"job_id": template.id, "tenant": template.tenant_id, "error": error},
-        )
-        return True
 
     async def _sleep(self, progress: int, next_due: NextDue = UNREAD) -> None:
         """Sleep until the next job is due less the claim lead (at most one tick), or the
