@@ -17,6 +17,7 @@ from jobscheduler.roles.deps import Deps
 
 from .cron_firing import TemplateFiring
 
+# The dispatch loop's logger: these lines were the loop's, and keep their logger name.
 log = logging.getLogger("jobscheduler.roles.scheduler.loop")
 
 #: Due templates read per round trip.
