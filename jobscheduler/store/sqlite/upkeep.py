@@ -95,7 +95,7 @@ PRUNE_SLICE_SECONDS = 0.01
 #: under load a prune runs at a fraction of its idle pace, so that what it writes costs the
 #: steady load little. Beside 200 jobs/s on a store of 1,000,000 kept, eight runs: start-delay
 #: p99 3-9 ms during the prune (median 5) against 2-4 ms without, median ratio 1.6x, pruning
-#: 700-1,500 jobs/s; waiting 0.02 s, seven runs: 5-9 ms against 2-3, median 2.5x, about
+#: 700-1,900 jobs/s; waiting 0.02 s, seven runs: 5-9 ms against 2-3, median 2.5x, about
 #: 3,000 jobs/s.
 PRUNE_BUSY_PAUSE = 0.1
 
