@@ -195,8 +195,8 @@ async def measure(stack: Stack, client: Pool, tenant: str, label: str) -> Figure
     if not found:  # the empty store: a job of the bench's own phases
         _, found = await client.request("GET", "/jobs?allTenants=true&limit=1")
     job_id = found[0]["id"] if found else None
-    for label, path in pages(tenant, job_id):
-        figures.pages_ms[label] = await _median_ms(client, path)
+    for page, path in pages(tenant, job_id):
+        figures.pages_ms[page] = await _median_ms(client, path)
     print(f"scale: measured {label} ({_load()})")
     return figures
 
