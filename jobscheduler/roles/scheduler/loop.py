@@ -46,7 +46,13 @@ CLAIM_CALL_TIMEOUT = 10.0
 #: and the wake-up goes out AT the due instant (:meth:`Scheduler._publish_on_time`), so a
 #: job's start delay is the wake-up's precision, not a claim's latency. A job is never
 #: published, so never picked, before it is due.
-CLAIM_LEAD = 0.02
+CLAIM_LEAD = 0.03
+#: How long before the end of the stretch the last claim covered (its instant + CLAIM_LEAD)
+#: the next claim begins while jobs keep coming due: the wake-ups of one claim wait for
+#: their instants in a task of their own (:meth:`Scheduler._publish_later`) while the loop
+#: claims on, so a claim meets the jobs it takes at least this long before the first is due,
+#: and each claim still takes CLAIM_LEAD - CLAIM_SLACK of them.
+CLAIM_SLACK = 0.01
 #: Longest pause while due jobs wait for slots that only a finishing job frees (the
 #: single-process deployment is woken at once by its executor instead).
 SLOT_POLL = 0.05
@@ -64,6 +70,12 @@ class Scheduler:
         self._flow = FlowClaimer(deps) if flow_control_on(deps) else None
         #: Claim lead of the dispatch loop (``tick`` claims only what is due).
         self._lead = timedelta(0)
+        #: Where the dispatch loop's wake-ups due later than their claim wait for their
+        #: instants (None: ``tick``, which publishes each claim's wake-ups before it returns).
+        self._publishers: trio.Nursery | None = None
+        #: The end of the stretch the last claim that took jobs covered.
+        self._claimed_to: datetime | None = None
+        self._slack = timedelta(seconds=CLAIM_SLACK)
         self._stall = STALL_PAUSE
         self._error_backoff = ERROR_BACKOFF
 
@@ -75,8 +87,18 @@ class Scheduler:
             await warn_unenforced_limits(self._deps)
         else:
             self._flow.begin_term()
-        metrics = self._deps.metrics
         self._lead = timedelta(seconds=CLAIM_LEAD)
+        # Leadership loss and shutdown cancel the loop, then wait here for the wake-ups
+        # already claimed (each publish is shielded and bounded, as inside a claim).
+        async with trio.open_nursery() as publishers:
+            self._publishers = publishers
+            try:
+                await self._dispatch()
+            finally:
+                self._publishers = None
+
+    async def _dispatch(self) -> None:
+        metrics = self._deps.metrics
         while True:
             started = time.perf_counter()
             try:
@@ -165,15 +187,45 @@ class Scheduler:
                 if tracing.enabled:
                     tracing.claimed(jobs, started, time.time_ns())
                 deps.metrics.scheduler_jobs_claimed.inc(len(jobs))
-                with trio.move_on_after(PUBLISH_TIMEOUT) as publishing:
-                    await self._publish_on_time(jobs, due_by)
-                if publishing.cancelled_caught:
-                    deps.metrics.scheduler_dispatch_errors.inc(len(jobs))
-                    log.error(
-                        "dispatch timed out; reaper will re-pend",
-                        extra={"jobs": len(jobs), "timeout": PUBLISH_TIMEOUT},
-                    )
+                self._claimed_to = due_by
+                now = deps.clock.now()
+                due = jobs
+                if self._publishers is not None and due_by > now:
+                    later = [job for job in jobs if job.scheduled_at > now]
+                    if later:
+                        due = [job for job in jobs if job.scheduled_at <= now]
+                        self._publishers.start_soon(self._publish_later, later, due_by)
+                await self._publish_bounded(due, due_by)
         return jobs
+
+    async def _publish_later(self, jobs: list[Job], claimed_for: datetime) -> None:
+        """Publish wake-ups claimed ahead at their instants, from a task of their own while
+        the loop claims on; shielded like the claim they came from, so that a term that ends
+        meanwhile still sends them."""
+        with trio.CancelScope(shield=True):
+            try:
+                await self._publish_bounded(jobs, claimed_for)
+            except Exception as exc:
+                # As a pass's: reported, and the jobs left queued for the reaper.
+                self._deps.metrics.scheduler_pass_errors.labels(kind="unexpected").inc()
+                log.exception(
+                    "publish failed unexpectedly; reaper will re-pend",
+                    extra={"jobs": len(jobs), "error": repr(exc), "job_ids": _some_ids(jobs)},
+                )
+
+    async def _publish_bounded(self, jobs: list[Job], claimed_for: datetime) -> None:
+        """:meth:`_publish_on_time`, bounded by PUBLISH_TIMEOUT: past it the jobs are left
+        queued for the reaper."""
+        if not jobs:
+            return
+        with trio.move_on_after(PUBLISH_TIMEOUT) as publishing:
+            await self._publish_on_time(jobs, claimed_for)
+        if publishing.cancelled_caught:
+            self._deps.metrics.scheduler_dispatch_errors.inc(len(jobs))
+            log.error(
+                "dispatch timed out; reaper will re-pend",
+                extra={"jobs": len(jobs), "timeout": PUBLISH_TIMEOUT, "job_ids": _some_ids(jobs)},
+            )
 
     async def _report_flow(self) -> None:
         """Store what the claims held back (at most once a second, and when it changes), for
@@ -224,7 +276,7 @@ class Scheduler:
             self._deps.metrics.scheduler_dispatch_errors.inc(len(jobs))
             log.error(
                 "dispatch failed; reaper will re-pend",
-                extra={"jobs": len(jobs), "error": str(exc), "job_ids": [j.id for j in jobs[:5]]},
+                extra={"jobs": len(jobs), "error": str(exc), "job_ids": _some_ids(jobs)},
             )
             return
         for job in jobs:
@@ -250,7 +302,15 @@ class Scheduler:
         if next_due is UNREAD:
             next_due = await deps.store.next_due_at()
         if next_due is not None:
-            next_due -= self._lead
+            claimed_to = self._claimed_to
+            if claimed_to is not None and next_due > claimed_to:
+                # Jobs coming due back to back: the next claim begins CLAIM_SLACK before the
+                # last one's stretch ends, not as early as CLAIM_LEAD before the next job
+                # (a claim each), and a job due within that stretch (it came in after the
+                # claim, or the flow control held it) is claimed at once as ever.
+                next_due = max(next_due - self._lead, claimed_to - self._slack)
+            else:
+                next_due -= self._lead
         if next_due is not None and next_due < deadline:
             if next_due > now:
                 deadline = next_due
@@ -282,6 +342,11 @@ class Scheduler:
         if self._deps.waker is not None:
             self._deps.waker.room_wanted = flow.waiting_for_room
         return deadline
+
+
+def _some_ids(jobs: list[Job]) -> list[str]:
+    """The first few jobs' ids, for a log line about many."""
+    return [job.id for job in jobs[:5]]
 
 
 async def run_scheduler(
