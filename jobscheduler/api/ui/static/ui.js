@@ -177,15 +177,29 @@ window.jobscheduler = (function () {
           : `${verb} ${count} jobs matching these filters (${filter.tenantId ? `tenant ${filter.tenantId}` : "all tenants"})?`,
       );
       if (!ok) return;
-      try {
-        const reply = await send("POST", `/jobs/${action}`, { filter: target });
-        result.textContent = `${reply.changed} of ${reply.matched} matching jobs changed.`;
-        done();
-      } catch (error) {
-        result.textContent = `${action} refused: ${error.message}`;
-        result.classList.add("bad");
-      }
+      await act(
+        result,
+        action,
+        () => send("POST", `/jobs/${action}`, { filter: target }),
+        (reply) => `${reply.changed} of ${reply.matched} matching jobs changed.`,
+        done,
+      );
     });
+  }
+
+  // A button's request, told in its result line: "<action>…" (or `pending`) while it runs,
+  // then what `said` makes of the reply (and `then()`), or "<action> refused: <why>".
+  async function act(result, action, request, said, then, pending = `${action}…`) {
+    result.classList.remove("bad");
+    result.textContent = pending;
+    try {
+      const reply = await request();
+      result.textContent = said(reply);
+      then();
+    } catch (error) {
+      result.textContent = `${action} refused: ${error.message}`;
+      result.classList.add("bad");
+    }
   }
 
   // Count what a bulk action would touch (dryRun) and ask; false if nothing or declined.
@@ -215,6 +229,6 @@ window.jobscheduler = (function () {
   document.addEventListener("DOMContentLoaded", () => views.forEach((view) => view()));
   return {
     meta, refreshMs, getJson, send, el, when, time, tenantQuery, tenantCell, badge, every,
-    loaded, loadedItem, getPage, bulk, confirmCount, views,
+    loaded, loadedItem, getPage, bulk, confirmCount, act, views,
   };
 })();

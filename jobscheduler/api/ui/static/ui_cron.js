@@ -2,7 +2,8 @@
 "use strict";
 
 (function () {
-  const { meta, getJson, send, el, time, tenantQuery, tenantCell, badge, every, loaded } = window.jobscheduler;
+  const { meta, getJson, send, act, el, time, tenantQuery, tenantCell, badge, every, loaded } =
+    window.jobscheduler;
 
   // ---- Cron: a tenant's templates (GET /jobs?cron=true; every tenant's for a principal
   // that sees them all), their schedule in words, next fire time (in UTC and in the
@@ -164,18 +165,17 @@
       const id = button.dataset.jobId;
       if (action === "delete" && !confirm("Delete this template? Its past runs stay.")) return;
       const spec = TEMPLATE_ACTIONS[action];
-      result.classList.remove("bad");
-      result.textContent = `${spec.label}…`;
-      try {
-        const job = await send(spec.method, action === "delete" ? `/jobs/${id}` : `/jobs/${id}/${action}`);
-        result.textContent =
-          action === "trigger" ? `Started run ${job.id}.` : `Done: the template is ${job.status}.`;
-        lastRuns.delete(id);
-        refreshNow();
-      } catch (error) {
-        result.textContent = `${action} refused: ${error.message}`;
-        result.classList.add("bad");
-      }
+      await act(
+        result,
+        action,
+        () => send(spec.method, action === "delete" ? `/jobs/${id}` : `/jobs/${id}/${action}`),
+        (job) => (action === "trigger" ? `Started run ${job.id}.` : `Done: the template is ${job.status}.`),
+        () => {
+          lastRuns.delete(id);
+          refreshNow();
+        },
+        `${spec.label}…`,
+      );
     });
   }
 

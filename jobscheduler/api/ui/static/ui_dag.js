@@ -3,7 +3,7 @@
 "use strict";
 
 (function () {
-  const { meta, send, el, time, badge, every, loadedItem } = window.jobscheduler;
+  const { meta, send, act, el, time, badge, every, loadedItem } = window.jobscheduler;
   const SVG = "http://www.w3.org/2000/svg";
 
   // The drawing's measures, in SVG units (1 unit = 1 CSS pixel).
@@ -267,16 +267,13 @@
       const action = event.target.closest("button[data-action]")?.dataset.action;
       if (!action || !latest) return;
       if (action === "cancel" && !confirm("Cancel every unfinished step of this workflow?")) return;
-      result.textContent = `${action}…`;
-      result.classList.remove("bad");
-      try {
-        const after = await send("POST", `/workflows/${id}/${action}`);
-        result.textContent = `Done: the workflow is ${after.status}.`;
-        refresh();
-      } catch (error) {
-        result.textContent = `${action} refused: ${error.message}`;
-        result.classList.add("bad");
-      }
+      await act(
+        result,
+        action,
+        () => send("POST", `/workflows/${id}/${action}`),
+        (after) => `Done: the workflow is ${after.status}.`,
+        () => refresh(),
+      );
     });
   }
 

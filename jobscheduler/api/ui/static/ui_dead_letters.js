@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { meta, send, el, time, tenantQuery, tenantCell, every, loaded, getPage, confirmCount } =
+  const { meta, send, act, el, time, tenantQuery, tenantCell, every, loaded, getPage, confirmCount } =
     window.jobscheduler;
 
   // ---- Dead letters: a tenant's dlq jobs grouped by job type and error message (every
@@ -100,14 +100,13 @@
         `Retry ${count} ${group.jobType} dead letter${count === 1 ? "" : "s"} that failed with "${group.error}"?`,
       );
       if (!ok) return;
-      try {
-        const reply = await send("POST", "/jobs/retry", { filter });
-        result.textContent = `${reply.changed} of ${reply.matched} dead letters retried.`;
-        refreshNow();
-      } catch (error) {
-        result.textContent = `retry refused: ${error.message}`;
-        result.classList.add("bad");
-      }
+      await act(
+        result,
+        "retry",
+        () => send("POST", "/jobs/retry", { filter }),
+        (reply) => `${reply.changed} of ${reply.matched} dead letters retried.`,
+        () => refreshNow(),
+      );
     });
   }
 

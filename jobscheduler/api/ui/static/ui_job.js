@@ -2,7 +2,7 @@
 "use strict";
 
 (function () {
-  const { getJson, send, el, when, badge, every, loadedItem } = window.jobscheduler;
+  const { getJson, send, act, el, when, badge, every, loadedItem } = window.jobscheduler;
 
   // ---- Job detail: every field, the payload, a template's next fire times.
   const FIELDS = [
@@ -68,17 +68,13 @@
         if (!action) return;
         if (action === "delete" && !confirm("Delete this template? Its past runs stay.")) return;
         const [method, path] = ROUTES[action];
-        result.textContent = `${action}…`;
-        result.classList.remove("bad");
-        try {
-          const job = await send(method, path ? `/jobs/${id}/${path}` : `/jobs/${id}`);
-          result.textContent =
-            action === "trigger" ? `Started run ${job.id}.` : `Done: the job is ${job.status}.`;
-          refreshNow();
-        } catch (error) {
-          result.textContent = `${action} refused: ${error.message}`;
-          result.classList.add("bad");
-        }
+        await act(
+          result,
+          action,
+          () => send(method, path ? `/jobs/${id}/${path}` : `/jobs/${id}`),
+          (job) => (action === "trigger" ? `Started run ${job.id}.` : `Done: the job is ${job.status}.`),
+          () => refreshNow(),
+        );
       });
       const edit = document.getElementById("edit-payload");
       const editError = document.getElementById("edit-error");
