@@ -84,19 +84,16 @@ PRUNE_INDEX = (
     f"ON jobs (status, tenant_id, job_type, finished_at) WHERE {PRUNE_WHERE};"
 )
 
-#: Rows one statement of a prune deletes, and the time after which a prune (or a reclaim
-#: of free pages) leaves the writer to others: a create or a claim queued behind it waits
-#: for one slice at most, so the slice's length is what the writes beside a prune feel.
-#: Beside a prune of 300,000 jobs, a write every 5 ms: p99 8-9 ms with slices of 100 rows,
-#: 5-7 ms with 25 (0.9 ms without a prune).
+#: Rows one statement of a prune deletes, and the time after which a prune (or a reclaim of
+#: free pages) leaves the writer to others: a write queued behind it waits one slice at most
+#: (beside a prune of 300,000 jobs, a write every 5 ms: p99 8-9 ms with slices of 100 rows,
+#: 5-7 ms with 25, 0.9 ms without a prune).
 PRUNE_SLICE_ROWS = 25
 PRUNE_SLICE_SECONDS = 0.01
-#: Seconds a prune waits, after a slice that gave way to other writes, before its next:
-#: under load a prune runs at a fraction of its idle pace, so that what it writes costs the
-#: steady load little. Beside 200 jobs/s on a store of 1,000,000 kept, eight runs: start-delay
-#: p99 3-9 ms during the prune (median 5) against 2-4 ms without, median ratio 1.6x, pruning
-#: 700-1,900 jobs/s; waiting 0.02 s, seven runs: 5-9 ms against 2-3, median 2.5x, about
-#: 3,000 jobs/s.
+#: Seconds a prune waits, after a slice that gave way to other writes, before its next: under
+#: load a prune runs at a fraction of its idle pace (700-1,900 jobs/s beside 200 jobs/s; about
+#: 3,000 at 0.02 s), so that what it writes costs the steady load little (the start delay's
+#: p99 during a prune of 1,000,000: median 1.6x without one over eight runs; 2.5x at 0.02 s).
 PRUNE_BUSY_PAUSE = 0.1
 
 T = TypeVar("T")
