@@ -12,7 +12,7 @@ from typing import Final
 
 import trio
 from bson import ObjectId
-from pymongo import ASCENDING, IndexModel, UpdateOne
+from pymongo import ASCENDING, DeleteMany, DeleteOne, IndexModel, UpdateOne
 from pymongo.collection import Collection
 
 from jobscheduler.domain.model import Job, Status, utc
@@ -126,32 +126,34 @@ class MongoUpkeepMixin(MongoSeam):
         return await self._call(op, "expired_jobs", read=True)
 
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
-        """Per status, one ``delete_many`` of the ids still in it and finished no later
-        than the latest of them (a job retried and finished again since is later); then
-        which are gone, their attempt records, and the counters."""
-        if not jobs:
+        """One bulk write of a ``delete_one`` per job, by its id, of the job still in its
+        status and finished no later than it was (a job retried and finished again since is
+        later); then their attempt records, one ``delete_many`` per job, and the counters.
+
+        Each delete names one id: a MongoDB-protocol server that answers ``_id: {$in: ...}``
+        by scanning the collection (FerretDB: 12-15 s a query at 100,000 jobs) finds one id
+        at once. Which jobs are gone is read back only when fewer were deleted than asked."""
+        ended = {job.id: job.finished_at for job in jobs if job.finished_at is not None}
+        batch = [job for job in jobs if job.id in ended]
+        if not batch:
             return 0
         collection, counters, attempts = self._collection(), self._counts(), self._attempts
 
         def op() -> int:
-            gone: list[Job] = []
-            for status in {job.status for job in jobs}:
-                batch = [job for job in jobs if job.status is status and job.finished_at]
-                if not batch:
-                    continue
-                ids = [ObjectId(job.id) for job in batch]
-                latest = max(utc(job.finished_at) for job in batch if job.finished_at)
-                collection.delete_many(
+            deletes = [
+                DeleteOne(
                     {
-                        "_id": {"$in": ids},
-                        FIELDS["status"]: status.value,
-                        FIELDS["finished_at"]: {"$lte": latest},
+                        "_id": ObjectId(job.id),
+                        FIELDS["status"]: job.status.value,
+                        FIELDS["finished_at"]: {"$lte": utc(ended[job.id])},
                     }
                 )
-                left = {d["_id"] for d in collection.find({"_id": {"$in": ids}}, {"_id": True})}
-                gone += [job for job in batch if ObjectId(job.id) not in left]
+                for job in batch
+            ]
+            deleted = collection.bulk_write(deletes, ordered=False).deleted_count
+            gone = batch if deleted == len(batch) else _gone(collection, batch)
             if gone and attempts is not None:
-                attempts.delete_many({"jobId": {"$in": [job.id for job in gone]}})
+                attempts.bulk_write([DeleteMany({"jobId": job.id}) for job in gone], ordered=False)
             counts.write(counters, counts.added(gone, -1))
             return len(gone)
 
@@ -210,3 +212,10 @@ class MongoUpkeepMixin(MongoSeam):
 
 
 __all__ = ["PRUNE_INDEX", "MongoUpkeepMixin", "prepare_upkeep"]
+
+
+def _gone(collection: Collection[Document], jobs: list[Job]) -> list[Job]:
+    """Which of ``jobs`` are no longer stored: one read by id each (see ``delete_jobs``)."""
+    return [
+        job for job in jobs if collection.find_one({"_id": ObjectId(job.id)}, {"_id": True}) is None
+    ]
