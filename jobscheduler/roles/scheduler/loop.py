@@ -75,7 +75,6 @@ class Scheduler:
         self._publishers: trio.Nursery | None = None
         #: The end of the stretch the last claim that took jobs covered.
         self._claimed_to: datetime | None = None
-        self._slack = timedelta(seconds=CLAIM_SLACK)
         self._stall = STALL_PAUSE
         self._error_backoff = ERROR_BACKOFF
 
@@ -308,7 +307,7 @@ class Scheduler:
                 # last one's stretch ends, not as early as CLAIM_LEAD before the next job
                 # (a claim each), and a job due within that stretch (it came in after the
                 # claim, or the flow control held it) is claimed at once as ever.
-                next_due = max(next_due - self._lead, claimed_to - self._slack)
+                next_due = max(next_due - self._lead, claimed_to - timedelta(seconds=CLAIM_SLACK))
             else:
                 next_due -= self._lead
         if next_due is not None and next_due < deadline:

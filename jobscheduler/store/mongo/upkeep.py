@@ -211,11 +211,11 @@ class MongoUpkeepMixin(MongoSeam):
         return await self._call(lambda: ends.forget(collection, step), "forget_ends")
 
 
-__all__ = ["PRUNE_INDEX", "MongoUpkeepMixin", "prepare_upkeep"]
-
-
 def _gone(collection: Collection[Document], jobs: list[Job]) -> list[Job]:
     """Which of ``jobs`` are no longer stored: one read by id each (see ``delete_jobs``)."""
     return [
         job for job in jobs if collection.find_one({"_id": ObjectId(job.id)}, {"_id": True}) is None
     ]
+
+
+__all__ = ["PRUNE_INDEX", "MongoUpkeepMixin", "prepare_upkeep"]
