@@ -57,7 +57,8 @@ class Upkeep(Protocol):
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
         """Delete each of ``jobs`` that still holds the status and ``finished_at`` it was
         read with, and its attempt records; the counters follow. Returns how many jobs
-        were deleted. One write (a transaction where the store has them)."""
+        were deleted. In slices the adapter sizes so that other writes wait for one slice
+        at most."""
 
     async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` of what :meth:`expired_jobs` would return, oldest first,

@@ -120,3 +120,18 @@ async def test_prune_expired_deletes_the_oldest_expired_with_their_attempt_recor
     assert [job.id for job in left] == [young.id]
     assert newer.id not in {job.id for job in left}
     assert await store.reconcile_counts() == {}
+
+
+async def test_a_delete_of_many_jobs_takes_every_one_still_as_read(store: JobStore) -> None:
+    # More than one slice of any adapter's, with a changed job far in, so that a later
+    # slice meets it.
+    jobs = [make_job(status=Status.DLQ, created_at=NOW - 40 * DAY) for _ in range(130)]
+    await store.insert_many(jobs)
+    expired = await store.expired_jobs(("tenant-a", Status.DLQ, "noop"), NOW - 30 * DAY, 200)
+    assert len(expired) == 130
+    kept = await store.apply(states.retry(expired[120], now=NOW))
+    assert kept is not None
+    assert await store.delete_jobs(expired) == 129
+    left = await store.find_jobs(JobQuery(tenant_id=None), 200)
+    assert [job.id for job in left] == [kept.id]
+    assert await store.reconcile_counts() == {}
