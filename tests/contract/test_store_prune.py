@@ -135,3 +135,17 @@ async def test_a_delete_of_many_jobs_takes_every_one_still_as_read(store: JobSto
     left = await store.find_jobs(JobQuery(tenant_id=None), 200)
     assert [job.id for job in left] == [kept.id]
     assert await store.reconcile_counts() == {}
+
+
+async def test_a_prune_of_many_jobs_stops_at_its_limit_oldest_first(store: JobStore) -> None:
+    jobs = [
+        make_job(status=Status.COMPLETED, created_at=NOW - 40 * DAY + i * timedelta(seconds=1))
+        for i in range(130)
+    ]
+    await store.insert_many(jobs)
+    assert await store.prune_expired(KEY, NOW - 30 * DAY, 120) == 120
+    left = await store.find_jobs(JobQuery(tenant_id=None), 200)
+    assert sorted(job.id for job in left) == sorted(job.id for job in jobs[120:])
+    assert await store.prune_expired(KEY, NOW - 30 * DAY, 120) == 10
+    assert await store.prune_expired(KEY, NOW - 30 * DAY, 120) == 0
+    assert await store.reconcile_counts() == {}

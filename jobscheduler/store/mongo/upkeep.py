@@ -4,11 +4,10 @@ overrides (see :mod:`jobscheduler.store.upkeep`; the counters' writes are in
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -135,44 +134,69 @@ class MongoUpkeepMixin(MongoSeam):
         return await self._call(op, "expired_jobs", read=True)
 
     async def delete_jobs(self, jobs: Sequence[Job]) -> int:
-        """Each job by its id, if still in its status and finished no later than it was (a
-        job retried and finished again since is later), with its attempt records and the
-        counters, in paced slices (:class:`_Pace`): a store that runs one write at a time
-        (FerretDB on SQLite: 2.5 s for a bulk delete of 2,000) makes others wait for one
-        slice at most.
+        """In paced slices (:class:`_Pace`), each by :meth:`_delete_slice`: a store that
+        runs one write at a time (FerretDB on SQLite: 2.5 s for a bulk delete of 2,000)
+        makes others wait for one slice at most."""
+        batch = list(jobs)
+        deleted, pace = 0, _Pace()
+        while batch:
+            part, batch = batch[: pace.size], batch[pace.size :]
+            with pace.timed():
+                deleted += await self._delete_slice(part)
+            if batch:
+                await pace.rest()
+        return deleted
+
+    async def prune_expired(self, key: CountKey, before: datetime, limit: int) -> int:
+        """Read and delete in paced slices (as :meth:`delete_jobs`), the read within the
+        slice's time: a sorted read of 2,000 jobs takes FerretDB about a second."""
+        deleted = seen = 0
+        pace = _Pace()
+        while seen < limit:
+            asked = min(pace.size, limit - seen)
+            with pace.timed():
+                part = await self.expired_jobs(key, before, asked)
+                deleted += await self._delete_slice(part)
+            seen += len(part)
+            if len(part) < asked:
+                break
+            await pace.rest()
+        return deleted
+
+    async def _delete_slice(self, jobs: Sequence[Job]) -> int:
+        """One bulk write of a ``delete_one`` per job, by its id, of the job still in its
+        status and finished no later than it was (a job retried and finished again since
+        is later); then their attempt records, one ``delete_many`` per job, and the
+        counters. A job without ``finished_at`` is not finished: left alone.
 
         Each delete names one id: a MongoDB-protocol server that answers ``_id: {$in: ...}``
         by scanning the collection (FerretDB: 12-15 s a query at 100,000 jobs) finds one id
         at once. Which jobs are gone is read back only when fewer were deleted than asked."""
-        ended = {job.id: job.finished_at for job in jobs if job.finished_at is not None}
-        batch = [job for job in jobs if job.id in ended]
+        ended = [(job, job.finished_at) for job in jobs if job.finished_at is not None]
+        if not ended:
+            return 0
         collection, counters, attempts = self._collection(), self._counts(), self._attempts
+        batch = [job for job, _ in ended]
+        deletes = [
+            DeleteOne(
+                {
+                    "_id": ObjectId(job.id),
+                    FIELDS["status"]: job.status.value,
+                    FIELDS["finished_at"]: {"$lte": utc(finished)},
+                }
+            )
+            for job, finished in ended
+        ]
 
-        def op(part: list[Job]) -> int:
-            deletes = [
-                DeleteOne(
-                    {
-                        "_id": ObjectId(job.id),
-                        FIELDS["status"]: job.status.value,
-                        FIELDS["finished_at"]: {"$lte": utc(ended[job.id])},
-                    }
-                )
-                for job in part
-            ]
+        def op() -> int:
             deleted = collection.bulk_write(deletes, ordered=False).deleted_count
-            gone = part if deleted == len(part) else _gone(collection, part)
+            gone = batch if deleted == len(batch) else _gone(collection, batch)
             if gone and attempts is not None:
                 attempts.bulk_write([DeleteMany({"jobId": job.id}) for job in gone], ordered=False)
             counts.write(counters, counts.added(gone, -1))
             return len(gone)
 
-        deleted, pace = 0, _Pace()
-        while batch:
-            part, batch = batch[: pace.size], batch[pace.size :]
-            started = time.monotonic()
-            deleted += await self._call(functools.partial(op, part), "delete_jobs")
-            await pace.after(time.monotonic() - started, more=bool(batch))
-        return deleted
+        return await self._call(op, "delete_jobs")
 
     async def set_retention(self, override: Override) -> None:
         retention = self._retention()
@@ -234,13 +258,21 @@ class _Pace:
     most half the time and its slices grow slower as the server's other writes slow them."""
 
     size: int = PRUNE_SLICE_FIRST
+    took: float = 0.0
 
-    async def after(self, took: float, *, more: bool) -> None:
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        """Time a slice and size the next by it."""
+        started = trio.current_time()
+        yield
+        self.took = trio.current_time() - started
         low, high = PRUNE_SLICE_BOUNDS
-        scale = min(2.0, PRUNE_SLICE_SECONDS / max(took, 1e-3))
+        scale = min(2.0, PRUNE_SLICE_SECONDS / max(self.took, 1e-3))
         self.size = max(low, min(high, int(self.size * scale)))
-        if more:
-            await trio.sleep(took)
+
+    async def rest(self) -> None:
+        """Pause as long as the last slice took."""
+        await trio.sleep(self.took)
 
 
 def _gone(collection: Collection[Document], jobs: list[Job]) -> list[Job]:
