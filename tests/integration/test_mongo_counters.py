@@ -1,12 +1,14 @@
 """MongoJobStore's job counters beyond the store contract, against a real server: written
 beside every jobs' write, counted once for a database that has none, repaired by the
 reconcile from the indexes (only a drift seen twice), and a change narrowed to its job's
-status that loses a race within its statuses tried again. The ``database`` and ``store``
+status that loses a race within its statuses tried again; the counters of ended jobs
+counted once for a database that has none. The ``database`` and ``store``
 fixtures are in conftest.py."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ from bson import ObjectId
 
 from jobscheduler.domain import states
 from jobscheduler.domain.model import Status
-from jobscheduler.store.mongo import counts, upkeep
+from jobscheduler.store.mongo import counts, ends, upkeep
 from jobscheduler.store.mongo.store import MongoJobStore
 from jobscheduler.store.query import JobQuery
 from tests.contract.store_fixtures import mongo_uri
@@ -116,3 +118,29 @@ async def test_a_cancel_racing_a_claim_still_applies_and_is_counted_from_its_sta
     assert cancelled.status is Status.CANCELLED
     assert calls == 2
     assert await store.job_counters() == {("tenant-a", Status.CANCELLED, "noop"): 1}
+
+
+async def test_a_database_without_counters_of_ends_gets_the_recent_ends_counted_once(
+    store: MongoJobStore, database: str
+) -> None:
+    now = datetime.now(UTC)
+    await store.insert_many(
+        [
+            make_job(status=Status.COMPLETED, created_at=now - timedelta(minutes=3)),
+            make_job(status=Status.DLQ, created_at=now - timedelta(minutes=30)),
+            make_job(status=Status.COMPLETED, created_at=now - timedelta(days=2)),
+            make_job(created_at=now - timedelta(minutes=3)),
+        ]
+    )
+    # As a version before the counters of ends.
+    await raw(mongo_uri(), database, lambda jobs: jobs.database[ends.ENDS_COLLECTION].drop())
+    for _ in range(2):  # counted at the first start only
+        again = MongoJobStore(mongo_uri(), database)
+        await again.start()
+        try:
+            overview = await again.overview_stats(None, now)
+            assert (sum(overview.completed), sum(overview.failed)) == (1, 1)
+            [one, five, fifteen] = (await again.stats("tenant-a", now)).windows
+            assert (one.completed, five.completed, fifteen.completed) == (0, 1, 1)
+        finally:
+            await again.close()

@@ -261,8 +261,7 @@ class MongoConnection(JobStore):
             prepare_flow(jobs)
             database = client.get_database(self._database)
             prepare_upkeep(jobs, database.get_collection(counts.COUNTS_COLLECTION))
-            for index in ends.ENDS_INDEXES:
-                database.get_collection(ends.ENDS_COLLECTION).create_indexes([index])
+            ends.prepare(database, jobs)
             create_notification_indexes(client, self._database)
         except BaseException:
             client.close()

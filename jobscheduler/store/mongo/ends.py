@@ -5,7 +5,9 @@ writes, run in the store's worker threads).
 
 As with the job counters, a call cut off between the jobs' write and this one leaves the
 step short of the jobs it ended. Nothing recounts a step: it only feeds the throughput
-figures, and it is forgotten after :data:`~jobscheduler.store.ends.KEPT`.
+figures, and it is forgotten after :data:`~jobscheduler.store.ends.KEPT`. A database made
+before these counters has the ends of the last KEPT counted once from the jobs, by the
+process that creates the collection (:func:`prepare`).
 """
 
 from __future__ import annotations
@@ -13,16 +15,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Final
 
 from pymongo import ASCENDING, IndexModel
 from pymongo.collection import Collection
+from pymongo.database import Database
+from pymongo.errors import OperationFailure
 
 from jobscheduler.domain.model import Job, Status
 from jobscheduler.domain.states import Change
-from jobscheduler.store.ends import EndCount, ended, step_of
+from jobscheduler.store.ends import KEPT, EndCount, ended, step_of
+from jobscheduler.store.query import THROUGHPUT
 
-from .codec import Document
+from .codec import FIELDS, Document
 from .counts import send, transitions
 
 ENDS_COLLECTION: Final = "job_ends"
@@ -35,6 +41,39 @@ ENDS_INDEXES: Final = [
 
 #: (tenant, step) -> end -> how many jobs reached it.
 EndDeltas = dict[tuple[str, int], Counter[Status]]
+
+#: The server's answer to creating a collection that exists.
+_NAMESPACE_EXISTS: Final = 48
+
+
+def prepare(database: Database[Document], jobs: Collection[Document]) -> None:
+    """At start (blocking): the counters' collection and indexes. The process that creates
+    the collection (a database made before these counters; a new one has no jobs) counts
+    the ends of the last KEPT from the jobs, once: a process that starts beside it finds
+    the collection there and counts nothing."""
+    try:
+        database.create_collection(ENDS_COLLECTION, check_exists=False)
+        created = True
+    except OperationFailure as exc:
+        if exc.code != _NAMESPACE_EXISTS:
+            raise
+        created = False
+    collection = database.get_collection(ENDS_COLLECTION, write_concern=jobs.write_concern)
+    for index in ENDS_INDEXES:
+        collection.create_indexes([index])
+    if created:
+        write(collection, _recent(jobs, datetime.now(UTC) - KEPT))
+
+
+def _recent(jobs: Collection[Document], since: datetime) -> EndDeltas:
+    """The ends of THROUGHPUT the jobs reached since ``since`` (blocking)."""
+    tenant, status, updated = FIELDS["tenant_id"], FIELDS["status"], FIELDS["updated_at"]
+    query = {status: {"$in": [s.value for s in THROUGHPUT]}, updated: {"$gte": since}}
+    deltas: EndDeltas = {}
+    for doc in jobs.find(query, projection={tenant: True, status: True, updated: True}):
+        key = (doc[tenant], step_of(doc[updated]))
+        deltas.setdefault(key, Counter())[Status(doc[status])] += 1
+    return deltas
 
 
 def inserted(jobs: Iterable[Job]) -> EndDeltas:
@@ -99,6 +138,7 @@ __all__ = [
     "EndDeltas",
     "forget",
     "inserted",
+    "prepare",
     "reached",
     "read",
     "write",
