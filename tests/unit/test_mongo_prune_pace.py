@@ -3,6 +3,7 @@ the last one took."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -53,4 +54,4 @@ async def test_the_rest_is_as_long_as_the_last_slice_took(
     await _slice(pace, 0.2)
     start = trio.current_time()
     await pace.rest()
-    assert trio.current_time() - start == 0.2
+    assert trio.current_time() - start == pytest.approx(0.2)
