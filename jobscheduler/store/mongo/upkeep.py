@@ -276,7 +276,7 @@ class _Pace:
 
 
 def _gone(collection: Collection[Document], jobs: list[Job]) -> list[Job]:
-    """Which of ``jobs`` are no longer stored: one read by id each (see ``delete_jobs``)."""
+    """Which of ``jobs`` are no longer stored: one read by id each (see ``_delete_slice``)."""
     return [
         job for job in jobs if collection.find_one({"_id": ObjectId(job.id)}, {"_id": True}) is None
     ]
