@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from jobscheduler._argtypes import integer
 from jobscheduler.domain.model import parse_time
 
 from . import enqueue as bench_enqueue
@@ -49,11 +50,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fair-runs",
-        type=int,
+        type=_pairs,
         default=1,
         help="pairs of fairness runs, on and off in alternating order (1); prints each "
         "pair's drain ratio and their median",
     )
+
+
+def _pairs(text: str) -> int:
+    pairs = integer(text)
+    if pairs < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return pairs
 
 
 async def _completed(server: Any, target: float) -> float:
@@ -107,10 +115,10 @@ async def _fair_run(
 
 async def fairness(stack: Stack, args: argparse.Namespace) -> None:
     """Tenant B's start delay behind tenant A's backlog, with FLOW_CONTROL on and off:
-    ``--fair-runs`` pairs, the second of each pair's runs on first (so neither setting
-    always runs on a machine that has just done the other's)."""
+    ``--fair-runs`` pairs, every second one with flow control off first (so neither setting
+    always runs on a machine that has just run the other)."""
     ratios = []
-    for pair in range(max(1, args.fair_runs)):
+    for pair in range(args.fair_runs):
         order = (True, False) if pair % 2 == 0 else (False, True)
         rates = {}
         for flow in order:
