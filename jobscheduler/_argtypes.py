@@ -30,3 +30,11 @@ def integer(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """A whole number, 1 or more."""
+    value = integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value

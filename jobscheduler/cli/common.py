@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from jobscheduler._argtypes import integer
 from jobscheduler._argtypes import json_object as json_object
+from jobscheduler._argtypes import positive_int as positive_int
 from jobscheduler.client._sync import Client
 
 Row = Mapping[str, Any]
@@ -73,13 +73,6 @@ def in_flags(message: str, flags: Flags) -> str:
 
 def client_of(args: argparse.Namespace) -> Client:
     return Client(args.url, api_key=args.api_key)
-
-
-def positive_int(text: str) -> int:
-    value = integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def emit_json(value: Any) -> None:

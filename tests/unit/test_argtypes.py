@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobscheduler._argtypes import integer, json_object, json_value
-from jobscheduler.cli.common import positive_int
+from jobscheduler._argtypes import integer, json_object, json_value, positive_int
 from jobscheduler.cli.seed import _non_negative_int
 from jobscheduler.cli.workflows import _steps
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import trio
 
-from jobscheduler._argtypes import integer
+from jobscheduler._argtypes import positive_int
 from jobscheduler.domain.model import parse_time
 
 from . import enqueue as bench_enqueue
@@ -50,18 +50,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fair-runs",
-        type=_pairs,
+        type=positive_int,
         default=1,
         help="pairs of fairness runs, on and off in alternating order (1); prints each "
         "pair's drain ratio and their median",
     )
-
-
-def _pairs(text: str) -> int:
-    pairs = integer(text)
-    if pairs < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return pairs
 
 
 async def _completed(server: Any, target: float) -> float:
