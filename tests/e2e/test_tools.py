@@ -209,3 +209,27 @@ async def test_bench_steady_timer_and_enqueue_phases_print_their_figures_with_au
     ]
     for pattern in expected:
         assert re.search(f"^{pattern}", out, re.M), (pattern, out)
+
+
+@pytest.mark.e2e
+async def test_bench_fairness_phase_prints_bs_delays_and_the_drain_with_and_without() -> None:
+    """``jobscheduler bench --phases fairness`` in miniature: a fresh ``dev`` with flow
+    control on and one with it off, each draining tenant A's backlog and B's 20 jobs."""
+    result = await run_tool("bench", "--phases", "fairness", "--fair-backlog", "200")
+    out = result.stdout.decode()
+    assert result.returncode == 0, out + result.stderr.decode()
+    pcts = r"p50 \S+, p95 \S+, p99 \S+, max \S+ \(n=20\)"
+    for flow in ("on", "off"):
+        assert re.search(
+            rf"^fairness, FLOW_CONTROL {flow}: A's 200 jobs \+ B's 20 drained at \d+ jobs/s, "
+            r"CPU \d+ ms per 1,000 jobs \([\d.]+ cores; load average [\d.]+\)$",
+            out,
+            re.M,
+        ), out
+    assert re.search(rf"^  B's start delay \(startedAt - scheduledAt\), .*: {pcts}$", out, re.M)
+    assert re.search(
+        r"^fairness: drain with flow control / without = [\d.]+ \(target >= 0.9\); "
+        r"CPU per job [\d.]+x$",
+        out,
+        re.M,
+    ), out

@@ -27,6 +27,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import attrs
 import trio
 
 from jobscheduler._argtypes import positive_int
@@ -68,12 +69,24 @@ def _since_due(job: dict[str, Any], instant: str) -> float:
     return (parse_time(instant, "t") - parse_time(job["scheduledAt"], "s")).total_seconds()
 
 
-async def _fair_run(
-    stack: Stack, args: argparse.Namespace, flow: bool, pair: int
-) -> tuple[float, list[float], list[float]]:
-    """One fairness run on a fresh ``dev`` (a store of its own): the drain rate, and B's
-    claim and start delays (claimedAt, and the first attempt's startedAt, after
-    scheduledAt)."""
+@attrs.frozen
+class _FairRun:
+    """One fairness run's figures."""
+
+    #: A's and B's jobs per second, from A's due instant to the last one's end.
+    rate: float
+    #: The CPU time ``dev`` spent over that drain (every thread), per 1,000 jobs.
+    cpu_ms: float
+    #: That CPU time over the drain's: how many cores ``dev`` kept busy.
+    cores: float
+    #: B's claim and start delays (claimedAt, and the first attempt's startedAt, after
+    #: scheduledAt), in seconds.
+    claims: list[float]
+    starts: list[float]
+
+
+async def _fair_run(stack: Stack, args: argparse.Namespace, flow: bool, pair: int) -> _FairRun:
+    """One fairness run on a fresh ``dev`` (a store of its own)."""
     name = f"fair-{'on' if flow else 'off'}-{pair}"
     server = await stack.start_flow_server(name, flow=flow)
     try:
@@ -92,7 +105,10 @@ async def _fair_run(
         if datetime.now(UTC) >= due:
             raise RuntimeError("submission overran the due instant; use a smaller --fair-backlog")
         baseline = await server.completed()
+        await trio.sleep(max((due - datetime.now(UTC)).total_seconds(), 0.0))
+        cpu = server.process.cpu_seconds()
         done = await _completed(server, baseline + n + LATE_JOBS)
+        cpu = server.process.cpu_seconds() - cpu
         drain = done - due.timestamp()
         late_jobs = await _jobs(client, b)
         claims = [_since_due(j, j["claimedAt"]) for j in late_jobs]
@@ -101,7 +117,8 @@ async def _fair_run(
             _, answer = await client.request("GET", f"/jobs/{job['id']}/attempts")
             starts.append(_since_due(job, answer["attempts"][0]["startedAt"]))
         await client.aclose()
-        return (n + LATE_JOBS) / drain, claims, starts
+        total = n + LATE_JOBS
+        return _FairRun(total / drain, cpu * 1e6 / total, cpu / drain, claims, starts)
     finally:
         await server.stop()
 
@@ -110,28 +127,37 @@ async def fairness(stack: Stack, args: argparse.Namespace) -> None:
     """Tenant B's start delay behind tenant A's backlog, with FLOW_CONTROL on and off:
     ``--fair-runs`` pairs, every second one with flow control off first (so neither setting
     always runs on a machine that has just run the other)."""
-    ratios = []
+    ratios, costs = [], []
     for pair in range(args.fair_runs):
         order = (True, False) if pair % 2 == 0 else (False, True)
-        rates = {}
+        runs = {}
         for flow in order:
-            rate, claims, starts = await _fair_run(stack, args, flow, pair)
-            rates[flow] = rate
+            run = runs[flow] = await _fair_run(stack, args, flow, pair)
             label = "on" if flow else "off"
             print(
                 f"fairness, FLOW_CONTROL {label}: A's {args.fair_backlog} jobs + B's "
-                f"{LATE_JOBS} drained at {rate:.0f} jobs/s ({_load()})"
+                f"{LATE_JOBS} drained at {run.rate:.0f} jobs/s, CPU {run.cpu_ms:.0f} ms "
+                f"per 1,000 jobs ({run.cores:.2f} cores; {_load()})"
             )
-            print("  " + _summary("B's claim delay (claimedAt - scheduledAt)", claims))
+            print("  " + _summary("B's claim delay (claimedAt - scheduledAt)", run.claims))
             print(
                 "  "
-                + _summary("B's start delay (startedAt - scheduledAt), p99 target 100ms", starts)
+                + _summary(
+                    "B's start delay (startedAt - scheduledAt), p99 target 100ms", run.starts
+                )
             )
-        ratios.append(rates[True] / rates[False])
-        print(f"fairness: drain with flow control / without = {ratios[-1]:.2f} (target >= 0.9)")
+        ratios.append(runs[True].rate / runs[False].rate)
+        costs.append(runs[True].cpu_ms / runs[False].cpu_ms)
+        print(
+            f"fairness: drain with flow control / without = {ratios[-1]:.2f} (target >= 0.9); "
+            f"CPU per job {costs[-1]:.2f}x"
+        )
     if len(ratios) > 1:
         each = ", ".join(f"{r:.2f}" for r in sorted(ratios))
         print(f"fairness: median drain ratio {statistics.median(ratios):.2f} ({each})")
+        each = ", ".join(f"{c:.2f}" for c in sorted(costs))
+        median = statistics.median(costs)
+        print(f"fairness: median CPU per job with / without {median:.2f}x ({each})")
 
 
 def _overlaps(records: list[tuple[str, float, float]]) -> int:
