@@ -4,8 +4,10 @@ Each claim records a :class:`~jobscheduler.domain.flow.Hold` per scope it held j
 full key or type, a spent rate, a type's room ahead of its executors), counting how many
 it held (:class:`HoldTally`). The book keeps the latest holds -- with those of scopes the
 claim left out of its read, which are still held -- counts them in the metrics, and makes
-the report the job pages and the Overview read (stored at most once a second, and when
-the holds change).
+the report the job pages and the Overview read: stored once a second while something is
+held (and once more after), and at once when the limits that hold jobs change. A type's
+room ahead, which fills and frees with nearly every claim under a backlog, waits for the
+second.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class HeldBook:
         self._holds: dict[str, Hold] = {}
         self._reported: datetime | None = None
         self._report_dirty = False
+        #: Whether the last report stored held something (the next one clears it).
+        self._shown = False
 
     def update(self, fresh: Mapping[str, Hold], exclude: Exclusions) -> dict[str, Hold]:
         """The holds after a claim that held ``fresh`` and left ``exclude`` out of its
@@ -88,7 +92,7 @@ class HeldBook:
             if scope not in fresh and _still_excluded(hold, exclude)
         }
         holds = {**kept, **fresh}
-        if holds.keys() != self._holds.keys():
+        if _limit_scopes(holds) != _limit_scopes(self._holds):
             self._report_dirty = True
         self._holds = holds
         waiting: Counter[str] = Counter()
@@ -99,14 +103,20 @@ class HeldBook:
         return holds
 
     def report_due(self, now: datetime) -> FlowReport | None:
-        """The report to store now, if one is due (changed holds, or a second since)."""
+        """The report to store now, if one is due (see the module doc)."""
         recent = self._reported is not None and now - self._reported < timedelta(
             seconds=REPORT_EVERY
         )
-        if not self._report_dirty and (recent or not self._holds):
+        if not self._report_dirty and (recent or not (self._holds or self._shown)):
             return None
         self._reported, self._report_dirty = now, False
+        self._shown = bool(self._holds)
         return FlowReport(at=now, holds=tuple(sorted(self._holds.values(), key=lambda h: h.scope)))
+
+
+def _limit_scopes(holds: Mapping[str, Hold]) -> set[str]:
+    """The scopes of ``holds`` that are limits (not a type's room ahead)."""
+    return {scope for scope, hold in holds.items() if hold.reason is not HoldReason.CAPACITY}
 
 
 def _still_excluded(hold: Hold, exclude: Exclusions) -> bool:
