@@ -118,6 +118,16 @@ def test_a_tenants_fairness_keys_take_turns_within_its_share() -> None:
     ]
 
 
+def test_a_lone_tenants_one_group_comes_oldest_first_however_it_was_read() -> None:
+    ages = [3, 1, 4, 1, 5, 9, 2, 6]
+    jobs = [make_job(tenant="a", scheduled_at=NOW - timedelta(seconds=s)) for s in ages]
+    expected = sorted(jobs, key=lambda j: (j.scheduled_at, j.id))
+    assert fair_order(jobs, {"a": 3}, turn=5) == expected
+    # The same jobs beside another level's keep that order within their level.
+    urgent = make_job(tenant="b", priority=1)
+    assert fair_order([*jobs, urgent], {}) == [urgent, *expected]
+
+
 def test_the_turn_rotates_which_tenant_goes_first() -> None:
     jobs = [make_job(tenant="a"), make_job(tenant="b")]
     assert [j.tenant_id for j in fair_order(jobs, {}, turn=1)] == ["b", "a"]

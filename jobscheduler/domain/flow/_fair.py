@@ -45,19 +45,26 @@ def fair_order(jobs: Iterable[J], weights: Mapping[str, int], *, turn: int = 0) 
     return ordered
 
 
+def _age(job: Fair) -> tuple[object, str]:
+    return (job.scheduled_at, job.id)
+
+
 def _level(
     tenants: dict[str, dict[str, list[J]]], weights: Mapping[str, int], turn: int
 ) -> list[J]:
+    if len(tenants) == 1:
+        [groups] = tenants.values()
+        if len(groups) == 1:
+            # One tenant, one fairness key (a lone backlog): its jobs, oldest first.
+            [lone] = groups.values()
+            return sorted(lone, key=_age)
     names = sorted(tenants)
     first = turn % len(names)
     names = names[first:] + names[:first]
     queues: dict[str, deque[deque[J]]] = {}
     for name in names:
         groups = tenants[name]
-        queues[name] = deque(
-            deque(sorted(groups[key], key=lambda j: (j.scheduled_at, j.id)))
-            for key in sorted(groups)
-        )
+        queues[name] = deque(deque(sorted(groups[key], key=_age)) for key in sorted(groups))
     out: list[J] = []
     while queues:
         for name in list(queues):
