@@ -227,20 +227,17 @@ class FlowClaimer:
         limits = self._book.limits_of(tenant, job_type)
         # room is minus what is queued (and picked in this claim) to start by now
         room_full = self._room.ahead(job_type) + plan.room[job_type] <= 0
-        if limits is NO_LIMITS or limits.empty:
-            if room_full:
-                _hold_for_room(plan, job)
-                return
-            plan.room[job_type] -= 1
-            plan.rates_of[job.id] = ()
-            plan.picks.append(Pick(job_id=job.id))
-            return
         ahead = self._book.ahead_of(limits)
         rated = limits.rate_limit is not None or (
             limits.key_rate_limit is not None and key is not None
         )
         if room_full and not (ahead and rated):
             _hold_for_room(plan, job)
+            return
+        if limits is NO_LIMITS or limits.empty:
+            plan.room[job_type] -= 1
+            plan.rates_of[job.id] = ()
+            plan.picks.append(Pick(job_id=job.id))
             return
         type_index = key_index = None
         if limits.max_running is not None:
