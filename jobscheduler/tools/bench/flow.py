@@ -77,12 +77,15 @@ class _FairRun:
     rate: float
     #: The CPU time ``dev`` spent over that drain (every thread), per 1,000 jobs.
     cpu_ms: float
-    #: That CPU time over the drain's: how many cores ``dev`` kept busy.
-    cores: float
     #: B's claim and start delays (claimedAt, and the first attempt's startedAt, after
     #: scheduledAt), in seconds.
     claims: list[float]
     starts: list[float]
+
+    @property
+    def cores(self) -> float:
+        """How many cores ``dev`` kept busy over the drain (its CPU time over the drain's)."""
+        return self.cpu_ms * self.rate / 1e6
 
 
 async def _fair_run(stack: Stack, args: argparse.Namespace, flow: bool, pair: int) -> _FairRun:
@@ -118,7 +121,7 @@ async def _fair_run(stack: Stack, args: argparse.Namespace, flow: bool, pair: in
             starts.append(_since_due(job, answer["attempts"][0]["startedAt"]))
         await client.aclose()
         total = n + LATE_JOBS
-        return _FairRun(total / drain, cpu * 1e6 / total, cpu / drain, claims, starts)
+        return _FairRun(total / drain, cpu * 1e6 / total, claims, starts)
     finally:
         await server.stop()
 
