@@ -246,6 +246,38 @@ async def test_claims_far_from_the_room_ahead_count_the_queued_jobs_only_near_it
     assert len(await store.list_jobs("a", Status.QUEUED, 1000)) == 30
 
 
+async def test_a_pass_takes_the_room_the_executors_made_in_one_claim(
+    autojump_clock: trio.testing.MockClock,
+    make_deps: DepsFactory,
+    store: JobStore,
+    tmp_path: Path,
+    monkeypatch: Any,
+) -> None:
+    settings = make_settings(tmp_path, claim_ahead=30, claim_batch=5)
+    deps = make_deps(settings=settings)
+    await store.insert_many([make_job(tenant="a") for _ in range(100)])
+    reads = 0
+    read = store.fair_candidates
+
+    async def counting(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read(*args)
+
+    monkeypatch.setattr(store, "fair_candidates", counting)
+    scheduler = Scheduler(deps)
+    # A first pass knows no room yet: it claims 5, 10, then the 15 left of 20.
+    assert await scheduler.tick() == 30
+    assert reads == 3
+    queued = await store.list_jobs("a", Status.QUEUED, 1000)
+    for job in queued[:20]:
+        await finish(store, job, deps.clock.now())
+    # The next asks for the whole room at once and takes what is free of it.
+    reads = 0
+    assert await scheduler.tick() == 20
+    assert reads == 1
+
+
 async def test_a_job_behind_a_full_keys_long_backlog_waits_at_most_for_the_next_full_walk(
     make_deps: DepsFactory,
     sqlite_store: SQLiteJobStore,

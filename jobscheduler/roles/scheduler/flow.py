@@ -134,6 +134,11 @@ class FlowClaimer:
 
     # ------------------------------------------------------------------ the claim
 
+    def first_batch(self, batch: int) -> int:
+        """A pass's first claim: the whole room ahead, of which it takes what is free (one
+        claim a pass, not one for each doubling of ``batch`` up to the room)."""
+        return max(batch, self._room.whole())
+
     async def claim(self, now: datetime, batch: int) -> list[Job]:
         """Claim up to ``batch`` due jobs fairly within the limits (see the module doc)."""
         began = trio.current_time()

@@ -138,10 +138,13 @@ class Scheduler:
     async def _claim_all(self) -> int:
         """Claim and publish until no due job is left; returns how many were claimed.
 
-        Claims start at CLAIM_BATCH per round trip and double while batches come back full.
+        Claims start at CLAIM_BATCH per round trip (with flow control, at the room ahead of
+        the executors once it is known) and double while batches come back full.
         """
         deps = self._deps
         batch = deps.settings.claim_batch
+        if self._flow is not None:
+            batch = min(self._flow.first_batch(batch), MAX_CLAIM_BATCH)
         claimed_total = 0
         while True:
             jobs = await self._claim_and_publish(batch)

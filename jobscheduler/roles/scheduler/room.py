@@ -5,6 +5,8 @@ reports, and at most that), so a later tenant's jobs wait behind a few claimed j
 whole backlog. The fair claim needs the queued counts only when a claim could reach a room:
 between counts, the last count plus what this leader claimed since bounds them (executors
 only take queued jobs away; another leader's claims in a handoff only make a room soft).
+A pass's first claim asks for the whole room of the types it last read, and takes what the
+executors made of it since, in one round trip.
 """
 
 from __future__ import annotations
@@ -27,11 +29,18 @@ class Room:
         self.capacity: Mapping[str, int] = {}
         #: Per job type, the most jobs that can be queued. None: count them.
         self._queued_at_most: Counter[str] | None = None
+        #: The job types of the last claim's candidates.
+        self._seen: set[str] = set()
 
     def ahead(self, job_type: str) -> int:
         """How many jobs of ``job_type`` may be queued at once."""
         slots = self.capacity.get(job_type)
         return self._cap if slots is None else max(1, min(self._cap, 2 * slots))
+
+    def whole(self) -> int:
+        """The room ahead of the types of the last claim's candidates, together (0 before
+        a claim has read any)."""
+        return sum(self.ahead(t) for t in self._seen)
 
     async def left(
         self, store: JobStore, candidates: Iterable[Candidate], now: datetime, *, recount: bool
@@ -41,6 +50,7 @@ class Room:
         the bound, else the bound."""
         queued = self._queued_at_most
         wanted = Counter(job.job_type for job in candidates)
+        self._seen = set(wanted)
         if (
             recount
             or queued is None
