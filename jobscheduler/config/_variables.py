@@ -95,7 +95,8 @@ VARIABLES: tuple[Variable, ...] = (
         "CLAIM_BATCH",
         "claim_batch",
         _positive_int,
-        "jobs claimed per round trip (a tick keeps claiming while batches are full)",
+        "jobs claimed per round trip (a tick keeps claiming while batches are full, "
+        "doubling them; under flow control a pass starts at the room ahead of the executors)",
     ),
     Variable(
         "FLOW_CONTROL",
