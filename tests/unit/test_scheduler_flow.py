@@ -5,7 +5,7 @@ starting from the stored state."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from jobscheduler.store import JobStore
 from jobscheduler.store.sqlite import SQLiteJobStore
 
 from .conftest import DepsFactory, after, make_job, make_settings, sample
-from .flow_support import flow_deps, mail, registry
+from .flow_support import count_calls, flow_deps, mail, registry
 
 
 async def finish(store: JobStore, job: Job, now: Any) -> None:
@@ -216,15 +216,7 @@ async def test_claims_far_from_the_room_ahead_count_the_queued_jobs_only_near_it
     settings = make_settings(tmp_path, claim_ahead=30)
     deps = make_deps(settings=settings)
     await store.insert_many([make_job(tenant="a") for _ in range(50)])
-    counted = 0
-    count = store.queued_by_type
-
-    async def counting(now: datetime) -> dict[str, int]:
-        nonlocal counted
-        counted += 1
-        return await count(now)
-
-    monkeypatch.setattr(store, "queued_by_type", counting)
+    counted = count_calls(monkeypatch, store, "queued_by_type")
     claimer = FlowClaimer(deps)
     now = deps.clock.now()
 
@@ -233,16 +225,16 @@ async def test_claims_far_from_the_room_ahead_count_the_queued_jobs_only_near_it
 
     # The first claim counts; the next two stay within the room by the bound alone.
     assert [await claim() for _ in range(3)] == [10, 10, 10]
-    assert counted == 1
+    assert counted.count == 1
     # Near the room, the claim counts again: 30 queued, none taken, so none claimed.
     assert await claim() == 0
-    assert counted == 2
+    assert counted.count == 2
     # Executors take queued jobs: the next count finds the room they made.
     queued = await store.list_jobs("a", Status.QUEUED, 1000)
     for job in queued[:5]:
         await finish(store, job, now)
     assert await claim() == 5
-    assert counted == 3
+    assert counted.count == 3
     assert len(await store.list_jobs("a", Status.QUEUED, 1000)) == 30
 
 
@@ -256,26 +248,18 @@ async def test_a_pass_takes_the_room_the_executors_made_in_one_claim(
     settings = make_settings(tmp_path, claim_ahead=30, claim_batch=5)
     deps = make_deps(settings=settings)
     await store.insert_many([make_job(tenant="a") for _ in range(100)])
-    reads = 0
-    read = store.fair_candidates
-
-    async def counting(*args: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return await read(*args)
-
-    monkeypatch.setattr(store, "fair_candidates", counting)
+    reads = count_calls(monkeypatch, store, "fair_candidates")
     scheduler = Scheduler(deps)
     # A first pass knows no room yet: it claims 5, 10, then the 15 left of 20.
     assert await scheduler.tick() == 30
-    assert reads == 3
+    assert reads.count == 3
     queued = await store.list_jobs("a", Status.QUEUED, 1000)
     for job in queued[:20]:
         await finish(store, job, deps.clock.now())
     # The next asks for the whole room at once and takes what is free of it.
-    reads = 0
+    reads.count = 0
     assert await scheduler.tick() == 20
-    assert reads == 1
+    assert reads.count == 1
 
 
 async def test_a_job_behind_a_full_keys_long_backlog_waits_at_most_for_the_next_full_walk(
