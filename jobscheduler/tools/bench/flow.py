@@ -140,9 +140,8 @@ async def fairness(stack: Stack, args: argparse.Namespace) -> None:
     always runs on a machine that has just run the other)."""
     ratios, costs = [], []
     for pair in range(args.fair_runs):
-        order = (True, False) if pair % 2 == 0 else (False, True)
         runs = {}
-        for flow in order:
+        for flow in _order(pair):
             run = runs[flow] = await _fair_run(stack, args, flow, pair)
             label = "on" if flow else "off"
             print(
@@ -164,11 +163,20 @@ async def fairness(stack: Stack, args: argparse.Namespace) -> None:
             f"CPU per job {costs[-1]:.2f}x"
         )
     if len(ratios) > 1:
-        each = ", ".join(f"{r:.2f}" for r in sorted(ratios))
-        print(f"fairness: median drain ratio {statistics.median(ratios):.2f} ({each})")
-        each = ", ".join(f"{c:.2f}" for c in sorted(costs))
-        median = statistics.median(costs)
-        print(f"fairness: median CPU per job with / without {median:.2f}x ({each})")
+        print(f"fairness: median drain ratio {_spread(ratios)}")
+        print(f"fairness: median CPU per job with / without {_spread(costs, 'x')}")
+
+
+def _order(pair: int) -> tuple[bool, bool]:
+    """The order of a pair's two runs (the flagged one first, then the other): swapped
+    every second pair, so neither always runs right after the other."""
+    return (True, False) if pair % 2 == 0 else (False, True)
+
+
+def _spread(values: list[float], unit: str = "") -> str:
+    """``values``' median, then each of them in order: "0.91x (0.85, 0.91, 0.96)"."""
+    each = ", ".join(f"{v:.2f}" for v in sorted(values))
+    return f"{statistics.median(values):.2f}{unit} ({each})"
 
 
 def _overlaps(records: list[tuple[str, float, float]]) -> int:
@@ -242,13 +250,14 @@ async def keyed(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
     always runs in a process that has just run the other)."""
     ratios = []
     for pair in range(args.keyed_runs):
-        order = (True, False) if pair % 2 == 0 else (False, True)
-        rates = {limited: await _keyed_run(stack, client, args, limited, pair) for limited in order}
+        rates = {
+            limited: await _keyed_run(stack, client, args, limited, pair)
+            for limited in _order(pair)
+        }
         ratios.append(rates[True] / rates[False])
         print(f"keyed: with / without = {ratios[-1]:.2f} (target >= 0.8; {_load()})")
     if len(ratios) > 1:
-        each = ", ".join(f"{r:.2f}" for r in sorted(ratios))
-        print(f"keyed: median ratio {statistics.median(ratios):.2f} ({each})")
+        print(f"keyed: median ratio {_spread(ratios)}")
 
 
 async def rated(stack: Stack, client: Pool, args: argparse.Namespace) -> None:
