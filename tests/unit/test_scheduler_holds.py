@@ -1,6 +1,6 @@
-"""When the leader stores its report of what is held: at once when the limits holding jobs
-change, once a second while anything is held (a type's room ahead included), and once more
-to clear it."""
+"""When the leader stores its report of what is held: at once when a limit of a type starts
+or stops holding jobs, once a second while anything is held (which keys, and a type's room
+ahead), and once more to clear it."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def test_a_limit_that_starts_or_stops_holding_is_reported_at_once() -> None:
     assert report is not None
     assert report.holds == ()
     assert book.report_due(at(5)) is None  # nothing held, nothing left to clear
+
+
+def test_the_keys_a_limit_holds_changing_wait_for_the_second() -> None:
+    book = HeldBook(Metrics())
+    book.update(held(key_hold("a", "customer-1", waiting=1)), NOTHING)
+    assert book.report_due(at(0)) is not None
+    # Keys finish and others fill with every claim while the limit holds some of them.
+    for step in range(1, 9):
+        book.update(held(key_hold("a", f"customer-{step}", waiting=1)), NOTHING)
+        assert book.report_due(at(step / 10)) is None
+    report = book.report_due(at(REPORT_EVERY))
+    assert report is not None
+    assert [hold.key for hold in report.holds] == ["customer-8"]
 
 
 def test_a_rooms_hold_coming_and_going_waits_for_the_second_and_is_then_cleared() -> None:

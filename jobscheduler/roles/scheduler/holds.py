@@ -5,9 +5,9 @@ full key or type, a spent rate, a type's room ahead of its executors), counting 
 it held (:class:`HoldTally`). The book keeps the latest holds -- with those of scopes the
 claim left out of its read, which are still held -- counts them in the metrics, and makes
 the report the job pages and the Overview read: stored once a second while something is
-held (and once more after), and at once when the limits that hold jobs change. A type's
-room ahead, which fills and frees with nearly every claim under a backlog, waits for the
-second.
+held (and once more after), and at once when a limit of a type starts or stops holding its
+jobs. Which keys of a limit are held, and a type's room ahead, which change with nearly
+every claim while jobs wait for them, wait for the second.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class HeldBook:
             if scope not in fresh and _still_excluded(hold, exclude)
         }
         holds = {**kept, **fresh}
-        if _limit_scopes(holds) != _limit_scopes(self._holds):
+        if _limits_holding(holds) != _limits_holding(self._holds):
             self._report_dirty = True
         self._holds = holds
         waiting: Counter[str] = Counter()
@@ -114,9 +114,14 @@ class HeldBook:
         return FlowReport(at=now, holds=tuple(sorted(self._holds.values(), key=lambda h: h.scope)))
 
 
-def _limit_scopes(holds: Mapping[str, Hold]) -> set[str]:
-    """The scopes of ``holds`` that are limits (not a type's room ahead)."""
-    return {scope for scope, hold in holds.items() if hold.reason is not HoldReason.CAPACITY}
+def _limits_holding(holds: Mapping[str, Hold]) -> set[tuple[HoldReason, str, str]]:
+    """The limits of ``holds`` (not a type's room ahead): each reason of a type in a tenant,
+    whichever of its keys it holds."""
+    return {
+        (hold.reason, hold.tenant_id, hold.job_type)
+        for hold in holds.values()
+        if hold.reason is not HoldReason.CAPACITY
+    }
 
 
 def _still_excluded(hold: Hold, exclude: Exclusions) -> bool:
