@@ -237,8 +237,9 @@ async def test_bench_fairness_phase_prints_bs_delays_and_the_drain_with_and_with
 
 @pytest.mark.e2e
 async def test_bench_keyed_phase_runs_pairs_in_alternating_order_and_prints_their_median() -> None:
-    """``jobscheduler bench --phases keyed --keyed-runs 2``: a limited drain, then an
-    unlimited one; then the other way round; each pair's ratio, and the median."""
+    """``jobscheduler bench --phases keyed --keyed-runs 2``: a limited drain (with how long
+    a key's next job started after the one before), then an unlimited one; then the other
+    way round; each pair's ratio, and the median."""
     result = await run_tool("bench", "--phases", "keyed", "--keyed-runs", "2")
     out = result.stdout.decode()
     assert result.returncode == 0, out + result.stderr.decode()
@@ -247,10 +248,13 @@ async def test_bench_keyed_phase_runs_pairs_in_alternating_order_and_prints_thei
         r"keyed: 1000 jobs over 50 keys, concurrency 1 per key: \d+ jobs/s; "
         r"attempts overlapping another of their key: 0 \(of 1000; target 0\)"
     )
+    gap = (
+        r"keyed: a key's next attempt started [\d.]+ ms after the one before it finished \(median\)"
+    )
     free = r"keyed: without a limit \d+ jobs/s"
     ratio = r"keyed: with / without = [\d.]+ \(target >= 0.8; load average [\d.]+\)"
     median = r"keyed: median ratio [\d.]+ \([\d.]+, [\d.]+\)"
-    expected = [limited, free, ratio, free, limited, ratio, median]
+    expected = [limited, gap, free, ratio, free, limited, gap, ratio, median]
     assert len(lines) == len(expected), out
     for line, pattern in zip(lines, expected, strict=True):
         assert re.fullmatch(pattern, line), (line, out)

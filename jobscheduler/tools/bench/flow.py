@@ -179,18 +179,22 @@ def _spread(values: list[float], unit: str = "") -> str:
     return f"{statistics.median(values):.2f}{unit} ({each})"
 
 
-def _overlaps(records: list[tuple[str, float, float]]) -> int:
-    """How many attempts started before the previous attempt of their key finished."""
+def _successions(records: list[tuple[str, float, float]]) -> tuple[int, list[float]]:
+    """How many attempts started before the previous attempt of their key finished, and
+    for the others, how long after it they started (seconds)."""
     by_key: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for key, start, end in records:
         by_key[key].append((start, end))
-    overlaps = 0
+    overlaps, gaps = 0, []
     for spans in by_key.values():
         busy_until = -math.inf
         for start, end in sorted(spans):
-            overlaps += start < busy_until
+            if start < busy_until:
+                overlaps += 1
+            elif busy_until > -math.inf:
+                gaps.append(start - busy_until)
             busy_until = max(busy_until, end)
-    return overlaps
+    return overlaps, gaps
 
 
 #: The keyed phase's jobs, and the concurrency keys they are spread over (one limit each).
@@ -236,11 +240,16 @@ async def _keyed_run(
             start = parse_time(attempt["startedAt"], "s").timestamp()
             end = parse_time(attempt["finishedAt"], "f").timestamp()
             records.append((job["concurrencyKey"], start, end))
+    overlaps, gaps = _successions(records)
     print(
         f"keyed: {n} jobs over {KEYED_KEYS} keys, concurrency 1 per key: {rate:.0f} jobs/s; "
-        f"attempts overlapping another of their key: {_overlaps(records)} "
-        f"(of {len(records)}; target 0)"
+        f"attempts overlapping another of their key: {overlaps} (of {len(records)}; target 0)"
     )
+    if gaps:
+        print(
+            f"keyed: a key's next attempt started {statistics.median(gaps) * 1000:.1f} ms "
+            "after the one before it finished (median)"
+        )
     return rate
 
 
