@@ -258,3 +258,30 @@ async def test_bench_keyed_phase_runs_pairs_in_alternating_order_and_prints_thei
     assert len(lines) == len(expected), out
     for line, pattern in zip(lines, expected, strict=True):
         assert re.fullmatch(pattern, line), (line, out)
+
+
+@pytest.mark.e2e
+async def test_bench_keyed_phase_with_sleeping_jobs_runs_the_builtin_slow() -> None:
+    """``--keyed-sleep-ms 20``: the same pair of drains, of ``slow`` jobs sleeping 20 ms,
+    the limited one still with no two jobs of a key at once."""
+    result = await run_tool("bench", "--phases", "keyed", "--keyed-sleep-ms", "20")
+    out = result.stdout.decode()
+    assert result.returncode == 0, out + result.stderr.decode()
+    lines = [line for line in out.splitlines() if line.startswith("keyed: ")]
+    assert re.fullmatch(
+        r"keyed: 1000 slow jobs of 20 ms over 50 keys, concurrency 1 per key: \d+ jobs/s; "
+        r"attempts overlapping another of their key: 0 \(of 1000; target 0\)",
+        lines[0],
+    ), out
+    assert re.fullmatch(r"keyed: without a limit \d+ jobs/s", lines[2]), out
+
+
+@pytest.mark.e2e
+async def test_bench_refuses_sleeping_keyed_jobs_on_the_distributed_stack() -> None:
+    """Its executor runs ``noop`` only: refused before anything starts."""
+    result = await run_tool(
+        "bench", "--stack", "distributed", "--phases", "keyed", "--keyed-sleep-ms", "20"
+    )
+    assert result.returncode == 2
+    assert b"--keyed-sleep-ms needs the embedded stack" in result.stderr
+    assert result.stdout == b""

@@ -9,7 +9,8 @@ figures, never asserts them: machines are shared and noisy.
   ``concurrency=1`` (an admin override), then the same in a tenant without a limit: the
   throughput ratio, and whether two jobs of one key ever overlapped (from the attempt
   records' start and finish times); with ``--keyed-runs N``, N such pairs in alternating
-  order, and the median ratio.
+  order, and the median ratio; with ``--keyed-sleep-ms N`` (embedded), jobs of the
+  built-in ``slow`` that sleep N ms instead, so the limit's cost shows beside work.
 - ``rated``: 2,000 ``noop`` jobs in a tenant whose ``noop`` has ``rateLimit=50/s``: starts
   per 1 s window (by claimedAt); on the distributed stack the leader is SIGKILLed midway,
   and the windows without a leader are reported apart.
@@ -63,6 +64,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="pairs of keyed drains, limited and unlimited in alternating order (1); prints "
         "each pair's ratio and their median",
+    )
+    parser.add_argument(
+        "--keyed-sleep-ms",
+        type=positive_int,
+        default=None,
+        help="the keyed jobs are the built-in slow, sleeping this long (default: noop)",
     )
 
 
@@ -209,9 +216,14 @@ async def _keyed_run(
     also prints whether two attempts of a key ever overlapped (from the attempt records)."""
     n = KEYED_JOBS
     tenant = f"keyed-{'limit' if limited else 'free'}-{stack.run_id}-{pair}"
+    sleep_ms = args.keyed_sleep_ms
+    job_type = "noop" if sleep_ms is None else "slow"
+    sleeping: dict[str, Any] = (
+        {} if sleep_ms is None else {"jobType": job_type, "payload": {"sleepMs": sleep_ms}}
+    )
     if limited:
         status, body = await client.request(
-            "PUT", f"/flow/limits/noop?tenantId={tenant}", {"concurrency": 1}
+            "PUT", f"/flow/limits/{job_type}?tenantId={tenant}", {"concurrency": 1}
         )
         if status != 200:
             raise RuntimeError(f"PUT /flow/limits -> {status}: {body}")
@@ -222,7 +234,7 @@ async def _keyed_run(
         return f"key-{i % KEYED_KEYS}"
 
     await bench_enqueue.send_batches(
-        client, noop_bodies(tenant, n, due, concurrencyKey=key), args.batch_size
+        client, noop_bodies(tenant, n, due, concurrencyKey=key, **sleeping), args.batch_size
     )
     baseline = await stack.completed_total()
     await trio.sleep(max((due - datetime.now(UTC)).total_seconds(), 0.0))
@@ -242,7 +254,8 @@ async def _keyed_run(
             records.append((job["concurrencyKey"], start, end))
     overlaps, gaps = _successions(records)
     print(
-        f"keyed: {n} jobs over {KEYED_KEYS} keys, concurrency 1 per key: {rate:.0f} jobs/s; "
+        f"keyed: {n} {_kind(sleep_ms)} over {KEYED_KEYS} keys, concurrency 1 per key: "
+        f"{rate:.0f} jobs/s; "
         f"attempts overlapping another of their key: {overlaps} (of {len(records)}; target 0)"
     )
     if gaps:
@@ -251,6 +264,11 @@ async def _keyed_run(
             "after the one before it finished (median)"
         )
     return rate
+
+
+def _kind(sleep_ms: int | None) -> str:
+    """What the keyed jobs are, as the bench prints it."""
+    return "jobs" if sleep_ms is None else f"slow jobs of {sleep_ms} ms"
 
 
 async def keyed(stack: Stack, client: Pool, args: argparse.Namespace) -> None:

@@ -161,6 +161,13 @@ def run(args: argparse.Namespace) -> int:
     if args.store is not None:
         args.stack = "distributed" if args.store == "mongo" else "embedded"
     phases = {p.strip() for p in args.phases.split(",")}
+    if args.stack == "distributed" and "keyed" in phases and args.keyed_sleep_ms is not None:
+        print(
+            "jobscheduler bench: --keyed-sleep-ms needs the embedded stack "
+            "(the distributed one runs an executor of noop only)",
+            file=sys.stderr,
+        )
+        return 2
     if "scale" in phases:
         bench_scale.prepare_environment()
     if (
